@@ -1,0 +1,113 @@
+"""``python -m bench [--quick] [--only NAME] [--json FILE]``: measure, then print one table.
+
+Sections (``--only`` takes the name or the number):
+
+1 throughput  VWAP and SOBI lines/s on big/finance.csv and a synthetic stream (bench/throughput.py)
+2 kernel      a hand-written numba VWAP, engine/kernel ratio, agreement (bench/kernel.py)
+3 duckdb      DuckDB re-running the VWAP SQL after every update (bench/duckdb_vwap.py)
+4 depth       ns/line at 1k..1M resting orders, cost(1M)/cost(1k) (bench/depth.py)
+5 callbacks   callbacks/s on a view that changes on nearly every line (bench/callbacks.py)
+6 compile     Engine construction, cold and cached, in subprocesses (bench/compile_time.py)
+
+Every number in the table is measured by that run; throughput counts input lines.  Progress
+goes to stderr, the table to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import traceback
+
+from rich.console import Console
+from rich.table import Table
+
+from bench import callbacks, compile_time, depth, duckdb_vwap, kernel, throughput
+from bench.common import Row, Shared, Sizes, Skip
+
+SECTIONS = {
+    "throughput": throughput.run,
+    "kernel": kernel.run,
+    "duckdb": duckdb_vwap.run,
+    "depth": depth.run,
+    "callbacks": callbacks.run,
+    "compile": compile_time.run,
+}
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if math.isinf(value) or math.isnan(value):
+        return str(value)
+    if unit in ("x", "s"):
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:,.0f}"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def table(rows: list[Row], title: str) -> Table:
+    t = Table(title=title, show_lines=False)
+    for col, kw in (("section", {}), ("case", {}), ("value", {"justify": "right"}), ("unit", {}),
+                    ("target", {}), ("ratio / pass / note", {})):
+        t.add_column(col, **kw)
+    last = None
+    for r in rows:
+        if last is not None and r.section != last:
+            t.add_section()
+        last = r.section
+        verdict = r.verdict
+        if verdict.startswith("PASS"):
+            verdict = "[green]" + verdict + "[/green]"
+        elif verdict.startswith(("FAIL", "error")):
+            verdict = "[red]" + verdict + "[/red]"
+        t.add_row(r.section, r.case, _fmt(r.value, r.unit), r.unit, r.target, verdict)
+    return t
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run of a minute or two")
+    ap.add_argument("--only", metavar="NAME", help="run one section: " + ", ".join(
+        f"{i} {n}" for i, n in enumerate(SECTIONS, 1)))
+    ap.add_argument("--json", metavar="FILE", help="also save the rows as JSON")
+    args = ap.parse_args(argv)
+    names = list(SECTIONS)
+    if args.only:
+        key = args.only.strip().lower()
+        if key.isdigit() and 1 <= int(key) <= len(names):
+            key = names[int(key) - 1]
+        if key not in SECTIONS:
+            ap.error(f"--only: no section {args.only!r} (sections: {', '.join(names)})")
+        names = [key]
+    err = Console(stderr=True)
+    sh = Shared(Sizes.make(args.quick))
+    rows: list[Row] = []
+    t_all = time.perf_counter()
+    for name in names:
+        err.print(f"[bold]bench:[/bold] section {name} ...")
+        t0 = time.perf_counter()
+        try:
+            got = SECTIONS[name](sh)
+        except Skip as e:
+            got = [Row(name, "(whole section)", None, "", verdict=f"skipped: {e}")]
+        except Exception as e:  # one broken section must not hide the others' numbers
+            traceback.print_exc()
+            got = [Row(name, "(whole section)", None, "", verdict=f"error: {type(e).__name__}: {e}")]
+        rows.extend(got)
+        err.print(f"[bold]bench:[/bold] section {name} done in {time.perf_counter() - t0:.1f} s")
+    mode = "quick" if args.quick else "full"
+    title = f"ddms bench ({mode}, {time.perf_counter() - t_all:.0f} s)"
+    Console(width=200).print(table(rows, title))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"mode": mode, "rows": [r.__dict__ for r in rows]}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,605 @@
+"""M3 program -> Python source for numba: a pure function of the (verified) program.
+
+Layout of the generated module:
+
+* a ``State`` structref holding every map: a scalar map is a float64 array of length 1; a keyed
+  map is a numba ``Dict`` from a float64 key tuple to its nonzero value, plus one secondary index
+  (partial key -> set of full keys) for every slice pattern the program reads, plus, for ORDERED
+  maps, a range-cumulative treap over the last key (one tree per value of the other keys);
+* one small ``@njit(cache=True)`` function per map writer and per statement (numba's compile time
+  grows faster than function size), one per trigger calling its statements in order;
+* ``run_batch``: the loop over a columnar event batch that dispatches to the triggers and, when
+  views are watched, returns to Python after a line that changed one (and only then).
+
+Expressions compile by continuation: ``_emit(e, env, k)`` writes the loops that enumerate the
+bindings of ``e`` and calls ``k(value, env)`` to write the code that consumes each value.  Two
+shapes are recognised and compiled to O(log n) range-map calls instead of loops:
+
+* range sum     ``AggSum([..], M[.., Q] * {Q op x})``    M ORDERED on Q, x bound
+* threshold sum ``AggSum([], A[.., P] * {X cmp RS(P)})``  A ORDERED on P, RS(P) a range sum over
+  an ORDERED B compared with P, X independent of P (VWAP's "volume above me below k * total")
+
+``Max/Min`` over the ordered key of an ORDERED map reads the treap's extreme key.  Every other
+shape compiles to loops over hash maps and their indexes; ``plan`` lists which was chosen.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ddms.errors import CompileError
+from ddms.m3.ir import (
+    Add, AggSum, Cmp, Const, Div, Expr, Extreme, Lift, MapDecl, MapRef, Mul, Neg, Program, Statement,
+    Var, map_reads,
+)
+from ddms.m3.printer import print_expr, print_program
+from ddms.m3.verify import outputs, verify
+
+CODEGEN_VERSION = "1"
+_PY_CMP = {"=": "==", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
+_OPCODE = {"<": 0, "<=": 1, ">": 2, ">=": 3}
+
+
+@dataclass
+class _Fn:
+    """Lines of one generated function body, with the current indentation."""
+
+    lines: list[str] = field(default_factory=list)
+    depth: int = 1
+    temps: int = 0
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def temp(self, prefix: str = "t") -> str:
+        self.temps += 1
+        return f"{prefix}{self.temps}"
+
+
+@dataclass(frozen=True)
+class Generated:
+    """The generated module source, its content hash, and the access plan of every statement."""
+
+    source: str
+    digest: str
+    plan: tuple[str, ...]
+    program: Program
+
+
+class _Codegen:
+    def __init__(self, program: Program) -> None:
+        self.p = program
+        self.decl = {m.name: m for m in program.maps}
+        self.mid = {m.name: i for i, m in enumerate(program.maps)}
+        self.indexes: dict[str, set[tuple[int, ...]]] = {m.name: set() for m in program.maps}
+        self.plan: list[str] = []
+        self.functions: list[str] = []
+        self.arity = {m.name: len(m.keys) for m in program.maps}
+        self.view_maps = {q.map for q in program.queries}
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _m(self, name: str) -> MapDecl:
+        return self.decl[name]
+
+    @staticmethod
+    def _tuple(items: list[str]) -> str:
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+    def _root(self, m: MapDecl, env: dict[str, str], keys: tuple[str, ...]) -> str:
+        """Code for the treap root of the slice of ordered map ``m`` fixed by the prefix keys."""
+        if len(m.keys) == 1:
+            return f"st.or_{m.name}[0]"
+        prefix = self._tuple([env[k] for k in keys[:-1]])
+        return f"(st.or_{m.name}[{prefix}] if {prefix} in st.or_{m.name} else -1)"
+
+    def _ordered_slice(self, ref: MapRef, env: dict[str, str]) -> bool:
+        """True if ``ref`` reads an ORDERED map with only its last (ordered) key unbound."""
+        m = self._m(ref.name)
+        return (m.ordered and ref.keys[-1] not in env and ref.keys[-1] not in ref.keys[:-1]
+                and all(k in env for k in ref.keys[:-1]))
+
+    def _closed(self, e: Expr, env: dict[str, str]) -> bool:
+        return not outputs(e, frozenset(env), self.arity)
+
+    # -- scalar (loop-free) expressions ---------------------------------------------------------
+    def _inline(self, e: Expr, env: dict[str, str]) -> str | None:
+        """A single Python expression for ``e`` if it needs no loop and no statement, else None."""
+        match e:
+            case Const(value):
+                return repr(float(value))
+            case Var(name):
+                return env.get(name)
+            case MapRef(name, keys) if all(k in env for k in keys):
+                if not keys:
+                    return f"st.m_{name}[0]"
+                return f"st.m_{name}.get({self._tuple([env[k] for k in keys])}, 0.0)"
+            case Neg(x):
+                inner = self._inline(x, env)
+                return None if inner is None else f"(-{inner})"
+            case Add(terms) | Mul(terms):
+                parts = [self._inline(t, env) for t in terms]
+                if any(p is None for p in parts):
+                    return None
+                op = " + " if isinstance(e, Add) else " * "
+                return "(" + op.join(parts) + ")"
+            case Div(num, den):
+                a, b = self._inline(num, env), self._inline(den, env)
+                return None if a is None or b is None else f"div({a}, {b})"
+            case Cmp(op, a, b):
+                x, y = self._inline(a, env), self._inline(b, env)
+                if x is None or y is None:
+                    return None
+                test = f"ne({x}, {y})" if op == "!=" else f"({x} {_PY_CMP[op]} {y})"
+                return f"(1.0 if {test} else 0.0)"
+        return None
+
+    # -- expressions by continuation --------------------------------------------------------
+    def _value(self, fn: _Fn, e: Expr, env: dict[str, str]) -> str:
+        """Code for the value of a closed expression; loops go into a temporary accumulator."""
+        inline = self._inline(e, env)
+        if inline is not None:
+            return inline
+        special = self._special(fn, e, env)
+        if special is not None:
+            return special
+        acc = fn.temp("acc")
+        fn.line(f"{acc} = 0.0")
+        for part in _summands(e):
+            self._emit(fn, part, env, lambda v, _env: fn.line(f"{acc} += {v}"))
+        return acc
+
+    def _special(self, fn: _Fn, e: Expr, env: dict[str, str]) -> str | None:
+        """O(log n) code for the range-map shapes, or None."""
+        if isinstance(e, Extreme):
+            ref = e.ref
+            if self._ordered_slice(ref, env) and ref.keys[-1] == e.var:
+                f, k = fn.temp("found"), fn.temp("key")
+                fn.line(f"{f}, {k} = ordered_{e.kind}(st.op_{ref.name}, {self._root(self._m(ref.name), env, ref.keys)})")
+                self.plan.append(f"  {e.kind}({ref.name}) via range map: O(log n)")
+                return f"({k} if {f} else np.nan)"
+            return None
+        if not isinstance(e, AggSum) or any(g not in env for g in e.group):
+            return None
+        rs = self._range_shape(e, env)
+        if rs is not None:
+            ref, op, bound = rs
+            self.plan.append(f"  range sum {ref.name}[{ref.keys[-1]} {op} ...]: O(log n)")
+            return (f"range_sum(st.op_{ref.name}, {self._root(self._m(ref.name), env, ref.keys)}, "
+                    f"{_OPCODE[op]}, {self._value(fn, bound, env)})")
+        ts = self._threshold_shape(e, env)
+        if ts is not None:
+            a, b, rop, cop, x = ts
+            self.plan.append(f"  threshold sum {a.name} where ({b.name} range) {cop} ...: O(log n)")
+            env_b = dict(env)  # B's prefix keys are bound outside the loop over A
+            return (f"threshold_sum(st.op_{a.name}, {self._root(self._m(a.name), env, a.keys)}, "
+                    f"st.op_{b.name}, {self._root(self._m(b.name), env_b, b.keys)}, "
+                    f"{_OPCODE[rop]}, {_OPCODE[cop]}, {self._value(fn, x, env)})")
+        return None
+
+    def _range_shape(self, e: AggSum, env: dict[str, str]) -> tuple[MapRef, str, Expr] | None:
+        """``AggSum(g, M[.., Q] * {Q op x})``, g bound -> (M ref, op as "Q op x", x)."""
+        body = e.expr
+        if not isinstance(body, Mul) or len(body.factors) != 2:
+            return None
+        refs = [f for f in body.factors if isinstance(f, MapRef)]
+        cmps = [f for f in body.factors if isinstance(f, Cmp)]
+        if len(refs) != 1 or len(cmps) != 1 or not self._ordered_slice(refs[0], env):
+            return None
+        ref, c = refs[0], cmps[0]
+        q = ref.keys[-1]
+        if c.op not in _OPCODE:
+            return None
+        if c.left == Var(q) and q not in map_reads(c.right) and self._closed(c.right, env) \
+                and Var(q) not in _vars(c.right):
+            return ref, c.op, c.right
+        if c.right == Var(q) and self._closed(c.left, env) and Var(q) not in _vars(c.left):
+            return ref, _FLIP[c.op], c.left
+        return None
+
+    def _threshold_shape(self, e: AggSum, env: dict[str, str]):
+        """``AggSum([], A[.., P] * {X cmp RS(P)})`` -> (A, B, rop, cop, X) meaning
+        sum of A[p] over p with (sum of B[q], q rop p) cop X."""
+        body = e.expr
+        if not isinstance(body, Mul) or len(body.factors) != 2:
+            return None
+        refs = [f for f in body.factors if isinstance(f, MapRef)]
+        cmps = [f for f in body.factors if isinstance(f, Cmp)]
+        if len(refs) != 1 or len(cmps) != 1 or not self._ordered_slice(refs[0], env):
+            return None
+        a, c = refs[0], cmps[0]
+        if c.op not in _OPCODE:
+            return None
+        p = a.keys[-1]
+        inner_env = dict(env)
+        inner_env[p] = "__p__"
+        for side, other in ((c.left, c.right), (c.right, c.left)):
+            if not isinstance(side, AggSum) or Var(p) in _vars(other) or not self._closed(other, env):
+                continue
+            rs = self._range_shape(side, inner_env)
+            if rs is None or rs[2] != Var(p):
+                continue
+            b, rop, _ = rs
+            if any(k == p for k in b.keys[:-1]):
+                continue
+            real_cop = c.op if side is c.left else _FLIP[c.op]
+            return a, b, rop, real_cop, other
+        return None
+
+    def _emit(self, fn: _Fn, e: Expr, env: dict[str, str], k) -> None:
+        """Write loops enumerating (bindings, value) of ``e``; call ``k(value, env)`` for each."""
+        inline = self._inline(e, env)
+        if inline is not None:
+            k(inline, env)
+            return
+        match e:
+            case MapRef(name, keys):
+                self._emit_loop(fn, name, keys, env, k)
+            case Mul(factors):
+                self._emit_product(fn, list(factors), env, "1.0", k)
+            case Add(terms):
+                if self._closed(e, env):
+                    k(self._value(fn, e, env), env)
+                else:
+                    for t in terms:
+                        self._emit(fn, t, env, k)
+            case Neg(x):
+                self._emit(fn, x, env, lambda v, env2: k(f"(-{v})", env2))
+            case Div(num, den):
+                self._emit(fn, num, env, lambda v, env2: k(f"div({v}, {self._value(fn, den, env2)})", env2))
+            case Cmp(op, a, b):
+                x, y = self._value(fn, a, env), self._value(fn, b, env)
+                fn.line(f"if ne({x}, {y}):" if op == "!=" else f"if {x} {_PY_CMP[op]} {y}:")
+                fn.depth += 1
+                k("1.0", env)
+                fn.depth -= 1
+            case AggSum(group, x):
+                if all(g in env for g in group):
+                    k(self._value(fn, e, env), env)
+                else:
+                    self._emit_group(fn, e, env, k)
+            case Lift(var, x):
+                v = self._value(fn, x, env)
+                if var in env:
+                    fn.line(f"if {env[var]} == {v}:")
+                    fn.depth += 1
+                    k("1.0", env)
+                    fn.depth -= 1
+                else:
+                    name = fn.temp("lift")
+                    fn.line(f"{name} = {v}")
+                    k("1.0", {**env, var: name})
+            case Extreme(kind, var, ref):
+                v = self._special(fn, e, env)
+                if v is None:  # no range map to ask: scan the slice, O(slice)
+                    v = fn.temp("ext")
+                    fn.line(f"{v} = np.nan")
+
+                    def better(_val: str, env2: dict[str, str]) -> None:
+                        x = env2[var]
+                        fn.line(f"if {v} != {v} or {x} {'>' if kind == 'max' else '<'} {v}:")
+                        fn.line(f"    {v} = {x}")
+                    self._emit_loop(fn, ref.name, ref.keys, env, better)
+                k(v, env)
+            case _:
+                raise CompileError(f"cannot compile {print_expr(e)}")
+
+    def _emit_product(self, fn: _Fn, factors: list[Expr], env: dict[str, str], acc: str, k) -> None:
+        if not factors:
+            k(acc, env)
+            return
+        head, rest = factors[0], factors[1:]
+
+        def go(v: str, env2: dict[str, str]) -> None:
+            self._emit_product(fn, rest, env2, v if acc == "1.0" else f"{acc} * {v}", k)
+        if isinstance(head, Cmp | Lift) or self._inline(head, env) is not None:
+            self._emit(fn, head, env, go)
+            return
+        if self._closed(head, env):
+            go(self._value(fn, head, env), env)
+            return
+        self._emit(fn, head, env, go)
+
+    def _emit_loop(self, fn: _Fn, name: str, keys: tuple[str, ...], env: dict[str, str], k) -> None:
+        bound_pos = tuple(i for i, key in enumerate(keys) if key in env)
+        kk, vv = fn.temp("k"), fn.temp("v")
+        if bound_pos:
+            self.indexes[name].add(bound_pos)
+            part = self._tuple([env[keys[i]] for i in bound_pos])
+            ix = f"st.ix_{name}_{_mask(bound_pos)}"
+            fn.line(f"if {part} in {ix}:")
+            fn.depth += 1
+            fn.line(f"for {kk} in {ix}[{part}]:")
+            fn.depth += 1
+            fn.line(f"{vv} = st.m_{name}[{kk}]")
+            self.plan.append(f"  loop over {name} slice on keys {list(bound_pos)}: O(slice)")
+        else:
+            fn.line(f"for {kk}, {vv} in st.m_{name}.items():")
+            fn.depth += 1
+            self.plan.append(f"  loop over all of {name}: O(n)")
+        start = fn.depth
+        env2 = dict(env)
+        for i, key in enumerate(keys):
+            if key in env2:
+                if i not in bound_pos:  # repeated loop variable: M[X, X]
+                    fn.line(f"if {kk}[{i}] == {env2[key]}:")
+                    fn.depth += 1
+            else:
+                env2[key] = f"{kk}[{i}]"
+        k(vv, env2)
+        fn.depth = start - (2 if bound_pos else 1)
+
+    def _emit_group(self, fn: _Fn, e: AggSum, env: dict[str, str], k) -> None:
+        free = [g for g in e.group if g not in env]
+        d = fn.temp("grp")
+        fn.line(f"{d} = Dict.empty(key_type=K{len(free)}, value_type=types.float64)")
+
+        def add(v: str, env2: dict[str, str]) -> None:
+            key = self._tuple([env2[g] for g in free])
+            fn.line(f"{d}[{key}] = {d}.get({key}, 0.0) + {v}")
+        self._emit(fn, e.expr, env, add)
+        kk, vv = fn.temp("k"), fn.temp("v")
+        fn.line(f"for {kk}, {vv} in {d}.items():")
+        fn.depth += 1
+        k(vv, {**env, **{g: f"{kk}[{i}]" for i, g in enumerate(free)}})
+        fn.depth -= 1
+
+    # -- statements -----------------------------------------------------------------------------
+    def statement(self, fname: str, s: Statement, args: tuple[str, ...]) -> None:
+        fn = _Fn()
+        env = {a: f"a_{a}" for a in args}
+        target = self._m(s.target.name)
+        self.plan.append(f"{fname}: {print_expr(s.target)} {s.op} {print_expr(s.expr)}")
+        tname = target.name
+        if not target.keys:
+            v = self._value(fn, s.expr, env)
+            if s.op == "+=":
+                fn.line(f"w_{tname}(st, (), st.m_{tname}[0] + {v})")
+            else:
+                fn.line(f"w_{tname}(st, (), {v})")
+        else:
+            bound = [k for k in s.target.keys if k in env]
+            buffered = s.op == ":=" or tname in map_reads(s.expr)
+            expr = s.expr
+            if isinstance(expr, AggSum) and outputs(expr, frozenset(env), self.arity):
+                expr = expr.expr  # writes add up per target key anyway: no grouping dict needed
+            if buffered:
+                buf = "buf"
+                fn.line(f"{buf} = Dict.empty(key_type=K{len(target.keys)}, value_type=types.float64)")
+
+                def put(v: str, env2: dict[str, str]) -> None:
+                    key = self._tuple([env2[x] for x in s.target.keys])
+                    fn.line(f"{buf}[{key}] = {buf}.get({key}, 0.0) + {v}")
+                self._emit(fn, expr, env, put)
+                if s.op == ":=":
+                    pos = tuple(i for i, x in enumerate(s.target.keys) if x in bound)
+                    if pos:
+                        self.indexes[tname].add(pos)
+                    fn.line(f"clear_{tname}_{_mask(pos)}(st, {self._tuple([env[x] for x in bound])})")
+                fn.line(f"for kk, vv in {buf}.items():")
+                fn.line(f"    w_{tname}(st, kk, st.m_{tname}.get(kk, 0.0) + vv)")
+            else:
+                def write(v: str, env2: dict[str, str]) -> None:
+                    key = self._tuple([env2[x] for x in s.target.keys])
+                    fn.line(f"w_{tname}(st, {key}, st.m_{tname}.get({key}, 0.0) + {v})")
+                self._emit(fn, expr, env, write)
+        params = ", ".join(["st", *env.values()])
+        self.functions.append(f"@njit(cache=True)\ndef {fname}({params}):\n" + "\n".join(fn.lines)
+                              + "\n    return\n")
+
+    # -- maps -----------------------------------------------------------------------------------
+    def map_functions(self, m: MapDecl) -> list[str]:
+        """The writer ``w_M(st, key, new_value)`` keeping indexes, treaps and the change log in
+        step, and ``clear_M_<mask>(st, partial)`` for every ``:=`` slice."""
+        i, n = self.mid[m.name], len(m.keys)
+        log = (f"    if st.watch[{i}]:\n        st.log_keys_{m.name}.append(key)\n"
+               f"        st.log_old_{m.name}.append(old)\n") if m.name in self.view_maps and n else ""
+        if not n:
+            return [f"@njit(cache=True, inline='always')\ndef w_{m.name}(st, key, new):\n"
+                    f"    st.m_{m.name}[0] = new\n"]
+        body = [f"    old = st.m_{m.name}.get(key, 0.0)", "    if old == new:", "        return"]
+        if log:
+            body.append(log.rstrip("\n"))
+        ix_add, ix_del = [], []
+        for pos in sorted(self.indexes[m.name]):
+            part = self._tuple([f"key[{p}]" for p in pos])
+            ix = f"st.ix_{m.name}_{_mask(pos)}"
+            ix_add += [f"        if {part} not in {ix}:",
+                       f"            {ix}[{part}] = Dict.empty(key_type=K{n}, value_type=types.float64)",
+                       f"        {ix}[{part}][key] = 1.0"]
+            ix_del += [f"        s = {ix}[{part}]", "        s.pop(key)",
+                       "        if len(s) == 0:", f"            {ix}.pop({part})"]
+        body += ["    if new == 0.0:", f"        st.m_{m.name}.pop(key)", *ix_del,
+                 "    else:", f"        st.m_{m.name}[key] = new"]
+        if ix_add:
+            body += ["        if old == 0.0:"] + ["    " + line for line in ix_add]
+        if m.ordered:
+            if n == 1:
+                body += [f"    st.or_{m.name}[0] = ordered_set(st.op_{m.name}, st.or_{m.name}[0], key[0], new)"]
+            else:
+                prefix = self._tuple([f"key[{p}]" for p in range(n - 1)])
+                body += [f"    r = st.or_{m.name}[{prefix}] if {prefix} in st.or_{m.name} else -1",
+                         f"    r = ordered_set(st.op_{m.name}, r, key[{n - 1}], new)",
+                         "    if r < 0:", f"        st.or_{m.name}.pop({prefix}, -1)",
+                         "    else:", f"        st.or_{m.name}[{prefix}] = r"]
+        out = [f"@njit(cache=True)\ndef w_{m.name}(st, key, new):\n" + "\n".join(body) + "\n"]
+        return out
+
+    def clear_function(self, m: MapDecl, pos: tuple[int, ...]) -> str:
+        n = len(m.keys)
+        if pos:
+            part_args = self._tuple([f"part[{j}]" for j in range(len(pos))])
+            return (f"@njit(cache=True)\ndef clear_{m.name}_{_mask(pos)}(st, part):\n"
+                    f"    ix = st.ix_{m.name}_{_mask(pos)}\n"
+                    f"    if {part_args} not in ix:\n        return\n"
+                    f"    keys = [k for k in ix[{part_args}]]\n"
+                    f"    for k in keys:\n        w_{m.name}(st, k, 0.0)\n")
+        return (f"@njit(cache=True)\ndef clear_{m.name}_{_mask(pos)}(st, part):\n"
+                f"    keys = [k for k in st.m_{m.name}]\n"
+                f"    for k in keys:\n        w_{m.name}(st, k, 0.0)\n" if n else
+                f"@njit(cache=True)\ndef clear_{m.name}_{_mask(pos)}(st, part):\n    st.m_{m.name}[0] = 0.0\n")
+
+    # -- module ---------------------------------------------------------------------------------
+    def module(self) -> str:
+        p = self.p
+        trig_fns = []
+        streams = {s.name: i for i, s in enumerate(p.streams)}
+        for t in p.triggers:
+            tname = f"on_{'insert' if t.sign == '+' else 'delete'}_{t.stream}"
+            calls = []
+            for j, s in enumerate(t.statements):
+                fname = f"{tname}_s{j}"
+                self.statement(fname, s, t.args)
+                calls.append(f"    {fname}(st, {', '.join('a_' + a for a in t.args)})")
+            params = ", ".join(["st", *("a_" + a for a in t.args)])
+            trig_fns.append(f"@njit(cache=True)\ndef {tname}({params}):\n" + "\n".join(calls or ["    pass"]) + "\n")
+        clears = []
+        for stmt_map, pos in self._clear_patterns():
+            clears.append(self.clear_function(self._m(stmt_map), pos))
+        writers = [f for m in p.maps for f in self.map_functions(m)]
+        fields, inits = self._state_fields()
+        dispatch = []
+        for t in p.triggers:
+            si, sign = streams[t.stream], (1 if t.sign == "+" else -1)
+            args = ", ".join(f"cols[i, {c}]" for c in range(len(t.args)))
+            tname = f"on_{'insert' if t.sign == '+' else 'delete'}_{t.stream}"
+            dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}(st, {args})")
+        changed = []
+        for q in p.queries:
+            m = self._m(q.map)
+            i = self.mid[m.name]
+            if m.keys:
+                changed.append(f"        if st.watch[{i}] and len(st.log_keys_{m.name}) > 0:\n            changed = True")
+            else:
+                changed.append(f"        if st.watch[{i}]:\n            v = st.m_{m.name}[0]\n"
+                               f"            if not (v == prev[{i}] or (v != v and prev[{i}] != prev[{i}])):\n"
+                               "                changed = True")
+        snap = [f"            prev[{self.mid[q.map]}] = st.m_{q.map}[0]" for q in p.queries
+                if not self._m(q.map).keys]
+        run = ("@njit(cache=True)\n"
+               "def run_batch(st, relmap, rel, sign, cols, line, start, end, prev):\n"
+               "    \"\"\"Apply events start..end; with watched views, stop after the first line that\n"
+               "    changed one and return the index of the next event (``end`` when done).\"\"\"\n"
+               "    i = start\n"
+               "    watching = st.watching[0]\n"
+               "    while i < end:\n"
+               "        ln = line[i]\n"
+               "        if watching:\n" + ("\n".join(snap) if snap else "            pass") + "\n"
+               "        while i < end and line[i] == ln:\n"
+               "            r = relmap[rel[i]]\n"
+               "            s = sign[i]\n"
+               + ("\n".join(dispatch) if dispatch else "            pass") + "\n"
+               "            i += 1\n"
+               "        if watching:\n"
+               "            changed = False\n"
+               + ("\n".join("    " + c.replace("\n", "\n    ") for c in changed) if changed else "            pass")
+               + "\n            if changed:\n                return i\n"
+               "    return i\n")
+        header = (f'"""Generated by ddms codegen v{CODEGEN_VERSION} from an M3 program: do not edit.\n\n'
+                  + print_program(p).replace("\\", "\\\\").replace('"""', "'''") + '"""\n\n'
+                  "import ddms  # noqa: F401\n"
+                  "import numpy as np\n"
+                  "from numba import njit, types\n"
+                  "from numba.experimental import structref\n"
+                  "from numba.typed import Dict, List\n\n"
+                  "from ddms.backend.rt import div, ne, range_sum, threshold_sum\n"
+                  "from ddms.storage.ordered import ordered_max, ordered_min, ordered_new, ordered_set\n\n\n"
+                  + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
+                            for i in range(1, self._max_arity() + 1)) + "\n\n"
+                  "@structref.register\n"
+                  "class StateType(types.StructRef):\n"
+                  "    def preprocess_fields(self, fields):\n"
+                  "        return tuple((n, types.unliteral(t)) for n, t in fields)\n\n\n"
+                  "class State(structref.StructRefProxy):\n"
+                  "    \"\"\"Python handle on the program state; each field reads through a compiled getter.\"\"\"\n\n"
+                  + "".join(f"    @property\n    def {f}(self):\n        return get_{f}(self)\n\n" for f in fields)
+                  + "\n"
+                  + "".join(f"@njit(cache=True)\ndef get_{f}(st):\n    return st.{f}\n\n\n" for f in fields)
+                  + f"FIELDS = {fields!r}\n"
+                  "structref.define_proxy(State, StateType, FIELDS)\n\n\n"
+                  "@njit(cache=True)\n"
+                  "def new_state():\n"
+                  "    return State(" + ", ".join(inits) + ")\n\n\n")
+        parts = [header, *writers, *clears, *self.functions, *trig_fns, run]
+        return "\n\n".join(parts)
+
+    def _max_arity(self) -> int:
+        return max([len(m.keys) for m in self.p.maps] + [4])
+
+    def _clear_patterns(self) -> list[tuple[str, tuple[int, ...]]]:
+        out = []
+        for t in self.p.triggers:
+            for s in t.statements:
+                if s.op == ":=" and s.target.keys:
+                    pos = tuple(i for i, x in enumerate(s.target.keys) if x in t.args)
+                    if (s.target.name, pos) not in out:
+                        out.append((s.target.name, pos))
+        return out
+
+    def _state_fields(self) -> tuple[list[str], list[str]]:
+        fields, inits = ["watch", "watching"], ["np.zeros(%d, np.int8)" % max(len(self.p.maps), 1),
+                                               "np.zeros(1, np.int8)"]
+        for m in self.p.maps:
+            n = len(m.keys)
+            fields.append(f"m_{m.name}")
+            if not n:
+                inits.append("np.zeros(1)")
+                continue
+            kt = f"K{n}"
+            inits.append(f"Dict.empty(key_type={kt}, value_type=types.float64)")
+            for pos in sorted(self.indexes[m.name]):
+                fields.append(f"ix_{m.name}_{_mask(pos)}")
+                inits.append(f"Dict.empty(key_type=K{len(pos)}, value_type=D{n})")
+            if m.ordered:
+                fields += [f"op_{m.name}", f"or_{m.name}"]
+                inits.append("ordered_new(16)")
+                inits.append("np.full(1, -1, np.int64)" if n == 1 else
+                             f"Dict.empty(key_type=K{n - 1}, value_type=types.int64)")
+            if m.name in self.view_maps:
+                fields += [f"log_keys_{m.name}", f"log_old_{m.name}"]
+                inits += [f"List.empty_list({kt})", "List.empty_list(types.float64)"]
+        return fields, inits
+
+
+def _summands(e: Expr) -> tuple[Expr, ...]:
+    """The parts whose values add up to a closed ``e``: a sum's terms, an aggregate's body."""
+    if isinstance(e, Add):
+        return e.terms
+    if isinstance(e, AggSum):
+        return (e.expr,)
+    return (e,)
+
+
+def _mask(pos: tuple[int, ...]) -> str:
+    return "b" + "".join(str(p) for p in pos) if pos else "all"
+
+
+def _vars(e: Expr) -> set[Var]:
+    from ddms.m3.ir import walk
+    return {x for x in walk(e) if isinstance(x, Var)} | {Var(k) for x in walk(e) if isinstance(x, MapRef)
+                                                          for k in x.keys}
+
+
+@functools.cache
+def _runtime_fingerprint() -> str:
+    """Hash of the run-time libraries generated code calls.  numba's cache does not notice when
+    a *callee* in another file changes, so the module name must change with them."""
+    from ddms.backend import rt
+    from ddms.storage import ordered
+    h = hashlib.sha256()
+    for mod in (rt, ordered):
+        h.update(Path(mod.__file__).read_bytes())
+    return h.hexdigest()
+
+
+def generate(program: Program) -> Generated:
+    """Generate the numba module for ``program`` (verified first).  Pure: same program, same
+    text, same digest (which names the module file in the cache)."""
+    verify(program)
+    g = _Codegen(program)
+    source = g.module()
+    digest = hashlib.sha256((CODEGEN_VERSION + _runtime_fingerprint() + source).encode()).hexdigest()[:20]
+    return Generated(source, digest, tuple(g.plan), program)

@@ -1,0 +1,100 @@
+"""Run-time helpers that generated programs call: SQL-style comparisons and division, and the
+threshold search over range-cumulative maps.  All ``@njit(cache=True)``.
+
+Operator codes shared with ``codegen``: 0 ``<``, 1 ``<=``, 2 ``>``, 3 ``>=``.
+"""
+
+from __future__ import annotations
+
+import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
+import numpy as np
+from numba import njit
+
+from ddms.storage.ordered import (
+    ordered_first_prefix, ordered_items, ordered_negatives, ordered_sum_ge, ordered_sum_gt,
+    ordered_sum_le, ordered_sum_lt, ordered_total,
+)
+
+LT, LE, GT, GE = 0, 1, 2, 3
+OP_CODES = {"<": LT, "<=": LE, ">": GT, ">=": GE}
+FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
+
+
+@njit(cache=True, inline="always")
+def div(a: float, b: float) -> float:
+    """a / b, NaN (SQL NULL) when b is 0."""
+    if b == 0.0:
+        return np.nan
+    return a / b
+
+
+@njit(cache=True, inline="always")
+def ne(a: float, b: float) -> bool:
+    """SQL ``<>``: false when either side is NaN (NULL), like every other comparison."""
+    return a == a and b == b and a != b
+
+
+@njit(cache=True)
+def range_sum(pool, root, op: int, x: float) -> float:
+    """Sum of values with key ``op`` x; O(log n)."""
+    if op == LT:
+        return ordered_sum_lt(pool, root, x)
+    if op == LE:
+        return ordered_sum_le(pool, root, x)
+    if op == GT:
+        return ordered_sum_gt(pool, root, x)
+    return ordered_sum_ge(pool, root, x)
+
+
+@njit(cache=True)
+def _holds(op: int, a: float, b: float) -> bool:
+    if op == LT:
+        return a < b
+    if op == LE:
+        return a <= b
+    if op == GT:
+        return a > b
+    return a >= b
+
+
+@njit(cache=True)
+def threshold_sum(pa, ra, pb, rb, rop: int, cop: int, x: float) -> float:
+    """Sum of A[p] over the keys p of A with R(p) ``cop`` x, where R(p) is the sum of B[q] over
+    keys q ``rop`` p.  This is VWAP's "volume above my price below k * total".
+
+    When B has no negative values R is monotone in p, so the qualifying p form an up-set or a
+    down-set of the reals, bounded at a key of B: one O(log n) descent of B finds the boundary
+    and one O(log n) range sum of A adds up the side that qualifies.  With negative values the
+    answer falls back to a scan of A's keys (O(n log n)), still exact.
+    """
+    if x != x:
+        return 0.0
+    if ordered_negatives(pb, rb) > 0:
+        keys, vals = ordered_items(pa, ra)
+        acc = 0.0
+        for i in range(keys.shape[0]):
+            if _holds(cop, range_sum(pb, rb, rop, keys[i]), x):
+                acc += vals[i]
+        return acc
+    # R(p) = F(p) for rop in (<, <=), T - F(p) for (>, >=); F = inclusive (<=, >) or
+    # exclusive (<, >=) prefix sum, non-decreasing in p.  Rewrite the condition as F(p) c y.
+    inclusive = rop == LE or rop == GT
+    c, y = cop, x
+    if rop == GT or rop == GE:
+        y = ordered_total(pb, rb) - x
+        c = (GT, GE, LT, LE)[cop]
+    # U = {p : F(p) > y} (strict) or {F(p) >= y}; S is U for c in (>, >=), its complement else.
+    strict = c == GT or c == LE
+    upset = c == GT or c == GE
+    if (0.0 > y) if strict else (0.0 >= y):
+        whole = 1  # U is every real
+    else:
+        found, b = ordered_first_prefix(pb, rb, y, strict)
+        whole = -1 if not found else 0  # U empty, or U = [b, inf) / (b, inf)
+    if whole == 1:
+        return ordered_total(pa, ra) if upset else 0.0
+    if whole == -1:
+        return 0.0 if upset else ordered_total(pa, ra)
+    if upset:
+        return ordered_sum_ge(pa, ra, b) if inclusive else ordered_sum_gt(pa, ra, b)
+    return ordered_sum_lt(pa, ra, b) if inclusive else ordered_sum_le(pa, ra, b)

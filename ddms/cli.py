@@ -1,0 +1,173 @@
+"""The ``ddms`` command line.
+
+    ddms run [PROGRAM.m3] [--data FILE] [--every N] [--json] [--skip-bad]
+    ddms compile PROGRAM.m3            canonical M3 text plus the access plan of every statement
+
+``ddms run`` with no program runs the SOBI demo on built-in synthetic order flow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ddms.errors import DdmsError
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "m3"
+
+
+def _jsonable(x):
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    if isinstance(x, list):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+def _print_views(position: int, snapshot: dict, as_json: bool) -> None:
+    views = {k: _jsonable(v) for k, v in snapshot.items()}
+    if as_json:
+        print(json.dumps({"line": position, "views": views}), flush=True)
+    else:
+        parts = ", ".join(f"{k}={v if not isinstance(v, list) else f'<{len(v)} rows>'}" for k, v in views.items())
+        print(f"line {position}: {parts}", flush=True)
+
+
+def _progress_chunks(chunks: Iterator[bytes], total: int | None, label: str) -> Iterator[bytes]:
+    """Pass chunks through, drawing a progress bar on stderr (rich) when stderr is a terminal,
+    else a line every few seconds."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+    console = Console(stderr=True)
+    if console.is_terminal:
+        with Progress(TextColumn(label), BarColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                      console=console, transient=True) as bar:
+            task = bar.add_task(label, total=total)
+            for c in chunks:
+                yield c
+                bar.advance(task, len(c))
+        return
+    done, last = 0, time.monotonic()
+    for c in chunks:
+        yield c
+        done += len(c)
+        if time.monotonic() - last > 5:
+            last = time.monotonic()
+            pct = f" ({100 * done / total:.0f}%)" if total else ""
+            print(f"{label}: {done / 1e6:.0f} MB{pct}", file=sys.stderr, flush=True)
+
+
+def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        while chunk := f.read(size):
+            yield chunk
+
+
+def _batches(parser, chunks: Iterator[bytes]):
+    for chunk in chunks:
+        batch = parser.feed(chunk)
+        yield batch
+        if batch.error is not None:
+            return
+    yield parser.close()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ddms.runtime.driver import replay
+    from ddms.runtime.engine import Engine
+    from ddms.streams.orderbook import OrderBookParser
+
+    program = Path(args.program) if args.program else EXAMPLES / "sobi.m3"
+    if program.suffix == ".sql":
+        raise DdmsError(f"{program}: SQL views need the SQL compiler; run an M3 program (.m3)")
+    if not program.exists():
+        raise DdmsError(f"{program}: no such program file")
+    engine = Engine(program)
+    print(f"compiled {program.name} in {engine.compile_seconds:.2f} s", file=sys.stderr)
+    streams = engine.program.streams
+    brokers = {int(s.source.option("brokers", "10")) for s in streams if s.source is not None} or {10}
+    if len(brokers) > 1:
+        raise DdmsError(f"{program}: order-book streams disagree on brokers := ...")
+    if args.program is None and args.data is None:
+        from replay.synthetic import generate_orderbook
+        label, source, total = f"demo ({args.demo_lines:,} synthetic lines)", "<synthetic>", None
+        chunks = generate_orderbook(args.demo_lines, seed=args.seed)
+        every = args.every or max(args.demo_lines // 10, 1)
+    else:
+        data = Path(args.data) if args.data else None
+        if data is None:
+            paths = {s.source.path for s in streams if s.source is not None}
+            if len(paths) != 1:
+                raise DdmsError(f"{program}: give --data FILE (the streams declare "
+                                f"{'no file' if not paths else 'several files'})")
+            data = (program.parent / paths.pop()).resolve()
+        if not data.exists():
+            raise DdmsError(f"{data}: no such data file")
+        label, source, total = data.name, str(data), data.stat().st_size
+        chunks = _file_chunks(data)
+        every = args.every
+    parser = OrderBookParser(brokers=brokers.pop(), source=source, skip_bad=args.skip_bad)
+    t0 = time.perf_counter()
+    replay(engine, _batches(parser, _progress_chunks(chunks, total, label)), engine.relmap(("bids", "asks")),
+           every=every, checkpoint=lambda pos: _print_views(pos, engine.snapshot(), args.json))
+    seconds = time.perf_counter() - t0
+    if not every or engine.position % every:
+        _print_views(engine.position, engine.snapshot(), args.json)
+    rate = engine.position / seconds if seconds > 0 else float("inf")
+    skipped = f", {parser.bad_lines} bad lines skipped" if parser.bad_lines else ""
+    print(f"{engine.position:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s){skipped}", file=sys.stderr)
+    for err in getattr(parser, "bad_samples", [])[:5]:
+        print(f"  skipped {err}", file=sys.stderr)
+    return 0
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from ddms.backend.codegen import generate
+    from ddms.m3.printer import print_program
+    from ddms.runtime.engine import load_program
+
+    program = load_program(Path(args.program))
+    print(print_program(program), end="")
+    print("\n-- access plan")
+    for line in generate(program).plan:
+        print("-- " + line)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="ddms", description="Agile views over order books.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="replay an order-book file through a program (no arguments: demo)")
+    run.add_argument("program", nargs="?", help="an M3 program (.m3); default: the SOBI demo")
+    run.add_argument("--data", help="order-book file (t,order_id,action,volume,price); replaces the streams' files")
+    run.add_argument("--every", type=int, default=0, help="print the views after every N input lines")
+    run.add_argument("--json", action="store_true", help="print JSON lines")
+    run.add_argument("--skip-bad", action="store_true", help="skip and count bad input lines instead of stopping")
+    run.add_argument("--demo-lines", type=int, default=1_000_000, help="size of the synthetic demo stream")
+    run.add_argument("--seed", type=int, default=0, help="seed of the synthetic demo stream")
+    run.set_defaults(func=cmd_run)
+    comp = sub.add_parser("compile", help="print a program's canonical M3 text and access plan")
+    comp.add_argument("program")
+    comp.set_defaults(func=cmd_compile)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except DdmsError as e:
+        print(f"ddms: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ddms: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

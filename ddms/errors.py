@@ -1,0 +1,52 @@
+"""The one exception hierarchy of ddms.
+
+Every error a user can provoke derives from :class:`DdmsError`, and its message says *where*
+(file, line, column, map or view name) and *why*.  Catch ``DdmsError`` to handle them all.
+
+::
+
+    DdmsError
+    ├── M3SyntaxError        M3 program text that does not parse (source, line, column)
+    ├── ProgramError         a parsed program that is ill-formed (unknown map, arity, unbound variable)
+    ├── CompileError         the numba backend could not build a program
+    ├── InputError           a bad input line or message (source, line number, reason, the text)
+    └── ViewError            misuse of a live view (writes, unknown view or key)
+"""
+
+from __future__ import annotations
+
+
+class DdmsError(Exception):
+    """Base class of every error raised by ddms on bad programs, bad input or misuse."""
+
+
+class M3SyntaxError(DdmsError):
+    """M3 text that does not parse; the message points at source:line:column."""
+
+    def __init__(self, reason: str, source: str = "<string>", line: int = 0, column: int = 0,
+                 text: str = "") -> None:
+        self.reason, self.source, self.line, self.column, self.text = reason, source, line, column, text
+        where = f"{source}:{line}:{column}" if line else source
+        caret = f"\n    {text}\n    {' ' * max(column - 1, 0)}^" if text else ""
+        super().__init__(f"{where}: {reason}{caret}")
+
+
+class ProgramError(DdmsError):
+    """A syntactically valid program that breaks a rule of the IR (found by the verifier)."""
+
+
+class CompileError(DdmsError):
+    """The backend failed to generate or compile code for a program."""
+
+
+class InputError(DdmsError):
+    """A bad input record.  ``line`` is 1-based; ``text`` is the offending record (shortened)."""
+
+    def __init__(self, reason: str, source: str = "<input>", line: int = 0, text: str = "") -> None:
+        self.reason, self.source, self.line, self.text = reason, source, line, text
+        shown = text if len(text) <= 120 else text[:117] + "..."
+        super().__init__(f"{source}:{line}: {reason}" + (f": {shown!r}" if text else ""))
+
+
+class ViewError(DdmsError):
+    """Misuse of a live view: writing to it, or asking for a view that does not exist."""

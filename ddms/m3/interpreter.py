@@ -1,0 +1,182 @@
+"""A pure-Python reference interpreter of M3: the oracle the numba backend is tested against.
+
+It follows the binding semantics of ``ir`` literally (nested loops over map entries, no indexes,
+no range maps, no threshold search), so it is slow (a threshold query costs O(n^2) per event)
+but obviously right.  Maps are dicts from key tuples (floats) to nonzero float values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from ddms.errors import ProgramError
+from ddms.m3.ir import (
+    Add, AggSum, Cmp, Const, Div, Expr, Extreme, Lift, MapRef, Mul, Neg, Program, Statement, Var,
+)
+from ddms.m3.verify import outputs, verify
+
+Env = dict[str, float]
+
+_CMP = {
+    "=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+}
+
+
+def compare(op: str, a: float, b: float) -> bool:
+    """SQL-style comparison: anything compared with NaN (NULL) is false."""
+    if math.isnan(a) or math.isnan(b):
+        return False
+    return _CMP[op](a, b)
+
+
+def initial_values(program: Program) -> dict[str, float]:
+    """The nonzero values of the maps declared with ``:= init``, evaluated in declaration order
+    over an empty database (each init sees the initial values of the maps declared before it)."""
+    empty = Interpreter.__new__(Interpreter)
+    empty.maps = {m.name: {} for m in program.maps}
+    empty._map_arity = {m.name: len(m.keys) for m in program.maps}
+    out = {}
+    for m in program.maps:
+        if m.init is not None:
+            v = empty.value(m.init, {})
+            if v != 0.0:
+                out[m.name] = empty.maps[m.name][()] = v
+    return out
+
+
+class Interpreter:
+    """Holds the maps of one program and applies events to them one at a time."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = verify(program)
+        self.maps: dict[str, dict[tuple[float, ...], float]] = {m.name: {} for m in program.maps}
+        self._map_arity = {m.name: len(m.keys) for m in program.maps}
+        self._arity = {s.name: len(s.columns) for s in program.streams}
+        for name, value in initial_values(program).items():
+            self.maps[name][()] = value
+
+    # -- events ---------------------------------------------------------------------------
+    def apply(self, sign: str, stream: str, values: tuple[float, ...]) -> None:
+        """Run the trigger of ``sign stream(values)`` (a no-op if the program has none)."""
+        if stream not in self._arity:
+            raise ProgramError(f"unknown stream {stream}")
+        if len(values) != self._arity[stream]:
+            raise ProgramError(f"stream {stream} has {self._arity[stream]} columns, got {len(values)}")
+        trigger = self.program.trigger(sign, stream)
+        if trigger is None:
+            return
+        env = {a: float(v) for a, v in zip(trigger.args, values, strict=True)}
+        for s in trigger.statements:
+            self.run_statement(s, env)
+
+    def run_statement(self, s: Statement, env: Env) -> None:
+        results: dict[tuple[float, ...], float] = {}
+        for b, v in self.eval(s.expr, env):
+            full = env | b
+            key = tuple(full[k] for k in s.target.keys)
+            results[key] = results.get(key, 0.0) + v
+        m = self.maps[s.target.name]
+        if s.op == ":=":
+            fixed = [(i, env[k]) for i, k in enumerate(s.target.keys) if k in env]
+            for key in [k for k in m if all(k[i] == v for i, v in fixed)]:
+                del m[key]
+        for key, v in results.items():
+            new = v if s.op == ":=" else m.get(key, 0.0) + v
+            if new == 0.0:
+                m.pop(key, None)
+            else:
+                m[key] = new
+
+    # -- expressions ------------------------------------------------------------------------
+    def value(self, e: Expr, env: Env) -> float:
+        """The value of an expression that binds no variables."""
+        return sum((v for _, v in self.eval(e, env)), 0.0)
+
+    def eval(self, e: Expr, env: Env) -> Iterator[tuple[Env, float]]:
+        """Every (new bindings, value) pair of ``e`` under ``env``; zero values may be omitted."""
+        match e:
+            case Const(value):
+                yield {}, value
+            case Var(name):
+                yield {}, env[name]
+            case MapRef(name, keys):
+                yield from self._read(name, keys, env)
+            case Mul(factors):
+                yield from self._product(factors, env)
+            case Add(terms):
+                for t in terms:
+                    yield from self.eval(t, env)
+            case Neg(x):
+                for b, v in self.eval(x, env):
+                    yield b, -v
+            case Div(num, den) if not outputs(num, frozenset(env), self._map_arity):
+                d = self.value(den, env)  # a closed quotient has a value even when it is 0/0
+                yield {}, (self.value(num, env) / d if d != 0.0 else math.nan)
+            case Div(num, den):
+                for b, v in self.eval(num, env):
+                    d = self.value(den, env | b)
+                    yield b, (v / d if d != 0.0 else math.nan)
+            case Cmp(op, a, b):
+                if compare(op, self.value(a, env), self.value(b, env)):
+                    yield {}, 1.0
+            case AggSum(group, x):
+                groups: dict[tuple[float, ...], float] = {}
+                free = [g for g in group if g not in env]
+                for b, v in self.eval(x, env):
+                    key = tuple(b[g] for g in free)
+                    groups[key] = groups.get(key, 0.0) + v
+                for key, v in groups.items():
+                    yield dict(zip(free, key, strict=True)), v
+            case Lift(var, x):
+                v = self.value(x, env)
+                if var in env:
+                    if env[var] == v:
+                        yield {}, 1.0
+                else:
+                    yield {var: v}, 1.0
+            case Extreme(kind, var, ref):
+                found = [b[var] for b, v in self._read(ref.name, ref.keys, env) if v != 0.0]
+                yield {}, ((max if kind == "max" else min)(found) if found else math.nan)
+            case _:
+                raise ProgramError(f"not an M3 expression: {e!r}")
+
+    def _read(self, name: str, keys: tuple[str, ...], env: Env) -> Iterator[tuple[Env, float]]:
+        m = self.maps[name]
+        if all(k in env for k in keys):
+            v = m.get(tuple(env[k] for k in keys), 0.0)
+            if v != 0.0:
+                yield {}, v
+            return
+        for key, v in list(m.items()):
+            b: Env = {}
+            for k, x in zip(keys, key, strict=True):
+                have = env[k] if k in env else b.get(k)
+                if have is None:
+                    b[k] = x
+                elif have != x:
+                    break
+            else:
+                yield b, v
+
+    def _product(self, factors: tuple[Expr, ...], env: Env) -> Iterator[tuple[Env, float]]:
+        if not factors:
+            yield {}, 1.0
+            return
+        for b1, v1 in self.eval(factors[0], env):
+            if v1 == 0.0:
+                continue
+            for b2, v2 in self._product(factors[1:], env | b1):
+                yield b1 | b2, v1 * v2
+
+    # -- results --------------------------------------------------------------------------
+    def view(self, name: str) -> float | dict[tuple[float, ...], float]:
+        """A query's current value: a float for a map without keys, else a dict of nonzero rows."""
+        q = next((q for q in self.program.queries if q.name == name), None)
+        if q is None:
+            raise ProgramError(f"unknown query {name}")
+        m = self.maps[q.map]
+        if not self.program.map(q.map).keys:
+            return m.get((), 0.0)
+        return dict(m)

@@ -1,0 +1,220 @@
+"""The M3 trigger-program IR: frozen dataclasses, nothing else.
+
+An M3 program (the target language of DBToaster's compiler) declares input streams, maps with
+typed key columns, the queries (views) that expose some maps, and one trigger per stream event
+(``ON + BIDS(...)``/``ON - BIDS(...)``).  A trigger is a list of statements ``m[keys] += e`` or
+``m[keys] := e`` run in order; one event is atomic.
+
+Expressions are DBToaster's calculus: a value *with bindings*.  Evaluated under an environment of
+bound variables, an expression yields a multiset of (new bindings, value) pairs:
+
+* ``Const``/``Var`` yield one value; ``Var`` must be bound.
+* ``MapRef(m, keys)`` reads map ``m``: bound key variables select, unbound ones are *loop
+  variables* that range over the map's (nonzero) entries and become bound to their keys.
+* ``Mul`` is a join: factors are evaluated left to right, each seeing the bindings of the ones
+  before (sideways information passing); values multiply.
+* ``Add`` is a union: each term yields its own pairs (terms must bind the same variables).
+* ``Neg``/``Div`` negate/divide values (division by zero yields NaN, read as SQL NULL).
+* ``Cmp`` is 1 where the comparison holds and 0 otherwise; both sides must be bound.
+* ``AggSum(group, e)`` sums ``e`` over every loop variable not in ``group``.
+* ``Lift(x, e)`` (printed ``(x ^= e)``) binds ``x`` to the value of ``e`` with value 1; if ``x`` is
+  already bound it is 1 where ``x`` equals ``e`` and 0 otherwise.
+* ``Extreme('max'|'min', x, ref)`` is the largest/smallest key ``x`` among the nonzero entries of
+  the map slice ``ref`` (NaN when the slice is empty): best bid and best ask.
+
+A statement's target keys are either bound by the trigger's arguments or are output variables of
+its right-hand side; ``:=`` replaces the target slice (entries the right-hand side does not produce
+become 0), ``+=`` adds to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Type = Literal["float", "int"]
+TYPES: tuple[str, ...] = ("float", "int")
+CMP_OPS: tuple[str, ...] = ("=", "!=", "<", "<=", ">", ">=")
+
+
+@dataclass(frozen=True)
+class Const:
+    value: float
+    type: Type = "float"
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+
+
+@dataclass(frozen=True)
+class MapRef:
+    name: str
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Add:
+    terms: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Mul:
+    factors: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Neg:
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class Div:
+    num: Expr
+    den: Expr
+
+
+@dataclass(frozen=True)
+class Cmp:
+    op: str
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True)
+class AggSum:
+    group: tuple[str, ...]
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class Lift:
+    var: str
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class Extreme:
+    kind: Literal["max", "min"]
+    var: str
+    ref: MapRef
+
+
+Expr = Const | Var | MapRef | Add | Mul | Neg | Div | Cmp | AggSum | Lift | Extreme
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: Type
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a stream's events come from: ``FROM FILE 'path' LINE DELIMITED adaptor(k := 'v', ...)``.
+    ``adaptor`` is ``orderbook`` or ``csv``; ``path`` is relative to the program file."""
+
+    path: str
+    adaptor: str
+    options: tuple[tuple[str, str], ...] = ()
+
+    def option(self, key: str, default: str | None = None) -> str | None:
+        return dict(self.options).get(key, default)
+
+
+@dataclass(frozen=True)
+class Stream:
+    name: str
+    columns: tuple[Column, ...]
+    source: Source | None = None
+    kind: Literal["STREAM", "TABLE"] = "STREAM"
+
+
+@dataclass(frozen=True)
+class MapDecl:
+    """A map ``name(value_type)[keys]``.  ``ordered`` asks for a range-cumulative index on the
+    last key column (prefix sums and threshold search in O(log n)).  ``init`` (maps without keys
+    only) is the value before any event: an expression over the maps, read on an empty database
+    in declaration order, e.g. ``Max(P, BID_CNT[P])`` is NaN (SQL NULL) on an empty book."""
+
+    name: str
+    value_type: Type
+    keys: tuple[Column, ...]
+    ordered: bool = False
+    init: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    map: str
+
+
+@dataclass(frozen=True)
+class Statement:
+    target: MapRef
+    op: Literal["+=", ":="]
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class Trigger:
+    sign: Literal["+", "-"]
+    stream: str
+    args: tuple[str, ...]
+    statements: tuple[Statement, ...]
+
+
+@dataclass(frozen=True)
+class Program:
+    streams: tuple[Stream, ...]
+    maps: tuple[MapDecl, ...]
+    queries: tuple[Query, ...]
+    triggers: tuple[Trigger, ...]
+
+    def map(self, name: str) -> MapDecl:
+        for m in self.maps:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    def stream(self, name: str) -> Stream:
+        for s in self.streams:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def trigger(self, sign: str, stream: str) -> Trigger | None:
+        for t in self.triggers:
+            if t.sign == sign and t.stream == stream:
+                return t
+        return None
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    """The direct subexpressions of ``e`` (cost O(1))."""
+    match e:
+        case Add(terms):
+            return terms
+        case Mul(factors):
+            return factors
+        case Neg(x) | AggSum(_, x) | Lift(_, x):
+            return (x,)
+        case Div(a, b) | Cmp(_, a, b):
+            return (a, b)
+        case Extreme(_, _, ref):
+            return (ref,)
+    return ()
+
+
+def walk(e: Expr):
+    """Every subexpression of ``e``, pre-order."""
+    yield e
+    for c in children(e):
+        yield from walk(c)
+
+
+def map_reads(e: Expr) -> set[str]:
+    """Names of the maps an expression reads."""
+    return {x.name for x in walk(e) if isinstance(x, MapRef)}

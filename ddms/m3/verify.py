@@ -1,0 +1,148 @@
+"""The IR verifier: every rule a program must satisfy before it is run or compiled.
+
+Run after parsing and after every compiler pass.  Checks names (streams, maps, queries, triggers
+are declared once and refer to declared things), arities, and variable binding: with the
+left-to-right binding rules of ``ir``, every variable is bound where its value is needed, sums
+bind the same variables in every term, and a statement's loop variables are target keys.
+Raises :class:`ProgramError` naming the trigger, statement and variable.  Cost: linear.
+"""
+
+from __future__ import annotations
+
+from ddms.errors import ProgramError
+from ddms.m3.ir import (
+    Add, AggSum, Cmp, Const, Div, Expr, Extreme, Lift, MapRef, Mul, Neg, Program, Statement, Var,
+)
+
+
+def outputs(e: Expr, bound: frozenset[str], arity: dict[str, int], where: str = "") -> tuple[str, ...]:
+    """The variables ``e`` newly binds when evaluated with ``bound`` already bound, in binding
+    order.  Raises ProgramError on any binding violation."""
+
+    def fail(msg: str) -> None:
+        from ddms.m3.printer import print_expr
+        raise ProgramError(f"{where}{msg} in {print_expr(e)}")
+
+    def closed(x: Expr, b: frozenset[str], what: str) -> None:
+        out = outputs(x, b, arity, where)
+        if out:
+            fail(f"{what} must not bind variables, but binds {', '.join(out)}")
+
+    match e:
+        case Const():
+            return ()
+        case Var(name):
+            if name not in bound:
+                fail(f"variable {name} is used before it is bound")
+            return ()
+        case MapRef(name, keys):
+            if name not in arity:
+                fail(f"unknown map {name}")
+            if len(keys) != arity[name]:
+                fail(f"map {name} has {arity[name]} keys, not {len(keys)}")
+            out: list[str] = []
+            for k in keys:
+                if k not in bound and k not in out:
+                    out.append(k)
+            return tuple(out)
+        case Mul(factors):
+            out = []
+            b = bound
+            for f in factors:
+                new = outputs(f, b, arity, where)
+                out += new
+                b = b | frozenset(new)
+            return tuple(out)
+        case Add(terms):
+            outs = [outputs(t, bound, arity, where) for t in terms]
+            if any(set(o) != set(outs[0]) for o in outs):
+                fail("terms of a sum bind different variables "
+                     + " vs ".join("{" + ", ".join(o) + "}" for o in outs))
+            return outs[0]
+        case Neg(x):
+            return outputs(x, bound, arity, where)
+        case Div(num, den):
+            out = outputs(num, bound, arity, where)
+            closed(den, bound | frozenset(out), "a divisor")
+            return out
+        case Cmp(_, a, b):
+            closed(a, bound, "a comparison operand")
+            closed(b, bound, "a comparison operand")
+            return ()
+        case AggSum(group, x):
+            out = outputs(x, bound, arity, where)
+            for g in group:
+                if g not in bound and g not in out:
+                    fail(f"group variable {g} is neither bound nor bound by the aggregated expression")
+            return tuple(v for v in out if v in group)
+        case Lift(var, x):
+            closed(x, bound, "a lifted expression")
+            return () if var in bound else (var,)
+        case Extreme(_, var, ref):
+            if var in bound:
+                fail(f"the variable {var} of Max/Min must be unbound")
+            out = outputs(ref, bound, arity, where)
+            if out != (var,):
+                fail(f"Max/Min over {var} must leave exactly {var} unbound in its map reference")
+            return ()
+    raise ProgramError(f"{where}not an M3 expression: {e!r}")
+
+
+def verify_statement(s: Statement, bound: frozenset[str], arity: dict[str, int], where: str) -> None:
+    target = s.target
+    if target.name not in arity:
+        raise ProgramError(f"{where}unknown target map {target.name}")
+    if len(target.keys) != arity[target.name]:
+        raise ProgramError(f"{where}map {target.name} has {arity[target.name]} keys, not {len(target.keys)}")
+    if len(set(target.keys)) != len(target.keys):
+        raise ProgramError(f"{where}target {target.name}[{', '.join(target.keys)}] repeats a key variable")
+    out = outputs(s.expr, bound, arity, where)
+    for k in target.keys:
+        if k not in bound and k not in out:
+            raise ProgramError(f"{where}target key {k} is bound neither by the trigger nor by the expression")
+    extra = [v for v in out if v not in target.keys]
+    if extra:
+        raise ProgramError(f"{where}loop variable(s) {', '.join(extra)} are not keys of {target.name}: "
+                           "sum them away with AggSum")
+
+
+def verify(p: Program) -> Program:
+    """Check ``p`` and return it unchanged (so passes can be chained); raise ProgramError."""
+    seen: set[str] = set()
+    for kind, names in (("stream", [s.name for s in p.streams]), ("map", [m.name for m in p.maps]),
+                        ("query", [q.name for q in p.queries])):
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ProgramError(f"{kind} {sorted(dup)[0]} is declared twice")
+        seen |= set(names)
+    arity = {m.name: len(m.keys) for m in p.maps}
+    for m in p.maps:
+        if m.ordered and not m.keys:
+            raise ProgramError(f"map {m.name} is ORDERED but has no key to order by")
+        if len({c.name for c in m.keys}) != len(m.keys):
+            raise ProgramError(f"map {m.name} repeats a key column name")
+        if m.init is not None:
+            if m.keys:
+                raise ProgramError(f"map {m.name}: only maps without keys take an initial value")
+            outputs(m.init, frozenset(), arity, f"initial value of {m.name}: ")
+    for q in p.queries:
+        if q.map not in arity:
+            raise ProgramError(f"query {q.name} refers to unknown map {q.map}")
+    streams = {s.name: s for s in p.streams}
+    events: set[tuple[str, str]] = set()
+    for t in p.triggers:
+        where = f"ON {t.sign} {t.stream}: "
+        if t.stream not in streams:
+            raise ProgramError(f"{where}unknown stream {t.stream}")
+        if (t.sign, t.stream) in events:
+            raise ProgramError(f"{where}a second trigger for the same event")
+        events.add((t.sign, t.stream))
+        if len(t.args) != len(streams[t.stream].columns):
+            raise ProgramError(f"{where}stream {t.stream} has {len(streams[t.stream].columns)} columns, "
+                               f"the trigger names {len(t.args)}")
+        if len(set(t.args)) != len(t.args):
+            raise ProgramError(f"{where}trigger arguments repeat a name")
+        bound = frozenset(t.args)
+        for i, s in enumerate(t.statements, 1):
+            verify_statement(s, bound, arity, f"{where}statement {i}: ")
+    return p

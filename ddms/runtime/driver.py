@@ -1,0 +1,46 @@
+"""Replaying batches into an engine with checkpoints every N input lines.
+
+Used by ``ddms run``, the tests and the benchmarks, so that they all cut input the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from ddms.runtime.engine import Engine
+from ddms.streams.events import EventBatch
+
+
+def split_lines(batch: EventBatch, line: int) -> tuple[EventBatch, EventBatch]:
+    """``batch`` cut after input line ``line``: (lines up to it, the rest).  O(log n) to find the
+    cut; the pieces are views, not copies.  The error (if any) stays with the tail."""
+    cut = int(np.searchsorted(batch.line, line, side="right"))
+    head = EventBatch(batch.rel[:cut], batch.sign[:cut], batch.cols[:cut], batch.line[:cut],
+                      batch.first_line, line, 0, None)
+    tail = EventBatch(batch.rel[cut:], batch.sign[cut:], batch.cols[cut:], batch.line[cut:],
+                      line + 1, batch.last_line, batch.skipped, batch.error)
+    return head, tail
+
+
+def replay(engine: Engine, batches: Iterable[EventBatch], relmap: np.ndarray, *, every: int = 0,
+           checkpoint: Callable[[int], None] | None = None) -> None:
+    """Apply every batch; with ``every`` > 0 call ``checkpoint(position)`` each time the engine's
+    position reaches a multiple of ``every`` input lines (exactly at that line)."""
+    for batch in batches:
+        if every <= 0 or checkpoint is None:
+            engine.apply(batch, relmap)
+            continue
+        while True:
+            start = engine.position
+            next_cp = (start // every + 1) * every
+            cut_line = batch.first_line + (next_cp - start) - 1
+            if cut_line >= batch.last_line:
+                engine.apply(batch, relmap)
+                if engine.position == next_cp:
+                    checkpoint(engine.position)
+                break
+            head, batch = split_lines(batch, cut_line)
+            engine.apply(head, relmap)
+            checkpoint(engine.position)

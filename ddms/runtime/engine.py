@@ -1,0 +1,238 @@
+"""The engine: one compiled program, its state, and the four client interfaces of the DBToaster
+CIDR paper (callbacks, an event loop, live views, futures).
+
+``apply(batch)`` runs a whole columnar batch inside compiled code.  With no callback registered
+the compiled loop never returns early; with callbacks it returns only after an input line that
+changed a watched view, the engine calls that view's callbacks (which may read any view: the
+state is exactly the state after that line), and re-enters compiled code at the next event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ddms.backend.cache import load_module
+from ddms.backend.codegen import Generated, generate
+from ddms.errors import ProgramError, ViewError
+from ddms.m3.interpreter import initial_values
+from ddms.m3.ir import Program
+from ddms.m3.parser import parse_program
+from ddms.m3.verify import verify
+from ddms.runtime.views import GroupedView, ScalarView
+from ddms.streams.events import EventBatch
+
+Callback = Callable[[str, tuple, float, float, int], Any]
+"""``callback(view, key, old, new, position)``: key is ``()`` for scalar views; position is the
+1-based input line (counted over everything the engine applied) of the update."""
+
+
+@dataclass(frozen=True)
+class ViewEvent:
+    """What a future resolves to: the view, the position of the update, and the view's value
+    then (a number for scalar views, a dict copy for grouped views)."""
+
+    view: str
+    position: int
+    value: Any
+
+
+def load_program(program: Program | str | Path) -> Program:
+    """A Program from an IR object, M3 text, or a path to a ``.m3`` file; verified."""
+    if isinstance(program, Program):
+        return verify(program)
+    if isinstance(program, Path) or (isinstance(program, str) and program.endswith(".m3")
+                                     and "\n" not in program):
+        path = Path(program)
+        return verify(parse_program(path.read_text(), str(path)))
+    return verify(parse_program(program))
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+class Engine:
+    """Runs one M3 program.  Construction generates, loads and compiles it (numba's disk cache
+    makes the second process fast); ``compile_seconds`` says how long that took."""
+
+    def __init__(self, program: Program | str | Path) -> None:
+        t0 = time.perf_counter()
+        self.program = load_program(program)
+        self.generated: Generated = generate(self.program)
+        self.module = load_module(self.generated.source, self.generated.digest)
+        self.state = self.module.new_state()
+        for name, value in initial_values(self.program).items():
+            getattr(self.state, f"m_{name}")[0] = value
+        self._mid = {m.name: i for i, m in enumerate(self.program.maps)}
+        self._streams = {s.name: i for i, s in enumerate(self.program.streams)}
+        self._watch: np.ndarray = self.state.watch
+        self._watching: np.ndarray = self.state.watching
+        self._prev = np.zeros(max(len(self.program.maps), 1))
+        self.views: dict[str, ScalarView | GroupedView] = {}
+        self._logs: dict[str, tuple[Any, Any]] = {}
+        for q in self.program.queries:
+            decl = self.program.map(q.map)
+            table = getattr(self.state, f"m_{q.map}")
+            if decl.keys:
+                self.views[q.name] = GroupedView(q.name, decl, table)
+                self._logs[q.name] = (getattr(self.state, f"log_keys_{q.map}"),
+                                      getattr(self.state, f"log_old_{q.map}"))
+            else:
+                self.views[q.name] = ScalarView(q.name, decl, table)
+        self._callbacks: dict[str, list[Callback]] = {}
+        self.position = 0
+        self._compile()
+        self.compile_seconds = time.perf_counter() - t0
+
+    def _compile(self) -> None:
+        """Compile (or load from cache) every function by running an empty batch of the exact
+        array types ``apply`` uses."""
+        empty = EventBatch.empty(1)
+        self.module.run_batch(self.state, np.zeros(1, np.int64), empty.rel, empty.sign,
+                              np.zeros((0, 1)), empty.line, 0, 0, self._prev)
+
+    # -- views ------------------------------------------------------------------------------
+    def view(self, name: str) -> ScalarView | GroupedView:
+        try:
+            return self.views[name]
+        except KeyError:
+            raise ViewError(f"no view named {name!r} (views: {', '.join(self.views)})") from None
+
+    def value(self, name: str) -> Any:
+        """A view's value: a number, or a dict of its nonzero groups."""
+        v = self.view(name)
+        return v.value if isinstance(v, ScalarView) else dict(v)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every view: numbers for scalar views, ``[key..., value]`` rows sorted by key else."""
+        return {n: (v.value if isinstance(v, ScalarView) else v.rows()) for n, v in self.views.items()}
+
+    # -- callbacks and futures --------------------------------------------------------------
+    def on(self, view: str, callback: Callback) -> Callable[[], None]:
+        """Call ``callback(view, key, old, new, position)`` after every update that changes
+        ``view``, in event order.  Returns a function that unregisters it."""
+        self.view(view)
+        self._callbacks.setdefault(view, []).append(callback)
+        self._set_watch(view)
+
+        def cancel() -> None:
+            cbs = self._callbacks.get(view, [])
+            if callback in cbs:
+                cbs.remove(callback)
+            self._set_watch(view)
+        return cancel
+
+    def _set_watch(self, view: str) -> None:
+        name = next(q.map for q in self.program.queries if q.name == view)
+        self._watch[self._mid[name]] = 1 if self._callbacks.get(view) else 0
+        self._watching[0] = 1 if any(self._callbacks.values()) else 0
+
+    def future(self, view: str, predicate: Callable[[Any], bool]) -> concurrent.futures.Future:
+        """A Future resolved with a :class:`ViewEvent` when ``predicate(value)`` first holds
+        for the view's value (checked now and after every update that changes the view)."""
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        fut.set_running_or_notify_cancel()
+        if predicate(self.value(view)):
+            fut.set_result(ViewEvent(view, self.position, self.value(view)))
+            return fut
+        cancel: Callable[[], None] = lambda: None  # noqa: E731
+
+        def check(_v: str, _k: tuple, _old: float, _new: float, position: int) -> None:
+            if fut.done():
+                cancel()
+                return
+            value = self.value(view)
+            if predicate(value):
+                cancel()
+                fut.set_result(ViewEvent(view, position, value))
+        cancel = self.on(view, check)
+        return fut
+
+    def until(self, view: str, predicate: Callable[[Any], bool]) -> asyncio.Future:
+        """The asyncio form of :meth:`future` (await it inside a running loop)."""
+        return asyncio.wrap_future(self.future(view, predicate))
+
+    # -- input --------------------------------------------------------------------------------
+    def relmap(self, names: Sequence[str]) -> np.ndarray:
+        """Map a source's relation numbers (``names[i]`` for rel i) to this program's streams
+        (-1: the program has no such stream, its events are ignored).  Names match stream names
+        case-insensitively, or the ``book`` option of an orderbook source."""
+        out = np.full(len(names), -1, np.int64)
+        for i, n in enumerate(names):
+            for s in self.program.streams:
+                book = s.source.option("book") if s.source is not None else None
+                if s.name.lower() == n.lower() or (book is not None and book.lower() == n.lower()):
+                    out[i] = self._streams[s.name]
+                    break
+        return out
+
+    def apply(self, batch: EventBatch, relmap: np.ndarray) -> None:
+        """Apply every event of ``batch`` (relations numbered as in ``relmap``), firing
+        callbacks between lines.  A batch that carries an ``error`` is applied up to the bad line
+        and then the error is raised: nothing accepted before it is lost."""
+        n = len(batch)
+        cols = batch.cols
+        if cols.ndim != 2 or cols.dtype != np.float64 or not cols.flags.c_contiguous:
+            cols = np.ascontiguousarray(cols, dtype=np.float64)
+        base = self.position - batch.first_line + 1
+        i = 0
+        run = self.module.run_batch
+        while i < n:
+            i = run(self.state, relmap, batch.rel, batch.sign, cols, batch.line, i, n, self._prev)
+            if self._watching[0]:
+                self._fire(base + int(batch.line[i - 1]))
+        self.position = base + batch.last_line
+        if batch.error is not None:
+            raise batch.error
+
+    def _fire(self, position: int) -> None:
+        for view, cbs in list(self._callbacks.items()):
+            if not cbs:
+                continue
+            v = self.views[view]
+            if isinstance(v, ScalarView):
+                old, new = float(self._prev[self._mid[v.decl.name]]), float(v._cell[0])
+                if not _same(old, new):
+                    for cb in list(cbs):
+                        cb(view, (), old, new, position)
+                continue
+            keys, olds = self._logs[view]
+            if len(keys) == 0:
+                continue
+            first: dict[tuple, float] = {}
+            for k, o in zip(list(keys), list(olds), strict=True):
+                first.setdefault(k, o)
+            keys.clear()
+            olds.clear()
+            for k, old in first.items():
+                new = float(v._table.get(k, 0.0))
+                if not _same(old, new):
+                    for cb in list(cbs):
+                        cb(view, k, old, new, position)
+
+    def event(self, sign: str, stream: str, values: Sequence[float]) -> None:
+        """Apply one insert (``sign='+'``) or delete (``'-'``) as its own input line."""
+        if stream not in self._streams:
+            raise ProgramError(f"unknown stream {stream} (streams: {', '.join(self._streams)})")
+        cols = np.asarray([values], dtype=np.float64)
+        arity = len(self.program.streams[self._streams[stream]].columns)
+        if cols.shape[1] != arity:
+            raise ProgramError(f"stream {stream} has {arity} columns, got {cols.shape[1]}")
+        batch = EventBatch(np.zeros(1, np.int8), np.array([1 if sign == "+" else -1], np.int8), cols,
+                           np.ones(1, np.int64), 1, 1)
+        self.apply(batch, np.array([self._streams[stream]], np.int64))
+
+    def insert(self, stream: str, *values: float) -> None:
+        self.event("+", stream, values)
+
+    def delete(self, stream: str, *values: float) -> None:
+        self.event("-", stream, values)

@@ -1,0 +1,90 @@
+"""Read-only live views over a running program's maps.
+
+A view object never copies: reading it reads the engine's maps as they are now, so a callback
+reading any view sees exactly the state after the event that fired it.  Writes raise ViewError.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from ddms.errors import ViewError
+from ddms.m3.ir import MapDecl
+
+
+def _py(x: float, typ: str) -> float | int:
+    return int(x) if typ == "int" and not math.isnan(x) else float(x)
+
+
+class ScalarView:
+    """A view without GROUP BY keys: ``.value`` is its current value (NaN means SQL NULL).
+    Cost: O(1) per read."""
+
+    __slots__ = ("name", "decl", "_cell")
+
+    def __init__(self, name: str, decl: MapDecl, cell: np.ndarray) -> None:
+        self.name, self.decl, self._cell = name, decl, cell
+
+    @property
+    def value(self) -> float | int:
+        return _py(self._cell[0], self.decl.value_type)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        if hasattr(self, "_cell"):
+            raise ViewError(f"view {self.name} is read-only")
+        object.__setattr__(self, key, value)
+
+    def __repr__(self) -> str:
+        return f"ScalarView({self.name}={self.value!r})"
+
+
+class GroupedView(Mapping):
+    """A grouped view as a read-only ``Mapping`` from key tuples to values (only nonzero groups
+    are present).  Lookups cost one hash probe; iteration walks the live map."""
+
+    def __init__(self, name: str, decl: MapDecl, table) -> None:
+        self.name, self.decl, self._table = name, decl, table
+        self._types = [c.type for c in decl.keys]
+
+    def _key(self, key: Any) -> tuple[float, ...]:
+        if not isinstance(key, tuple):
+            key = (key,)
+        if len(key) != len(self._types):
+            raise KeyError(key)
+        return tuple(float(k) for k in key)
+
+    def __getitem__(self, key: Any) -> float | int:
+        k = self._key(key)
+        if k not in self._table:
+            raise KeyError(key)
+        return _py(self._table[k], self.decl.value_type)
+
+    def __contains__(self, key: Any) -> bool:
+        try:
+            return self._key(key) in self._table
+        except (KeyError, TypeError, ValueError):
+            return False
+
+    def __iter__(self) -> Iterator[tuple]:
+        for k in list(self._table.keys()):
+            yield tuple(_py(x, t) for x, t in zip(k, self._types, strict=True))
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def rows(self) -> list[list[float | int]]:
+        """``[key1, ..., value]`` rows sorted by key (the CLI's JSON form)."""
+        return sorted([*k, self[k]] for k in self)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise ViewError(f"view {self.name} is read-only")
+
+    def __delitem__(self, key: Any) -> None:
+        raise ViewError(f"view {self.name} is read-only")
+
+    def __repr__(self) -> str:
+        return f"GroupedView({self.name}, {len(self)} groups)"

@@ -1,0 +1,1 @@
+"""Run-time storage: range-cumulative ordered maps (``ordered``)."""

@@ -1,0 +1,752 @@
+"""Sans-I/O order-book adaptor: ``t,order_id,action,volume,price`` lines -> bids/asks events.
+
+Why sans-I/O: the same parser serves files, sockets and tests.  :class:`OrderBookParser` takes
+bytes in arbitrary chunks (``feed``) and returns an :class:`~ddms.streams.events.EventBatch` of
+the complete lines seen so far; a trailing partial line is remembered for the next call, so the
+events never depend on where the chunks were cut.  :func:`read_orderbook` is the thin file
+transport and :func:`parse_orderbook_text` the convenience for strings.
+
+Relations (both with schema ``(t, id, broker_id, volume, price)``, float64 columns):
+``bids`` is stream index :data:`BIDS` (0), ``asks`` is :data:`ASKS` (1);
+``broker_id = id mod brokers`` (Python floor modulo).
+
+Semantics per line (``/shared/data/orderbook/README.md``):
+
+* ``B`` / ``S``: insert ``(t, id, id mod brokers, volume, price)`` into bids / asks.
+  **A repeated B/S for an id that is still resting replaces the old row**: the line emits a
+  delete of the old row (from whichever book holds it) followed by the insert of the new one;
+  both carry the same line number, so views see the replacement atomically.
+* ``E``: partial execution of ``volume`` units of order ``id``: delete the old row and, if the
+  remaining volume is > 0, insert it again with the remaining volume (same t, price, broker).
+* ``F`` / ``D``: delete the row of order ``id``.
+* any other single uppercase letter (T, X, C, ...), or an id that is not resting: no change;
+  the line is consumed and produces no events.
+
+Because a repeated id replaces, an id rests in at most one book at a time, so the README's
+"bids first, then asks" lookup order for E/F/D is implied by a single id -> row table.
+
+Bad lines: wrong field count, an action that is not one ASCII uppercase letter ("unknown
+action"), a t/volume/price that is not a decimal number (``[+-]digits[.digits][e[+-]digits]``,
+no ``nan``/``inf``/spaces), an id that is not an integer (or has ``|id| > 2**53``, which float64
+could not carry exactly), and blank lines (``"empty line"``; only whitespace and CR count as
+blank) -- except that a final newline does not start a line.  ``\\r\\n`` endings are tolerated.
+In strict mode (default) the first bad line stops the parser: the batch holding the events of
+the good lines before it carries ``error``; every later ``feed``/``close`` raises that error.
+With ``skip_bad=True`` bad lines are skipped, counted and the first :data:`MAX_BAD_SAMPLES`
+are kept as :class:`~ddms.errors.InputError` objects in ``parser.bad_samples``.
+
+Cost: parsing and applying are one numba kernel over a ``uint8`` view of the chunk; the order
+table is an open-addressing hash table (linear probing, backward-shift deletion) of plain numpy
+arrays kept across calls, so a line costs one or two O(1) probes.  Decimal fields take the exact
+Clinger fast path (<= 18 significant digits, power of ten <= 22); rarer numbers fall back to
+Python's ``float`` for that one line, so every value is the correctly rounded double.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import numpy as np
+from numba import njit
+
+from ddms.errors import DdmsError, InputError
+from ddms.streams.events import EventBatch
+
+__all__ = [
+    "ASKS", "BIDS", "COLUMNS", "MAX_BAD_SAMPLES", "RELATIONS", "OrderBookParser", "orderbook_rows",
+    "parse_orderbook_text", "read_orderbook",
+]
+
+BIDS = 0
+ASKS = 1
+RELATIONS = ("bids", "asks")
+COLUMNS = ("t", "id", "broker_id", "volume", "price")
+MAX_BAD_SAMPLES = 10
+
+_EMPTY = np.int64(-(2**63))          # key of a free hash slot (ids are limited to |id| <= 2**53)
+_HMUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing multiplier
+_P10 = np.array([10.0**i for i in range(23)])  # exact powers of ten for the Clinger fast path
+_INIT_BITS = 10
+
+# kernel status / reason codes (shared with the Python side that turns them into messages)
+_DONE, _BAD, _SLOW, _GROW, _FULL = 0, 1, 2, 3, 4
+_OK, _R_EMPTY, _R_FIELDS, _R_T, _R_ID, _R_ID_RANGE, _R_ACTION, _R_VOL, _R_PRICE, _R_NEEDS_PY = range(10)
+_R_T_RANGE, _R_VOL_RANGE, _R_PRICE_RANGE = 10, 11, 12
+_REASONS = {
+    _R_EMPTY: "empty line",
+    _R_T: "t is not a number",
+    _R_ID: "order id is not an integer",
+    _R_ID_RANGE: "order id out of range (|id| > 2**53)",
+    _R_VOL: "volume is not a number",
+    _R_PRICE: "price is not a number",
+    _R_T_RANGE: "t out of range",
+    _R_VOL_RANGE: "volume out of range",
+    _R_PRICE_RANGE: "price out of range",
+}
+
+
+# ------------------------------------------------------------------------------------------
+# numba kernels
+# ------------------------------------------------------------------------------------------
+
+@njit(cache=True, _nrt=False, inline="always")
+def _num(buf, i, end):  # pragma: no cover - compiled
+    """Parse a decimal number at ``buf[i:]``.  Returns ``(value, j, st)`` with ``j`` the first
+    byte after it and ``st`` 0 = exact value, 1 = not a number, 2 = valid but needs Python float.
+
+    Callers guarantee a non-digit byte (the line's newline) before ``end``, so the hot loop for
+    plain unsigned integers (every field of the real data) runs without bounds checks."""
+    s = i
+    m = np.int64(0)
+    while True:
+        d = np.int64(buf[i]) - 48
+        if np.uint64(d) > 9:
+            break
+        m = m * 10 + d
+        i += 1
+    c = buf[i]
+    if 0 < i - s <= 15 and c != 46 and c != 101 and c != 69:
+        return float(m), i, 0
+    return _num_general(buf, s, end)
+
+
+@njit(cache=True, _nrt=False)
+def _num_general(buf, i, end):  # pragma: no cover - compiled
+    """The full grammar ``[+-](digits[.digits]|.digits)[(e|E)[+-]digits]`` (see ``_num``)."""
+    neg = False
+    if i < end and (buf[i] == 45 or buf[i] == 43):
+        neg = buf[i] == 45
+        i += 1
+    m = np.int64(0)
+    nd = 0        # significant digits kept in m (<= 18 keeps m < 2**63)
+    ndig = 0      # digits seen in the mantissa
+    exp = 0
+    inexact = False
+    while i < end:
+        d = np.int64(buf[i]) - 48
+        if d < 0 or d > 9:
+            break
+        ndig += 1
+        if nd < 18:
+            m = m * 10 + d
+            if m != 0:
+                nd += 1
+        else:
+            exp += 1
+            if d != 0:
+                inexact = True
+        i += 1
+    if i < end and buf[i] == 46:
+        i += 1
+        while i < end:
+            d = np.int64(buf[i]) - 48
+            if d < 0 or d > 9:
+                break
+            ndig += 1
+            if nd < 18:
+                m = m * 10 + d
+                exp -= 1
+                if m != 0:
+                    nd += 1
+            elif d != 0:
+                inexact = True
+            i += 1
+    if ndig == 0:
+        return 0.0, i, 1
+    if i < end and (buf[i] == 101 or buf[i] == 69):
+        i += 1
+        eneg = False
+        if i < end and (buf[i] == 45 or buf[i] == 43):
+            eneg = buf[i] == 45
+            i += 1
+        e = 0
+        ne = 0
+        while i < end:
+            d = np.int64(buf[i]) - 48
+            if d < 0 or d > 9:
+                break
+            if e < 100000:
+                e = e * 10 + d
+            ne += 1
+            i += 1
+        if ne == 0:
+            return 0.0, i, 1
+        exp += -e if eneg else e
+    if m == 0 and not inexact:
+        return (-0.0 if neg else 0.0), i, 0
+    if inexact or m > 9007199254740992 or exp > 22 or exp < -22:
+        return 0.0, i, 2
+    v = m * _P10[exp] if exp >= 0 else m / _P10[-exp]
+    return (-v if neg else v), i, 0
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _int(buf, i, end):  # pragma: no cover - compiled
+    """Parse ``[+-]digits`` at ``buf[i:]``: ``(value, j, st)``, st 0 ok, 1 not an integer,
+    3 an integer with ``|value| > 2**53``."""
+    s = i
+    v = np.int64(0)
+    while True:
+        d = np.int64(buf[i]) - 48
+        if np.uint64(d) > 9:
+            break
+        v = v * 10 + d
+        i += 1
+    if 0 < i - s <= 15:
+        return v, i, 0
+    i = s
+    neg = False
+    if i < end and (buf[i] == 45 or buf[i] == 43):
+        neg = buf[i] == 45
+        i += 1
+    v = np.int64(0)
+    nd = 0
+    big = False
+    while i < end:
+        d = np.int64(buf[i]) - 48
+        if d < 0 or d > 9:
+            break
+        nd += 1
+        if not big:
+            v = v * 10 + d
+            if v > 9007199254740992:
+                big = True
+        i += 1
+    if nd == 0:
+        return np.int64(0), i, 1
+    if big:
+        return np.int64(0), i, 3
+    return (-v if neg else v), i, 0
+
+
+@njit(cache=True, _nrt=False)
+def _classify(buf, s, e):  # pragma: no cover - compiled
+    """Why is line ``buf[s:e]`` (terminator stripped) not on the fast path?  Returns
+    ``(reason, extra)``: a ``_R_*`` code (``_R_NEEDS_PY`` if it is valid but has a number that
+    needs Python's float) and, for ``_R_FIELDS``, the number of fields."""
+    blank = True
+    nf = 1
+    for i in range(s, e):
+        c = buf[i]
+        if c != 32 and c != 9 and c != 13:
+            blank = False
+        if c == 44:
+            nf += 1
+    if blank:
+        return _R_EMPTY, 0
+    if nf != 5:
+        return _R_FIELDS, nf
+    slow = False
+    # t
+    _, j, st = _num(buf, s, e)
+    if st == 1 or j >= e or buf[j] != 44:
+        return _R_T, 0
+    slow = slow or st == 2
+    # id
+    _, j2, st = _int(buf, j + 1, e)
+    if st == 1 or j2 >= e or buf[j2] != 44:
+        return _R_ID, 0
+    if st == 3:
+        return _R_ID_RANGE, 0
+    # action
+    a = j2 + 1
+    if a + 1 >= e or buf[a] < 65 or buf[a] > 90 or buf[a + 1] != 44:
+        return _R_ACTION, 0
+    _, j3, st = _num(buf, a + 2, e)
+    if st == 1 or j3 >= e or buf[j3] != 44:
+        return _R_VOL, 0
+    slow = slow or st == 2
+    _, j4, st = _num(buf, j3 + 1, e)
+    if st == 1 or j4 != e:
+        return _R_PRICE, 0
+    slow = slow or st == 2
+    if slow:
+        return _R_NEEDS_PY, 0
+    return _OK, 0
+
+
+@njit(cache=True, _nrt=False)
+def _home(key, shift):  # pragma: no cover - compiled
+    """Home slot: blocks of 16 consecutive ids share a run of 16 slots (ids arrive nearly in
+    order, so recent orders share cache lines); blocks are scattered by Fibonacci hashing, so
+    strided or clustered ids still spread evenly."""
+    u = np.uint64(key)
+    return np.int64((((u >> np.uint64(4)) * _HMUL) >> np.uint64(shift + 4)) << np.uint64(4)
+                    | (u & np.uint64(15)))
+
+
+@njit(cache=True, _nrt=False)
+def _find(keys, shift, key):  # pragma: no cover - compiled
+    mask = keys.shape[0] - 1
+    i = _home(key, shift)
+    while True:
+        k = keys[i]
+        if k == key:
+            return i
+        if k == _EMPTY:
+            return -1
+        i = (i + 1) & mask
+
+
+@njit(cache=True, _nrt=False)
+def _put(keys, vals, shift, key, t, vol, px, book):  # pragma: no cover - compiled
+    """Insert a key known to be absent."""
+    mask = keys.shape[0] - 1
+    i = _home(key, shift)
+    while keys[i] != _EMPTY:
+        i = (i + 1) & mask
+    keys[i] = key
+    vals[i, 0] = t
+    vals[i, 1] = vol
+    vals[i, 2] = px
+    vals[i, 3] = book
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _remove(keys, vals, shift, slot):  # pragma: no cover - compiled
+    """Backward-shift deletion: keeps probe chains intact without tombstones."""
+    mask = keys.shape[0] - 1
+    i = slot
+    j = slot
+    while True:
+        j = (j + 1) & mask
+        kj = keys[j]
+        if kj == _EMPTY:
+            break
+        h = _home(kj, shift)
+        # kj may move to the hole i unless its home lies cyclically in (i, j]
+        if i <= j:
+            stays = i < h <= j
+        else:
+            stays = h > i or h <= j
+        if not stays:
+            keys[i] = kj
+            vals[i, 0] = vals[j, 0]
+            vals[i, 1] = vals[j, 1]
+            vals[i, 2] = vals[j, 2]
+            vals[i, 3] = vals[j, 3]
+            i = j
+    keys[i] = _EMPTY
+
+
+@njit(cache=True)
+def _grow(keys, vals, meta):  # pragma: no cover - compiled
+    """Double the table (amortized O(1) per insert); returns the new arrays."""
+    cap = keys.shape[0] * 2
+    shift = meta[3] - 1
+    nkeys = np.full(cap, _EMPTY, np.int64)
+    nvals = np.zeros((cap, 4), np.float64)
+    for i in range(keys.shape[0]):
+        if keys[i] != _EMPTY:
+            _put(nkeys, nvals, shift, keys[i], vals[i, 0], vals[i, 1], vals[i, 2], vals[i, 3])
+    meta[3] = shift
+    return nkeys, nvals
+
+
+@njit(cache=True, _nrt=False)
+def _emit(o_rel, o_sign, o_cols, o_line, k, book, sign, t, oid, brk, vol, px, line):  # pragma: no cover
+    o_rel[k] = book
+    o_sign[k] = sign
+    o_cols[k, 0] = t
+    o_cols[k, 1] = oid
+    o_cols[k, 2] = brk
+    o_cols[k, 3] = vol
+    o_cols[k, 4] = px
+    o_line[k] = line
+    return k + 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _apply(act, t, oid, vol, px, line, brokers, keys, vals, meta,
+           o_rel, o_sign, o_cols, o_line, k):  # pragma: no cover - compiled
+    """Apply one valid line to the table and append its 0..2 events at ``k``; returns the new
+    ``k``.  ``meta`` = [resting, bids, asks, hash shift].  The caller has made room for one more
+    key and two events: returning no arrays keeps reference counting off the per-line path."""
+    if act == 66 or act == 83 or act == 69 or act == 70 or act == 68:   # B S E F D
+        shift = meta[3]
+        slot = _find(keys, shift, oid)
+        brk = float(oid % brokers)
+        if slot >= 0:
+            ob = np.int64(vals[slot, 3])
+            ot = vals[slot, 0]
+            ov = vals[slot, 1]
+            op = vals[slot, 2]
+            k = _emit(o_rel, o_sign, o_cols, o_line, k, ob, -1, ot, float(oid), brk, ov, op, line)
+            if act == 69 and ov - vol > 0:
+                vals[slot, 1] = ov - vol
+                k = _emit(o_rel, o_sign, o_cols, o_line, k, ob, 1, ot, float(oid), brk, ov - vol, op, line)
+            else:
+                _remove(keys, vals, shift, slot)
+                meta[0] -= 1
+                meta[1 + ob] -= 1
+        if act == 66 or act == 83:
+            book = 0 if act == 66 else 1
+            _put(keys, vals, meta[3], oid, t, vol, px, float(book))
+            meta[0] += 1
+            meta[1 + book] += 1
+            k = _emit(o_rel, o_sign, o_cols, o_line, k, book, 1, t, float(oid), brk, vol, px, line)
+    return k
+
+
+@njit(cache=True, _nrt=False)
+def _run(buf, pos, end, line_no, brokers, skip_bad, keys, vals, meta,
+         o_rel, o_sign, o_cols, o_line, k, bad, nbad):  # pragma: no cover - compiled
+    """Parse and apply the lines of ``buf[pos:end]`` (which ends with a newline).
+
+    Stops early, without consuming the line, at a bad line in strict mode (status ``_BAD``), at
+    a valid line that needs Python's float (``_SLOW``; ``(reason, extra, s, e, nl)`` locate the
+    line: ``s:e`` its text, ``nl`` its newline), at an insert into a half-full table (``_GROW``)
+    or when the output has no room for two more events (``_FULL``).  The caller fixes the
+    condition and resumes: growing here would rebind arrays, and a loop that never rebinds
+    arrays has no reference counting in it.  In skip mode bad lines are counted
+    and the first ``len(bad) - nbad`` recorded as ``(line, s, e, reason, extra)`` rows."""
+    skipped = 0
+    while pos < end:
+        line_no += 1
+        ok = False
+        nxt = pos
+        t, i, st = _num(buf, pos, end)
+        if st == 0 and buf[i] == 44:
+            oid, i, st = _int(buf, i + 1, end)
+            if st == 0 and buf[i] == 44:
+                a = buf[i + 1]
+                if a >= 65 and a <= 90 and buf[i + 2] == 44:
+                    vol, i, st = _num(buf, i + 3, end)
+                    if st == 0 and buf[i] == 44:
+                        px, i, st = _num(buf, i + 1, end)
+                        if st == 0:
+                            if buf[i] == 10:
+                                ok = True
+                                nxt = i + 1
+                            elif buf[i] == 13 and buf[i + 1] == 10:
+                                ok = True
+                                nxt = i + 2
+                        if ok:
+                            if k + 2 > o_rel.shape[0]:
+                                return pos, line_no - 1, k, _FULL, 0, 0, 0, 0, 0, skipped, nbad
+                            if 2 * (meta[0] + 1) > keys.shape[0] and (a == 66 or a == 83):
+                                return pos, line_no - 1, k, _GROW, 0, 0, 0, 0, 0, skipped, nbad
+                            k = _apply(a, t, oid, vol, px, line_no, brokers, keys, vals, meta,
+                                       o_rel, o_sign, o_cols, o_line, k)
+                            pos = nxt
+                            continue
+        # off the fast path: find the line, say why
+        nl = pos
+        while buf[nl] != 10:
+            nl += 1
+        e = nl
+        if e > pos and buf[e - 1] == 13:
+            e -= 1
+        reason, extra = _classify(buf, pos, e)
+        if reason == _R_NEEDS_PY or reason == _OK:
+            return pos, line_no - 1, k, _SLOW, reason, extra, pos, e, nl, skipped, nbad
+        if not skip_bad:
+            return pos, line_no - 1, k, _BAD, reason, extra, pos, e, nl, skipped, nbad
+        skipped += 1
+        if nbad < bad.shape[0]:
+            bad[nbad, 0] = line_no
+            bad[nbad, 1] = pos
+            bad[nbad, 2] = e
+            bad[nbad, 3] = reason
+            bad[nbad, 4] = extra
+            nbad += 1
+        pos = nl + 1
+    return pos, line_no, k, _DONE, 0, 0, 0, 0, 0, skipped, nbad
+
+
+# ------------------------------------------------------------------------------------------
+# Python side
+# ------------------------------------------------------------------------------------------
+
+def _reason(code: int, extra: int, text: str) -> str:
+    if code == _R_FIELDS:
+        return f"wrong field count: expected 5 (t,order_id,action,volume,price), got {extra}"
+    if code == _R_ACTION:
+        parts = text.split(",")
+        act = parts[2] if len(parts) > 2 else ""
+        return f"unknown action {act!r} (expected one uppercase letter A-Z)"
+    return _REASONS.get(code, "malformed line")
+
+
+def _as_readonly_u8(data: bytes | bytearray | memoryview) -> np.ndarray:
+    arr = np.frombuffer(data, np.uint8)
+    if arr.flags.writeable:  # one array type for the kernel -> one compiled specialization
+        arr = arr.view()
+        arr.flags.writeable = False
+    return arr
+
+
+class _Out:
+    """Output columns of one ``feed``/``close`` call; grows by doubling (copy) when a chunk
+    has more events than the initial guess."""
+
+    __slots__ = ("rel", "sign", "cols", "line")
+
+    def __init__(self, n: int) -> None:
+        self.rel = np.empty(n, np.int8)
+        self.sign = np.empty(n, np.int8)
+        self.cols = np.empty((n, 5), np.float64)
+        self.line = np.empty(n, np.int64)
+
+    def grow(self, k: int, need: int) -> None:
+        n = max(2 * self.rel.shape[0], k + need)
+        for name in self.__slots__:
+            old = getattr(self, name)
+            new = np.empty((n,) + old.shape[1:], old.dtype)
+            new[:k] = old[:k]
+            setattr(self, name, new)
+
+
+class OrderBookParser:
+    """Incremental order-book parser: ``feed(bytes) -> EventBatch``; see the module docstring.
+
+    State kept across calls: the order table (open-addressing hash table in numpy arrays,
+    40 bytes per slot, at most half full), the trailing partial line, line and bad-line
+    counters.  ``feed`` costs O(len(data)) in one or two kernel calls (plus a Python round trip
+    per table doubling, per number needing Python's float, and per bad line in strict mode);
+    the returned batch holds views of freshly allocated arrays, never reused by the parser.
+    """
+
+    def __init__(self, *, brokers: int = 10, source: str = "<input>", skip_bad: bool = False) -> None:
+        if isinstance(brokers, bool) or not isinstance(brokers, (int, np.integer)) or brokers < 1:
+            raise ValueError(f"brokers must be an integer >= 1, got {brokers!r}")
+        self.brokers = int(brokers)
+        self.source = source
+        self.skip_bad = bool(skip_bad)
+        self.lines_consumed = 0
+        self.bad_lines = 0
+        self.bad_samples: list[InputError] = []
+        self._keys = np.full(1 << _INIT_BITS, _EMPTY, np.int64)
+        self._vals = np.zeros((1 << _INIT_BITS, 4), np.float64)
+        self._meta = np.array([0, 0, 0, 64 - _INIT_BITS], np.int64)
+        self._partial = bytearray()
+        self._error: InputError | None = None
+        self._closed = False
+        self._bad = np.zeros((MAX_BAD_SAMPLES, 5), np.int64)
+
+    # -- state ------------------------------------------------------------------------------
+    @property
+    def resting(self) -> int:
+        """Number of resting orders (bids + asks)."""
+        return int(self._meta[0])
+
+    @property
+    def resting_bids(self) -> int:
+        return int(self._meta[1])
+
+    @property
+    def resting_asks(self) -> int:
+        return int(self._meta[2])
+
+    @property
+    def error(self) -> InputError | None:
+        """The error that stopped a strict parser, else None."""
+        return self._error
+
+    @property
+    def pending(self) -> int:
+        """Bytes of the remembered partial line."""
+        return len(self._partial)
+
+    # -- feeding ----------------------------------------------------------------------------
+    def feed(self, data: bytes | bytearray | memoryview) -> EventBatch:
+        """Parse the complete lines of the remembered partial line + ``data``; keep the rest."""
+        self._check_usable()
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        first = self.lines_consumed
+        last_nl = data.rfind(b"\n")
+        if last_nl < 0:
+            self._partial += data
+            return EventBatch.empty(5, first)
+        end = last_nl + 1
+        arr = _as_readonly_u8(data)
+        # Room for one event per 16 bytes: 1.7 per line of the real data (28 bytes a line, 1.005
+        # events).  Untouched capacity costs no page faults; denser output grows by copying.
+        out = _Out(end // 16 + 64)
+        k, skipped, err = 0, 0, None
+        start = 0
+        if self._partial:
+            # finish the remembered line on its own (a small copy) rather than copying all of data
+            head_nl = data.index(b"\n")
+            head = bytes(self._partial) + data[: head_nl + 1]
+            self._partial = bytearray()
+            k, skipped, err = self._process(_as_readonly_u8(head), 0, len(head), out, k)
+            start = head_nl + 1
+        if err is None and start < end:
+            k, sk, err = self._process(arr, start, end, out, k)
+            skipped += sk
+        if err is None:
+            self._partial += data[end:]
+        return self._batch(out, k, first, skipped, err)
+
+    def close(self) -> EventBatch:
+        """Flush a final line that has no newline; later calls return empty batches."""
+        self._check_usable(closing=True)
+        first = self.lines_consumed
+        if self._closed or not self._partial:
+            self._closed = True
+            return EventBatch.empty(5, first)
+        self._closed = True
+        buf = bytes(self._partial) + b"\n"
+        self._partial = bytearray()
+        out = _Out(2)
+        k, skipped, err = self._process(_as_readonly_u8(buf), 0, len(buf), out, 0)
+        return self._batch(out, k, first, skipped, err)
+
+    # -- internals --------------------------------------------------------------------------
+    def _check_usable(self, closing: bool = False) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._closed and not closing:
+            raise DdmsError(f"{self.source}: feed() after close()")
+
+    def _batch(self, out: _Out, k: int, first: int, skipped: int, err: InputError | None) -> EventBatch:
+        return EventBatch(out.rel[:k], out.sign[:k], out.cols[:k], out.line[:k], first + 1,
+                          self.lines_consumed, skipped, err)
+
+    def _bad_line(self, code: int, extra: int, line: int, text_bytes: bytes) -> InputError:
+        text = text_bytes.decode("utf-8", errors="replace")
+        return InputError(_reason(code, extra, text), self.source, line, text)
+
+    def _skip(self, err: InputError) -> None:
+        self.bad_lines += 1
+        if len(self.bad_samples) < MAX_BAD_SAMPLES:
+            self.bad_samples.append(err)
+
+    def _process(self, arr: np.ndarray, pos: int, end: int, out: _Out, k: int
+                 ) -> tuple[int, int, InputError | None]:
+        """Run the kernel over the lines of ``arr[pos:end]``, resolving its stops.
+        Returns ``(k, skipped, error)``; ``error`` is set only in strict mode."""
+        skipped = 0
+        while True:
+            (pos, done, k, status, code, extra, s, e, nl, sk, nbad) = _run(
+                arr, pos, end, self.lines_consumed, self.brokers, self.skip_bad, self._keys,
+                self._vals, self._meta, out.rel, out.sign, out.cols, out.line, k, self._bad, 0)
+            self.lines_consumed = done
+            skipped += sk
+            self.bad_lines += sk - nbad
+            for b in self._bad[:nbad]:
+                self._skip(self._bad_line(int(b[3]), int(b[4]), int(b[0]), arr[b[1]:b[2]].tobytes()))
+            if status == _DONE:
+                return k, skipped, None
+            if status == _GROW:
+                self._keys, self._vals = _grow(self._keys, self._vals, self._meta)
+                continue
+            if status == _FULL:
+                out.grow(k, 2)
+                continue
+            text = arr[s:e].tobytes()
+            if status == _SLOW:
+                code, values = _slow_values(text)
+                if code == _OK:
+                    if 2 * (self.resting + 1) > self._keys.shape[0]:
+                        self._keys, self._vals = _grow(self._keys, self._vals, self._meta)
+                    if k + 2 > out.rel.shape[0]:
+                        out.grow(k, 2)
+                    t, oid, act, vol, px = values
+                    k = _apply(act, t, oid, vol, px, done + 1, self.brokers, self._keys, self._vals,
+                               self._meta, out.rel, out.sign, out.cols, out.line, k)
+                    self.lines_consumed = done + 1
+                    pos = nl + 1
+                    continue
+                extra = 0
+            err = self._bad_line(code, extra, done + 1, text)
+            if not self.skip_bad:
+                self._error = err
+                return k, skipped, err
+            self.lines_consumed = done + 1
+            skipped += 1
+            self._skip(err)
+            pos = nl + 1
+
+
+def _slow_values(text: bytes) -> tuple[int, tuple]:
+    """Values of a line the kernel validated but could not convert exactly (Python's float
+    is correctly rounded); a non-finite result makes the line bad."""
+    f = text.decode("ascii").split(",")
+    t, vol, px = float(f[0]), float(f[3]), float(f[4])
+    for v, code in ((t, _R_T_RANGE), (vol, _R_VOL_RANGE), (px, _R_PRICE_RANGE)):
+        if not math.isfinite(v):
+            return code, ()
+    return _OK, (t, int(f[1]), ord(f[2]), vol, px)
+
+
+def orderbook_rows(parser: OrderBookParser) -> dict[str, np.ndarray]:
+    """The currently resting rows: ``{"bids": (n, 5), "asks": (m, 5)}`` float64 arrays with
+    columns :data:`COLUMNS`, sorted by order id.  O(table capacity); meant for tests/oracles."""
+    keys, vals = parser._keys, parser._vals
+    used = keys != _EMPTY
+    ids = keys[used]
+    v = vals[used]
+    out: dict[str, np.ndarray] = {}
+    for book, name in enumerate(RELATIONS):
+        sel = v[:, 3] == book
+        bid = ids[sel]
+        order = np.argsort(bid, kind="stable")
+        bid = bid[order]
+        rows = np.empty((bid.shape[0], 5), np.float64)
+        rows[:, 0] = v[sel, 0][order]
+        rows[:, 1] = bid
+        rows[:, 2] = np.mod(bid, parser.brokers)
+        rows[:, 3] = v[sel, 1][order]
+        rows[:, 4] = v[sel, 2][order]
+        out[name] = rows
+    return out
+
+
+def read_orderbook(path_or_file: str | os.PathLike | BinaryIO, *, chunk_bytes: int = 1 << 22,
+                   brokers: int = 10, skip_bad: bool = False) -> Iterator[EventBatch]:
+    """Stream a finance.csv file (path or binary file object) as event batches, one per chunk.
+
+    In strict mode a bad line ends the iteration: the batch with the events before it is
+    yielded (its ``error`` set), then the :class:`InputError` naming the file is raised.
+    Batches that consumed no line (a chunk inside one long line) are not yielded."""
+    if chunk_bytes < 1:
+        raise ValueError("chunk_bytes must be >= 1")
+    if isinstance(path_or_file, (str, os.PathLike)):
+        with open(path_or_file, "rb") as f:
+            yield from _read(f, os.fspath(path_or_file), chunk_bytes, brokers, skip_bad)
+    else:
+        name = getattr(path_or_file, "name", "<stream>")
+        yield from _read(path_or_file, str(name), chunk_bytes, brokers, skip_bad)
+
+
+def _read(f: BinaryIO, source: str, chunk_bytes: int, brokers: int, skip_bad: bool) -> Iterator[EventBatch]:
+    parser = OrderBookParser(brokers=brokers, source=source, skip_bad=skip_bad)
+    while True:
+        data = f.read(chunk_bytes)
+        if not data:
+            break
+        if isinstance(data, str):
+            raise TypeError(f"{source}: read_orderbook needs a binary file (open it with 'rb')")
+        batch = parser.feed(data)
+        if batch.error is not None:
+            yield batch
+            raise batch.error
+        if batch.last_line >= batch.first_line:
+            yield batch
+    batch = parser.close()
+    if batch.error is not None:
+        yield batch
+        raise batch.error
+    if batch.last_line >= batch.first_line:
+        yield batch
+
+
+def parse_orderbook_text(text: str, **kw) -> EventBatch:
+    """Parse a whole string (a final line needs no newline) into one batch.  Keyword arguments
+    go to :class:`OrderBookParser` (``source`` defaults to ``"<string>"``).  Strict mode raises
+    the :class:`InputError` of the first bad line instead of returning a partial batch."""
+    kw.setdefault("source", "<string>")
+    parser = OrderBookParser(**kw)
+    data = text.encode("utf-8")
+    if data and not data.endswith(b"\n"):
+        data += b"\n"
+    batch = parser.feed(data)
+    if batch.error is not None:
+        raise batch.error
+    return batch

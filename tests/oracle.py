@@ -1,0 +1,81 @@
+"""The independent oracle: a plain-Python replay of the order-book format (written separately
+from ddms.streams.orderbook) and DuckDB evaluating SQL over the current bids/asks."""
+
+from __future__ import annotations
+
+import math
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+COLUMNS = ("t", "id", "broker_id", "volume", "price")
+
+
+class Book:
+    """Resting orders after each line, by the README's rules."""
+
+    def __init__(self, brokers: int = 10) -> None:
+        self.brokers = brokers
+        self.rows: dict[int, tuple[str, tuple[float, ...]]] = {}
+
+    def line(self, text: str) -> None:
+        t, oid, action, volume, price = text.strip().split(",")
+        oid_i = int(oid)
+        if action in ("B", "S"):
+            self.rows[oid_i] = ("bids" if action == "B" else "asks",
+                                (float(t), float(oid_i), float(oid_i % self.brokers), float(volume), float(price)))
+        elif action == "E" and oid_i in self.rows:
+            book, r = self.rows.pop(oid_i)
+            left = r[3] - float(volume)
+            if left > 0:
+                self.rows[oid_i] = (book, (r[0], r[1], r[2], left, r[4]))
+        elif action in ("F", "D"):
+            self.rows.pop(oid_i, None)
+
+    def table(self, book: str) -> pa.Table:
+        rows = [r for b, r in self.rows.values() if b == book]
+        arr = np.array(rows, dtype=np.float64).reshape(-1, 5)
+        return pa.table({c: arr[:, i] for i, c in enumerate(COLUMNS)})
+
+
+class Duck:
+    """DuckDB over the current tables of a :class:`Book`."""
+
+    def __init__(self) -> None:
+        self.con = duckdb.connect()
+
+    def query(self, book: Book, sql: str) -> list[tuple]:
+        bids, asks = book.table("bids"), book.table("asks")  # noqa: F841 (seen by DuckDB)
+        self.con.register("bids", bids)
+        self.con.register("asks", asks)
+        return self.con.execute(sql).fetchall()
+
+
+def top_fraction(table: str, k: float, direction: str) -> str:
+    """Rows of ``table`` whose volume at strictly better prices is below k * total volume."""
+    return (f"SELECT * FROM {table} b1 WHERE {k} * (SELECT SUM(volume) FROM {table}) > "
+            f"(SELECT COALESCE(SUM(b2.volume), 0) FROM {table} b2 WHERE b2.price {direction} b1.price)")
+
+
+VWAP_SQL = f"SELECT COALESCE(SUM(price * volume), 0) FROM ({top_fraction('bids', 0.25, '>')})"
+
+SOBI_SQL = f"""
+WITH btop AS ({top_fraction('bids', 0.25, '>')}), atop AS ({top_fraction('asks', 0.25, '<')}),
+v AS (SELECT (SELECT SUM(price * volume) / SUM(volume) FROM btop) AS bid_vwap,
+             (SELECT SUM(price * volume) / SUM(volume) FROM atop) AS ask_vwap,
+             (SELECT MAX(price) FROM bids) AS best_bid, (SELECT MIN(price) FROM asks) AS best_ask)
+SELECT bid_vwap, ask_vwap, best_bid, best_ask, best_ask - best_bid,
+       (best_bid + best_ask) / 2, (ask_vwap - (best_bid + best_ask) / 2) - ((best_bid + best_ask) / 2 - bid_vwap)
+FROM v
+"""
+SOBI_VIEWS = ("BID_VWAP", "ASK_VWAP", "BEST_BID", "BEST_ASK", "SPREAD", "MID", "SOBI")
+
+
+def same(a: float | None, b: float | None, rel: float = 1e-9) -> bool:
+    """Equal up to rounding, with SQL NULL equal to NaN."""
+    a = math.nan if a is None else float(a)
+    b = math.nan if b is None else float(b)
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return math.isclose(a, b, rel_tol=rel, abs_tol=1e-4)
