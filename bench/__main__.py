@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     Console(width=200).print(table(rows, title))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"mode": mode, "rows": [r.__dict__ for r in rows]}, f, indent=1)
+            out = [{**r.__dict__, "value": r.value if r.value is None or math.isfinite(r.value) else None}
+                   for r in rows]
+            json.dump({"mode": mode, "seconds": time.perf_counter() - t_all, "rows": out}, f, indent=1)
     return 0
 
 

@@ -1,8 +1,8 @@
-"""Section 5: callbacks per second on a view that changes on nearly every line.
+"""Section 5: callbacks per second on views that change on many lines.
 
 * VWAP with a callback on ``VWAP``, over the section-4 steady-state stream at 10k resting bids
-  (every line updates the bids, so nearly every line moves the VWAP);
-* SOBI with a callback on ``SOBI`` over big/finance.csv.
+  (every line updates the bids; the VWAP moves when the update touches the top quarter);
+* SOBI with a callback on ``SOBI`` over big/finance.csv (moves on most lines).
 
 The callback only counts.  callbacks/s = calls / wall time of the whole apply (compiled work
 included); the note gives the same stream's lines/s without a callback.  Target >= 300k/s."""
@@ -50,6 +50,7 @@ def run(sh: Shared) -> list[Row]:
         cps = calls / with_cb
         rows.append(Row(SECTION, f"{prog}.on({view!r}), {label}", cps, "callbacks/s", ">= 300k/s",
                         ("PASS" if cps >= 300_000 else "FAIL")
-                        + f": {calls:,} calls on {lines:,} lines; {lines / with_cb:,.0f} lines/s"
+                        + f": {calls:,} calls on {lines:,} lines ({100 * calls / lines:.0f}%);"
+                        f" {lines / with_cb:,.0f} lines/s"
                         f" (no callback: {lines / without:,.0f})"))
     return rows

@@ -131,6 +131,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from ddms.m3.printer import print_program
     from ddms.runtime.engine import load_program
 
+    if not Path(args.program).exists():
+        raise DdmsError(f"{args.program}: no such program file")
     program = load_program(Path(args.program))
     print(print_program(program), end="")
     print("\n-- access plan")

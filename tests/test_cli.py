@@ -256,9 +256,6 @@ def test_run_bad_line_with_every_prints_lines_before_it(tmp_path, capsys):
     assert f"{data}:6:" in err
 
 
-@pytest.mark.xfail(strict=True, reason="driver.py replay(): when the batch with the error ends exactly "
-                   "at a checkpoint line (bad line = k*every + 1), engine.apply raises the batch's "
-                   "error before replay calls checkpoint(), so the checkpoint at k*every is lost")
 @pytest.mark.parametrize("every", [2, 3])
 def test_run_bad_line_right_after_a_checkpoint(tmp_path, capsys, every):
     lines_in = SAMPLE.splitlines(keepends=True)
@@ -343,8 +340,6 @@ def test_run_missing_program_subprocess(tmp_path):
     assert "nope.m3: no such program file" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py cmd_compile: load_program(Path) reads the file without "
-                   "a check; a missing file escapes as FileNotFoundError (traceback, exit 1)")
 def test_compile_missing_program(tmp_path, capsys):
     missing = tmp_path / "nope.m3"
     code = main(["compile", str(missing)])

@@ -39,7 +39,7 @@ def drive(program, lines: list[str], check) -> None:
     interp = Interpreter(engine.program)
     names = {i: s.name for i, s in enumerate(engine.program.streams)}
     relmap = engine.relmap(("bids", "asks"))
-    batch = OrderBookParser(brokers=10).feed(("\n".join(lines) + "\n").encode())
+    batch = OrderBookParser(brokers=10).feed("".join(x + "\n" for x in lines).encode())
     assert batch.error is None
     book, state = Book(), {"line": 0, "event": 0}
 

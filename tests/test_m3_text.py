@@ -11,8 +11,21 @@ from hypothesis import strategies as st
 from ddms.backend.codegen import generate
 from ddms.errors import DdmsError, M3SyntaxError, ProgramError
 from ddms.m3 import (
-    Add, AggSum, Cmp, Const, Div, Extreme, Lift, MapRef, Mul, Neg, Var, parse_program, print_expr,
-    print_program, verify,
+    Add,
+    AggSum,
+    Cmp,
+    Const,
+    Div,
+    Extreme,
+    Lift,
+    MapRef,
+    Mul,
+    Neg,
+    Var,
+    parse_program,
+    print_expr,
+    print_program,
+    verify,
 )
 from ddms.m3.parser import parse_expr
 

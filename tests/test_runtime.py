@@ -257,9 +257,7 @@ def test_scalar_callback_nan_transitions(eng):
 def test_callbacks_match_interpreter_and_see_state_after_line(eng):
     """Every view watched; each callback reads every view and must see the state after its
     line; the calls are exactly the changes the interpreter computes, line by line."""
-    # a bid that never leaves keeps BID_N > 0: 0/0 is a known oracle disagreement (see the
-    # xfail test_division_zero_by_zero_engine_agrees_with_interpreter)
-    batch = batch_of("0,999999,B,1,100\n" + order_flow(400, seed=1))
+    batch = batch_of(order_flow(400, seed=1))
     states = oracle(BOOK, batch)
     calls: list[tuple] = []
     seen: list[tuple[int, dict]] = []
@@ -459,6 +457,16 @@ def test_with_grouped_callback_returns_only_after_changing_lines(eng, monkeypatc
     bid_lines = [i for i in range(1, 31) if i % 3]
     assert fired == bid_lines
     assert counter.calls == len(bid_lines) + 1   # line 30 is an ask: one last call runs it
+
+
+
+def test_grouped_callback_no_return_for_net_unchanged_lines(eng, monkeypatch):
+    fired = []
+    eng.on("BROKER_VOL", lambda *a: fired.append(a[4]))
+    counter = RunBatchCounter(monkeypatch, eng)
+    feed(eng, "1,1,B,10,100\n" + "".join(f"{i},1,E,0,0\n" for i in range(2, 7)) + "7,2,S,1,1\n")
+    assert fired == [1]
+    assert counter.calls == 2          # after line 1, then the rest in one go
 
 
 # ------------------------------------------------------------------------------------------
@@ -809,9 +817,6 @@ ON - BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { TOT[] += -VOLUME; BV[BROKER_ID] += 
 """
 
 
-@pytest.mark.xfail(strict=True, reason="engine.py: grouped views over the same map share one change "
-                   "log (Engine._logs); _fire clears it for the first view, so the second view's "
-                   "callbacks never fire")
 def test_two_grouped_queries_on_one_map_both_fire():
     eng = Engine(SHARED)
     g, g2 = [], []
@@ -822,9 +827,6 @@ def test_two_grouped_queries_on_one_map_both_fire():
     assert g2 == [("G2", (1.0,), 0.0, 5.0, 1), ("G2", (2.0,), 0.0, 3.0, 2)]
 
 
-@pytest.mark.xfail(strict=True, reason="engine.py Engine._set_watch: cancelling the last callback "
-                   "of one query clears watch[] of the map although another query on the same "
-                   "map still has callbacks; its updates are then missed")
 def test_cancel_on_one_query_keeps_other_query_on_same_map_watched():
     eng = Engine(SHARED)
     a = []
@@ -834,10 +836,8 @@ def test_cancel_on_one_query_keeps_other_query_on_same_map_watched():
     assert a == [("A", (), 0.0, 5.0, 1), ("A", (), 5.0, 10.0, 2), ("A", (), 10.0, 15.0, 3)]
 
 
-@pytest.mark.xfail(strict=True, reason="0/0 disagreement: the backend's div (ddms/backend/rt.py) "
-                   "gives NaN, the interpreter (ddms/m3/interpreter.py, case Div) gives 0.0 because "
-                   "a zero numerator yields no (binding, value) pair, so the division never happens")
 def test_division_zero_by_zero_engine_agrees_with_interpreter(eng):
+    """0/0 is NaN (SQL NULL) in both the backend and the interpreter (ddms/m3/ir.py)."""
     text = "1,1,B,10,100\n2,1,D,0,0\n"
     batch = batch_of(text)
     states = oracle(BOOK, batch)

@@ -32,8 +32,22 @@ from pathlib import Path
 
 from ddms.errors import CompileError
 from ddms.m3.ir import (
-    Add, AggSum, Cmp, Const, Div, Expr, Extreme, Lift, MapDecl, MapRef, Mul, Neg, Program, Statement,
-    Var, map_reads,
+    Add,
+    AggSum,
+    Cmp,
+    Const,
+    Div,
+    Expr,
+    Extreme,
+    Lift,
+    MapDecl,
+    MapRef,
+    Mul,
+    Neg,
+    Program,
+    Statement,
+    Var,
+    map_reads,
 )
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
@@ -158,7 +172,8 @@ class _Codegen:
             ref = e.ref
             if self._ordered_slice(ref, env) and ref.keys[-1] == e.var:
                 f, k = fn.temp("found"), fn.temp("key")
-                fn.line(f"{f}, {k} = ordered_{e.kind}(st.op_{ref.name}, {self._root(self._m(ref.name), env, ref.keys)})")
+                root = self._root(self._m(ref.name), env, ref.keys)
+                fn.line(f"{f}, {k} = ordered_{e.kind}(st.op_{ref.name}, {root})")
                 self.plan.append(f"  {e.kind}({ref.name}) via range map: O(log n)")
                 return f"({k} if {f} else np.nan)"
             return None
@@ -472,7 +487,14 @@ class _Codegen:
             m = self._m(q.map)
             i = self.mid[m.name]
             if m.keys:
-                changed.append(f"        if st.watch[{i}] and len(st.log_keys_{m.name}) > 0:\n            changed = True")
+                # changed only if some logged key's value differs from its old value (an E line of
+                # 0 units writes and restores); otherwise drop the log without leaving compiled code
+                changed.append(f"        if st.watch[{i}] and len(st.log_keys_{m.name}) > 0:\n"
+                               f"            if log_changed(st.m_{m.name}, st.log_keys_{m.name}, st.log_old_{m.name}):\n"
+                               "                changed = True\n"
+                               "            else:\n"
+                               f"                st.log_keys_{m.name}.clear()\n"
+                               f"                st.log_old_{m.name}.clear()")
             else:
                 changed.append(f"        if st.watch[{i}]:\n            v = st.m_{m.name}[0]\n"
                                f"            if not (v == prev[{i}] or (v != v and prev[{i}] != prev[{i}])):\n"
@@ -505,7 +527,7 @@ class _Codegen:
                   "from numba import njit, types\n"
                   "from numba.experimental import structref\n"
                   "from numba.typed import Dict, List\n\n"
-                  "from ddms.backend.rt import div, ne, range_sum, threshold_sum\n"
+                  "from ddms.backend.rt import div, log_changed, ne, range_sum, threshold_sum\n"
                   "from ddms.storage.ordered import ordered_max, ordered_min, ordered_new, ordered_set\n\n\n"
                   + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
                             for i in range(1, self._max_arity() + 1)) + "\n\n"
@@ -540,7 +562,7 @@ class _Codegen:
         return out
 
     def _state_fields(self) -> tuple[list[str], list[str]]:
-        fields, inits = ["watch", "watching"], ["np.zeros(%d, np.int8)" % max(len(self.p.maps), 1),
+        fields, inits = ["watch", "watching"], [f"np.zeros({max(len(self.p.maps), 1)}, np.int8)",
                                                "np.zeros(1, np.int8)"]
         for m in self.p.maps:
             n = len(m.keys)

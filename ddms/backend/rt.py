@@ -6,13 +6,19 @@ Operator codes shared with ``codegen``: 0 ``<``, 1 ``<=``, 2 ``>``, 3 ``>=``.
 
 from __future__ import annotations
 
-import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
 import numpy as np
 from numba import njit
 
+import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
 from ddms.storage.ordered import (
-    ordered_first_prefix, ordered_items, ordered_negatives, ordered_sum_ge, ordered_sum_gt,
-    ordered_sum_le, ordered_sum_lt, ordered_total,
+    ordered_first_prefix,
+    ordered_items,
+    ordered_negatives,
+    ordered_sum_ge,
+    ordered_sum_gt,
+    ordered_sum_le,
+    ordered_sum_lt,
+    ordered_total,
 )
 
 LT, LE, GT, GE = 0, 1, 2, 3
@@ -32,6 +38,25 @@ def div(a: float, b: float) -> float:
 def ne(a: float, b: float) -> bool:
     """SQL ``<>``: false when either side is NaN (NULL), like every other comparison."""
     return a == a and b == b and a != b
+
+
+@njit(cache=True)
+def log_changed(table, keys, olds) -> bool:
+    """True if any logged key's current value differs from its first logged (pre-line) value,
+    NaN equal to NaN.  O(m^2) in the m writes of one line, which are few."""
+    for j in range(len(keys)):
+        seen = False
+        for i in range(j):
+            if keys[i] == keys[j]:
+                seen = True
+                break
+        if seen:
+            continue
+        cur = table[keys[j]] if keys[j] in table else 0.0
+        old = olds[j]
+        if not (cur == old or (cur != cur and old != old)):
+            return True
+    return False
 
 
 @njit(cache=True)

@@ -2,8 +2,26 @@
 (``verify``) and a pure-Python reference interpreter (``interpreter``) used as an oracle."""
 
 from ddms.m3.ir import (
-    Add, AggSum, Cmp, Column, Const, Div, Expr, Extreme, Lift, MapDecl, MapRef, Mul, Neg, Program,
-    Query, Source, Statement, Stream, Trigger, Var,
+    Add,
+    AggSum,
+    Cmp,
+    Column,
+    Const,
+    Div,
+    Expr,
+    Extreme,
+    Lift,
+    MapDecl,
+    MapRef,
+    Mul,
+    Neg,
+    Program,
+    Query,
+    Source,
+    Statement,
+    Stream,
+    Trigger,
+    Var,
 )
 from ddms.m3.parser import parse_program
 from ddms.m3.printer import print_expr, print_program

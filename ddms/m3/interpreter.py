@@ -12,7 +12,20 @@ from collections.abc import Iterator
 
 from ddms.errors import ProgramError
 from ddms.m3.ir import (
-    Add, AggSum, Cmp, Const, Div, Expr, Extreme, Lift, MapRef, Mul, Neg, Program, Statement, Var,
+    Add,
+    AggSum,
+    Cmp,
+    Const,
+    Div,
+    Expr,
+    Extreme,
+    Lift,
+    MapRef,
+    Mul,
+    Neg,
+    Program,
+    Statement,
+    Var,
 )
 from ddms.m3.verify import outputs, verify
 

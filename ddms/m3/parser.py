@@ -27,8 +27,27 @@ from dataclasses import dataclass
 
 from ddms.errors import M3SyntaxError
 from ddms.m3.ir import (
-    TYPES, Add, AggSum, Cmp, Column, Const, Div, Expr, Extreme, Lift, MapDecl, MapRef, Mul, Neg,
-    Program, Query, Source, Statement, Stream, Trigger, Var,
+    TYPES,
+    Add,
+    AggSum,
+    Cmp,
+    Column,
+    Const,
+    Div,
+    Expr,
+    Extreme,
+    Lift,
+    MapDecl,
+    MapRef,
+    Mul,
+    Neg,
+    Program,
+    Query,
+    Source,
+    Statement,
+    Stream,
+    Trigger,
+    Var,
 )
 
 _TOKEN = re.compile(r"""

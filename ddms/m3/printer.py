@@ -4,8 +4,23 @@ text is what golden tests diff and what ``ddms compile`` prints.  Cost: linear i
 from __future__ import annotations
 
 from ddms.m3.ir import (
-    Add, AggSum, Cmp, Const, Div, Expr, Extreme, Lift, MapDecl, MapRef, Mul, Neg, Program, Statement,
-    Stream, Trigger, Var,
+    Add,
+    AggSum,
+    Cmp,
+    Const,
+    Div,
+    Expr,
+    Extreme,
+    Lift,
+    MapDecl,
+    MapRef,
+    Mul,
+    Neg,
+    Program,
+    Statement,
+    Stream,
+    Trigger,
+    Var,
 )
 
 # binding strength: higher binds tighter

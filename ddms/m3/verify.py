@@ -11,7 +11,20 @@ from __future__ import annotations
 
 from ddms.errors import ProgramError
 from ddms.m3.ir import (
-    Add, AggSum, Cmp, Const, Div, Expr, Extreme, Lift, MapRef, Mul, Neg, Program, Statement, Var,
+    Add,
+    AggSum,
+    Cmp,
+    Const,
+    Div,
+    Expr,
+    Extreme,
+    Lift,
+    MapRef,
+    Mul,
+    Neg,
+    Program,
+    Statement,
+    Var,
 )
 
 

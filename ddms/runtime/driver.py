@@ -6,6 +6,7 @@ Used by ``ddms run``, the tests and the benchmarks, so that they all cut input t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 import numpy as np
 
@@ -37,9 +38,12 @@ def replay(engine: Engine, batches: Iterable[EventBatch], relmap: np.ndarray, *,
             next_cp = (start // every + 1) * every
             cut_line = batch.first_line + (next_cp - start) - 1
             if cut_line >= batch.last_line:
-                engine.apply(batch, relmap)
+                error = batch.error
+                engine.apply(replace(batch, error=None), relmap)
                 if engine.position == next_cp:
                     checkpoint(engine.position)
+                if error is not None:
+                    raise error
                 break
             head, batch = split_lines(batch, cut_line)
             engine.apply(head, relmap)

@@ -132,8 +132,10 @@ class Engine:
         return cancel
 
     def _set_watch(self, view: str) -> None:
-        name = next(q.map for q in self.program.queries if q.name == view)
-        self._watch[self._mid[name]] = 1 if self._callbacks.get(view) else 0
+        """A map is watched while any query on it has a callback."""
+        name = self.views[view].decl.name
+        watched = any(self._callbacks.get(q.name) for q in self.program.queries if q.map == name)
+        self._watch[self._mid[name]] = 1 if watched else 0
         self._watching[0] = 1 if any(self._callbacks.values()) else 0
 
     def future(self, view: str, predicate: Callable[[Any], bool]) -> concurrent.futures.Future:
@@ -194,7 +196,19 @@ class Engine:
         if batch.error is not None:
             raise batch.error
 
+    def _drain_log(self, view: str) -> dict[tuple, float]:
+        """The first old value of every key written since the last drain (empties the log)."""
+        keys, olds = self._logs[view]
+        first: dict[tuple, float] = {}
+        if len(keys):
+            for k, o in zip(list(keys), list(olds), strict=True):
+                first.setdefault(k, o)
+            keys.clear()
+            olds.clear()
+        return first
+
     def _fire(self, position: int) -> None:
+        changes: dict[str, dict[tuple, float]] = {}  # per map: views on one map share its log
         for view, cbs in list(self._callbacks.items()):
             if not cbs:
                 continue
@@ -205,15 +219,7 @@ class Engine:
                     for cb in list(cbs):
                         cb(view, (), old, new, position)
                 continue
-            keys, olds = self._logs[view]
-            if len(keys) == 0:
-                continue
-            first: dict[tuple, float] = {}
-            for k, o in zip(list(keys), list(olds), strict=True):
-                first.setdefault(k, o)
-            keys.clear()
-            olds.clear()
-            for k, old in first.items():
+            for k, old in changes.setdefault(v.decl.name, self._drain_log(view)).items():
                 new = float(v._table.get(k, 0.0))
                 if not _same(old, new):
                     for cb in list(cbs):
