@@ -10,61 +10,63 @@ from conftest import EXAMPLES, SHARED, data_file
 from oracle import SOBI_SQL, SOBI_VIEWS, VWAP_SQL, Book, Duck, same
 
 from ddms.m3.interpreter import Interpreter
-from ddms.runtime.driver import replay
+from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
 from ddms.streams.orderbook import OrderBookParser
 
+COMBINED_SQL = f"SELECT ({VWAP_SQL}), * FROM ({SOBI_SQL})"
 FINAL_VWAP = {"tiny": 491070000.0, "standard": 28916017900.0, "big": 82399928200.0}
 
 
-def run_checked(program: str, size: str, every: int, check) -> Engine:
-    """Replay ``size`` through ``program``, calling ``check(engine, book)`` every ``every`` lines
-    with an independently replayed book at the same line."""
+def run_checked(programs: list[str], size: str, every: int, check) -> list[Engine]:
+    """Replay ``size`` through each program side by side, calling ``check(engines, book,
+    position)`` every ``every`` lines (0: only at the end) with an independently replayed book."""
     path = data_file(size)
     lines = path.read_text().splitlines()
-    engine = Engine(EXAMPLES / program)
+    engines = [Engine(EXAMPLES / p) for p in programs]
+    relmaps = [e.relmap(("bids", "asks")) for e in engines]
     parser = OrderBookParser(brokers=10, source=str(path))
+    rest = parser.feed(path.read_bytes())
+    assert rest.error is None and len(parser.close()) == 0
     book = Book()
-    done = [0]
-
-    def checkpoint(position: int) -> None:
-        for text in lines[done[0]:position]:
+    cuts = list(range(every, len(lines) + 1, every)) if every else []
+    if not cuts or cuts[-1] != len(lines):
+        cuts.append(len(lines))
+    done = 0
+    for cut in cuts:
+        head, rest = split_lines(rest, cut)
+        for engine, relmap in zip(engines, relmaps, strict=True):
+            engine.apply(head, relmap)
+            assert engine.position == cut
+        for text in lines[done:cut]:
             book.line(text)
-        done[0] = position
-        check(engine, book, position)
-    batch = parser.feed(path.read_bytes())
-    replay(engine, [batch, parser.close()], engine.relmap(("bids", "asks")), every=every, checkpoint=checkpoint)
-    assert engine.position == len(lines)
-    return engine
+        done = cut
+        check(engines, book, cut)
+    return engines
+
+
+def check_views(duck: Duck, size: str):
+    def check(engines: list[Engine], book: Book, position: int) -> None:
+        vwap, sobi = engines
+        row = duck.query(book, COMBINED_SQL)[0]
+        assert vwap.value("VWAP") == row[0], f"{size} line {position}: VWAP {vwap.value('VWAP')} != {row[0]}"
+        for name, want in zip(SOBI_VIEWS, row[1:], strict=True):
+            assert same(sobi.value(name), want), f"{size} line {position}: {name} {sobi.value(name)} != {want}"
+    return check
 
 
 @pytest.mark.parametrize("size,every", [("tiny", 1), ("standard", 1), ("big", 1000)])
-def test_vwap_matches_duckdb(size: str, every: int) -> None:
-    duck = Duck()
-
-    def check(engine: Engine, book: Book, position: int) -> None:
-        (want,), = duck.query(book, VWAP_SQL)
-        assert engine.value("VWAP") == want, f"{size} line {position}"
-    engine = run_checked("vwap.m3", size, every, check)
-    assert engine.value("VWAP") == FINAL_VWAP[size]
+def test_examples_match_duckdb(size: str, every: int) -> None:
+    """vwap.m3 and sobi.m3 equal DuckDB on the current bids/asks after every checked line."""
+    vwap, _ = run_checked(["vwap.m3", "sobi.m3"], size, every, check_views(Duck(), size))
+    assert vwap.value("VWAP") == FINAL_VWAP[size]
 
 
 def test_vwap_final_matches_expected_json() -> None:
     expected = json.loads((SHARED / "queries" / "finance" / "expected.json").read_text())["vwap"]
     for size in ("tiny", "standard"):
-        engine = run_checked("vwap.m3", size, 0, lambda *a: None)
+        (engine,) = run_checked(["vwap.m3"], size, 0, lambda *a: None)
         assert engine.value("VWAP") == expected[size]
-
-
-@pytest.mark.parametrize("size,every", [("tiny", 1), ("standard", 1), ("big", 1000)])
-def test_sobi_matches_duckdb(size: str, every: int) -> None:
-    duck = Duck()
-
-    def check(engine: Engine, book: Book, position: int) -> None:
-        row = duck.query(book, SOBI_SQL)[0]
-        for name, want in zip(SOBI_VIEWS, row, strict=True):
-            assert same(engine.value(name), want), f"{size} line {position}: {name} {engine.value(name)} != {want}"
-    run_checked("sobi.m3", size, every, check)
 
 
 @pytest.mark.parametrize("program", ["vwap.m3", "sobi.m3"])

@@ -208,6 +208,19 @@ class RunBatchCounter:
         monkeypatch.setattr(engine.module, "run_batch", counting)
 
 
+class ExitCounter:
+    """Counts the times compiled code leaves for Python (``Engine._line_changed``) mid-batch."""
+
+    def __init__(self, monkeypatch, engine: Engine) -> None:
+        self.calls = 0
+        inner = engine._line_changed
+
+        def counting(event: int) -> None:
+            self.calls += 1
+            inner(event)
+        monkeypatch.setattr(engine, "_line_changed", counting)
+
+
 # ------------------------------------------------------------------------------------------
 # callbacks
 # ------------------------------------------------------------------------------------------
@@ -431,7 +444,7 @@ def test_no_callbacks_one_run_batch_call_per_batch(eng, monkeypatch):
     assert counter.calls == 2
 
 
-def test_with_callbacks_returns_only_after_changing_lines(eng, monkeypatch):
+def test_with_callbacks_leaves_compiled_code_only_after_changing_lines(eng, monkeypatch):
     text = order_flow(400, seed=4)
     batch = batch_of(text)
     states = oracle(BOOK, batch)
@@ -441,32 +454,33 @@ def test_with_callbacks_returns_only_after_changing_lines(eng, monkeypatch):
     fired = []
     eng.on("ASK_VOL", lambda *a: fired.append(a[4]))
     counter = RunBatchCounter(monkeypatch, eng)
+    exits = ExitCounter(monkeypatch, eng)
     eng.apply(batch, eng.relmap(REL))
     assert fired == changing
-    last_event_line = int(batch.line[-1])
-    assert counter.calls == len(changing) + (0 if changing[-1] == last_event_line else 1)
+    assert counter.calls == 1
+    assert exits.calls == len(changing)
 
 
-def test_with_grouped_callback_returns_only_after_changing_lines(eng, monkeypatch):
+def test_with_grouped_callback_leaves_compiled_code_only_after_changing_lines(eng, monkeypatch):
     text = "".join(f"{i},{i},{'B' if i % 3 else 'S'},{i},{100 + i}\n" for i in range(1, 31))
     batch = batch_of(text)
     fired = []
     eng.on("BROKER_VOL", lambda *a: fired.append(a[4]))
-    counter = RunBatchCounter(monkeypatch, eng)
+    counter = ExitCounter(monkeypatch, eng)
     eng.apply(batch, eng.relmap(REL))
     bid_lines = [i for i in range(1, 31) if i % 3]
     assert fired == bid_lines
-    assert counter.calls == len(bid_lines) + 1   # line 30 is an ask: one last call runs it
+    assert counter.calls == len(bid_lines)
 
 
 
 def test_grouped_callback_no_return_for_net_unchanged_lines(eng, monkeypatch):
     fired = []
     eng.on("BROKER_VOL", lambda *a: fired.append(a[4]))
-    counter = RunBatchCounter(monkeypatch, eng)
+    counter = ExitCounter(monkeypatch, eng)
     feed(eng, "1,1,B,10,100\n" + "".join(f"{i},1,E,0,0\n" for i in range(2, 7)) + "7,2,S,1,1\n")
     assert fired == [1]
-    assert counter.calls == 2          # after line 1, then the rest in one go
+    assert counter.calls == 1          # only line 1 changes the view
 
 
 # ------------------------------------------------------------------------------------------

@@ -116,6 +116,12 @@ class _Codegen:
         return (m.ordered and ref.keys[-1] not in env and ref.keys[-1] not in ref.keys[:-1]
                 and all(k in env for k in ref.keys[:-1]))
 
+    def _tree_only(self, name: str) -> bool:
+        """An ORDERED map with one key that no query exposes lives in its range tree alone (no hash
+        map): one O(log n) descent per update instead of hash probes plus a descent."""
+        m = self._m(name)
+        return m.ordered and len(m.keys) == 1 and name not in self.view_maps
+
     def _closed(self, e: Expr, env: dict[str, str]) -> bool:
         return not outputs(e, frozenset(env), self.arity)
 
@@ -130,6 +136,8 @@ class _Codegen:
             case MapRef(name, keys) if all(k in env for k in keys):
                 if not keys:
                     return f"st.m_{name}[0]"
+                if self._tree_only(name):
+                    return f"ordered_get(st.op_{name}, st.or_{name}[0], {env[keys[0]]})"
                 return f"st.m_{name}.get({self._tuple([env[k] for k in keys])}, 0.0)"
             case Neg(x):
                 inner = self._inline(x, env)
@@ -321,6 +329,18 @@ class _Codegen:
     def _emit_loop(self, fn: _Fn, name: str, keys: tuple[str, ...], env: dict[str, str], k) -> None:
         bound_pos = tuple(i for i, key in enumerate(keys) if key in env)
         kk, vv = fn.temp("k"), fn.temp("v")
+        if self._tree_only(name):  # one unbound key: walk the tree in key order
+            ks, vs, j = fn.temp("ks"), fn.temp("vs"), fn.temp("j")
+            fn.line(f"{ks}, {vs} = ordered_items(st.op_{name}, st.or_{name}[0])")
+            fn.line(f"for {j} in range({ks}.shape[0]):")
+            fn.depth += 1
+            fn.line(f"{kk} = ({ks}[{j}],)")
+            fn.line(f"{vv} = {vs}[{j}]")
+            self.plan.append(f"  loop over all of {name}: O(n)")
+            start = fn.depth
+            k(vv, {**env, keys[0]: f"{kk}[0]"})
+            fn.depth = start - 1
+            return
         if bound_pos:
             self.indexes[name].add(bound_pos)
             part = self._tuple([env[keys[i]] for i in bound_pos])
@@ -395,15 +415,21 @@ class _Codegen:
                         self.indexes[tname].add(pos)
                     fn.line(f"clear_{tname}_{_mask(pos)}(st, {self._tuple([env[x] for x in bound])})")
                 fn.line(f"for kk, vv in {buf}.items():")
-                fn.line(f"    w_{tname}(st, kk, st.m_{tname}.get(kk, 0.0) + vv)")
+                fn.line(f"    {self._add(tname, 'kk', 'vv')}")
             else:
                 def write(v: str, env2: dict[str, str]) -> None:
                     key = self._tuple([env2[x] for x in s.target.keys])
-                    fn.line(f"w_{tname}(st, {key}, st.m_{tname}.get({key}, 0.0) + {v})")
+                    fn.line(self._add(tname, key, v))
                 self._emit(fn, expr, env, write)
         params = ", ".join(["st", *env.values()])
         self.functions.append(f"@njit(cache=True)\ndef {fname}({params}):\n" + "\n".join(fn.lines)
                               + "\n    return\n")
+
+    def _add(self, name: str, key: str, delta: str) -> str:
+        """Code adding ``delta`` to ``name[key]`` (key: a tuple expression)."""
+        if self._tree_only(name):
+            return f"st.or_{name}[0] = ordered_add(st.op_{name}, st.or_{name}[0], {key}[0], {delta})"
+        return f"w_{name}(st, {key}, st.m_{name}.get({key}, 0.0) + {delta})"
 
     # -- maps -----------------------------------------------------------------------------------
     def map_functions(self, m: MapDecl) -> list[str]:
@@ -415,6 +441,8 @@ class _Codegen:
         if not n:
             return [f"@njit(cache=True, inline='always')\ndef w_{m.name}(st, key, new):\n"
                     f"    st.m_{m.name}[0] = new\n"]
+        if self._tree_only(m.name):
+            return []
         body = [f"    old = st.m_{m.name}.get(key, 0.0)", "    if old == new:", "        return"]
         if log:
             body.append(log.rstrip("\n"))
@@ -445,6 +473,9 @@ class _Codegen:
 
     def clear_function(self, m: MapDecl, pos: tuple[int, ...]) -> str:
         n = len(m.keys)
+        if self._tree_only(m.name):
+            return (f"@njit(cache=True)\ndef clear_{m.name}_{_mask(pos)}(st, part):\n"
+                    f"    st.or_{m.name}[0] = ordered_free(st.op_{m.name}, st.or_{m.name}[0])\n")
         if pos:
             part_args = self._tuple([f"part[{j}]" for j in range(len(pos))])
             return (f"@njit(cache=True)\ndef clear_{m.name}_{_mask(pos)}(st, part):\n"
@@ -490,7 +521,8 @@ class _Codegen:
                 # changed only if some logged key's value differs from its old value (an E line of
                 # 0 units writes and restores); otherwise drop the log without leaving compiled code
                 changed.append(f"        if st.watch[{i}] and len(st.log_keys_{m.name}) > 0:\n"
-                               f"            if log_changed(st.m_{m.name}, st.log_keys_{m.name}, st.log_old_{m.name}):\n"
+                               f"            if log_changed(st.m_{m.name}, st.log_keys_{m.name}, "
+                               f"st.log_old_{m.name}):\n"
                                "                changed = True\n"
                                "            else:\n"
                                f"                st.log_keys_{m.name}.clear()\n"
@@ -502,9 +534,9 @@ class _Codegen:
         snap = [f"            prev[{self.mid[q.map]}] = st.m_{q.map}[0]" for q in p.queries
                 if not self._m(q.map).keys]
         run = ("@njit(cache=True)\n"
-               "def run_batch(st, relmap, rel, sign, cols, line, start, end, prev):\n"
-               "    \"\"\"Apply events start..end; with watched views, stop after the first line that\n"
-               "    changed one and return the index of the next event (``end`` when done).\"\"\"\n"
+               "def run_batch(st, relmap, rel, sign, cols, line, start, end, prev, hook):\n"
+               "    \"\"\"Apply events start..end.  After a line that changed a watched view, call back\n"
+               "    into Python (``fire_hook``) before the next line; returns ``end``.\"\"\"\n"
                "    i = start\n"
                "    watching = st.watching[0]\n"
                "    while i < end:\n"
@@ -518,7 +550,7 @@ class _Codegen:
                "        if watching:\n"
                "            changed = False\n"
                + ("\n".join("    " + c.replace("\n", "\n    ") for c in changed) if changed else "            pass")
-               + "\n            if changed:\n                return i\n"
+               + "\n            if changed:\n                call_python(hook, i - 1)\n"
                "    return i\n")
         header = (f'"""Generated by ddms codegen v{CODEGEN_VERSION} from an M3 program: do not edit.\n\n'
                   + print_program(p).replace("\\", "\\\\").replace('"""', "'''") + '"""\n\n'
@@ -527,8 +559,10 @@ class _Codegen:
                   "from numba import njit, types\n"
                   "from numba.experimental import structref\n"
                   "from numba.typed import Dict, List\n\n"
-                  "from ddms.backend.rt import div, log_changed, ne, range_sum, threshold_sum\n"
-                  "from ddms.storage.ordered import ordered_max, ordered_min, ordered_new, ordered_set\n\n\n"
+                  "from ddms.backend.rt import call_python, div, log_changed, ne, range_sum, threshold_sum\n"
+                  "from ddms.storage.ordered import (\n"
+                  "    ordered_add, ordered_free, ordered_get, ordered_items, ordered_max, ordered_min, ordered_new,\n"
+                  "    ordered_set,\n)\n\n\n"
                   + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
                             for i in range(1, self._max_arity() + 1)) + "\n\n"
                   "@structref.register\n"
@@ -571,7 +605,10 @@ class _Codegen:
                 inits.append("np.zeros(1)")
                 continue
             kt = f"K{n}"
-            inits.append(f"Dict.empty(key_type={kt}, value_type=types.float64)")
+            if self._tree_only(m.name):
+                fields.remove(f"m_{m.name}")
+            else:
+                inits.append(f"Dict.empty(key_type={kt}, value_type=types.float64)")
             for pos in sorted(self.indexes[m.name]):
                 fields.append(f"ix_{m.name}_{_mask(pos)}")
                 inits.append(f"Dict.empty(key_type=K{len(pos)}, value_type=D{n})")

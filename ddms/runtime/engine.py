@@ -27,6 +27,7 @@ from ddms.m3.interpreter import initial_values
 from ddms.m3.ir import Program
 from ddms.m3.parser import parse_program
 from ddms.m3.verify import verify
+from ddms.runtime import hooks
 from ddms.runtime.views import GroupedView, ScalarView
 from ddms.streams.events import EventBatch
 
@@ -89,7 +90,11 @@ class Engine:
             else:
                 self.views[q.name] = ScalarView(q.name, decl, table)
         self._callbacks: dict[str, list[Callback]] = {}
+        self._watched: list[tuple[str, ScalarView | GroupedView, int, list[Callback]]] = []
         self.position = 0
+        self._hook = hooks.register(self)
+        self._batch_lines: np.ndarray = np.zeros(0, np.int64)
+        self._batch_base = 0
         self._compile()
         self.compile_seconds = time.perf_counter() - t0
 
@@ -98,7 +103,7 @@ class Engine:
         array types ``apply`` uses."""
         empty = EventBatch.empty(1)
         self.module.run_batch(self.state, np.zeros(1, np.int64), empty.rel, empty.sign,
-                              np.zeros((0, 1)), empty.line, 0, 0, self._prev)
+                              np.zeros((0, 1)), empty.line, 0, 0, self._prev, self._hook)
 
     # -- views ------------------------------------------------------------------------------
     def view(self, name: str) -> ScalarView | GroupedView:
@@ -137,6 +142,9 @@ class Engine:
         watched = any(self._callbacks.get(q.name) for q in self.program.queries if q.map == name)
         self._watch[self._mid[name]] = 1 if watched else 0
         self._watching[0] = 1 if any(self._callbacks.values()) else 0
+        self._watched = [(n, self.views[n], -1 if isinstance(self.views[n], GroupedView)
+                          else self._mid[self.views[n].decl.name], cbs)
+                         for n, cbs in self._callbacks.items() if cbs]
 
     def future(self, view: str, predicate: Callable[[Any], bool]) -> concurrent.futures.Future:
         """A Future resolved with a :class:`ViewEvent` when ``predicate(value)`` first holds
@@ -186,12 +194,10 @@ class Engine:
         if cols.ndim != 2 or cols.dtype != np.float64 or not cols.flags.c_contiguous:
             cols = np.ascontiguousarray(cols, dtype=np.float64)
         base = self.position - batch.first_line + 1
-        i = 0
-        run = self.module.run_batch
-        while i < n:
-            i = run(self.state, relmap, batch.rel, batch.sign, cols, batch.line, i, n, self._prev)
-            if self._watching[0]:
-                self._fire(base + int(batch.line[i - 1]))
+        self._batch_lines, self._batch_base = batch.line, base
+        if n:
+            self.module.run_batch(self.state, relmap, batch.rel, batch.sign, cols, batch.line, 0, n, self._prev,
+                                  self._hook)
         self.position = base + batch.last_line
         if batch.error is not None:
             raise batch.error
@@ -207,16 +213,22 @@ class Engine:
             olds.clear()
         return first
 
+    def _line_changed(self, event: int) -> None:
+        """From compiled code (via ``hooks.fire_hook``): the line ending at ``event`` changed a
+        watched view.  The position is set first, so a raising callback leaves it right."""
+        self.position = self._batch_base + int(self._batch_lines[event])
+        self._fire(self.position)
+
     def _fire(self, position: int) -> None:
+        """Call the callbacks of every watched view the current line changed.  Hot path (once per
+        changing line): the watched views are precomputed by ``_set_watch``."""
         changes: dict[str, dict[tuple, float]] = {}  # per map: views on one map share its log
-        for view, cbs in list(self._callbacks.items()):
-            if not cbs:
-                continue
-            v = self.views[view]
-            if isinstance(v, ScalarView):
-                old, new = float(self._prev[self._mid[v.decl.name]]), float(v._cell[0])
-                if not _same(old, new):
-                    for cb in list(cbs):
+        prev = self._prev
+        for view, v, slot, cbs in self._watched:
+            if slot >= 0:
+                old, new = float(prev[slot]), float(v._cell[0])
+                if old != new and (old == old or new == new):
+                    for cb in tuple(cbs):
                         cb(view, (), old, new, position)
                 continue
             for k, old in changes.setdefault(v.decl.name, self._drain_log(view)).items():
