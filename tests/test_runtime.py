@@ -215,10 +215,12 @@ class ExitCounter:
         self.calls = 0
         inner = engine._line_changed
 
-        def counting(event: int) -> None:
+        def counting(event: int) -> int:
             self.calls += 1
-            inner(event)
+            return inner(event)
         monkeypatch.setattr(engine, "_line_changed", counting)
+        # compiled code calls the ctypes wrapper made at construction: rebuild it around the counter
+        monkeypatch.setattr(engine, "_fire_c", type(engine._fire_c)(counting))
 
 
 # ------------------------------------------------------------------------------------------
@@ -378,6 +380,7 @@ def test_callback_exception_propagates_and_state_is_consistent(eng):
         feed(eng, "1,1,B,10,100\n2,2,S,3,200\n3,3,B,1,100\n")
     assert eng.value("ASK_VOL") == 3.0
     assert eng.value("BID_VOL") == 10.0
+    assert eng.position == 2              # stopped right after the line whose callback raised
 
 
 # ------------------------------------------------------------------------------------------

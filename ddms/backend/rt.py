@@ -7,10 +7,9 @@ Operator codes shared with ``codegen``: 0 ``<``, 1 ``<=``, 2 ``>``, 3 ``>=``.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, objmode
+from numba import njit
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
-from ddms.runtime.hooks import fire_hook
 from ddms.storage.ordered import (
     ordered_first_prefix,
     ordered_items,
@@ -39,15 +38,6 @@ def div(a: float, b: float) -> float:
 def ne(a: float, b: float) -> bool:
     """SQL ``<>``: false when either side is NaN (NULL), like every other comparison."""
     return a == a and b == b and a != b
-
-
-@njit(cache=True)
-def call_python(hook: int, event: int) -> None:
-    """Leave compiled code to run the callbacks of the engine registered as ``hook``.  Kept out of
-    the generated loop: an objmode block inside the big loop function cost ~8 us per exit,
-    in its own small function ~1.5 us."""
-    with objmode():
-        fire_hook(hook, event)
 
 
 @njit(cache=True)
