@@ -52,6 +52,7 @@ def drive(program, lines: list[str], check) -> None:
             if relmap[batch.rel[i]] >= 0:
                 interp.apply("+" if batch.sign[i] > 0 else "-", names[relmap[batch.rel[i]]], tuple(batch.cols[i]))
             state["event"] += 1
+        engine._check()
         check(engine, interp, book, position)
     replay(engine, [batch], relmap, every=1, checkpoint=checkpoint)
 

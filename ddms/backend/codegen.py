@@ -576,12 +576,18 @@ class _Codegen:
                   + "\n"
                   + "".join(f"@njit(cache=True)\ndef get_{f}(st):\n    return st.{f}\n\n\n" for f in fields)
                   + f"FIELDS = {fields!r}\n"
+                  + f"INDEXES = {self._index_table()!r}\n"
+                  + f"TREE_ONLY = {sorted(m.name for m in p.maps if m.keys and self._tree_only(m.name))!r}\n"
                   "structref.define_proxy(State, StateType, FIELDS)\n\n\n"
                   "@njit(cache=True)\n"
                   "def new_state():\n"
                   "    return State(" + ", ".join(inits) + ")\n\n\n")
         parts = [header, *writers, *clears, *self.functions, *trig_fns, run]
         return "\n\n".join(parts)
+
+    def _index_table(self) -> dict[str, list[tuple[int, ...]]]:
+        """Map name -> the key positions of each secondary index (what ``Engine._check`` verifies)."""
+        return {m: sorted(pos) for m, pos in self.indexes.items() if pos}
 
     def _max_arity(self) -> int:
         return max([len(m.keys) for m in self.p.maps] + [4])

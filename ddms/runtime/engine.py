@@ -126,6 +126,44 @@ class Engine:
         """Every view: numbers for scalar views, ``[key..., value]`` rows sorted by key else."""
         return {n: (v.value if isinstance(v, ScalarView) else v.rows()) for n, v in self.views.items()}
 
+    def _check(self) -> None:
+        """Assert every invariant of the program state (tests call it after each update):
+        hash maps hold no zero values; every secondary index holds exactly the keys of its map,
+        grouped by its key positions; every range tree passes ``ordered_check`` and holds exactly
+        its map's entries (per prefix).  Cost: O(total map size)."""
+        from ddms.storage.ordered import ordered_check, ordered_items
+        mod, st = self.module, self.state
+        for m in self.program.maps:
+            if not m.keys:
+                continue
+            if m.name in mod.TREE_ONLY:
+                ordered_check(getattr(st, f"op_{m.name}"), int(getattr(st, f"or_{m.name}")[0]))
+                continue
+            table = dict(getattr(st, f"m_{m.name}").items())
+            assert all(v != 0.0 for v in table.values()), f"{m.name}: a zero value is stored"
+            for pos in mod.INDEXES.get(m.name, []):
+                index = getattr(st, f"ix_{m.name}_b{''.join(map(str, pos))}")
+                want: dict[tuple, set] = {}
+                for k in table:
+                    want.setdefault(tuple(k[p] for p in pos), set()).add(k)
+                got = {part: set(keys.keys()) for part, keys in index.items()}
+                assert got == want, f"{m.name}: index on keys {list(pos)} disagrees with the map"
+            if not m.ordered:
+                continue
+            pool, roots = getattr(st, f"op_{m.name}"), getattr(st, f"or_{m.name}")
+            if len(m.keys) == 1:
+                roots = {(): int(roots[0])} if roots[0] >= 0 else {}
+            else:
+                roots = dict(roots.items())
+            prefixes = {k[:-1] for k in table}
+            assert set(roots) == prefixes, f"{m.name}: range trees exist for prefixes {set(roots) ^ prefixes}"
+            for prefix, root in roots.items():
+                ordered_check(pool, root)
+                keys, vals = ordered_items(pool, root)
+                want_items = sorted((k[-1], v) for k, v in table.items() if k[:-1] == prefix)
+                assert list(zip(keys.tolist(), vals.tolist(), strict=True)) == want_items, \
+                    f"{m.name}{list(prefix)}: range tree disagrees with the map"
+
     # -- callbacks and futures --------------------------------------------------------------
     def on(self, view: str, callback: Callback) -> Callable[[], None]:
         """Call ``callback(view, key, old, new, position)`` after every update that changes

@@ -1,14 +1,14 @@
 """Range-cumulative ordered maps as counted B+-trees in one numba node pool.
 
 Same maps, same semantics and the same API as :mod:`ddms.storage.ordered` (prefix ``btree_``
-instead of ``ordered_``), built for cache efficiency: a treap visits ~2 log2(n) nodes scattered
-over memory per operation, a B+-tree ~log_F(n) nodes, each a few adjacent cache lines.
+instead of ``ordered_``), built for cache efficiency: a treap visits ~2.5 log2(n) nodes scattered
+over memory per operation, a B+-tree ~log_F(n) nodes of a few adjacent cache lines each.
 
 An ordered map sends a float64 key to a nonzero float64 value and answers point lookups and
 *range-cumulative* queries: the sum of the values whose key is below / above a bound, and the
 smallest key at which the running (prefix) sum crosses a threshold.  Like DBToaster maps, a map
 holds only nonzero values: an update that leaves exactly 0.0 removes the key.  Keys must not be NaN
-(updates raise ValueError); values should be finite.
+(updates raise ValueError); values should be finite.  Query bounds may be NaN: they match no key.
 
 Structure
 ---------
@@ -18,26 +18,31 @@ number of keys and its number of negative values, and the child itself.  All lea
 depth.  Every node but the root is at least a quarter full (``LMIN`` / ``IMIN`` entries); an
 internal root has at least two children.  A node that falls below that after a deletion takes
 entries from a neighbour, or merges with it if the two fit in three quarters of a node, so that a
-node just split (half full) or just merged (at most 3/4 full) is never split or merged again by the
-next few updates.
+node just split (half full) or just merged (at most 3/4 full) is not split or merged again by the
+next few updates at the same place.
 
-Every node is stored contiguously, one row per node of a 2-D array:
+Every node is one row of a 2-D array, entries interleaved so that the lines a search reads also
+hold what the search needs next:
 
-    leaves    ``lf[l]``  = keys[FL] | values[FL]                       (float64)
-    internal  ``ik[i]``  = child max keys[FI] | child sums[FI]          (float64)
-              ``ii[i]``  = child refs[FI] | child counts[FI] | child negative counts[FI]   (int64)
+    leaf      ``lf[l]`` = key, value, key, value, ...                 (2 FL float64)
+    internal  ``ik[i]`` = max key, sum, child, max key, sum, child, ... (3 FI float64; the child
+                          ref is stored as a float, exact below 2**53)
+              ``ii[i]`` = counts[FI] | negative counts[FI]            (2 FI int64, read only by
+                          insertions, deletions and sign changes)
 
-so a descent reads 2-3 cache lines of keys per node plus the few lines it needs of the rest.
-Unused slots are padded (keys +inf, sums and counts 0), so searches and sums run over whole rows in
-fixed-length loops that the compiler unrolls and vectorises.  Fill counts live beside the rows
-(``ln``, ``in_``), -1 marking a free node.
+A node search compares the bound with every key of the row (a fixed-length loop, no unpredictable
+branches); that touches all the row's cache lines at once, so a node costs about one memory
+latency.  Unused slots are padded (keys +inf, values and sums 0.0, children -1), so sums and
+searches run over whole rows.  Fill counts live beside the rows (``ln``, ``in_``), -1 marking a
+free node.
 
 A *ref* names a node: ``2 * leaf`` or ``2 * internal + 1``.  A map is its root ref, -1 for the
 empty map; every update returns the new root.  Nodes of *all* maps live in one :class:`BTreePool`
 (a numba structref), whose arrays double when full; freed nodes go on per-kind free lists (linked
-through ``llink`` / ``ilink``) and are reused first.  The root of each tree also keeps the tree's
-totals (sum, count, negatives) in ``lsum``/``lneg`` or ``isum``/``icnt``/``ineg``, so
-:func:`btree_total`, :func:`btree_len` and :func:`btree_negatives` are O(1).
+through ``llink`` / ``ilink``) and are reused first, so deleting every key leaks nothing.  The root
+of each tree also keeps the tree's totals (``lsum``/``lneg`` for a leaf root, ``isum``/``icnt``/
+``ineg`` for an internal one), so :func:`btree_total`, :func:`btree_len` and
+:func:`btree_negatives` are O(1).
 
 Sums and exactness
 ------------------
@@ -47,13 +52,15 @@ changes, so floating-point error does not accumulate over a stream of updates, a
 are a deterministic function of the tree's shape and values (:func:`btree_check` verifies them
 bitwise).  Counts are integers, kept exact by deltas.
 
-Prefix sums P(b) = sum(value[k] for k <= b) are formed, by :func:`btree_sum_le` and by
-:func:`btree_first_prefix` alike, along one root-to-leaf path: at each internal node the sums of
-the children lying wholly at or below b are added left to right, then the descent enters the child
-holding the next key above b; at the leaf the values of keys <= b are added left to right.  So
-:func:`btree_first_prefix` returns a key b such that ``btree_sum_le(b)`` is bitwise the value it
-found to cross the threshold, and ``btree_sum_le`` of the key before b bitwise a value it found not
-to cross: the same guarantee as :mod:`ddms.storage.ordered`.
+Prefix sums P(b) = sum(value[k] for k <= b) are formed, by :func:`btree_sum_lt` /
+:func:`btree_sum_le` and by :func:`btree_first_prefix` alike, along one root-to-leaf path: at each
+internal node the sum entries of the children lying wholly at or below b are added left to right,
+then the descent enters the child holding the next key above b; at the leaf the values of keys
+<= b are added left to right.  So :func:`btree_first_prefix` returns a key b such that
+``btree_sum_le(b)`` is bitwise the value it found to cross the threshold, and ``btree_sum_le`` of
+the key before b bitwise a value it found not to cross: the guarantee of :mod:`ddms.storage.ordered`.
+:func:`btree_sum_gt` / :func:`btree_sum_ge` promise no order (they use masked vectorisable sums);
+with values whose sums are exact (integers, dyadic fractions) every query is exact.
 
 All ``btree_*`` functions except :func:`btree_check` are ``@njit(cache=True)``, callable from
 Python and from compiled (generated) code alike.
@@ -67,8 +74,8 @@ import numpy as np
 from numba import njit, types
 from numba.experimental import structref
 
-FL = 32  # leaf capacity (keys)
-FI = 16  # internal node capacity (children)
+FL = 64  # leaf capacity (keys); a multiple of 4, at least 8
+FI = 32  # internal node capacity (children); a multiple of 4, at least 8
 LMIN = FL // 4  # fewest keys in a non-root leaf
 IMIN = FI // 4  # fewest children of a non-root internal node
 LMERGE = 3 * FL // 4  # two leaves merge when they fit in this many keys, else they share evenly
@@ -94,13 +101,13 @@ class BTreePool(structref.StructRefProxy):
 
 
 _FIELDS = [
-    ("lf", types.float64[:, ::1]),  # leaf rows: keys[0:FL] (pad +inf) | values[FL:2FL] (pad 0.0)
+    ("lf", types.float64[:, ::1]),  # leaf rows: (key, value) pairs; padding (+inf, 0.0)
     ("ln", types.int64[::1]),  # keys in the leaf; -1 for a free leaf
     ("llink", types.int64[::1]),  # next free leaf, -1 = none
     ("lsum", types.float64[::1]),  # a root leaf's sum of values (_rowsum)
     ("lneg", types.int64[::1]),  # a root leaf's number of negative values
-    ("ik", types.float64[:, ::1]),  # internal rows: child max keys[0:FI] (pad +inf) | sums[FI:2FI]
-    ("ii", types.int64[:, ::1]),  # internal rows: child refs[0:FI] | counts[FI:2FI] | negc[2FI:3FI]
+    ("ik", types.float64[:, ::1]),  # internal rows: (max key, sum, child) triples; pad (+inf, 0, -1)
+    ("ii", types.int64[:, ::1]),  # internal rows: child key counts[FI] | child negatives[FI]
     ("in_", types.int64[::1]),  # children of the internal node; -1 for a free node
     ("ilink", types.int64[::1]),  # next free internal node, -1 = none
     ("isum", types.float64[::1]),  # a root's sum of values (_rowsum of its child sums)
@@ -110,7 +117,7 @@ _FIELDS = [
     ("l_used", types.int64),  # leaves ever handed out; leaves l_used.. are untouched
     ("l_head", types.int64),  # first free leaf, -1 = none
     ("l_free", types.int64),  # length of the leaf free list
-    ("icap", types.int64),
+    ("icap", types.int64),  # the same four for internal nodes
     ("i_used", types.int64),
     ("i_head", types.int64),
     ("i_free", types.int64),
@@ -149,8 +156,8 @@ def btree_new(capacity: int) -> BTreePool:
     p.llink = np.full(nl, -1, np.int64)
     p.lsum = np.zeros(nl, np.float64)
     p.lneg = np.zeros(nl, np.int64)
-    p.ik = np.empty((ni, 2 * FI), np.float64)
-    p.ii = np.empty((ni, 3 * FI), np.int64)
+    p.ik = np.empty((ni, 3 * FI), np.float64)
+    p.ii = np.empty((ni, 2 * FI), np.int64)
     p.in_ = np.full(ni, -1, np.int64)
     p.ilink = np.full(ni, -1, np.int64)
     p.isum = np.zeros(ni, np.float64)
@@ -236,10 +243,7 @@ def _alloc_leaf(p):
     else:
         n = p.l_used
         p.l_used = n + 1
-    lf = p.lf
-    for t in range(FL):
-        lf[n, t] = _INF
-        lf[n, FL + t] = 0.0
+    _lpad(p.lf, n, 0, FL)
     p.ln[n] = 0
     p.llink[n] = -1
     return n
@@ -255,14 +259,7 @@ def _alloc_int(p):
     else:
         n = p.i_used
         p.i_used = n + 1
-    ik = p.ik
-    ii = p.ii
-    for t in range(FI):
-        ik[n, t] = _INF
-        ik[n, FI + t] = 0.0
-        ii[n, t] = -1
-        ii[n, FI + t] = 0
-        ii[n, 2 * FI + t] = 0
+    _ipad(p.ik, p.ii, n, 0, FI)
     p.in_[n] = 0
     p.ilink[n] = -1
     return n
@@ -285,22 +282,24 @@ def _free_int(p, n):
 
 
 # --------------------------------------------------------------------------------------------
-# row kernels: fixed-length loops over padded rows
+# row kernels: fixed-length loops over padded rows.  Entry t of a row with entries of width w
+# has its key at w * t; a leaf's value is at 2 t + 1, an internal node's sum at 3 t + 1 and its
+# child at 3 t + 2.
 
 
 @njit(cache=True, inline="always")
-def _rowsum(a, r, off, f):
-    """Sum of a[r, off:off+f] in a fixed order (four interleaved lanes, then (0+1)+(2+3)); padding
-    zeros leave it exact.  f is a multiple of 4."""
+def _rowsum(a, r, off, w, f):
+    """Sum of a[r, off + w t] for t < f in a fixed order (four interleaved lanes, then
+    (0 + 1) + (2 + 3)); padding zeros leave it exact.  f is a multiple of 4."""
     s0 = 0.0
     s1 = 0.0
     s2 = 0.0
     s3 = 0.0
     for t in range(0, f, 4):
-        s0 += a[r, off + t]
-        s1 += a[r, off + t + 1]
-        s2 += a[r, off + t + 2]
-        s3 += a[r, off + t + 3]
+        s0 += a[r, off + w * t]
+        s1 += a[r, off + w * (t + 1)]
+        s2 += a[r, off + w * (t + 2)]
+        s3 += a[r, off + w * (t + 3)]
     return (s0 + s1) + (s2 + s3)
 
 
@@ -313,29 +312,34 @@ def _isum(a, r, off, f):
 
 
 @njit(cache=True, inline="always")
-def _count_lt(a, r, f, x):
-    """Entries of a[r, 0:f] below x (a sorted row padded with +inf)."""
+def _count_lt(a, r, w, f, x):
+    """Entries t < f whose key a[r, w t] is below x (a sorted row padded with +inf)."""
     c = 0
     for t in range(f):
-        c += a[r, t] < x
+        c += a[r, w * t] < x
     return c
 
 
 @njit(cache=True, inline="always")
-def _count_le(a, r, f, x):
-    """Entries of a[r, 0:f] at most x (padding counts when x is +inf: clamp to the fill)."""
+def _count_le(a, r, w, f, x):
+    """Entries whose key is at most x (padding counts when x is +inf: callers clamp to the fill)."""
     c = 0
     for t in range(f):
-        c += a[r, t] <= x
+        c += a[r, w * t] <= x
     return c
 
 
 @njit(cache=True, inline="always")
-def _count_neg(a, r, off, f):
+def _leaf_negatives(lf, n):
     c = 0
-    for t in range(f):
-        c += a[r, off + t] < 0.0
+    for t in range(FL):
+        c += lf[n, 2 * t + 1] < 0.0
     return c
+
+
+@njit(cache=True, inline="always")
+def _child(ik, i, j):
+    return np.int64(ik[i, 3 * j + 2])
 
 
 @njit(cache=True)
@@ -344,20 +348,19 @@ def _summary(p, ref):
     n = ref >> 1
     if ref & 1:
         m = p.in_[n]
-        return (p.ik[n, m - 1], _rowsum(p.ik, n, FI, FI), _isum(p.ii, n, FI, FI),
-                _isum(p.ii, n, 2 * FI, FI))
+        return p.ik[n, 3 * m - 3], _rowsum(p.ik, n, 1, 3, FI), _isum(p.ii, n, 0, FI), _isum(p.ii, n, FI, FI)
     m = p.ln[n]
-    return p.lf[n, m - 1], _rowsum(p.lf, n, FL, FL), m, _count_neg(p.lf, n, FL, FL)
+    return p.lf[n, 2 * m - 2], _rowsum(p.lf, n, 1, 2, FL), m, _leaf_negatives(p.lf, n)
 
 
 @njit(cache=True)
 def _refresh(p, i, j):
     """Recompute entry j of internal node i from its child."""
-    mk, s, c, g = _summary(p, p.ii[i, j])
-    p.ik[i, j] = mk
-    p.ik[i, FI + j] = s
-    p.ii[i, FI + j] = c
-    p.ii[i, 2 * FI + j] = g
+    mk, s, c, g = _summary(p, _child(p.ik, i, j))
+    p.ik[i, 3 * j] = mk
+    p.ik[i, 3 * j + 1] = s
+    p.ii[i, j] = c
+    p.ii[i, FI + j] = g
 
 
 @njit(cache=True)
@@ -374,56 +377,49 @@ def _set_root_totals(p, ref):
         p.lneg[n] = g
 
 
-# moving entries: a leaf entry is (key, value); an internal one (max key, sum, ref, count, negc)
-
-
 @njit(cache=True, inline="always")
 def _lmove(lf, a, sa, b, sb, m):
     """Copy m leaf entries a[sa:sa+m] -> b[sb:sb+m] (overlap-safe within one row)."""
     if a == b and sb > sa:
-        for t in range(m - 1, -1, -1):
-            lf[b, sb + t] = lf[a, sa + t]
-            lf[b, FL + sb + t] = lf[a, FL + sa + t]
+        for t in range(2 * m - 1, -1, -1):
+            lf[b, 2 * sb + t] = lf[a, 2 * sa + t]
     else:
-        for t in range(m):
-            lf[b, sb + t] = lf[a, sa + t]
-            lf[b, FL + sb + t] = lf[a, FL + sa + t]
+        for t in range(2 * m):
+            lf[b, 2 * sb + t] = lf[a, 2 * sa + t]
 
 
 @njit(cache=True, inline="always")
 def _lpad(lf, a, lo, hi):
     for t in range(lo, hi):
-        lf[a, t] = _INF
-        lf[a, FL + t] = 0.0
+        lf[a, 2 * t] = _INF
+        lf[a, 2 * t + 1] = 0.0
 
 
 @njit(cache=True, inline="always")
 def _imove(ik, ii, a, sa, b, sb, m):
     """Copy m internal entries a[sa:sa+m] -> b[sb:sb+m] (overlap-safe within one row)."""
     if a == b and sb > sa:
+        for t in range(3 * m - 1, -1, -1):
+            ik[b, 3 * sb + t] = ik[a, 3 * sa + t]
         for t in range(m - 1, -1, -1):
-            ik[b, sb + t] = ik[a, sa + t]
-            ik[b, FI + sb + t] = ik[a, FI + sa + t]
             ii[b, sb + t] = ii[a, sa + t]
             ii[b, FI + sb + t] = ii[a, FI + sa + t]
-            ii[b, 2 * FI + sb + t] = ii[a, 2 * FI + sa + t]
     else:
+        for t in range(3 * m):
+            ik[b, 3 * sb + t] = ik[a, 3 * sa + t]
         for t in range(m):
-            ik[b, sb + t] = ik[a, sa + t]
-            ik[b, FI + sb + t] = ik[a, FI + sa + t]
             ii[b, sb + t] = ii[a, sa + t]
             ii[b, FI + sb + t] = ii[a, FI + sa + t]
-            ii[b, 2 * FI + sb + t] = ii[a, 2 * FI + sa + t]
 
 
 @njit(cache=True, inline="always")
 def _ipad(ik, ii, a, lo, hi):
     for t in range(lo, hi):
-        ik[a, t] = _INF
-        ik[a, FI + t] = 0.0
-        ii[a, t] = -1
+        ik[a, 3 * t] = _INF
+        ik[a, 3 * t + 1] = 0.0
+        ik[a, 3 * t + 2] = -1.0
+        ii[a, t] = 0
         ii[a, FI + t] = 0
-        ii[a, 2 * FI + t] = 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -446,13 +442,12 @@ def _update(p, root, k, x, assign):
         _reserve(p, 1, 0)
         n = _alloc_leaf(p)
         p.lf[n, 0] = k
-        p.lf[n, FL] = x
+        p.lf[n, 1] = x
         p.ln[n] = 1
         p.lsum[n] = x
         p.lneg[n] = 1 if x < 0.0 else 0
         return 2 * n
     ik = p.ik
-    ii = p.ii
     in_ = p.in_
     lf = p.lf
     pn = p.pn
@@ -461,39 +456,41 @@ def _update(p, root, k, x, assign):
     r = root
     while r & 1:
         i = r >> 1
-        j = _count_lt(ik, i, FI, k)
+        j = _count_lt(ik, i, 3, FI, k)
         m = in_[i] - 1
-        if j > m:
+        if j > m:  # k above every key: the last child
             j = m
         pn[d] = i
         pj[d] = j
         d += 1
-        r = ii[i, j]
+        r = _child(ik, i, j)
     n = r >> 1
-    pos = _count_lt(lf, n, FL, k)
-    if pos < FL and lf[n, pos] == k:  # found (padding is +inf: a match is a live key unless k is inf)
-        if pos < p.ln[n]:
-            old = lf[n, FL + pos]
-            v = x if assign else old + x
-            if v == 0.0:
-                return _delete(p, root, d, n, pos)
-            lf[n, FL + pos] = v
-            dn = (1 if v < 0.0 else 0) - (1 if old < 0.0 else 0)
-            s = _rowsum(lf, n, FL, FL)
-            if d == 0:
-                p.lsum[n] = s
-                p.lneg[n] += dn
-                return root
-            for e in range(d - 1, -1, -1):
-                i = pn[e]
-                ik[i, FI + pj[e]] = s
-                if dn != 0:
-                    ii[i, 2 * FI + pj[e]] += dn
-                s = _rowsum(ik, i, FI, FI)
-            i = root >> 1
-            p.isum[i] = s
-            p.ineg[i] += dn
+    pos = _count_lt(lf, n, 2, FL, k)
+    # a live slot holds a nonzero value, padding 0.0 (this also tells a key +inf from padding)
+    if pos < FL and lf[n, 2 * pos] == k and lf[n, 2 * pos + 1] != 0.0:
+        old = lf[n, 2 * pos + 1]
+        v = x if assign else old + x
+        if v == 0.0:
+            return _delete(p, root, d, n, pos)
+        lf[n, 2 * pos + 1] = v
+        dn = (1 if v < 0.0 else 0) - (1 if old < 0.0 else 0)
+        s = _rowsum(lf, n, 1, 2, FL)
+        if d == 0:
+            p.lsum[n] = s
+            p.lneg[n] += dn
             return root
+        if dn != 0:
+            ii = p.ii
+            for e in range(d):
+                ii[pn[e], FI + pj[e]] += dn
+        for e in range(d - 1, -1, -1):
+            i = pn[e]
+            ik[i, 3 * pj[e] + 1] = s
+            s = _rowsum(ik, i, 1, 3, FI)
+        i = root >> 1
+        p.isum[i] = s
+        p.ineg[i] += dn
+        return root
     if x == 0.0:  # absent key set to / incremented by zero: nothing to store
         return root
     return _insert(p, root, d, n, pos, k, x)
@@ -519,8 +516,8 @@ def _insert(p, root, d, n, pos, k, x):
     split = -1  # ref of a new right sibling of the current node, to enter in the parent
     if m < FL:
         _lmove(lf, n, pos, n, pos + 1, m - pos)
-        lf[n, pos] = k
-        lf[n, FL + pos] = x
+        lf[n, 2 * pos] = k
+        lf[n, 2 * pos + 1] = x
         ln[n] = m + 1
     else:
         b = _alloc_leaf(p)
@@ -528,57 +525,55 @@ def _insert(p, root, d, n, pos, k, x):
         if pos < h:
             _lmove(lf, n, h - 1, b, 0, FL - h + 1)
             _lmove(lf, n, pos, n, pos + 1, h - 1 - pos)
-            lf[n, pos] = k
-            lf[n, FL + pos] = x
+            lf[n, 2 * pos] = k
+            lf[n, 2 * pos + 1] = x
         else:
             _lmove(lf, n, h, b, 0, pos - h)
-            lf[b, pos - h] = k
-            lf[b, FL + pos - h] = x
+            lf[b, 2 * (pos - h)] = k
+            lf[b, 2 * (pos - h) + 1] = x
             _lmove(lf, n, pos, b, pos - h + 1, FL - pos)
         _lpad(lf, n, h, FL)
         ln[n] = h
         ln[b] = FL + 1 - h
         split = 2 * b
     dn = 1 if x < 0.0 else 0
-    cm = lf[n, ln[n] - 1]  # the child's max key and sum, when it did not split
-    s = _rowsum(lf, n, FL, FL)
+    cm = lf[n, 2 * ln[n] - 2]  # the child's max key and sum, when it did not split
+    s = _rowsum(lf, n, 1, 2, FL)
     for e in range(d - 1, -1, -1):
         i = pn[e]
         j = pj[e]
         if split == -1:
-            ik[i, j] = cm
-            ik[i, FI + j] = s
-            ii[i, FI + j] += 1
-            ii[i, 2 * FI + j] += dn
-            m = in_[i]
-            cm = ik[i, m - 1]
-            s = _rowsum(ik, i, FI, FI)
+            ik[i, 3 * j] = cm
+            ik[i, 3 * j + 1] = s
+            ii[i, j] += 1
+            ii[i, FI + j] += dn
+            cm = ik[i, 3 * in_[i] - 3]
+            s = _rowsum(ik, i, 1, 3, FI)
             continue
         _refresh(p, i, j)
         m = in_[i]
         if m < FI:
             _imove(ik, ii, i, j + 1, i, j + 2, m - j - 1)
-            ii[i, j + 1] = split
+            ik[i, 3 * j + 5] = split
             in_[i] = m + 1
             _refresh(p, i, j + 1)
             split = -1
-            cm = ik[i, m]
-            s = _rowsum(ik, i, FI, FI)
+            cm = ik[i, 3 * m]
+            s = _rowsum(ik, i, 1, 3, FI)
         else:
             b = _alloc_int(p)
             h = (FI + 1) // 2
             if j + 1 < h:
                 _imove(ik, ii, i, h - 1, b, 0, FI - h + 1)
                 _imove(ik, ii, i, j + 1, i, j + 2, h - 2 - j)
-                ii[i, j + 1] = split
+                ik[i, 3 * j + 5] = split
                 in_[i] = h
                 _refresh(p, i, j + 1)
             else:
                 q = j + 1 - h
                 _imove(ik, ii, i, h, b, 0, q)
-                ii[b, q] = split
+                ik[b, 3 * q + 2] = split
                 _imove(ik, ii, i, j + 1, b, q + 1, FI - j - 1)
-                in_[b] = FI + 1 - h
                 _refresh(p, b, q)
             _ipad(ik, ii, i, h, FI)
             in_[i] = h
@@ -586,8 +581,8 @@ def _insert(p, root, d, n, pos, k, x):
             split = 2 * b + 1
     if split != -1:  # the root split: a new root above the two halves
         t = _alloc_int(p)
-        ii[t, 0] = root
-        ii[t, 1] = split
+        ik[t, 2] = root
+        ik[t, 5] = split
         in_[t] = 2
         _refresh(p, t, 0)
         _refresh(p, t, 1)
@@ -614,12 +609,9 @@ def _rebalance(p, i, j):
     ii = p.ii
     in_ = p.in_
     m = in_[i]
-    if j + 1 < m:
-        ja = j
-    else:
-        ja = j - 1
-    a = ii[i, ja]
-    b = ii[i, ja + 1]
+    ja = j if j + 1 < m else j - 1
+    a = _child(ik, i, ja)
+    b = _child(ik, i, ja + 1)
     an = a >> 1
     bn = b >> 1
     if a & 1:
@@ -692,12 +684,12 @@ def _delete(p, root, d, n, pos):
     pn = p.pn
     pj = p.pj
     m = ln[n]
-    dn = -1 if lf[n, FL + pos] < 0.0 else 0
+    dn = -1 if lf[n, 2 * pos + 1] < 0.0 else 0
     _lmove(lf, n, pos + 1, n, pos, m - pos - 1)
     _lpad(lf, n, m - 1, m)
     m -= 1
     ln[n] = m
-    s = _rowsum(lf, n, FL, FL)
+    s = _rowsum(lf, n, 1, 2, FL)
     if d == 0:
         if m == 0:
             _free_leaf(p, n)
@@ -705,7 +697,7 @@ def _delete(p, root, d, n, pos):
         p.lsum[n] = s
         p.lneg[n] += dn
         return root
-    cm = lf[n, m - 1] if m > 0 else _INF
+    cm = lf[n, 2 * m - 2] if m > 0 else _INF
     under = m < LMIN
     for e in range(d - 1, -1, -1):
         i = pn[e]
@@ -713,17 +705,17 @@ def _delete(p, root, d, n, pos):
         if under:
             _rebalance(p, i, j)
         else:
-            ik[i, j] = cm
-            ik[i, FI + j] = s
-            ii[i, FI + j] -= 1
-            ii[i, 2 * FI + j] += dn
+            ik[i, 3 * j] = cm
+            ik[i, 3 * j + 1] = s
+            ii[i, j] -= 1
+            ii[i, FI + j] += dn
         m = in_[i]
         under = m < IMIN
-        cm = ik[i, m - 1]
-        s = _rowsum(ik, i, FI, FI)
+        cm = ik[i, 3 * m - 3]
+        s = _rowsum(ik, i, 1, 3, FI)
     t = root >> 1
     if in_[t] == 1:  # the root has a single child left: it becomes the root
-        root = ii[t, 0]
+        root = _child(ik, t, 0)
         _free_int(p, t)
         _set_root_totals(p, root)
         return root
@@ -757,9 +749,9 @@ def btree_free(pool: BTreePool, root: int) -> int:
     if not root & 1:
         _free_leaf(pool, root >> 1)
         return -1
-    ii = pool.ii
+    ik = pool.ik
     in_ = pool.in_
-    sn = pool.pn
+    sn = pool.pn  # a root-to-node path: fits in MAXD
     sj = pool.pj
     sn[0] = root >> 1
     sj[0] = 0
@@ -772,7 +764,7 @@ def btree_free(pool: BTreePool, root: int) -> int:
             top -= 1
             continue
         sj[top] = j + 1
-        c = ii[i, j]
+        c = _child(ik, i, j)
         if c & 1:
             top += 1
             sn[top] = c >> 1
@@ -788,23 +780,22 @@ def btree_free(pool: BTreePool, root: int) -> int:
 
 @njit(cache=True)
 def btree_get(pool: BTreePool, root: int, key: float) -> float:
-    """value[key], 0.0 if absent.  O(F log_F n): one descent."""
+    """value[key], 0.0 if absent (or if key is NaN).  O(F log_F n): one descent."""
     if root == -1:
         return 0.0
     ik = pool.ik
-    ii = pool.ii
     in_ = pool.in_
     lf = pool.lf
     r = root
     while r & 1:
         i = r >> 1
-        j = _count_lt(ik, i, FI, key)
+        j = _count_lt(ik, i, 3, FI, key)
         m = in_[i] - 1
-        r = ii[i, j if j < m else m]
+        r = _child(ik, i, j if j < m else m)
     n = r >> 1
-    pos = _count_lt(lf, n, FL, key)
-    if pos < pool.ln[n] and lf[n, pos] == key:
-        return lf[n, FL + pos]
+    pos = _count_lt(lf, n, 2, FL, key)
+    if pos < FL and lf[n, 2 * pos] == key:
+        return lf[n, 2 * pos + 1]  # 0.0 in a padding slot (key +inf absent)
     return 0.0
 
 
@@ -840,10 +831,10 @@ def btree_min(pool: BTreePool, root: int) -> tuple[bool, float]:
     """(True, smallest key), or (False, nan) for the empty map.  O(log_F n): the left spine."""
     if root == -1:
         return False, np.nan
-    ii = pool.ii
+    ik = pool.ik
     r = root
     while r & 1:
-        r = ii[r >> 1, 0]
+        r = _child(ik, r >> 1, 0)
     return True, pool.lf[r >> 1, 0]
 
 
@@ -854,8 +845,8 @@ def btree_max(pool: BTreePool, root: int) -> tuple[bool, float]:
         return False, np.nan
     n = root >> 1
     if root & 1:
-        return True, pool.ik[n, pool.in_[n] - 1]
-    return True, pool.lf[n, pool.ln[n] - 1]
+        return True, pool.ik[n, 3 * pool.in_[n] - 3]
+    return True, pool.lf[n, 2 * pool.ln[n] - 2]
 
 
 @njit(cache=True)
@@ -871,10 +862,10 @@ def btree_items(pool: BTreePool, root: int) -> tuple[np.ndarray, np.ndarray]:
     if not root & 1:
         n = root >> 1
         for t in range(ln[n]):
-            keys[t] = lf[n, t]
-            vals[t] = lf[n, FL + t]
+            keys[t] = lf[n, 2 * t]
+            vals[t] = lf[n, 2 * t + 1]
         return keys, vals
-    ii = pool.ii
+    ik = pool.ik
     in_ = pool.in_
     sn = pool.pn
     sj = pool.pj
@@ -889,7 +880,7 @@ def btree_items(pool: BTreePool, root: int) -> tuple[np.ndarray, np.ndarray]:
             top -= 1
             continue
         sj[top] = j + 1
-        c = ii[i, j]
+        c = _child(ik, i, j)
         if c & 1:
             top += 1
             sn[top] = c >> 1
@@ -897,26 +888,24 @@ def btree_items(pool: BTreePool, root: int) -> tuple[np.ndarray, np.ndarray]:
         else:
             n = c >> 1
             for t in range(ln[n]):
-                keys[w] = lf[n, t]
-                vals[w] = lf[n, FL + t]
+                keys[w] = lf[n, 2 * t]
+                vals[w] = lf[n, 2 * t + 1]
                 w += 1
     return keys, vals
 
 
 # --------------------------------------------------------------------------------------------
-# range-cumulative queries
-#
-# Each is one root-to-leaf descent.  At an internal node the children wholly inside the range
-# are added from their sum entries, in key order for the "below" queries (left to right) and in
-# reverse for the "above" ones, and the descent enters the one child that straddles the bound.
+# range-cumulative queries: one root-to-leaf descent each.  At an internal node the children
+# wholly inside the range are added from their sum entries and the descent enters the one child
+# that straddles the bound.
 
 
 @njit(cache=True)
 def _sum_below(pool, root, x, inclusive):
+    # Left to right, in the order btree_first_prefix forms prefix sums (see the module docstring).
     if root == -1:
         return 0.0
     ik = pool.ik
-    ii = pool.ii
     in_ = pool.in_
     lf = pool.lf
     acc = 0.0
@@ -925,49 +914,90 @@ def _sum_below(pool, root, x, inclusive):
         i = r >> 1
         m = in_[i]
         # children with max key below x (or at most x) lie wholly in the range
-        j = _count_le(ik, i, FI, x) if inclusive else _count_lt(ik, i, FI, x)
+        j = _count_le(ik, i, 3, FI, x) if inclusive else _count_lt(ik, i, 3, FI, x)
         if j > m:
             j = m
         for t in range(j):
-            acc = acc + ik[i, FI + t]
+            acc = acc + ik[i, 3 * t + 1]
         if j == m:
             return acc
-        r = ii[i, j]
+        r = _child(ik, i, j)
     n = r >> 1
-    j = _count_le(lf, n, FL, x) if inclusive else _count_lt(lf, n, FL, x)
-    m = pool.ln[n]
-    if j > m:
-        j = m
-    for t in range(j):
-        acc = acc + lf[n, FL + t]
+    j = _count_le(lf, n, 2, FL, x) if inclusive else _count_lt(lf, n, 2, FL, x)
+    for t in range(j):  # a padding slot past the fill (x = +inf) adds 0.0: harmless
+        acc = acc + lf[n, 2 * t + 1]
     return acc
+
+
+@njit(cache=True, inline="always")
+def _tail_sum(ik, i, j):
+    """Sum of the sums of entries j < t < FI of internal node i: a masked four-lane sum over the
+    whole row (loads outside the conditionals, so they compile to selects, not branches)."""
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    for t in range(0, FI, 4):
+        v0 = ik[i, 3 * t + 1]
+        v1 = ik[i, 3 * t + 4]
+        v2 = ik[i, 3 * t + 7]
+        v3 = ik[i, 3 * t + 10]
+        s0 += v0 if t > j else 0.0
+        s1 += v1 if t + 1 > j else 0.0
+        s2 += v2 if t + 2 > j else 0.0
+        s3 += v3 if t + 3 > j else 0.0
+    return (s0 + s1) + (s2 + s3)
+
+
+@njit(cache=True, inline="always")
+def _leaf_sum_above(lf, n, x, inclusive):
+    """Sum of a leaf's values with key > x (>= x if ``inclusive``): a masked four-lane sum over the
+    whole row (padding values are 0.0)."""
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    if inclusive:
+        for t in range(0, 2 * FL, 8):
+            v0 = lf[n, t + 1]
+            v1 = lf[n, t + 3]
+            v2 = lf[n, t + 5]
+            v3 = lf[n, t + 7]
+            s0 += v0 if lf[n, t] >= x else 0.0
+            s1 += v1 if lf[n, t + 2] >= x else 0.0
+            s2 += v2 if lf[n, t + 4] >= x else 0.0
+            s3 += v3 if lf[n, t + 6] >= x else 0.0
+    else:
+        for t in range(0, 2 * FL, 8):
+            v0 = lf[n, t + 1]
+            v1 = lf[n, t + 3]
+            v2 = lf[n, t + 5]
+            v3 = lf[n, t + 7]
+            s0 += v0 if lf[n, t] > x else 0.0
+            s1 += v1 if lf[n, t + 2] > x else 0.0
+            s2 += v2 if lf[n, t + 4] > x else 0.0
+            s3 += v3 if lf[n, t + 6] > x else 0.0
+    return (s0 + s1) + (s2 + s3)
 
 
 @njit(cache=True)
 def _sum_above(pool, root, x, inclusive):
-    if root == -1:
+    if root == -1 or x != x:  # a NaN bound matches no key
         return 0.0
     ik = pool.ik
-    ii = pool.ii
     in_ = pool.in_
-    lf = pool.lf
     acc = 0.0
     r = root
     while r & 1:
         i = r >> 1
-        m = in_[i]
-        # children after the first one whose max key is above x (at least x) lie wholly in range
-        j = _count_lt(ik, i, FI, x) if inclusive else _count_le(ik, i, FI, x)
-        if j >= m:
+        # the first child whose max key is above x (at least x) straddles x; those after it lie
+        # wholly in the range
+        j = _count_lt(ik, i, 3, FI, x) if inclusive else _count_le(ik, i, 3, FI, x)
+        if j >= in_[i]:
             return acc
-        for t in range(m - 1, j, -1):
-            acc = acc + ik[i, FI + t]
-        r = ii[i, j]
-    n = r >> 1
-    j = _count_lt(lf, n, FL, x) if inclusive else _count_le(lf, n, FL, x)
-    for t in range(pool.ln[n] - 1, j - 1, -1):
-        acc = acc + lf[n, FL + t]
-    return acc
+        acc = acc + _tail_sum(ik, i, j)
+        r = _child(ik, i, j)
+    return acc + _leaf_sum_above(pool.lf, r >> 1, x, inclusive)
 
 
 @njit(cache=True)
@@ -1011,11 +1041,10 @@ def btree_first_prefix(pool: BTreePool, root: int, y: float, strict: bool) -> tu
     if root == -1:
         return False, np.nan
     ik = pool.ik
-    ii = pool.ii
     in_ = pool.in_
     lf = pool.lf
     acc = 0.0  # sum of the values left of the current node
-    known = False  # whether the current node's running sum through its last key is known to cross
+    known = False  # whether the running sum through the current node's last key is known to cross
     r = root
     while r & 1:
         i = r >> 1
@@ -1023,7 +1052,7 @@ def btree_first_prefix(pool: BTreePool, root: int, y: float, strict: bool) -> tu
         last = m - 1 if known else m
         j = last
         for t in range(last):
-            s = acc + ik[i, FI + t]
+            s = acc + ik[i, 3 * t + 1]
             if s > y or (not strict and s == y):
                 j = t
                 break
@@ -1031,30 +1060,30 @@ def btree_first_prefix(pool: BTreePool, root: int, y: float, strict: bool) -> tu
         if j == m:  # at the root, no running sum crossed
             return False, np.nan
         known = True  # the child holds b; if j == m - 1 was not tested, the parent's sum crossed
-        r = ii[i, j]
+        r = _child(ik, i, j)
     n = r >> 1
     m = pool.ln[n]
     last = m - 1 if known else m
     for t in range(last):
-        s = acc + lf[n, FL + t]
+        s = acc + lf[n, 2 * t + 1]
         if s > y or (not strict and s == y):
-            return True, lf[n, t]
+            return True, lf[n, 2 * t]
         acc = s
     if not known:
         return False, np.nan
-    return True, lf[n, m - 1]
+    return True, lf[n, 2 * m - 2]
 
 
 # --------------------------------------------------------------------------------------------
 # invariant checker (tests)
 
 
-def _py_rowsum(row: np.ndarray) -> float:
+def _py_rowsum(vals: list[float]) -> float:
     """_rowsum in Python floats: the same operations in the same order, so bitwise equal."""
     s = [0.0, 0.0, 0.0, 0.0]
-    for t in range(0, len(row), 4):
+    for t in range(0, len(vals), 4):
         for lane in range(4):
-            s[lane] += float(row[t + lane])
+            s[lane] += vals[t + lane]
     return (s[0] + s[1]) + (s[2] + s[3])
 
 
@@ -1066,12 +1095,12 @@ def btree_check(pool: BTreePool, root: int) -> None:
     padding of unused slots, no zero or NaN value stored, every entry's max key, count and
     negatives equal to its child's recomputed ones and its sum bitwise equal to the child's
     :func:`_rowsum`, the root's totals likewise, no node reachable twice or both reachable and free,
-    free lists without loops and of the recorded lengths, reachable + free within the capacity.
-    Pure Python, O(n + free nodes): for tests.
+    free lists without loops, of the recorded lengths and marked free, reachable + free nodes within
+    the capacity.  Pure Python, O(n + free nodes): for tests.
     """
     lf, ln, ik, ii, in_ = pool.lf, pool.ln, pool.ik, pool.ii, pool.in_
     lcap, icap = pool.lcap, pool.icap
-    assert lf.shape == (lcap, 2 * FL) and ik.shape == (icap, 2 * FI) and ii.shape == (icap, 3 * FI)
+    assert lf.shape == (lcap, 2 * FL) and ik.shape == (icap, 3 * FI) and ii.shape == (icap, 2 * FI)
     for arr in (ln, pool.llink, pool.lsum, pool.lneg):
         assert len(arr) == lcap, "leaf array length differs from lcap"
     for arr in (in_, pool.ilink, pool.isum, pool.icnt, pool.ineg):
@@ -1100,7 +1129,7 @@ def btree_check(pool: BTreePool, root: int) -> None:
     seen_l: set[int] = set()
     seen_i: set[int] = set()
     leaf_depths: set[int] = set()
-    prev_key = [-np.inf, False]  # last key seen in order, whether any
+    last_key: list[float] = []  # the last key seen in order, if any
 
     def visit(ref: int, depth: int, is_root: bool) -> tuple[float, float, int, int]:
         """Check the subtree at ref; return its (max key, sum, count, negatives)."""
@@ -1113,18 +1142,17 @@ def btree_check(pool: BTreePool, root: int) -> None:
             leaf_depths.add(depth)
             m = int(ln[n])
             assert (1 if is_root else LMIN) <= m <= FL, f"leaf {n} holds {m} keys"
-            keys = [float(v) for v in lf[n, :FL]]
-            vals = [float(v) for v in lf[n, FL:]]
-            for t in range(m):
-                k, v = keys[t], vals[t]
+            row = lf[n].tolist()
+            keys, vals = row[0::2], row[1::2]
+            for k, v in zip(keys[:m], vals[:m], strict=True):
                 assert k == k, f"leaf {n} stores a NaN key"
                 assert v != 0.0 and v == v, f"leaf {n} stores value {v}"
-                assert not prev_key[1] or prev_key[0] < k, f"key {k} out of order after {prev_key[0]}"
-                prev_key[0], prev_key[1] = k, True
+                assert not last_key or last_key[0] < k, f"key {k} out of order after {last_key}"
+                last_key[:] = [k]
             assert all(k == np.inf for k in keys[m:]) and all(v == 0.0 for v in vals[m:]), (
                 f"leaf {n} padding broken"
             )
-            return keys[m - 1], _py_rowsum(lf[n, FL:]), m, sum(v < 0.0 for v in vals[:m])
+            return keys[m - 1], _py_rowsum(vals), m, sum(v < 0.0 for v in vals[:m])
         assert 0 <= n < pool.i_used, f"internal node {n} outside [0, {pool.i_used})"
         assert n not in seen_i, f"internal node {n} reachable twice"
         assert n not in ifree, f"internal node {n} both reachable and free"
@@ -1132,25 +1160,30 @@ def btree_check(pool: BTreePool, root: int) -> None:
         m = int(in_[n])
         assert (2 if is_root else IMIN) <= m <= FI, f"internal node {n} has {m} children"
         assert depth < MAXD, "tree deeper than MAXD"
+        row = ik[n].tolist()
+        maxk, sums, kids = row[0::3], row[1::3], row[2::3]
+        cnts, negs = ii[n, :FI].tolist(), ii[n, FI:].tolist()
         cnt = neg = 0
         for j in range(m):
-            mk, s, c, g = visit(int(ii[n, j]), depth + 1, False)
-            assert ik[n, j] == mk, f"node {n} entry {j}: max key {ik[n, j]}, expected {mk}"
-            assert ik[n, FI + j] == s, f"node {n} entry {j}: sum {ik[n, FI + j]}, expected {s}"
-            assert ii[n, FI + j] == c, f"node {n} entry {j}: count {ii[n, FI + j]}, expected {c}"
-            assert ii[n, 2 * FI + j] == g, f"node {n} entry {j}: negatives {ii[n, 2 * FI + j]}, expected {g}"
+            assert kids[j] == int(kids[j]) >= 0, f"node {n} entry {j}: child {kids[j]}"
+            mk, s, c, g = visit(int(kids[j]), depth + 1, False)
+            assert maxk[j] == mk, f"node {n} entry {j}: max key {maxk[j]}, expected {mk}"
+            assert sums[j] == s, f"node {n} entry {j}: sum {sums[j]}, expected {s}"
+            assert cnts[j] == c, f"node {n} entry {j}: count {cnts[j]}, expected {c}"
+            assert negs[j] == g, f"node {n} entry {j}: negatives {negs[j]}, expected {g}"
             cnt += c
             neg += g
         for j in range(m, FI):
-            assert ik[n, j] == np.inf and ik[n, FI + j] == 0.0, f"node {n} padding broken"
-            assert ii[n, FI + j] == 0 and ii[n, 2 * FI + j] == 0, f"node {n} padding broken"
-        return float(ik[n, m - 1]), _py_rowsum(ik[n, FI:]), cnt, neg
+            assert (maxk[j], sums[j], kids[j], cnts[j], negs[j]) == (np.inf, 0.0, -1.0, 0, 0), (
+                f"node {n} padding broken"
+            )
+        return maxk[m - 1], _py_rowsum(sums), cnt, neg
 
     _, s, c, g = visit(int(root), 0, True)
     assert len(leaf_depths) == 1, f"leaves at depths {sorted(leaf_depths)}"
     n = root >> 1
     if root & 1:
-        assert pool.isum[n] == s and pool.icnt[n] == c and pool.ineg[n] == g, "root totals stale"
+        assert (pool.isum[n], pool.icnt[n], pool.ineg[n]) == (s, c, g), "root totals stale"
     else:
-        assert pool.lsum[n] == s and pool.lneg[n] == g, "root totals stale"
+        assert (pool.lsum[n], pool.lneg[n]) == (s, g), "root totals stale"
     assert len(seen_l) + len(lfree) <= lcap and len(seen_i) + len(ifree) <= icap

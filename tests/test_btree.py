@@ -1,0 +1,474 @@
+"""Model-based tests of ddms.storage.btree against a sortedcontainers.SortedDict.
+
+Every test runs twice: on the module as shipped, and on a copy compiled with the smallest fanouts
+(8-key leaves, 8-child internal nodes), where a few dozen keys already make trees three levels
+deep, so splits, borrows, merges and root changes happen all the time.
+
+Values are small integers and dyadic fractions, so every sum is exact in float64 whatever the
+summation order and the tree can be compared with the model by ``==``; one test uses arbitrary
+floats and checks the ordering guarantees that hold bitwise even then.
+"""
+
+from __future__ import annotations
+
+import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba is first imported)
+
+# isort: split
+import bisect
+import importlib.util
+import math
+import re
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numba import njit
+from sortedcontainers import SortedDict
+from test_ordered import brute_first_prefix, crosses, model_update, same
+
+import ddms.storage.btree as shipped
+from ddms.storage.btree import (
+    btree_add,
+    btree_check,
+    btree_first_prefix,
+    btree_get,
+    btree_new,
+    btree_sum_gt,
+    btree_sum_le,
+)
+from ddms.storage.ordered import (
+    ordered_add,
+    ordered_first_prefix,
+    ordered_get,
+    ordered_items,
+    ordered_negatives,
+    ordered_new,
+    ordered_sum_ge,
+    ordered_sum_gt,
+    ordered_sum_le,
+    ordered_sum_lt,
+    ordered_total,
+)
+
+NAMES = ["new", "add", "set", "get", "total", "len", "negatives", "sum_lt", "sum_le", "sum_gt",
+         "sum_ge", "first_prefix", "min", "max", "items", "free", "check"]
+
+
+def small_module():
+    """ddms.storage.btree recompiled with FL = FI = 8 (kept at a fixed path under the temp dir, so
+    numba's disk cache serves later runs)."""
+    src = Path(shipped.__file__).read_text()
+    src, n_leaf = re.subn(r"^FL = \d+", "FL = 8", src, flags=re.M)
+    src, n_int = re.subn(r"^FI = \d+", "FI = 8", src, flags=re.M)
+    assert n_leaf == n_int == 1, "FL / FI definitions not found in btree.py"
+    folder = Path(tempfile.gettempdir()) / "ddms_btree_test"
+    folder.mkdir(exist_ok=True)
+    path = folder / "btree_fanout8.py"
+    if not path.exists() or path.read_text() != src:
+        path.write_text(src)
+    spec = importlib.util.spec_from_file_location("ddms_btree_fanout8", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    assert mod.FL == mod.FI == 8
+    return mod
+
+
+@pytest.fixture(scope="module", params=["shipped", "fanout8"])
+def b(request) -> SimpleNamespace:
+    """The btree_* functions of one build, as b.add, b.sum_le...; b.pool is a shared pool."""
+    mod = shipped if request.param == "shipped" else small_module()
+    ns = SimpleNamespace(mod=mod, **{name: getattr(mod, "btree_" + name) for name in NAMES})
+    ns.pool = ns.new(4)
+    return ns
+
+
+N_ROOTS = 3  # root 0 only ever holds positive values, so first_prefix is always checked on it
+
+keys = st.one_of(
+    st.sampled_from([-1e12, 1e12, 0.0, -0.0, 0.5, 2.5, math.inf, -math.inf, 5e-324, -1.7976931348623157e308]),
+    st.integers(-30, 30).map(float),
+    st.integers(-60, 60).map(lambda i: i / 4),
+)
+values = st.one_of(
+    st.integers(-6, 6).map(float),
+    st.sampled_from([0.5, -0.25, 0.75, 1e6, -1e6, 0.0]),
+)
+# (root, kind, key, value, pick): "cancel" adds minus the current value of the pick-th key of the
+# root's model (deleting it through an exact zero); "fill" adds value (or 1) to 1 + pick % 24 keys
+# spaced by 0.25 from key; "drain" cancels up to 1 + pick % 24 consecutive keys of the model;
+# "free" clears the whole root.
+ops = st.lists(
+    st.tuples(
+        st.integers(0, N_ROOTS - 1),
+        st.sampled_from(["add", "add", "add", "set", "cancel", "cancel", "fill", "drain", "free"]),
+        keys,
+        values,
+        st.integers(0, 1 << 16),
+    ),
+    max_size=40,
+)
+
+
+def verify(b: SimpleNamespace, pool, root: int, model: SortedDict) -> None:
+    """Every query of the tree at ``root`` agrees with the model (exactly: values are dyadic)."""
+    b.check(pool, root)
+    mk = list(model.keys())
+    mv = list(model.values())
+    prefix = [0.0]
+    for v in mv:
+        prefix.append(prefix[-1] + v)
+    total = prefix[-1]
+    assert b.len(pool, root) == len(mk)
+    assert b.total(pool, root) == total
+    assert b.negatives(pool, root) == sum(v < 0 for v in mv)
+    ks, vs = b.items(pool, root)
+    assert ks.tolist() == mk and vs.tolist() == mv
+    assert same(b.min(pool, root), (True, mk[0]) if mk else (False, math.nan))
+    assert same(b.max(pool, root), (True, mk[-1]) if mk else (False, math.nan))
+
+    probes = [-math.inf, math.inf, -2e12, 2e12, 0.0]
+    probes += mk + [(x + y) / 2 for x, y in zip(mk, mk[1:], strict=False)]
+    for x in probes:
+        if math.isnan(x):  # (-inf + inf) / 2
+            continue
+        lo = bisect.bisect_left(mk, x)
+        hi = bisect.bisect_right(mk, x)
+        assert b.get(pool, root, x) == (mv[lo] if hi > lo else 0.0)
+        assert b.sum_lt(pool, root, x) == prefix[lo]
+        assert b.sum_le(pool, root, x) == prefix[hi]
+        assert b.sum_gt(pool, root, x) == total - prefix[hi]
+        assert b.sum_ge(pool, root, x) == total - prefix[lo]
+    # NaN bounds match nothing, as in the treap
+    for fn in (b.get, b.sum_lt, b.sum_le, b.sum_gt, b.sum_ge):
+        assert fn(pool, root, math.nan) == 0.0
+
+    if any(v < 0 for v in mv):
+        return
+    cums = prefix[1:]  # nondecreasing: no negatives
+    thresholds = {-1.0, -0.25, 0.0, total, total + 1.0, math.inf, -math.inf}
+    for p in cums:
+        thresholds.update((p - 0.25, p, p + 0.25))
+    for y in thresholds:
+        for strict in (True, False):
+            i = bisect.bisect_right(cums, y) if strict else bisect.bisect_left(cums, y)
+            expect = (True, mk[i]) if i < len(mk) else (False, math.nan)
+            got = b.first_prefix(pool, root, y, strict)
+            assert same(got, expect), (y, strict, got, expect)
+
+
+def free_all(b: SimpleNamespace, pool, roots: list[int]) -> None:
+    """Clear every root and check that the pool leaked no node."""
+    for i, r in enumerate(roots):
+        roots[i] = b.free(pool, r)
+        assert roots[i] == -1
+        b.check(pool, -1)
+    assert pool.l_free == pool.l_used and pool.i_free == pool.i_used
+
+
+def apply(b: SimpleNamespace, pool, root: int, model: SortedDict, kind: str, key: float, value: float,
+          pick: int) -> int:
+    """Apply one generated operation to the tree and to the model; the new root."""
+    if kind == "free":
+        model.clear()
+        return b.free(pool, root)
+    if kind == "cancel":
+        if model:
+            key = model.keys()[pick % len(model)]
+            root = b.add(pool, root, key, -model[key])
+            del model[key]
+        return root
+    if kind == "drain":
+        if model:
+            start = pick % len(model)
+            for key in list(model.keys()[start : start + 1 + pick % 24]):
+                root = b.add(pool, root, key, -model[key])
+                del model[key]
+        return root
+    if kind == "fill":
+        value = value or 1.0
+        for i in range(1 + pick % 24):
+            k = key + 0.25 * i
+            root = b.add(pool, root, k, value)
+            model_update(model, k, value, assign=False)
+        return root
+    assign = kind == "set"
+    root = (b.set if assign else b.add)(pool, root, key, value)
+    model_update(model, key, value, assign=assign)
+    return root
+
+
+@settings(max_examples=120, deadline=None)
+@given(ops=ops)
+def test_against_model(b: SimpleNamespace, ops: list[tuple[int, str, float, float, int]]) -> None:
+    pool = b.pool
+    roots = [-1] * N_ROOTS
+    models = [SortedDict() for _ in range(N_ROOTS)]
+    for r in range(N_ROOTS):
+        verify(b, pool, roots[r], models[r])
+    for r, kind, key, value, pick in ops:
+        if r == 0:
+            value = abs(value)  # root 0 stays free of negatives
+        roots[r] = apply(b, pool, roots[r], models[r], kind, key, value, pick)
+        verify(b, pool, roots[r], models[r])
+    for r in range(N_ROOTS):  # operations on one root left the others intact
+        verify(b, pool, roots[r], models[r])
+    free_all(b, pool, roots)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    items=st.lists(
+        st.tuples(st.floats(-1e9, 1e9), st.floats(1e-3, 1e6), st.booleans()), min_size=1, max_size=120
+    ),
+    ys=st.lists(st.floats(-10.0, 1e8), min_size=1, max_size=10),
+)
+def test_arbitrary_floats(b: SimpleNamespace, items: list[tuple[float, float, bool]], ys: list[float]) -> None:
+    """Inexact sums: aggregates stay close to the model, and first_prefix's answer b is where the
+    prefix sums *as btree_sum_le computes them* cross y: this part holds bitwise."""
+    pool = b.pool
+    root = -1
+    model = SortedDict()
+    for key, value, drop in items:
+        root = b.add(pool, root, key, value)
+        model_update(model, key, value, assign=False)
+        if drop:  # remove a key by assignment
+            root = b.set(pool, root, key, 0.0)
+            del model[key]
+    b.check(pool, root)  # sums bitwise equal to their recomputation from the children
+    ks, vs = b.items(pool, root)
+    assert ks.tolist() == list(model.keys()) and vs.tolist() == list(model.values())
+    total = math.fsum(model.values())
+    assert b.total(pool, root) == pytest.approx(total, rel=1e-12, abs=1e-9)
+    mk = list(model.keys())
+    for y in [*ys, total, total / 2, *(b.sum_le(pool, root, k) for k in mk[:: max(1, len(mk) // 8)])]:
+        for strict in (True, False):
+            found, at = b.first_prefix(pool, root, y, strict)
+            if found:
+                assert crosses(b.sum_le(pool, root, at), y, strict)
+                i = model.keys().index(at)
+                if i > 0:
+                    assert not crosses(b.sum_le(pool, root, mk[i - 1]), y, strict)
+            elif model:
+                assert not crosses(b.sum_le(pool, root, mk[-1]), y, strict)
+            x = y / 100.0  # a key-range probe
+            assert b.sum_le(pool, root, x) == pytest.approx(
+                math.fsum(v for k, v in model.items() if k <= x), rel=1e-9, abs=1e-6
+            )
+            assert b.sum_gt(pool, root, x) == pytest.approx(
+                math.fsum(v for k, v in model.items() if k > x), rel=1e-9, abs=1e-6
+            )
+    free_all(b, pool, [root])
+
+
+def test_empty_and_single(b: SimpleNamespace) -> None:
+    pool = b.pool
+    verify(b, pool, -1, SortedDict())
+    assert b.first_prefix(pool, -1, -1.0, False)[0] is False
+    assert b.items(pool, -1)[0].shape == (0,)
+    used = pool.l_used
+    assert b.set(pool, -1, 3.0, 0.0) == -1  # zero into an empty map stores nothing
+    assert b.add(pool, -1, 3.0, 0.0) == -1
+    assert pool.l_used == used and b.free(pool, -1) == -1
+
+    root = b.add(pool, -1, 3.0, 2.0)
+    verify(b, pool, root, SortedDict({3.0: 2.0}))
+    assert b.add(pool, root, 4.0, 0.0) == root  # zero delta on an absent key: no change
+    verify(b, pool, root, SortedDict({3.0: 2.0}))
+    assert b.first_prefix(pool, root, 2.0, True)[0] is False
+    assert b.first_prefix(pool, root, 2.0, False) == (True, 3.0)
+    assert b.first_prefix(pool, root, -5.0, True) == (True, 3.0)
+    root = b.set(pool, root, 3.0, -1.5)
+    verify(b, pool, root, SortedDict({3.0: -1.5}))
+    root = b.add(pool, root, 3.0, 1.5)
+    assert root == -1
+    free_all(b, pool, [root])
+
+
+def test_nan_key_rejected(b: SimpleNamespace) -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        b.add(b.pool, -1, math.nan, 1.0)
+    root = b.add(b.pool, -1, 1.0, 1.0)
+    with pytest.raises(ValueError, match="NaN"):
+        b.set(b.pool, root, math.nan, 1.0)
+    verify(b, b.pool, root, SortedDict({1.0: 1.0}))
+    free_all(b, b.pool, [b.free(b.pool, root)])
+
+
+def test_infinite_keys(b: SimpleNamespace) -> None:
+    """+inf is also the padding of unused key slots: it must still work as a real key."""
+    pool = b.pool
+    model = SortedDict()
+    root = -1
+    for k in [math.inf, 1.0, -math.inf, *range(2, 40)]:
+        root = b.add(pool, root, float(k), 1.0)
+        model_update(model, float(k), 1.0, assign=False)
+        verify(b, pool, root, model)
+    root = b.add(pool, root, math.inf, 2.0)
+    model_update(model, math.inf, 2.0, assign=False)
+    verify(b, pool, root, model)
+    assert b.first_prefix(pool, root, b.total(pool, root) - 0.5, False) == (True, math.inf)
+    for k in [math.inf, -math.inf, *range(2, 40)]:
+        root = b.set(pool, root, float(k), 0.0)
+        del model[float(k)]
+        verify(b, pool, root, model)
+    free_all(b, pool, [b.free(pool, root)])
+
+
+def test_growth_and_reuse(b: SimpleNamespace) -> None:
+    """Start with room for one key, grow to 100k keys (10k at fanout 8), delete them all, and
+    refill from the free lists."""
+    pool = b.new(1)
+    big = b.mod.FL > 8
+    n = 100_000 if big else 10_000
+    rng = np.random.default_rng(7)
+    ks = rng.permutation(n).astype(np.float64) * 0.5 - 1e3
+    vs = rng.integers(1, 100, n).astype(np.float64)
+    checks = {n // 3, n - 1}
+    root = -1
+    for i in range(n):
+        root = b.add(pool, root, ks[i], vs[i])
+        if i in checks or i < 300:
+            b.check(pool, root)
+    assert b.len(pool, root) == n and pool.l_free == 0 and pool.i_free == 0
+    order = np.argsort(ks)
+    got_k, got_v = b.items(pool, root)
+    assert np.array_equal(got_k, ks[order]) and np.array_equal(got_v, vs[order])
+    assert b.total(pool, root) == vs.sum()
+    assert b.first_prefix(pool, root, vs.sum() - 1, True) == (True, ks.max())
+    cum = np.cumsum(vs[order])
+    for y in rng.uniform(-1.0, vs.sum(), 200):
+        i = int(np.searchsorted(cum, y, side="right"))
+        assert b.first_prefix(pool, root, y, True) == (True, ks[order][i])
+
+    for i, j in enumerate(rng.permutation(n)):
+        root = b.add(pool, root, ks[j], -vs[j])
+        if i in checks or i > n - 300:
+            b.check(pool, root)
+    assert root == -1
+    b.check(pool, root)
+    assert pool.l_free == pool.l_used and pool.i_free == pool.i_used  # nothing leaked
+    leaves, internals = pool.l_used, pool.i_used
+
+    for i in range(n):  # ascending keys: every split at the right edge
+        root = b.set(pool, root, float(i), 1.0)
+    b.check(pool, root)
+    assert b.len(pool, root) == n
+    # only fresh nodes were taken once the free lists ran dry (ascending order half-fills nodes)
+    assert pool.l_used == max(leaves, pool.l_used - pool.l_free)
+    assert pool.i_used == max(internals, pool.i_used - pool.i_free)
+    assert b.sum_lt(pool, root, n / 2) == n / 2
+    assert b.first_prefix(pool, root, n / 2, False) == (True, n / 2 - 1)
+    for i in range(n - 1, -1, -1):  # descending deletions: every merge at the right edge
+        root = b.set(pool, root, float(i), 0.0)
+        if i % (n // 4) == 0:
+            b.check(pool, root)
+    assert root == -1
+    root = b.free(pool, root)
+    assert pool.l_free == pool.l_used and pool.i_free == pool.i_used
+
+
+def test_many_roots(b: SimpleNamespace) -> None:
+    """Fifty maps of very different sizes in one small pool, updated in interleaved order, share
+    and recycle its nodes."""
+    pool = b.new(1)
+    rng = np.random.default_rng(11)
+    n_roots = 50
+    roots = [-1] * n_roots
+    models = [SortedDict() for _ in range(n_roots)]
+    for step in range(6000):
+        r = int(rng.integers(0, n_roots) ** 2 // n_roots)  # skewed: low roots get most updates
+        model = models[r]
+        if model and rng.random() < 0.35:
+            key = model.keys()[int(rng.integers(0, len(model)))]
+            roots[r] = b.add(pool, roots[r], key, -model[key])
+            del model[key]
+        else:
+            key = float(rng.integers(-200, 200)) / 2
+            value = float(rng.integers(-3, 6))
+            roots[r] = b.add(pool, roots[r], key, value)
+            model_update(model, key, value, assign=False)
+        if step % 1500 == 0:
+            roots[n_roots - 1] = b.free(pool, roots[n_roots - 1])
+            models[n_roots - 1].clear()
+    seen = 0
+    for r in range(n_roots):
+        verify(b, pool, roots[r], models[r])
+        seen += len(models[r])
+    assert seen > 1000
+    free_all(b, pool, roots)
+
+
+def test_same_answers_as_treap(b: SimpleNamespace) -> None:
+    """A long random stream through both implementations: the same maps and query answers."""
+    pool = b.new(16)
+    tpool = ordered_new(16)
+    rng = np.random.default_rng(5)
+    root = troot = -1
+    for _ in range(5000):
+        key = float(rng.integers(0, 300)) / 4
+        delta = float(rng.choice([1.0, 2.0, 0.5, -1.0, -0.5]))
+        if rng.random() < 0.5:
+            delta = abs(delta)
+        root = b.add(pool, root, key, delta)
+        troot = ordered_add(tpool, troot, key, delta)
+    b.check(pool, root)
+    assert [a.tolist() for a in b.items(pool, root)] == [a.tolist() for a in ordered_items(tpool, troot)]
+    assert b.total(pool, root) == ordered_total(tpool, troot)
+    assert b.negatives(pool, root) == ordered_negatives(tpool, troot)
+    for x in [*rng.uniform(-5, 80, 200).tolist(), math.nan, math.inf, -math.inf]:
+        if x == x:  # (ordered_get(nan) returns the root node's value; btree_get(nan) gives 0.0)
+            assert b.get(pool, root, x) == ordered_get(tpool, troot, x)
+        assert b.sum_lt(pool, root, x) == ordered_sum_lt(tpool, troot, x)
+        assert b.sum_le(pool, root, x) == ordered_sum_le(tpool, troot, x)
+        assert b.sum_gt(pool, root, x) == ordered_sum_gt(tpool, troot, x)
+        assert b.sum_ge(pool, root, x) == ordered_sum_ge(tpool, troot, x)
+        if b.negatives(pool, root) == 0:
+            for strict in (True, False):
+                assert same(b.first_prefix(pool, root, x, strict), ordered_first_prefix(tpool, troot, x, strict))
+
+
+@njit  # not cache=True: numba's disk cache would not notice changes to the btree_* it calls
+def _fill_and_query(pool, keys, deltas, probes):
+    """Build one map from inside compiled code and answer queries there."""
+    root = -1
+    for i in range(keys.size):
+        root = btree_add(pool, root, keys[i], deltas[i])
+    out = np.empty((probes.size, 4))
+    for i in range(probes.size):
+        out[i, 0] = btree_sum_gt(pool, root, probes[i])
+        found, at = btree_first_prefix(pool, root, probes[i], True)
+        out[i, 1] = at if found else -1.0
+        out[i, 2] = btree_get(pool, root, probes[i])
+        out[i, 3] = btree_sum_le(pool, root, at) if found else -1.0
+    return root, out
+
+
+def test_callable_from_njit() -> None:
+    pool = btree_new(8)
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 2000, 20000).astype(np.float64)
+    deltas = rng.integers(1, 5, 20000).astype(np.float64)
+    probes = np.arange(-1.0, 60000.0, 7.0)
+    root, out = _fill_and_query(pool, keys, deltas, probes)
+    btree_check(pool, root)
+    model = SortedDict()
+    for k, d in zip(keys.tolist(), deltas.tolist(), strict=True):
+        model_update(model, k, d, assign=False)
+    mk = list(model.keys())
+    cums = np.cumsum(list(model.values())).tolist()
+    for i, y in enumerate(probes.tolist()):
+        j = bisect.bisect_right(mk, y)
+        assert out[i, 0] == cums[-1] - (cums[j - 1] if j else 0.0)
+        found, at = brute_first_prefix(model, y, True) if i < 50 else (None, None)
+        k = bisect.bisect_right(cums, y)
+        assert out[i, 1] == (mk[k] if k < len(mk) else -1.0)
+        if found is not None:
+            assert out[i, 1] == (at if found else -1.0)
+        assert out[i, 2] == model.get(y, 0.0)
+        assert out[i, 3] == (cums[k] if k < len(mk) else -1.0)
