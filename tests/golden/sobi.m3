@@ -42,7 +42,6 @@ ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) {
   BID_TOP_VOL[] := AggSum([], BID_VOL[P1] * {0.25 * BID_TOTAL[] > AggSum([], BID_VOL[P2] * {P2 > P1})});
   BID_VWAP[] := BID_TOP_PV[] / BID_TOP_VOL[];
   BEST_BID[] := Max(P, BID_CNT[P]);
-  BEST_ASK[] := Min(P, ASK_CNT[P]);
   SPREAD[] := BEST_ASK[] + -BEST_BID[];
   MID[] := 0.5 * (BEST_BID[] + BEST_ASK[]);
   SOBI[] := ASK_VWAP[] + -MID[] + -(MID[] + -BID_VWAP[]);
@@ -57,7 +56,6 @@ ON - BIDS(T, ID, BROKER_ID, VOLUME, PRICE) {
   BID_TOP_VOL[] := AggSum([], BID_VOL[P1] * {0.25 * BID_TOTAL[] > AggSum([], BID_VOL[P2] * {P2 > P1})});
   BID_VWAP[] := BID_TOP_PV[] / BID_TOP_VOL[];
   BEST_BID[] := Max(P, BID_CNT[P]);
-  BEST_ASK[] := Min(P, ASK_CNT[P]);
   SPREAD[] := BEST_ASK[] + -BEST_BID[];
   MID[] := 0.5 * (BEST_BID[] + BEST_ASK[]);
   SOBI[] := ASK_VWAP[] + -MID[] + -(MID[] + -BID_VWAP[]);
@@ -71,7 +69,6 @@ ON + ASKS(T, ID, BROKER_ID, VOLUME, PRICE) {
   ASK_TOP_PV[] := AggSum([], ASK_PV[P1] * {0.25 * ASK_TOTAL[] > AggSum([], ASK_VOL[P2] * {P2 < P1})});
   ASK_TOP_VOL[] := AggSum([], ASK_VOL[P1] * {0.25 * ASK_TOTAL[] > AggSum([], ASK_VOL[P2] * {P2 < P1})});
   ASK_VWAP[] := ASK_TOP_PV[] / ASK_TOP_VOL[];
-  BEST_BID[] := Max(P, BID_CNT[P]);
   BEST_ASK[] := Min(P, ASK_CNT[P]);
   SPREAD[] := BEST_ASK[] + -BEST_BID[];
   MID[] := 0.5 * (BEST_BID[] + BEST_ASK[]);
@@ -86,7 +83,6 @@ ON - ASKS(T, ID, BROKER_ID, VOLUME, PRICE) {
   ASK_TOP_PV[] := AggSum([], ASK_PV[P1] * {0.25 * ASK_TOTAL[] > AggSum([], ASK_VOL[P2] * {P2 < P1})});
   ASK_TOP_VOL[] := AggSum([], ASK_VOL[P1] * {0.25 * ASK_TOTAL[] > AggSum([], ASK_VOL[P2] * {P2 < P1})});
   ASK_VWAP[] := ASK_TOP_PV[] / ASK_TOP_VOL[];
-  BEST_BID[] := Max(P, BID_CNT[P]);
   BEST_ASK[] := Min(P, ASK_CNT[P]);
   SPREAD[] := BEST_ASK[] + -BEST_BID[];
   MID[] := 0.5 * (BEST_BID[] + BEST_ASK[]);
