@@ -7,9 +7,18 @@ steady-state stream of mixed updates that keeps the depth constant:
 * 60 %: a replacement, two lines: a full execution (F) or a delete (D) of a random resting
   order, then a new order (B or S, same side) at a fresh random price.
 
-Prices are integers drawn uniformly from a band of ``4 * depth_per_side`` ticks below (bids) or
-above (asks) a fixed mid, so most orders have a price level of their own and the number of
-levels grows with the depth.  Generation and formatting run in numba (a few ns per line).
+Two price models (integer ticks):
+
+* **distinct prices** (``tick_band=0``, the default): uniform over a band of
+  ``4 * depth_per_side`` ticks below (bids) or above (asks) a fixed mid, so most orders have a
+  price level of their own and the number of levels grows with the depth;
+* **tick levels** (``tick_band=W > 0``): like a real book (big/finance.csv has 3,788 resting bids
+  on a few hundred levels), orders sit 1..W ticks below (bids) or above (asks) a mid that drifts
+  (a +-1 tick random-walk step on 5 % of the updates), denser near the mid (the offset is the
+  smaller of two uniform draws), so the number of levels stays bounded by about 2 * W plus the
+  drift however deep the book is, and deep books pile hundreds of orders on each level.
+
+Generation and formatting run in numba (a few ns per line).
 
 ``synthetic_stream`` is the section-1 "10M-line synthetic stream": ``replay.synthetic``'s
 ``generate_orderbook`` when that module exists, else ``book_stream`` at a 20k-order depth.
@@ -67,8 +76,25 @@ def _price(side, span):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _book_stream(depth, n_steady, both_sides, seed):  # pragma: no cover - compiled
+def _tick_price(side, mid, band):  # pragma: no cover - compiled
+    off = 1 + min(np.random.randint(0, band), np.random.randint(0, band))
+    return mid - off if side == 0 else mid + off
+
+
+@njit(cache=True)
+def _drift(mid):  # pragma: no cover - compiled
+    r = np.random.random()
+    if r < 0.025:
+        return mid + 1
+    if r < 0.05:
+        return mid - 1
+    return mid
+
+
+@njit(cache=True)
+def _book_stream(depth, n_steady, both_sides, seed, band):  # pragma: no cover - compiled
     np.random.seed(seed)
+    mid = MID
     per_side = depth // 2 if both_sides else depth
     span = max(4 * per_side, 8)
     cap = (depth + n_steady + 2) * 40
@@ -82,7 +108,11 @@ def _book_stream(depth, n_steady, both_sides, seed):  # pragma: no cover - compi
     for j in range(depth):
         side = (j & 1) if both_sides else 0
         vol = np.random.randint(100, 1000)
-        px = _price(side, span)
+        if band > 0:
+            mid = _drift(mid)
+            px = _tick_price(side, mid, band)
+        else:
+            px = _price(side, span)
         live_id[j] = next_id
         live_vol[j] = vol
         live_side[j] = side
@@ -92,6 +122,8 @@ def _book_stream(depth, n_steady, both_sides, seed):  # pragma: no cover - compi
     build_end = pos
     lines = 0
     while lines < n_steady:
+        if band > 0:
+            mid = _drift(mid)
         j = np.random.randint(0, depth)
         r = np.random.random()
         if r < 0.4 and live_vol[j] > 1:
@@ -104,7 +136,7 @@ def _book_stream(depth, n_steady, both_sides, seed):  # pragma: no cover - compi
             lines += 1
             side = live_side[j]
             vol = np.random.randint(100, 1000)
-            px = _price(side, span)
+            px = _tick_price(side, mid, band) if band > 0 else _price(side, span)
             live_id[j] = next_id
             live_vol[j] = vol
             pos = _line(buf, pos, t, next_id, 66 if side == 0 else 83, vol, px)
@@ -114,9 +146,11 @@ def _book_stream(depth, n_steady, both_sides, seed):  # pragma: no cover - compi
     return buf[:pos], build_end
 
 
-def book_stream(depth: int, n_steady: int, *, both_sides: bool, seed: int = 0) -> tuple[bytes, bytes]:
-    """(build lines, steady-state lines) as CSV bytes; see the module docstring."""
-    buf, build_end = _book_stream(depth, n_steady, both_sides, seed)
+def book_stream(depth: int, n_steady: int, *, both_sides: bool, seed: int = 0,
+                tick_band: int = 0) -> tuple[bytes, bytes]:
+    """(build lines, steady-state lines) as CSV bytes; ``tick_band`` 0 = distinct prices, W > 0 =
+    tick levels within W ticks of a drifting mid (see the module docstring)."""
+    buf, build_end = _book_stream(depth, n_steady, both_sides, seed, tick_band)
     data = buf.tobytes()
     return data[:build_end], data[build_end:]
 
@@ -142,7 +176,7 @@ def synthetic_stream(n_lines: int, seed: int = 0) -> tuple[bytes, float, str]:
             raise TypeError(f"replay.synthetic.generate_orderbook returned {type(out).__name__}")
         return data, time.perf_counter() - t0, "replay.synthetic"
     depth = 20_000
-    _book_stream(8, 8, True, seed)  # compile (or load from cache) outside the timing
+    _book_stream(8, 8, True, seed, 0)  # compile (or load from cache) outside the timing
     t0 = time.perf_counter()
     build, steady = book_stream(depth, n_lines - depth, both_sides=True, seed=seed)
     data = build + steady

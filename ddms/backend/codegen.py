@@ -5,7 +5,7 @@ Layout of the generated module:
 * a ``State`` structref holding every map: a scalar map is a float64 array of length 1; a keyed
   map is a numba ``Dict`` from a float64 key tuple to its nonzero value, plus one secondary index
   (partial key -> set of full keys) for every slice pattern the program reads, plus, for ORDERED
-  maps, a range-cumulative treap over the last key (one tree per value of the other keys);
+  maps, a range-cumulative B+-tree (``ddms.storage.btree``) over the last key (one tree per value of the other keys);
 * one small ``@njit(cache=True)`` function per map writer and per statement (numba's compile time
   grows faster than function size), one per trigger calling its statements in order;
 * ``run_batch``: the loop over a columnar event batch that dispatches to the triggers and, when
@@ -19,7 +19,7 @@ shapes are recognised and compiled to O(log n) range-map calls instead of loops:
 * threshold sum ``AggSum([], A[.., P] * {X cmp RS(P)})``  A ORDERED on P, RS(P) a range sum over
   an ORDERED B compared with P, X independent of P (VWAP's "volume above me below k * total")
 
-``Max/Min`` over the ordered key of an ORDERED map reads the treap's extreme key.  Every other
+``Max/Min`` over the ordered key of an ORDERED map reads the tree's extreme key.  Every other
 shape compiles to loops over hash maps and their indexes; ``plan`` lists which was chosen.
 """
 
@@ -104,7 +104,7 @@ class _Codegen:
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
     def _root(self, m: MapDecl, env: dict[str, str], keys: tuple[str, ...]) -> str:
-        """Code for the treap root of the slice of ordered map ``m`` fixed by the prefix keys."""
+        """Code for the range-tree root of the slice of ordered map ``m`` fixed by the prefix keys."""
         if len(m.keys) == 1:
             return f"st.or_{m.name}[0]"
         prefix = self._tuple([env[k] for k in keys[:-1]])
@@ -137,7 +137,7 @@ class _Codegen:
                 if not keys:
                     return f"st.m_{name}[0]"
                 if self._tree_only(name):
-                    return f"ordered_get(st.op_{name}, st.or_{name}[0], {env[keys[0]]})"
+                    return f"btree_get(st.op_{name}, st.or_{name}[0], {env[keys[0]]})"
                 return f"st.m_{name}.get({self._tuple([env[k] for k in keys])}, 0.0)"
             case Neg(x):
                 inner = self._inline(x, env)
@@ -181,7 +181,7 @@ class _Codegen:
             if self._ordered_slice(ref, env) and ref.keys[-1] == e.var:
                 f, k = fn.temp("found"), fn.temp("key")
                 root = self._root(self._m(ref.name), env, ref.keys)
-                fn.line(f"{f}, {k} = ordered_{e.kind}(st.op_{ref.name}, {root})")
+                fn.line(f"{f}, {k} = btree_{e.kind}(st.op_{ref.name}, {root})")
                 self.plan.append(f"  {e.kind}({ref.name}) via range map: O(log n)")
                 return f"({k} if {f} else np.nan)"
             return None
@@ -331,7 +331,7 @@ class _Codegen:
         kk, vv = fn.temp("k"), fn.temp("v")
         if self._tree_only(name):  # one unbound key: walk the tree in key order
             ks, vs, j = fn.temp("ks"), fn.temp("vs"), fn.temp("j")
-            fn.line(f"{ks}, {vs} = ordered_items(st.op_{name}, st.or_{name}[0])")
+            fn.line(f"{ks}, {vs} = btree_items(st.op_{name}, st.or_{name}[0])")
             fn.line(f"for {j} in range({ks}.shape[0]):")
             fn.depth += 1
             fn.line(f"{kk} = ({ks}[{j}],)")
@@ -428,12 +428,12 @@ class _Codegen:
     def _add(self, name: str, key: str, delta: str) -> str:
         """Code adding ``delta`` to ``name[key]`` (key: a tuple expression)."""
         if self._tree_only(name):
-            return f"st.or_{name}[0] = ordered_add(st.op_{name}, st.or_{name}[0], {key}[0], {delta})"
+            return f"st.or_{name}[0] = btree_add(st.op_{name}, st.or_{name}[0], {key}[0], {delta})"
         return f"w_{name}(st, {key}, st.m_{name}.get({key}, 0.0) + {delta})"
 
     # -- maps -----------------------------------------------------------------------------------
     def map_functions(self, m: MapDecl) -> list[str]:
-        """The writer ``w_M(st, key, new_value)`` keeping indexes, treaps and the change log in
+        """The writer ``w_M(st, key, new_value)`` keeping indexes, range trees and the change log in
         step, and ``clear_M_<mask>(st, partial)`` for every ``:=`` slice."""
         i, n = self.mid[m.name], len(m.keys)
         log = (f"    if st.watch[{i}]:\n        st.log_keys_{m.name}.append(key)\n"
@@ -461,11 +461,11 @@ class _Codegen:
             body += ["        if old == 0.0:"] + ["    " + line for line in ix_add]
         if m.ordered:
             if n == 1:
-                body += [f"    st.or_{m.name}[0] = ordered_set(st.op_{m.name}, st.or_{m.name}[0], key[0], new)"]
+                body += [f"    st.or_{m.name}[0] = btree_set(st.op_{m.name}, st.or_{m.name}[0], key[0], new)"]
             else:
                 prefix = self._tuple([f"key[{p}]" for p in range(n - 1)])
                 body += [f"    r = st.or_{m.name}[{prefix}] if {prefix} in st.or_{m.name} else -1",
-                         f"    r = ordered_set(st.op_{m.name}, r, key[{n - 1}], new)",
+                         f"    r = btree_set(st.op_{m.name}, r, key[{n - 1}], new)",
                          "    if r < 0:", f"        st.or_{m.name}.pop({prefix}, -1)",
                          "    else:", f"        st.or_{m.name}[{prefix}] = r"]
         out = [f"@njit(cache=True)\ndef w_{m.name}(st, key, new):\n" + "\n".join(body) + "\n"]
@@ -475,7 +475,7 @@ class _Codegen:
         n = len(m.keys)
         if self._tree_only(m.name):
             return (f"@njit(cache=True)\ndef clear_{m.name}_{_mask(pos)}(st, part):\n"
-                    f"    st.or_{m.name}[0] = ordered_free(st.op_{m.name}, st.or_{m.name}[0])\n")
+                    f"    st.or_{m.name}[0] = btree_free(st.op_{m.name}, st.or_{m.name}[0])\n")
         if pos:
             part_args = self._tuple([f"part[{j}]" for j in range(len(pos))])
             return (f"@njit(cache=True)\ndef clear_{m.name}_{_mask(pos)}(st, part):\n"
@@ -561,9 +561,9 @@ class _Codegen:
                   "from numba.experimental import structref\n"
                   "from numba.typed import Dict, List\n\n"
                   "from ddms.backend.rt import div, log_changed, ne, range_sum, threshold_sum\n"
-                  "from ddms.storage.ordered import (\n"
-                  "    ordered_add, ordered_free, ordered_get, ordered_items, ordered_max, ordered_min, ordered_new,\n"
-                  "    ordered_set,\n)\n\n\n"
+                  "from ddms.storage.btree import (\n"
+                  "    btree_add, btree_free, btree_get, btree_items, btree_max, btree_min, btree_new,\n"
+                  "    btree_set,\n)\n\n\n"
                   + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
                             for i in range(1, self._max_arity() + 1)) + "\n\n"
                   "@structref.register\n"
@@ -621,7 +621,7 @@ class _Codegen:
                 inits.append(f"Dict.empty(key_type=K{len(pos)}, value_type=D{n})")
             if m.ordered:
                 fields += [f"op_{m.name}", f"or_{m.name}"]
-                inits.append("ordered_new(16)")
+                inits.append("btree_new(16)")
                 inits.append("np.full(1, -1, np.int64)" if n == 1 else
                              f"Dict.empty(key_type=K{n - 1}, value_type=types.int64)")
             if m.name in self.view_maps:
@@ -654,9 +654,9 @@ def _runtime_fingerprint() -> str:
     """Hash of the run-time libraries generated code calls.  numba's cache does not notice when
     a *callee* in another file changes, so the module name must change with them."""
     from ddms.backend import rt
-    from ddms.storage import ordered
+    from ddms.storage import btree
     h = hashlib.sha256()
-    for mod in (rt, ordered):
+    for mod in (rt, btree):
         h.update(Path(mod.__file__).read_bytes())
     return h.hexdigest()
 

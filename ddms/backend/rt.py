@@ -10,15 +10,15 @@ import numpy as np
 from numba import njit
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
-from ddms.storage.ordered import (
-    ordered_first_prefix,
-    ordered_items,
-    ordered_negatives,
-    ordered_sum_ge,
-    ordered_sum_gt,
-    ordered_sum_le,
-    ordered_sum_lt,
-    ordered_total,
+from ddms.storage.btree import (
+    btree_first_prefix,
+    btree_items,
+    btree_negatives,
+    btree_sum_ge,
+    btree_sum_gt,
+    btree_sum_le,
+    btree_sum_lt,
+    btree_total,
 )
 
 LT, LE, GT, GE = 0, 1, 2, 3
@@ -63,12 +63,12 @@ def log_changed(table, keys, olds) -> bool:
 def range_sum(pool, root, op: int, x: float) -> float:
     """Sum of values with key ``op`` x; O(log n)."""
     if op == LT:
-        return ordered_sum_lt(pool, root, x)
+        return btree_sum_lt(pool, root, x)
     if op == LE:
-        return ordered_sum_le(pool, root, x)
+        return btree_sum_le(pool, root, x)
     if op == GT:
-        return ordered_sum_gt(pool, root, x)
-    return ordered_sum_ge(pool, root, x)
+        return btree_sum_gt(pool, root, x)
+    return btree_sum_ge(pool, root, x)
 
 
 @njit(cache=True)
@@ -94,8 +94,8 @@ def threshold_sum(pa, ra, pb, rb, rop: int, cop: int, x: float) -> float:
     """
     if x != x:
         return 0.0
-    if ordered_negatives(pb, rb) > 0:
-        keys, vals = ordered_items(pa, ra)
+    if btree_negatives(pb, rb) > 0:
+        keys, vals = btree_items(pa, ra)
         acc = 0.0
         for i in range(keys.shape[0]):
             if _holds(cop, range_sum(pb, rb, rop, keys[i]), x):
@@ -106,7 +106,7 @@ def threshold_sum(pa, ra, pb, rb, rop: int, cop: int, x: float) -> float:
     inclusive = rop == LE or rop == GT
     c, y = cop, x
     if rop == GT or rop == GE:
-        y = ordered_total(pb, rb) - x
+        y = btree_total(pb, rb) - x
         c = (GT, GE, LT, LE)[cop]
     # U = {p : F(p) > y} (strict) or {F(p) >= y}; S is U for c in (>, >=), its complement else.
     strict = c == GT or c == LE
@@ -114,12 +114,12 @@ def threshold_sum(pa, ra, pb, rb, rop: int, cop: int, x: float) -> float:
     if (0.0 > y) if strict else (0.0 >= y):
         whole = 1  # U is every real
     else:
-        found, b = ordered_first_prefix(pb, rb, y, strict)
+        found, b = btree_first_prefix(pb, rb, y, strict)
         whole = -1 if not found else 0  # U empty, or U = [b, inf) / (b, inf)
     if whole == 1:
-        return ordered_total(pa, ra) if upset else 0.0
+        return btree_total(pa, ra) if upset else 0.0
     if whole == -1:
-        return 0.0 if upset else ordered_total(pa, ra)
+        return 0.0 if upset else btree_total(pa, ra)
     if upset:
-        return ordered_sum_ge(pa, ra, b) if inclusive else ordered_sum_gt(pa, ra, b)
-    return ordered_sum_lt(pa, ra, b) if inclusive else ordered_sum_le(pa, ra, b)
+        return btree_sum_ge(pa, ra, b) if inclusive else btree_sum_gt(pa, ra, b)
+    return btree_sum_lt(pa, ra, b) if inclusive else btree_sum_le(pa, ra, b)

@@ -129,15 +129,15 @@ class Engine:
     def _check(self) -> None:
         """Assert every invariant of the program state (tests call it after each update):
         hash maps hold no zero values; every secondary index holds exactly the keys of its map,
-        grouped by its key positions; every range tree passes ``ordered_check`` and holds exactly
+        grouped by its key positions; every range tree passes ``btree_check`` and holds exactly
         its map's entries (per prefix).  Cost: O(total map size)."""
-        from ddms.storage.ordered import ordered_check, ordered_items
+        from ddms.storage.btree import btree_check, btree_items
         mod, st = self.module, self.state
         for m in self.program.maps:
             if not m.keys:
                 continue
             if m.name in mod.TREE_ONLY:
-                ordered_check(getattr(st, f"op_{m.name}"), int(getattr(st, f"or_{m.name}")[0]))
+                btree_check(getattr(st, f"op_{m.name}"), int(getattr(st, f"or_{m.name}")[0]))
                 continue
             table = dict(getattr(st, f"m_{m.name}").items())
             assert all(v != 0.0 for v in table.values()), f"{m.name}: a zero value is stored"
@@ -158,8 +158,8 @@ class Engine:
             prefixes = {k[:-1] for k in table}
             assert set(roots) == prefixes, f"{m.name}: range trees exist for prefixes {set(roots) ^ prefixes}"
             for prefix, root in roots.items():
-                ordered_check(pool, root)
-                keys, vals = ordered_items(pool, root)
+                btree_check(pool, root)
+                keys, vals = btree_items(pool, root)
                 want_items = sorted((k[-1], v) for k, v in table.items() if k[:-1] == prefix)
                 assert list(zip(keys.tolist(), vals.tolist(), strict=True)) == want_items, \
                     f"{m.name}{list(prefix)}: range tree disagrees with the map"
