@@ -98,7 +98,6 @@ class Engine:
         self.position = 0
         self._fire_c = _FIRE(self._line_changed)  # compiled code calls back through this
         self._raised: BaseException | None = None
-        self._batch_lines: np.ndarray = np.zeros(0, np.int64)
         self._batch_base = 0
         self._compile()
         self.compile_seconds = time.perf_counter() - t0
@@ -237,7 +236,7 @@ class Engine:
         if cols.ndim != 2 or cols.dtype != np.float64 or not cols.flags.c_contiguous:
             cols = np.ascontiguousarray(cols, dtype=np.float64)
         base = self.position - batch.first_line + 1
-        self._batch_lines, self._batch_base = batch.line, base
+        self._batch_base = base
         if n:
             stop = self.module.run_batch(self.state, relmap, batch.rel, batch.sign, cols, batch.line, 0, n,
                                          self._prev, self._fire_c)
@@ -260,11 +259,11 @@ class Engine:
             olds.clear()
         return first
 
-    def _line_changed(self, event: int) -> int:
-        """Called from compiled code (a ctypes callback, ~0.2 us): the line ending at ``event``
-        changed a watched view.  An exception cannot cross back into compiled code, so it is kept
-        and 1 tells the compiled loop to stop; ``apply`` raises it."""
-        self.position = self._batch_base + int(self._batch_lines[event])
+    def _line_changed(self, line: int) -> int:
+        """Called from compiled code (a ctypes callback, ~0.2 us): input ``line`` of the current
+        batch changed a watched view.  An exception cannot cross back into compiled code, so it is
+        kept and 1 tells the compiled loop to stop; ``apply`` raises it."""
+        self.position = self._batch_base + line
         try:
             self._fire(self.position)
         except BaseException as e:  # noqa: BLE001 - re-raised by apply
@@ -279,7 +278,7 @@ class Engine:
         prev = self._prev
         for view, v, slot, cbs in self._watched:
             if slot >= 0:
-                old, new = float(prev[slot]), float(v._cell[0])
+                old, new = prev.item(slot), v._cell.item(0)
                 if old != new and (old == old or new == new):
                     for cb in tuple(cbs):
                         cb(view, (), old, new, position)
