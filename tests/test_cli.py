@@ -43,32 +43,7 @@ SAMPLE = """\
 10,7,B,5,12000
 """
 
-GROUPED_M3 = """
-CREATE STREAM BIDS(T float, ID int, BROKER_ID int, VOLUME float, PRICE float);
-DECLARE MAP BID_VOL(float)[];
-DECLARE MAP BID_N(int)[];
-DECLARE MAP BID_AVG(float)[];
-DECLARE MAP BROKER_VOL(float)[B: int];
-DECLARE MAP BP_VOL(float)[B: int, P: float];
-DECLARE QUERY BID_AVG := BID_AVG;
-DECLARE QUERY BROKER_VOL := BROKER_VOL;
-DECLARE QUERY BP_VOL := BP_VOL;
-DECLARE QUERY BID_N := BID_N;
-ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) {
-  BID_VOL[] += VOLUME;
-  BID_N[] += 1;
-  BID_AVG[] := BID_VOL[] / BID_N[];
-  BROKER_VOL[BROKER_ID] += VOLUME;
-  BP_VOL[BROKER_ID, PRICE] += VOLUME;
-}
-ON - BIDS(T, ID, BROKER_ID, VOLUME, PRICE) {
-  BID_VOL[] += -VOLUME;
-  BID_N[] += -1;
-  BID_AVG[] := BID_VOL[] / BID_N[];
-  BROKER_VOL[BROKER_ID] += -VOLUME;
-  BP_VOL[BROKER_ID, PRICE] += -VOLUME;
-}
-"""
+BOOK_M3 = Path(__file__).parent / "programs" / "book.m3"  # shared with test_runtime.py
 
 
 # ------------------------------------------------------------------------------------------
@@ -163,7 +138,7 @@ def test_run_text_output(tmp_path, capsys):
 
 
 def test_run_grouped_views_rows_sorted_and_nan_as_null(tmp_path, capsys):
-    prog = write(tmp_path, "grouped.m3", GROUPED_M3)
+    prog = BOOK_M3
     text = ("1,17,B,10,100\n"      # broker 7
             "2,12,B,5,103\n"       # broker 2
             "3,22,B,4,101\n"       # broker 2, other price
@@ -175,7 +150,7 @@ def test_run_grouped_views_rows_sorted_and_nan_as_null(tmp_path, capsys):
     assert code == 0
     assert [d["line"] for d in lines] == [5, 10]
     v5 = lines[0]["views"]
-    assert list(v5) == ["BID_AVG", "BROKER_VOL", "BP_VOL", "BID_N"]   # declaration order
+    assert list(v5) == ["BID_VOL", "ASK_VOL", "BID_N", "BID_AVG", "BROKER_VOL", "BP_VOL"]  # declared order
     assert v5["BID_AVG"] == 22 / 5
     assert v5["BID_N"] == 5 and isinstance(v5["BID_N"], int)
     assert v5["BROKER_VOL"] == [[1, 2.0], [2, 9.0], [7, 11.0]]
@@ -183,7 +158,7 @@ def test_run_grouped_views_rows_sorted_and_nan_as_null(tmp_path, capsys):
     assert v5["BP_VOL"] == [[1, 100.0, 2.0], [2, 101.0, 4.0], [2, 103.0, 5.0],
                             [7, 99.0, 1.0], [7, 100.0, 10.0]]
     v10 = lines[1]["views"]
-    assert v10 == {"BID_AVG": None, "BROKER_VOL": [], "BP_VOL": [], "BID_N": 0}
+    assert v10 == {"BID_VOL": 0.0, "ASK_VOL": 0.0, "BID_AVG": None, "BROKER_VOL": [], "BP_VOL": [], "BID_N": 0}
 
 
 def test_run_nan_inside_rows_prints_null(tmp_path, capsys):
