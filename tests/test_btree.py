@@ -29,7 +29,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import njit
 from sortedcontainers import SortedDict
-from test_ordered import brute_first_prefix, crosses, model_update, same
 
 import ddms.storage.btree as shipped
 from ddms.storage.btree import (
@@ -41,22 +40,36 @@ from ddms.storage.btree import (
     btree_sum_gt,
     btree_sum_le,
 )
-from ddms.storage.ordered import (
-    ordered_add,
-    ordered_first_prefix,
-    ordered_get,
-    ordered_items,
-    ordered_negatives,
-    ordered_new,
-    ordered_sum_ge,
-    ordered_sum_gt,
-    ordered_sum_le,
-    ordered_sum_lt,
-    ordered_total,
-)
 
 NAMES = ["new", "add", "set", "get", "total", "len", "negatives", "sum_lt", "sum_le", "sum_gt",
          "sum_ge", "first_prefix", "min", "max", "items", "free", "check"]
+
+
+# -- the model (a SortedDict) ---------------------------------------------------------------
+
+def model_update(model: SortedDict, key: float, value: float, assign: bool) -> None:
+    v = value if assign else model.get(key, 0.0) + value
+    if v == 0.0:
+        model.pop(key, None)
+    else:
+        model[key] = v
+
+
+def brute_first_prefix(model: SortedDict, y: float, strict: bool) -> tuple[bool, float]:
+    acc = 0.0
+    for k, v in model.items():
+        acc += v
+        if acc > y or (not strict and acc == y):
+            return True, k
+    return False, math.nan
+
+
+def crosses(s: float, y: float, strict: bool) -> bool:
+    return s > y if strict else s >= y
+
+
+def same(a: tuple[bool, float], b: tuple[bool, float]) -> bool:
+    return a[0] == b[0] and (a[1] == b[1] if a[0] else math.isnan(a[1]) and math.isnan(b[1]))
 
 
 def small_module():
@@ -402,35 +415,6 @@ def test_many_roots(b: SimpleNamespace) -> None:
         seen += len(models[r])
     assert seen > 1000
     free_all(b, pool, roots)
-
-
-def test_same_answers_as_treap(b: SimpleNamespace) -> None:
-    """A long random stream through both implementations: the same maps and query answers."""
-    pool = b.new(16)
-    tpool = ordered_new(16)
-    rng = np.random.default_rng(5)
-    root = troot = -1
-    for _ in range(5000):
-        key = float(rng.integers(0, 300)) / 4
-        delta = float(rng.choice([1.0, 2.0, 0.5, -1.0, -0.5]))
-        if rng.random() < 0.5:
-            delta = abs(delta)
-        root = b.add(pool, root, key, delta)
-        troot = ordered_add(tpool, troot, key, delta)
-    b.check(pool, root)
-    assert [a.tolist() for a in b.items(pool, root)] == [a.tolist() for a in ordered_items(tpool, troot)]
-    assert b.total(pool, root) == ordered_total(tpool, troot)
-    assert b.negatives(pool, root) == ordered_negatives(tpool, troot)
-    for x in [*rng.uniform(-5, 80, 200).tolist(), math.nan, math.inf, -math.inf]:
-        if x == x:  # (ordered_get(nan) returns the root node's value; btree_get(nan) gives 0.0)
-            assert b.get(pool, root, x) == ordered_get(tpool, troot, x)
-        assert b.sum_lt(pool, root, x) == ordered_sum_lt(tpool, troot, x)
-        assert b.sum_le(pool, root, x) == ordered_sum_le(tpool, troot, x)
-        assert b.sum_gt(pool, root, x) == ordered_sum_gt(tpool, troot, x)
-        assert b.sum_ge(pool, root, x) == ordered_sum_ge(tpool, troot, x)
-        if b.negatives(pool, root) == 0:
-            for strict in (True, False):
-                assert same(b.first_prefix(pool, root, x, strict), ordered_first_prefix(tpool, troot, x, strict))
 
 
 @njit  # not cache=True: numba's disk cache would not notice changes to the btree_* it calls

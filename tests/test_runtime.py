@@ -5,8 +5,8 @@ Expected values never come from the engine itself: they come from hand computati
 the reference interpreter (``ddms.m3.interpreter.Interpreter``) fed the same events line by line.
 
 ``BOOK`` is a small program of our own without ORDERED maps (scalar sums, a division that becomes
-NaN, a one-key and a two-key grouped map); tests that also involve ORDERED maps (vwap.m3) are
-kept separate, because deletes on ORDERED maps depend on the treap in ddms/storage/ordered.py.
+NaN, a one-key and a two-key grouped map), in tests/programs/book.m3; tests that involve ORDERED
+maps use vwap.m3.
 """
 
 from __future__ import annotations

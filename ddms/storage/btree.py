@@ -1,8 +1,8 @@
 """Range-cumulative ordered maps as counted B+-trees in one numba node pool.
 
-Same maps, same semantics and the same API as :mod:`ddms.storage.ordered` (prefix ``btree_``
-instead of ``ordered_``), built for cache efficiency: a treap visits ~2.5 log2(n) nodes scattered
-over memory per operation, a B+-tree ~log_F(n) nodes of a few adjacent cache lines each.
+Built for cache efficiency: a balanced binary tree (our first version was a treap) visits
+~2.5 log2(n) nodes scattered over memory per operation, a B+-tree ~log_F(n) nodes of a few adjacent
+cache lines each (at 1M keys: ~1.6 us per order-book event instead of ~17 us).
 
 An ordered map sends a float64 key to a nonzero float64 value and answers point lookups and
 *range-cumulative* queries: the sum of the values whose key is below / above a bound, and the
@@ -58,7 +58,7 @@ internal node the sum entries of the children lying wholly at or below b are add
 then the descent enters the child holding the next key above b; at the leaf the values of keys
 <= b are added left to right.  So :func:`btree_first_prefix` returns a key b such that
 ``btree_sum_le(b)`` is bitwise the value it found to cross the threshold, and ``btree_sum_le`` of
-the key before b bitwise a value it found not to cross: the guarantee of :mod:`ddms.storage.ordered`.
+the key before b bitwise a value it found not to cross.
 :func:`btree_sum_gt` / :func:`btree_sum_ge` promise no order (they use masked vectorisable sums);
 with values whose sums are exact (integers, dyadic fractions) every query is exact.
 
