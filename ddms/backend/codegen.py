@@ -202,9 +202,8 @@ class _Codegen:
         if ts is not None:
             a, b, rop, cop, x = ts
             self.plan.append(f"  threshold sum {a.name} where ({b.name} range) {cop} ...: O(log n)")
-            env_b = dict(env)  # B's prefix keys are bound outside the loop over A
             return (f"threshold_sum(st.op_{a.name}, {self._root(self._m(a.name), env, a.keys)}, "
-                    f"st.op_{b.name}, {self._root(self._m(b.name), env_b, b.keys)}, "
+                    f"st.op_{b.name}, {self._root(self._m(b.name), env, b.keys)}, "
                     f"{_OPCODE[rop]}, {_OPCODE[cop]}, {self._value(fn, x, env)})")
         return None
 
