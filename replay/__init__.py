@@ -1,0 +1,1 @@
+"""Replay: order-flow sources for demos, scale tests and backtests (``synthetic``)."""

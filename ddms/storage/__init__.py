@@ -1,1 +1,1 @@
-"""Run-time storage: range-cumulative ordered maps (``ordered``)."""
+"""Run-time storage: range-cumulative ordered maps as counted B+-trees (``btree``)."""
