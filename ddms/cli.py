@@ -87,6 +87,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise DdmsError(f"{program}: SQL views need the SQL compiler; run an M3 program (.m3)")
     if not program.exists():
         raise DdmsError(f"{program}: no such program file")
+    print(f"compiling {program.name} (the first time takes up to a minute; cached afterwards) ...",
+          file=sys.stderr, flush=True)
     engine = Engine(program)
     print(f"compiled {program.name} in {engine.compile_seconds:.2f} s", file=sys.stderr)
     streams = engine.program.streams
