@@ -68,19 +68,10 @@ def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
             yield chunk
 
 
-def _batches(parser, chunks: Iterator[bytes]):
-    for chunk in chunks:
-        batch = parser.feed(chunk)
-        yield batch
-        if batch.error is not None:
-            return
-    yield parser.close()
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from ddms.runtime.driver import replay
     from ddms.runtime.engine import Engine
-    from ddms.streams.orderbook import OrderBookParser
+    from ddms.streams.orderbook import OrderBookParser, parse_chunks
 
     program = Path(args.program) if args.program else EXAMPLES / "sobi.m3"
     if program.suffix == ".sql":
@@ -115,7 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         every = args.every
     parser = OrderBookParser(brokers=brokers.pop(), source=source, skip_bad=args.skip_bad)
     t0 = time.perf_counter()
-    replay(engine, _batches(parser, _progress_chunks(chunks, total, label)), engine.relmap(("bids", "asks")),
+    replay(engine, parse_chunks(parser, _progress_chunks(chunks, total, label)), engine.relmap(("bids", "asks")),
            every=every, checkpoint=lambda pos: _print_views(pos, engine.snapshot(), args.json))
     seconds = time.perf_counter() - t0
     if not every or engine.position % every:

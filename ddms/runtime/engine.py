@@ -279,14 +279,16 @@ class Engine:
         for view, v, slot, cbs in self._watched:
             if slot >= 0:
                 old, new = prev.item(slot), v._cell.item(0)
-                if old != new and (old == old or new == new):
+                if not _same(old, new):
                     for cb in tuple(cbs):
                         cb(view, (), old, new, position)
                 continue
-            for k, old in changes.setdefault(v.decl.name, self._drain_log(view)).items():
+            if v.decl.name not in changes:  # drain each map's log once, for all its views
+                changes[v.decl.name] = self._drain_log(view)
+            for k, old in changes[v.decl.name].items():
                 new = float(v._table.get(k, 0.0))
                 if not _same(old, new):
-                    for cb in list(cbs):
+                    for cb in tuple(cbs):
                         cb(view, k, old, new, position)
 
     def event(self, sign: str, stream: str, values: Sequence[float]) -> None:

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 import numpy as np
@@ -723,14 +723,13 @@ def read_orderbook(path_or_file: str | os.PathLike | BinaryIO, *, chunk_bytes: i
         yield from _read(path_or_file, str(name), chunk_bytes, brokers, skip_bad)
 
 
-def _read(f: BinaryIO, source: str, chunk_bytes: int, brokers: int, skip_bad: bool) -> Iterator[EventBatch]:
-    parser = OrderBookParser(brokers=brokers, source=source, skip_bad=skip_bad)
-    while True:
-        data = f.read(chunk_bytes)
-        if not data:
-            break
+def parse_chunks(parser: OrderBookParser, chunks: Iterable[bytes]) -> Iterator[EventBatch]:
+    """Feed ``chunks`` to ``parser`` and close it: the transport-independent loop behind every
+    reader.  In strict mode the batch carrying a bad line's ``error`` is yielded, then the error is
+    raised.  Batches that consumed no line are not yielded."""
+    for data in chunks:
         if isinstance(data, str):
-            raise TypeError(f"{source}: read_orderbook needs a binary file (open it with 'rb')")
+            raise TypeError(f"{parser.source}: order-book input must be bytes (open files with 'rb')")
         batch = parser.feed(data)
         if batch.error is not None:
             yield batch
@@ -743,6 +742,11 @@ def _read(f: BinaryIO, source: str, chunk_bytes: int, brokers: int, skip_bad: bo
         raise batch.error
     if batch.last_line >= batch.first_line:
         yield batch
+
+
+def _read(f: BinaryIO, source: str, chunk_bytes: int, brokers: int, skip_bad: bool) -> Iterator[EventBatch]:
+    parser = OrderBookParser(brokers=brokers, source=source, skip_bad=skip_bad)
+    yield from parse_chunks(parser, iter(lambda: f.read(chunk_bytes), b""))
 
 
 def parse_orderbook_text(text: str, **kw) -> EventBatch:
