@@ -1,7 +1,8 @@
 """The ``ddms`` command line.
 
-    ddms run [PROGRAM.m3] [--data FILE] [--every N] [--json] [--skip-bad]
-    ddms compile PROGRAM.m3            canonical M3 text plus the access plan of every statement
+    ddms run [PROGRAM.m3|QUERY.sql] [--data FILE] [--every N] [--json] [--skip-bad]
+    ddms compile PROGRAM.m3|QUERY.sql [--print-after-all] [--time-passes]
+                                       M3 text, per-map storage and the access plan of every statement
 
 ``ddms run`` with no program runs the SOBI demo on built-in synthetic order flow.
 """
@@ -74,13 +75,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ddms.streams.orderbook import OrderBookParser, parse_chunks
 
     program = Path(args.program) if args.program else EXAMPLES / "sobi.m3"
-    if program.suffix == ".sql":
-        raise DdmsError(f"{program}: SQL views need the SQL compiler; run an M3 program (.m3)")
     if not program.exists():
         raise DdmsError(f"{program}: no such program file")
-    print(f"compiling {program.name} (the first time takes up to a minute; cached afterwards) ...",
+    if program.suffix == ".sql":
+        from ddms.compiler import compile_sql_file
+        sql = compile_sql_file(program)
+        print(f"SQL -> M3 in {sql.compile_seconds:.3f} s ({len(sql.program.maps)} maps)", file=sys.stderr)
+        target = sql.program
+    else:
+        target = program
+    print(f"compiling {program.name} with numba (the first time takes up to a minute; cached afterwards) ...",
           file=sys.stderr, flush=True)
-    engine = Engine(program)
+    engine = Engine(target)
     print(f"compiled {program.name} in {engine.compile_seconds:.2f} s", file=sys.stderr)
     streams = engine.program.streams
     brokers = {int(s.source.option("brokers", "10")) for s in streams if s.source is not None} or {10}
@@ -124,10 +130,34 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from ddms.m3.printer import print_program
     from ddms.runtime.engine import load_program
 
-    if not Path(args.program).exists():
+    path = Path(args.program)
+    if not path.exists():
         raise DdmsError(f"{args.program}: no such program file")
-    program = load_program(Path(args.program))
+    if path.suffix == ".sql":
+        from ddms.compiler import compile_sql_file
+        sql = compile_sql_file(path)
+        if args.print_after_all:
+            for name, text in sql.stages:
+                print(f"-- *** after {name} ***")
+                print("\n".join("-- " + line for line in text.splitlines()))
+        if args.time_passes:
+            for name, sec in sql.timings:
+                print(f"-- pass {name:<12} {sec * 1e3:9.2f} ms", file=sys.stderr)
+            print(f"-- total        {sql.compile_seconds * 1e3:9.2f} ms", file=sys.stderr)
+        program = sql.program
+    else:
+        program = load_program(path)
+        sql = None
     print(print_program(program), end="")
+    if sql is not None:
+        print("\n-- storage")
+        for m in sql.maps:
+            decl = program.map(m.name)
+            kind = "scalar" if not decl.keys else ("range tree (ORDERED on last key)" if decl.ordered else "hash map")
+            how = "re-evaluated after each relevant event" if m.kind == "reeval" else "maintained by deltas"
+            print(f"-- {m.name}: {kind}; {how}" + (f" ({m.note})" if m.note else ""))
+        for note in sql.notes:
+            print(f"-- {note}")
     print("\n-- access plan")
     for line in generate(program).plan:
         print("-- " + line)
@@ -138,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ddms", description="Agile views over order books.")
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="replay an order-book file through a program (no arguments: demo)")
-    run.add_argument("program", nargs="?", help="an M3 program (.m3); default: the SOBI demo")
+    run.add_argument("program", nargs="?", help="an M3 program (.m3) or SQL views (.sql); default: the SOBI demo")
     run.add_argument("--data", help="order-book file (t,order_id,action,volume,price); replaces the streams' files")
     run.add_argument("--every", type=int, default=0, help="print the views after every N input lines")
     run.add_argument("--json", action="store_true", help="print JSON lines")
@@ -147,7 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="seed of the synthetic demo stream")
     run.set_defaults(func=cmd_run)
     comp = sub.add_parser("compile", help="print a program's canonical M3 text and access plan")
-    comp.add_argument("program")
+    comp.add_argument("program", help="an M3 program (.m3) or a SQL script (.sql)")
+    comp.add_argument("--print-after-all", action="store_true", help="show the output of every compiler pass")
+    comp.add_argument("--time-passes", action="store_true", help="time every compiler pass (on stderr)")
     comp.set_defaults(func=cmd_compile)
     return ap
 

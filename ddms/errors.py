@@ -10,7 +10,8 @@ Every error a user can provoke derives from :class:`DdmsError`, and its message 
     ├── ProgramError         a parsed program that is ill-formed (unknown map, arity, unbound variable)
     ├── CompileError         the numba backend could not build a program
     ├── InputError           a bad input line or message (source, line number, reason, the text)
-    └── ViewError            misuse of a live view (writes, unknown view or key)
+    ├── ViewError            misuse of a live view (writes, unknown view or key)
+    └── SqlError             SQL outside the supported subset (quotes the SQL, points at the part)
 """
 
 from __future__ import annotations
@@ -50,3 +51,23 @@ class InputError(DdmsError):
 
 class ViewError(DdmsError):
     """Misuse of a live view: writing to it, or asking for a view that does not exist."""
+
+
+class SqlError(DdmsError):
+    """SQL the compiler does not accept: outside the supported subset, or not valid SQL.  The
+    message quotes the SQL and points at the unsupported part."""
+
+    def __init__(self, reason: str, source: str = "<sql>", fragment: str = "", sql: str = "") -> None:
+        self.reason, self.source, self.fragment, self.sql = reason, source, fragment, sql
+        where = source
+        if fragment and sql:
+            at = sql.find(fragment)
+            if at >= 0:
+                line = sql.count("\n", 0, at) + 1
+                col = at - (sql.rfind("\n", 0, at) + 1) + 1
+                where = f"{source}:{line}:{col}"
+                text = sql.splitlines()[line - 1]
+                super().__init__(f"{where}: {reason}\n    {text}\n    {' ' * (col - 1)}^")
+                return
+        shown = f"\n    {fragment}" if fragment else ""
+        super().__init__(f"{where}: {reason}{shown}")

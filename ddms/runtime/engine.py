@@ -47,9 +47,13 @@ class ViewEvent:
 
 
 def load_program(program: Program | str | Path) -> Program:
-    """A Program from an IR object, M3 text, or a path to a ``.m3`` file; verified."""
+    """A Program from an IR object, M3 text, or a path to a ``.m3`` file or a ``.sql`` script
+    (compiled by :mod:`ddms.compiler`); verified."""
     if isinstance(program, Program):
         return verify(program)
+    if isinstance(program, Path | str) and str(program).endswith(".sql") and "\n" not in str(program):
+        from ddms.compiler import compile_sql_file
+        return compile_sql_file(program).program
     if isinstance(program, Path) or (isinstance(program, str) and program.endswith(".m3")
                                      and "\n" not in program):
         path = Path(program)

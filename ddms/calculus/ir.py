@@ -1,0 +1,144 @@
+"""The calculus: DBToaster's aggregate calculus over base relations, between SQL and M3.
+
+Expressions are the M3 expression nodes (:mod:`ddms.m3.ir`) plus :class:`Rel`, a base relation
+atom ``R(x1, ..., xn)`` whose value is the multiplicity of the tuple and whose unbound variables
+range over the relation's tuples.  A query is kept in a normal form the compiler works on:
+
+    Query(group, terms)  =  AggSum(group, sum of terms)
+    Term(coef, atoms, factors)  =  coef * atom_1 * ... * factor_1 * ...
+
+where ``atoms`` are relation atoms and ``factors`` are products' other members: variables,
+comparisons (possibly over nested aggregates, which contain their own ``Rel`` atoms), divisions.
+Sums inside factors are multiplied out by :mod:`ddms.calculus.normal`, so every term is a
+conjunctive query with a value.  Frozen dataclasses, hashable, usable as dictionary keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ddms.m3 import ir as m3
+from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Lift, Mul, Neg, Var
+
+
+@dataclass(frozen=True)
+class Rel:
+    """Base relation atom ``name(vars)``; a variable may repeat (an equality)."""
+
+    name: str
+    vars: tuple[str, ...]
+
+
+Expr = m3.Expr | Rel
+
+
+@dataclass(frozen=True)
+class Term:
+    coef: float
+    atoms: tuple[Rel, ...]
+    factors: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Query:
+    group: tuple[str, ...]
+    terms: tuple[Term, ...]
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, Rel):
+        return ()
+    return m3.children(e)
+
+
+def walk(e: Expr):
+    yield e
+    for c in children(e):
+        yield from walk(c)
+
+
+def expr_vars(e: Expr) -> set[str]:
+    """Every variable named in ``e`` (bound or not)."""
+    out: set[str] = set()
+    for x in walk(e):
+        match x:
+            case Var(n):
+                out.add(n)
+            case Rel(_, vs):
+                out.update(vs)
+            case AggSum(g, _):
+                out.update(g)
+            case Lift(v, _):
+                out.add(v)
+            case m3.MapRef(_, ks):
+                out.update(ks)
+    return out
+
+
+def has_rel(e: Expr) -> bool:
+    return any(isinstance(x, Rel) for x in walk(e))
+
+
+def term_vars(t: Term) -> set[str]:
+    out: set[str] = set()
+    for a in t.atoms:
+        out.update(a.vars)
+    for f in t.factors:
+        out |= expr_vars(f)
+    return out
+
+
+def term_expr(t: Term) -> Expr:
+    parts: list[Expr] = []
+    if t.coef != 1.0 or not (t.atoms or t.factors):
+        parts.append(Const(t.coef))
+    parts += list(t.atoms) + list(t.factors)
+    return parts[0] if len(parts) == 1 else Mul(tuple(parts))
+
+
+def query_expr(q: Query) -> Expr:
+    """The query as one calculus expression ``AggSum(group, t1 + t2 + ...)``."""
+    if not q.terms:
+        body: Expr = Const(0.0)
+    elif len(q.terms) == 1:
+        body = term_expr(q.terms[0])
+    else:
+        body = Add(tuple(term_expr(t) for t in q.terms))
+    return AggSum(q.group, body)
+
+
+def substitute(e: Expr, sub: dict[str, str]) -> Expr:
+    """Rename variables (cost O(size))."""
+    if not sub:
+        return e
+    match e:
+        case Var(n):
+            return Var(sub.get(n, n))
+        case Rel(name, vs):
+            return Rel(name, tuple(sub.get(v, v) for v in vs))
+        case m3.MapRef(name, ks):
+            return m3.MapRef(name, tuple(sub.get(k, k) for k in ks))
+        case Const():
+            return e
+        case Add(ts):
+            return Add(tuple(substitute(t, sub) for t in ts))
+        case Mul(fs):
+            return Mul(tuple(substitute(f, sub) for f in fs))
+        case Neg(x):
+            return Neg(substitute(x, sub))
+        case Div(a, b):
+            return Div(substitute(a, sub), substitute(b, sub))
+        case Cmp(op, a, b):
+            return Cmp(op, substitute(a, sub), substitute(b, sub))
+        case AggSum(g, x):
+            return AggSum(tuple(sub.get(v, v) for v in g), substitute(x, sub))
+        case Lift(v, x):
+            return Lift(sub.get(v, v), substitute(x, sub))
+        case m3.Extreme(kind, v, ref):
+            return m3.Extreme(kind, sub.get(v, v), substitute(ref, sub))
+    raise TypeError(e)
+
+
+def substitute_term(t: Term, sub: dict[str, str]) -> Term:
+    return Term(t.coef, tuple(substitute(a, sub) for a in t.atoms),
+                tuple(substitute(f, sub) for f in t.factors))

@@ -1,0 +1,389 @@
+"""Calculus -> M3 trigger program: recursive delta compilation with materialized maps.
+
+For every view (:class:`ddms.sql.translate.ViewDef`):
+
+* a **linear** aggregate (no aggregate nested in a condition) becomes a map maintained by deltas:
+  for each event the delta query (:mod:`ddms.calculus.delta`) is *materialized*: the relation
+  atoms left in it are grouped into connected components, each component becomes an auxiliary
+  map keyed by the variables it shares with the rest (event arguments, conditions, output keys),
+  and that map is compiled the same way, recursively, until deltas read no relation (each level
+  has fewer atoms, so this terminates);
+* a **nested** aggregate (VWAP's ``0.25 * total > volume above my price``) has no useful delta:
+  its body is materialized the same way (maps over the components, nested aggregates recursively)
+  and the view is re-evaluated from those maps after each event that changes one of them
+  (``V := ...``).  The re-evaluation reads the maps, never the base relations; comparisons of a
+  map key with a bound value become O(log n) range sums and threshold searches once
+  :mod:`ddms.calculus.order` makes those maps ORDERED.
+
+Products of factors that share no loop variable are *factorized* into separate ``AggSum``s
+(``sum_a sum_b f(a) g(b) = (sum_a f(a)) (sum_b g(b))``), and maps with the same definition (up to
+variable names) are created once.  Budgets: ``MAX_MAPS`` maps per program.
+
+Pure apart from the compiler's own tables; the result is verified by ``ddms.m3.verify``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ddms.calculus.delta import delta
+from ddms.calculus.ir import Query, Rel, Term, expr_vars, has_rel, substitute, term_expr
+from ddms.calculus.normal import expand, merge_terms, simplify, simplify_term
+from ddms.errors import SqlError
+from ddms.m3.ir import (
+    Add,
+    AggSum,
+    Cmp,
+    Column,
+    Const,
+    Div,
+    Expr,
+    Lift,
+    MapDecl,
+    MapRef,
+    Mul,
+    Neg,
+    Program,
+    Statement,
+    Stream,
+    Trigger,
+)
+from ddms.m3.ir import (
+    Query as M3Query,
+)
+from ddms.sql.translate import ViewDef
+
+MAX_MAPS = 500
+
+
+@dataclass
+class MapInfo:
+    name: str
+    keys: tuple[str, ...]  # canonical key variables K0, K1, ...
+    query: Query  # canonical definition
+    streams: frozenset[str]
+    level: int  # most atoms in one term: a delta reads only maps of a lower level
+    kind: str  # "delta" (maintained by += deltas) or "reeval" (:= after each relevant event)
+    note: str = ""
+
+
+@dataclass
+class Compiled:
+    program: Program
+    maps: list[MapInfo]
+    notes: list[str] = field(default_factory=list)
+
+
+class Compiler:
+    def __init__(self, streams: tuple[Stream, ...]) -> None:
+        self.streams = {s.name: s for s in streams}
+        self.args = {s.name: tuple(f"{s.name}_{c.name}" for c in s.columns) for s in streams}
+        self.maps: dict[str, MapInfo] = {}
+        self.by_canon: dict[tuple, str] = {}
+        self.stmts: list[tuple[str, int, Statement, str]] = []  # (stream, sign, statement, map)
+        self.reeval: list[tuple[str, Statement, frozenset[str]]] = []  # (map, statement, streams)
+        self.notes: list[str] = []
+        self.prefix = "M"
+        self.counter = 0
+        self.fresh_n = 0
+
+    # -- maps -------------------------------------------------------------------------------------
+    def new_name(self) -> str:
+        self.counter += 1
+        return f"{self.prefix}_m{self.counter}"
+
+    def linear_map(self, group: tuple[str, ...], terms: list[Term],
+                   name: str | None = None) -> tuple[str, tuple[str, ...]]:
+        """The map holding AggSum(group, terms) (terms without nested aggregates).  Returns its
+        name and the order in which its keys are the ``group`` variables."""
+        canon, order = _canonical(group, terms)
+        key = ("linear", canon)
+        if name is None and key in self.by_canon:
+            name0 = self.by_canon[key]
+            return name0, order
+        if len(self.maps) >= MAX_MAPS:
+            raise SqlError(f"the program needs more than {MAX_MAPS} maps")
+        name = name or self.new_name()
+        cq = canon
+        streams = frozenset(a.name for t in cq.terms for a in t.atoms)
+        level = max((len(t.atoms) for t in cq.terms), default=0)
+        self.maps[name] = MapInfo(name, cq.group, cq, streams, level, "delta")
+        if name.startswith(self.prefix + "_m"):
+            self.by_canon[key] = name
+        for s in sorted(streams):
+            for sign in (1, -1):
+                for keys, dterms in delta(cq, s, sign, self.args[s]).items():
+                    bound = set(self.args[s])
+                    out = tuple(k for k in keys if k not in bound)
+                    expr = self.materialize(dterms, bound, out)
+                    if expr is not None:
+                        self.stmts.append((s, sign, Statement(MapRef(name, keys), "+=", expr), name))
+        return name, order
+
+    def reeval_map(self, group: tuple[str, ...], terms: list[Term], name: str | None = None,
+                   note: str = "") -> tuple[str, tuple[str, ...]]:
+        """A map recomputed (``:=``) from materialized maps after every event that changes them."""
+        canon, order = _canonical(group, terms)
+        key = ("reeval", canon)
+        if name is None and key in self.by_canon:
+            return self.by_canon[key], order
+        name = name or self.new_name()
+        expr = self.materialize(list(canon.terms), set(), canon.group)
+        expr = expr if expr is not None else Const(0.0)
+        reads = {r.name for r in _walk_maps(expr)}
+        streams = frozenset().union(*(self.maps[r].streams for r in reads)) if reads else frozenset()
+        level = 1 + max((self.maps[r].level for r in reads), default=0)
+        self.maps[name] = MapInfo(name, canon.group, canon, streams, level, "reeval", note)
+        if name.startswith(self.prefix + "_m"):
+            self.by_canon[key] = name
+        self.reeval.append((name, Statement(MapRef(name, canon.group), ":=", expr), streams))
+        return name, order
+
+    def query_map(self, group: tuple[str, ...], terms: list[Term],
+                  name: str | None = None) -> tuple[str, tuple[str, ...]]:
+        if any(has_rel(f) for t in terms for f in t.factors):
+            return self.reeval_map(group, terms, name, "nested aggregate: re-evaluated from maps")
+        return self.linear_map(group, terms, name)
+
+    # -- materialization ---------------------------------------------------------------------------
+    def materialize(self, terms: list[Term], bound: set[str], out: tuple[str, ...]) -> Expr | None:
+        """An M3 expression (maps, no relations) equal to the sum of ``terms`` with ``bound`` set
+        and output variables ``out``; None for 0."""
+        parts = [p for t in terms if (p := self.materialize_term(t, bound, out)) is not None]
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else Add(tuple(parts))
+
+    def materialize_term(self, t: Term, bound: set[str], out: tuple[str, ...]) -> Expr | None:
+        t = simplify_term(t)
+        if t is None:
+            return None
+        atoms = list(t.atoms)
+        nested = [f for f in t.factors if has_rel(f)]
+        plain = [f for f in t.factors if not has_rel(f)]
+        # components of the atoms, connected by variables that are not bound
+        comp = list(range(len(atoms)))
+
+        def find(i: int) -> int:
+            while comp[i] != i:
+                comp[i] = comp[comp[i]]
+                i = comp[i]
+            return i
+        owner: dict[str, int] = {}
+        for i, a in enumerate(atoms):
+            for v in a.vars:
+                if v in bound:
+                    continue
+                if v in owner:
+                    comp[find(i)] = find(owner[v])
+                else:
+                    owner[v] = i
+        groups: dict[int, list[int]] = {}
+        for i in range(len(atoms)):
+            groups.setdefault(find(i), []).append(i)
+        comp_vars = {r: {v for i in ix for v in atoms[i].vars if v not in bound} for r, ix in groups.items()}
+        local: dict[int, list[Expr]] = {r: [] for r in groups}
+        outside: list[Expr] = []
+        for f in plain:
+            vs = expr_vars(f)
+            homes = [r for r, cv in comp_vars.items() if vs and vs <= cv]
+            if homes:
+                local[homes[0]].append(f)
+            else:
+                outside.append(f)
+        # nested aggregates see every variable of this term as bound
+        inner_bound = bound | {v for a in atoms for v in a.vars}
+        outside += [self.materialize_nested(f, inner_bound) for f in nested]
+        used_outside: set[str] = set(out)
+        for f in outside:
+            used_outside |= expr_vars(f)
+        factors: list[Expr] = []
+        for r, ix in groups.items():
+            cv = comp_vars[r]
+            comp_atoms = [atoms[i] for i in ix]
+            bound_in = {v for a in comp_atoms for v in a.vars if v in bound}
+            needed = tuple(sorted((cv & used_outside) | bound_in))
+            name, order = self.linear_map(needed, [Term(1.0, tuple(comp_atoms), tuple(local[r]))])
+            factors.append(MapRef(name, order))
+        factors += [f for f in outside]
+        return _factorize(t.coef, factors, bound, out)
+
+    def materialize_nested(self, e: Expr, bound: set[str]) -> Expr:
+        """Replace each aggregate over relations inside ``e`` by its materialized form."""
+        match e:
+            case AggSum(g, body) if has_rel(body):
+                terms = expand(body)
+                inner = self.materialize(merge_terms([x for t in terms if (x := simplify_term(t)) is not None]),
+                                         bound, tuple(v for v in g if v not in bound))
+                return inner if inner is not None else Const(0.0)
+            case Cmp(op, a, b):
+                return simplify(Cmp(op, self.materialize_nested(a, bound), self.materialize_nested(b, bound)))
+            case Add(ts):
+                return Add(tuple(self.materialize_nested(x, bound) for x in ts))
+            case Mul(fs):
+                return Mul(tuple(self.materialize_nested(x, bound) for x in fs))
+            case Neg(x):
+                return Neg(self.materialize_nested(x, bound))
+            case Div(a, b):
+                return Div(self.materialize_nested(a, bound), self.materialize_nested(b, bound))
+            case Lift(v, x):
+                return Lift(v, self.materialize_nested(x, bound))
+            case Rel():
+                raise SqlError("a relation cannot appear outside an aggregate")
+        return e
+
+    # -- views -------------------------------------------------------------------------------------
+    def view(self, v: ViewDef) -> str:
+        self.prefix = v.name
+        self.counter = 0
+        single = isinstance(v.value, MapRef) and v.value.name == "#0" and len(v.aggregates) == 1
+        if single:
+            self.query_map(v.group, list(v.aggregates[0].terms), v.name)
+            return v.name
+        names: dict[str, tuple[str, tuple[str, ...]]] = {}
+        for i, q in enumerate(v.aggregates):
+            names[f"#{i}"] = self.query_map(q.group, list(q.terms))
+        value = _replace_aggs(v.value, names, v.group)
+        if v.group:
+            # the view's groups are those of COUNT(*) over the same body (a domain map)
+            dom, order = self.query_map(v.group, list(v.domain.terms))
+            d = MapRef(dom, order)
+            value = Mul((Div(d, d), value))
+            expr: Expr = AggSum(v.group, value)
+        else:
+            expr = value
+        reads = {r.name for r in _walk_maps(expr)}
+        streams = frozenset().union(*(self.maps[r].streams for r in reads)) if reads else frozenset()
+        level = 1 + max((self.maps[r].level for r in reads), default=0)
+        self.maps[v.name] = MapInfo(v.name, v.group, Query(v.group, ()), streams, level, "reeval",
+                                    "combination of aggregates")
+        self.reeval.append((v.name, Statement(MapRef(v.name, v.group), ":=", expr), streams))
+        return v.name
+
+    # -- program ------------------------------------------------------------------------------------
+    def program(self, views: list[ViewDef]) -> Compiled:
+        for v in views:
+            self.view(v)
+        decls = []
+        for m in self.maps.values():
+            decls.append(MapDecl(m.name, "float", tuple(Column(k, "float") for k in m.keys)))
+        triggers = []
+        for s in self.streams.values():
+            for sign, sym in ((1, "+"), (-1, "-")):
+                mine = [(self.maps[name].level, i, st) for i, (ss, sg, st, name) in enumerate(self.stmts)
+                        if ss == s.name and sg == sign]
+                mine.sort(key=lambda x: (-x[0], x[1]))
+                body = [st for _, _, st in mine]
+                body += [st for _, st, streams in self.reeval if s.name in streams]
+                if body:
+                    triggers.append(Trigger(sym, s.name, self.args[s.name], tuple(body)))
+        queries = tuple(M3Query(v.name, v.name) for v in views)
+        prog = Program(tuple(self.streams.values()), tuple(decls), queries, tuple(triggers))
+        return Compiled(prog, list(self.maps.values()), self.notes)
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+
+def _walk(e: Expr):
+    from ddms.calculus.ir import walk
+    return walk(e)
+
+
+def _walk_maps(e: Expr):
+    return [x for x in _walk(e) if isinstance(x, MapRef)]
+
+
+def _replace_aggs(e: Expr, names: dict[str, tuple[str, tuple[str, ...]]], group: tuple[str, ...]) -> Expr:
+    match e:
+        case MapRef(n, _) if n in names:
+            name, order = names[n]
+            return MapRef(name, order)
+        case Add(ts):
+            return Add(tuple(_replace_aggs(x, names, group) for x in ts))
+        case Mul(fs):
+            return Mul(tuple(_replace_aggs(x, names, group) for x in fs))
+        case Neg(x):
+            return Neg(_replace_aggs(x, names, group))
+        case Div(a, b):
+            return Div(_replace_aggs(a, names, group), _replace_aggs(b, names, group))
+    return e
+
+
+def _canonical(group: tuple[str, ...], terms: list[Term]) -> tuple[Query, tuple[str, ...]]:
+    """Rename variables canonically: group variables -> K0.., others -> X0.. in order of
+    appearance.  Returns the canonical query and the original group variables in canonical key
+    order (K0's original variable first)."""
+    sub = {g: f"K{i}" for i, g in enumerate(group)}
+    n = 0
+    out = []
+    for t in terms:
+        local = dict(sub)
+        for v in _ordered_vars(t):
+            if v not in local:
+                local[v] = f"X{n}"
+                n += 1
+        out.append(Term(t.coef, tuple(substitute(a, local) for a in t.atoms),
+                        tuple(substitute(f, local) for f in t.factors)))
+    out.sort(key=repr)
+    return Query(tuple(f"K{i}" for i in range(len(group))), tuple(out)), group
+
+
+def _ordered_vars(t: Term) -> list[str]:
+    seen: list[str] = []
+    for a in t.atoms:
+        for v in a.vars:
+            if v not in seen:
+                seen.append(v)
+    for f in t.factors:
+        for v in sorted(expr_vars(f)):
+            if v not in seen:
+                seen.append(v)
+    return seen
+
+
+def _factorize(coef: float, factors: list[Expr], bound: set[str], out: tuple[str, ...]) -> Expr | None:
+    """coef * product of factors, summed over every variable not bound and not output, as a
+    product of independent AggSums (one per group of factors connected by such variables)."""
+    free = lambda f: {v for v in expr_vars(f) if v not in bound and v not in out}  # noqa: E731
+    n = len(factors)
+    parent = list(range(n))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+    owner: dict[str, int] = {}
+    for i, f in enumerate(factors):
+        for v in free(f):
+            if v in owner:
+                parent[find(i)] = find(owner[v])
+            else:
+                owner[v] = i
+    groups: dict[int, list[Expr]] = {}
+    for i, f in enumerate(factors):
+        groups.setdefault(find(i), []).append(f)
+    parts: list[Expr] = []
+    if coef != 1.0:
+        parts.append(Const(coef))
+    ordered = sorted(groups.values(), key=lambda fs: 0 if any(set(expr_vars(f)) & set(out) for f in fs) else 1)
+    for fs in ordered:
+        fs = sorted(fs, key=lambda f: 0 if isinstance(f, MapRef) else 1)
+        body = fs[0] if len(fs) == 1 else Mul(tuple(fs))
+        loops = set().union(*(free(f) for f in fs))
+        if loops:
+            g = tuple(v for v in out if any(v in expr_vars(f) for f in fs))
+            parts.append(AggSum(g, body))
+        else:
+            parts.append(body)
+    if not parts:
+        return Const(coef)
+    return parts[0] if len(parts) == 1 else Mul(tuple(parts))
+
+
+def term_as_expr(t: Term) -> Expr:
+    return term_expr(t)
+
+
+__all__ = ["Compiler", "Compiled", "MapInfo", "Rel"]

@@ -1,0 +1,244 @@
+"""Choose range-cumulative (ORDERED) maps: the pass that turns inequality loops into O(log n).
+
+A sum over a map slice restricted by an inequality on one of its keys,
+
+    AggSum(g, M[.., q, ..] * {lin(q, x) op c})      (q a loop variable, the rest bound)
+
+is rewritten with the comparison solved for ``q`` (``{a_p - b_p > 1000}`` -> ``{a_p > 1000 + b_p}``)
+and ``M`` is declared ORDERED with ``q`` moved to its last key, so the backend answers it with one
+range-sum over a B+-tree.  When such a range sum compares with the key ``p`` of an outer map
+(``AggSum(A[p] * {X > AggSum(B[q] * {q > p})})``, VWAP's shape), the outer map is ordered on
+``p`` too: the backend then finds the threshold by one descent.  A map wanted ordered on two
+different keys keeps the first; the other reads fall back to loops (correct, O(slice)).
+
+Pure: Program -> Program (plus the list of choices made, for ``ddms compile``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ddms.calculus.ir import expr_vars
+from ddms.m3.ir import (
+    Add,
+    AggSum,
+    Cmp,
+    Const,
+    Div,
+    Expr,
+    Extreme,
+    Lift,
+    MapRef,
+    Mul,
+    Neg,
+    Program,
+    Statement,
+    Trigger,
+    Var,
+)
+
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
+_RANGE = ("<", "<=", ">", ">=")
+
+
+def isolate(c: Cmp, q: str) -> Cmp | None:
+    """``c`` rewritten as ``{q op x}`` when ``c`` is linear in ``q`` with coefficient +-1 and
+    ``x`` does not mention ``q``; else None."""
+    if c.op not in _RANGE:
+        return None
+    # move everything to the left: left - right op 0
+    terms = _linear_terms(c.left, 1.0) + _linear_terms(c.right, -1.0)
+    if terms is None:
+        return None
+    coef = 0.0
+    rest: list[Expr] = []
+    for k, e in terms:
+        if e == Var(q):
+            coef += k
+        elif q in expr_vars(e):
+            return None
+        else:
+            rest.append(e if k == 1.0 else Neg(e) if k == -1.0 else Mul((Const(k), e)))
+    if coef not in (1.0, -1.0):
+        return None
+    # coef*q + sum(rest) op 0  ->  q op -sum(rest)  (coef 1)  or  q flip(op) sum(rest)  (coef -1)
+    if not rest:
+        bound: Expr = Const(0.0)
+    else:
+        s = rest[0] if len(rest) == 1 else Add(tuple(rest))
+        bound = Neg(s) if coef == 1.0 else s
+    op = c.op if coef == 1.0 else _FLIP[c.op]
+    return Cmp(op, Var(q), _fold_neg(bound))
+
+
+def _fold_neg(e: Expr) -> Expr:
+    match e:
+        case Neg(Neg(x)):
+            return _fold_neg(x)
+        case Neg(Add(ts)):
+            return Add(tuple(_fold_neg(Neg(t)) for t in ts))
+        case Neg(Const(v)):
+            return Const(-v)
+    return e
+
+
+def _linear_terms(e: Expr, k: float) -> list[tuple[float, Expr]] | None:
+    match e:
+        case Add(ts):
+            out: list[tuple[float, Expr]] = []
+            for t in ts:
+                sub = _linear_terms(t, k)
+                if sub is None:
+                    return None
+                out += sub
+            return out
+        case Neg(x):
+            return _linear_terms(x, -k)
+        case Mul(fs) if len(fs) == 2 and isinstance(fs[0], Const):
+            return _linear_terms(fs[1], k * fs[0].value)
+        case Mul(fs) if len(fs) == 2 and isinstance(fs[1], Const):
+            return _linear_terms(fs[0], k * fs[1].value)
+    return [(k, e)]
+
+
+class _Chooser:
+    def __init__(self, program: Program) -> None:
+        self.p = program
+        self.want: dict[str, int] = {}  # map -> key position to order on
+        self.notes: list[str] = []
+
+    def wish(self, ref: MapRef, q: str, why: str) -> None:
+        pos = ref.keys.index(q)
+        if ref.name not in self.want:
+            self.want[ref.name] = pos
+            self.notes.append(f"{ref.name} ORDERED on key {pos} ({why})")
+
+    def range_shape(self, body: Expr, bound: frozenset[str]) -> Expr | None:
+        """``M[..q..] * {.. q ..}`` -> ``M[..q..] * {q op x}`` (and a wish to order M on q)."""
+        if not isinstance(body, Mul) or len(body.factors) != 2:
+            return None
+        ref, c = body.factors
+        if not isinstance(ref, MapRef) or not isinstance(c, Cmp):
+            return None
+        loops = [k for k in ref.keys if k not in bound]
+        if len(loops) != 1 or ref.keys.count(loops[0]) != 1:
+            return None
+        q = loops[0]
+        iso = isolate(c, q)
+        if iso is None:
+            return None
+        self.wish(ref, q, "range sum")
+        return Mul((ref, iso))
+
+    def threshold(self, body: Mul, bound: frozenset[str]) -> None:
+        """``A[..p] * {X cmp AggSum([], B[..q] * {q op p})}``: order A on p as well."""
+        ref, c = body.factors
+        assert isinstance(ref, MapRef) and isinstance(c, Cmp)
+        loops = [k for k in ref.keys if k not in bound]
+        if len(loops) != 1:
+            return
+        p = loops[0]
+        for side in (c.left, c.right):
+            if isinstance(side, AggSum) and isinstance(side.expr, Mul) and len(side.expr.factors) == 2:
+                inner_ref, inner_c = side.expr.factors
+                if isinstance(inner_ref, MapRef) and isinstance(inner_c, Cmp) and inner_c.right == Var(p):
+                    self.wish(ref, p, "threshold search")
+
+
+def _binds(f: Expr) -> set[str]:
+    match f:
+        case MapRef(_, keys):
+            return set(keys)
+        case AggSum(g, _):
+            return set(g)
+        case Lift(v, _):
+            return {v}
+        case Extreme(_, v, _):
+            return {v}
+    return set()
+
+
+def choose_orders(program: Program) -> tuple[Program, list[str]]:
+    ch = _Chooser(program)
+    triggers = []
+    for t in program.triggers:
+        body = []
+        for s in t.statements:
+            body.append(Statement(s.target, s.op, _deep(ch, s.expr, frozenset(t.args))))
+        triggers.append(Trigger(t.sign, t.stream, t.args, tuple(body)))
+    perms = {name: pos for name, pos in ch.want.items()}
+    maps = []
+    for m in program.maps:
+        if m.name in perms and len(m.keys) > 0:
+            pos = perms[m.name]
+            keys = m.keys[:pos] + m.keys[pos + 1:] + (m.keys[pos],)
+            maps.append(replace(m, keys=keys, ordered=True))
+        else:
+            maps.append(m)
+
+    def fix(e: Expr) -> Expr:
+        match e:
+            case MapRef(name, keys) if name in perms:
+                pos = perms[name]
+                return MapRef(name, keys[:pos] + keys[pos + 1:] + (keys[pos],))
+            case Add(ts):
+                return Add(tuple(fix(x) for x in ts))
+            case Mul(fs):
+                return Mul(tuple(fix(x) for x in fs))
+            case Neg(x):
+                return Neg(fix(x))
+            case Div(a, b):
+                return Div(fix(a), fix(b))
+            case Cmp(op, a, b):
+                return Cmp(op, fix(a), fix(b))
+            case AggSum(g, x):
+                return AggSum(g, fix(x))
+            case Lift(v, x):
+                return Lift(v, fix(x))
+            case Extreme(k, v, ref):
+                return Extreme(k, v, fix(ref))
+        return e
+    triggers = [Trigger(t.sign, t.stream, t.args,
+                        tuple(Statement(fix(s.target), s.op, fix(s.expr)) for s in t.statements))
+                for t in triggers]
+    return replace(program, maps=tuple(maps), triggers=tuple(triggers)), ch.notes
+
+
+def _deep(ch: _Chooser, e: Expr, bound: frozenset[str]) -> Expr:
+    """Rewrite bottom-up: inner aggregates (inside comparisons) first, with the variables an
+    enclosing loop binds counted as bound."""
+    match e:
+        case AggSum(g, body):
+            body = _deep_body(ch, body, bound)
+            shaped = ch.range_shape(body, bound)
+            if shaped is not None:
+                body = shaped
+            if isinstance(body, Mul) and len(body.factors) == 2 and isinstance(body.factors[0], MapRef) \
+                    and isinstance(body.factors[1], Cmp):
+                ch.threshold(body, bound)
+            return AggSum(g, body)
+    return _deep_body(ch, e, bound)
+
+
+def _deep_body(ch: _Chooser, e: Expr, bound: frozenset[str]) -> Expr:
+    match e:
+        case Mul(fs):
+            out = []
+            b = set(bound)
+            for f in fs:
+                out.append(_deep(ch, f, frozenset(b)))
+                b |= _binds(f)
+            return Mul(tuple(out))
+        case Add(ts):
+            return Add(tuple(_deep(ch, t, bound) for t in ts))
+        case Neg(x):
+            return Neg(_deep(ch, x, bound))
+        case Div(a, b):
+            return Div(_deep(ch, a, bound), _deep(ch, b, bound))
+        case Cmp(op, a, b):
+            return Cmp(op, _deep(ch, a, bound), _deep(ch, b, bound))
+        case Lift(v, x):
+            return Lift(v, _deep(ch, x, bound))
+        case AggSum():
+            return _deep(ch, e, bound)
+    return e

@@ -1,0 +1,291 @@
+"""SQL text -> :mod:`ddms.sql.ast`: the front end, and the one module that imports sqlglot.
+
+A script is a sequence of ``;``-separated statements in DBToaster's dialect:
+
+* ``CREATE STREAM|TABLE name(col type, ...) FROM FILE 'path' LINE DELIMITED adaptor(k := 'v')``
+  -- parsed by the M3 parser (the same declaration syntax), names upper-cased as DBToaster does;
+* ``SELECT ...`` -- parsed by sqlglot, then converted node by node into the neutral AST.  Every
+  sqlglot node kind the compiler does not handle is rejected here with a :class:`SqlError` that
+  quotes the statement and points at the part, so later passes never see unsupported SQL.
+
+Cost: linear in the text (sqlglot's parser), plus the M3 parser for declarations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from ddms.errors import M3SyntaxError, SqlError
+from ddms.m3.ir import Column, Stream
+from ddms.m3.parser import parse_program
+from ddms.sql.ast import (
+    Agg,
+    And,
+    Arith,
+    Bool,
+    Col,
+    Compare,
+    Cond,
+    FromItem,
+    FromSelect,
+    FromTable,
+    Item,
+    Lit,
+    Minus,
+    Not,
+    Or,
+    Scalar,
+    Script,
+    Select,
+    SqlExpr,
+    View,
+)
+
+_ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}
+_CMP = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+_AGG = {exp.Sum: "SUM", exp.Count: "COUNT", exp.Avg: "AVG"}
+_SELECT_ARGS_OK = {"expressions", "from_", "joins", "where", "group", "kind", "hint"}
+
+
+def split_statements(text: str) -> list[tuple[int, str]]:
+    """``;``-separated statements (quotes and ``--`` comments respected), with their offsets."""
+    out: list[tuple[int, str]] = []
+    start, i, n = 0, 0, len(text)
+    quote = ""
+    while i < n:
+        c = text[i]
+        if quote:
+            if c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c == "-" and text.startswith("--", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        elif c == ";":
+            out.append((start, text[start:i]))
+            start = i + 1
+        i += 1
+    out.append((start, text[start:]))
+    return [(o, s) for o, s in out if _strip_comments(s).strip()]
+
+
+def _strip_comments(s: str) -> str:
+    return "\n".join(line.split("--", 1)[0] for line in s.splitlines())
+
+
+def parse_sql(text: str, source: str = "<sql>") -> Script:
+    """Parse a whole script.  Raises :class:`SqlError` (or ``M3SyntaxError`` for a malformed
+    CREATE) naming ``source``."""
+    streams: list[Stream] = []
+    views: list[View] = []
+    for offset, stmt in split_statements(text):
+        body = _strip_comments(stmt).strip()
+        head = body.split(None, 1)[0].upper() if body else ""
+        if head == "CREATE":
+            streams.append(_stream(stmt, text, offset, source))
+        elif head == "SELECT":
+            select = _Converter(text, source).statement(body)
+            views.append(View(_view_name(select, text, source), select))
+        else:
+            raise SqlError(f"expected CREATE STREAM/TABLE or SELECT, found {head or 'nothing'!r}",
+                           source, body.split("\n", 1)[0], text)
+    if not views:
+        raise SqlError("no SELECT view in the script", source)
+    names = [v.name for v in views]
+    for n in names:
+        if names.count(n) > 1:
+            raise SqlError(f"two views are named {n}", source)
+    return Script(tuple(streams), tuple(views), source, text)
+
+
+def _stream(stmt: str, text: str, offset: int, source: str) -> Stream:
+    # Parse with the M3 parser, keeping line numbers of the whole file in its messages.
+    prefix = "\n" * text.count("\n", 0, offset)
+    try:
+        prog = parse_program(prefix + stmt + ";", source)
+    except M3SyntaxError as e:
+        raise SqlError(e.reason, source, stmt.strip().split("\n", 1)[0], text) from e
+    if len(prog.streams) != 1 or prog.maps or prog.triggers or prog.queries:
+        raise SqlError("expected one CREATE STREAM or CREATE TABLE", source, stmt.strip(), text)
+    s = prog.streams[0]
+    return replace(s, name=s.name.upper(), columns=tuple(Column(c.name.upper(), c.type) for c in s.columns))
+
+
+def _view_name(select: Select, text: str, source: str) -> str:
+    aggs = [it for it in select.items if _has_agg(it.expr)]
+    if len(aggs) != 1:
+        raise SqlError("a view needs exactly one aggregate output (SUM, COUNT or AVG), named by its alias",
+                       source, select.text.split("\n", 1)[0], text)
+    return aggs[0].name.upper()
+
+
+def _has_agg(e: SqlExpr) -> bool:
+    match e:
+        case Agg():
+            return True
+        case Arith(_, a, b):
+            return _has_agg(a) or _has_agg(b)
+        case Minus(x):
+            return _has_agg(x)
+    return False
+
+
+class _Converter:
+    """sqlglot tree -> neutral AST, rejecting whatever is outside the subset."""
+
+    def __init__(self, text: str, source: str) -> None:
+        self.text, self.source = text, source
+
+    def fail(self, reason: str, node: exp.Expression | str) -> SqlError:
+        frag = node if isinstance(node, str) else node.sql()
+        frag_in_text = _locate(self.text, node) if not isinstance(node, str) else frag
+        return SqlError(reason, self.source, frag_in_text or frag, self.text)
+
+    def statement(self, body: str) -> Select:
+        try:
+            tree = sqlglot.parse_one(body)
+        except ParseError as e:
+            raise SqlError(f"not valid SQL: {e.errors[0]['description'] if e.errors else e}",
+                           self.source, body.split("\n", 1)[0], self.text) from e
+        if not isinstance(tree, exp.Select):
+            raise self.fail(f"only SELECT views are supported, not {tree.key.upper()}", tree)
+        return self.select(tree)
+
+    # -- SELECT ---------------------------------------------------------------------------------
+    def select(self, node: exp.Select) -> Select:
+        for key, val in node.args.items():
+            if val and key not in _SELECT_ARGS_OK:
+                raise self.fail(f"{key.upper()} is not supported in views", node)
+        if node.args.get("kind"):
+            raise self.fail("SELECT DISTINCT/ALL modifiers are not supported", node)
+        frm = node.args.get("from_")
+        if frm is None:
+            raise self.fail("a view needs a FROM clause", node)
+        sources = [self.source_item(frm.this)]
+        conds: list[Cond] = []
+        for j in node.args.get("joins") or []:
+            side, kind = (j.args.get("side") or "").upper(), (j.args.get("kind") or "").upper()
+            if side or kind not in ("", "INNER", "CROSS"):
+                raise self.fail(f"{side or kind} JOIN is not supported (inner and cross joins only)", j)
+            sources.append(self.source_item(j.this))
+            if j.args.get("on") is not None:
+                conds.append(self.cond(j.args["on"]))
+            if j.args.get("using"):
+                raise self.fail("JOIN ... USING is not supported: write the equality in WHERE", j)
+        where = node.args.get("where")
+        if where is not None:
+            conds.append(self.cond(where.this))
+        aliases = [s.alias for s in sources]
+        for a in aliases:
+            if aliases.count(a) > 1:
+                raise self.fail(f"the alias {a!r} is used twice in one FROM", node)
+        group = tuple(self.column(g) for g in (node.args["group"].expressions if node.args.get("group") else ()))
+        items = tuple(self.item(e) for e in node.expressions)
+        cond = None if not conds else conds[0] if len(conds) == 1 else And(tuple(conds))
+        return Select(items, tuple(sources), cond, group, node.sql())
+
+    def source_item(self, node: exp.Expression) -> FromItem:
+        if isinstance(node, exp.Table):
+            if node.args.get("db") or node.args.get("catalog"):
+                raise self.fail("qualified table names are not supported", node)
+            name = node.name
+            alias = node.alias or name
+            return FromTable(name.upper(), alias.lower(), node.sql())
+        if isinstance(node, exp.Subquery):
+            if not isinstance(node.this, exp.Select):
+                raise self.fail("only SELECT subqueries are supported in FROM", node)
+            if not node.alias:
+                raise self.fail("a subquery in FROM needs an alias", node)
+            return FromSelect(self.select(node.this), node.alias.lower(), node.sql())
+        raise self.fail(f"unsupported FROM item ({node.key})", node)
+
+    def item(self, node: exp.Expression) -> Item:
+        if isinstance(node, exp.Alias):
+            return Item(self.expr(node.this), node.alias.lower(), node.sql())
+        if isinstance(node, exp.Column):
+            return Item(self.expr(node), node.name.lower(), node.sql())
+        if isinstance(node, exp.Star):
+            raise self.fail("SELECT * is not supported: name the columns and the aggregate", node)
+        e = self.expr(node)
+        if isinstance(e, Agg):
+            return Item(e, e.func.lower(), node.sql())
+        raise self.fail("an output expression needs an alias (AS name)", node)
+
+    def column(self, node: exp.Expression) -> Col:
+        if not isinstance(node, exp.Column):
+            raise self.fail("GROUP BY takes column names only", node)
+        return Col(node.table.lower() or None, node.name.lower(), node.sql())
+
+    # -- values ---------------------------------------------------------------------------------
+    def expr(self, node: exp.Expression) -> SqlExpr:
+        t = type(node)
+        if isinstance(node, exp.Paren):
+            return self.expr(node.this)
+        if isinstance(node, exp.Column):
+            if isinstance(node.this, exp.Star):
+                raise self.fail("table.* is not supported", node)
+            return Col(node.table.lower() or None, node.name.lower(), node.sql())
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                raise self.fail("string literals are not supported in expressions", node)
+            return Lit(float(node.this), node.sql())
+        if isinstance(node, exp.Neg):
+            return Minus(self.expr(node.this), node.sql())
+        if t in _ARITH:
+            return Arith(_ARITH[t], self.expr(node.this), self.expr(node.expression), node.sql())
+        if t in _AGG:
+            if node.args.get("distinct") or isinstance(node.this, exp.Distinct):
+                raise self.fail("DISTINCT aggregates are not supported", node)
+            arg = node.this
+            if isinstance(arg, exp.Star):
+                if t is not exp.Count:
+                    raise self.fail(f"{_AGG[t]}(*) is not valid", node)
+                return Agg("COUNT", None, node.sql())
+            return Agg(_AGG[t], self.expr(arg), node.sql())
+        if isinstance(node, exp.Subquery):
+            if not isinstance(node.this, exp.Select):
+                raise self.fail("only SELECT subqueries are supported", node)
+            return Scalar(self.select(node.this), node.sql())
+        if isinstance(node, exp.Cast):
+            return self.expr(node.this)
+        raise self.fail(f"unsupported expression ({node.key.upper()})", node)
+
+    def cond(self, node: exp.Expression) -> Cond:
+        t = type(node)
+        if isinstance(node, exp.Paren):
+            return self.cond(node.this)
+        if t in _CMP:
+            return Compare(_CMP[t], self.expr(node.this), self.expr(node.expression), node.sql())
+        if isinstance(node, exp.And):
+            return And((self.cond(node.this), self.cond(node.expression)), node.sql())
+        if isinstance(node, exp.Or):
+            return Or((self.cond(node.this), self.cond(node.expression)), node.sql())
+        if isinstance(node, exp.Not):
+            return Not(self.cond(node.this), node.sql())
+        if isinstance(node, exp.Boolean):
+            return Bool(bool(node.this), node.sql())
+        if isinstance(node, exp.Between):
+            x = self.expr(node.this)
+            return And((Compare(">=", x, self.expr(node.args["low"])),
+                        Compare("<=", x, self.expr(node.args["high"]))), node.sql())
+        raise self.fail(f"unsupported condition ({node.key.upper()})", node)
+
+
+def _locate(text: str, node: exp.Expression) -> str:
+    """The first line of the node's own SQL, as it appears in the file when it can be found."""
+    sql = node.sql()
+    first = sql.split("\n", 1)[0]
+    for cand in (first, first[:40]):
+        if cand and cand in text:
+            return cand
+    # sqlglot normalises spacing and case; fall back to the node's leading identifier
+    for tok in first.replace("(", " ").split():
+        if len(tok) > 2 and tok in text:
+            return tok
+    return first

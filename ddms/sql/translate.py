@@ -1,0 +1,313 @@
+"""SQL AST -> calculus: each view becomes aggregate queries in normal form plus the expression
+that combines them (``SUM(x) / COUNT(*)`` for AVG).
+
+* a FROM table ``bids b`` is the atom ``BIDS(B_T, B_ID, ...)`` (fresh variables per alias);
+* WHERE is a product of comparisons; ``OR`` is inclusion-exclusion (``{a} + {b} - {a}{b}``),
+  ``NOT`` is ``1 - {a}`` (a negated comparison flips its operator);
+* ``SUM(e)`` multiplies ``e`` into the terms, ``COUNT`` counts, ``AVG`` is ``SUM / COUNT``;
+* a scalar subquery is a nested ``AggSum`` (its free variables are the correlation);
+* a plain (aggregate-free) subquery in FROM is inlined; aggregate subqueries in FROM are
+  rejected for now (with an error naming them);
+* equalities between variables are removed by renaming (:func:`ddms.calculus.normal.unify`).
+
+Pure; cost linear in the SQL plus the multiplied-out terms (bounded by ``normal.MAX_TERMS``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ddms.calculus.ir import Query, Rel, Term, substitute, term_vars
+from ddms.calculus.normal import expand, merge_terms, simplify_term, unify
+from ddms.errors import SqlError
+from ddms.m3.ir import Add, Cmp, Const, Div, Expr, MapRef, Mul, Neg, Stream, Var
+from ddms.sql.ast import (
+    Agg,
+    And,
+    Arith,
+    Bool,
+    Col,
+    Compare,
+    Cond,
+    FromSelect,
+    FromTable,
+    Lit,
+    Minus,
+    Not,
+    Or,
+    Scalar,
+    Script,
+    Select,
+    SqlExpr,
+)
+
+_NEGATE = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+@dataclass(frozen=True)
+class ViewDef:
+    """A view in calculus: ``value`` combines the ``aggregates`` (read as ``MapRef('#i', group)``)."""
+
+    name: str
+    group: tuple[str, ...]
+    key_names: tuple[str, ...]
+    aggregates: tuple[Query, ...]
+    value: Expr
+    domain: Query
+    sql: str = field(compare=False, default="")
+
+
+@dataclass
+class _Scope:
+    """Column name -> variable for the FROM items of one SELECT, with the enclosing scope."""
+
+    tables: dict[str, dict[str, str]]
+    parent: _Scope | None
+
+    def resolve(self, c: Col, fail) -> str:
+        scope: _Scope | None = self
+        while scope is not None:
+            if c.table is not None:
+                if c.table in scope.tables:
+                    cols = scope.tables[c.table]
+                    if c.name.upper() not in cols:
+                        raise fail(f"{c.table} has no column {c.name}", c.text)
+                    return cols[c.name.upper()]
+            else:
+                hits = [cols[c.name.upper()] for cols in scope.tables.values() if c.name.upper() in cols]
+                if len(hits) > 1:
+                    raise fail(f"column {c.name} is ambiguous: qualify it", c.text)
+                if hits:
+                    return hits[0]
+            scope = scope.parent
+        raise fail(f"unknown column {c.text or c.name}", c.text)
+
+
+class _Translator:
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.streams: dict[str, Stream] = {s.name: s for s in script.streams}
+        self.used: set[str] = set()
+
+    def fail(self, reason: str, fragment: str = "") -> SqlError:
+        return SqlError(reason, self.script.source, fragment, self.script.text)
+
+    def fresh(self, base: str) -> str:
+        base = "".join(ch if ch.isalnum() else "_" for ch in base.upper())
+        if base[0].isdigit():
+            base = "V" + base
+        name, i = base, 1
+        while name in self.used:
+            i += 1
+            name = f"{base}_{i}"
+        self.used.add(name)
+        return name
+
+    # -- FROM -------------------------------------------------------------------------------------
+    def from_items(self, sel: Select, parent: _Scope | None) -> tuple[_Scope, list[Term], set[str]]:
+        """The scope of ``sel``'s FROM, the terms of its atoms (and inlined subqueries), and the
+        variables local to this level."""
+        scope = _Scope({}, parent)
+        terms = [Term(1.0, (), ())]
+        local: set[str] = set()
+        for item in sel.sources:
+            if isinstance(item, FromTable):
+                s = self.streams.get(item.name)
+                if s is None:
+                    raise self.fail(f"unknown stream or table {item.name} (declare it with CREATE STREAM)", item.text)
+                cols = {c.name: self.fresh(f"{item.alias}_{c.name}") for c in s.columns}
+                scope.tables[item.alias] = cols
+                local |= set(cols.values())
+                atom = Rel(s.name, tuple(cols[c.name] for c in s.columns))
+                terms = [Term(t.coef, t.atoms + (atom,), t.factors) for t in terms]
+            else:
+                assert isinstance(item, FromSelect)
+                sub = item.select
+                if any(_has_agg(it.expr) for it in sub.items) or sub.group:
+                    raise self.fail("an aggregate subquery in FROM is not supported yet: write it as a scalar "
+                                    "subquery in WHERE or as a separate view", item.text)
+                inner_scope, inner_terms, inner_local = self.from_items(sub, parent)
+                if sub.where is not None:
+                    inner_terms = _times(inner_terms, self.cond(sub.where, inner_scope))
+                cols: dict[str, str] = {}
+                for it in sub.items:
+                    if not isinstance(it.expr, Col):
+                        raise self.fail("a subquery in FROM may select plain columns only", it.text)
+                    cols[it.name.upper()] = inner_scope.resolve(it.expr, self.fail)
+                scope.tables[item.alias] = cols
+                local |= inner_local
+                terms = _times(terms, inner_terms)
+        return scope, terms, local
+
+    # -- conditions -------------------------------------------------------------------------------
+    def cond(self, c: Cond, scope: _Scope) -> list[Term]:
+        match c:
+            case Compare(op, a, b):
+                return [Term(1.0, (), (Cmp(op, self.value(a, scope), self.value(b, scope)),))]
+            case And(items):
+                out = [Term(1.0, (), ())]
+                for x in items:
+                    out = _times(out, self.cond(x, scope))
+                return out
+            case Or(items):
+                out = self.cond(items[0], scope)
+                for x in items[1:]:
+                    y = self.cond(x, scope)
+                    out = out + y + [Term(-t.coef, t.atoms, t.factors) for t in _times(out, y)]
+                return out
+            case Not(Compare(op, a, b)):
+                return self.cond(Compare(_NEGATE[op], a, b), scope)
+            case Not(x):
+                return [Term(1.0, (), ())] + [Term(-t.coef, t.atoms, t.factors) for t in self.cond(x, scope)]
+            case Bool(v):
+                return [Term(1.0, (), ())] if v else []
+        raise self.fail("unsupported condition", getattr(c, "text", ""))
+
+    # -- values -----------------------------------------------------------------------------------
+    def value(self, e: SqlExpr, scope: _Scope) -> Expr:
+        match e:
+            case Col():
+                return Var(scope.resolve(e, self.fail))
+            case Lit(v):
+                return Const(v)
+            case Minus(x):
+                return Neg(self.value(x, scope))
+            case Arith(op, a, b):
+                x, y = self.value(a, scope), self.value(b, scope)
+                if op == "+":
+                    return Add((x, y))
+                if op == "-":
+                    return Add((x, Neg(y)))
+                if op == "*":
+                    return Mul((x, y))
+                return Div(x, y)
+            case Scalar(sel):
+                return self.scalar(sel, scope, e.text)
+            case Agg():
+                raise self.fail("an aggregate cannot appear here (only in the SELECT list)", e.text)
+        raise self.fail("unsupported expression", getattr(e, "text", ""))
+
+    def scalar(self, sel: Select, parent: _Scope, text: str) -> Expr:
+        if sel.group:
+            raise self.fail("a scalar subquery cannot have GROUP BY (it must return one row)", text)
+        if len(sel.items) != 1 or not _has_agg(sel.items[0].expr):
+            raise self.fail("a scalar subquery must select exactly one aggregate", text)
+        scope, terms, local = self.from_items(sel, parent)
+        if sel.where is not None:
+            terms = _times(terms, self.cond(sel.where, scope))
+        return self.aggregate_expr(sel.items[0].expr, scope, terms, local, (), nested=True)
+
+    def aggregate_expr(self, e: SqlExpr, scope: _Scope, body: list[Term], local: set[str],
+                       group: tuple[str, ...], nested: bool, out: list[Query] | None = None) -> Expr:
+        """The select-list expression ``e`` over aggregates of ``body``.  Nested: aggregates are
+        inlined as ``AggSum`` expressions; top level: appended to ``out`` and read as ``#i``."""
+        match e:
+            case Agg(func, arg):
+                if func == "AVG":
+                    s = self.aggregate_expr(Agg("SUM", arg, e.text), scope, body, local, group, nested, out)
+                    c = self.aggregate_expr(Agg("COUNT", None, e.text), scope, body, local, group, nested, out)
+                    return Div(s, c)
+                if arg is not None and _has_agg(arg):
+                    raise self.fail("nested aggregate functions are not supported", e.text)
+                terms = body if func == "COUNT" else _times(body, expand(self.value(arg, scope)))
+                q = self.normalize(group, terms, local)
+                if nested:
+                    return _query_to_expr(q)
+                assert out is not None
+                out.append(q)
+                return MapRef(f"#{len(out) - 1}", group)
+            case Arith(op, a, b):
+                x = self.aggregate_expr(a, scope, body, local, group, nested, out)
+                y = self.aggregate_expr(b, scope, body, local, group, nested, out)
+                return {"+": lambda: Add((x, y)), "-": lambda: Add((x, Neg(y))), "*": lambda: Mul((x, y)),
+                        "/": lambda: Div(x, y)}[op]()
+            case Minus(x):
+                return Neg(self.aggregate_expr(x, scope, body, local, group, nested, out))
+            case Lit(v):
+                return Const(v)
+        raise self.fail("outside an aggregate, the SELECT list may name GROUP BY columns only", getattr(e, "text", ""))
+
+    def normalize(self, group: tuple[str, ...], terms: list[Term], local: set[str]) -> Query:
+        keep = set(group) | {v for t in terms for v in term_vars(t) if v not in local}
+        out = []
+        for t in terms:
+            t = simplify_term(unify(t, local, keep))
+            if t is not None:
+                out.append(t)
+        return Query(group, tuple(merge_terms(out)))
+
+    # -- views ------------------------------------------------------------------------------------
+    def view(self, name: str, sel: Select) -> ViewDef:
+        scope, body, local = self.from_items(sel, None)
+        if sel.where is not None:
+            body = _times(body, self.cond(sel.where, scope))
+        group = tuple(scope.resolve(g, self.fail) for g in sel.group)
+        keys: list[str] = []
+        key_vars: list[str] = []
+        value: Expr | None = None
+        aggs: list[Query] = []
+        for it in sel.items:
+            if _has_agg(it.expr):
+                value = self.aggregate_expr(it.expr, scope, body, local, group, False, aggs)
+            elif isinstance(it.expr, Col):
+                v = scope.resolve(it.expr, self.fail)
+                if v not in group:
+                    raise self.fail(f"{it.text} is neither aggregated nor in GROUP BY", it.text)
+                keys.append(it.name.upper())
+                key_vars.append(v)
+            else:
+                raise self.fail("outside an aggregate, the SELECT list may name GROUP BY columns only", it.text)
+        if sorted(key_vars) != sorted(group):
+            raise self.fail("every GROUP BY column must also be selected (it names the view's key)", sel.text)
+        assert value is not None
+        # the view's keys are in SELECT-list order
+        order = tuple(key_vars)
+        aggs = [Query(order, q.terms) for q in aggs]
+        value = substitute(value, {})  # (copy)
+        value = _regroup(value, order)
+        domain = self.normalize(order, body, local)
+        return ViewDef(name, order, tuple(keys), tuple(aggs), value, domain, sel.text)
+
+
+def _regroup(e: Expr, order: tuple[str, ...]) -> Expr:
+    if isinstance(e, MapRef) and e.name.startswith("#"):
+        return MapRef(e.name, order)
+    match e:
+        case Add(ts):
+            return Add(tuple(_regroup(t, order) for t in ts))
+        case Mul(fs):
+            return Mul(tuple(_regroup(t, order) for t in fs))
+        case Neg(x):
+            return Neg(_regroup(x, order))
+        case Div(a, b):
+            return Div(_regroup(a, order), _regroup(b, order))
+    return e
+
+
+def _times(a: list[Term], b: list[Term]) -> list[Term]:
+    out = [Term(x.coef * y.coef, x.atoms + y.atoms, x.factors + y.factors) for x in a for y in b]
+    from ddms.calculus.normal import _budget
+    _budget(out)
+    return out
+
+
+def _query_to_expr(q: Query) -> Expr:
+    from ddms.calculus.ir import query_expr
+    return query_expr(q)
+
+
+def _has_agg(e: SqlExpr) -> bool:
+    match e:
+        case Agg():
+            return True
+        case Arith(_, a, b):
+            return _has_agg(a) or _has_agg(b)
+        case Minus(x):
+            return _has_agg(x)
+    return False
+
+
+def translate(script: Script) -> list[ViewDef]:
+    """Every view of the script in calculus."""
+    tr = _Translator(script)
+    return [tr.view(v.name, v.select) for v in script.views]
