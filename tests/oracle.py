@@ -79,3 +79,59 @@ def same(a: float | None, b: float | None, rel: float = 1e-9) -> bool:
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
     return math.isclose(a, b, rel_tol=rel, abs_tol=1e-4)
+
+
+def duck_select(script: str) -> str:
+    """The SELECT of a DBToaster SQL script, for DuckDB: CREATE STREAM statements dropped and
+    every SUM(x) read as COALESCE(SUM(x), 0) (the finance suite's convention: sums over empty
+    sets count as 0, as DBToaster computes them)."""
+    stmts = [s.strip() for s in strip_comments(script).split(";")]
+    selects = [s for s in stmts if s.upper().startswith("SELECT")]
+    assert len(selects) == 1, "one SELECT per script in these tests"
+    return coalesce_sums(selects[0])
+
+
+def strip_comments(sql: str) -> str:
+    return "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
+
+
+def coalesce_sums(sql: str) -> str:
+    out, i, upper = [], 0, sql.upper()
+    while True:
+        j = upper.find("SUM(", i)
+        if j < 0 or (j > 0 and (upper[j - 1].isalnum() or upper[j - 1] == "_")):
+            if j < 0:
+                out.append(sql[i:])
+                return "".join(out)
+            out.append(sql[i:j + 4])
+            i = j + 4
+            continue
+        depth, k = 0, j + 3
+        while True:
+            if sql[k] == "(":
+                depth += 1
+            elif sql[k] == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            k += 1
+        inner = coalesce_sums(sql[j + 4:k])
+        out.append(sql[i:j] + f"COALESCE(SUM({inner}), 0)")
+        i = k + 1
+
+
+def rows_of(result: list[tuple]) -> float | dict[tuple[float, ...], float]:
+    """DuckDB rows as the engine shows a view: a scalar, or key tuple -> value without zeros."""
+    if len(result) == 1 and len(result[0]) == 1:
+        v = result[0][0]
+        return math.nan if v is None else float(v)
+    return {tuple(float(k) for k in r[:-1]): float(r[-1]) for r in result if r[-1] is not None and r[-1] != 0}
+
+
+def same_view(got, want, rel: float = 1e-9) -> bool:
+    """A view value (scalar or dict of rows) equal to DuckDB's, treating missing rows as 0."""
+    if isinstance(want, dict):
+        got = {k: v for k, v in dict(got).items() if v != 0}
+        keys = set(got) | set(want)
+        return all(same(got.get(k, 0.0), want.get(k, 0.0), rel) for k in keys)
+    return same(got, want, rel)

@@ -265,8 +265,11 @@ class Compiler:
         for v in views:
             self.view(v)
         decls = []
+        # a scalar re-evaluated map starts at its expression's value on the empty database
+        # (an AVG over nothing is NULL, not 0)
+        init = {name: st.expr for name, st, _ in self.reeval if not st.target.keys}
         for m in self.maps.values():
-            decls.append(MapDecl(m.name, "float", tuple(Column(k, "float") for k in m.keys)))
+            decls.append(MapDecl(m.name, "float", tuple(Column(k, "float") for k in m.keys), init=init.get(m.name)))
         triggers = []
         for s in self.streams.values():
             for sign, sym in ((1, "+"), (-1, "-")):

@@ -87,7 +87,8 @@ class _Translator:
     def __init__(self, script: Script) -> None:
         self.script = script
         self.streams: dict[str, Stream] = {s.name: s for s in script.streams}
-        self.used: set[str] = set()
+        # trigger arguments are named STREAM_COLUMN (see ddms.calculus.materialize): never reuse them
+        self.used: set[str] = {f"{s.name}_{c.name}" for s in script.streams for c in s.columns}
 
     def fail(self, reason: str, fragment: str = "") -> SqlError:
         return SqlError(reason, self.script.source, fragment, self.script.text)
