@@ -55,19 +55,27 @@ class ViewError(DdmsError):
 
 class SqlError(DdmsError):
     """SQL the compiler does not accept: outside the supported subset, or not valid SQL.  The
-    message quotes the SQL and points at the unsupported part."""
+    message quotes the SQL and points at the unsupported part (searched for from offset ``at``,
+    the start of the statement, in ``sql``, the whole file)."""
 
-    def __init__(self, reason: str, source: str = "<sql>", fragment: str = "", sql: str = "") -> None:
+    def __init__(self, reason: str, source: str = "<sql>", fragment: str = "", sql: str = "", at: int = 0) -> None:
         self.reason, self.source, self.fragment, self.sql = reason, source, fragment, sql
-        where = source
-        if fragment and sql:
-            at = sql.find(fragment)
-            if at >= 0:
-                line = sql.count("\n", 0, at) + 1
-                col = at - (sql.rfind("\n", 0, at) + 1) + 1
-                where = f"{source}:{line}:{col}"
-                text = sql.splitlines()[line - 1]
-                super().__init__(f"{where}: {reason}\n    {text}\n    {' ' * (col - 1)}^")
-                return
+        pos = -1
+        if sql:
+            lower = sql.lower()
+            words = fragment.split()
+            for cand in (fragment, fragment[:30], " ".join(words[:2]), words[0] if words else ""):
+                if cand:
+                    pos = lower.find(cand.lower(), at)
+                    if pos >= 0:
+                        break
+            if pos < 0 and at:
+                pos = at + len(sql[at:]) - len(sql[at:].lstrip())
+        if pos >= 0:
+            line = sql.count("\n", 0, pos) + 1
+            col = pos - (sql.rfind("\n", 0, pos) + 1) + 1
+            text = sql.splitlines()[line - 1]
+            super().__init__(f"{source}:{line}:{col}: {reason}\n    {text}\n    {' ' * (col - 1)}^")
+            return
         shown = f"\n    {fragment}" if fragment else ""
-        super().__init__(f"{where}: {reason}{shown}")
+        super().__init__(f"{source}: {reason}{shown}")

@@ -131,6 +131,7 @@ class Select:
     where: Cond | None
     group: tuple[Col, ...]
     text: str = field(default="", compare=False)
+    offset: int = field(default=0, compare=False)  # where the statement starts in the file
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,8 @@ def parse_sql(text: str, source: str = "<sql>") -> Script:
         if head == "CREATE":
             streams.append(_stream(stmt, text, offset, source))
         elif head == "SELECT":
-            select = _Converter(text, source).statement(body)
+            lead = len(stmt) - len(stmt.lstrip())
+            select = _Converter(text, source, offset + lead).statement(body)
             views.append(View(_view_name(select, text, source), select))
         else:
             raise SqlError(f"expected CREATE STREAM/TABLE or SELECT, found {head or 'nothing'!r}",
@@ -121,7 +122,7 @@ def _view_name(select: Select, text: str, source: str) -> str:
     aggs = [it for it in select.items if _has_agg(it.expr)]
     if len(aggs) != 1:
         raise SqlError("a view needs exactly one aggregate output (SUM, COUNT or AVG), named by its alias",
-                       source, select.text.split("\n", 1)[0], text)
+                       source, "SELECT", text, select.offset)
     return aggs[0].name.upper()
 
 
@@ -139,20 +140,19 @@ def _has_agg(e: SqlExpr) -> bool:
 class _Converter:
     """sqlglot tree -> neutral AST, rejecting whatever is outside the subset."""
 
-    def __init__(self, text: str, source: str) -> None:
-        self.text, self.source = text, source
+    def __init__(self, text: str, source: str, offset: int = 0) -> None:
+        self.text, self.source, self.offset = text, source, offset
 
     def fail(self, reason: str, node: exp.Expression | str) -> SqlError:
         frag = node if isinstance(node, str) else node.sql()
-        frag_in_text = _locate(self.text, node) if not isinstance(node, str) else frag
-        return SqlError(reason, self.source, frag_in_text or frag, self.text)
+        return SqlError(reason, self.source, frag, self.text, self.offset)
 
     def statement(self, body: str) -> Select:
         try:
             tree = sqlglot.parse_one(body)
         except ParseError as e:
             raise SqlError(f"not valid SQL: {e.errors[0]['description'] if e.errors else e}",
-                           self.source, body.split("\n", 1)[0], self.text) from e
+                           self.source, body.split("\n", 1)[0], self.text, self.offset) from e
         if not isinstance(tree, exp.Select):
             raise self.fail(f"only SELECT views are supported, not {tree.key.upper()}", tree)
         return self.select(tree)
@@ -188,7 +188,7 @@ class _Converter:
         group = tuple(self.column(g) for g in (node.args["group"].expressions if node.args.get("group") else ()))
         items = tuple(self.item(e) for e in node.expressions)
         cond = None if not conds else conds[0] if len(conds) == 1 else And(tuple(conds))
-        return Select(items, tuple(sources), cond, group, node.sql())
+        return Select(items, tuple(sources), cond, group, node.sql(), self.offset)
 
     def source_item(self, node: exp.Expression) -> FromItem:
         if isinstance(node, exp.Table):
@@ -275,17 +275,3 @@ class _Converter:
             return And((Compare(">=", x, self.expr(node.args["low"])),
                         Compare("<=", x, self.expr(node.args["high"]))), node.sql())
         raise self.fail(f"unsupported condition ({node.key.upper()})", node)
-
-
-def _locate(text: str, node: exp.Expression) -> str:
-    """The first line of the node's own SQL, as it appears in the file when it can be found."""
-    sql = node.sql()
-    first = sql.split("\n", 1)[0]
-    for cand in (first, first[:40]):
-        if cand and cand in text:
-            return cand
-    # sqlglot normalises spacing and case; fall back to the node's leading identifier
-    for tok in first.replace("(", " ").split():
-        if len(tok) > 2 and tok in text:
-            return tok
-    return first

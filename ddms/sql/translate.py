@@ -87,11 +87,12 @@ class _Translator:
     def __init__(self, script: Script) -> None:
         self.script = script
         self.streams: dict[str, Stream] = {s.name: s for s in script.streams}
+        self.at = 0  # offset of the statement being translated (error locations)
         # trigger arguments are named STREAM_COLUMN (see ddms.calculus.materialize): never reuse them
         self.used: set[str] = {f"{s.name}_{c.name}" for s in script.streams for c in s.columns}
 
     def fail(self, reason: str, fragment: str = "") -> SqlError:
-        return SqlError(reason, self.script.source, fragment, self.script.text)
+        return SqlError(reason, self.script.source, fragment, self.script.text, self.at)
 
     def fresh(self, base: str) -> str:
         base = "".join(ch if ch.isalnum() else "_" for ch in base.upper())
@@ -239,6 +240,7 @@ class _Translator:
 
     # -- views ------------------------------------------------------------------------------------
     def view(self, name: str, sel: Select) -> ViewDef:
+        self.at = sel.offset
         scope, body, local = self.from_items(sel, None)
         if sel.where is not None:
             body = _times(body, self.cond(sel.where, scope))

@@ -1,0 +1,51 @@
+"""SQL outside the supported subset is rejected with an error that names the file and line,
+quotes the SQL and points at the unsupported part -- never a wrong program."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddms.compiler import compile_sql
+from ddms.errors import DdmsError, SqlError
+
+HEADER = ("CREATE STREAM bids(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)\n"
+          "  FROM FILE 'f.csv' LINE DELIMITED orderbook (book := 'bids', brokers := '10');\n")
+
+CASES = [
+    ("SELECT MAX(price) AS m FROM bids", "unsupported expression (MAX)", "MAX(price)"),
+    ("SELECT SUM(b.volume) AS v FROM bids b LEFT JOIN bids c ON b.id = c.id", "LEFT JOIN", "LEFT JOIN"),
+    ("SELECT SUM(volume) AS v FROM bids ORDER BY v", "ORDER is not supported", "SELECT"),
+    ("SELECT SUM(volume) AS v FROM bids LIMIT 3", "LIMIT is not supported", "SELECT"),
+    ("SELECT SUM(b.qty) AS v FROM bids b", "bids has no column qty" if False else "b has no column qty", "b.qty"),
+    ("SELECT SUM(volume) AS v FROM trades", "unknown stream or table TRADES", "trades"),
+    ("SELECT price FROM bids", "exactly one aggregate", "SELECT price"),
+    ("SELECT x.n, SUM(x.n) AS s FROM (SELECT broker_id, COUNT(*) AS n FROM bids GROUP BY broker_id) x GROUP BY x.n",
+     "aggregate subquery in FROM", "(SELECT broker_id"),
+    ("SELECT broker_id, SUM(volume) AS v FROM bids", "neither aggregated nor in GROUP BY", "broker_id"),
+    ("SELECT SUM(volume) AS v FROM bids WHERE id IN (1, 2)", "unsupported condition (IN)", "id IN"),
+    ("SELECT SUM(volume) AS v FROM bids WHERE price > (SELECT price FROM bids)",
+     "must select exactly one aggregate", "(SELECT price"),
+    ("SELECT SUM(volume) AS v FROM bids WHERE", "not valid SQL", "SELECT"),
+    ("UPDATE bids SET volume = 1", "expected CREATE STREAM/TABLE or SELECT", "UPDATE"),
+]
+
+
+@pytest.mark.parametrize("sql,reason,fragment", CASES)
+def test_unsupported_sql_is_rejected_with_location(sql: str, reason: str, fragment: str) -> None:
+    with pytest.raises(SqlError) as info:
+        compile_sql(HEADER + sql + ";", "views.sql")
+    msg = str(info.value)
+    assert reason in msg
+    assert msg.startswith("views.sql:3:"), msg  # the SELECT is on line 3 of the file
+    assert fragment.split()[0] in msg
+    assert isinstance(info.value, DdmsError)
+
+
+def test_bad_stream_declaration_names_the_line() -> None:
+    with pytest.raises(DdmsError, match=r"views.sql:2"):
+        compile_sql("SELECT SUM(volume) AS v FROM bids;\nCREATE STREAM bids(t FLOAT, id BANANA);", "views.sql")
+
+
+def test_duplicate_view_names_are_rejected() -> None:
+    with pytest.raises(SqlError, match="two views are named V"):
+        compile_sql(HEADER + "SELECT SUM(volume) AS v FROM bids; SELECT COUNT(*) AS v FROM bids;", "views.sql")
