@@ -25,7 +25,7 @@ import traceback
 from rich.console import Console
 from rich.table import Table
 
-from bench import callbacks, compile_time, depth, duckdb_vwap, kernel, throughput
+from bench import callbacks, compile_time, depth, duckdb_vwap, kernel, sql_finance, throughput
 from bench.common import Row, Shared, Sizes, Skip
 
 SECTIONS = {
@@ -35,6 +35,7 @@ SECTIONS = {
     "depth": depth.run,
     "callbacks": callbacks.run,
     "compile": compile_time.run,
+    "sql": sql_finance.run,
 }
 
 

@@ -198,15 +198,23 @@ class Compiler:
         for f in outside:
             used_outside |= expr_vars(f)
         factors: list[Expr] = []
+        domains: dict[MapRef, MapRef] = {}
         for r, ix in groups.items():
             cv = comp_vars[r]
             comp_atoms = [atoms[i] for i in ix]
             bound_in = {v for a in comp_atoms for v in a.vars if v in bound}
             needed = tuple(sorted((cv & used_outside) | bound_in))
             name, order = self.linear_map(needed, [Term(1.0, tuple(comp_atoms), tuple(local[r]))])
-            factors.append(MapRef(name, order))
+            ref = MapRef(name, order)
+            factors.append(ref)
+            keys_out = tuple(v for v in needed if v in out)
+            if keys_out and len(keys_out) < len(needed):
+                # the output groups of this component (a row count per group), so that a grouped
+                # range or threshold sum can run once per group instead of looping over the map
+                dname, dorder = self.linear_map(keys_out, [Term(1.0, tuple(comp_atoms), ())])
+                domains[ref] = MapRef(dname, dorder)
         factors += [f for f in outside]
-        return _factorize(t.coef, factors, bound, out)
+        return _factorize(t.coef, factors, bound, out, domains)
 
     def materialize_nested(self, e: Expr, bound: set[str]) -> Expr:
         """Replace each aggregate over relations inside ``e`` by its materialized form."""
@@ -345,7 +353,8 @@ def _ordered_vars(t: Term) -> list[str]:
     return seen
 
 
-def _factorize(coef: float, factors: list[Expr], bound: set[str], out: tuple[str, ...]) -> Expr | None:
+def _factorize(coef: float, factors: list[Expr], bound: set[str], out: tuple[str, ...],
+               domains: dict[MapRef, MapRef] | None = None) -> Expr | None:
     """coef * product of factors, summed over every variable not bound and not output, as a
     product of independent AggSums (one per group of factors connected by such variables)."""
     free = lambda f: {v for v in expr_vars(f) if v not in bound and v not in out}  # noqa: E731
@@ -377,6 +386,12 @@ def _factorize(coef: float, factors: list[Expr], bound: set[str], out: tuple[str
         loops = set().union(*(free(f) for f in fs))
         if loops:
             g = tuple(v for v in out if any(v in expr_vars(f) for f in fs))
+            refs = [f for f in fs if isinstance(f, MapRef) and f in (domains or {})]
+            if g and len(refs) == 1 and any(isinstance(f, Cmp) for f in fs) and loops - set(g):
+                # per output group: AggSum(g, D[g] / D[g] * AggSum([], body)), D the group's domain
+                d = (domains or {})[refs[0]]
+                parts.append(AggSum(g, Mul((Div(d, d), AggSum((), body)))))
+                continue
             parts.append(AggSum(g, body))
         else:
             parts.append(body)

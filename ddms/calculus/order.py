@@ -94,11 +94,53 @@ def _linear_terms(e: Expr, k: float) -> list[tuple[float, Expr]] | None:
             return out
         case Neg(x):
             return _linear_terms(x, -k)
-        case Mul(fs) if len(fs) == 2 and isinstance(fs[0], Const):
-            return _linear_terms(fs[1], k * fs[0].value)
-        case Mul(fs) if len(fs) == 2 and isinstance(fs[1], Const):
-            return _linear_terms(fs[0], k * fs[1].value)
+        case Mul(fs) if len(fs) == 2 and _const(fs[0]) is not None:
+            return _linear_terms(fs[1], k * _const(fs[0]))
+        case Mul(fs) if len(fs) == 2 and _const(fs[1]) is not None:
+            return _linear_terms(fs[0], k * _const(fs[1]))
     return [(k, e)]
+
+
+def _const(e: Expr) -> float | None:
+    match e:
+        case Const(v):
+            return float(v)
+        case Neg(x):
+            c = _const(x)
+            return None if c is None else -c
+    return None
+
+
+def _linear_form(e: Expr) -> tuple[dict[Expr, float], float] | None:
+    """``e`` as (non-constant part: term -> coefficient, constant), or None."""
+    terms = _linear_terms(e, 1.0)
+    if terms is None:
+        return None
+    parts: dict[Expr, float] = {}
+    const = 0.0
+    for k, t in terms:
+        c = _const(t)
+        if c is not None:
+            const += k * c
+        else:
+            parts[t] = parts.get(t, 0.0) + k
+    return {t: c for t, c in parts.items() if c != 0.0}, const
+
+
+def empty_range(cmps: list[Cmp]) -> bool:
+    """True when comparisons ``{q op x}`` on one variable ``q`` admit no value: a lower and an
+    upper bound whose difference is a constant (``q > P + 1000`` and ``q < P - 1000``)."""
+    lows = [c for c in cmps if c.op in (">", ">=")]
+    highs = [c for c in cmps if c.op in ("<", "<=")]
+    for lo in lows:
+        for hi in highs:
+            a, b = _linear_form(lo.right), _linear_form(hi.right)
+            if a is None or b is None or a[0] != b[0]:
+                continue
+            gap = b[1] - a[1]  # hi bound - lo bound
+            if gap < 0 or (gap == 0 and (lo.op == ">" or hi.op == "<")):
+                return True
+    return False
 
 
 class _Chooser:
@@ -147,6 +189,10 @@ class _Chooser:
 
 def _binds(f: Expr) -> set[str]:
     match f:
+        case Div(a, _):
+            return _binds(a)
+        case Mul(fs):
+            return set().union(*(_binds(x) for x in fs))
         case MapRef(_, keys):
             return set(keys)
         case AggSum(g, _):
@@ -210,6 +256,8 @@ def _deep(ch: _Chooser, e: Expr, bound: frozenset[str]) -> Expr:
     match e:
         case AggSum(g, body):
             body = _deep_body(ch, body, bound)
+            if _provably_empty(body, bound):
+                return Const(0.0)
             shaped = ch.range_shape(body, bound)
             if shaped is not None:
                 body = shaped
@@ -242,3 +290,16 @@ def _deep_body(ch: _Chooser, e: Expr, bound: frozenset[str]) -> Expr:
         case AggSum():
             return _deep(ch, e, bound)
     return e
+
+
+def _provably_empty(body: Expr, bound: frozenset[str]) -> bool:
+    """A map slice times two or more comparisons on its one loop key that no value satisfies."""
+    if not isinstance(body, Mul) or not isinstance(body.factors[0], MapRef):
+        return False
+    ref = body.factors[0]
+    loops = [k for k in ref.keys if k not in bound]
+    cmps = [f for f in body.factors[1:] if isinstance(f, Cmp)]
+    if len(loops) != 1 or len(cmps) < 2 or len(cmps) != len(body.factors) - 1:
+        return False
+    iso = [isolate(c, loops[0]) for c in cmps]
+    return all(c is not None for c in iso) and empty_range(iso)  # type: ignore[arg-type]
