@@ -26,10 +26,17 @@ and dropped without a resync.
 
 Prices and quantities stay exact: the decoder turns each decimal string into an integer mantissa
 (all values of one message scaled to the message's largest number of decimals, mantissas below
-2**53), and the book keeps ``price_id -> qty_units`` in :class:`sortedcontainers.SortedDict`
-objects, where ``price_id = price * 10**px_decimals`` and ``qty_units = qty * 10**qty_decimals``
-at the book's scale (fixed by the first snapshot or message with levels, or by the constructor).
-bookTicker checks compare these integers, so "61800.20" equals "61800.2" and nothing is rounded.
+2**53), and the book keeps ``price_id -> qty_units``, where ``price_id = price * 10**px_decimals``
+and ``qty_units = qty * 10**qty_decimals`` at the book's scale (fixed by the first snapshot or
+message with levels, or by the constructor).  bookTicker checks compare these integers, so
+"61800.20" equals "61800.2" and nothing is rounded.
+
+Why the book is not a ``SortedDict``: applying levels one Python ``SortedDict`` operation at a time
+was the largest cost of replaying the futures capture (1.9 of 4.3 profiled seconds; the whole
+replay ran at 0.2M level updates/s on the development machine), about ten times the numba
+kernel that replaced it.  Each side is instead a blocked sorted array in
+numpy (blocks of at most 64 levels, best level last) updated by one numba call per depth event;
+:meth:`BinanceBook.levels` returns a side as a ``SortedDict`` copy for display and tests.
 
 Engine events (relations ``bids`` = 0 and ``asks`` = 1, schema ``(t, id, broker_id, volume,
 price)``, one row per price level): ``id = price_id`` (a stable integer, exact in float64),
@@ -37,18 +44,20 @@ price)``, one row per price level): ``id = price_id`` (a stable integer, exact i
 10**px_decimals`` (both correctly rounded, i.e. ``float`` of the decimal string), and ``t`` the
 event time ``E`` (ms) of the message that set the level's current quantity (a snapshot's ``E``,
 or its receive time in ms when it has none).  A level change is a delete of the old row (if any)
-plus an insert of the new one (if qty > 0); within one update all deletes come before all
-inserts.  A snapshot applied after a resync replaces the whole book: deletes of every row the
-engine holds, then inserts of the snapshot's rows.  ``EventBatch.line`` numbers *applied updates*
+plus an insert of the new one (if qty > 0), in the message's level order.  A snapshot applied
+after a resync replaces the whole book: deletes of every row the engine holds, then inserts of
+the snapshot's rows.  ``EventBatch.line`` numbers *applied updates*
 (snapshots and depth events, counter :attr:`BinanceBook.updates`), so each update is one atomic
 line for the engine.
 
-Cost: the decoder is one numba scan over the message bytes (no Python objects per level; about
-3-5 us for a 68-level futures depth message; messages off its fast path, e.g. with string escapes,
-take ``json.loads`` and get the same record).  Applying a depth event costs one dict lookup and
-append per level plus one SortedDict insert/remove (O(log n)) per level that appears or
-disappears; events are kept as per-update lists and turned into arrays once per
-:meth:`~BinanceBook.take_events`.
+Cost: the decoder is one numba scan over the message bytes (no Python object per level; messages
+off its fast path, e.g. with string escapes, take ``json.loads`` and get the same record).
+Applying a depth event is one numba call: per level two binary searches and, when the level
+appears or disappears, moving at most 64 levels; its rows go straight into preallocated output
+arrays, copied out once per :meth:`~BinanceBook.take_events`.  What remains is a fixed Python
+cost per message (decode dispatch, record, sequencing: ~5-10 us on the development machine), so
+depth events (68 levels on average in the futures capture) run at about 1.3M level updates/s,
+while a stream dominated by small bookTicker/trade messages is bound by messages/s.
 """
 
 from __future__ import annotations
@@ -66,6 +75,7 @@ from numba import njit
 from sortedcontainers import SortedDict
 
 from ddms.errors import InputError
+from ddms.feeds import NeedSnapshot
 from ddms.streams.events import EventBatch
 
 __all__ = [
@@ -161,15 +171,6 @@ class Response:
 
 Record = DepthUpdate | DepthSnapshot | BookTicker | Trade | Response
 _RECORD_TYPES = (DepthUpdate, DepthSnapshot, BookTicker, Trade, Response)
-
-
-@dataclass(frozen=True, slots=True)
-class NeedSnapshot:
-    """Action: fetch a fresh REST depth snapshot and pass it to :meth:`BinanceBook.apply_snapshot`.
-    ``message`` is the number of the message that made the builder ask (0: not a message)."""
-
-    reason: str
-    message: int
 
 
 # ------------------------------------------------------------------------------------------
@@ -441,6 +442,7 @@ def _scan(buf, slots, lv):  # pragma: no cover - compiled
         slots[k, 0] = 0
     nlev = 0
     env = 0
+    top = 0      # top-level members other than "stream"/"data" (an envelope allows none)
     i = _ws(buf, 0, n)
     if i >= n or buf[i] != 123:
         return _SLOW, 0, 0, 0, 0, 0, 0, 0, 0
@@ -460,6 +462,8 @@ def _scan(buf, slots, lv):  # pragma: no cover - compiled
             slot = _slot(buf, ks, ke)
             if slot < 0:
                 return _SLOW, 0, 0, 0, 0, 0, 0, 0, 0
+            if slot != _K_stream:
+                top += 1
             i, nlev = _value(buf, i, n, slot, slots, lv, nlev)
         if i < 0:
             return i, 0, 0, 0, 0, 0, 0, 0, 0
@@ -471,7 +475,7 @@ def _scan(buf, slots, lv):  # pragma: no cover - compiled
             i += 1
             break
         return _SLOW, 0, 0, 0, 0, 0, 0, 0, 0
-    if _ws(buf, i, n) != n:
+    if _ws(buf, i, n) != n or (env and top):
         return _SLOW, 0, 0, 0, 0, 0, 0, 0, 0
     # one scale per message: rescale mantissas to the largest decimals seen
     pdm = 0
@@ -549,8 +553,9 @@ class Decoder:
 
     def decode(self, msg: bytes | bytearray | memoryview | str | Mapping, source: str = "<binance>",
                line: int = 0) -> Record:
-        """Decode ``msg``; ``source``/``line`` name it in errors.  Cost: O(len(msg)), about
-        3 us for a bookTicker and 5 us for a 68-level depth message on the fast path."""
+        """Decode ``msg``; ``source``/``line`` name it in errors.  Cost: O(len(msg)); on the
+        fast path about 5 us for a bookTicker and 10 us for a 68-level depth message on the
+        (slow, shared) development machine, most of it fixed per-call overhead."""
         t = type(msg)
         if t is bytes:
             data = msg
@@ -777,55 +782,141 @@ def decode_message(msg: bytes | str | Mapping, source: str = "<binance>", line: 
 # the book builder
 # ------------------------------------------------------------------------------------------
 
+_BLOCK = 64
+"""Levels per block of the book's blocked sorted arrays (a split leaves two half-full blocks)."""
+
+
 @njit(cache=True, nogil=True)
-def _apply_side(keys, qty, tt, side, n, lv, neg, t, line, oi, oc, k, pscale, qscale):  # pragma: no cover
-    """Apply the levels ``lv`` (rows ``(price_id, qty_units)``, in message order) to row ``side``
-    of the book arrays, which hold ``n`` levels sorted by key (``price_id``, or ``-price_id`` when
-    ``neg``), best level last; append each change's delete/insert rows at ``k``.  Returns
-    ``(n, k)``.  The caller guarantees room for ``len(lv)`` more levels and ``2 * len(lv)`` rows.
-    Cost per level: a binary search plus, when the level appears or disappears, moving the
-    levels better than it (few: updates crowd near the top of the book)."""
+def _alloc(meta, free, side):  # pragma: no cover - compiled
+    if meta[side, 1] > 0:
+        meta[side, 1] -= 1
+        return free[side, meta[side, 1]]
+    b = meta[side, 3]
+    meta[side, 3] += 1
+    return b
+
+
+@njit(cache=True, nogil=True)
+def _apply_side(bk, bq, bt, bn, order, bmax, free, meta, side, lv, neg, t, line, oi, oc, k,
+                pscale, qscale):  # pragma: no cover - compiled
+    """Apply the levels ``lv`` (rows ``(price_id, qty_units)``, in message order) to ``side`` of
+    the book and append each change's delete/insert rows at ``k``; returns the new ``k``.
+
+    A side is a blocked sorted array: blocks of at most ``_BLOCK`` levels (``bk`` keys, ``bq``
+    quantities, ``bt`` row times, ``bn`` counts), ``order[:nblk]`` the blocks in key order and
+    ``bmax`` their largest keys; keys are ``price_id`` (bids) or ``-price_id`` (asks), so the best
+    level is the last key of the last block.  ``meta[side]`` = (blocks in order, free blocks,
+    levels, blocks ever allocated); ``free`` the stack of emptied blocks.  A level costs two
+    binary searches plus moving at most ``_BLOCK`` levels (a split or an emptied block also
+    shifts ``order``: one entry per block).  The caller guarantees ``len(lv) + 1`` allocatable
+    blocks and room for ``2 * len(lv)`` rows."""
+    B = bk.shape[2]
     for r in range(lv.shape[0]):
         px = lv[r, 0]
         q = lv[r, 1]
         key = -px if neg else px
+        nblk = meta[side, 0]
         lo = 0
-        hi = n
+        hi = nblk
         while lo < hi:
             mid = (lo + hi) >> 1
-            if keys[side, mid] < key:
+            if bmax[side, mid] < key:
                 lo = mid + 1
             else:
                 hi = mid
-        if lo < n and keys[side, lo] == key:
+        p = lo
+        found = False
+        b = -1
+        i = 0
+        n = 0
+        if nblk > 0:
+            if p == nblk:
+                p = nblk - 1
+            b = order[side, p]
+            n = bn[side, b]
+            lo = 0
+            hi = n
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if bk[side, b, mid] < key:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            i = lo
+            found = i < n and bk[side, b, i] == key
+        if found:
             oi[k, 0] = side
             oi[k, 1] = -1
             oi[k, 2] = line
-            oc[k, 0] = tt[side, lo]
+            oc[k, 0] = bt[side, b, i]
             oc[k, 1] = px
             oc[k, 2] = 0.0
-            oc[k, 3] = qty[side, lo] / qscale
+            oc[k, 3] = bq[side, b, i] / qscale
             oc[k, 4] = px / pscale
             k += 1
             if q > 0:
-                qty[side, lo] = q
-                tt[side, lo] = t
+                bq[side, b, i] = q
+                bt[side, b, i] = t
             else:
-                for j in range(lo, n - 1):
-                    keys[side, j] = keys[side, j + 1]
-                    qty[side, j] = qty[side, j + 1]
-                    tt[side, j] = tt[side, j + 1]
+                for j in range(i, n - 1):
+                    bk[side, b, j] = bk[side, b, j + 1]
+                    bq[side, b, j] = bq[side, b, j + 1]
+                    bt[side, b, j] = bt[side, b, j + 1]
                 n -= 1
+                bn[side, b] = n
+                meta[side, 2] -= 1
+                if n == 0:                       # drop the emptied block from the order
+                    for j in range(p, nblk - 1):
+                        order[side, j] = order[side, j + 1]
+                        bmax[side, j] = bmax[side, j + 1]
+                    meta[side, 0] = nblk - 1
+                    free[side, meta[side, 1]] = b
+                    meta[side, 1] += 1
+                elif i == n:
+                    bmax[side, p] = bk[side, b, n - 1]
                 continue
         elif q > 0:
-            for j in range(n, lo, -1):
-                keys[side, j] = keys[side, j - 1]
-                qty[side, j] = qty[side, j - 1]
-                tt[side, j] = tt[side, j - 1]
-            keys[side, lo] = key
-            qty[side, lo] = q
-            tt[side, lo] = t
-            n += 1
+            if nblk == 0:
+                b = _alloc(meta, free, side)
+                bn[side, b] = 0
+                order[side, 0] = b
+                bmax[side, 0] = key
+                meta[side, 0] = 1
+                p = 0
+                n = 0
+                i = 0
+            elif n == B:                          # split the full block into two halves
+                h = B // 2
+                b2 = _alloc(meta, free, side)
+                for j in range(h, B):
+                    bk[side, b2, j - h] = bk[side, b, j]
+                    bq[side, b2, j - h] = bq[side, b, j]
+                    bt[side, b2, j - h] = bt[side, b, j]
+                bn[side, b] = h
+                bn[side, b2] = B - h
+                for j in range(nblk, p + 1, -1):
+                    order[side, j] = order[side, j - 1]
+                    bmax[side, j] = bmax[side, j - 1]
+                order[side, p + 1] = b2
+                bmax[side, p + 1] = bmax[side, p]
+                bmax[side, p] = bk[side, b, h - 1]
+                meta[side, 0] = nblk + 1
+                if i > h:
+                    b = b2
+                    i -= h
+                    p += 1
+                n = bn[side, b]
+            for j in range(n, i, -1):
+                bk[side, b, j] = bk[side, b, j - 1]
+                bq[side, b, j] = bq[side, b, j - 1]
+                bt[side, b, j] = bt[side, b, j - 1]
+            bk[side, b, i] = key
+            bq[side, b, i] = q
+            bt[side, b, i] = t
+            bn[side, b] = n + 1
+            if i == n:
+                bmax[side, p] = key
+            meta[side, 2] += 1
         else:
             continue
         oi[k, 0] = side
@@ -837,27 +928,31 @@ def _apply_side(keys, qty, tt, side, n, lv, neg, t, line, oi, oc, k, pscale, qsc
         oc[k, 3] = q / qscale
         oc[k, 4] = px / pscale
         k += 1
-    return n, k
+    return k
 
 
 @njit(cache=True, nogil=True)
-def _apply_depth(keys, qty, tt, counts, bl, al, t, line, oi, oc, k, pscale, qscale):  # pragma: no cover
-    """Apply one depth event (both sides) and return ``(k, best bid id, its qty, best ask id,
-    its qty)`` (-1 for an empty side)."""
-    nb, k = _apply_side(keys, qty, tt, 0, counts[0], bl, False, t, line, oi, oc, k, pscale, qscale)
-    na, k = _apply_side(keys, qty, tt, 1, counts[1], al, True, t, line, oi, oc, k, pscale, qscale)
-    counts[0] = nb
-    counts[1] = na
-    bp = keys[0, nb - 1] if nb > 0 else -1
-    bq = qty[0, nb - 1] if nb > 0 else -1
-    ap = -keys[1, na - 1] if na > 0 else -1
-    aq = qty[1, na - 1] if na > 0 else -1
-    return k, bp, bq, ap, aq
+def _apply_depth(bk, bq, bt, bn, order, bmax, free, meta, bl, al, t, line, oi, oc, k,
+                 pscale, qscale):  # pragma: no cover - compiled
+    """Apply one depth event (both sides); returns ``(k, best bid id, its qty, best ask id, its
+    qty, blocks allocated on the fuller side)`` (-1 for an empty side)."""
+    k = _apply_side(bk, bq, bt, bn, order, bmax, free, meta, 0, bl, False, t, line, oi, oc, k, pscale, qscale)
+    k = _apply_side(bk, bq, bt, bn, order, bmax, free, meta, 1, al, True, t, line, oi, oc, k, pscale, qscale)
+    bp, bqty, ap, aqty = np.int64(-1), np.int64(-1), np.int64(-1), np.int64(-1)
+    if meta[0, 0] > 0:
+        b = order[0, meta[0, 0] - 1]
+        bp = bk[0, b, bn[0, b] - 1]
+        bqty = bq[0, b, bn[0, b] - 1]
+    if meta[1, 0] > 0:
+        b = order[1, meta[1, 0] - 1]
+        ap = -bk[1, b, bn[1, b] - 1]
+        aqty = bq[1, b, bn[1, b] - 1]
+    return k, bp, bqty, ap, aqty, max(meta[0, 3], meta[1, 3])
 
 
 _WAIT, _FIRST, _SYNCED = 0, 1, 2
 _NO_ACTIONS: tuple = ()
-_COUNTERS = ("messages", "depth_events", "applied", "levels", "gaps", "resyncs", "stale", "malformed", "crossed",
+_COUNTERS = ("messages", "depth_events", "applied", "level_updates", "gaps", "resyncs", "stale", "malformed", "crossed",
              "snapshots", "snapshots_rejected", "booktickers", "bookticker_checked", "bookticker_mismatch",
              "trades", "buffer_dropped")
 
@@ -878,7 +973,7 @@ class BinanceBook:
     :meth:`levels` returns a ``SortedDict`` copy of a side for display and tests.
 
     Counters (attributes, and :meth:`counters`): ``messages`` fed, ``depth_events`` decoded,
-    ``applied`` depth events applied, ``levels`` level updates applied, ``gaps`` (continuity
+    ``applied`` depth events applied, ``level_updates`` price-level updates applied, ``gaps`` (continuity
     breaks), ``resyncs`` (books discarded for a fresh snapshot: gaps plus :meth:`resync` calls),
     ``stale`` (duplicate or late events dropped), ``malformed`` (messages that failed to decode or
     validate), ``crossed`` (updates after which best bid >= best ask), ``snapshots`` applied,
@@ -905,8 +1000,10 @@ class BinanceBook:
         self.qty_decimals = qty_decimals
         self.max_buffer = max_buffer
         self.history = history
-        self._new_book(1024)
-        self._stale_rows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._new_book(64)
+        self._pscale = 10.0 ** (px_decimals or 0)
+        self._qscale = 10.0 ** (qty_decimals or 0)
+        self._stale_rows: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...] | None = None
         self._state = _WAIT
         self.last_u: int | None = None
         self._top: tuple[int, int, int, int] = (-1, -1, -1, -1)
@@ -922,15 +1019,58 @@ class BinanceBook:
         self._oi = np.zeros((4096, 3), np.int64)     # queued rows: rel, sign, line
         self._oc = np.zeros((4096, 5), np.float64)   # queued rows: t, id, broker, volume, price
         self._ok = 0
+        self._checked_rows = 0
         self._crossed_now = False
         for c in _COUNTERS:
             setattr(self, c, 0)
 
-    def _new_book(self, cap: int) -> None:
-        self._keys = np.zeros((2, cap), np.int64)   # bids: price_id ascending; asks: -price_id ascending
-        self._qty = np.zeros((2, cap), np.int64)
-        self._tt = np.zeros((2, cap), np.float64)
-        self._counts = np.zeros(2, np.int64)
+    def _new_book(self, nblocks: int) -> None:
+        """Empty blocked sorted arrays for both sides (see :func:`_apply_side`)."""
+        self._bk = np.zeros((2, nblocks, _BLOCK), np.int64)    # keys: price_id (bids), -price_id (asks)
+        self._bq = np.zeros((2, nblocks, _BLOCK), np.int64)    # qty_units
+        self._bt = np.zeros((2, nblocks, _BLOCK), np.float64)  # t of the level's row
+        self._bn = np.zeros((2, nblocks), np.int64)
+        self._order = np.zeros((2, nblocks), np.int64)
+        self._bmax = np.zeros((2, nblocks), np.int64)
+        self._free = np.zeros((2, nblocks), np.int64)
+        self._meta = np.zeros((2, 4), np.int64)   # blocks in order, free blocks, levels, blocks allocated
+        self._blocks_hint = 0   # blocks allocated on the fuller side (returned by the kernel)
+
+    def _extract(self, side: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(keys ascending, qty_units, t)`` of a side (copies, O(levels))."""
+        ids = self._order[side, : self._meta[side, 0]]
+        ns = self._bn[side, ids]
+        mask = np.arange(_BLOCK)[None, :] < ns[:, None]
+        return self._bk[side, ids][mask], self._bq[side, ids][mask], self._bt[side, ids][mask]
+
+    def _load(self, side: int, keys: np.ndarray, qty: np.ndarray, t: np.ndarray) -> None:
+        """Fill an empty side from ascending ``keys`` in half-full blocks (room to grow)."""
+        m = keys.shape[0]
+        h = _BLOCK // 2
+        nb = -(-m // h)
+        if nb + 2 > self._bk.shape[1]:
+            self._grow(nb + 2)
+        for arr, src in ((self._bk, keys), (self._bq, qty), (self._bt, t)):
+            pad = np.zeros(nb * h, arr.dtype)
+            pad[:m] = src
+            arr[side, :nb, :h] = pad.reshape(nb, h)
+        self._bn[side, :nb] = h
+        if nb:
+            self._bn[side, nb - 1] = m - (nb - 1) * h
+            self._bmax[side, :nb] = keys[np.minimum(np.arange(1, nb + 1) * h, m) - 1]
+        self._order[side, :nb] = np.arange(nb)
+        self._meta[side] = (nb, 0, m, nb)
+        self._blocks_hint = max(self._blocks_hint, nb)
+
+    def _grow(self, nblocks: int) -> None:
+        """At least ``nblocks`` blocks per side (doubling), keeping the contents."""
+        old = self._bk.shape[1]
+        new = max(2 * old, nblocks)
+        for name in ("_bk", "_bq", "_bt", "_bn", "_order", "_bmax", "_free"):
+            a = getattr(self, name)
+            b = np.zeros((2, new) + a.shape[2:], a.dtype)
+            b[:, :old] = a
+            setattr(self, name, b)
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -954,7 +1094,7 @@ class BinanceBook:
 
     def depth(self, side: int) -> int:
         """Number of levels on ``side`` (:data:`BIDS` or :data:`ASKS`)."""
-        return int(self._counts[side])
+        return int(self._meta[side, 2])
 
     def _dec(self, p: int, q: int) -> tuple[Decimal, Decimal]:
         return (Decimal(p).scaleb(-(self.px_decimals or 0)), Decimal(q).scaleb(-(self.qty_decimals or 0)))
@@ -980,10 +1120,9 @@ class BinanceBook:
         return t[0] >= 0 and t[2] >= 0 and t[0] >= t[2]
 
     def _side_units(self, side: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(price_ids, qty_units)`` of a side, best level first (views, O(1))."""
-        n = int(self._counts[side])
-        k = self._keys[side, :n][::-1]
-        return (-k if side == ASKS else k), self._qty[side, :n][::-1]
+        """``(price_ids, qty_units)`` of a side, best level first (O(levels))."""
+        k, q, _ = self._extract(side)
+        return (-k if side == ASKS else k)[::-1], q[::-1]
 
     def levels(self, side: int) -> SortedDict:
         """A side as ``SortedDict(price_id -> qty_units)`` (a copy: O(levels))."""
@@ -1084,8 +1223,8 @@ class BinanceBook:
         (views keep the last good state instead of flashing an empty book)."""
         self.resyncs += 1
         if self._state != _WAIT:
-            self._stale_rows = (self._keys, self._qty, self._tt, self._counts)
-            self._new_book(self._keys.shape[1])
+            self._stale_rows = (self._extract(BIDS), self._extract(ASKS))
+            self._new_book(self._bk.shape[1])
             self._top = (-1, -1, -1, -1)
             self._crossed_now = False
         self._state = _WAIT
@@ -1175,6 +1314,7 @@ class BinanceBook:
             if self.qty_decimals is None:
                 self.qty_decimals = qd
         spd, sqd = self.px_decimals, self.qty_decimals
+        self._pscale, self._qscale = 10.0 ** spd, 10.0 ** sqd
         if (pd == spd and qd == sqd) or arr.shape[0] == 0:
             return arr
         out = arr.copy()
@@ -1192,42 +1332,46 @@ class BinanceBook:
         return out
 
     def _reserve(self, levels: int, rows: int) -> None:
-        """Room for ``levels`` more levels per side and ``rows`` more queued rows (doubling)."""
-        cap = self._keys.shape[1]
-        need = int(self._counts.max()) + levels
-        if need > cap:
-            new = max(2 * cap, need)
-            for name in ("_keys", "_qty", "_tt"):
-                old = getattr(self, name)
-                arr = np.zeros((2, new), old.dtype)
-                arr[:, :cap] = old
-                setattr(self, name, arr)
+        """Room for ``levels`` more level changes per side (each may take a new block) and
+        ``rows`` more queued rows (doubling)."""
+        need = int(self._meta[:, 3].max()) + levels + 1
+        if need > self._bk.shape[1]:
+            self._grow(need)
         if self._ok + rows > self._oi.shape[0]:
-            new = max(2 * self._oi.shape[0], self._ok + rows)
-            for name in ("_oi", "_oc"):
-                old = getattr(self, name)
-                arr = np.zeros((new, old.shape[1]), old.dtype)
-                arr[: self._ok] = old[: self._ok]
-                setattr(self, name, arr)
+            self._grow_rows(rows)
+
+    def _grow_rows(self, rows: int) -> None:
+        new = max(2 * self._oi.shape[0], self._ok + rows)
+        for name in ("_oi", "_oc"):
+            old = getattr(self, name)
+            arr = np.zeros((new, old.shape[1]), old.dtype)
+            arr[: self._ok] = old[: self._ok]
+            setattr(self, name, arr)
 
     def _apply(self, rec: DepthUpdate, n: int) -> tuple[NeedSnapshot, ...]:
-        nb, na = rec.bids.shape[0], rec.asks.shape[0]
-        try:
-            bids = self._scaled(rec.bids, rec.px_dec, rec.qty_dec, nb + na)
-            asks = self._scaled(rec.asks, rec.px_dec, rec.qty_dec, nb + na)
-        except ValueError as e:
-            # a message we cannot represent is a message lost: the book cannot follow any more
-            self.malformed += 1
-            return self._gap(f"depth update u={rec.final_id}: {e}", rec, n)
-        self._reserve(max(nb, na), 2 * (nb + na))
+        bids, asks = rec.bids, rec.asks
+        nb, na = bids.shape[0], asks.shape[0]
+        if rec.px_dec != self.px_decimals or rec.qty_dec != self.qty_decimals:
+            try:
+                bids = self._scaled(bids, rec.px_dec, rec.qty_dec, nb + na)
+                asks = self._scaled(asks, rec.px_dec, rec.qty_dec, nb + na)
+            except ValueError as e:
+                # a message we cannot represent is a message lost: the book cannot follow any more
+                self.malformed += 1
+                return self._gap(f"depth update u={rec.final_id}: {e}", rec, n)
+        m = nb if nb > na else na
+        if self._blocks_hint + m + 1 > self._bk.shape[1]:
+            self._grow(self._blocks_hint + m + 1)
+        if self._ok + 2 * (nb + na) > self._oi.shape[0]:
+            self._grow_rows(2 * (nb + na))
         self.updates += 1
-        k, bp, bq, ap, aq = _apply_depth(self._keys, self._qty, self._tt, self._counts, bids, asks,
-                                         float(rec.event_ms), self.updates, self._oi, self._oc, self._ok,
-                                         10.0 ** (self.px_decimals or 0), 10.0 ** (self.qty_decimals or 0))
+        k, bp, bq, ap, aq, self._blocks_hint = _apply_depth(
+            self._bk, self._bq, self._bt, self._bn, self._order, self._bmax, self._free, self._meta, bids, asks,
+            float(rec.event_ms), self.updates, self._oi, self._oc, self._ok, self._pscale, self._qscale)
         self._ok = k
         self._top = (bp, bq, ap, aq)
         self.applied += 1
-        self.levels += nb + na
+        self.level_updates += nb + na
         self.last_u = u = rec.final_id
         self._after_update(n, u, True)
         return _NO_ACTIONS
@@ -1268,36 +1412,25 @@ class BinanceBook:
             return self._reject_snapshot(self._err(f"snapshot: {e}", n, what))
         loaded = []
         for side, arr in enumerate(sides):
-            arr = arr[arr[:, 1] > 0]
             keys = -arr[:, 0] if side == ASKS else arr[:, 0]
             order = np.argsort(keys, kind="stable")
-            keys = keys[order]
+            keys, qty = keys[order], arr[order, 1]
             if keys.shape[0] > 1 and not (np.diff(keys) > 0).all():
                 return self._reject_snapshot(self._err(f"snapshot {('bids', 'asks')[side]} repeat a price level",
                                                        n, what))
-            loaded.append((keys, arr[order, 1]))
+            loaded.append((keys[qty > 0], qty[qty > 0]))   # a zero level is no level
         self.snapshots += 1
         t = float(snap.event_ms) if snap.event_ms is not None else float(recv_ts_ns // 1_000_000)
         self.updates += 1
         if self._stale_rows is not None:   # a resync: delete every row the engine still holds
-            keys, qty, tt, counts = self._stale_rows
+            for side, (keys, qty, tt) in enumerate(self._stale_rows):
+                self._queue_rows(side, -1, tt, -keys if side == ASKS else keys, qty)
             self._stale_rows = None
-            for side in (BIDS, ASKS):
-                m = int(counts[side])
-                px = -keys[side, :m] if side == ASKS else keys[side, :m]
-                self._queue_rows(side, -1, tt[side, :m], px, qty[side, :m])
-        cap = max(1024, 2 * max(len(k) for k, _ in loaded))
-        self._new_book(cap)
+        self._new_book(max(64, 2 * max(len(k) for k, _ in loaded) // _BLOCK + 8))
         for side, (keys, qty) in enumerate(loaded):
-            m = keys.shape[0]
-            self._keys[side, :m] = keys
-            self._qty[side, :m] = qty
-            self._tt[side, :m] = t
-            self._counts[side] = m
-            self._queue_rows(side, 1, np.full(m, t), -keys if side == ASKS else keys, qty)
-        nb, na = self._counts.tolist()
-        self._top = (int(self._keys[0, nb - 1]) if nb else -1, int(self._qty[0, nb - 1]) if nb else -1,
-                     -int(self._keys[1, na - 1]) if na else -1, int(self._qty[1, na - 1]) if na else -1)
+            self._load(side, keys, qty, np.full(keys.shape[0], t))
+            self._queue_rows(side, 1, np.full(keys.shape[0], t), -keys if side == ASKS else keys, qty)
+        self._top = self._top_of_arrays()
         self.last_u = last
         self._state = _FIRST
         self._need = False
@@ -1338,7 +1471,7 @@ class BinanceBook:
 
     def _on_ticker(self, bt: BookTicker, n: int) -> None:
         self.booktickers += 1
-        if self._state != _SYNCED:
+        if self._state == _WAIT:
             return
         u = bt.update_id
         if u > self.last_u:
@@ -1368,41 +1501,61 @@ class BinanceBook:
         ``line`` = update number, ``first_line..last_line`` the updates it spans).  O(rows):
         one copy out of the builder's buffers."""
         k, self._ok = self._ok, 0
+        self._checked_rows = 0
         first, self._taken = self._taken, self.updates
         oi = self._oi[:k]
         return EventBatch(oi[:, 0].astype(np.int8), oi[:, 1].astype(np.int8), self._oc[:k].copy(),
                           oi[:, 2].copy(), first + 1, self.updates)
 
     # -- invariants ---------------------------------------------------------------------------
+    def _top_of_arrays(self) -> tuple[int, int, int, int]:
+        top = [-1, -1, -1, -1]
+        for side in (BIDS, ASKS):
+            nblk = int(self._meta[side, 0])
+            if nblk:
+                b = self._order[side, nblk - 1]
+                j = self._bn[side, b] - 1
+                key = int(self._bk[side, b, j])
+                top[2 * side] = -key if side == ASKS else key
+                top[2 * side + 1] = int(self._bq[side, b, j])
+        return (top[0], top[1], top[2], top[3])
+
     def _check(self) -> None:
         """Assert the builder's invariants (tests call it after every operation): each side's
-        keys strictly sorted (no repeated level), quantities > 0 and ids exact in float64; the
-        cached top equals the arrays' best levels; a waiting builder holds no book and is asking
-        for a snapshot (or has not been fed yet); a synchronized one has ``last_u``, no stale rows
-        and no buffer; a crossed book was counted; tickers wait only ahead of the book; queued
-        rows belong to updates not yet taken, in order."""
+        blocks non-empty and in key order with ``bmax`` their last keys, the free list and the
+        order disjoint, keys strictly increasing overall (no repeated level), quantities > 0,
+        ids exact in float64, the level count right; the cached top equals the arrays' best
+        levels; a waiting builder holds no book and is asking for a snapshot (or has not been
+        fed yet); a synchronized one has ``last_u``, no stale rows and no buffer; a crossed book
+        was counted; tickers wait only ahead of the book; queued rows are in update order."""
         for side in (BIDS, ASKS):
-            n = int(self._counts[side])
-            assert 0 <= n <= self._keys.shape[1]
-            keys, qty = self._keys[side, :n], self._qty[side, :n]
-            assert n < 2 or (np.diff(keys) > 0).all(), f"side {side} not strictly sorted"
+            nblk, nfree, nlev, nalloc = (int(x) for x in self._meta[side])
+            assert 0 <= nblk and 0 <= nfree and nblk + nfree == nalloc <= self._bk.shape[1]
+            ids = self._order[side, :nblk]
+            used = set(ids.tolist())
+            assert len(used) == nblk and not used & set(self._free[side, :nfree].tolist())
+            ns = self._bn[side, ids]
+            assert ((ns > 0) & (ns <= _BLOCK)).all() and int(ns.sum()) == nlev
+            keys, qty, tt = self._extract(side)
+            assert nlev < 2 or (np.diff(keys) > 0).all(), f"side {side} not strictly sorted"
+            if nblk:
+                assert (self._bmax[side, :nblk] == self._bk[side, ids, ns - 1]).all(), "bmax out of step"
             assert (qty > 0).all() and (qty < MAX_MANTISSA).all(), f"side {side} has a zero/huge quantity"
             px = -keys if side == ASKS else keys
             assert ((px >= 0) & (px < MAX_MANTISSA)).all(), f"side {side} has an id out of range"
-            assert np.isfinite(self._tt[side, :n]).all()
-        nb, na = self._counts.tolist()
-        want = (int(self._keys[0, nb - 1]) if nb else -1, int(self._qty[0, nb - 1]) if nb else -1,
-                -int(self._keys[1, na - 1]) if na else -1, int(self._qty[1, na - 1]) if na else -1)
-        assert tuple(int(x) for x in self._top) == want, (self._top, want)
+            assert np.isfinite(tt).all()
+        assert self._top == self._top_of_arrays(), (self._top, self._top_of_arrays())
         if self._state == _WAIT:
-            assert nb == 0 and na == 0, "a waiting builder holds no book"
+            assert self._meta[:, 2].sum() == 0, "a waiting builder holds no book"
             assert self._need or (self.depth_events == 0 and self.resyncs == 0), "waiting without asking"
         else:
             assert self.last_u is not None and self._stale_rows is None and not self._buffer
             assert not self.is_crossed() or self._crossed_now, "crossed book not counted"
         if self._pending:
-            assert self._state == _SYNCED and self._pending[0][0].update_id > self.last_u
+            assert self._state != _WAIT and self._pending[0][0].update_id > self.last_u
         assert self.updates >= self._taken
-        lines = self._oi[: self._ok, 2]
-        assert self._ok == 0 or (lines[0] > self._taken and lines[-1] <= self.updates
+        start = self._checked_rows if self._checked_rows <= self._ok else 0   # rows since the last check
+        lines = self._oi[max(start - 1, 0): self._ok, 2]
+        assert self._ok == 0 or (self._oi[0, 2] > self._taken and lines[-1] <= self.updates
                                  and (np.diff(lines) >= 0).all()), "queued rows out of order"
+        self._checked_rows = self._ok

@@ -1,0 +1,110 @@
+"""Capture lines ``<recv_ts_ns> <json>`` -> typed Binance records (sans-I/O), plus a .gz reader.
+
+The captures in ``../shared/data/binance`` (hftbacktest's collector) hold one websocket message
+per line after its local receive time in ns: stream messages in the combined-stream envelope
+``{"stream": ..., "data": {...}}`` and one REST depth snapshot without an envelope.
+
+:func:`split_line` only splits a line (for consumers that forward or decode the JSON themselves,
+e.g. a replay server, or :meth:`BinanceBook.feed_message` which counts bad messages instead of
+raising); :class:`CaptureParser` also decodes it into a record of :mod:`ddms.feeds.binance`
+(:class:`DepthUpdate`, :class:`BookTicker`, :class:`Trade`, :class:`DepthSnapshot`).  Errors are
+:class:`InputError` naming the source and the 1-based line.  :func:`read_capture` is the thin file
+transport (gzip or plain text, chosen by the file's magic bytes).
+
+Cost: splitting is a ``bytes.partition`` and an ``int``; decoding is
+:class:`~ddms.feeds.binance.Decoder`'s (one numba scan per message).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from ddms.errors import InputError
+from ddms.feeds.binance import Decoder, Record
+
+__all__ = ["CaptureParser", "Captured", "iter_lines", "read_capture", "split_line"]
+
+
+@dataclass(frozen=True, slots=True)
+class Captured:
+    """One capture line: its 1-based ``line`` number, the local receive time, the raw JSON (as
+    received; what a replay server sends on) and the decoded ``record``."""
+
+    line: int
+    recv_ts_ns: int
+    raw: bytes
+    record: Record
+
+
+def split_line(line: bytes | str, line_no: int = 0, source: str = "<capture>") -> tuple[int, bytes]:
+    """``b"<recv_ts_ns> <json>"`` -> ``(recv_ts_ns, json_bytes)``; a trailing newline (and CR)
+    is stripped.  Raises :class:`InputError` for a line without a space or whose timestamp is not
+    a non-negative integer.  O(len(line)) for the copy-free split."""
+    if isinstance(line, str):
+        line = line.encode("utf-8", "surrogatepass")
+    line = line.rstrip(b"\r\n")
+    ts, sep, js = line.partition(b" ")
+    if not sep or not js.strip():
+        raise InputError("capture line is not '<recv_ts_ns> <json>'", source, line_no,
+                         line.decode("utf-8", "replace"))
+    if not ts.isdigit():
+        raise InputError(f"receive timestamp is not a non-negative integer: {ts[:30]!r}", source, line_no,
+                         line.decode("utf-8", "replace"))
+    return int(ts), js
+
+
+class CaptureParser:
+    """Decodes capture lines into :class:`Captured` records.  ``source`` names the capture in
+    errors; ``skip_bad`` makes :meth:`parse_lines` count bad lines (``bad_lines``) and keep the
+    first ``max_samples`` errors in ``bad_samples`` instead of raising."""
+
+    def __init__(self, source: str = "<capture>", *, skip_bad: bool = False, max_samples: int = 10) -> None:
+        self.source = source
+        self.skip_bad = skip_bad
+        self.max_samples = max_samples
+        self.lines = 0
+        self.bad_lines = 0
+        self.bad_samples: list[InputError] = []
+        self._decoder = Decoder()
+
+    def parse_line(self, line: bytes | str, line_no: int | None = None) -> Captured:
+        """Decode one line (``line_no`` defaults to the parser's running count + 1).  Raises
+        :class:`InputError`; does not count the line."""
+        n = self.lines + 1 if line_no is None else line_no
+        ts, js = split_line(line, n, self.source)
+        return Captured(n, ts, js, self._decoder.decode(js, self.source, n))
+
+    def parse_lines(self, lines: Iterable[bytes | str]) -> Iterator[Captured]:
+        """Decode lines in order, numbering them from the running count.  Blank lines are
+        counted but yield nothing.  In strict mode the first bad line raises."""
+        for raw in lines:
+            self.lines += 1
+            if not raw.strip():
+                continue
+            try:
+                yield self.parse_line(raw, self.lines)
+            except InputError as e:
+                if not self.skip_bad:
+                    raise
+                self.bad_lines += 1
+                if len(self.bad_samples) < self.max_samples:
+                    self.bad_samples.append(e)
+
+
+def iter_lines(path: str | os.PathLike) -> Iterator[bytes]:
+    """The raw lines of a capture file, gzip-compressed (by magic bytes) or plain."""
+    with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    opener = gzip.open if gz else open
+    with opener(path, "rb") as f:
+        yield from f
+
+
+def read_capture(path: str | os.PathLike, *, skip_bad: bool = False) -> Iterator[Captured]:
+    """Decode every line of a capture file (see :class:`CaptureParser`).  Raises
+    :class:`InputError` naming the file and line on the first bad line unless ``skip_bad``."""
+    parser = CaptureParser(os.fspath(path), skip_bad=skip_bad)
+    yield from parser.parse_lines(iter_lines(path))
