@@ -68,7 +68,7 @@ def compile_sql(text: str, source: str = "<sql>") -> SqlProgram:
     verify(program)
     timings.append(("order", time.perf_counter() - t0))
     stages.append(("order", print_program(program)))
-    return SqlProgram(program, views, compiled.maps, compiled.notes + notes, timings, stages, source)
+    return SqlProgram(program, views, compiled.maps, notes, timings, stages, source)
 
 
 def compile_sql_file(path: str | Path) -> SqlProgram:

@@ -69,6 +69,8 @@ from numba import njit
 
 from ddms.errors import DdmsError, InputError
 from ddms.streams.events import EventBatch
+from ddms.streams.orderbook import _int as _ob_int
+from ddms.streams.orderbook import _num, parse_chunks
 from replay.fills import _EMPTY, _INIT_BITS, _ofind, _ogrow, _oput, _oremove
 
 __all__ = [
@@ -82,7 +84,6 @@ _MAX_ID = 2**53
 _NUM = re.compile(rb"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _INT = re.compile(rb"[+-]?\d+")
 _HALT = {-1.0: "halted", 0.0: "quoting", 1.0: "trading"}
-_P10 = np.array([10.0**i for i in range(23)])
 # order table columns (the fill simulator's table: book, price, size, time)
 _C_BOOK, _C_PX, _C_SIZE, _C_T = range(4)
 # counters
@@ -125,60 +126,17 @@ def _integer(raw: bytes, what: str) -> int:
 # ------------------------------------------------------------------------------------------
 
 @njit(cache=True, _nrt=False, inline="always")
-def _dec(buf, i):  # pragma: no cover - compiled
-    """A plain decimal ``[+-]digits[.digits]`` at ``buf[i:]`` that converts exactly (<= 15
-    significant digits): ``(value, j, ok)``, j the first byte after it.  ``ok`` False means
-    "not on the fast path" (maybe valid: the Python path decides).  The line's newline stops
-    every scan."""
-    neg = False
-    c = buf[i]
-    if c == 45 or c == 43:
-        neg = c == 45
-        i += 1
-    m = np.int64(0)
-    nd = 0
-    while True:
-        d = np.int64(buf[i]) - 48
-        if np.uint64(d) > 9:
-            break
-        m = m * 10 + d
-        nd += 1
-        i += 1
-    frac = 0
-    if buf[i] == 46:
-        i += 1
-        while True:
-            d = np.int64(buf[i]) - 48
-            if np.uint64(d) > 9:
-                break
-            m = m * 10 + d
-            nd += 1
-            frac += 1
-            i += 1
-    if nd == 0 or nd > 15 or frac > 22 or buf[i] == 101 or buf[i] == 69:
-        return 0.0, i, False
-    v = m / _P10[frac] if frac else float(m)
-    return (-v if neg else v), i, True
+def _dec(buf, i, end):  # pragma: no cover - compiled
+    """A decimal at ``buf[i:]`` by the order-book adaptor's parser: ``(value, j, ok)``; not ok
+    sends the line to the Python path (which decides between valid-but-inexact and bad)."""
+    v, j, st = _num(buf, i, end)
+    return v, j, st == 0
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _int(buf, i):  # pragma: no cover - compiled
-    """``[+-]digits`` with <= 15 digits at ``buf[i:]``: ``(value, j, ok)``."""
-    neg = False
-    c = buf[i]
-    if c == 45 or c == 43:
-        neg = c == 45
-        i += 1
-    v = np.int64(0)
-    nd = 0
-    while True:
-        d = np.int64(buf[i]) - 48
-        if np.uint64(d) > 9:
-            break
-        v = v * 10 + d
-        nd += 1
-        i += 1
-    return (-v if neg else v), i, 0 < nd <= 15
+def _int(buf, i, end):  # pragma: no cover - compiled
+    v, j, st = _ob_int(buf, i, end)
+    return v, j, st == 0
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -251,17 +209,17 @@ def _run(buf, pos, end, line_no, okeys, ovals, ometa, cnt, o_rel, o_sign, o_cols
             return pos, line_no, k, _FULL
         if 2 * (ometa[0] + 1) > okeys.shape[0]:
             return pos, line_no, k, _GROW
-        t, i, ok = _dec(buf, pos)
+        t, i, ok = _dec(buf, pos, end)
         if ok and buf[i] == 44:
-            typ, i, ok = _int(buf, i + 1)
+            typ, i, ok = _int(buf, i + 1, end)
             if ok and buf[i] == 44 and 1 <= typ <= 6:
-                oid, i, ok = _int(buf, i + 1)
+                oid, i, ok = _int(buf, i + 1, end)
                 if ok and buf[i] == 44:
-                    size, i, ok = _dec(buf, i + 1)
+                    size, i, ok = _dec(buf, i + 1, end)
                     if ok and buf[i] == 44 and size >= 0.0 and (size > 0.0 or typ != 1):
-                        px, i, ok = _dec(buf, i + 1)
+                        px, i, ok = _dec(buf, i + 1, end)
                         if ok and buf[i] == 44:
-                            direction, i, ok = _int(buf, i + 1)
+                            direction, i, ok = _int(buf, i + 1, end)
                             if ok and (direction == 1 or direction == -1):
                                 if buf[i] == 13:
                                     i += 1
@@ -475,22 +433,10 @@ def _validate(text: bytes) -> tuple[float, int, int, float, float, int]:
 
 
 def parse_lobster_chunks(parser: LobsterParser, chunks: Iterable[bytes]) -> Iterator[LobsterBatch]:
-    """Feed ``chunks`` to ``parser`` and close it.  In strict mode the batch carrying a bad
-    line's ``error`` is yielded, then the error is raised.  Batches that consumed no line are
-    not yielded."""
-    for data in chunks:
-        batch = parser.feed(data)
-        if batch.error is not None:
-            yield batch
-            raise batch.error
-        if batch.last_line >= batch.first_line:
-            yield batch
-    batch = parser.close()
-    if batch.error is not None:
-        yield batch
-        raise batch.error
-    if batch.last_line >= batch.first_line:
-        yield batch
+    """Feed ``chunks`` to ``parser`` and close it (:func:`ddms.streams.orderbook.parse_chunks`:
+    in strict mode the batch carrying a bad line's ``error`` is yielded, then the error is raised;
+    batches that consumed no line are not yielded)."""
+    return parse_chunks(parser, chunks)  # type: ignore[arg-type]
 
 
 def read_lobster(path_or_file: str | os.PathLike | BinaryIO, *, chunk_bytes: int = 1 << 22,

@@ -14,6 +14,7 @@ from oracle import Book, Duck, coalesce_sums, rows_of, same_view
 
 from ddms.compiler import compile_sql
 from ddms.m3.interpreter import Interpreter
+from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
 from ddms.streams.orderbook import OrderBookParser
 
@@ -87,7 +88,6 @@ def check_stream(name: str, stream: list[tuple], engine: Engine | None = None) -
         for k in range(i, j):
             interp.apply("+" if batch.sign[k] > 0 else "-", names[int(batch.rel[k])], tuple(batch.cols[k]))
         if engine is not None:
-            from ddms.runtime.driver import split_lines
             head, _ = split_lines(batch, n)
             engine.apply(type(batch)(head.rel[i:], head.sign[i:], head.cols[i:], head.line[i:], n, n), relmap)
         i = j

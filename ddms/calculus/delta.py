@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from ddms.calculus.ir import Query, Term, substitute, substitute_term
+from ddms.calculus.ir import Query, Term, substitute_term
 from ddms.calculus.normal import merge_terms, simplify_term
 from ddms.errors import SqlError
 from ddms.m3.ir import Cmp, Var
@@ -49,5 +49,3 @@ def delta(q: Query, stream: str, sign: int, args: tuple[str, ...]) -> dict[tuple
                 out.setdefault(keys, []).append(nt)
     return {k: merged for k, v in out.items() if (merged := merge_terms(v))}
 
-
-__all__ = ["delta", "substitute"]

@@ -24,10 +24,10 @@ Pure apart from the compiler's own tables; the result is verified by ``ddms.m3.v
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ddms.calculus.delta import delta
-from ddms.calculus.ir import Query, Rel, Term, expr_vars, has_rel, substitute, term_expr
+from ddms.calculus.ir import Query, Rel, Term, expr_vars, has_rel, substitute, walk
 from ddms.calculus.normal import expand, merge_terms, simplify, simplify_term
 from ddms.errors import SqlError
 from ddms.m3.ir import (
@@ -71,7 +71,6 @@ class MapInfo:
 class Compiled:
     program: Program
     maps: list[MapInfo]
-    notes: list[str] = field(default_factory=list)
 
 
 class Compiler:
@@ -82,10 +81,8 @@ class Compiler:
         self.by_canon: dict[tuple, str] = {}
         self.stmts: list[tuple[str, int, Statement, str]] = []  # (stream, sign, statement, map)
         self.reeval: list[tuple[str, Statement, frozenset[str]]] = []  # (map, statement, streams)
-        self.notes: list[str] = []
         self.prefix = "M"
         self.counter = 0
-        self.fresh_n = 0
 
     # -- maps -------------------------------------------------------------------------------------
     def new_name(self) -> str:
@@ -104,15 +101,14 @@ class Compiler:
         if len(self.maps) >= MAX_MAPS:
             raise SqlError(f"the program needs more than {MAX_MAPS} maps")
         name = name or self.new_name()
-        cq = canon
-        streams = frozenset(a.name for t in cq.terms for a in t.atoms)
-        level = max((len(t.atoms) for t in cq.terms), default=0)
-        self.maps[name] = MapInfo(name, cq.group, cq, streams, level, "delta")
+        streams = frozenset(a.name for t in canon.terms for a in t.atoms)
+        level = max((len(t.atoms) for t in canon.terms), default=0)
+        self.maps[name] = MapInfo(name, canon.group, canon, streams, level, "delta")
         if name.startswith(self.prefix + "_m"):
             self.by_canon[key] = name
         for s in sorted(streams):
             for sign in (1, -1):
-                for keys, dterms in delta(cq, s, sign, self.args[s]).items():
+                for keys, dterms in delta(canon, s, sign, self.args[s]).items():
                     bound = set(self.args[s])
                     out = tuple(k for k in keys if k not in bound)
                     expr = self.materialize(dterms, bound, out)
@@ -129,15 +125,19 @@ class Compiler:
             return self.by_canon[key], order
         name = name or self.new_name()
         expr = self.materialize(list(canon.terms), set(), canon.group)
-        expr = expr if expr is not None else Const(0.0)
-        reads = {r.name for r in _walk_maps(expr)}
-        streams = frozenset().union(*(self.maps[r].streams for r in reads)) if reads else frozenset()
-        level = 1 + max((self.maps[r].level for r in reads), default=0)
-        self.maps[name] = MapInfo(name, canon.group, canon, streams, level, "reeval", note)
+        self.add_reeval(name, canon, expr if expr is not None else Const(0.0), note)
         if name.startswith(self.prefix + "_m"):
             self.by_canon[key] = name
-        self.reeval.append((name, Statement(MapRef(name, canon.group), ":=", expr), streams))
         return name, order
+
+    def add_reeval(self, name: str, query: Query, expr: Expr, note: str) -> None:
+        """Declare ``name[query.group] := expr``, run after every event of a stream that changes a
+        map ``expr`` reads (after that map's own updates: its level is above theirs)."""
+        reads = {x.name for x in walk(expr) if isinstance(x, MapRef)}
+        streams = frozenset().union(*(self.maps[r].streams for r in reads)) if reads else frozenset()
+        level = 1 + max((self.maps[r].level for r in reads), default=0)
+        self.maps[name] = MapInfo(name, query.group, query, streams, level, "reeval", note)
+        self.reeval.append((name, Statement(MapRef(name, query.group), ":=", expr), streams))
 
     def query_map(self, group: tuple[str, ...], terms: list[Term],
                   name: str | None = None) -> tuple[str, tuple[str, ...]]:
@@ -260,12 +260,7 @@ class Compiler:
             expr: Expr = AggSum(v.group, value)
         else:
             expr = value
-        reads = {r.name for r in _walk_maps(expr)}
-        streams = frozenset().union(*(self.maps[r].streams for r in reads)) if reads else frozenset()
-        level = 1 + max((self.maps[r].level for r in reads), default=0)
-        self.maps[v.name] = MapInfo(v.name, v.group, Query(v.group, ()), streams, level, "reeval",
-                                    "combination of aggregates")
-        self.reeval.append((v.name, Statement(MapRef(v.name, v.group), ":=", expr), streams))
+        self.add_reeval(v.name, Query(v.group, ()), expr, "combination of aggregates")
         return v.name
 
     # -- program ------------------------------------------------------------------------------------
@@ -290,19 +285,10 @@ class Compiler:
                     triggers.append(Trigger(sym, s.name, self.args[s.name], tuple(body)))
         queries = tuple(M3Query(v.name, v.name) for v in views)
         prog = Program(tuple(self.streams.values()), tuple(decls), queries, tuple(triggers))
-        return Compiled(prog, list(self.maps.values()), self.notes)
+        return Compiled(prog, list(self.maps.values()))
 
 
 # -- helpers -----------------------------------------------------------------------------------------
-
-
-def _walk(e: Expr):
-    from ddms.calculus.ir import walk
-    return walk(e)
-
-
-def _walk_maps(e: Expr):
-    return [x for x in _walk(e) if isinstance(x, MapRef)]
 
 
 def _replace_aggs(e: Expr, names: dict[str, tuple[str, tuple[str, ...]]], group: tuple[str, ...]) -> Expr:
@@ -400,8 +386,4 @@ def _factorize(coef: float, factors: list[Expr], bound: set[str], out: tuple[str
     return parts[0] if len(parts) == 1 else Mul(tuple(parts))
 
 
-def term_as_expr(t: Term) -> Expr:
-    return term_expr(t)
-
-
-__all__ = ["Compiler", "Compiled", "MapInfo", "Rel"]
+__all__ = ["Compiler", "Compiled", "MapInfo"]

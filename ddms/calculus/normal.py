@@ -11,7 +11,7 @@ at ``MAX_TERMS``).
 
 from __future__ import annotations
 
-from ddms.calculus.ir import Rel, Term, substitute, substitute_term
+from ddms.calculus.ir import Rel, Term, substitute_term
 from ddms.errors import SqlError
 from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Expr, Lift, Mul, Neg, Var
 
@@ -30,7 +30,7 @@ def expand(e: Expr) -> list[Term]:
             out: list[Term] = []
             for t in ts:
                 out += expand(t)
-            _budget(out)
+            check_budget(out)
             return out
         case Neg(x):
             return [Term(-t.coef, t.atoms, t.factors) for t in expand(x)]
@@ -39,7 +39,7 @@ def expand(e: Expr) -> list[Term]:
             for f in fs:
                 part = expand(f)
                 acc = [Term(a.coef * b.coef, a.atoms + b.atoms, a.factors + b.factors) for a in acc for b in part]
-                _budget(acc)
+                check_budget(acc)
                 if not acc:
                     return []
             return acc
@@ -47,7 +47,8 @@ def expand(e: Expr) -> list[Term]:
     return [Term(1.0, (), (e,))]
 
 
-def _budget(terms: list[Term]) -> None:
+def check_budget(terms: list[Term]) -> None:
+    """Raise when a multiplication produced more than ``MAX_TERMS`` terms."""
     if len(terms) > MAX_TERMS:
         raise SqlError(f"the query multiplies out into more than {MAX_TERMS} terms (too many ORs or sums of "
                        "products); simplify the conditions")
@@ -125,14 +126,3 @@ def merge_terms(terms: list[Term]) -> list[Term]:
         k = (t.atoms, t.factors)
         acc[k] = acc.get(k, 0.0) + t.coef
     return [Term(c, a, f) for (a, f), c in acc.items() if c != 0.0]
-
-
-def rename_apart(t: Term, taken: set[str], fresh) -> Term:
-    """Rename the variables of ``t`` that clash with ``taken`` (used before joining terms)."""
-    from ddms.calculus.ir import term_vars
-    sub = {v: fresh(v) for v in term_vars(t) if v in taken}
-    return substitute_term(t, sub)
-
-
-__all__ = ["MAX_TERMS", "expand", "unify", "simplify_term", "simplify", "merge_terms", "rename_apart",
-           "substitute", "Rel"]

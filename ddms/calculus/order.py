@@ -172,10 +172,13 @@ class _Chooser:
         self.wish(ref, q, "range sum")
         return Mul((ref, iso))
 
-    def threshold(self, body: Mul, bound: frozenset[str]) -> None:
+    def threshold(self, body: Expr, bound: frozenset[str]) -> None:
         """``A[..p] * {X cmp AggSum([], B[..q] * {q op p})}``: order A on p as well."""
+        if not isinstance(body, Mul) or len(body.factors) != 2:
+            return
         ref, c = body.factors
-        assert isinstance(ref, MapRef) and isinstance(c, Cmp)
+        if not isinstance(ref, MapRef) or not isinstance(c, Cmp):
+            return
         loops = [k for k in ref.keys if k not in bound]
         if len(loops) != 1:
             return
@@ -261,9 +264,7 @@ def _deep(ch: _Chooser, e: Expr, bound: frozenset[str]) -> Expr:
             shaped = ch.range_shape(body, bound)
             if shaped is not None:
                 body = shaped
-            if isinstance(body, Mul) and len(body.factors) == 2 and isinstance(body.factors[0], MapRef) \
-                    and isinstance(body.factors[1], Cmp):
-                ch.threshold(body, bound)
+            ch.threshold(body, bound)
             return AggSum(g, body)
     return _deep_body(ch, e, bound)
 

@@ -150,3 +150,15 @@ class Script:
     views: tuple[View, ...]
     source: str
     text: str
+
+
+def has_agg(e: SqlExpr) -> bool:
+    """Whether a select-list expression contains an aggregate function."""
+    match e:
+        case Agg():
+            return True
+        case Arith(_, a, b):
+            return has_agg(a) or has_agg(b)
+        case Minus(x):
+            return has_agg(x)
+    return False

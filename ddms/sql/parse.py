@@ -43,6 +43,7 @@ from ddms.sql.ast import (
     Select,
     SqlExpr,
     View,
+    has_agg,
 )
 
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}
@@ -119,22 +120,13 @@ def _stream(stmt: str, text: str, offset: int, source: str) -> Stream:
 
 
 def _view_name(select: Select, text: str, source: str) -> str:
-    aggs = [it for it in select.items if _has_agg(it.expr)]
+    aggs = [it for it in select.items if has_agg(it.expr)]
     if len(aggs) != 1:
         raise SqlError("a view needs exactly one aggregate output (SUM, COUNT or AVG), named by its alias",
                        source, "SELECT", text, select.offset)
     return aggs[0].name.upper()
 
 
-def _has_agg(e: SqlExpr) -> bool:
-    match e:
-        case Agg():
-            return True
-        case Arith(_, a, b):
-            return _has_agg(a) or _has_agg(b)
-        case Minus(x):
-            return _has_agg(x)
-    return False
 
 
 class _Converter:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ddms.calculus.ir import Query, Rel, Term, substitute, term_vars
-from ddms.calculus.normal import expand, merge_terms, simplify_term, unify
+from ddms.calculus.ir import Query, Rel, Term, query_expr, term_vars
+from ddms.calculus.normal import check_budget, expand, merge_terms, simplify_term, unify
 from ddms.errors import SqlError
 from ddms.m3.ir import Add, Cmp, Const, Div, Expr, MapRef, Mul, Neg, Stream, Var
 from ddms.sql.ast import (
@@ -39,6 +39,7 @@ from ddms.sql.ast import (
     Script,
     Select,
     SqlExpr,
+    has_agg,
 )
 
 _NEGATE = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
@@ -125,7 +126,7 @@ class _Translator:
             else:
                 assert isinstance(item, FromSelect)
                 sub = item.select
-                if any(_has_agg(it.expr) for it in sub.items) or sub.group:
+                if any(has_agg(it.expr) for it in sub.items) or sub.group:
                     raise self.fail("an aggregate subquery in FROM is not supported yet: write it as a scalar "
                                     "subquery in WHERE or as a separate view", item.text)
                 inner_scope, inner_terms, inner_local = self.from_items(sub, parent)
@@ -192,7 +193,7 @@ class _Translator:
     def scalar(self, sel: Select, parent: _Scope, text: str) -> Expr:
         if sel.group:
             raise self.fail("a scalar subquery cannot have GROUP BY (it must return one row)", text)
-        if len(sel.items) != 1 or not _has_agg(sel.items[0].expr):
+        if len(sel.items) != 1 or not has_agg(sel.items[0].expr):
             raise self.fail("a scalar subquery must select exactly one aggregate", text)
         scope, terms, local = self.from_items(sel, parent)
         if sel.where is not None:
@@ -209,12 +210,12 @@ class _Translator:
                     s = self.aggregate_expr(Agg("SUM", arg, e.text), scope, body, local, group, nested, out)
                     c = self.aggregate_expr(Agg("COUNT", None, e.text), scope, body, local, group, nested, out)
                     return Div(s, c)
-                if arg is not None and _has_agg(arg):
+                if arg is not None and has_agg(arg):
                     raise self.fail("nested aggregate functions are not supported", e.text)
                 terms = body if func == "COUNT" else _times(body, expand(self.value(arg, scope)))
                 q = self.normalize(group, terms, local)
                 if nested:
-                    return _query_to_expr(q)
+                    return query_expr(q)
                 assert out is not None
                 out.append(q)
                 return MapRef(f"#{len(out) - 1}", group)
@@ -250,7 +251,7 @@ class _Translator:
         value: Expr | None = None
         aggs: list[Query] = []
         for it in sel.items:
-            if _has_agg(it.expr):
+            if has_agg(it.expr):
                 value = self.aggregate_expr(it.expr, scope, body, local, group, False, aggs)
             elif isinstance(it.expr, Col):
                 v = scope.resolve(it.expr, self.fail)
@@ -266,7 +267,6 @@ class _Translator:
         # the view's keys are in SELECT-list order
         order = tuple(key_vars)
         aggs = [Query(order, q.terms) for q in aggs]
-        value = substitute(value, {})  # (copy)
         value = _regroup(value, order)
         domain = self.normalize(order, body, local)
         return ViewDef(name, order, tuple(keys), tuple(aggs), value, domain, sel.text)
@@ -289,25 +289,10 @@ def _regroup(e: Expr, order: tuple[str, ...]) -> Expr:
 
 def _times(a: list[Term], b: list[Term]) -> list[Term]:
     out = [Term(x.coef * y.coef, x.atoms + y.atoms, x.factors + y.factors) for x in a for y in b]
-    from ddms.calculus.normal import _budget
-    _budget(out)
+    check_budget(out)
     return out
 
 
-def _query_to_expr(q: Query) -> Expr:
-    from ddms.calculus.ir import query_expr
-    return query_expr(q)
-
-
-def _has_agg(e: SqlExpr) -> bool:
-    match e:
-        case Agg():
-            return True
-        case Arith(_, a, b):
-            return _has_agg(a) or _has_agg(b)
-        case Minus(x):
-            return _has_agg(x)
-    return False
 
 
 def translate(script: Script) -> list[ViewDef]:
