@@ -181,6 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--print-after-all", action="store_true", help="show the output of every compiler pass")
     comp.add_argument("--time-passes", action="store_true", help="time every compiler pass (on stderr)")
     comp.set_defaults(func=cmd_compile)
+    # Feed and backtest commands live beside their code; imported lazily so that `ddms run`
+    # does not pay for websockets, pyarrow or pyspark.
+    from ddms.feeds.cli import add_commands as add_feed_commands
+    from replay.cli import add_commands as add_backtest_commands
+
+    add_feed_commands(sub)
+    add_backtest_commands(sub)
     return ap
 
 
