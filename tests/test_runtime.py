@@ -423,6 +423,41 @@ def test_with_callbacks_leaves_compiled_code_only_after_changing_lines(eng, monk
     assert exits.calls == len(changing)
 
 
+def test_condition_runs_in_compiled_code_and_fires_only_beyond_bounds(eng, monkeypatch):
+    """``on(view, cb, above=, below=)``: compiled code returns only for lines whose new value is
+    beyond a bound; two conditions on one view each see exactly their own lines; retarget and
+    cancel move and drop the compiled band."""
+    text = order_flow(400, seed=4)
+    batch = batch_of(text)
+    states = oracle(BOOK, batch)
+    vals = [states[ln]["ASK_VOL"] for ln in range(batch.last_line + 1)]
+    changing = [ln for ln in range(1, batch.last_line + 1) if not same(vals[ln - 1], vals[ln])]
+    hi = sorted(vals[ln] for ln in changing)[len(changing) * 3 // 4]
+    lo = sorted(vals[ln] for ln in changing)[len(changing) // 10]
+    want_hi = [ln for ln in changing if vals[ln] > hi]
+    want_lo = [ln for ln in changing if vals[ln] < lo]
+    assert want_hi and want_lo and len(want_hi) + len(want_lo) < len(changing)
+    got_hi, got_lo = [], []
+    sub_hi = eng.on("ASK_VOL", lambda *a: got_hi.append(a[4]), above=hi)
+    sub_lo = eng.on("ASK_VOL", lambda *a: got_lo.append(a[4]), below=lo)
+    exits = ExitCounter(monkeypatch, eng)
+    start = eng.position
+    eng.apply(batch, eng.relmap(REL))
+    assert [p - start for p in got_hi] == want_hi
+    assert [p - start for p in got_lo] == want_lo
+    assert exits.calls == len(want_hi) + len(want_lo)
+    sub_lo.cancel()
+    sub_hi.retarget(above=math.inf)          # nothing can exceed it: compiled code never returns
+    exits.calls = 0
+    eng.apply(batch_of(order_flow(300, seed=3, first_id=5000), skip_bad=False), eng.relmap(REL))
+    assert exits.calls == 0
+    sub_hi()
+    with pytest.raises(ViewError, match="grouped"):
+        eng.on("BROKER_VOL", lambda *a: None, above=1.0)
+    with pytest.raises(ViewError, match="below <= above"):
+        eng.on("ASK_VOL", lambda *a: None, above=1.0, below=2.0)
+
+
 def test_with_grouped_callback_leaves_compiled_code_only_after_changing_lines(eng, monkeypatch):
     text = "".join(f"{i},{i},{'B' if i % 3 else 'S'},{i},{100 + i}\n" for i in range(1, 31))
     batch = batch_of(text)

@@ -52,7 +52,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "2"
+CODEGEN_VERSION = "3"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -538,8 +538,11 @@ class _Codegen:
                                f"                st.log_keys_{m.name}.clear()\n"
                                f"                st.log_old_{m.name}.clear()")
             else:
+                # a compiled condition: return to Python only if the new value leaves the band
+                # gate[i] = (lo, hi); the default (inf, -inf) is empty, so every change fires
                 changed.append(f"        if st.watch[{i}]:\n            v = st.m_{m.name}[0]\n"
-                               f"            if not (v == prev[{i}] or (v != v and prev[{i}] != prev[{i}])):\n"
+                               f"            if not (v == prev[{i}] or (v != v and prev[{i}] != prev[{i}])) "
+                               f"and not (st.gate[{i}, 0] <= v <= st.gate[{i}, 1]):\n"
                                "                changed = True")
         snap = [f"            prev[{self.mid[q.map]}] = st.m_{q.map}[0]" for q in p.queries
                 if not self._m(q.map).keys]
@@ -613,8 +616,9 @@ class _Codegen:
         return out
 
     def _state_fields(self) -> tuple[list[str], list[str]]:
-        fields, inits = ["watch", "watching"], [f"np.zeros({max(len(self.p.maps), 1)}, np.int8)",
-                                               "np.zeros(1, np.int8)"]
+        nm = max(len(self.p.maps), 1)
+        fields, inits = ["watch", "watching", "gate"], [f"np.zeros({nm}, np.int8)", "np.zeros(1, np.int8)",
+                                                        f"np.array([[np.inf, -np.inf]] * {nm})"]
         for m in self.p.maps:
             n = len(m.keys)
             fields.append(f"m_{m.name}")

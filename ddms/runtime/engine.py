@@ -69,6 +69,45 @@ def _same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
+def _band(view: str, above: float | None, below: float | None) -> tuple[float, float]:
+    """The quiet band ``(lo, hi)`` of a condition: the callback fires when the new value is not
+    in ``[lo, hi]``.  No condition is the empty band ``(inf, -inf)``: every change fires."""
+    if above is None and below is None:
+        return math.inf, -math.inf
+    lo = -math.inf if below is None else float(below)
+    hi = math.inf if above is None else float(above)
+    if math.isnan(lo) or math.isnan(hi) or lo > hi:
+        raise ViewError(f"view {view!r}: need below <= above, got below={below!r}, above={above!r}")
+    return lo, hi
+
+
+class Subscription:
+    """A registered callback.  Calling it (or :meth:`cancel`) unregisters it; :meth:`retarget`
+    moves its ``above``/``below`` bounds, e.g. a strategy at its position limit stops listening
+    for the signal that would make it buy more."""
+
+    __slots__ = ("_engine", "view", "fn", "lo", "hi")
+
+    def __init__(self, engine: Engine, view: str, fn: Callback, lo: float, hi: float) -> None:
+        self._engine, self.view, self.fn, self.lo, self.hi = engine, view, fn, lo, hi
+
+    def __call__(self) -> None:
+        self.cancel()
+
+    def cancel(self) -> None:
+        subs = self._engine._callbacks.get(self.view, [])
+        if self in subs:
+            subs.remove(self)
+        self._engine._set_watch(self.view)
+
+    def retarget(self, *, above: float | None = None, below: float | None = None) -> None:
+        """New bounds (both ``None``: every change fires).  Cost: O(callbacks on the view)."""
+        if not isinstance(self._engine.views[self.view], ScalarView) and (above is not None or below is not None):
+            raise ViewError(f"view {self.view!r} is grouped: above/below conditions need a scalar view")
+        self.lo, self.hi = _band(self.view, above, below)
+        self._engine._set_watch(self.view)
+
+
 class Engine:
     """Runs one M3 program.  Construction generates, loads and compiles it (numba's disk cache
     makes the second process fast); ``compile_seconds`` says how long that took."""
@@ -168,25 +207,35 @@ class Engine:
                     f"{m.name}{list(prefix)}: range tree disagrees with the map"
 
     # -- callbacks and futures --------------------------------------------------------------
-    def on(self, view: str, callback: Callback) -> Callable[[], None]:
+    def on(self, view: str, callback: Callback, *, above: float | None = None,
+           below: float | None = None) -> Subscription:
         """Call ``callback(view, key, old, new, position)`` after every update that changes
-        ``view``, in event order.  Returns a function that unregisters it."""
-        self.view(view)
-        self._callbacks.setdefault(view, []).append(callback)
-        self._set_watch(view)
+        ``view``, in event order.  Returns a :class:`Subscription` (call it to unregister).
 
-        def cancel() -> None:
-            cbs = self._callbacks.get(view, [])
-            if callback in cbs:
-                cbs.remove(callback)
-            self._set_watch(view)
-        return cancel
+        With ``above`` and/or ``below`` (scalar views only) the callback runs only for updates
+        whose new value is ``> above`` or ``< below``, and the test runs in compiled code: lines
+        that leave the value inside ``[below, above]`` never return to Python, so a strategy that
+        reacts to a rare condition costs nothing between firings.  ``Subscription.retarget``
+        moves the bounds (O(callbacks on the view))."""
+        v = self.view(view)
+        if (above is not None or below is not None) and not isinstance(v, ScalarView):
+            raise ViewError(f"view {view!r} is grouped: above/below conditions need a scalar view")
+        sub = Subscription(self, view, callback, *_band(view, above, below))
+        self._callbacks.setdefault(view, []).append(sub)
+        self._set_watch(view)
+        return sub
 
     def _set_watch(self, view: str) -> None:
-        """A map is watched while any query on it has a callback."""
+        """A map is watched while any query on it has a callback; its compiled band is the
+        intersection of its callbacks' bands (empty as soon as one callback is unconditional), so
+        compiled code returns whenever at least one callback's condition can hold."""
         name = self.views[view].decl.name
-        watched = any(self._callbacks.get(q.name) for q in self.program.queries if q.map == name)
-        self._watch[self._mid[name]] = 1 if watched else 0
+        subs = [s for q in self.program.queries if q.map == name for s in self._callbacks.get(q.name, [])]
+        mid = self._mid[name]
+        self._watch[mid] = 1 if subs else 0
+        gate = self.state.gate
+        gate[mid, 0] = max((s.lo for s in subs), default=math.inf)
+        gate[mid, 1] = min((s.hi for s in subs), default=-math.inf)
         self._watching[0] = 1 if any(self._callbacks.values()) else 0
         self._watched = [(n, self.views[n], -1 if isinstance(self.views[n], GroupedView)
                           else self._mid[self.views[n].decl.name], cbs)
@@ -284,16 +333,17 @@ class Engine:
             if slot >= 0:
                 old, new = prev.item(slot), v._cell.item(0)
                 if not _same(old, new):
-                    for cb in tuple(cbs):
-                        cb(view, (), old, new, position)
+                    for sub in tuple(cbs):
+                        if new > sub.hi or new < sub.lo or sub.lo > sub.hi:  # NaN fires unconditional only
+                            sub.fn(view, (), old, new, position)
                 continue
             if v.decl.name not in changes:  # drain each map's log once, for all its views
                 changes[v.decl.name] = self._drain_log(view)
             for k, old in changes[v.decl.name].items():
                 new = float(v._table.get(k, 0.0))
                 if not _same(old, new):
-                    for cb in tuple(cbs):
-                        cb(view, k, old, new, position)
+                    for sub in tuple(cbs):
+                        sub.fn(view, k, old, new, position)
 
     def event(self, sign: str, stream: str, values: Sequence[float]) -> None:
         """Apply one insert (``sign='+'``) or delete (``'-'``) as its own input line."""
