@@ -10,6 +10,7 @@ Every error a user can provoke derives from :class:`DdmsError`, and its message 
     ├── ProgramError         a parsed program that is ill-formed (unknown map, arity, unbound variable)
     ├── CompileError         the numba backend could not build a program
     ├── InputError           a bad input line or message (source, line number, reason, the text)
+    ├── ReplayError          a replay input that cannot be used as a whole (unknown format, corrupt file)
     ├── ViewError            misuse of a live view (writes, unknown view or key)
     └── SqlError             SQL outside the supported subset (quotes the SQL, points at the part)
 """
@@ -47,6 +48,19 @@ class InputError(DdmsError):
         self.reason, self.source, self.line, self.text = reason, source, line, text
         shown = text if len(text) <= 120 else text[:117] + "..."
         super().__init__(f"{source}:{line}: {reason}" + (f": {shown!r}" if text else ""))
+
+
+class ReplayError(DdmsError):
+    """A replay data source that cannot be used as a whole: a format that is not recognised, a
+    corrupt or truncated file, a capture whose book cannot start.  The message names the file
+    (``source``) and says why; errors of single records stay :class:`InputError`."""
+
+    def __init__(self, reason: str, source: str = "<source>") -> None:
+        self.reason, self.source = reason, source
+        super().__init__(f"{source}: {reason}")
+
+    def __reduce__(self):  # pickles (e.g. from a Spark worker) with its fields, not the message
+        return (type(self), (self.reason, self.source))
 
 
 class ViewError(DdmsError):

@@ -1,0 +1,300 @@
+"""One entry point for every replay data format: ``open_source(path)`` -> a :class:`Source`.
+
+Why: a backtest partition is just a file name, and any view or strategy must run on any data.
+Every source yields the same relations ``bids`` (rel 0) and ``asks`` (rel 1) with the schema
+``(t, id, broker_id, volume, price)`` as :class:`~ddms.streams.events.EventBatch` objects, so the
+engine, the fill simulator and the Spark sweep never look at the format.  The readers themselves
+live beside their protocols and are only dispatched to here:
+
+=============  ==========================================  =======================================
+kind           files                                       reader
+=============  ==========================================  =======================================
+``orderbook``  DBToaster ``t,order_id,action,volume,price``  :func:`ddms.streams.orderbook.read_orderbook`
+``lobster``    LOBSTER ``*message*.csv`` (6 fields)        :func:`replay.lobster.read_lobster`
+               (batches are :class:`~replay.lobster.LobsterBatch`, with ``traded``)
+``binance``    ``<recv_ts_ns> <json>`` captures (.gz or    :class:`ddms.feeds.binance.BinanceBook`
+               plain): one row per price level, id = price
+               * 10**px_decimals, broker 0
+``parquet``    our columnar event files (``ddms convert``)  :func:`replay.columnar.read_parquet`
+=============  ==========================================  =======================================
+
+Detection (:func:`detect_kind`, sans-I/O: a file name and its first bytes in, a kind out): the
+Parquet magic ``PAR1``; gzip or a first line ``<digits> {`` -> a Binance capture; otherwise the
+first line's field count (5 -> order book, 6 -> LOBSTER); a name containing ``message`` is
+LOBSTER.  Anything else is a :class:`~ddms.errors.ReplayError` naming the file and saying what was
+seen; a bad record later in a file is the reader's :class:`~ddms.errors.InputError`
+(``file:line: reason``).  ``kind=`` overrides detection.
+
+A :class:`Source` is a frozen, picklable description (it is shipped to Spark workers); each
+iteration opens the file anew, so it can be replayed many times.  Cost of ``open_source``: one
+read of at most 64 KiB to detect the format.
+"""
+
+from __future__ import annotations
+
+import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before the first numba import)
+
+# isort: split
+import gzip
+import os
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from ddms.errors import InputError, ReplayError
+from ddms.streams.events import EventBatch
+
+__all__ = ["KINDS", "RELATIONS", "Source", "detect_kind", "open_source", "partition_name"]
+
+KINDS = ("orderbook", "lobster", "binance", "parquet")
+RELATIONS = ("bids", "asks")
+_HEAD_BYTES = 1 << 16
+_GZIP_MAGIC = b"\x1f\x8b"
+_PARQUET_MAGIC = b"PAR1"
+_CAPTURE_LINE = re.compile(rb"^\d+ [{\[]")
+_MAX_PENDING = 100_000   # capture messages held while the market (spot/futures) is still unknown
+
+
+def partition_name(path: str | os.PathLike) -> str:
+    """The label of a file in sweep results: ``<parent dir>/<stem>`` (``big/finance``), because
+    the data sets reuse file names (every size is a ``finance.csv``)."""
+    p = Path(path)
+    stem = p.name
+    for suffix in (".gz", ".parquet", ".csv", ".txt"):
+        if stem.endswith(suffix) and len(stem) > len(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    return f"{p.parent.name}/{stem}" if p.parent.name else stem
+
+
+def _first_line(head: bytes) -> bytes:
+    for line in head.split(b"\n"):
+        if line.strip():
+            return line.rstrip(b"\r")
+    return b""
+
+
+def detect_kind(name: str, head: bytes) -> str:
+    """The kind of a file from its ``name`` and its first bytes ``head`` (decompressed already
+    when the file is gzip: pass ``gzip=True`` contents).  Raises :class:`ReplayError` saying
+    what the start of the file looks like when it is none of :data:`KINDS`."""
+    lower = os.path.basename(name).lower()
+    if head.startswith(_PARQUET_MAGIC):
+        return "parquet"
+    if lower.endswith(".parquet"):
+        raise ReplayError("not a Parquet file (it does not start with the magic bytes PAR1)", name)
+    if not head:
+        if lower.endswith(".csv"):
+            return "lobster" if "message" in lower else "orderbook"
+        raise ReplayError("empty file of unknown format (an empty .csv counts as an empty order book)", name)
+    if b"\x00" in head:
+        raise ReplayError("binary content that is neither Parquet nor a gzip capture", name)
+    line = _first_line(head)
+    if _CAPTURE_LINE.match(line):
+        return "binance"
+    if "message" in lower:
+        return "lobster"
+    fields = line.count(b",") + 1
+    if fields == 5:
+        return "orderbook"
+    if fields == 6:
+        return "lobster"
+    shown = line[:80].decode("utf-8", "replace")
+    raise ReplayError(
+        f"unknown format: the first line {shown!r} has {fields} comma-separated field(s); expected "
+        "5 (order book t,order_id,action,volume,price), 6 (LOBSTER time,type,order_id,size,price,direction), "
+        "'<recv_ts_ns> <json>' (Binance capture) or a Parquet file", name)
+
+
+def _read_head(path: str) -> bytes:
+    with open(path, "rb") as f:
+        head = f.read(_HEAD_BYTES)
+    if head.startswith(_GZIP_MAGIC):
+        try:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            return d.decompress(head, _HEAD_BYTES)
+        except zlib.error as e:
+            raise ReplayError(f"corrupt gzip data at the start of the file ({e})", path) from None
+    return head
+
+
+@dataclass(frozen=True)
+class Source:
+    """A replayable data file: iterate it for :class:`EventBatch` objects on ``relations``
+    (``bids`` = 0, ``asks`` = 1).  ``name`` labels the partition in results; ``kind`` is one of
+    :data:`KINDS`.  Options: ``brokers`` (order book: broker_id = id mod brokers), ``skip_bad``
+    (count and skip bad records instead of stopping at the first), ``market`` (Binance:
+    ``"futures"``/``"spot"``, default from the file name, else from the first depth message),
+    ``allow_empty_start`` (Binance: start from an empty book at the first depth event instead of
+    waiting for the capture's REST snapshot -- a capture without one then replays instead of
+    failing; a snapshot later in the capture is ignored as unsolicited), ``batch_updates`` (Binance: book updates
+    per batch).  Each iteration re-reads the file."""
+
+    path: str
+    kind: str
+    name: str
+    relations: tuple[str, ...] = RELATIONS
+    brokers: int = 10
+    skip_bad: bool = False
+    market: str | None = None
+    allow_empty_start: bool = False
+    batch_updates: int = 4096
+
+    def __iter__(self) -> Iterator[EventBatch]:
+        return self.batches()
+
+    def batches(self) -> Iterator[EventBatch]:
+        """The events, batch by batch.  Strict mode: the batch before a bad record is yielded
+        (its ``error`` set), then the error is raised."""
+        if self.kind == "orderbook":
+            from ddms.streams.orderbook import read_orderbook
+            return read_orderbook(self.path, brokers=self.brokers, skip_bad=self.skip_bad)
+        if self.kind == "lobster":
+            from replay.lobster import read_lobster
+            return read_lobster(self.path, skip_bad=self.skip_bad)
+        if self.kind == "binance":
+            return _binance_batches(self)
+        if self.kind == "parquet":
+            from replay.columnar import read_parquet
+            return read_parquet(self.path)
+        raise ReplayError(f"unknown source kind {self.kind!r} (kinds: {', '.join(KINDS)})", self.path)
+
+
+def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str | None = None,
+                brokers: int = 10, skip_bad: bool = False, market: str | None = None,
+                allow_empty_start: bool = False) -> Source:
+    """Detect the format of ``path`` (or take ``kind``) and return its :class:`Source`.  Raises
+    :class:`ReplayError` for a missing file, an unknown or mismatching format, a Parquet file that
+    is not ours; reading nothing but the first 64 KiB (Parquet: the footer)."""
+    p = os.fspath(path)
+    if not os.path.exists(p):
+        raise ReplayError("no such file", p)
+    if os.path.isdir(p):
+        raise ReplayError("is a directory, not a data file", p)
+    if kind is not None and kind not in KINDS:
+        raise ReplayError(f"unknown source kind {kind!r} (kinds: {', '.join(KINDS)})", p)
+    if market is not None and market not in ("futures", "spot"):
+        raise ReplayError(f"market must be 'futures' or 'spot', got {market!r}", p)
+    if brokers < 1:
+        raise ReplayError(f"brokers must be >= 1, got {brokers}", p)
+    try:
+        head = _read_head(p)
+    except OSError as e:
+        raise ReplayError(f"cannot read: {e.strerror or e}", p) from None
+    found = detect_kind(p, head) if kind is None else kind
+    if kind is not None and kind != "parquet" and head.startswith(_PARQUET_MAGIC):
+        raise ReplayError(f"asked to read it as {kind!r}, but it is a Parquet file", p)
+    if found == "parquet":
+        from replay.columnar import parquet_info
+        parquet_info(p)  # validates the footer and our metadata now, not in a Spark worker
+    return Source(p, found, name or partition_name(p), RELATIONS, brokers, skip_bad,
+                  market or (_market_from_name(p) if found == "binance" else None), allow_empty_start)
+
+
+# ------------------------------------------------------------------------------------------
+# Binance captures
+# ------------------------------------------------------------------------------------------
+
+def _market_from_name(path: str) -> str | None:
+    lower = os.path.basename(path).lower()
+    if any(w in lower for w in ("usdm", "futures", "fapi", "perp")):
+        return "futures"
+    if "spot" in lower:
+        return "spot"
+    return None
+
+
+def _binance_batches(src: Source) -> Iterator[EventBatch]:
+    """Replay a capture through :class:`BinanceBook`: every message in file order (the REST
+    snapshot recorded in the capture answers the book's first request), batches of at most
+    ``batch_updates`` applied updates.  Strict mode raises :class:`InputError` (file:line) on the
+    first undecodable line and on a gap in the depth updates (a capture holds no later snapshot to
+    resync from, so the rest could not be replayed faithfully); ``skip_bad`` skips bad lines and
+    lets the book wait for a snapshot after a gap.  A capture whose book never started (no usable
+    snapshot) raises :class:`ReplayError` unless ``allow_empty_start``.  Cost: the capture parser's
+    decode plus one numba call per depth event (about 1M level updates/s)."""
+    from ddms.feeds.binance import BinanceBook, DepthSnapshot, DepthUpdate
+    from ddms.feeds.capture import CaptureParser, iter_lines
+
+    parser = CaptureParser(src.path, skip_bad=src.skip_bad)
+    market = src.market
+    pending: list = []
+    book: BinanceBook | None = None
+    taken = 0          # book updates already handed out in batches
+    depth_seen = 0
+    empty = np.zeros((0, 2), np.int64)
+
+    def feed(cap) -> None:
+        nonlocal depth_seen
+        rec = cap.record
+        if isinstance(rec, DepthUpdate):
+            depth_seen += 1
+            if src.allow_empty_start and book.snapshots == 0:
+                # an empty snapshot that this event straddles (futures U <= last <= u, spot U <= last+1 <= u)
+                last = rec.first_id if book.futures else rec.first_id - 1
+                book.apply_snapshot(DepthSnapshot(last, empty, empty, rec.px_dec, rec.qty_dec, rec.event_ms),
+                                    cap.recv_ts_ns)
+        gaps, malformed = book.gaps, book.malformed
+        book.feed_message(rec, cap.recv_ts_ns)
+        if book.malformed > malformed and not src.skip_bad:
+            raise InputError(book.reports[-1].reason, src.path, cap.line, cap.raw.decode("utf-8", "replace"))
+        if book.gaps > gaps and not src.skip_bad:
+            raise InputError(f"{book.reports[-1].reason if book.reports else 'gap'}; the capture holds no later "
+                             "snapshot to resync from (skip_bad=True waits for one)", src.path, cap.line,
+                             cap.raw.decode("utf-8", "replace"))
+
+    lines = iter_lines(src.path)
+    caps = parser.parse_lines(lines)
+    last_line = 0
+    try:
+        while True:
+            try:
+                cap = next(caps)
+            except StopIteration:
+                break
+            except InputError as e:
+                if book is not None:
+                    batch = book.take_events()
+                    if len(batch):
+                        yield replace(batch, error=e)
+                raise
+            last_line = cap.line
+            if book is None:
+                if market is None:
+                    if isinstance(cap.record, DepthUpdate):
+                        market = "futures" if cap.record.prev_final_id is not None else "spot"
+                    else:
+                        pending.append(cap)
+                        if len(pending) > _MAX_PENDING:
+                            raise ReplayError(f"no depth update in the first {_MAX_PENDING:,} messages: cannot "
+                                              "tell a spot from a futures capture (pass market=)", src.path)
+                        continue
+                book = BinanceBook(market, source=src.path)
+                for c in pending:
+                    feed(c)
+                pending.clear()
+            try:
+                feed(cap)
+            except InputError as e:
+                batch = book.take_events()
+                if len(batch):
+                    yield replace(batch, error=e)
+                raise
+            if book.updates - taken >= src.batch_updates:
+                taken = book.updates
+                yield book.take_events()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise ReplayError(f"corrupt or truncated gzip data after line {last_line:,} ({e})", src.path) from None
+    finally:
+        lines.close()
+    if book is None or book.snapshots == 0:
+        what = "no depth update" if depth_seen == 0 and book is None else f"{depth_seen:,} depth updates"
+        raise ReplayError(f"the book never started: {what} but no usable REST depth snapshot in the capture "
+                          "(open it with allow_empty_start=True to start from an empty book)", src.path)
+    batch = book.take_events()
+    if len(batch) or batch.last_line >= batch.first_line:
+        yield replace(batch, skipped=parser.bad_lines)
