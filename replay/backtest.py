@@ -1,0 +1,187 @@
+"""The backtest core: one strategy with one parameter set over one data partition, in one process.
+
+Why pure and deterministic: the sequential CLI and the Spark sweep (``replay/spark.py``) both
+call :func:`run_task`, and the same task must give the same summary row wherever it runs.  Every
+number depends only on the partition's events and the parameters (no wall clock, no randomness).
+
+A run: open the partition (:func:`open_partition`), build the strategy's engine (compiled once
+per machine, ~20 ms per further engine in a process), attach the strategy through a
+:class:`~strategies.api.SimContext` (engine and fill simulator in lockstep), replay the batches
+cut every ``sample_lines`` input lines, and after each piece sample the equity at the
+simulator's mid price.  Metrics come from :func:`replay.metrics.summarize`.
+
+Cost: the engine's per-line cost plus the simulator's (~60 ns a line) plus, per piece of
+``sample_lines`` lines, a few Python calls (~20 us): with the default 1,000 lines per sample
+that is ~20 ns a line.  Memory: O(book + fills + samples).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import strategies
+from ddms.errors import ReplayError
+from ddms.runtime.driver import split_lines
+from ddms.streams.events import EventBatch
+from replay.fills import FillSimulator
+from replay.metrics import RunMetrics, equity_curve, summarize
+from strategies.api import OrderRecord, SimContext, Strategy
+
+__all__ = ["BacktestResult", "METRICS", "open_partition", "run_backtest", "run_task", "summary_row"]
+
+SAMPLE_LINES = 1000
+"""Equity is sampled every this many input lines (and at the end)."""
+
+METRICS: tuple[str, ...] = tuple(RunMetrics.__dataclass_fields__) + ("lines", "orders")
+"""The metric columns of a summary row, after the partition and the parameters."""
+
+SYNTHETIC = "synthetic:"
+
+
+def open_partition(partition: str) -> Iterator[EventBatch]:
+    """The event batches (rel 0 = bids, 1 = asks) of ``partition``: a data file, or
+    ``synthetic:LINES[:SEED]`` for the seeded generator of :mod:`replay.synthetic`.  Files go
+    through ``replay.sources.open_source`` (format detected from the file) when that module is
+    installed, else they are read as order-book CSV (finance.csv format).  A missing file is a
+    ReplayError naming it; a bad line an InputError naming file and line."""
+    if partition.startswith(SYNTHETIC):
+        return _synthetic(partition)
+    path = Path(partition)
+    if not path.is_file():
+        raise ReplayError("no such data file" if not path.exists() else "not a file", partition)
+    try:
+        from replay.sources import open_source
+    except ImportError:
+        from ddms.streams.orderbook import read_orderbook
+        return read_orderbook(path)
+    return iter(open_source(path))
+
+
+def _synthetic(spec: str) -> Iterator[EventBatch]:
+    from ddms.streams.orderbook import OrderBookParser, parse_chunks
+    from replay.synthetic import generate_orderbook
+    parts = spec[len(SYNTHETIC):].split(":")
+    try:
+        if len(parts) > 2:
+            raise ValueError
+        lines = int(parts[0].replace("_", ""))
+        seed = int(parts[1]) if len(parts) == 2 else 0
+    except ValueError:
+        raise ReplayError("expected synthetic:LINES or synthetic:LINES:SEED (integers)", spec) from None
+    if lines < 1:
+        raise ReplayError("the number of lines must be >= 1", spec)
+    return parse_chunks(OrderBookParser(brokers=10, source=spec), generate_orderbook(lines, seed=seed))
+
+
+@dataclass(frozen=True)
+class BacktestResult:
+    """Everything one run produced.  ``fills`` are the simulator's fill columns (time, order_id,
+    side +1/-1, price, qty, fee, taker); ``equity`` the samples (line, time, mark, position,
+    cash, equity, return); ``orders`` every order/cancel the strategy sent; ``seconds`` the wall
+    time (not part of the summary row: it is not deterministic)."""
+
+    partition: str
+    strategy: str
+    params: dict[str, float]
+    metrics: RunMetrics
+    lines: int
+    fills: dict[str, np.ndarray]
+    equity: dict[str, np.ndarray]
+    orders: tuple[OrderRecord, ...]
+    seconds: float
+
+    def row(self) -> dict[str, object]:
+        return summary_row(self)
+
+
+def summary_row(result: BacktestResult) -> dict[str, object]:
+    """``{"partition", each parameter, each metric, "lines", "orders"}`` with plain Python values."""
+    row: dict[str, object] = {"partition": result.partition}
+    row.update({k: float(v) for k, v in result.params.items()})
+    for k, v in result.metrics.as_dict().items():
+        row[k] = int(v) if isinstance(v, int | np.integer) else float(v)
+    row["lines"] = int(result.lines)
+    row["orders"] = sum(1 for o in result.orders if o.action != "cancel")
+    return row
+
+
+def _pieces(batches: Iterable[EventBatch], every: int) -> Iterator[EventBatch]:
+    """The batches cut after every input line that is a multiple of ``every``."""
+    for batch in batches:
+        while True:
+            cut = (batch.first_line - 1) // every * every + every
+            if cut >= batch.last_line:
+                yield batch
+                break
+            head, batch = split_lines(batch, cut)
+            yield head
+
+
+def run_backtest(partition: str | Iterable[EventBatch], strategy: str | Strategy,
+                 params: Mapping[str, Any] | None = None, *, sample_lines: int = SAMPLE_LINES,
+                 trades: str = "reductions", progress: Callable[[int], None] | None = None,
+                 check: bool = False, name: str | None = None) -> BacktestResult:
+    """Run ``strategy`` (a registered name with ``params``, or an instance) over ``partition``
+    (a path or ``synthetic:...`` spec, or an iterable of batches, then named ``name``).
+    ``progress(lines)`` is called after each sampled piece; ``check`` runs the simulator's and
+    the context's ``_check`` after each piece (tests).  Errors: StrategyError for an unknown
+    strategy/parameter, ReplayError/InputError for bad data (naming file and line)."""
+    if sample_lines < 1:
+        raise ValueError(f"sample_lines must be >= 1, got {sample_lines}")
+    strat = strategies.get(strategy, params) if isinstance(strategy, str) else strategy
+    if isinstance(partition, str):
+        label, batches = partition, open_partition(partition)
+    else:
+        label, batches = name or "<batches>", partition
+    p = strat.p
+    t0 = time.perf_counter()
+    engine = strat.make_engine()
+    sim = FillSimulator(latency=p["latency"], maker_fee=p["maker_fee"], taker_fee=p["taker_fee"], trades=trades)
+    ctx = SimContext(engine, sim)
+    strat.attach(engine, ctx)
+    relmap = engine.relmap(("bids", "asks"))
+    start = engine.position
+    s_line: list[int] = []
+    s_time: list[float] = []
+    s_mark: list[float] = []
+    last_mark = math.nan
+    lines = 0
+    for piece in _pieces(batches, sample_lines):
+        ctx.apply(piece, relmap)
+        lines = engine.position - start
+        bid, ask = sim.best("buy"), sim.best("sell")
+        mid = 0.5 * (bid + ask)
+        if math.isfinite(mid):
+            last_mark = mid
+        if math.isfinite(sim.clock) and (not s_line or s_line[-1] != lines):
+            s_line.append(lines)
+            s_time.append(sim.clock)
+            s_mark.append(last_mark)
+        if check:
+            ctx._check()
+        if progress is not None:
+            progress(lines)
+    fills = sim.fill_columns()
+    times = np.asarray(s_time, dtype=np.float64)
+    marks = np.asarray(s_mark, dtype=np.float64)
+    metrics = summarize(fills, times, marks)
+    curve = equity_curve(times, marks, fills["time"], fills["side"], fills["qty"], fills["price"], fills["fee"])
+    equity = {"line": np.asarray(s_line, dtype=np.int64), "time": curve.time, "mark": curve.mark,
+              "position": curve.position, "cash": curve.cash, "equity": curve.equity,
+              "return": np.concatenate([[0.0], np.diff(curve.equity)]) if curve.equity.shape[0] else curve.equity}
+    return BacktestResult(label, strat.name, dict(p), metrics, lines, fills, equity, tuple(ctx.orders),
+                          time.perf_counter() - t0)
+
+
+def run_task(partition: str, strategy: str, params: dict[str, float]) -> dict[str, object]:
+    """One summary row for ``strategy`` with ``params`` over ``partition``: the partition, every
+    parameter (defaults filled in), every metric (:data:`METRICS`).  Deterministic: the same
+    task gives the same row in any process (the Spark sweep relies on it)."""
+    return summary_row(run_backtest(partition, strategy, params))
