@@ -1,0 +1,82 @@
+"""Spark sweeps on one shared local[2] session: rows equal the sequential rows bit for bit, in task
+order; failed tasks and malformed task lists give clear errors."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import pytest
+from conftest import EXAMPLES, data_file
+
+from ddms.errors import ReplayError
+from replay import spark
+from replay.columnar import convert
+from replay.sources import open_source
+from replay.viewtask import view_task
+
+VWAP = str(EXAMPLES / "vwap.m3")
+
+
+def identical(a, b) -> bool:
+    """Equal values of equal types, floats bit for bit (so NaN equals NaN and -0.0 differs from 0.0),
+    dict keys in the same order."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return struct.pack("<d", a) == struct.pack("<d", b)
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(identical(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(identical(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+@pytest.fixture(scope="module")
+def session():
+    s = spark.get_session("local[2]")
+    yield s
+    # left running on purpose: other test modules in this process may reuse it; the JVM ends with pytest
+
+
+@pytest.fixture(scope="module")
+def partitions(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("spark")
+    std = data_file("standard")
+    pq = tmp / "standard.parquet"
+    convert(open_source(std), pq)
+    return [str(data_file("tiny")), str(std), str(pq)]
+
+
+def test_spark_rows_equal_sequential_rows(session, partitions):
+    grid = [{"every": e, "level": lv} for e in (10, 250) for lv in (0.0, 1.5e8)]
+    tasks = [(p, VWAP, g) for p in partitions for g in grid]
+    want = [view_task(*t) for t in tasks]
+    seen = []
+    got = spark.run_sweep(tasks, master="local[2]", fn=view_task, progress=lambda d, n: seen.append((d, n)))
+    assert spark.get_session("local[2]") is session          # the shared session was reused
+    assert identical(got, want)                               # exact: same floats bit for bit, same order
+    assert [r["partition"] for r in got] == [r["partition"] for r in want]
+    assert got[0]["lines"] == 100 and got[-1]["lines"] == 5000 and not math.isnan(got[-1]["VWAP_mean"])
+    pq_label = f"{partitions[2].split('/')[-2]}/standard"
+    assert (got[4]["partition"], got[8]["partition"]) == ("standard/finance", pq_label)
+    assert got[4]["VWAP"] == got[8]["VWAP"]                   # CSV and its Parquet copy agree
+    assert seen and seen[-1] == (len(tasks), len(tasks))
+
+
+def test_failed_task_names_partition_and_error(session, partitions, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1,1,B,10,100\n2,2,B,ten,100\n")
+    tasks = [(partitions[0], VWAP, {"every": 10}), (str(bad), VWAP, {"every": 10})]
+    with pytest.raises(ReplayError) as ei:
+        spark.run_sweep(tasks, master="local[2]", fn=view_task)
+    msg = str(ei.value)
+    assert str(bad) in msg and "task 1" in msg and "InputError" in msg and "volume is not a number" in msg
+    with pytest.raises(ReplayError, match="unknown parameter"):
+        spark.run_sweep([(partitions[0], VWAP, {"evry": 1})], master="local[2]", fn=view_task)
+
+
+def test_malformed_task_lists():
+    assert spark.run_sweep([], master="local[2]") == []
+    with pytest.raises(ReplayError, match="task 0 is not a"):
+        spark.run_sweep([("a.csv", "s")], master="local[2]")
