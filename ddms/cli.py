@@ -72,7 +72,6 @@ def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
 def cmd_run(args: argparse.Namespace) -> int:
     from ddms.runtime.driver import replay
     from ddms.runtime.engine import Engine
-    from ddms.streams.orderbook import OrderBookParser, parse_chunks
 
     program = Path(args.program) if args.program else EXAMPLES / "sobi.m3"
     if not program.exists():
@@ -88,39 +87,36 @@ def cmd_run(args: argparse.Namespace) -> int:
           file=sys.stderr, flush=True)
     engine = Engine(target)
     print(f"compiled {program.name} in {engine.compile_seconds:.2f} s", file=sys.stderr)
-    streams = engine.program.streams
-    brokers = {int(s.source.option("brokers", "10")) for s in streams if s.source is not None} or {10}
-    if len(brokers) > 1:
-        raise DdmsError(f"{program}: order-book streams disagree on brokers := ...")
     if args.program is None and args.data is None:
+        from ddms.streams.orderbook import OrderBookParser, parse_chunks
         from replay.synthetic import generate_orderbook
-        label, source, total = f"demo ({args.demo_lines:,} synthetic lines)", "<synthetic>", None
-        chunks = generate_orderbook(args.demo_lines, seed=args.seed)
+        label = f"demo ({args.demo_lines:,} synthetic lines)"
+        parser = OrderBookParser(source="<synthetic>")
+        names, parsers = ("bids", "asks"), [parser]
+        batches = parse_chunks(parser, _progress_chunks(generate_orderbook(args.demo_lines, seed=args.seed),
+                                                        None, label))
         every = args.every or max(args.demo_lines // 10, 1)
     else:
+        from ddms.streams.inputs import open_program_input
         data = Path(args.data) if args.data else None
-        if data is None:
-            paths = {s.source.path for s in streams if s.source is not None}
-            if len(paths) != 1:
-                raise DdmsError(f"{program}: give --data FILE (the streams declare "
-                                f"{'no file' if not paths else 'several files'})")
-            data = (program.parent / paths.pop()).resolve()
-        if not data.exists():
+        if data is not None and not data.exists():
             raise DdmsError(f"{data}: no such data file")
-        label, source, total = data.name, str(data), data.stat().st_size
-        chunks = _file_chunks(data)
+        inputs = open_program_input(engine.program, program.parent, data=data, skip_bad=args.skip_bad)
+        names, parsers = inputs.names, inputs.parsers
+        label = ", ".join(s.path.name for s in inputs.sources)
+        batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p), p.stat().st_size, p.name))
         every = args.every
-    parser = OrderBookParser(brokers=brokers.pop(), source=source, skip_bad=args.skip_bad)
     t0 = time.perf_counter()
-    replay(engine, parse_chunks(parser, _progress_chunks(chunks, total, label)), engine.relmap(("bids", "asks")),
+    replay(engine, batches, engine.relmap(names),
            every=every, checkpoint=lambda pos: _print_views(pos, engine.snapshot(), args.json))
     seconds = time.perf_counter() - t0
     if not every or engine.position % every:
         _print_views(engine.position, engine.snapshot(), args.json)
     rate = engine.position / seconds if seconds > 0 else float("inf")
-    skipped = f", {parser.bad_lines} bad lines skipped" if parser.bad_lines else ""
-    print(f"{engine.position:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s){skipped}", file=sys.stderr)
-    for err in getattr(parser, "bad_samples", [])[:5]:
+    bad = sum(p.bad_lines for p in parsers)
+    skipped = f", {bad} bad lines skipped" if bad else ""
+    print(f"{label}: {engine.position:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s){skipped}", file=sys.stderr)
+    for err in [e for p in parsers for e in getattr(p, "bad_samples", [])][:5]:
         print(f"  skipped {err}", file=sys.stderr)
     return 0
 

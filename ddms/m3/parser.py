@@ -8,7 +8,7 @@ Grammar (``[...]`` optional, ``{...}`` repeated)::
 
     program   := { stream | map | query | trigger }
     stream    := CREATE (STREAM|TABLE) NAME '(' NAME type {',' NAME type} ')'
-                 [FROM FILE STRING LINE DELIMITED NAME '(' [NAME ':=' STRING {',' ...}] ')'] ';'
+                 [FROM FILE STRING LINE DELIMITED NAME ['(' [NAME ':=' STRING {',' ...}] ')']] ';'
     map       := DECLARE MAP NAME '(' type ')' '[' [NAME ':' type {',' ...}] ']' [ORDERED] [':=' expr] ';'
     query     := DECLARE QUERY NAME ':=' NAME ';'
     trigger   := ON ('+'|'-') NAME '(' [NAME {',' NAME}] ')' '{' { mapref ('+='|':=') expr ';' } '}'
@@ -184,13 +184,13 @@ class _Parser:
             self._expect("LINE")
             self._expect("DELIMITED")
             adaptor = self._name().lower()
-            self._expect("(")
 
             def option() -> tuple[str, str]:
                 key = self._name()
                 self._expect(":=")
                 return key, self._string()
-            source = Source(path, adaptor, tuple(self._list(option, ")")))
+            options = tuple(self._list(option, ")")) if self._accept("(") else ()
+            source = Source(path, adaptor, options)
         self._expect(";")
         return Stream(name, tuple(columns), source, kind)
 

@@ -11,18 +11,9 @@ from dataclasses import replace
 import numpy as np
 
 from ddms.runtime.engine import Engine
-from ddms.streams.events import EventBatch
+from ddms.streams.events import EventBatch, split_lines
 
-
-def split_lines(batch: EventBatch, line: int) -> tuple[EventBatch, EventBatch]:
-    """``batch`` cut after input line ``line``: (lines up to it, the rest).  O(log n) to find the
-    cut; the pieces are views, not copies.  The error (if any) stays with the tail."""
-    cut = int(np.searchsorted(batch.line, line, side="right"))
-    head = EventBatch(batch.rel[:cut], batch.sign[:cut], batch.cols[:cut], batch.line[:cut],
-                      batch.first_line, line, 0, None)
-    tail = EventBatch(batch.rel[cut:], batch.sign[cut:], batch.cols[cut:], batch.line[cut:],
-                      line + 1, batch.last_line, batch.skipped, batch.error)
-    return head, tail
+__all__ = ["replay", "split_lines"]
 
 
 def replay(engine: Engine, batches: Iterable[EventBatch], relmap: np.ndarray, *, every: int = 0,

@@ -38,3 +38,14 @@ class EventBatch:
     def empty(arity: int, at_line: int = 0) -> EventBatch:
         return EventBatch(np.zeros(0, np.int8), np.zeros(0, np.int8), np.zeros((0, arity)),
                           np.zeros(0, np.int64), at_line + 1, at_line)
+
+
+def split_lines(batch: EventBatch, line: int) -> tuple[EventBatch, EventBatch]:
+    """``batch`` cut after input line ``line``: (lines up to it, the rest).  O(log n) to find the
+    cut; the pieces are views, not copies.  The error (if any) stays with the tail."""
+    cut = int(np.searchsorted(batch.line, line, side="right"))
+    head = EventBatch(batch.rel[:cut], batch.sign[:cut], batch.cols[:cut], batch.line[:cut],
+                      batch.first_line, line, 0, None)
+    tail = EventBatch(batch.rel[cut:], batch.sign[cut:], batch.cols[cut:], batch.line[cut:],
+                      line + 1, batch.last_line, batch.skipped, batch.error)
+    return head, tail

@@ -723,13 +723,13 @@ def read_orderbook(path_or_file: str | os.PathLike | BinaryIO, *, chunk_bytes: i
         yield from _read(path_or_file, str(name), chunk_bytes, brokers, skip_bad)
 
 
-def parse_chunks(parser: OrderBookParser, chunks: Iterable[bytes]) -> Iterator[EventBatch]:
+def parse_chunks(parser, chunks: Iterable[bytes]) -> Iterator[EventBatch]:
     """Feed ``chunks`` to ``parser`` and close it: the transport-independent loop behind every
     reader.  In strict mode the batch carrying a bad line's ``error`` is yielded, then the error is
     raised.  Batches that consumed no line are not yielded."""
     for data in chunks:
         if isinstance(data, str):
-            raise TypeError(f"{parser.source}: order-book input must be bytes (open files with 'rb')")
+            raise TypeError(f"{parser.source}: input must be bytes (open files with 'rb')")
         batch = parser.feed(data)
         if batch.error is not None:
             yield batch

@@ -1,0 +1,205 @@
+"""A program's input: the files its ``CREATE STREAM|TABLE ... FROM FILE`` clauses declare, read by
+their adaptors and merged into one sequence of event batches.
+
+Order of events (deterministic, so ``--every N`` checkpoints are reproducible):
+
+1. every TABLE source, completely, in declaration order (DBToaster loads static tables first);
+2. the STREAM sources interleaved line by line in declaration order (first line of each file,
+   then the second line of each, ...), a chunk of each file at a time.
+
+One ``orderbook`` file feeds every stream that names it (``book := 'bids'|'asks'``); a ``csv``
+file feeds one stream.  The merged batches number relations by :attr:`ProgramInput.names` and
+lines globally (position = lines consumed over all files).  With a single source (the common case)
+its batches pass through untouched: merging costs nothing then, and O(events) numpy work per
+round otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from ddms.errors import DdmsError, ProgramError
+from ddms.m3.ir import Program, Stream
+from ddms.streams.csv import CsvParser
+from ddms.streams.events import EventBatch, split_lines
+from ddms.streams.orderbook import OrderBookParser, parse_chunks
+
+ADAPTORS = ("orderbook", "csv")
+
+
+@dataclass
+class _Source:
+    """One file and the parser that reads it; ``names[i]`` is the stream of its relation i."""
+
+    path: Path
+    names: tuple[str, ...]
+    parser: OrderBookParser | CsvParser
+    table: bool
+    batches: Iterator[EventBatch] | None = None
+
+
+@dataclass
+class ProgramInput:
+    """The merged input of a program: iterate :meth:`batches`; ``names`` for ``Engine.relmap``.
+    ``parsers`` expose ``bad_lines``/``bad_samples`` after a ``skip_bad`` run."""
+
+    names: tuple[str, ...]
+    sources: list[_Source] = field(default_factory=list)
+
+    @property
+    def parsers(self) -> list[OrderBookParser | CsvParser]:
+        return [s.parser for s in self.sources]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(s.path.stat().st_size for s in self.sources)
+
+    def batches(self, chunks: Callable[[Path], Iterable[bytes]]) -> Iterator[EventBatch]:
+        """The events of every source in the order of the module docstring; ``chunks(path)``
+        reads a file (the CLI passes one that draws progress).  A bad line stops everything
+        after the events before it (strict parsers) with the :class:`InputError` naming it."""
+        for s in self.sources:
+            s.batches = parse_chunks(s.parser, chunks(s.path))
+        offset = 0
+        for s in (s for s in self.sources if s.table):
+            last = offset
+            for b in s.batches:
+                b = self._renumber(s, b, offset)
+                last = b.last_line
+                yield b
+            offset = last
+        streams = [s for s in self.sources if not s.table]
+        if len(streams) == 1:
+            for b in streams[0].batches:
+                yield self._renumber(streams[0], b, offset)
+            return
+        yield from _interleave(self, streams, offset)
+
+    def _renumber(self, s: _Source, b: EventBatch, offset: int) -> EventBatch:
+        """Relations to global numbers (identity for the first source), lines shifted by ``offset``."""
+        base = self.names.index(s.names[0])
+        if base:
+            b = replace(b, rel=(b.rel + base).astype(np.int8))
+        if offset:
+            b = replace(b, line=b.line + offset, first_line=b.first_line + offset, last_line=b.last_line + offset)
+        return b
+
+
+def _interleave(pi: ProgramInput, streams: list[_Source], offset: int) -> Iterator[EventBatch]:
+    """Round-robin by line.  Each round tops up every unfinished source's pending lines to at
+    least one line, takes the same number ``m`` (the smallest pending count) of lines from each and
+    orders them (local line j, source s); the rest waits for the next round.  A source whose
+    pending lines stop at a bad line ends the merge right before that line's merged position."""
+    width = max(len(s.parser.stream.columns) if isinstance(s.parser, CsvParser) else 5 for s in streams)
+    pending: dict[int, EventBatch] = {}
+    active = list(range(len(streams)))
+    while active:
+        for k in list(active):
+            while k not in pending or _lines(pending[k]) == 0 and pending[k].error is None:
+                b = next(streams[k].batches, None)
+                if b is None:
+                    break
+                pending[k] = b
+            if k not in pending or (_lines(pending[k]) == 0 and pending[k].error is None):
+                active.remove(k)
+                pending.pop(k, None)
+        if not active:
+            return
+        m = min(_lines(pending[k]) for k in active)
+        takes = []
+        for k in active:
+            b = pending[k]
+            head, pending[k] = split_lines(b, b.first_line + m - 1)
+            takes.append((k, head, b.error if m == _lines(b) else None))
+        counts = np.full(len(takes), m, np.int64)
+        n_lines = len(takes) * m
+        # a bad line right after this round's lines stops the merge once they are applied
+        stop = next(((n_lines, err) for _, _, err in takes if err is not None), None)
+        rel, sign, cols, line = [], [], [], []
+        for idx, (k, head, _) in enumerate(takes):
+            rel.append(head.rel + pi.names.index(streams[k].names[0]))
+            sign.append(head.sign)
+            c = np.zeros((len(head), width))
+            c[:, :head.cols.shape[1]] = head.cols
+            cols.append(c)
+            line.append(_global(head.line - head.first_line, idx, counts))
+        g_all = np.concatenate(line)
+        order = np.argsort(g_all, kind="stable")
+        batch = EventBatch(np.concatenate(rel).astype(np.int8)[order], np.concatenate(sign)[order],
+                           np.concatenate(cols)[order], g_all[order] + offset + 1, offset + 1, offset + n_lines,
+                           sum(h.skipped for _, h, _ in takes), None)
+        offset += n_lines
+        if stop is not None:
+            yield replace(batch, error=stop[1])
+            raise stop[1]
+        yield batch
+
+
+def _lines(b: EventBatch) -> int:
+    return b.last_line - b.first_line + 1
+
+
+def _global(j: np.ndarray, k: int, counts: np.ndarray) -> np.ndarray:
+    """0-based merged position of local line ``j`` of source ``k`` when lines are ordered (j, k):
+    the lines of every source with a smaller local index, plus those of earlier sources with the
+    same index."""
+    before = np.zeros(len(j), np.int64)
+    for t, c in enumerate(counts):
+        before += np.minimum(c, j + (1 if t < k else 0))
+    return before
+
+
+def open_program_input(program: Program, base: Path, *, data: Path | None = None,
+                       skip_bad: bool = False) -> ProgramInput:
+    """The sources ``program`` declares (paths relative to ``base``, the program's folder).
+    ``data`` replaces the file of every orderbook stream (``ddms run --data``), or of the only
+    stream when there is one source.  Streams without a FROM clause get no input."""
+    declared = [s for s in program.streams if s.source is not None]
+    for s in declared:
+        if s.source.adaptor.lower() not in ADAPTORS:
+            raise ProgramError(f"stream {s.name}: unknown adaptor {s.source.adaptor!r} (known: {', '.join(ADAPTORS)})")
+    if not declared:
+        if data is None:
+            raise DdmsError("the program's streams declare no FROM FILE: give --data FILE (an order-book file)")
+        declared = []
+    single = len({(s.source.path, s.source.adaptor.lower()) for s in declared}) == 1
+    groups: dict[tuple, list[Stream]] = {}
+    for s in declared:
+        adaptor = s.source.adaptor.lower()
+        path = data if data is not None and (adaptor == "orderbook" or single) else base / s.source.path
+        key = (str(path), adaptor, s.kind) if adaptor == "orderbook" else (str(path), adaptor, s.name)
+        groups.setdefault(key, []).append(s)
+    sources: list[_Source] = []
+    if data is not None and not declared:
+        sources.append(_orderbook_source(program, list(program.streams), data, skip_bad))
+    for (path, adaptor, _), streams in groups.items():
+        path = Path(path).resolve()
+        if not path.exists():
+            raise DdmsError(f"{path}: no such data file (declared by stream {streams[0].name})")
+        if adaptor == "orderbook":
+            sources.append(_orderbook_source(program, streams, path, skip_bad))
+        else:
+            s = streams[0]
+            sources.append(_Source(path, (s.name,), CsvParser.for_stream(s, source=str(path), skip_bad=skip_bad),
+                                   s.kind == "TABLE"))
+    # tables first, then streams, each in declaration order; relation numbers follow that order
+    sources.sort(key=lambda s: not s.table)
+    names = tuple(n for s in sources for n in s.names)
+    return ProgramInput(names, sources)
+
+
+def _orderbook_source(program: Program, streams: list[Stream], path: Path, skip_bad: bool) -> _Source:
+    """One order-book file feeds its bids and asks streams (by ``book :=``, else by name)."""
+    brokers = {int(s.source.option("brokers", "10")) for s in streams if s.source is not None} or {10}
+    if len(brokers) > 1:
+        raise ProgramError(f"{path}: order-book streams disagree on brokers := ...")
+    by_book = {"bids": "bids", "asks": "asks"}
+    for s in streams:
+        book = s.source.option("book") if s.source is not None else None
+        by_book[(book or s.name).lower()] = s.name
+    parser = OrderBookParser(brokers=brokers.pop(), source=str(path), skip_bad=skip_bad)
+    return _Source(path, (by_book["bids"], by_book["asks"]), parser, any(s.kind == "TABLE" for s in streams))
