@@ -1,9 +1,111 @@
-"""`ddms serve-feed` and `ddms monitor`: the command-line faces of the feed transport (issue 5)."""
+"""`ddms serve-feed` and `ddms monitor`: the command-line faces of the feed transport (issue 5).
+
+    ddms serve-feed CAPTURE.gz|finance.csv [--speed X|max] [--rate N] [--port P] [--host H]
+                    [--empty-book] [--fault KIND@N ...]
+    ddms monitor URL [--views FILE.sql|FILE.m3] [--strategy NAME] [--json] [--once]
+                 [--snapshot-url URL] [--market futures|spot] [--watchdog S]
+
+``serve-feed`` prints the websocket URL to connect to as its first stdout line; ``monitor`` on
+that URL needs no other option (the server advertises protocol, market and snapshot endpoint).
+Imports of websockets, numba and rich happen inside the commands, so ``ddms --help`` stays fast.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import sys
+
+from ddms.errors import DdmsError
+
+
+def _speed(text: str) -> float:
+    if text.strip().lower() in ("max", "inf", "0"):
+        return 0.0
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--speed {text!r}: a positive number or 'max'") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"--speed {text!r}: a positive number or 'max'")
+    return v
+
+
+def cmd_serve_feed(args: argparse.Namespace) -> int:
+    from ddms.feeds.server import load_replay, parse_fault
+    from ddms.feeds.transport import ServeConfig, serve_replay
+
+    faults = tuple(parse_fault(f) for f in args.fault or ())
+    core = load_replay(args.input, empty_book=args.empty_book, faults=faults)
+    what = (f"{core.market} {core.symbol}, streams {', '.join(core.streams)}" if core.protocol == "binance"
+            else "order protocol")
+    print(f"serve-feed: {args.input}: {len(core.frames):,} messages ({core.counted_total():,} "
+          f"{'depth' if core.protocol == 'binance' else 'order'} messages), {what}", file=sys.stderr, flush=True)
+
+    def ready(url: str) -> None:
+        print(url, flush=True)
+        print(f"serve-feed: listening on {url} (snapshots: {core.snapshot_path()}); the replay starts when a "
+              "client connects", file=sys.stderr, flush=True)
+
+    config = ServeConfig(args.host, args.port, args.speed, args.rate)
+    try:
+        asyncio.run(serve_replay(core, config, ready))
+    except KeyboardInterrupt:
+        print("serve-feed: interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:
+        raise DdmsError(f"serve-feed: cannot listen on {args.host}:{args.port}: {e}") from None
+    return 0
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    from ddms.feeds.monitor import Monitor, MonitorConfig
+    from ddms.feeds.transport import ClientConfig
+
+    ClientConfig(args.url)          # validates the URL before any compile
+    if args.views:
+        print(f"compiling {args.views} (the first time takes up to a minute; cached afterwards) ...",
+              file=sys.stderr, flush=True)
+    config = MonitorConfig(args.url, views=args.views, strategy=args.strategy, json=args.json, once=args.once,
+                           snapshot_url=args.snapshot_url, market=args.market, watchdog=args.watchdog,
+                           display=False if args.no_display else None)
+    mon = Monitor(config)
+    try:
+        summary = asyncio.run(mon.run())
+    except KeyboardInterrupt:   # a second Ctrl-C while shutting down
+        print(json.dumps(mon.summary()), flush=True)
+        return 130
+    bad = summary.get("gaps", 0) or summary.get("bookticker_mismatch", 0) or summary.get("crossed") \
+        or summary.get("malformed", 0)
+    return 1 if bad else 0
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register the feed subcommands on the `ddms` parser."""
+    sf = sub.add_parser("serve-feed", help="serve a Binance capture or a finance.csv over a local websocket")
+    sf.add_argument("input", help="a Binance capture (.gz or text: '<recv_ts_ns> <json>' lines) or a finance.csv")
+    sf.add_argument("--speed", type=_speed, default=1.0,
+                    help="replay speed: 1 = as recorded, 10 = ten times faster, max = as fast as the client reads")
+    sf.add_argument("--rate", type=float, default=0.0,
+                    help="send N depth messages (finance.csv: messages) per second instead (overrides --speed)")
+    sf.add_argument("--port", type=int, default=0, help="TCP port (default: any free port; the URL is printed)")
+    sf.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    sf.add_argument("--empty-book", action="store_true",
+                    help="accept a capture without a depth snapshot: start from an empty book")
+    sf.add_argument("--fault", action="append", metavar="KIND@N",
+                    help="inject a fault at the N-th depth message (finance.csv: message): drop, dup, reorder, "
+                         "corrupt, close, stall (stall@N:SECONDS); repeatable")
+    sf.set_defaults(func=cmd_serve_feed)
+
+    mo = sub.add_parser("monitor", help="follow a live feed: book, views, checks, live display")
+    mo.add_argument("url", help="websocket URL (e.g. the first line printed by ddms serve-feed)")
+    mo.add_argument("--views", help="views to maintain: SQL (.sql) or M3 (.m3) over bids/asks")
+    mo.add_argument("--strategy", help="run a registered strategy's callbacks on the views")
+    mo.add_argument("--json", action="store_true", help="print JSON lines (changes, problems, summary), no display")
+    mo.add_argument("--once", action="store_true", help="exit when the server ends the stream instead of reconnecting")
+    mo.add_argument("--snapshot-url", help="depth snapshot URL (default: advertised by the server or implied)")
+    mo.add_argument("--market", choices=("futures", "spot"), help="Binance market (default: advertised or detected)")
+    mo.add_argument("--watchdog", type=float, default=30.0, help="reconnect after this many seconds without a message")
+    mo.add_argument("--no-display", action="store_true", help="no live display (status lines on stderr)")
+    mo.set_defaults(func=cmd_monitor)

@@ -383,6 +383,12 @@ class OrderFeed:
         return EventBatch(arr[:, 0].astype(np.int8), arr[:, 1].astype(np.int8), np.ascontiguousarray(arr[:, 2:7]),
                           arr[:, 7].astype(np.int64), first, self.updates)
 
+    def discard_events(self) -> None:
+        """Drop the queued engine rows (a consumer without an engine): :meth:`take_events`
+        without building arrays.  O(1)."""
+        self._rows = []
+        self._taken = self.updates
+
     # -- invariants ---------------------------------------------------------------------------
     def _check(self) -> None:
         """Assert invariants: the orders changed since the last check are well-formed rows (the

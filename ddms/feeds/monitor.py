@@ -1,0 +1,530 @@
+"""``ddms monitor``: follow a live feed, maintain the book and the views, check them, show them.
+
+The monitor is the consumer side of :mod:`ddms.feeds.transport`: it takes the queue's records in
+order, feeds messages to the protocol core (:class:`~ddms.feeds.binance.BinanceBook` or
+:class:`~ddms.feeds.orderproto.OrderFeed`), performs the actions the core asks for (fetch a
+snapshot), resynchronizes after a reconnect or a queue overflow, and hands the core's events to
+the engine once per drained run of the queue (one ``Engine.apply`` per run: at low rates a run is
+one message, so latency stays low; at high rates runs grow and the per-call cost is shared).
+
+What it knows without options: the protocol, market and snapshot endpoint come from the replay
+server's ``X-DDMS-*`` handshake headers; otherwise from the URL (``/orders`` is our order
+protocol; ``fstream.binance.com`` is USD-M futures, ``stream.binance.com`` spot, each with its
+REST host) and, for the market, from the first depth message (futures messages carry ``pu``).
+
+Checks (Binance): the core counts gaps, stale and malformed messages, crossed books and compares
+its top of book with every bookTicker whose ``u`` is the final id of an applied depth event.
+Every problem is reported (``--json``: one JSON line each) with the message number and reason.
+
+Output: a live rich display on a terminal; ``--json``: JSON lines (view changes, problems,
+connection events), then the final views as ``ddms run --json`` prints them, then one summary
+line; the summary line is printed however the monitor ends (stream end, Ctrl-C, give-up).
+
+Latency is measured from the transport's receive time (``perf_counter_ns`` right after ``recv``)
+to the end of the engine update that applied the message (after its callbacks ran): the delay a
+strategy callback sees, queueing included.  Kept for the last 2**17 depth messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+import numpy as np
+
+from ddms.errors import DdmsError
+from ddms.feeds import NeedSnapshot
+from ddms.feeds.binance import FUTURES, SPOT, BinanceBook, Decoder, DepthUpdate
+from ddms.feeds.orderproto import OrderFeed
+from ddms.feeds.server import DEPTH_PATHS, ORDERS_PATH, ORDERS_SNAPSHOT_PATH
+from ddms.feeds.transport import (
+    ClientConfig,
+    Connected,
+    Disconnected,
+    Ended,
+    FeedClient,
+    Overflow,
+    SnapshotReply,
+)
+
+__all__ = ["Monitor", "MonitorConfig", "load_strategy"]
+
+_LAT_CAP = 1 << 17
+_REMOTE_REST = {"fstream.binance.com": (FUTURES, "https://fapi.binance.com"),
+                "stream.binance.com": (SPOT, "https://api.binance.com"),
+                "data-stream.binance.vision": (SPOT, "https://api.binance.com")}
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorConfig:
+    """``url`` of the feed; ``views``: an .sql/.m3 file (None: book only); ``strategy``: a
+    registered strategy name; ``json``: JSON lines instead of the display; ``once``: stop when the
+    server ends the stream normally; ``snapshot_url``/``market``/``protocol`` override what the
+    server advertises; ``display``: draw the rich display (default: when stdout is a terminal)."""
+
+    url: str
+    views: str | None = None
+    strategy: str | None = None
+    json: bool = False
+    once: bool = False
+    snapshot_url: str | None = None
+    market: str | None = None
+    protocol: str | None = None
+    display: bool | None = None
+    watchdog: float = 30.0
+    queue_size: int = 8192
+    max_failures: int | None = None
+    brokers: int = 10
+    max_batch: int = 1024
+
+
+class Monitor:
+    """One monitoring session; :meth:`run` returns the summary dict."""
+
+    def __init__(self, config: MonitorConfig, out: TextIO | None = None, engine: Any = None) -> None:
+        self.config = config
+        self.out = out or sys.stdout
+        parts = urlsplit(config.url)
+        self.host = parts.hostname or ""
+        self.protocol = config.protocol or ("orders" if parts.path.rstrip("/") == ORDERS_PATH else None)
+        self.market = config.market or (_REMOTE_REST[self.host][0] if self.host in _REMOTE_REST else None)
+        self.advertised_snapshot: str | None = None
+        self.book: BinanceBook | OrderFeed | None = None
+        self.engine = engine
+        self.relmap = None
+        self._pre: list[tuple[int, bytes]] = []     # messages before the protocol/market is known
+        self._decoder = Decoder()
+        self._lat = np.zeros(_LAT_CAP, np.int64)
+        self._nlat = 0
+        self._lat_pending: list[int] = []
+        self._snap_inflight = False
+        self._snap_retries = 0
+        self.recent: deque[str] = deque(maxlen=8)
+        self.problems = 0
+        self.events: list[str] = []
+        self.end_reason = ""
+        self.client: FeedClient | None = None
+        self.t0 = time.perf_counter()
+        self.strategy_obj: Any = None
+        self._changes_out = config.json
+        if engine is None and config.views:
+            from ddms.runtime.engine import Engine
+            self.engine = Engine(config.views)
+        if self.engine is not None:
+            self.relmap = self.engine.relmap(("bids", "asks"))
+            if config.json:
+                for name in self.engine.views:
+                    self.engine.on(name, self._print_change)
+        if config.strategy:
+            if self.engine is None:
+                raise DdmsError("--strategy needs --views (a strategy reacts to views)")
+            self.strategy_obj = load_strategy(config.strategy, self.engine)
+
+    # -- output -----------------------------------------------------------------------------
+    def _emit(self, obj: dict) -> None:
+        self.out.write(json.dumps(obj, default=str) + "\n")
+
+    def _print_change(self, view: str, key: tuple, old: float, new: float, position: int) -> None:
+        self._emit({"event": "change", "view": view, "key": list(key), "old": _num(old), "new": _num(new),
+                    "line": position})
+
+    def _note(self, kind: str, **fields: Any) -> None:
+        text = f"{kind}: " + ", ".join(f"{k}={v}" for k, v in fields.items())
+        self.recent.append(text)
+        if self.config.json:
+            self._emit({"event": kind, **fields})
+        elif not self._display_on:
+            print(f"monitor: {text}", file=sys.stderr, flush=True)
+
+    def _drain_reports(self) -> None:
+        book = self.book
+        if book is None:
+            return
+        while book.reports:
+            e = book.reports.popleft()
+            self.problems += 1
+            self._note("problem", message=e.line, reason=e.reason, text=e.text[:200])
+
+    # -- the protocol core ------------------------------------------------------------------
+    def _make_book(self) -> None:
+        if self.protocol == "orders":
+            self.book = OrderFeed(brokers=self.config.brokers, source=self.config.url)
+        else:
+            self.book = BinanceBook(self.market or FUTURES, source=self.config.url)
+        pre, self._pre = self._pre, []
+        for recv, data in pre:
+            self._feed(recv, data)
+
+    def _try_detect(self, data: bytes) -> None:
+        """Learn the protocol/market from a message when nothing said it."""
+        if self.protocol is None:
+            head = data[:200]
+            self.protocol = "orders" if (b'"seq"' in head and b'"type"' in head) else "binance"
+        if self.protocol == "binance" and self.market is None:
+            try:
+                rec = self._decoder.decode(data)
+            except DdmsError:
+                return
+            if isinstance(rec, DepthUpdate):
+                self.market = FUTURES if rec.prev_final_id is not None else SPOT
+        if self.protocol == "orders" or self.market is not None:
+            self._make_book()
+
+    def _feed(self, recv: int, data: bytes) -> None:
+        book = self.book
+        if book is None:
+            self._pre.append((recv, data))
+            if len(self._pre) > 100_000:
+                raise DdmsError(f"{self.config.url}: 100,000 messages and no depth message: cannot tell the market "
+                                "(give --market futures|spot)")
+            self._try_detect(data)
+            return
+        before = book.depth_events if type(book) is BinanceBook else book.messages
+        actions = book.feed_message(data)
+        after = book.depth_events if type(book) is BinanceBook else book.messages
+        if after != before:
+            self._lat_pending.append(recv)
+        if actions:
+            self._act(actions)
+
+    def _act(self, actions: tuple[NeedSnapshot, ...]) -> None:
+        for a in actions:
+            if isinstance(a, NeedSnapshot):
+                self._request_snapshot(a.reason)
+
+    def _snapshot_url(self) -> str:
+        if self.config.snapshot_url:
+            return self.config.snapshot_url
+        parts = urlsplit(self.config.url)
+        http = urlunsplit(("https" if parts.scheme == "wss" else "http", parts.netloc, parts.path, parts.query, ""))
+        if self.advertised_snapshot:
+            return urljoin(http, self.advertised_snapshot)
+        if self.protocol == "orders":
+            return urljoin(http, ORDERS_SNAPSHOT_PATH)
+        market = self.market or FUTURES
+        symbol = (getattr(self.book, "symbol", None) or "").upper()
+        if self.host in _REMOTE_REST:
+            base = _REMOTE_REST[self.host][1]
+            return f"{base}{DEPTH_PATHS[market]}?symbol={symbol}&limit={1000 if market == FUTURES else 5000}"
+        return urljoin(http, f"{DEPTH_PATHS[market]}?symbol={symbol}&limit=1000")
+
+    def _request_snapshot(self, reason: str) -> None:
+        if self._snap_inflight or self.client is None:
+            return
+        self._snap_inflight = True
+        delay = 0.0 if self._snap_retries == 0 else min(2.0, 0.05 * 2 ** (self._snap_retries - 1))
+        url = self._snapshot_url()
+        self._note("snapshot_request", reason=reason, url=url, delay=round(delay, 3))
+        self.client.request_snapshot(url, delay)
+
+    def _on_snapshot(self, rep: SnapshotReply) -> None:
+        self._snap_inflight = False
+        book = self.book
+        if book is None:
+            return
+        if rep.body is None:
+            self._snap_retries += 1
+            self._note("snapshot_error", url=rep.url, reason=rep.error)
+            if book.needs_snapshot:
+                self._request_snapshot("previous snapshot request failed")
+            return
+        rejected = book.snapshots_rejected
+        if isinstance(book, BinanceBook):
+            actions = book.apply_snapshot(rep.body, time.time_ns())
+        else:
+            actions = book.apply_snapshot(rep.body)
+        self._snap_retries = self._snap_retries + 1 if book.snapshots_rejected > rejected else 0
+        self._note("snapshot", url=rep.url, applied=book.snapshots_rejected == rejected, synced=book.synced)
+        if actions:
+            self._act(actions)
+
+    def _on_control(self, item: Any) -> bool:
+        """Handle a control record; True when the session is over."""
+        t = type(item)
+        if t is Connected:
+            h = {k.lower(): v for k, v in item.headers.items()}
+            if not self.config.protocol and "x-ddms-protocol" in h:
+                self.protocol = h["x-ddms-protocol"]
+            if not self.config.market and "x-ddms-market" in h:
+                self.market = h["x-ddms-market"]
+            if "x-ddms-snapshot" in h:
+                self.advertised_snapshot = h["x-ddms-snapshot"]
+            self._note("connected", number=item.number, url=item.url)
+            if self.book is None and self.protocol is not None and (self.protocol == "orders" or self.market):
+                self._make_book()
+            elif self.book is not None and item.number > 1:
+                self._act(self.book.resync(f"reconnected (connection {item.number}): messages may have been lost"))
+        elif t is Disconnected:
+            self._note("disconnected", code=item.code, reason=item.reason, retry_in=item.retry_in)
+        elif t is Overflow:
+            self._note("overflow", dropped=item.dropped)
+            if self.book is not None:
+                self._act(self.book.resync(f"the consumer did not keep up: {item.dropped} messages dropped"))
+        elif t is SnapshotReply:
+            self._on_snapshot(item)
+        elif t is Ended:
+            self.end_reason = item.reason
+            self._note("ended", reason=item.reason, normal=item.normal)
+            return True
+        return False
+
+    def _flush(self) -> None:
+        """Hand the queued events to the engine; record latencies."""
+        book = self.book
+        if book is not None and self.engine is not None:
+            batch = book.take_events()
+            if len(batch) or batch.last_line >= batch.first_line:
+                self.engine.apply(batch, self.relmap)
+        elif book is not None:
+            book.discard_events()
+        pend = self._lat_pending
+        if pend:
+            now = time.perf_counter_ns()
+            n = self._nlat
+            for r in pend:
+                self._lat[n % _LAT_CAP] = now - r
+                n += 1
+            self._nlat = n
+            pend.clear()
+        self._drain_reports()
+
+    # -- the session ----------------------------------------------------------------------------
+    @property
+    def _display_on(self) -> bool:
+        d = self.config.display
+        return (self.out.isatty() and not self.config.json) if d is None else d
+
+    async def run(self) -> dict[str, Any]:
+        c = self.config
+        client = FeedClient(ClientConfig(c.url, queue_size=c.queue_size, watchdog=c.watchdog, once=c.once,
+                                         max_failures=c.max_failures if c.max_failures is not None
+                                         else (8 if c.once else None)))
+        self.client = client
+        self.t0 = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self.stop)
+        reader = asyncio.create_task(client.run())
+        display = _Display(self) if self._display_on else None
+        q = client.queue
+        feed = self._feed
+        batch_max = c.max_batch
+        try:
+            if display is not None:
+                display.start()
+            done = False
+            while not done:
+                item = await q.get()
+                n = 0
+                while True:
+                    if type(item) is tuple:
+                        feed(item[0], item[1])
+                    elif self._on_control(item):
+                        done = True
+                        break
+                    n += 1
+                    if n >= batch_max or q.empty():
+                        break
+                    item = q.get_nowait()
+                self._flush()
+                if display is not None:
+                    display.tick()
+        finally:
+            client.stop()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
+            if display is not None:
+                display.stop()
+        return self.finish()
+
+    def stop(self) -> None:
+        """Stop the session (Ctrl-C): the reader closes the connection and ends the queue."""
+        if self.client is not None:
+            self.client.stop()
+
+    def finish(self) -> dict[str, Any]:
+        """Print the final views (as ``ddms run --json``) and the summary line; return the
+        summary."""
+        self._drain_reports()
+        if self.engine is not None and self.config.json:
+            from ddms.cli import _jsonable
+            self.out.write(json.dumps({"line": self.engine.position,
+                                       "views": {k: _jsonable(v) for k, v in self.engine.snapshot().items()}})
+                           + "\n")
+        s = self.summary()
+        self.out.write(json.dumps(s) + "\n")
+        self.out.flush()
+        return s
+
+    def latency_us(self) -> tuple[float | None, float | None]:
+        n = min(self._nlat, _LAT_CAP)
+        if n == 0:
+            return None, None
+        p50, p99 = np.percentile(self._lat[:n], [50, 99])
+        return round(float(p50) / 1e3, 1), round(float(p99) / 1e3, 1)
+
+    def summary(self) -> dict[str, Any]:
+        """The counters so far (see the module docstring)."""
+        book = self.book
+        seconds = time.perf_counter() - self.t0
+        st = self.client.stats if self.client is not None else None
+        out: dict[str, Any] = {"event": "summary", "url": self.config.url, "protocol": self.protocol,
+                               "market": self.market}
+        if isinstance(book, BinanceBook):
+            out.update(book.counters())
+            bb, ba = book.best_bid(), book.best_ask()
+            out["best_bid"] = [str(x) for x in bb] if bb else None
+            out["best_ask"] = [str(x) for x in ba] if ba else None
+            out["synced"] = book.synced
+        else:
+            keys = ("messages", "depth_events", "applied", "level_updates", "gaps", "resyncs", "stale", "malformed",
+                    "crossed", "snapshots", "snapshots_rejected", "booktickers", "bookticker_checked",
+                    "bookticker_mismatch", "trades", "buffer_dropped")
+            counters = book.counters() if book is not None else {}
+            out.update({k: counters.get(k, 0) for k in keys})
+            if book is not None:
+                out["depth_events"] = counters["applied"]      # order messages applied
+                out["level_updates"] = counters["applied"]
+                out["synced"] = book.synced
+                out["resting_orders"] = len(book.orders)
+            out["crossed"] = None     # order-level feeds are not checked for crossing
+        if st is not None:
+            out.update({"connects": st.connects, "reconnects": max(st.connects - 1, 0), "overflows": st.overflows,
+                        "dropped": st.dropped, "watchdog": st.watchdog, "received": st.messages,
+                        "received_bytes": st.bytes})
+        p50, p99 = self.latency_us()
+        out.update({"problems": self.problems, "latency_p50_us": p50, "latency_p99_us": p99,
+                    "seconds": round(seconds, 3),
+                    "messages_per_s": round(out.get("messages", 0) / seconds) if seconds > 0 else None,
+                    "level_updates_per_s": round((out.get("level_updates") or 0) / seconds) if seconds > 0 else None,
+                    "end": self.end_reason})
+        if self.engine is not None:
+            out["position"] = self.engine.position
+        return out
+
+
+def _num(x: float) -> float | None:
+    return None if isinstance(x, float) and math.isnan(x) else x
+
+
+# ------------------------------------------------------------------------------------------
+# strategies
+# ------------------------------------------------------------------------------------------
+
+def load_strategy(name: str, engine: Any) -> Any:
+    """Attach the registered strategy ``name`` to ``engine``: looks up ``strategies.get(name)``
+    (or a ``REGISTRY``/``STRATEGIES`` mapping), then calls the entry's ``attach(engine)`` if it
+    has one, else calls the entry with the engine.  Imported lazily: the monitor does not need
+    the strategies package unless asked.  Raises DdmsError naming the known strategies."""
+    try:
+        import strategies
+    except ImportError as e:
+        raise DdmsError(f"--strategy {name}: the strategies package cannot be imported ({e})") from None
+    get: Callable[[str], Any] | None = getattr(strategies, "get", None)
+    registry = getattr(strategies, "REGISTRY", None) or getattr(strategies, "STRATEGIES", None)
+    names = sorted(registry) if isinstance(registry, dict) else []
+    if get is None and registry is None:
+        raise DdmsError(f"--strategy {name}: the strategies package has no registry (strategies.get(name)) yet")
+    try:
+        entry = get(name) if get is not None else registry[name]
+    except (KeyError, LookupError, ValueError) as e:
+        known = names or list(getattr(strategies, "names", lambda: [])())
+        raise DdmsError(f"--strategy {name}: unknown strategy ({e}); known: {', '.join(known) or 'none'}") from None
+    if hasattr(entry, "attach"):
+        return entry.attach(engine) or entry
+    if callable(entry):
+        return entry(engine)
+    raise DdmsError(f"--strategy {name}: the registry entry {entry!r} is neither callable nor has attach(engine)")
+
+
+# ------------------------------------------------------------------------------------------
+# the live display
+# ------------------------------------------------------------------------------------------
+
+class _Display:
+    """A rich Live display redrawn at most 4 times a second (drawing is off the hot path: the
+    consumer calls :meth:`tick` after each drained run and it redraws only when due)."""
+
+    def __init__(self, mon: Monitor) -> None:
+        from rich.console import Console
+        from rich.live import Live
+        self.mon = mon
+        self.console = Console(file=mon.out)
+        self.live = Live(console=self.console, auto_refresh=False, transient=False)
+        self.next = 0.0
+        self.last = (time.perf_counter(), 0)
+        self.rate = 0.0
+
+    def start(self) -> None:
+        self.live.start()
+
+    def stop(self) -> None:
+        self.live.update(self.render(), refresh=True)
+        self.live.stop()
+
+    def tick(self) -> None:
+        now = time.perf_counter()
+        if now < self.next:
+            return
+        self.next = now + 0.25
+        self.live.update(self.render(), refresh=True)
+
+    def render(self) -> Any:
+        from rich.console import Group
+        from rich.table import Table
+        mon = self.mon
+        s = mon.summary()
+        now = time.perf_counter()
+        t, n = self.last
+        if now - t >= 1.0:
+            self.rate = (s.get("messages", 0) - n) / (now - t)
+            self.last = (now, s.get("messages", 0))
+        head = Table(title=f"ddms monitor  {mon.config.url}", show_header=False, expand=False)
+        head.add_column("k")
+        head.add_column("v", justify="right")
+        head.add_column("k2")
+        head.add_column("v2", justify="right")
+        pairs = [("protocol", f"{mon.protocol or '?'} {mon.market or ''}"),
+                 ("state", "synced" if s.get("synced") else "waiting for snapshot"),
+                 ("messages", f"{s.get('messages', 0):,}"), ("msgs/s", f"{self.rate:,.0f}"),
+                 ("depth events", f"{s.get('depth_events', 0):,}"), ("level updates", f"{s.get('level_updates', 0):,}"),
+                 ("gaps", s.get("gaps")), ("resyncs", s.get("resyncs")),
+                 ("stale", s.get("stale")), ("malformed", s.get("malformed")),
+                 ("crossed", s.get("crossed")), ("reconnects", s.get("reconnects")),
+                 ("bookTicker checked", s.get("bookticker_checked")),
+                 ("bookTicker mismatch", s.get("bookticker_mismatch")),
+                 ("latency p50 us", s.get("latency_p50_us")), ("latency p99 us", s.get("latency_p99_us")),
+                 ("best bid", " x ".join(s["best_bid"]) if s.get("best_bid") else "-"),
+                 ("best ask", " x ".join(s["best_ask"]) if s.get("best_ask") else "-")]
+        for i in range(0, len(pairs), 2):
+            (a, b), (c, d) = pairs[i], pairs[i + 1]
+            head.add_row(a, str(b), c, str(d))
+        parts: list[Any] = [head]
+        if mon.engine is not None:
+            views = Table(title="views", expand=False)
+            views.add_column("view")
+            views.add_column("value", justify="right")
+            for name, v in mon.engine.snapshot().items():
+                if isinstance(v, list):
+                    shown = ", ".join(str(r) for r in v[:5]) + (f" ... ({len(v)} rows)" if len(v) > 5 else "")
+                else:
+                    shown = f"{v:.6g}" if isinstance(v, float) else str(v)
+                views.add_row(name, shown)
+            parts.append(views)
+        if mon.recent:
+            parts.append("\n".join(list(mon.recent)[-8:]))
+        return Group(*parts)

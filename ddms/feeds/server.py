@@ -1,0 +1,513 @@
+"""Replay feed server core (sans-I/O): a recorded capture or a finance.csv as a live feed.
+
+``ddms serve-feed`` serves what this module computes; the websocket and HTTP glue lives in
+:mod:`ddms.feeds.transport` (the only module that imports websockets).  Nothing here opens a
+socket or reads a clock: :class:`ReplayCore` turns the input into a *timeline* of actions
+(:class:`Send` a frame, :class:`Close` the connections, :class:`Stall`) and answers requests
+(:meth:`ReplayCore.route`, :meth:`ReplayCore.snapshot_response`) from the replay position.
+
+Two sources:
+
+* a Binance capture (``<recv_ts_ns> <json>`` lines, see ``../shared/data/binance/README.md``):
+  stream messages are sent as recorded, in the combined-stream envelope on ``/stream?streams=a/b``
+  and as the bare payload on ``/ws/a/b`` (Binance's two URL forms; only the requested streams).
+  The REST depth snapshot line is not sent: ``GET /fapi/v1/depth`` (futures) or
+  ``/api/v3/depth`` (spot) answers it while the replay is before that line, and afterwards the book
+  at the replay position, rebuilt from the capture by a :class:`~ddms.feeds.binance.BinanceBook`
+  (lazily: only when a snapshot is asked for, O(depth messages since the last request)).  A
+  capture without a snapshot line is refused unless ``empty_book`` is set, which starts the book
+  empty just before the first depth event (the top of book is then wrong until every level has
+  been updated once, and bookTicker checks will say so).
+* a finance.csv: each line becomes one message of our order protocol
+  (:mod:`ddms.feeds.orderproto`, ``seq`` = line) on ``/orders``; ``GET /orders/snapshot``
+  answers a ``snapshot`` message of the resting orders at the replay position.
+
+Why the futures snapshot says ``lastUpdateId = U`` of the *next* depth event: Binance's rule for
+the first applied event is ``U <= lastUpdateId <= u``, so a snapshot stamped with the last sent
+event's ``u`` can only be used by a client that still holds that event; a client that just
+reconnected does not.  The book after event k is also the book just before event k + 1 (whose
+changes are absolute level sizes), so stamping it ``U(k+1)`` is truthful for the client and lets
+it synchronize on the next message.  Spot needs no such care (``U <= lastUpdateId + 1 <= u``).
+
+Faults (``kind@n``, n counts depth messages of a capture, messages of a finance.csv, from 1):
+``drop`` (not sent), ``dup`` (sent twice), ``reorder`` (sent after the next message), ``corrupt``
+(sent with its JSON cut in half), ``close`` (every connection closed with code 1012 before it is
+sent; it goes to the next connection), ``stall`` (``stall@n:seconds``: nothing sent for that long
+before it, connections held open: a client's no-message watchdog must fire).
+
+Timeline semantics: one replay for the whole server (like an exchange), started when the first
+client connects; it pauses at the capture's snapshot line until a client has asked for a snapshot
+(at most ``hold_seconds``), as the recorder did there; while no client is connected it waits (so
+a client that reconnects after a ``close`` fault misses nothing but its resynchronization); at
+``speed`` > 0 frames keep the capture's receive-time spacing divided by ``speed``; at ``speed`` 0
+they go as fast as the slowest client reads (the glue awaits each send: backpressure, never a
+silent drop).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from ddms.errors import InputError, ReplayError
+from ddms.feeds.binance import FUTURES, SPOT, BinanceBook, Decoder, DepthSnapshot, DepthUpdate
+from ddms.feeds.capture import iter_lines, split_line
+from ddms.feeds.orderproto import OrderFeed, encode_line, format_message
+
+__all__ = [
+    "FAULT_KINDS", "Close", "Fault", "Frame", "Hold", "HttpAnswer", "ReplayCore", "Send", "Stall", "WsRoute",
+    "load_replay", "parse_fault",
+]
+
+FAULT_KINDS = ("drop", "dup", "reorder", "corrupt", "close", "stall")
+NORMAL_CLOSE = 1000          # end of the replay: a client with --once stops
+FAULT_CLOSE = 1012           # "service restart": a client reconnects
+ORDERS_PATH = "/orders"
+ORDERS_SNAPSHOT_PATH = "/orders/snapshot"
+DEPTH_PATHS = {FUTURES: "/fapi/v1/depth", SPOT: "/api/v3/depth"}
+
+_ENVELOPE = re.compile(rb'\{\s*"stream"\s*:\s*"([^"\\]*)"\s*,\s*"data"\s*:\s*(.*)\}\s*\Z', re.S)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One injected fault: ``kind`` (see :data:`FAULT_KINDS`) at the ``at``-th counted message
+    (depth messages of a capture, messages of a finance.csv; 1-based); ``seconds`` for stall."""
+
+    kind: str
+    at: int
+    seconds: float = 0.0
+
+
+def parse_fault(text: str) -> Fault:
+    """``"drop@100"``, ``"stall@50:3"`` -> :class:`Fault`; raises ReplayError saying what is
+    wrong."""
+    kind, sep, rest = text.partition("@")
+    kind = kind.strip().lower()
+    if not sep or kind not in FAULT_KINDS:
+        raise ReplayError(f"fault {text!r}: expected KIND@N with KIND one of {', '.join(FAULT_KINDS)}", "--fault")
+    at_s, _, sec_s = rest.partition(":")
+    try:
+        at = int(at_s)
+        seconds = float(sec_s) if sec_s else (2.0 if kind == "stall" else 0.0)
+    except ValueError:
+        raise ReplayError(f"fault {text!r}: N must be an integer (and stall seconds a number)", "--fault") from None
+    if at < 1 or seconds < 0:
+        raise ReplayError(f"fault {text!r}: N must be >= 1 and seconds >= 0", "--fault")
+    if sec_s and kind != "stall":
+        raise ReplayError(f"fault {text!r}: only stall takes :SECONDS", "--fault")
+    return Fault(kind, at, seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One input message: ``index`` its 1-based position in the replay, ``line`` its line in the
+    input, ``ts_ns`` its receive time
+    (0 for a finance.csv), ``stream`` its stream name (None: not sent, the capture's snapshot
+    line), ``data`` the message as sent on combined streams, ``payload_at`` where the bare payload
+    starts in ``data`` (it ends before the envelope's last ``}``; -1: ``data`` is the payload),
+    ``counted`` whether faults count it (depth messages; every order message)."""
+
+    index: int
+    line: int
+    ts_ns: int
+    stream: str | None
+    data: bytes
+    payload_at: int
+    counted: bool
+
+    def payload(self) -> bytes:
+        return self.data if self.payload_at < 0 else self.data[self.payload_at:self.data.rindex(b"}")]
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send ``frame`` (``data``: possibly corrupted) to every client subscribed to its stream."""
+
+    frame: Frame
+    data: bytes
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Close every connection with ``code`` and ``reason``."""
+
+    code: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """The replay reached the capture's snapshot line: wait (at most ``seconds``) until a client
+    has asked for a snapshot, as the recorder did there.  Without it an unthrottled replay runs
+    far ahead of a client's first snapshot request, and the client starts from a later book."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """Send nothing for ``seconds`` (connections stay open)."""
+
+    seconds: float
+    reason: str
+
+
+Action = Send | Close | Hold | Stall
+
+
+@dataclass(frozen=True, slots=True)
+class WsRoute:
+    """A websocket request: the streams it wants (None: all) and whether they are wrapped in the
+    combined-stream envelope."""
+
+    streams: frozenset[str] | None
+    envelope: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HttpAnswer:
+    """A plain HTTP answer (snapshot endpoints and errors)."""
+
+    status: int
+    body: str
+    content_type: str = "application/json"
+
+
+class ReplayCore:
+    """The replay of one input; built by :func:`load_replay`.
+
+    ``protocol`` is ``"binance"`` or ``"orders"``; ``market`` and ``symbol`` describe a capture.
+    ``position`` is the index of the last frame the timeline has passed (sent, dropped or held for
+    a reorder); snapshots answer the book there.  Counters: ``sent`` frames, ``faults_done``."""
+
+    def __init__(self, source: str, protocol: Literal["binance", "orders"], frames: list[Frame], *,
+                 market: str | None = None, symbol: str | None = None, snapshot_at: int | None = None,
+                 empty_snapshot: bytes | None = None, faults: tuple[Fault, ...] = ()) -> None:
+        self.source = source
+        self.protocol = protocol
+        self.frames = frames
+        self.market = market
+        self.symbol = symbol
+        self.snapshot_at = snapshot_at          # index of the capture's snapshot line (None: none)
+        self.empty_snapshot = empty_snapshot    # synthetic empty snapshot before the first depth event
+        self.faults = {f.at: f for f in faults}
+        if len(self.faults) != len(faults):
+            raise ReplayError("two faults at the same message", "--fault")
+        self.position = 0
+        self.hold_seconds = 5.0
+        self.sent = 0
+        self.faults_done: list[str] = []
+        self.streams = tuple(dict.fromkeys(f.stream for f in frames if f.stream is not None))
+        self._fed = 0                             # frames fed to the snapshot book
+        self._book: BinanceBook | OrderFeed | None = None
+        self._book_started = False
+        self._decoder = Decoder()
+        self._check()
+
+    # -- description -----------------------------------------------------------------------
+    def ws_path(self) -> str:
+        """The path (and query) a client connects to for every stream of the input."""
+        if self.protocol == "orders":
+            return ORDERS_PATH
+        return "/stream?streams=" + "/".join(self.streams)
+
+    def snapshot_path(self) -> str:
+        """The path of the snapshot endpoint (what ``X-DDMS-Snapshot`` advertises)."""
+        if self.protocol == "orders":
+            return ORDERS_SNAPSHOT_PATH
+        return f"{DEPTH_PATHS[self.market or FUTURES]}?symbol={(self.symbol or '').upper()}&limit=1000"
+
+    def headers(self) -> dict[str, str]:
+        """Headers added to every websocket handshake response: what a client needs to know to
+        follow this feed without options."""
+        h = {"X-DDMS-Protocol": self.protocol, "X-DDMS-Snapshot": self.snapshot_path()}
+        if self.market:
+            h["X-DDMS-Market"] = self.market
+        return h
+
+    def counted_total(self) -> int:
+        return sum(1 for f in self.frames if f.counted)
+
+    # -- requests -----------------------------------------------------------------------------
+    def route(self, path: str) -> WsRoute | HttpAnswer:
+        """What a request for ``path`` gets: a websocket route, or an HTTP answer (a snapshot or
+        an error saying which paths exist).  O(len(path)) plus a snapshot's cost."""
+        parts = urlsplit(path)
+        p = parts.path.rstrip("/") or "/"
+        query = parse_qs(parts.query)
+        if self.protocol == "orders":
+            if p == ORDERS_PATH:
+                return WsRoute(None, False)
+            if p == ORDERS_SNAPSHOT_PATH:
+                return self.snapshot_response()
+            return HttpAnswer(404, _err(f"no such path {p!r}: the feed is on {ORDERS_PATH}, its snapshot on "
+                                        f"{ORDERS_SNAPSHOT_PATH}"))
+        if p in DEPTH_PATHS.values():
+            if p != DEPTH_PATHS[self.market or FUTURES]:
+                return HttpAnswer(404, _err(f"this capture is {self.market}: its snapshots are on "
+                                            f"{DEPTH_PATHS[self.market or FUTURES]}"))
+            sym = (query.get("symbol") or [""])[0]
+            if sym.upper() != (self.symbol or "").upper():
+                return HttpAnswer(400, _err(f"symbol {sym!r}: this capture has only {self.symbol!r}"))
+            return self.snapshot_response()
+        if p == "/stream":
+            names = (query.get("streams") or [""])[0]
+            return self._streams_route(names.split("/") if names else [], True)
+        if p == "/ws" or p.startswith("/ws/"):
+            names = unquote(p[4:]) if p.startswith("/ws/") else ""
+            return self._streams_route(names.split("/") if names else [], False)
+        return HttpAnswer(404, _err(f"no such path {p!r}: streams are on /stream?streams=a/b or /ws/a/b "
+                                    f"(this capture: {'/'.join(self.streams)}), snapshots on "
+                                    f"{DEPTH_PATHS[self.market or FUTURES]}"))
+
+    def _streams_route(self, names: list[str], envelope: bool) -> WsRoute | HttpAnswer:
+        known = {s.lower(): s for s in self.streams}
+        unknown = [n for n in names if n.lower() not in known]
+        if unknown:
+            return HttpAnswer(404, _err(f"unknown stream(s) {', '.join(unknown)}; this capture has "
+                                        f"{', '.join(self.streams)}"))
+        if not names and not envelope:
+            return WsRoute(frozenset(), False)    # /ws: subscribe later with SUBSCRIBE
+        return WsRoute(frozenset(known[n.lower()] for n in names) if names else None, envelope)
+
+    def subscribe(self, route: WsRoute, message: bytes | str) -> tuple[WsRoute, str | None]:
+        """Handle a client message on a Binance route (``{"method": "SUBSCRIBE"|"UNSUBSCRIBE",
+        "params": [...], "id": ..}``): the new route and the reply to send (None: no reply)."""
+        try:
+            obj = json.loads(message)
+            method, params, mid = obj["method"], obj.get("params", []), obj.get("id")
+            if method not in ("SUBSCRIBE", "UNSUBSCRIBE", "LIST_SUBSCRIPTIONS") or not isinstance(params, list):
+                raise ValueError(method)
+        except (ValueError, KeyError, TypeError):
+            return route, json.dumps({"error": {"code": 2, "msg": "invalid request: expected "
+                                                "{\"method\": \"SUBSCRIBE\", \"params\": [...], \"id\": n}"}})
+        current = set(self.streams if route.streams is None else route.streams)
+        if method == "LIST_SUBSCRIPTIONS":
+            return route, json.dumps({"result": sorted(current), "id": mid})
+        known = {s.lower(): s for s in self.streams}
+        names = {known.get(str(n).lower()) for n in params}
+        if None in names:
+            return route, json.dumps({"error": {"code": 2, "msg": f"unknown stream in {params}"}, "id": mid})
+        current = current | names if method == "SUBSCRIBE" else current - names
+        return WsRoute(frozenset(current), route.envelope), json.dumps({"result": None, "id": mid})
+
+    def snapshot_response(self) -> HttpAnswer:
+        """The book at the replay position (see the module docstring), as the HTTP answer."""
+        try:
+            return HttpAnswer(200, self._snapshot_json())
+        except RuntimeError as e:
+            return HttpAnswer(503, _err(str(e)))
+
+    def _snapshot_json(self) -> str:
+        pos = self.position
+        if self.protocol == "orders":
+            feed = self._catch_up(pos)
+            assert isinstance(feed, OrderFeed)
+            return format_message(feed.snapshot_message())
+        if not self._book_started:
+            # before the capture's snapshot line (or the synthetic empty one): that snapshot
+            if self.empty_snapshot is not None and self.snapshot_at is None:
+                return self.empty_snapshot.decode()
+            assert self.snapshot_at is not None
+            if pos < self.snapshot_at:
+                return self.frames[self.snapshot_at - 1].data.decode()
+        book = self._catch_up(pos)
+        assert isinstance(book, BinanceBook)
+        if not book.synced:
+            raise RuntimeError(f"{self.source}: the capture's own book is not synchronized at line {pos} "
+                               f"(a gap in the capture and no later snapshot line): no snapshot to serve")
+        snap = book.to_snapshot()
+        if self.market == FUTURES:
+            nxt = self._next_depth(pos)
+            if nxt is not None and nxt.prev_final_id == book.last_u:
+                snap["lastUpdateId"] = nxt.first_id
+        return json.dumps(snap, separators=(",", ":"))
+
+    def _next_depth(self, pos: int) -> DepthUpdate | None:
+        for f in self.frames[pos:]:
+            if f.counted:
+                try:
+                    rec = self._decoder.decode(f.data, self.source, f.line)
+                except InputError:
+                    return None
+                return rec if isinstance(rec, DepthUpdate) else None
+        return None
+
+    def _catch_up(self, pos: int) -> BinanceBook | OrderFeed:
+        """Feed the snapshot book the frames up to ``pos`` (lazily, once each)."""
+        if self._book is None:
+            if self.protocol == "orders":
+                self._book = OrderFeed(source=self.source)
+            else:
+                self._book = BinanceBook(self.market or FUTURES, source=self.source, max_reports=100)
+        book = self._book
+        frames = self.frames
+        while self._fed < pos:
+            f = frames[self._fed]
+            self._fed += 1
+            if isinstance(book, OrderFeed):
+                book.feed_message(f.data)
+                book.discard_events()         # no engine here
+                continue
+            if f.stream is None or f.counted:
+                if not self._book_started and self.snapshot_at is None and self.empty_snapshot is not None:
+                    book.apply_snapshot(self.empty_snapshot)
+                self._book_started = True
+                book.feed_message(f.data, f.ts_ns)
+                book.discard_events()         # no engine here
+        return book
+
+    # -- the timeline ---------------------------------------------------------------------------
+    def timeline(self) -> Iterator[Action]:
+        """The actions of the whole replay, faults applied; advances :attr:`position`."""
+        held: Send | None = None
+        k = 0
+        for f in self.frames:
+            if f.stream is None:          # the capture's snapshot line: served over HTTP, not sent
+                if f.index == self.snapshot_at:
+                    yield Hold(self.hold_seconds)
+                self.position = f.index
+                continue
+            fault = None
+            if f.counted:
+                k += 1
+                fault = self.faults.get(k)
+            if fault is not None:
+                label = f"{fault.kind}@{k} (line {f.line})"
+                if fault.kind == "close":
+                    self.faults_done.append(label)
+                    yield Close(FAULT_CLOSE, f"fault injection: {label}")
+                elif fault.kind == "stall":
+                    self.faults_done.append(label)
+                    yield Stall(fault.seconds, f"fault injection: {label}")
+                    fault = None
+            self.position = f.index
+            if fault is None or fault.kind in ("close", "stall"):
+                self.sent += 1
+                yield Send(f, f.data)
+            elif fault.kind == "drop":
+                self.faults_done.append(label)
+            elif fault.kind == "dup":
+                self.faults_done.append(label)
+                self.sent += 2
+                yield Send(f, f.data)
+                yield Send(f, f.data, label)
+            elif fault.kind == "corrupt":
+                self.faults_done.append(label)
+                self.sent += 1
+                yield Send(f, f.data[: len(f.data) // 2], label)
+            elif fault.kind == "reorder":
+                self.faults_done.append(label)
+                held = Send(f, f.data, label)
+                continue
+            if held is not None:
+                self.sent += 1
+                yield held
+                held = None
+        if held is not None:
+            self.sent += 1
+            yield held
+
+    def _check(self) -> None:
+        """Invariants: frames numbered in input order; a capture's counted frames are depth
+        messages of one market and symbol; the snapshot line (if any) is a frame without stream."""
+        assert all(f.index == k for k, f in enumerate(self.frames, 1)), "frames out of order"
+        if self.protocol == "binance":
+            assert self.market in (FUTURES, SPOT) and self.symbol
+            assert self.snapshot_at is None or self.frames[self.snapshot_at - 1].stream is None
+            assert self.snapshot_at is not None or self.empty_snapshot is not None
+        assert self.position <= (self.frames[-1].index if self.frames else 0)
+
+
+def _err(msg: str) -> str:
+    return json.dumps({"code": -1, "msg": msg})
+
+
+# ------------------------------------------------------------------------------------------
+# loading
+# ------------------------------------------------------------------------------------------
+
+def load_replay(path: str | os.PathLike, *, empty_book: bool = False, faults: tuple[Fault, ...] = ()) -> ReplayCore:
+    """Read a capture (``.gz`` or plain ``<recv_ts_ns> <json>`` lines) or a finance.csv (chosen
+    by content: a first line of five comma-separated fields is a finance.csv).  Raises
+    :class:`ReplayError` for an input that cannot be replayed and :class:`InputError` naming the
+    line for a bad line.  Cost: one pass over the input (a finance.csv line is encoded once)."""
+    p = Path(path)
+    if not p.exists():
+        raise ReplayError("no such file", str(p))
+    lines = iter_lines(p)
+    first = next(lines, None)
+    if first is None:
+        raise ReplayError("empty input: nothing to replay", str(p))
+    head = first.split(b" ", 1)[0]
+    if not head.isdigit() and first.count(b",") == 4:
+        return _load_orders(p, first, lines, faults)
+    return _load_capture(p, first, lines, empty_book, faults)
+
+
+def _load_orders(p: Path, first: bytes, rest: Iterator[bytes], faults: tuple[Fault, ...]) -> ReplayCore:
+    frames = []
+    for i, line in enumerate(_chain(first, rest), 1):
+        msg = encode_line(line, i, str(p))
+        frames.append(Frame(i, i, 0, "orders", format_message(msg).encode(), -1, True))
+    return ReplayCore(str(p), "orders", frames, faults=faults)
+
+
+def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    yield first
+    yield from rest
+
+
+def _load_capture(p: Path, first: bytes, rest: Iterator[bytes], empty_book: bool,
+                  faults: tuple[Fault, ...]) -> ReplayCore:
+    src = str(p)
+    decoder = Decoder()
+    frames: list[Frame] = []
+    snapshot_at = None
+    market = symbol = None
+    first_depth: DepthUpdate | None = None
+    for i, line in enumerate(_chain(first, rest), 1):
+        if not line.strip():
+            continue
+        ts, js = split_line(line, i, src)
+        m = _ENVELOPE.match(js)
+        if m is not None:
+            stream = m.group(1).decode()
+            counted = "@depth" in stream
+            frames.append(Frame(len(frames) + 1, i, ts, stream, js, m.start(2), counted))
+            if counted and first_depth is None:
+                rec = decoder.decode(js, src, i)
+                if not isinstance(rec, DepthUpdate):
+                    raise InputError(f"stream {stream!r} carries a {type(rec).__name__}, not a depth update", src, i)
+                first_depth = rec
+                market = FUTURES if rec.prev_final_id is not None else SPOT
+                symbol = rec.symbol
+            continue
+        rec = decoder.decode(js, src, i)      # raises InputError naming the line
+        if isinstance(rec, DepthSnapshot):
+            frames.append(Frame(len(frames) + 1, i, ts, None, js, -1, False))
+            if snapshot_at is None:
+                snapshot_at = len(frames)
+            continue
+        raise InputError("a stream message without the combined-stream envelope {\"stream\":..,\"data\":..}",
+                         src, i, js[:120].decode("utf-8", "replace"))
+    if first_depth is None:
+        raise ReplayError("the capture has no depth messages (@depth streams): no book to replay", src)
+    empty = None
+    if snapshot_at is None:
+        if not empty_book:
+            raise ReplayError("the capture has no depth snapshot line ({\"lastUpdateId\": ..}), so a client cannot "
+                              "build the book; pass --empty-book to start from an empty book (the top of book is "
+                              "then wrong until every level has been updated)", src)
+        last = first_depth.first_id if market == FUTURES else first_depth.first_id - 1
+        empty = json.dumps({"lastUpdateId": last, "bids": [], "asks": []}).encode()
+    return ReplayCore(src, "binance", frames, market=market, symbol=symbol, snapshot_at=snapshot_at,
+                      empty_snapshot=empty, faults=faults)

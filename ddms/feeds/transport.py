@@ -1,0 +1,527 @@
+"""The websocket transport: the only module that imports websockets (ruff's banned-api rule).
+
+Client (:class:`FeedClient`): connects, reconnects with capped, jittered exponential backoff,
+closes a connection that has carried no message for ``watchdog`` seconds (a silent feed is a dead
+feed), lets websockets answer pings and send its own (``ping_interval``/``ping_timeout``), and
+stops cleanly on :meth:`FeedClient.stop`.  Everything it receives goes, in order, through one
+bounded ``asyncio.Queue`` to the consumer: ``(recv_ns, bytes)`` tuples for messages and small
+frozen records for the rest (:class:`Connected`, :class:`Disconnected`, :class:`Overflow`,
+:class:`SnapshotReply`, :class:`Ended`).  When the queue is full the reader waits up to
+``overflow_wait`` seconds (TCP backpressure: the sender slows down); if the consumer still has not
+made room, messages are dropped and counted, and an :class:`Overflow` record goes into the queue
+as soon as there is room, before any later message: the consumer must resynchronize (nothing is
+dropped silently).  Snapshots are fetched over HTTP (:func:`http_get`: urllib in a worker thread,
+so TLS and redirects work against a real exchange) and delivered through the same queue, after
+the messages received before them.
+
+Server (:func:`serve_replay`): the websocket and HTTP glue around
+:class:`ddms.feeds.server.ReplayCore`: the handshake's ``process_request`` routes a path to a
+websocket subscription or an HTTP answer (the snapshot endpoints share the websocket port), the
+handshake response advertises the protocol, market and snapshot path (``X-DDMS-*`` headers), and
+one task performs the core's timeline, pacing it and broadcasting each frame.
+
+Cost: per received message one ``recv`` (websockets' C-accelerated framing; no UTF-8 decode, the
+protocol cores take bytes), one ``perf_counter_ns`` and one ``put_nowait``: a few microseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import websockets
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.http11 import Request, Response
+
+from ddms.errors import DdmsError
+from ddms.feeds.server import NORMAL_CLOSE, Close, Hold, HttpAnswer, ReplayCore, Send, Stall, WsRoute
+
+__all__ = [
+    "ClientConfig", "Connected", "Disconnected", "Ended", "FeedClient", "FeedError", "Overflow", "ServeConfig",
+    "SnapshotReply", "http_get", "serve_replay",
+]
+
+
+class FeedError(DdmsError):
+    """A feed that cannot be used: a URL that is not a websocket URL, a refused handshake, a
+    snapshot endpoint that fails.  The message names the URL and says why."""
+
+
+# ------------------------------------------------------------------------------------------
+# queue records (messages themselves are plain ``(recv_ns, bytes)`` tuples: the hot path)
+# ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Connected:
+    """Connection number ``number`` (1 = the first) is open; ``headers`` of the handshake
+    response (a replay server advertises ``X-DDMS-Protocol``, ``-Market``, ``-Snapshot``).  Any
+    connection after the first may have missed messages: the consumer resynchronizes."""
+
+    number: int
+    url: str
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnected:
+    """The connection (or an attempt) ended: ``code``/``reason`` of the close (None: no close
+    frame, or the attempt failed), ``retry_in`` seconds until the next attempt (None: no more)."""
+
+    code: int | None
+    reason: str
+    retry_in: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Overflow:
+    """``dropped`` messages were dropped because the consumer did not keep up."""
+
+    dropped: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotReply:
+    """The answer to :meth:`FeedClient.request_snapshot`: ``body`` (None on failure, with
+    ``error`` saying why), received at ``recv_ns``."""
+
+    url: str
+    body: bytes | None
+    recv_ns: int
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """The client stopped: the server ended the stream normally (``once``), :meth:`stop` was
+    called, or the connection failed ``max_failures`` times in a row."""
+
+    reason: str
+    normal: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """Client settings.  ``queue_size`` bounds the queue to the consumer; ``overflow_wait`` is how
+    long the reader waits for room before dropping; ``watchdog`` the longest silence tolerated;
+    ``backoff_base``/``backoff_cap`` the reconnect delays (``min(cap, base * 2**failures)``,
+    times a uniform jitter in [0.5, 1]); ``once``: a normal close (1000) ends the client instead
+    of reconnecting; ``max_failures``: consecutive failed attempts before giving up (None:
+    never)."""
+
+    url: str
+    queue_size: int = 8192
+    overflow_wait: float = 1.0
+    watchdog: float = 30.0
+    ping_interval: float | None = 20.0
+    ping_timeout: float | None = 20.0
+    open_timeout: float = 10.0
+    close_timeout: float = 2.0
+    backoff_base: float = 0.1
+    backoff_cap: float = 10.0
+    once: bool = False
+    max_failures: int | None = None
+    max_size: int = 2**24
+    snapshot_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        scheme = urlsplit(self.url).scheme
+        if scheme not in ("ws", "wss"):
+            raise FeedError(f"{self.url}: not a websocket URL (ws:// or wss://)")
+        if self.queue_size < 2 or self.watchdog <= 0 or self.backoff_base <= 0 or self.backoff_cap < self.backoff_base:
+            raise FeedError(f"{self.url}: need queue_size >= 2, watchdog > 0, 0 < backoff_base <= backoff_cap")
+
+
+@dataclass
+class ClientStats:
+    """Transport counters: ``connects`` (successful handshakes), ``failures`` (attempts or
+    connections that ended abnormally), ``messages`` received, ``bytes``, ``overflows`` and
+    ``dropped`` (consumer too slow), ``watchdog`` (silent connections closed), ``snapshots``
+    fetched, ``snapshot_errors``."""
+
+    connects: int = 0
+    failures: int = 0
+    messages: int = 0
+    bytes: int = 0
+    overflows: int = 0
+    dropped: int = 0
+    watchdog: int = 0
+    snapshots: int = 0
+    snapshot_errors: int = 0
+    last_close: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class FeedClient:
+    """A reconnecting websocket reader feeding one bounded queue; see the module docstring.
+
+    Use: ``client = FeedClient(config)``; ``task = asyncio.create_task(client.run())``; consume
+    ``await client.queue.get()`` until an :class:`Ended` record; :meth:`request_snapshot` starts a
+    fetch whose :class:`SnapshotReply` arrives in the queue; :meth:`stop` ends it all."""
+
+    def __init__(self, config: ClientConfig, *, rng: random.Random | None = None) -> None:
+        self.config = config
+        self.queue: asyncio.Queue = asyncio.Queue(config.queue_size)
+        self.stats = ClientStats()
+        self._rng = rng or random.Random()
+        self._stop = asyncio.Event()
+        self._ws: ClientConnection | None = None
+        self._pending_drop = 0      # dropped, not yet announced by an Overflow record
+        self._last_recv = 0.0
+        self._watchdog_fired = False
+        self._tasks: set[asyncio.Task] = set()
+
+    # -- control --------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop reading and close the connection (idempotent; safe from a signal handler)."""
+        self._stop.set()
+        ws = self._ws
+        if ws is not None:
+            self._spawn(ws.close(1000, "client stopping"))
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def backoff(self, failures: int) -> float:
+        """Delay before the next attempt after ``failures`` consecutive failures (>= 1)."""
+        c = self.config
+        return min(c.backoff_cap, c.backoff_base * 2 ** min(failures - 1, 30)) * self._rng.uniform(0.5, 1.0)
+
+    # -- snapshots --------------------------------------------------------------------------
+    def request_snapshot(self, url: str, delay: float = 0.0) -> None:
+        """Fetch ``url`` (after ``delay`` seconds) in the background; the :class:`SnapshotReply`
+        is put into the queue (never dropped: it waits for room)."""
+        self._spawn(self._fetch(url, delay))
+
+    async def _fetch(self, url: str, delay: float) -> None:
+        if delay > 0:
+            await asyncio.sleep(delay)
+        try:
+            status, body = await http_get(url, self.config.snapshot_timeout)
+        except FeedError as e:
+            self.stats.snapshot_errors += 1
+            await self.queue.put(SnapshotReply(url, None, time.perf_counter_ns(), str(e)))
+            return
+        if status != 200:
+            self.stats.snapshot_errors += 1
+            text = body[:300].decode("utf-8", "replace")
+            await self.queue.put(SnapshotReply(url, None, time.perf_counter_ns(), f"HTTP {status}: {text}"))
+            return
+        self.stats.snapshots += 1
+        await self.queue.put(SnapshotReply(url, body, time.perf_counter_ns()))
+
+    # -- the reader -------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Connect and read until stopped; always ends by putting an :class:`Ended` record."""
+        c = self.config
+        failures = 0
+        ended: Ended | None = None
+        try:
+            while not self._stop.is_set():
+                code, reason, got_messages = await self._one_connection()
+                if self._stop.is_set():
+                    ended = Ended("stopped", True)
+                    break
+                if code == NORMAL_CLOSE and c.once:
+                    ended = Ended(f"server closed the stream normally ({reason or 'no reason given'})", True)
+                    break
+                failures = 1 if got_messages else failures + 1
+                self.stats.failures += 1
+                if c.max_failures is not None and failures > c.max_failures:
+                    await self._put_control(Disconnected(code, reason, None))
+                    ended = Ended(f"gave up after {failures - 1} failed attempts in a row: {reason}", False)
+                    break
+                delay = self.backoff(failures)
+                await self._put_control(Disconnected(code, reason, delay))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
+            else:
+                ended = Ended("stopped", True)
+        finally:
+            for t in list(self._tasks):
+                t.cancel()
+            if ended is None:
+                ended = Ended("cancelled", False)
+            with contextlib.suppress(asyncio.QueueFull):
+                self._flush_overflow()
+            await self._put_control(ended)
+
+    async def _put_control(self, item: Any) -> None:
+        """Control records wait for room (they are never dropped); pending drops go first."""
+        self._flush_overflow()
+        await self.queue.put(item)
+
+    def _flush_overflow(self) -> None:
+        if self._pending_drop:
+            self.queue.put_nowait(Overflow(self._pending_drop))
+            self._pending_drop = 0
+
+    async def _one_connection(self) -> tuple[int | None, str, bool]:
+        """One connection: ``(close code or None, reason, whether any message arrived)``."""
+        c = self.config
+        before = self.stats.messages
+        try:
+            async with connect(c.url, proxy=None, compression=None, open_timeout=c.open_timeout,
+                               ping_interval=c.ping_interval, ping_timeout=c.ping_timeout,
+                               close_timeout=c.close_timeout, max_size=c.max_size, max_queue=256) as ws:
+                self._ws = ws
+                self.stats.connects += 1
+                headers = dict(ws.response.headers.raw_items()) if ws.response is not None else {}
+                await self._put_control(Connected(self.stats.connects, c.url, headers))
+                self._last_recv = time.monotonic()
+                self._watchdog_fired = False
+                dog = asyncio.ensure_future(self._watchdog(ws))
+                try:
+                    await self._read(ws)
+                finally:
+                    dog.cancel()
+            code, reason = NORMAL_CLOSE, "closed"
+        except ConnectionClosed as e:
+            if e.rcvd is not None:
+                code, reason = e.rcvd.code, e.rcvd.reason
+            else:
+                code, reason = None, "connection lost without a close frame"
+            if self._watchdog_fired:
+                code, reason = None, f"watchdog: no message for {c.watchdog:g} s"
+        except InvalidStatus as e:
+            code, reason = None, f"handshake refused: HTTP {e.response.status_code}: " \
+                                 f"{e.response.body[:200].decode('utf-8', 'replace') if e.response.body else ''}"
+        except (OSError, InvalidHandshake, TimeoutError, websockets.exceptions.WebSocketException) as e:
+            code, reason = None, f"{type(e).__name__}: {e}"
+        finally:
+            self._ws = None
+        self.stats.last_close = f"{code} {reason}"
+        return code, reason, self.stats.messages > before
+
+    async def _read(self, ws: ClientConnection) -> None:
+        """Read until the connection closes (raises ConnectionClosed).  The hot loop."""
+        q = self.queue
+        st = self.stats
+        clock = time.perf_counter_ns
+        wait = self.config.overflow_wait
+        while True:
+            data = await ws.recv(decode=False)
+            now = clock()
+            self._last_recv = time.monotonic()
+            st.messages += 1
+            st.bytes += len(data)
+            item = (now, data)
+            if self._pending_drop:
+                if q.qsize() + 2 > q.maxsize:
+                    self._pending_drop += 1
+                    st.dropped += 1
+                    continue
+                self._flush_overflow()
+            try:
+                q.put_nowait(item)
+            except asyncio.QueueFull:
+                try:
+                    await asyncio.wait_for(q.put(item), wait)
+                except TimeoutError:
+                    st.overflows += 1
+                    st.dropped += 1
+                    self._pending_drop = 1
+
+    async def _watchdog(self, ws: ClientConnection) -> None:
+        limit = self.config.watchdog
+        while True:
+            await asyncio.sleep(min(limit / 4, 1.0))
+            if time.monotonic() - self._last_recv > limit:
+                self._watchdog_fired = True
+                self.stats.watchdog += 1
+                await ws.close(4000, f"no message for {limit:g} s")
+                return
+
+
+# ------------------------------------------------------------------------------------------
+# HTTP
+# ------------------------------------------------------------------------------------------
+
+def _is_local(host: str | None) -> bool:
+    return host in ("localhost", "::1") or (host or "").startswith("127.")
+
+
+def _get_sync(url: str, timeout: float) -> tuple[int, bytes]:
+    host = urlsplit(url).hostname
+    handlers = [urllib.request.ProxyHandler({})] if _is_local(host) else []
+    opener = urllib.request.build_opener(*handlers)
+    req = urllib.request.Request(url, headers={"User-Agent": "ddms-monitor"})
+    try:
+        with opener.open(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+    except (urllib.error.URLError, OSError, TimeoutError) as e:
+        raise FeedError(f"{url}: snapshot request failed: {getattr(e, 'reason', e)}") from None
+
+
+async def http_get(url: str, timeout: float = 10.0) -> tuple[int, bytes]:
+    """``GET url`` -> ``(status, body)``; raises :class:`FeedError` when there is no answer.
+    Runs urllib in a worker thread (a snapshot is rare; TLS and proxies for remote hosts come
+    free); loopback hosts bypass any configured proxy."""
+    if urlsplit(url).scheme not in ("http", "https"):
+        raise FeedError(f"{url}: not an http(s) URL")
+    return await asyncio.to_thread(_get_sync, url, timeout)
+
+
+# ------------------------------------------------------------------------------------------
+# the replay server glue
+# ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class ServeConfig:
+    """``speed``: receive-time spacing divided by this (0: unthrottled); ``rate``: counted
+    messages per second instead (0: off); ``host``/``port`` (0: any free port)."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    speed: float = 1.0
+    rate: float = 0.0
+
+
+class _Hub:
+    """The connected clients and their routes."""
+
+    def __init__(self) -> None:
+        self.clients: dict[ServerConnection, WsRoute] = {}
+        self.arrived = asyncio.Event()
+        self.snapshot_asked = asyncio.Event()
+        self.connections = 0
+
+
+def _log(msg: str) -> None:
+    print(f"serve-feed: {msg}", file=sys.stderr, flush=True)
+
+
+async def serve_replay(core: ReplayCore, config: ServeConfig, on_ready: Callable[[str], None],
+                       log: Callable[[str], None] = _log) -> dict[str, Any]:
+    """Serve ``core`` until its timeline ends (then close every client normally and return a
+    summary).  ``on_ready(ws_url)`` is called once the socket listens."""
+    hub = _Hub()
+    extra = core.headers()
+
+    def process_request(conn: ServerConnection, request: Request) -> Response | None:
+        route = core.route(request.path)
+        if isinstance(route, HttpAnswer):
+            if route.status == 200:
+                hub.snapshot_asked.set()
+            resp = conn.respond(route.status, route.body)
+            resp.headers["Content-Type"] = route.content_type
+            return resp
+        if "upgrade" not in request.headers.get("Connection", "").lower():
+            resp = conn.respond(426, '{"code": -1, "msg": "this path is a websocket stream"}')
+            resp.headers["Content-Type"] = "application/json"
+            return resp
+        return None
+
+    def process_response(conn: ServerConnection, request: Request, response: Response) -> None:
+        if response.status_code == 101:
+            for k, v in extra.items():
+                response.headers[k] = v
+
+    async def handler(ws: ServerConnection) -> None:
+        route = core.route(ws.request.path)
+        assert isinstance(route, WsRoute)
+        hub.clients[ws] = route
+        hub.connections += 1
+        hub.arrived.set()
+        log(f"client {hub.connections} connected: {ws.request.path}")
+        try:
+            async for msg in ws:
+                if core.protocol == "binance":
+                    route, reply = core.subscribe(hub.clients[ws], msg)
+                    hub.clients[ws] = route
+                    if reply is not None:
+                        await ws.send(reply)
+        except ConnectionClosed:
+            pass
+        finally:
+            hub.clients.pop(ws, None)
+
+    async with serve(handler, config.host, config.port, process_request=process_request,
+                     process_response=process_response, compression=None, max_queue=64,
+                     server_header="ddms serve-feed") as server:
+        sock = next(iter(server.sockets))
+        host, port = sock.getsockname()[:2]
+        on_ready(f"ws://{host}:{port}{core.ws_path()}")
+        t0 = time.perf_counter()
+        await _run_timeline(core, hub, config, log)
+        for ws in list(hub.clients):
+            with contextlib.suppress(ConnectionClosed):
+                await ws.close(NORMAL_CLOSE, "end of replay")
+        seconds = time.perf_counter() - t0
+    summary = {"sent": core.sent, "frames": len(core.frames), "connections": hub.connections,
+               "faults": core.faults_done, "seconds": round(seconds, 3)}
+    log(f"replay finished: {summary}")
+    return summary
+
+
+async def _run_timeline(core: ReplayCore, hub: _Hub, config: ServeConfig, log: Callable[[str], None]) -> None:
+    clock = time.perf_counter
+    speed, rate = config.speed, config.rate
+    start = None          # (clock, ts_ns of the first frame) of the current pacing anchor
+    counted = 0
+    for act in core.timeline():
+        if not hub.clients:
+            hub.arrived.clear()
+            await hub.arrived.wait()
+            start = None
+        if type(act) is Send:
+            f = act.frame
+            if f.counted:
+                counted += 1
+            if rate > 0 and f.counted:
+                if start is None:
+                    start = (clock(), counted)
+                due = start[0] + (counted - start[1]) / rate
+                delay = due - clock()
+                if delay > 0.0005:
+                    await asyncio.sleep(delay)
+            elif speed > 0 and rate <= 0:
+                if start is None:
+                    start = (clock(), f.ts_ns)
+                due = start[0] + (f.ts_ns - start[1]) / 1e9 / speed
+                delay = due - clock()
+                if delay > 0.0005:
+                    await asyncio.sleep(delay)
+            if act.note:
+                log(f"fault injected: {act.note}")
+            for ws, route in list(hub.clients.items()):
+                if route.streams is not None and f.stream not in route.streams:
+                    continue
+                data = act.data
+                if not route.envelope and f.payload_at >= 0:
+                    payload = f.payload()
+                    data = payload if data is f.data else payload[: len(payload) // 2]
+                try:
+                    await ws.send(data, text=True)
+                except ConnectionClosed:
+                    hub.clients.pop(ws, None)
+        elif type(act) is Close:
+            log(f"closing every connection: {act.reason}")
+            for ws in list(hub.clients):
+                with contextlib.suppress(ConnectionClosed):
+                    await ws.close(act.code, act.reason)
+                hub.clients.pop(ws, None)
+        elif type(act) is Hold:
+            if not hub.snapshot_asked.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(hub.snapshot_asked.wait(), act.seconds)
+            start = None
+        elif type(act) is Stall:
+            log(f"stalling {act.seconds:g} s: {act.reason}")
+            await asyncio.sleep(act.seconds)
+            start = None
