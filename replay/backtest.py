@@ -7,7 +7,7 @@ number depends only on the partition's events and the parameters (no wall clock,
 A run: open the partition (:func:`open_partition`), build the strategy's engine (compiled once
 per machine, ~20 ms per further engine in a process), attach the strategy through a
 :class:`~strategies.api.SimContext` (engine and fill simulator in lockstep), replay the batches
-cut every ``sample_lines`` input lines, and after each piece sample the equity at the
+cut every ``sample_lines`` input lines (a run parameter, default 1,000), and after each piece sample the equity at the
 simulator's mid price.  Metrics come from :func:`replay.metrics.summarize`.
 
 Cost: the engine's per-line cost plus the simulator's (~60 ns a line) plus, per piece of
@@ -20,24 +20,19 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 import strategies
 from ddms.errors import ReplayError
-from ddms.runtime.driver import split_lines
 from ddms.streams.events import EventBatch
 from replay.fills import FillSimulator
 from replay.metrics import RunMetrics, equity_curve, summarize
 from strategies.api import OrderRecord, SimContext, Strategy
 
 __all__ = ["BacktestResult", "METRICS", "open_partition", "run_backtest", "run_task", "summary_row"]
-
-SAMPLE_LINES = 1000
-"""Equity is sampled every this many input lines (and at the end)."""
 
 METRICS: tuple[str, ...] = tuple(RunMetrics.__dataclass_fields__) + ("lines", "orders")
 """The metric columns of a summary row, after the partition and the parameters."""
@@ -48,20 +43,27 @@ SYNTHETIC = "synthetic:"
 def open_partition(partition: str) -> Iterator[EventBatch]:
     """The event batches (rel 0 = bids, 1 = asks) of ``partition``: a data file, or
     ``synthetic:LINES[:SEED]`` for the seeded generator of :mod:`replay.synthetic`.  Files go
-    through ``replay.sources.open_source`` (format detected from the file) when that module is
-    installed, else they are read as order-book CSV (finance.csv format).  A missing file is a
-    ReplayError naming it; a bad line an InputError naming file and line."""
+    through :func:`replay.sources.open_source` (order-book CSV, LOBSTER, Binance capture or
+    Parquet, detected from the file).  A missing file or unknown format is a ReplayError naming
+    it; a bad line an InputError naming file and line."""
+    return _open(partition)[0]
+
+
+def _open(partition: str) -> tuple[Iterator[EventBatch], str]:
+    """(batches, how the fill simulator should read deletes: its ``trades`` mode).  Price-level
+    books (Binance captures, also converted to Parquet) change a level's volume for cancels as
+    much as for trades, so their reductions are not executions: ``"none"`` (resting orders fill
+    only when the other side crosses them).  Order-by-order files use ``"reductions"`` (E lines
+    are executions); LOBSTER batches say per event what traded."""
     if partition.startswith(SYNTHETIC):
-        return _synthetic(partition)
-    path = Path(partition)
-    if not path.is_file():
-        raise ReplayError("no such data file" if not path.exists() else "not a file", partition)
-    try:
-        from replay.sources import open_source
-    except ImportError:
-        from ddms.streams.orderbook import read_orderbook
-        return read_orderbook(path)
-    return iter(open_source(path))
+        return _synthetic(partition), "reductions"
+    from replay.sources import open_source
+    src = open_source(partition)
+    kind = src.kind
+    if kind == "parquet":
+        from replay.columnar import parquet_info
+        kind = parquet_info(src.path).kind
+    return iter(src), ("none" if "binance" in kind else "reductions")
 
 
 def _synthetic(spec: str) -> Iterator[EventBatch]:
@@ -112,6 +114,21 @@ def summary_row(result: BacktestResult) -> dict[str, object]:
     return row
 
 
+def _split(batch: EventBatch, line: int) -> tuple[EventBatch, EventBatch]:
+    """``batch`` cut after input line ``line`` (views, not copies), keeping the batch's class and
+    extra per-event columns (a LOBSTER batch's ``traded``); the error stays with the tail."""
+    cut = int(np.searchsorted(batch.line, line, side="right"))
+    extra = {}
+    traded = getattr(batch, "traded", None)
+    head_extra = {"traded": traded[:cut]} if traded is not None else extra
+    tail_extra = {"traded": traded[cut:]} if traded is not None else extra
+    head = replace(batch, rel=batch.rel[:cut], sign=batch.sign[:cut], cols=batch.cols[:cut], line=batch.line[:cut],
+                   last_line=line, skipped=0, error=None, **head_extra)
+    tail = replace(batch, rel=batch.rel[cut:], sign=batch.sign[cut:], cols=batch.cols[cut:], line=batch.line[cut:],
+                   first_line=line + 1, **tail_extra)
+    return head, tail
+
+
 def _pieces(batches: Iterable[EventBatch], every: int) -> Iterator[EventBatch]:
     """The batches cut after every input line that is a multiple of ``every``."""
     for batch in batches:
@@ -120,30 +137,34 @@ def _pieces(batches: Iterable[EventBatch], every: int) -> Iterator[EventBatch]:
             if cut >= batch.last_line:
                 yield batch
                 break
-            head, batch = split_lines(batch, cut)
+            head, batch = _split(batch, cut)
             yield head
 
 
 def run_backtest(partition: str | Iterable[EventBatch], strategy: str | Strategy,
-                 params: Mapping[str, Any] | None = None, *, sample_lines: int = SAMPLE_LINES,
-                 trades: str = "reductions", progress: Callable[[int], None] | None = None,
+                 params: Mapping[str, Any] | None = None, *, sample_lines: int | None = None,
+                 trades: str | None = None, progress: Callable[[int], None] | None = None,
                  check: bool = False, name: str | None = None) -> BacktestResult:
     """Run ``strategy`` (a registered name with ``params``, or an instance) over ``partition``
-    (a path or ``synthetic:...`` spec, or an iterable of batches, then named ``name``).
-    ``progress(lines)`` is called after each sampled piece; ``check`` runs the simulator's and
+    (a path or ``synthetic:...`` spec, or an iterable of batches, then named ``name``), sampling
+    the equity every ``sample_lines`` input lines (default: the ``sample_lines`` parameter).
+    ``trades`` is the fill simulator's execution rule (default: by data format, see
+    :func:`_open`).  ``progress(lines)`` is called after each sampled piece; ``check`` runs the simulator's and
     the context's ``_check`` after each piece (tests).  Errors: StrategyError for an unknown
     strategy/parameter, ReplayError/InputError for bad data (naming file and line)."""
+    strat = strategies.get(strategy, params) if isinstance(strategy, str) else strategy
+    sample_lines = int(strat.p["sample_lines"]) if sample_lines is None else sample_lines
     if sample_lines < 1:
         raise ValueError(f"sample_lines must be >= 1, got {sample_lines}")
-    strat = strategies.get(strategy, params) if isinstance(strategy, str) else strategy
     if isinstance(partition, str):
-        label, batches = partition, open_partition(partition)
+        label, (batches, auto) = partition, _open(partition)
     else:
-        label, batches = name or "<batches>", partition
+        label, batches, auto = name or "<batches>", partition, "reductions"
     p = strat.p
     t0 = time.perf_counter()
     engine = strat.make_engine()
-    sim = FillSimulator(latency=p["latency"], maker_fee=p["maker_fee"], taker_fee=p["taker_fee"], trades=trades)
+    sim = FillSimulator(latency=p["latency"], maker_fee=p["maker_fee"], taker_fee=p["taker_fee"],
+                         trades=trades or auto)
     ctx = SimContext(engine, sim)
     strat.attach(engine, ctx)
     relmap = engine.relmap(("bids", "asks"))

@@ -89,6 +89,7 @@ RUN_PARAMS: tuple[Param, ...] = (
     Param("latency", 0.0, "order/cancel latency in the data's time units (fill simulator)", lo=0.0),
     Param("maker_fee", 0.0, "fee rate on resting (maker) fills; negative = rebate"),
     Param("taker_fee", 0.0, "fee rate on aggressive (taker) fills"),
+    Param("sample_lines", 1000.0, "sample the equity every this many input lines", lo=1.0, integer=True),
 )
 """Parameters of the backtest itself, accepted by every strategy (so a sweep can vary them)."""
 
