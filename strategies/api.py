@@ -187,11 +187,15 @@ class Context:
 
     def cancel(self, order_id: int) -> bool:
         """Request a cancel; False if the order already finished."""
-        side = next((o.side for o in self.open_orders if o.id == order_id), None)
+        side = self._open_side(order_id)
         if side is None or not self._cancel(order_id):
             return False
         self.orders.append(OrderRecord(self.line, self.now, "cancel", order_id, side, math.nan, 0.0))
         return True
+
+    def _open_side(self, order_id: int) -> str | None:
+        """The side of an own order that is still open, else None."""
+        return next((o.side for o in self.open_orders if o.id == order_id), None)
 
     def cancel_all(self, side: str | None = None) -> int:
         """Cancel every open order (of one side); returns how many cancels were sent."""
@@ -241,6 +245,7 @@ class SimContext(Context):
         self.sim = sim
         self._batch: EventBatch | None = None
         self._base = 0
+        self._live: list[int] = []      # ids placed here and not yet seen finished, increasing
 
     def apply(self, batch: EventBatch, relmap: np.ndarray) -> None:
         """Apply ``batch`` (rel 0 = bids, 1 = asks) to the engine and the simulator."""
@@ -270,24 +275,45 @@ class SimContext(Context):
 
     @property
     def open_orders(self) -> tuple[OpenOrder, ...]:
-        return tuple(OpenOrder(o.id, o.side, o.kind, o.price, o.qty, o.filled) for o in self.sim.open_orders)
+        """Own orders not finished, by id.  O(orders that were open at the last call): the ids
+        this context placed are kept until the simulator reports them finished (the simulator's
+        own ``open_orders`` walks every order ever placed)."""
+        out = []
+        for oid in self._live:
+            o = self.sim.order(oid)
+            if o.status in ("pending", "open"):
+                out.append(OpenOrder(o.id, o.side, o.kind, o.price, o.qty, o.filled))
+        self._live = [o.id for o in out]
+        return tuple(out)
 
     @property
     def fills(self) -> list:
         return self.sim.fills
 
     def _market(self, side: str, qty: float) -> int:
-        return self.sim.submit_market(side, qty)
+        oid = self.sim.submit_market(side, qty)
+        self._live.append(oid)
+        return oid
 
     def _limit(self, side: str, price: float, qty: float) -> int:
-        return self.sim.submit_limit(side, price, qty)
+        oid = self.sim.submit_limit(side, price, qty)
+        self._live.append(oid)
+        return oid
 
     def _cancel(self, order_id: int) -> bool:
         return self.sim.cancel(order_id)
 
+    def _open_side(self, order_id: int) -> str | None:
+        try:
+            o = self.sim.order(order_id)
+        except KeyError:
+            return None
+        return o.side if o.status in ("pending", "open") else None
+
     def _check(self) -> None:
         """The simulator's invariants, and the order log agrees with the simulator's orders."""
         self.sim._check()
+        assert [o.id for o in self.open_orders] == [o.id for o in self.sim.open_orders], "open orders differ"
         placed = [r for r in self.orders if r.action != "cancel"]
         assert [r.order_id for r in placed] == sorted({r.order_id for r in placed}), "order ids not increasing"
         for r in placed:
