@@ -1,4 +1,4 @@
-"""``python -m bench [--quick] [--only NAME] [--json FILE]``: measure, then print one table.
+"""``python -m bench [--quick] [--only NAME] [--lines N] [--json FILE]``: measure, then print one table.
 
 Sections (``--only`` takes the name or the number):
 
@@ -8,6 +8,7 @@ Sections (``--only`` takes the name or the number):
 4 depth       ns/line at 1k..1M resting orders, cost(1M)/cost(1k) (bench/depth.py)
 5 callbacks   callbacks/s on a view that changes on nearly every line (bench/callbacks.py)
 6 compile     Engine construction, cold and cached, in subprocesses (bench/compile_time.py)
+9 backtest    SOBI backtest with fills, lines/s per core on the synthetic stream (bench/backtest.py)
 
 Every number in the table is measured by that run; throughput counts input lines.  Progress
 goes to stderr, the table to stdout.
@@ -16,6 +17,7 @@ goes to stderr, the table to stdout.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -25,7 +27,7 @@ import traceback
 from rich.console import Console
 from rich.table import Table
 
-from bench import callbacks, compile_time, depth, duckdb_vwap, kernel, sql_finance, throughput
+from bench import backtest, callbacks, compile_time, depth, duckdb_vwap, kernel, sql_finance, throughput
 from bench.common import Row, Shared, Sizes, Skip
 
 SECTIONS = {
@@ -36,6 +38,7 @@ SECTIONS = {
     "callbacks": callbacks.run,
     "compile": compile_time.run,
     "sql": sql_finance.run,
+    "backtest": backtest.run,
 }
 
 
@@ -76,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", metavar="NAME", help="run one section: " + ", ".join(
         f"{i} {n}" for i, n in enumerate(SECTIONS, 1)))
     ap.add_argument("--json", metavar="FILE", help="also save the rows as JSON")
+    ap.add_argument("--lines", type=int, metavar="N",
+                    help="lines of the synthetic stream (default 10M, 1M with --quick)")
     args = ap.parse_args(argv)
     names = list(SECTIONS)
     if args.only:
@@ -86,7 +91,12 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--only: no section {args.only!r} (sections: {', '.join(names)})")
         names = [key]
     err = Console(stderr=True)
-    sh = Shared(Sizes.make(args.quick))
+    sizes = Sizes.make(args.quick)
+    if args.lines is not None:
+        if args.lines < 1:
+            ap.error("--lines must be >= 1")
+        sizes = dataclasses.replace(sizes, synth_lines=args.lines)
+    sh = Shared(sizes)
     rows: list[Row] = []
     t_all = time.perf_counter()
     for name in names:
