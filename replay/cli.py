@@ -84,12 +84,13 @@ def _list_strategies() -> int:
 
 
 def _fmt(v: object) -> str:
+    """Numbers for the table: thousands separators, 4 significant digits below 1,000."""
     if isinstance(v, float):
         if math.isnan(v):
             return "-"
-        if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
-            return f"{v:,.4g}" if abs(v) < 1e5 else f"{v:,.0f}"
-        return f"{v:,.4g}"
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.4g}"
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)
@@ -193,7 +194,8 @@ def _sequential(tasks, err, run_backtest, keep: bool) -> list:
             t = time.perf_counter()
             r = run_backtest(part, strat, params)
             out.append(r if keep else _light(r))
-            print(f"backtest: run {i + 1}/{len(tasks)} {part} {params}: {r.lines:,} lines in "
+            shown = " ".join(f"{k}={v:g}" for k, v in params.items())
+            print(f"backtest: run {i + 1}/{len(tasks)} {part} {shown}: {r.lines:,} lines in "
                   f"{time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
         return out
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
