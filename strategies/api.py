@@ -321,13 +321,18 @@ class SimContext(Context):
             assert (o.side, o.kind, o.qty) == (r.side, r.action, r.qty), f"order {r.order_id} differs from the log"
 
 
+_STDERR = object()   # LiveContext's default output: whatever sys.stderr is when it prints
+
+
 class LiveContext(Context):
     """Live trading without an exchange connection: every order and cancel is recorded in
     ``orders`` and written to ``out`` (one line each); nothing fills unless a broker adapter
     calls :meth:`report_fill`, which updates position and cash.  ``now`` is the wall clock unless
-    ``clock`` is given.  Cost: O(1) per action (plus the print)."""
+    ``clock`` is given; ``out`` defaults to stderr (stdout may carry a display or JSON lines),
+    None is silent.
+    Cost: O(1) per action (plus the print)."""
 
-    def __init__(self, engine, out: TextIO | None = sys.stdout, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, engine, out: TextIO | None | object = _STDERR, clock: Callable[[], float] | None = None) -> None:
         super().__init__(engine)
         self.out = out
         self._clock = clock
@@ -362,8 +367,9 @@ class LiveContext(Context):
         return list(self._fills)
 
     def _say(self, text: str) -> None:
-        if self.out is not None:
-            print(f"[line {self.line}] {text}", file=self.out, flush=True)
+        out = sys.stderr if self.out is _STDERR else self.out
+        if out is not None:
+            print(f"[line {self.line}] {text}", file=out, flush=True)
 
     def _new(self, side: str, kind: str, price: float, qty: float) -> int:
         oid, self._next = self._next, self._next + 1
@@ -440,9 +446,13 @@ class Strategy:
         from ddms.runtime.engine import Engine
         return Engine(self.program)
 
-    def attach(self, engine, ctx: Context) -> None:
+    def attach(self, engine, ctx: Context | None = None) -> Context:
         """Check that ``engine`` has the views, set the program up (:meth:`setup`), then let the
-        strategy subscribe (:meth:`start`)."""
+        strategy subscribe (:meth:`start`) through ``ctx`` (default: a :class:`LiveContext` that
+        prints its orders on stderr, as ``ddms monitor --strategy`` uses it).  Returns the
+        context."""
+        if ctx is None:
+            ctx = LiveContext(engine)
         missing = [v for v in self.views if v not in engine.views]
         if missing:
             raise StrategyError(f"strategy {self.name}: the program has no view {', '.join(missing)} "
@@ -450,6 +460,7 @@ class Strategy:
         self.setup(engine)
         ctx.origin = engine.position
         self.start(ctx)
+        return ctx
 
     @classmethod
     def validate(cls, p: dict[str, float]) -> None:

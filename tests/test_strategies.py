@@ -133,7 +133,7 @@ def test_live_context_records_and_prints():
     engine = strat.make_engine()
     out = io.StringIO()
     ctx = LiveContext(engine, out=out, clock=lambda: 0.0)
-    strat.attach(engine, ctx)
+    assert strat.attach(engine, ctx) is ctx
     engine.apply(_batch(SOBI_BOOK), engine.relmap(("bids", "asks")))
     # live nothing fills unless reported, so the limit is never reached: line 7 buys at the new
     # best ask 100 too; each crossing cancels the working order first
@@ -148,6 +148,16 @@ def test_live_context_records_and_prints():
     ctx._check()
     with pytest.raises(StrategyError, match="exceeds"):
         ctx.report_fill(limits[-1].order_id, 99.0, 7.0)
+
+
+def test_attach_without_context_is_live_on_stderr(capsys):
+    strat = strategies.get("sobi", {"k": 0.5, "threshold": 0.05})
+    engine = strat.make_engine()
+    ctx = strat.attach(engine)                  # what `ddms monitor --strategy sobi` does
+    assert isinstance(ctx, LiveContext)
+    engine.apply(_batch(SOBI_BOOK), engine.relmap(("bids", "asks")))
+    captured = capsys.readouterr()
+    assert captured.out == "" and "[line 3] order 1: limit buy 100 @ 101" in captured.err
 
 
 def test_missing_view_is_a_clear_error():
