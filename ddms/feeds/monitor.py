@@ -82,7 +82,8 @@ class MonitorConfig:
     protocol: str | None = None
     display: bool | None = None
     watchdog: float = 30.0
-    queue_size: int = 8192
+    queue_size: int = 1024
+    overflow_wait: float = 1.0
     max_failures: int | None = None
     brokers: int = 10
     max_batch: int = 1024
@@ -116,7 +117,9 @@ class Monitor:
         self.client: FeedClient | None = None
         self.t0 = time.perf_counter()
         self.strategy_obj: Any = None
-        self._changes_out = config.json
+        self._runs = 0
+        self._resyncs_seen = 0
+        self._checked_base = 0
         if engine is None and config.views:
             from ddms.runtime.engine import Engine
             self.engine = Engine(config.views)
@@ -287,6 +290,9 @@ class Monitor:
                 self.engine.apply(batch, self.relmap)
         elif book is not None:
             book.discard_events()
+        if book is not None and book.resyncs != self._resyncs_seen:
+            self._resyncs_seen = book.resyncs
+            self._checked_base = getattr(book, "bookticker_checked", 0)
         pend = self._lat_pending
         if pend:
             now = time.perf_counter_ns()
@@ -307,6 +313,7 @@ class Monitor:
     async def run(self) -> dict[str, Any]:
         c = self.config
         client = FeedClient(ClientConfig(c.url, queue_size=c.queue_size, watchdog=c.watchdog, once=c.once,
+                                         overflow_wait=c.overflow_wait,
                                          max_failures=c.max_failures if c.max_failures is not None
                                          else (8 if c.once else None)))
         self.client = client
@@ -340,6 +347,7 @@ class Monitor:
                 self._flush()
                 if display is not None:
                     display.tick()
+                await self._after_batch()
         finally:
             client.stop()
             with contextlib.suppress(asyncio.CancelledError):
@@ -350,6 +358,14 @@ class Monitor:
             if display is not None:
                 display.stop()
         return self.finish()
+
+    async def _after_batch(self) -> None:
+        """Called after each drained run of the queue.  Yields to the event loop every 64 runs so
+        that the reader, pings and the watchdog keep running under sustained load (a subclass
+        may await here, e.g. a strategy that places orders)."""
+        self._runs += 1
+        if not self._runs & 63:
+            await asyncio.sleep(0)
 
     def stop(self) -> None:
         """Stop the session (Ctrl-C): the reader closes the connection and ends the queue."""
@@ -387,6 +403,7 @@ class Monitor:
         if isinstance(book, BinanceBook):
             out.update(book.counters())
             bb, ba = book.best_bid(), book.best_ask()
+            out["bookticker_checked_since_resync"] = book.bookticker_checked - self._checked_base
             out["best_bid"] = [str(x) for x in bb] if bb else None
             out["best_ask"] = [str(x) for x in ba] if ba else None
             out["synced"] = book.synced

@@ -30,7 +30,7 @@ changes are absolute level sizes), so stamping it ``U(k+1)`` is truthful for the
 it synchronize on the next message.  Spot needs no such care (``U <= lastUpdateId + 1 <= u``).
 
 Faults (``kind@n``, n counts depth messages of a capture, messages of a finance.csv, from 1):
-``drop`` (not sent), ``dup`` (sent twice), ``reorder`` (sent after the next message), ``corrupt``
+``drop`` (not sent), ``dup`` (sent twice), ``reorder`` (sent after the next counted message), ``corrupt``
 (sent with its JSON cut in half), ``close`` (every connection closed with code 1012 before it is
 sent; it goes to the next connection), ``stall`` (``stall@n:seconds``: nothing sent for that long
 before it, connections held open: a client's no-message watchdog must fire).
@@ -210,6 +210,7 @@ class ReplayCore:
         self._book: BinanceBook | OrderFeed | None = None
         self._book_started = False
         self._decoder = Decoder()
+        self._first_depth = next((f.index for f in frames if f.counted), 0)
         self._check()
 
     # -- description -----------------------------------------------------------------------
@@ -312,13 +313,11 @@ class ReplayCore:
             feed = self._catch_up(pos)
             assert isinstance(feed, OrderFeed)
             return format_message(feed.snapshot_message())
-        if not self._book_started:
-            # before the capture's snapshot line (or the synthetic empty one): that snapshot
-            if self.empty_snapshot is not None and self.snapshot_at is None:
-                return self.empty_snapshot.decode()
-            assert self.snapshot_at is not None
-            if pos < self.snapshot_at:
-                return self.frames[self.snapshot_at - 1].data.decode()
+        # before the capture's snapshot line (or the first depth event, with an empty book): that snapshot
+        if self.snapshot_at is not None and pos < self.snapshot_at:
+            return self.frames[self.snapshot_at - 1].data.decode()
+        if self.snapshot_at is None and pos < self._first_depth and self.empty_snapshot is not None:
+            return self.empty_snapshot.decode()
         book = self._catch_up(pos)
         assert isinstance(book, BinanceBook)
         if not book.synced:
@@ -393,6 +392,8 @@ class ReplayCore:
             if fault is None or fault.kind in ("close", "stall"):
                 self.sent += 1
                 yield Send(f, f.data)
+                if f.index == self._first_depth and self.snapshot_at is None and self.protocol == "binance":
+                    yield Hold(self.hold_seconds)    # an empty-book start: wait for the client's request
             elif fault.kind == "drop":
                 self.faults_done.append(label)
             elif fault.kind == "dup":
@@ -408,7 +409,7 @@ class ReplayCore:
                 self.faults_done.append(label)
                 held = Send(f, f.data, label)
                 continue
-            if held is not None:
+            if held is not None and f.counted:     # after the next counted message
                 self.sent += 1
                 yield held
                 held = None

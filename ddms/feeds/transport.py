@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import socket
 import sys
 import time
 import urllib.error
@@ -120,7 +121,7 @@ class ClientConfig:
     never)."""
 
     url: str
-    queue_size: int = 8192
+    queue_size: int = 1024
     overflow_wait: float = 1.0
     watchdog: float = 30.0
     ping_interval: float | None = 20.0
@@ -255,13 +256,13 @@ class FeedClient:
                 t.cancel()
             if ended is None:
                 ended = Ended("cancelled", False)
-            with contextlib.suppress(asyncio.QueueFull):
-                self._flush_overflow()
             await self._put_control(ended)
 
     async def _put_control(self, item: Any) -> None:
         """Control records wait for room (they are never dropped); pending drops go first."""
-        self._flush_overflow()
+        if self._pending_drop:
+            dropped, self._pending_drop = self._pending_drop, 0
+            await self.queue.put(Overflow(dropped))
         await self.queue.put(item)
 
     def _flush_overflow(self) -> None:
@@ -276,7 +277,8 @@ class FeedClient:
         try:
             async with connect(c.url, proxy=None, compression=None, open_timeout=c.open_timeout,
                                ping_interval=c.ping_interval, ping_timeout=c.ping_timeout,
-                               close_timeout=c.close_timeout, max_size=c.max_size, max_queue=256) as ws:
+                               close_timeout=c.close_timeout, max_size=c.max_size, max_queue=64) as ws:
+                _small_buffers(ws, socket.SO_RCVBUF)
                 self._ws = ws
                 self.stats.connects += 1
                 headers = dict(ws.response.headers.raw_items()) if ws.response is not None else {}
@@ -349,6 +351,18 @@ class FeedClient:
 # ------------------------------------------------------------------------------------------
 # HTTP
 # ------------------------------------------------------------------------------------------
+
+def _small_buffers(ws: Any, opt: int, size: int = 1 << 16) -> None:
+    """Cap a loopback socket's kernel buffer: Linux autotunes them to megabytes, which lets an
+    unthrottled replay run tens of thousands of messages ahead of its client, and a snapshot
+    asked for then describes a book far in the client's future.  Remote sockets keep the
+    kernel's defaults (they need the window)."""
+    sock = ws.transport.get_extra_info("socket") if ws.transport is not None else None
+    peer = ws.transport.get_extra_info("peername") if ws.transport is not None else None
+    if sock is not None and peer and _is_local(str(peer[0])):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, opt, size)
+
 
 def _is_local(host: str | None) -> bool:
     return host in ("localhost", "::1") or (host or "").startswith("127.")
@@ -433,6 +447,7 @@ async def serve_replay(core: ReplayCore, config: ServeConfig, on_ready: Callable
                 response.headers[k] = v
 
     async def handler(ws: ServerConnection) -> None:
+        _small_buffers(ws, socket.SO_SNDBUF)
         route = core.route(ws.request.path)
         assert isinstance(route, WsRoute)
         hub.clients[ws] = route
