@@ -125,7 +125,8 @@ def plot_run(result: BacktestResult, out_dir: str | os.PathLike) -> list[Path]:
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     k = _thin(eq["time"].shape[0])
-    t = eq["time"][k]
+    t0 = float(eq["time"][0])
+    t = eq["time"][k] - t0          # from the first sample: raw epoch clocks make unreadable ticks
     fig, (ax_px, ax_pos, ax_eq) = plt.subplots(3, 1, figsize=(11, 7.5), sharex=True,
                                                gridspec_kw={"height_ratios": [2.2, 1, 1.4]})
     ax_px.plot(t, eq["mark"][k], color="#444444", lw=0.9, label="mid")
@@ -135,7 +136,7 @@ def plot_run(result: BacktestResult, out_dir: str | os.PathLike) -> list[Path]:
         if sel.shape[0] > MAX_POINTS:
             sel = sel[_thin(sel.shape[0])]
         if sel.shape[0]:
-            ax_px.scatter(f["time"][sel], f["price"][sel], s=14, c=color, marker=marker, label=label, zorder=3,
+            ax_px.scatter(f["time"][sel] - t0, f["price"][sel], s=14, c=color, marker=marker, label=label, zorder=3,
                           linewidths=0)
     ax_px.set_ylabel("price")
     ax_px.legend(loc="upper left", fontsize=8, frameon=False, ncol=3)
@@ -148,7 +149,7 @@ def plot_run(result: BacktestResult, out_dir: str | os.PathLike) -> list[Path]:
     ax_eq.fill_between(t, e, peak, where=peak > e, color="#d73027", alpha=0.15, lw=0, label="drawdown")
     ax_eq.axhline(0, color="#999999", lw=0.6)
     ax_eq.set_ylabel("equity")
-    ax_eq.set_xlabel("data time")
+    ax_eq.set_xlabel(f"data time since the first sample (t = {t0:.15g})")
     ax_eq.legend(loc="upper left", fontsize=8, frameon=False, ncol=2)
     m = result.metrics
     params = ", ".join(f"{k}={v:g}" for k, v in result.params.items())
