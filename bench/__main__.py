@@ -8,6 +8,8 @@ Sections (``--only`` takes the name or the number):
 4 depth       ns/line at 1k..1M resting orders, cost(1M)/cost(1k) (bench/depth.py)
 5 callbacks   callbacks/s on a view that changes on nearly every line (bench/callbacks.py)
 6 compile     Engine construction, cold and cached, in subprocesses (bench/compile_time.py)
+8 spark       source readers and Parquet copies (events/s); a 48-task backtest sweep, Spark local[2]
+              against sequential (bench/spark_sweep.py)
 9 backtest    SOBI backtest with fills, lines/s per core on the synthetic stream (bench/backtest.py)
 
 Every number in the table is measured by that run; throughput counts input lines.  Progress
@@ -27,7 +29,7 @@ import traceback
 from rich.console import Console
 from rich.table import Table
 
-from bench import backtest, callbacks, compile_time, depth, duckdb_vwap, kernel, sql_finance, throughput
+from bench import backtest, callbacks, compile_time, depth, duckdb_vwap, kernel, spark_sweep, sql_finance, throughput
 from bench.common import Row, Shared, Sizes, Skip
 
 SECTIONS = {
@@ -38,6 +40,7 @@ SECTIONS = {
     "callbacks": callbacks.run,
     "compile": compile_time.run,
     "sql": sql_finance.run,
+    "spark": spark_sweep.run,
     "backtest": backtest.run,
 }
 

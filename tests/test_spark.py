@@ -80,3 +80,10 @@ def test_malformed_task_lists():
     assert spark.run_sweep([], master="local[2]") == []
     with pytest.raises(ReplayError, match="task 0 is not a"):
         spark.run_sweep([("a.csv", "s")], master="local[2]")
+
+
+def test_default_task_is_the_backtest_core(session):
+    from replay.backtest import run_task
+    tiny = str(data_file("tiny"))
+    tasks = [(tiny, "sobi", {"k": 0.25}), (tiny, "mm", {"skew": 0.0})]
+    assert identical(spark.run_sweep(tasks, master="local[2]"), [run_task(*t) for t in tasks])
