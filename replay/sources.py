@@ -79,9 +79,9 @@ def _first_line(head: bytes) -> bytes:
 
 
 def detect_kind(name: str, head: bytes) -> str:
-    """The kind of a file from its ``name`` and its first bytes ``head`` (decompressed already
-    when the file is gzip: pass ``gzip=True`` contents).  Raises :class:`ReplayError` saying
-    what the start of the file looks like when it is none of :data:`KINDS`."""
+    """The kind of a file from its ``name`` and its first bytes ``head`` (for a gzip file: its
+    first decompressed bytes).  Raises :class:`ReplayError` saying what the start of the file
+    looks like when it is none of :data:`KINDS`."""
     lower = os.path.basename(name).lower()
     if head.startswith(_PARQUET_MAGIC):
         return "parquet"
@@ -110,16 +110,17 @@ def detect_kind(name: str, head: bytes) -> str:
         "'<recv_ts_ns> <json>' (Binance capture) or a Parquet file", name)
 
 
-def _read_head(path: str) -> bytes:
+def _read_head(path: str) -> tuple[bytes, bool]:
+    """The first bytes of ``path`` (decompressed if it is gzip) and whether it is gzip."""
     with open(path, "rb") as f:
         head = f.read(_HEAD_BYTES)
     if head.startswith(_GZIP_MAGIC):
         try:
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            return d.decompress(head, _HEAD_BYTES)
+            return d.decompress(head, _HEAD_BYTES), True
         except zlib.error as e:
             raise ReplayError(f"corrupt gzip data at the start of the file ({e})", path) from None
-    return head
+    return head, False
 
 
 @dataclass(frozen=True)
@@ -182,10 +183,13 @@ def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str |
     if brokers < 1:
         raise ReplayError(f"brokers must be >= 1, got {brokers}", p)
     try:
-        head = _read_head(p)
+        head, gz = _read_head(p)
     except OSError as e:
         raise ReplayError(f"cannot read: {e.strerror or e}", p) from None
     found = detect_kind(p, head) if kind is None else kind
+    if gz and found != "binance":
+        raise ReplayError(f"gzip-compressed {found} files are not read directly (only Binance captures are): "
+                          "decompress it first", p)
     if kind is not None and kind != "parquet" and head.startswith(_PARQUET_MAGIC):
         raise ReplayError(f"asked to read it as {kind!r}, but it is a Parquet file", p)
     if found == "parquet":

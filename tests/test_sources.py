@@ -263,6 +263,8 @@ def test_missing_unknown_and_binary_files(tmp_path):
     _raises(ReplayError, tmp_path / "fake.parquet", "not a Parquet file")
     with pytest.raises(ReplayError, match="unknown source kind"):
         open_source(data_file("tiny"), kind="excel")
+    (tmp_path / "book.csv.gz").write_bytes(gzip.compress(data_file("tiny").read_bytes()))
+    _raises(ReplayError, tmp_path / "book.csv.gz", "gzip-compressed orderbook", "decompress it first")
 
 
 def test_bad_lines_name_file_and_line(tmp_path):
