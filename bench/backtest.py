@@ -1,4 +1,4 @@
-"""Section 7: backtest lines/s per core -- SOBI with fills on the synthetic stream.
+"""Section 9: backtest lines/s per core -- SOBI with fills on the synthetic stream.
 
 One process, one core: rates are input lines per CPU second of this process (``time.process_time``),
 i.e. per core, so that other work on a shared machine does not count against them; each note
@@ -22,7 +22,7 @@ import time
 from bench.common import CHUNK, Row, Shared, n_lines, rate, time_apply
 from ddms.streams.orderbook import OrderBookParser, parse_chunks
 
-SECTION = "7 backtest"
+SECTION = "9 backtest"
 
 
 def _backtest(batches, name: str, params: dict) -> tuple[float, float, object, object]:
