@@ -13,9 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
+import strategies
 from ddms.cli import main
 from ddms.streams.orderbook import parse_orderbook_text
-from replay.backtest import METRICS, _pieces, run_backtest, run_task
+from replay.backtest import METRICS, _pieces, open_partition, run_backtest, run_task
 from replay.lobster import LobsterBatch
 from replay.metrics import summarize
 from replay.results import write_run
@@ -141,3 +142,20 @@ def test_cli_bad_data_files(tmp_path, capsys):
 def test_real_file_partition():
     row = run_task(str(DATA / "tiny" / "finance.csv"), "sobi", {"threshold": 0.2, "sample_lines": 10})
     assert row["lines"] == 100
+
+
+def test_rare_conditions_stay_in_compiled_code(synth):
+    quiet = strategies.get("sobi", {"threshold": 0.5})      # |SIGNAL| never gets near 0.5 here
+    r = run_backtest(synth, quiet)
+    assert quiet.fired == 0 and r.orders == () and r.metrics.n_trades == 0
+    busy = strategies.get("sobi", {"threshold": 0.0008})
+    r = run_backtest(synth, busy)
+    changes: list[int] = []
+    probe = strategies.get("sobi", {"threshold": 0.0008})
+    engine = probe.make_engine()
+    probe.setup(engine)
+    engine.on("SIGNAL", lambda *a: changes.append(1))        # unconditional: every change returns
+    for b in open_partition(synth):
+        engine.apply(b, engine.relmap(("bids", "asks")))
+    # Python ran twice per crossing (out, back): a small fraction of the lines that moved SIGNAL
+    assert r.orders and 0 < busy.fired < len(changes) / 20
