@@ -13,10 +13,13 @@ Target, per program and price model: cost(1M) / cost(1k) <= 3x."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from bench.common import Row, Shared, engine, n_lines, parse_continue, time_apply
 from bench.synth import book_stream
+from ddms.runtime.engine import Engine
 from ddms.streams.events import EventBatch
 from ddms.streams.orderbook import OrderBookParser
 
@@ -25,7 +28,7 @@ TICK_BAND = 2_000
 MODELS = (("distinct prices", 0), ("tick levels", TICK_BAND))
 
 
-def _label(n: int) -> str:
+def label(n: int) -> str:
     return f"{n // 1_000_000}M" if n >= 1_000_000 else f"{n // 1000}k"
 
 
@@ -38,16 +41,17 @@ def _levels(batches: list[EventBatch]) -> int:
     return sum(len(np.unique(px[ins & (rel == r)])) for r in (0, 1))
 
 
-def steady_cost(prog: str, depth: int, steady_lines: int, seed: int = 1,
-                tick_band: int = 0) -> tuple[float, int, int]:
+def steady_cost(prog: str | Callable[[], Engine], depth: int, steady_lines: int, seed: int = 1,
+                tick_band: int = 0, both_sides: bool | None = None) -> tuple[float, int, int]:
     """(seconds, lines, price levels after the build) of the steady-state stream at ``depth``
-    through a fresh engine."""
-    build, steady = book_stream(depth, steady_lines, both_sides=(prog == "SOBI"), seed=seed,
-                                tick_band=tick_band)
+    through a fresh engine (``prog``: a bench program name, or a function making the engine)."""
+    if both_sides is None:
+        both_sides = prog == "SOBI"
+    build, steady = book_stream(depth, steady_lines, both_sides=both_sides, seed=seed, tick_band=tick_band)
     parser = OrderBookParser(brokers=10)
     b_build = parse_continue(parser, build)
     b_steady = parse_continue(parser, steady)
-    eng = engine(prog)
+    eng = engine(prog) if isinstance(prog, str) else prog()
     time_apply(eng, b_build)
     return time_apply(eng, b_steady), n_lines(b_steady), _levels(b_build)
 
@@ -64,11 +68,11 @@ def run(sh: Shared) -> list[Row]:
             for d in sizes.depths:
                 seconds, lines, levels = steady_cost(prog, d, sizes.steady_lines, tick_band=band)
                 cost[d] = seconds / lines * 1e9
-                case = f"{prog}, {model}: {_label(d)} resting {side}, {lines:,} lines"
+                case = f"{prog}, {model}: {label(d)} resting {side}, {lines:,} lines"
                 rows.append(Row(SECTION, case, cost[d], "ns/line",
                                 verdict=f"{lines / seconds:,.0f} lines/s; {levels:,} price levels"))
             lo, hi = min(cost), max(cost)
             ratio = cost[hi] / cost[lo]
-            rows.append(Row(SECTION, f"{prog}, {model}: cost({_label(hi)}) / cost({_label(lo)})", ratio, "x",
+            rows.append(Row(SECTION, f"{prog}, {model}: cost({label(hi)}) / cost({label(lo)})", ratio, "x",
                             "<= 3x", "PASS" if ratio <= 3 else "FAIL"))
     return rows

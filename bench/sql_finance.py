@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from bench.common import REPO, SHARED, Row, Shared, Skip, n_lines, rate, time_apply
+from bench.depth import TICK_BAND, label, steady_cost
 from ddms.compiler import compile_sql_file
 from ddms.runtime.engine import Engine
 
@@ -41,14 +42,6 @@ def run(sh: Shared) -> list[Row]:
                 rows.append(Row(SECTION, f"{q}: {sh.label(name)}", None, "", verdict=f"skipped: {e}"))
                 continue
             label = sh.label(name)
-            if name != "finance":  # the first ~1M lines (re-evaluated views cost up to ~20 us a line)
-                head, total = [], 0
-                for b in batches:
-                    head.append(b)
-                    total += b.last_line - b.first_line + 1
-                    if total >= 1_000_000:
-                        break
-                batches, label = head, f"{label} (first {total / 1e6:.1f}M lines)"
             lines = n_lines(batches)
             r = rate(lines, time_apply(Engine(sql.program), batches))
             if name == "finance":
@@ -62,4 +55,22 @@ def run(sh: Shared) -> list[Row]:
                                     ">= 0.67x", "PASS" if r / hand >= 1 / 1.5 else "FAIL"))
             else:
                 rows.append(Row(SECTION, f"{q}: {label} apply only", r, "lines/s"))
+        rows += _depth_rows(sh, q, sql.program)
+    return rows
+
+
+def _depth_rows(sh: Shared, q: str, program) -> list[Row]:
+    """ns/line of steady updates at each book depth (bids + asks, tick-sized price levels as in
+    real books; brokers by order id), and cost(deepest) / cost(shallowest)."""
+    rows, cost = [], {}
+    for d in sh.sizes.depths:
+        seconds, lines, levels = steady_cost(lambda: Engine(program), d, sh.sizes.steady_lines // 5,
+                                             tick_band=TICK_BAND, both_sides=True)
+        cost[d] = seconds / lines * 1e9
+        rows.append(Row(SECTION, f"{q}: {label(d)} resting bids+asks, {lines:,} lines", cost[d], "ns/line",
+                        verdict=f"{lines / seconds:,.0f} lines/s; {levels:,} price levels"))
+    lo, hi = min(cost), max(cost)
+    ratio = cost[hi] / cost[lo]
+    rows.append(Row(SECTION, f"{q}: cost({label(hi)}) / cost({label(lo)})", ratio, "x", "<= 3x",
+                    "PASS" if ratio <= 3 else "FAIL"))
     return rows
