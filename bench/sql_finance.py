@@ -8,7 +8,8 @@ from __future__ import annotations
 import time
 
 from bench.common import REPO, SHARED, Row, Shared, Skip, n_lines, rate, time_apply
-from bench.depth import TICK_BAND, label, steady_cost
+from bench.depth import TICK_BAND, steady_cost
+from bench.depth import label as depth_label
 from ddms.compiler import compile_sql_file
 from ddms.runtime.engine import Engine
 
@@ -67,10 +68,10 @@ def _depth_rows(sh: Shared, q: str, program) -> list[Row]:
         seconds, lines, levels = steady_cost(lambda: Engine(program), d, sh.sizes.steady_lines // 5,
                                              tick_band=TICK_BAND, both_sides=True)
         cost[d] = seconds / lines * 1e9
-        rows.append(Row(SECTION, f"{q}: {label(d)} resting bids+asks, {lines:,} lines", cost[d], "ns/line",
+        rows.append(Row(SECTION, f"{q}: {depth_label(d)} resting bids+asks, {lines:,} lines", cost[d], "ns/line",
                         verdict=f"{lines / seconds:,.0f} lines/s; {levels:,} price levels"))
     lo, hi = min(cost), max(cost)
     ratio = cost[hi] / cost[lo]
-    rows.append(Row(SECTION, f"{q}: cost({label(hi)}) / cost({label(lo)})", ratio, "x", "<= 3x",
+    rows.append(Row(SECTION, f"{q}: cost({depth_label(hi)}) / cost({depth_label(lo)})", ratio, "x", "<= 3x",
                     "PASS" if ratio <= 3 else "FAIL"))
     return rows
