@@ -11,6 +11,8 @@ Sections (``--only`` takes the name or the number):
 8 spark       source readers and Parquet copies (events/s); a 48-task backtest sweep, Spark local[2]
               against sequential (bench/spark_sweep.py)
 9 backtest    SOBI backtest with fills, lines/s per core on the synthetic stream (bench/backtest.py)
+10 feeds      live ingestion from a local ddms serve-feed over websockets: level updates/s, messages/s,
+              receive-to-callback latency p50/p99 at 100 and 1,000 depth messages/s (bench/feeds.py)
 
 Every number in the table is measured by that run; throughput counts input lines.  Progress
 goes to stderr, the table to stdout.
@@ -29,7 +31,18 @@ import traceback
 from rich.console import Console
 from rich.table import Table
 
-from bench import backtest, callbacks, compile_time, depth, duckdb_vwap, kernel, spark_sweep, sql_finance, throughput
+from bench import (
+    backtest,
+    callbacks,
+    compile_time,
+    depth,
+    duckdb_vwap,
+    feeds,
+    kernel,
+    spark_sweep,
+    sql_finance,
+    throughput,
+)
 from bench.common import Row, Shared, Sizes, Skip
 
 SECTIONS = {
@@ -42,6 +55,7 @@ SECTIONS = {
     "sql": sql_finance.run,
     "spark": spark_sweep.run,
     "backtest": backtest.run,
+    "feeds": feeds.run,
 }
 
 

@@ -20,7 +20,9 @@ Output: a live rich display on a terminal; ``--json``: JSON lines (view changes,
 connection events), then the final views as ``ddms run --json`` prints them, then one summary
 line; the summary line is printed however the monitor ends (stream end, Ctrl-C, give-up).
 
-Latency is measured from the transport's receive time (``perf_counter_ns`` right after ``recv``)
+Rates (``messages_per_s``, ``level_updates_per_s``) are over ``active_seconds``: from the first
+message's receive time to the end of the last update, so connecting and waiting for the server do
+not count.  Latency is measured from the transport's receive time (``perf_counter_ns`` right after ``recv``)
 to the end of the engine update that applied the message (after its callbacks ran): the delay a
 strategy callback sees, queueing included.  Kept for the last 2**17 depth messages.
 """
@@ -118,6 +120,8 @@ class Monitor:
         self.t0 = time.perf_counter()
         self.strategy_obj: Any = None
         self._runs = 0
+        self._t_first = 0               # receive time of the first message (perf_counter_ns)
+        self._t_last = 0                # end of the last processed run
         self._resyncs_seen = 0
         self._checked_base = 0
         if engine is None and config.views:
@@ -333,6 +337,8 @@ class Monitor:
             done = False
             while not done:
                 item = await q.get()
+                if self._t_first == 0 and type(item) is tuple:
+                    self._t_first = item[0]
                 n = 0
                 while True:
                     if type(item) is tuple:
@@ -345,6 +351,7 @@ class Monitor:
                         break
                     item = q.get_nowait()
                 self._flush()
+                self._t_last = time.perf_counter_ns()
                 if display is not None:
                     display.tick()
                 await self._after_batch()
@@ -424,10 +431,11 @@ class Monitor:
                         "dropped": st.dropped, "watchdog": st.watchdog, "received": st.messages,
                         "received_bytes": st.bytes})
         p50, p99 = self.latency_us()
+        active = (self._t_last - self._t_first) / 1e9 if self._t_first and self._t_last > self._t_first else 0.0
         out.update({"problems": self.problems, "latency_p50_us": p50, "latency_p99_us": p99,
-                    "seconds": round(seconds, 3),
-                    "messages_per_s": round(out.get("messages", 0) / seconds) if seconds > 0 else None,
-                    "level_updates_per_s": round((out.get("level_updates") or 0) / seconds) if seconds > 0 else None,
+                    "seconds": round(seconds, 3), "active_seconds": round(active, 3),
+                    "messages_per_s": round(out.get("messages", 0) / active) if active > 0 else None,
+                    "level_updates_per_s": round((out.get("level_updates") or 0) / active) if active > 0 else None,
                     "end": self.end_reason})
         if self.engine is not None:
             out["position"] = self.engine.position
