@@ -356,3 +356,46 @@ def test_monitor_reports_unusable_url():
     p = _cli("monitor", "http://127.0.0.1:1/x", "--once", "--json")
     _, err = p.communicate(timeout=60)
     assert p.returncode == 2 and b"not a websocket URL" in err
+
+
+# ------------------------------------------------------------------------------------------
+# strategy and display
+# ------------------------------------------------------------------------------------------
+
+def test_strategy_runs_on_the_live_book_and_display_renders(tmp_path):
+    """--strategy sobi on its own program over a futures slice, with the rich display drawn into a
+    buffer: the strategy's views follow the book (BEST_BID equals the book's best bid)."""
+    path = _slice(tmp_path, FUT, 3000)
+    errs = io.StringIO()
+
+    async def go():
+        core = load_replay(path)
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future = loop.create_future()
+        server = asyncio.create_task(serve_replay(core, ServeConfig(speed=0), ready.set_result, log=lambda m: None))
+        url = await ready
+        out = io.StringIO()
+        import ddms.feeds.monitor as monitor_mod
+        real = monitor_mod.load_strategy
+        mon_cfg = MonitorConfig(url, strategy="sobi", once=True, display=True,
+                                strategy_params=(("threshold", 0.05),))
+        monitor_mod.load_strategy = lambda n, e, p, out=None: real(n, e, p, out=errs)
+        try:
+            mon = Monitor(mon_cfg, out=out)
+        finally:
+            monitor_mod.load_strategy = real
+        s = await mon.run()
+        await server
+        return mon, s, out.getvalue()
+    mon, s, shown = run(go())
+    assert s["gaps"] == 0 and s["bookticker_mismatch"] == 0 and s["strategy"]["name"] == "sobi"
+    best = mon.book.best_bid()
+    assert mon.engine.value("BEST_BID") == float(best[0])
+    assert "ddms monitor" in shown and "bookTicker checked" in shown and "SIGNAL" in shown
+    assert json.loads(shown.splitlines()[-1])["event"] == "summary"
+
+
+def test_unknown_strategy_is_a_clear_error():
+    p = _cli("monitor", "ws://127.0.0.1:9/x", "--strategy", "nope", "--once")
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 2 and b"unknown strategy 'nope'" in err and b"sobi" in err

@@ -2,7 +2,7 @@
 
     ddms serve-feed CAPTURE.gz|finance.csv [--speed X|max] [--rate N] [--port P] [--host H]
                     [--empty-book] [--fault KIND@N ...]
-    ddms monitor URL [--views FILE.sql|FILE.m3] [--strategy NAME] [--json] [--once]
+    ddms monitor URL [--views FILE.sql|FILE.m3] [--strategy NAME [--param K=V ...]] [--json] [--once]
                  [--snapshot-url URL] [--market futures|spot] [--watchdog S]
 
 ``serve-feed`` prints the websocket URL to connect to as its first stdout line; ``monitor`` on
@@ -67,18 +67,31 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     if args.views:
         print(f"compiling {args.views} (the first time takes up to a minute; cached afterwards) ...",
               file=sys.stderr, flush=True)
+    params = []
+    for text in args.param or ():
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise DdmsError(f"--param {text!r}: expected NAME=VALUE")
+        try:
+            params.append((key, float(value)))
+        except ValueError:
+            raise DdmsError(f"--param {text!r}: the value is not a number") from None
+    if params and not args.strategy:
+        raise DdmsError("--param needs --strategy")
     config = MonitorConfig(args.url, views=args.views, strategy=args.strategy, json=args.json, once=args.once,
                            snapshot_url=args.snapshot_url, market=args.market, watchdog=args.watchdog,
-                           display=False if args.no_display else None)
+                           display=False if args.no_display else None, strategy_params=tuple(params))
     mon = Monitor(config)
     try:
         summary = asyncio.run(mon.run())
     except KeyboardInterrupt:   # a second Ctrl-C while shutting down
         print(json.dumps(mon.summary()), flush=True)
         return 130
-    bad = summary.get("gaps", 0) or summary.get("bookticker_mismatch", 0) or summary.get("crossed") \
-        or summary.get("malformed", 0)
-    return 1 if bad else 0
+    # feed faults (gaps, stale, malformed) are counted and recovered from; exit 1 only when the
+    # book itself failed a check, 3 when the feed could not be followed to its end
+    if summary.get("bookticker_mismatch") or summary.get("crossed"):
+        return 1
+    return 0 if not summary.get("end", "").startswith("gave up") else 3
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -101,7 +114,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     mo = sub.add_parser("monitor", help="follow a live feed: book, views, checks, live display")
     mo.add_argument("url", help="websocket URL (e.g. the first line printed by ddms serve-feed)")
     mo.add_argument("--views", help="views to maintain: SQL (.sql) or M3 (.m3) over bids/asks")
-    mo.add_argument("--strategy", help="run a registered strategy's callbacks on the views")
+    mo.add_argument("--strategy", help="run a registered strategy (sobi, mm, ...) on the views; without --views "
+                    "on the strategy's own program; its orders are printed on stderr")
+    mo.add_argument("--param", action="append", metavar="NAME=VALUE", help="a strategy parameter; repeatable")
     mo.add_argument("--json", action="store_true", help="print JSON lines (changes, problems, summary), no display")
     mo.add_argument("--once", action="store_true", help="exit when the server ends the stream instead of reconnecting")
     mo.add_argument("--snapshot-url", help="depth snapshot URL (default: advertised by the server or implied)")

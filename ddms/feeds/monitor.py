@@ -37,7 +37,6 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -70,7 +69,8 @@ _REMOTE_REST = {"fstream.binance.com": (FUTURES, "https://fapi.binance.com"),
 @dataclass(frozen=True, slots=True)
 class MonitorConfig:
     """``url`` of the feed; ``views``: an .sql/.m3 file (None: book only); ``strategy``: a
-    registered strategy name; ``json``: JSON lines instead of the display; ``once``: stop when the
+    registered strategy name (its own program when ``views`` is None), ``strategy_params`` its
+    parameters; ``json``: JSON lines instead of the display; ``once``: stop when the
     server ends the stream normally; ``snapshot_url``/``market``/``protocol`` override what the
     server advertises; ``display``: draw the rich display (default: when stdout is a terminal)."""
 
@@ -89,6 +89,7 @@ class MonitorConfig:
     max_failures: int | None = None
     brokers: int = 10
     max_batch: int = 1024
+    strategy_params: tuple[tuple[str, Any], ...] = ()
 
 
 class Monitor:
@@ -124,18 +125,18 @@ class Monitor:
         self._t_last = 0                # end of the last processed run
         self._resyncs_seen = 0
         self._checked_base = 0
+        self.strategy_ctx: Any = None
         if engine is None and config.views:
             from ddms.runtime.engine import Engine
             self.engine = Engine(config.views)
+        if config.strategy:
+            self.strategy_obj, self.engine, self.strategy_ctx = load_strategy(
+                config.strategy, self.engine, dict(config.strategy_params))
         if self.engine is not None:
             self.relmap = self.engine.relmap(("bids", "asks"))
             if config.json:
                 for name in self.engine.views:
                     self.engine.on(name, self._print_change)
-        if config.strategy:
-            if self.engine is None:
-                raise DdmsError("--strategy needs --views (a strategy reacts to views)")
-            self.strategy_obj = load_strategy(config.strategy, self.engine)
 
     # -- output -----------------------------------------------------------------------------
     def _emit(self, obj: dict) -> None:
@@ -439,6 +440,10 @@ class Monitor:
                     "end": self.end_reason})
         if self.engine is not None:
             out["position"] = self.engine.position
+        ctx = self.strategy_ctx
+        if ctx is not None:
+            out["strategy"] = {"name": self.config.strategy, "orders": len(ctx.orders),
+                               "open_orders": len(ctx.open_orders), "position": ctx.position, "cash": ctx.cash}
         return out
 
 
@@ -450,30 +455,23 @@ def _num(x: float) -> float | None:
 # strategies
 # ------------------------------------------------------------------------------------------
 
-def load_strategy(name: str, engine: Any) -> Any:
-    """Attach the registered strategy ``name`` to ``engine``: looks up ``strategies.get(name)``
-    (or a ``REGISTRY``/``STRATEGIES`` mapping), then calls the entry's ``attach(engine)`` if it
-    has one, else calls the entry with the engine.  Imported lazily: the monitor does not need
-    the strategies package unless asked.  Raises DdmsError naming the known strategies."""
+def load_strategy(name: str, engine: Any, params: dict[str, Any] | None = None,
+                  out: TextIO | None = None) -> tuple[Any, Any, Any]:
+    """Build strategy ``name`` from the registry (``strategies.get(name, params)``: validated
+    parameters), on ``engine`` or, when None, on a fresh engine of the strategy's own program, and
+    attach it through a :class:`strategies.LiveContext` (orders are recorded and printed on
+    ``out``, default stderr).  Returns ``(strategy, engine, context)``.  Imported lazily: the
+    monitor does not need the strategies package unless asked.  Unknown names and parameters
+    raise the registry's error, which lists what exists."""
     try:
         import strategies
     except ImportError as e:
         raise DdmsError(f"--strategy {name}: the strategies package cannot be imported ({e})") from None
-    get: Callable[[str], Any] | None = getattr(strategies, "get", None)
-    registry = getattr(strategies, "REGISTRY", None) or getattr(strategies, "STRATEGIES", None)
-    names = sorted(registry) if isinstance(registry, dict) else []
-    if get is None and registry is None:
-        raise DdmsError(f"--strategy {name}: the strategies package has no registry (strategies.get(name)) yet")
-    try:
-        entry = get(name) if get is not None else registry[name]
-    except (KeyError, LookupError, ValueError) as e:
-        known = names or list(getattr(strategies, "names", lambda: [])())
-        raise DdmsError(f"--strategy {name}: unknown strategy ({e}); known: {', '.join(known) or 'none'}") from None
-    if hasattr(entry, "attach"):
-        return entry.attach(engine) or entry
-    if callable(entry):
-        return entry(engine)
-    raise DdmsError(f"--strategy {name}: the registry entry {entry!r} is neither callable nor has attach(engine)")
+    strat = strategies.get(name, params or {})
+    if engine is None:
+        engine = strat.make_engine()
+    ctx = strat.attach(engine, strategies.LiveContext(engine, out=out if out is not None else sys.stderr))
+    return strat, engine, ctx
 
 
 # ------------------------------------------------------------------------------------------
@@ -500,6 +498,8 @@ class _Display:
     def stop(self) -> None:
         self.live.update(self.render(), refresh=True)
         self.live.stop()
+        if not self.console.is_terminal:
+            self.console.file.write("\n")     # the summary line starts on a line of its own
 
     def tick(self) -> None:
         now = time.perf_counter()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import signal
 import socket
 import sys
 import time
@@ -406,6 +407,9 @@ class ServeConfig:
     rate: float = 0.0
 
 
+GOING_AWAY = 1001   # the server stops before the end of the replay: a client reconnects elsewhere/later
+
+
 class _Hub:
     """The connected clients and their routes."""
 
@@ -473,14 +477,31 @@ async def serve_replay(core: ReplayCore, config: ServeConfig, on_ready: Callable
         host, port = sock.getsockname()[:2]
         on_ready(f"ws://{host}:{port}{core.ws_path()}")
         t0 = time.perf_counter()
-        await _run_timeline(core, hub, config, log)
+        timeline = asyncio.ensure_future(_run_timeline(core, hub, config, log))
+        loop = asyncio.get_running_loop()
+        signals = []
+        for sig in (signal.SIGINT, signal.SIGTERM):     # clean shutdown: close clients, then exit
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, timeline.cancel)
+                signals.append(sig)
+        stopped = False
+        try:
+            await timeline
+        except asyncio.CancelledError:
+            if not timeline.cancelled():
+                raise
+            stopped = True
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+        code, reason = (GOING_AWAY, "server shutting down") if stopped else (NORMAL_CLOSE, "end of replay")
         for ws in list(hub.clients):
             with contextlib.suppress(ConnectionClosed):
-                await ws.close(NORMAL_CLOSE, "end of replay")
+                await ws.close(code, reason)
         seconds = time.perf_counter() - t0
     summary = {"sent": core.sent, "frames": len(core.frames), "connections": hub.connections,
-               "faults": core.faults_done, "seconds": round(seconds, 3)}
-    log(f"replay finished: {summary}")
+               "faults": core.faults_done, "seconds": round(seconds, 3), "stopped": stopped}
+    log(f"replay {'stopped' if stopped else 'finished'}: {summary}")
     return summary
 
 
