@@ -7,12 +7,14 @@ number depends only on the partition's events and the parameters (no wall clock,
 A run: open the partition (:func:`open_partition`), build the strategy's engine (compiled once
 per machine, ~20 ms per further engine in a process), attach the strategy through a
 :class:`~strategies.api.SimContext` (engine and fill simulator in lockstep), replay the batches
-cut every ``sample_lines`` input lines (a run parameter, default 1,000), and after each piece sample the equity at the
-simulator's mid price.  Metrics come from :func:`replay.metrics.summarize`.
+cut every ``sample_lines`` input lines (a run parameter, default 1,000), and after each piece
+sample the equity at the mid price (the program's MID view, else the simulator's book).
+Metrics come from :func:`replay.metrics.summarize`.
 
-Cost: the engine's per-line cost plus the simulator's (~60 ns a line) plus, per piece of
-``sample_lines`` lines, a few Python calls (~20 us): with the default 1,000 lines per sample
-that is ~20 ns a line.  Memory: O(book + fills + samples).
+Cost: the engine's per-line cost (with callbacks watched: see ``bench`` section 9) plus the
+simulator's (~60 ns a line) plus, per piece of ``sample_lines`` lines, a few Python calls
+(~30 us): with the default 1,000 lines per sample ~30 ns a line.  Memory: O(book + fills +
+samples), the data is streamed.
 """
 
 from __future__ import annotations
