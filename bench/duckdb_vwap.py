@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from bench.common import VWAP_SQL, Row, Shared, Skip, engine, merge, n_lines, parse_continue, time_apply
-from bench.depth import _label
+from bench.depth import label
 from bench.synth import book_stream
 from ddms.runtime.driver import split_lines
 from ddms.streams.orderbook import COLUMNS, OrderBookParser, orderbook_rows
@@ -122,11 +122,11 @@ def run(sh: Shared) -> list[Row]:
             con = _connect(book)
             lines, seconds, d_value = _duck_updates(con, query, steady, box)
             con.close()
-            case = f"DuckDB {qname}, {_label(d)} resting bids"
+            case = f"DuckDB {qname}, {label(d)} resting bids"
             if lines == 0:
                 note = f"< {1 / box:.2g} updates/s: the first query did not finish in {box:g} s (interrupted)"
                 rows.append(Row(SECTION, case, None, "updates/s", verdict=note))
-                rows.append(Row(SECTION, f"engine / DuckDB {qname}, {_label(d)}", None, "x",
+                rows.append(Row(SECTION, f"engine / DuckDB {qname}, {label(d)}", None, "x",
                                 verdict=f"> {e_rate * box:,.0f}x (engine {e_rate:,.0f} lines/s)"))
                 continue
             d_rate = lines / seconds
@@ -136,6 +136,6 @@ def run(sh: Shared) -> list[Row]:
             if not same:
                 note += f": {d_value:.10g} vs {e_value:.10g}"
             rows.append(Row(SECTION, case, d_rate, "updates/s", verdict=note))
-            rows.append(Row(SECTION, f"engine / DuckDB {qname}, {_label(d)}", e_rate / d_rate, "x",
+            rows.append(Row(SECTION, f"engine / DuckDB {qname}, {label(d)}", e_rate / d_rate, "x",
                             verdict=f"engine {e_rate:,.0f} lines/s"))
     return rows
