@@ -49,7 +49,7 @@ from typing import Any
 
 from ddms.errors import ReplayError
 
-__all__ = ["JVM_OPTIONS", "get_session", "run_sweep", "stop_session"]
+__all__ = ["JVM_OPTIONS", "get_session", "run_sweep", "session_start_seconds", "stop_session"]
 
 Task = tuple[str, str, dict]
 JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"

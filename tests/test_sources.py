@@ -351,6 +351,12 @@ def test_corrupt_and_truncated_captures(tmp_path):
     assert "no later snapshot" in str(_raises(InputError, gapped))
 
 
+def test_replay_error_pickles_with_its_fields():
+    import pickle
+    e = pickle.loads(pickle.dumps(ReplayError("why", "f.csv")))
+    assert (str(e), e.reason, e.source) == ("f.csv: why", "why", "f.csv")
+
+
 def test_detect_kind_is_sans_io():
     assert detect_kind("a.parquet", b"PAR1xxxx") == "parquet"
     assert detect_kind("a.csv", b"25260635,36721,B,100,10000\n") == "orderbook"
