@@ -1432,6 +1432,9 @@ class BinanceBook:
             self._queue_rows(side, 1, np.full(keys.shape[0], t), -keys if side == ASKS else keys, qty)
         self._top = self._top_of_arrays()
         self.last_u = last
+        pend = self._pending
+        while pend and pend[0][0].update_id < last:   # tickers of events older than the snapshot
+            pend.popleft()
         self._state = _FIRST
         self._need = False
         self._after_update(n, last, False)
@@ -1471,10 +1474,11 @@ class BinanceBook:
 
     def _on_ticker(self, bt: BookTicker, n: int) -> None:
         self.booktickers += 1
-        if self._state == _WAIT:
-            return
         u = bt.update_id
-        if u > self.last_u:
+        if self._state == _WAIT or u > self.last_u:
+            # ahead of the book, or the book is waiting for a snapshot: the ticker may describe a
+            # buffered event that the snapshot lets us apply (a transport delivers the snapshot
+            # after messages that arrived while it was in flight), so it waits for that event
             self._pending.append((bt, n))
             if len(self._pending) > self.history:
                 self._pending.popleft()
@@ -1558,8 +1562,8 @@ class BinanceBook:
         else:
             assert self.last_u is not None and self._stale_rows is None and not self._buffer
             assert not self.is_crossed() or self._crossed_now, "crossed book not counted"
-        if self._pending:
-            assert self._state != _WAIT and self._pending[0][0].update_id > self.last_u
+        if self._pending and self._state != _WAIT:
+            assert self._pending[0][0].update_id >= self.last_u, "a ticker waits for an update already passed"
         assert self.updates >= self._taken
         start = self._checked_rows if self._checked_rows <= self._ok else 0   # rows since the last check
         lines = self._oi[max(start - 1, 0): self._ok, 2]

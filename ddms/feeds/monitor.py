@@ -316,6 +316,7 @@ class Monitor:
         return (self.out.isatty() and not self.config.json) if d is None else d
 
     async def run(self) -> dict[str, Any]:
+        _warm_up()
         c = self.config
         client = FeedClient(ClientConfig(c.url, queue_size=c.queue_size, watchdog=c.watchdog, once=c.once,
                                          overflow_wait=c.overflow_wait,
@@ -445,6 +446,24 @@ class Monitor:
             out["strategy"] = {"name": self.config.strategy, "orders": len(ctx.orders),
                                "open_orders": len(ctx.open_orders), "position": ctx.position, "cash": ctx.cash}
         return out
+
+
+_WARM = (b'{"lastUpdateId":10,"bids":[["100.0","1.0"]],"asks":[["101.0","1.0"]]}',
+         b'{"stream":"x@depth","data":{"e":"depthUpdate","E":1,"T":1,"s":"X","U":9,"u":11,"pu":8,'
+         b'"b":[["100.5","2.0"]],"a":[["101.0","0.0"],["102.0","1.5"]]}}',
+         b'{"stream":"x@bookTicker","data":{"e":"bookTicker","u":11,"s":"X","b":"100.5","B":"2.0",'
+         b'"a":"102.0","A":"1.5","T":1,"E":1}}')
+
+
+def _warm_up() -> None:
+    """Run the book builder's numba kernels once on a tiny made-up book before connecting: the
+    first call loads them from numba's disk cache, which takes a moment (seconds on a loaded
+    machine) that must not fall between receiving the first depth event and asking for the
+    snapshot."""
+    bk = BinanceBook(FUTURES, source="<warm-up>")
+    for m in _WARM:
+        bk.feed_message(m)
+    bk.take_events()
 
 
 def _num(x: float) -> float | None:

@@ -37,7 +37,8 @@ before it, connections held open: a client's no-message watchdog must fire).
 
 Timeline semantics: one replay for the whole server (like an exchange), started when the first
 client connects; it pauses at the capture's snapshot line until a client has asked for a snapshot
-(at most ``hold_seconds``), as the recorder did there; while no client is connected it waits (so
+(at most ``hold_seconds``; only when a client subscribes to a depth stream), as the recorder did
+there; while no client is connected it waits (so
 a client that reconnects after a ``close`` fault misses nothing but its resynchronization); at
 ``speed`` > 0 frames keep the capture's receive-time spacing divided by ``speed``; at ``speed`` 0
 they go as fast as the slowest client reads (the glue awaits each send: backpressure, never a
@@ -202,7 +203,7 @@ class ReplayCore:
         if len(self.faults) != len(faults):
             raise ReplayError("two faults at the same message", "--fault")
         self.position = 0
-        self.hold_seconds = 5.0
+        self.hold_seconds = 15.0
         self.sent = 0
         self.faults_done: list[str] = []
         self.streams = tuple(dict.fromkeys(f.stream for f in frames if f.stream is not None))
@@ -233,6 +234,10 @@ class ReplayCore:
         if self.market:
             h["X-DDMS-Market"] = self.market
         return h
+
+    def is_depth(self, stream: str) -> bool:
+        """Is ``stream`` a depth stream (its messages build the book)?"""
+        return "@depth" in stream
 
     def counted_total(self) -> int:
         return sum(1 for f in self.frames if f.counted)

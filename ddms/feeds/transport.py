@@ -591,7 +591,9 @@ async def _run_timeline(core: ReplayCore, hub: _Hub, config: ServeConfig, log: C
                     await ws.close(act.code, act.reason)
                 hub.clients.pop(ws, None)
         elif type(act) is Hold:
-            if not hub.snapshot_asked.is_set():
+            wants_depth = any(r.streams is None or any(core.is_depth(x) for x in r.streams)
+                              for r in hub.clients.values())
+            if wants_depth and not hub.snapshot_asked.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(hub.snapshot_asked.wait(), act.seconds)
             start = None
