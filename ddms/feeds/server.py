@@ -57,7 +57,7 @@ from typing import Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ddms.errors import InputError, ReplayError
-from ddms.feeds.binance import FUTURES, SPOT, BinanceBook, Decoder, DepthSnapshot, DepthUpdate
+from ddms.feeds.binance import FUTURES, SPOT, BinanceBook, Decoder, DepthSnapshot, DepthUpdate, Response
 from ddms.feeds.capture import iter_lines, split_line
 from ddms.feeds.orderproto import OrderFeed, encode_line, format_message
 
@@ -498,6 +498,8 @@ def _load_capture(p: Path, first: bytes, rest: Iterator[bytes], empty_book: bool
                 symbol = rec.symbol
             continue
         rec = decoder.decode(js, src, i)      # raises InputError naming the line
+        if isinstance(rec, Response):         # a recorded reply to a subscription: nothing to replay
+            continue
         if isinstance(rec, DepthSnapshot):
             frames.append(Frame(len(frames) + 1, i, ts, None, js, -1, False))
             if snapshot_at is None:
