@@ -359,6 +359,13 @@ class Monitor:
                 await self._after_batch()
         finally:
             client.stop()
+            deadline = time.monotonic() + 5.0
+            while not reader.done() and time.monotonic() < deadline:
+                while not q.empty():      # the reader may wait for room to say it ended
+                    q.get_nowait()
+                await asyncio.sleep(0.01)
+            if not reader.done():
+                reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
             with contextlib.suppress(NotImplementedError, RuntimeError):

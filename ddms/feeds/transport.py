@@ -281,6 +281,9 @@ class FeedClient:
                                close_timeout=c.close_timeout, max_size=c.max_size, max_queue=64) as ws:
                 _small_buffers(ws, socket.SO_RCVBUF)
                 self._ws = ws
+                if self._stop.is_set():           # stopped while the handshake was under way
+                    await ws.close(1000, "client stopping")
+                    return NORMAL_CLOSE, "stopped", False
                 self.stats.connects += 1
                 headers = dict(ws.response.headers.raw_items()) if ws.response is not None else {}
                 await self._put_control(Connected(self.stats.connects, c.url, headers))
