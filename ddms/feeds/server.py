@@ -370,8 +370,12 @@ class ReplayCore:
         return book
 
     # -- the timeline ---------------------------------------------------------------------------
-    def timeline(self) -> Iterator[Action]:
-        """The actions of the whole replay, faults applied; advances :attr:`position`."""
+    def timeline(self, wanted: set[str] | None = None) -> Iterator[Action]:
+        """The actions of the whole replay, faults applied; advances :attr:`position`.
+        ``wanted`` (read at every frame, so the caller may change it in place): the streams some
+        client subscribes to (empty: no client yet, nothing is skipped); frames of other streams
+        are passed over without an action (an unthrottled replay of the depth stream alone skips
+        14 other frames per depth frame)."""
         held: Send | None = None
         k = 0
         for f in self.frames:
@@ -384,6 +388,9 @@ class ReplayCore:
             if f.counted:
                 k += 1
                 fault = self.faults.get(k)
+            if fault is None and wanted and f.stream not in wanted and not (held and f.counted):
+                self.position = f.index
+                continue
             if fault is not None:
                 label = f"{fault.kind}@{k} (line {f.line})"
                 if fault.kind == "close":

@@ -418,9 +418,23 @@ class _Hub:
 
     def __init__(self) -> None:
         self.clients: dict[ServerConnection, WsRoute] = {}
+        self.wanted: set[str] = set()      # streams some client wants (updated in place)
+        self.all_streams: tuple[str, ...] = ()
         self.arrived = asyncio.Event()
         self.snapshot_asked = asyncio.Event()
         self.connections = 0
+
+    def set_route(self, ws: ServerConnection, route: WsRoute | None) -> None:
+        """Add, change (route) or remove (None) a client, and recompute :attr:`wanted`."""
+        if route is None:
+            self.clients.pop(ws, None)
+        else:
+            self.clients[ws] = route
+        want: set[str] = set()
+        for r in self.clients.values():
+            want.update(self.all_streams if r.streams is None else r.streams)
+        self.wanted.clear()
+        self.wanted.update(want)
 
 
 def _log(msg: str) -> None:
@@ -432,6 +446,7 @@ async def serve_replay(core: ReplayCore, config: ServeConfig, on_ready: Callable
     """Serve ``core`` until its timeline ends (then close every client normally and return a
     summary).  ``on_ready(ws_url)`` is called once the socket listens."""
     hub = _Hub()
+    hub.all_streams = core.streams
     extra = core.headers()
 
     def process_request(conn: ServerConnection, request: Request) -> Response | None:
@@ -457,7 +472,7 @@ async def serve_replay(core: ReplayCore, config: ServeConfig, on_ready: Callable
         _small_buffers(ws, socket.SO_SNDBUF)
         route = core.route(ws.request.path)
         assert isinstance(route, WsRoute)
-        hub.clients[ws] = route
+        hub.set_route(ws, route)
         hub.connections += 1
         hub.arrived.set()
         log(f"client {hub.connections} connected: {ws.request.path}")
@@ -465,13 +480,13 @@ async def serve_replay(core: ReplayCore, config: ServeConfig, on_ready: Callable
             async for msg in ws:
                 if core.protocol == "binance":
                     route, reply = core.subscribe(hub.clients[ws], msg)
-                    hub.clients[ws] = route
+                    hub.set_route(ws, route)
                     if reply is not None:
                         await ws.send(reply)
         except ConnectionClosed:
             pass
         finally:
-            hub.clients.pop(ws, None)
+            hub.set_route(ws, None)
 
     async with serve(handler, config.host, config.port, process_request=process_request,
                      process_response=process_response, compression=None, max_queue=64,
@@ -543,11 +558,11 @@ async def _run_timeline(core: ReplayCore, hub: _Hub, config: ServeConfig, log: C
             try:
                 await _send_many(ws, frames)
             except ConnectionClosed:
-                hub.clients.pop(ws, None)
+                hub.set_route(ws, None)
         pending.clear()
         npend = 0
 
-    for act in core.timeline():
+    for act in core.timeline(hub.wanted):
         if not hub.clients:
             pending.clear()
             npend = 0
@@ -592,7 +607,7 @@ async def _run_timeline(core: ReplayCore, hub: _Hub, config: ServeConfig, log: C
             for ws in list(hub.clients):
                 with contextlib.suppress(ConnectionClosed):
                     await ws.close(act.code, act.reason)
-                hub.clients.pop(ws, None)
+                hub.set_route(ws, None)
         elif type(act) is Hold:
             wants_depth = any(r.streams is None or any(core.is_depth(x) for x in r.streams)
                               for r in hub.clients.values())
