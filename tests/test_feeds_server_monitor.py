@@ -195,7 +195,7 @@ def test_routes_raw_streams_subscribe_and_errors(tmp_path):
         core = load_replay(path)
         loop = asyncio.get_running_loop()
         ready: asyncio.Future = loop.create_future()
-        server = asyncio.create_task(serve_replay(core, ServeConfig(rate=40), ready.set_result, log=lambda m: None))
+        server = asyncio.create_task(serve_replay(core, ServeConfig(speed=4), ready.set_result, log=lambda m: None))
         url = await ready
         base = url.split("/stream")[0].replace("ws://", "http://")
         st, body = await http_get(base + "/nope")
