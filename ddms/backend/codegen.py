@@ -30,7 +30,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ddms.errors import CompileError
+from ddms.errors import CompileError, ProgramError
 from ddms.m3.ir import (
     Add,
     AggSum,
@@ -48,11 +48,12 @@ from ddms.m3.ir import (
     Statement,
     Var,
     map_reads,
+    walk,
 )
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "3"
+CODEGEN_VERSION = "4"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -129,6 +130,13 @@ class _Codegen:
 
     def _closed(self, e: Expr, env: dict[str, str]) -> bool:
         return not outputs(e, frozenset(env), self.arity)
+
+    def _ready(self, e: Expr, env: dict[str, str]) -> bool:
+        """``e`` reads only variables bound in ``env`` and binds none: it can be evaluated here."""
+        try:
+            return not outputs(e, frozenset(env), self.arity)
+        except ProgramError:
+            return False
 
     # -- scalar (loop-free) expressions ---------------------------------------------------------
     def _inline(self, e: Expr, env: dict[str, str]) -> str | None:
@@ -315,6 +323,18 @@ class _Codegen:
                 raise CompileError(f"cannot compile {print_expr(e)}")
 
     def _emit_product(self, fn: _Fn, factors: list[Expr], env: dict[str, str], acc: str, k) -> None:
+        if acc == "1.0" and len(factors) > 1:
+            # loop-invariant code motion: factors whose variables are all bound now are computed
+            # (or tested) before the factors that open loops, not once per iteration
+            # a factor may move only if it shares no unbound variable with the others: a later
+            # factor's variable bound by an earlier one is an input there, and moving the reader
+            # ahead would turn it into a summed-over variable
+            names = [_var_names(f) - env.keys() for f in factors]
+            closed = [f for i, f in enumerate(factors)
+                      if not isinstance(f, Lift) and self._ready(f, env)
+                      and not any(names[i] & names[j] for j in range(len(factors)) if j != i)]
+            if closed and len(closed) < len(factors):
+                factors = closed + [f for f in factors if f not in closed]
         if not factors:
             k(acc, env)
             return
@@ -540,12 +560,15 @@ class _Codegen:
             else:
                 # a compiled condition: return to Python only if the new value leaves the band
                 # gate[i] = (lo, hi); the default (inf, -inf) is empty, so every change fires
-                changed.append(f"        if st.watch[{i}]:\n            v = st.m_{m.name}[0]\n"
+                changed.append(f"        if watch[{i}]:\n            v = mv_{m.name}[0]\n"
                                f"            if not (v == prev[{i}] or (v != v and prev[{i}] != prev[{i}])) "
-                               f"and not (st.gate[{i}, 0] <= v <= st.gate[{i}, 1]):\n"
+                               f"and not (gate[{i}, 0] <= v <= gate[{i}, 1]):\n"
                                "                changed = True")
-        snap = [f"            prev[{self.mid[q.map]}] = st.m_{q.map}[0]" for q in p.queries
+        snap = [f"            prev[{self.mid[q.map]}] = mv_{q.map}[0]" for q in p.queries
                 if not self._m(q.map).keys]
+        # the state's arrays read once per batch, not once per line (structref field loads)
+        hoist = "".join(f"    mv_{name} = st.m_{name}\n" for name in dict.fromkeys(
+            q.map for q in p.queries if not self._m(q.map).keys))
         run = ("@njit(cache=True)\n"
                "def run_batch(st, relmap, rel, sign, cols, line, start, end, prev, fire):\n"
                "    \"\"\"Apply events start..end.  After a line that changed a watched view, call the\n"
@@ -553,6 +576,8 @@ class _Codegen:
                "    raised) stops the batch there.  Returns the index of the next event to apply.\"\"\"\n"
                "    i = start\n"
                "    watching = st.watching[0]\n"
+               "    watch = st.watch\n"
+               "    gate = st.gate\n" + hoist +
                "    while i < end:\n"
                "        ln = line[i]\n"
                "        if watching:\n" + ("\n".join(snap) if snap else "            pass") + "\n"
@@ -651,6 +676,22 @@ def _summands(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, AggSum):
         return (e.expr,)
     return (e,)
+
+
+def _var_names(e: Expr) -> set[str]:
+    """Every variable name ``e`` mentions (free or aggregated over)."""
+    out: set[str] = set()
+    for x in walk(e):
+        match x:
+            case Var(name):
+                out.add(name)
+            case MapRef(_, keys):
+                out.update(keys)
+            case AggSum(group, _):
+                out.update(group)
+            case Lift(var, _) | Extreme(_, var, _):
+                out.add(var)
+    return out
 
 
 def _mask(pos: tuple[int, ...]) -> str:
