@@ -48,6 +48,7 @@ from ddms.m3.ir import (
     Statement,
     Var,
     map_reads,
+    variables,
     walk,
 )
 from ddms.m3.printer import print_expr, print_program
@@ -329,7 +330,7 @@ class _Codegen:
             # a factor may move only if it shares no unbound variable with the others: a later
             # factor's variable bound by an earlier one is an input there, and moving the reader
             # ahead would turn it into a summed-over variable
-            names = [_var_names(f) - env.keys() for f in factors]
+            names = [variables(f) - env.keys() for f in factors]
             closed = [f for i, f in enumerate(factors)
                       if not isinstance(f, Lift) and self._ready(f, env)
                       and not any(names[i] & names[j] for j in range(len(factors)) if j != i)]
@@ -678,28 +679,11 @@ def _summands(e: Expr) -> tuple[Expr, ...]:
     return (e,)
 
 
-def _var_names(e: Expr) -> set[str]:
-    """Every variable name ``e`` mentions (free or aggregated over)."""
-    out: set[str] = set()
-    for x in walk(e):
-        match x:
-            case Var(name):
-                out.add(name)
-            case MapRef(_, keys):
-                out.update(keys)
-            case AggSum(group, _):
-                out.update(group)
-            case Lift(var, _) | Extreme(_, var, _):
-                out.add(var)
-    return out
-
-
 def _mask(pos: tuple[int, ...]) -> str:
     return "b" + "".join(str(p) for p in pos) if pos else "all"
 
 
 def _vars(e: Expr) -> set[Var]:
-    from ddms.m3.ir import walk
     return {x for x in walk(e) if isinstance(x, Var)} | {Var(k) for x in walk(e) if isinstance(x, MapRef)
                                                           for k in x.keys}
 

@@ -59,20 +59,7 @@ def walk(e: Expr):
 
 def expr_vars(e: Expr) -> set[str]:
     """Every variable named in ``e`` (bound or not)."""
-    out: set[str] = set()
-    for x in walk(e):
-        match x:
-            case Var(n):
-                out.add(n)
-            case Rel(_, vs):
-                out.update(vs)
-            case AggSum(g, _):
-                out.update(g)
-            case Lift(v, _):
-                out.add(v)
-            case m3.MapRef(_, ks):
-                out.update(ks)
-    return out
+    return {v for x in walk(e) for v in (x.vars if isinstance(x, Rel) else m3.node_vars(x))}
 
 
 def has_rel(e: Expr) -> bool:

@@ -215,6 +215,26 @@ def walk(e: Expr):
         yield from walk(c)
 
 
+def node_vars(e: Expr) -> tuple[str, ...]:
+    """The variables node ``e`` itself names (not its children's): a variable, map keys, an
+    AggSum's group, a lifted or Max/Min variable.  O(1)."""
+    match e:
+        case Var(name):
+            return (name,)
+        case MapRef(_, keys):
+            return keys
+        case AggSum(group, _):
+            return tuple(group)
+        case Lift(var, _) | Extreme(_, var, _):
+            return (var,)
+    return ()
+
+
+def variables(e: Expr) -> set[str]:
+    """Every variable named anywhere in ``e``, free or aggregated over.  O(size of e)."""
+    return {v for x in walk(e) for v in node_vars(x)}
+
+
 def map_reads(e: Expr) -> set[str]:
     """Names of the maps an expression reads."""
     return {x.name for x in walk(e) if isinstance(x, MapRef)}
