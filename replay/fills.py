@@ -718,9 +718,11 @@ class FillSimulator:
 
     @property
     def open_orders(self) -> tuple[Order, ...]:
-        """Orders not finished: pending (submitted, not active yet) and open (resting), by id."""
-        return tuple(self.order(o.id) for o in sorted(self._orders.values(), key=lambda o: o.id)
-                     if o.status in ("pending", "open"))
+        """Orders not finished: pending (submitted, not active yet) and open (resting), by id.
+        O(k log k) in the unfinished orders, however many were ever placed."""
+        live = {o.id for o in self._open if o.status == "open"}
+        live.update(oid for _, _, _, oid in self._pending if self._orders[oid].status == "pending")
+        return tuple(self.order(i) for i in sorted(live))
 
     @property
     def n_fills(self) -> int:
