@@ -109,7 +109,7 @@ def _interleaved_prefixes(files: dict[str, list[str]]) -> list[dict[str, int]]:
     return out
 
 
-SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                          HealthCheck.function_scoped_fixture])
 _PROGRAM: dict = {}
 
