@@ -54,7 +54,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "4"
+CODEGEN_VERSION = "5"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -101,6 +101,7 @@ class _Codegen:
         self.functions: list[str] = []
         self.arity = {m.name: len(m.keys) for m in program.maps}
         self.view_maps = {q.map for q in program.queries}
+        self._cuts: dict[tuple, tuple[str, str]] = {}   # threshold boundaries computed by the trigger
 
     # -- helpers ------------------------------------------------------------------------------
     def _m(self, name: str) -> MapDecl:
@@ -210,6 +211,13 @@ class _Codegen:
         ts = self._threshold_shape(e, env)
         if ts is not None:
             a, b, rop, cop, x = ts
+            cut = self._cuts.get(_cut_key(b, rop, cop, x))
+            if cut is not None and all(env.get(v) == f"a_{v}" for v in variables(x) | set(b.keys[:-1])):
+                self.plan.append(f"  threshold sum {a.name} where ({b.name} range) {cop} ...: O(log n), "
+                                 f"boundary shared with the trigger's other statements")
+                return (f"threshold_apply(st.op_{a.name}, {self._root(self._m(a.name), env, a.keys)}, "
+                        f"st.op_{b.name}, {self._root(self._m(b.name), env, b.keys)}, "
+                        f"{_OPCODE[rop]}, {_OPCODE[cop]}, {self._value(fn, x, env)}, {cut[0]}, {cut[1]})")
             self.plan.append(f"  threshold sum {a.name} where ({b.name} range) {cop} ...: O(log n)")
             return (f"threshold_sum(st.op_{a.name}, {self._root(self._m(a.name), env, a.keys)}, "
                     f"st.op_{b.name}, {self._root(self._m(b.name), env, b.keys)}, "
@@ -264,6 +272,38 @@ class _Codegen:
             real_cop = c.op if side is c.left else _FLIP[c.op]
             return a, b, rop, real_cop, other
         return None
+
+    def _shared_cuts(self, t) -> dict[tuple, tuple[int, int, tuple]]:
+        """Threshold boundaries that several statements of trigger ``t`` compute alike (SOBI's
+        top-k PV and volume sums), closed over the trigger's arguments: key -> (first statement,
+        last statement, (B, rop, cop, X)).  Shared only while no statement from the first user
+        to the one before the last writes B or a map X reads, so the boundary is still exact."""
+        env0 = {a: f"a_{a}" for a in t.args}
+        found: dict[tuple, list] = {}
+        for j, s in enumerate(t.statements):
+            for node in walk(s.expr):
+                if not isinstance(node, AggSum) or node.group:
+                    continue
+                try:
+                    ts = self._threshold_shape(node, env0)
+                except ProgramError:
+                    ts = None
+                if ts is None:
+                    continue
+                _, b, rop, cop, x = ts
+                key = _cut_key(b, rop, cop, x)
+                uses = found.setdefault(key, [(b, rop, cop, x), []])[1]
+                if j not in uses:
+                    uses.append(j)
+        out = {}
+        for key, (shape, uses) in found.items():
+            if len(uses) < 2:
+                continue
+            deps = {shape[0].name} | map_reads(shape[3])
+            first, last = uses[0], uses[-1]
+            if all(t.statements[j].target.name not in deps for j in range(first, last)):
+                out[key] = (first, last, shape)
+        return out
 
     def _emit(self, fn: _Fn, e: Expr, env: dict[str, str], k) -> None:
         """Write loops enumerating (bindings, value) of ``e``; call ``k(value, env)`` for each."""
@@ -446,7 +486,7 @@ class _Codegen:
                     key = self._tuple([env2[x] for x in s.target.keys])
                     fn.line(self._add(tname, key, v))
                 self._emit(fn, expr, env, write)
-        params = ", ".join(["st", *env.values()])
+        params = ", ".join(["st", *env.values(), *(v for cut in self._cuts.values() for v in cut)])
         self.functions.append(f"@njit(cache=True, inline='always')\ndef {fname}({params}):\n" + "\n".join(fn.lines)
                               + "\n    return\n")
 
@@ -521,10 +561,26 @@ class _Codegen:
         for t in p.triggers:
             tname = f"on_{'insert' if t.sign == '+' else 'delete'}_{t.stream}"
             calls = []
+            shared = self._shared_cuts(t) if len(t.statements) <= STATEMENTS_PER_FUNCTION else {}
             for j, s in enumerate(t.statements):
                 fname = f"{tname}_s{j}"
+                starting = [k for k, (first, _, _) in shared.items() if first == j]
+                for n, key in enumerate(starting):   # compute the boundary before its first user
+                    _, _, (b, rop, cop, x) = shared[key]
+                    cut = (f"cut{j}_{n}_code", f"cut{j}_{n}_b")
+                    fn = _Fn()
+                    env0 = {a: f"a_{a}" for a in t.args}
+                    xv = self._value(fn, x, env0)
+                    fn.line(f"{cut[0]}, {cut[1]} = threshold_cut(st.op_{b.name}, "
+                            f"{self._root(self._m(b.name), env0, b.keys)}, {_OPCODE[rop]}, {_OPCODE[cop]}, {xv})")
+                    calls += fn.lines
+                    self._cuts[key] = cut
                 self.statement(fname, s, t.args)
-                calls.append(f"    {fname}(st, {', '.join('a_' + a for a in t.args)})")
+                cut_args = [v for c in self._cuts.values() for v in c]
+                calls.append(f"    {fname}(st, {', '.join(['a_' + a for a in t.args] + cut_args)})")
+                for key in [k for k, (_, last, _) in shared.items() if last == j]:
+                    self._cuts.pop(key, None)
+            self._cuts.clear()
             params = ", ".join(["st", *("a_" + a for a in t.args)])
             args = ", ".join("a_" + a for a in t.args)
             chunks = [calls[i:i + STATEMENTS_PER_FUNCTION] for i in range(0, len(calls), STATEMENTS_PER_FUNCTION)]
@@ -599,7 +655,8 @@ class _Codegen:
                   "from numba import njit, types\n"
                   "from numba.experimental import structref\n"
                   "from numba.typed import Dict, List\n\n"
-                  "from ddms.backend.rt import div, log_changed, ne, range_sum, threshold_sum\n"
+                  "from ddms.backend.rt import (\n"
+                  "    div, log_changed, ne, range_sum, threshold_apply, threshold_cut, threshold_sum,\n)\n"
                   "from ddms.storage.btree import (\n"
                   "    btree_add, btree_free, btree_get, btree_items, btree_max, btree_min, btree_new,\n"
                   "    btree_set,\n)\n\n\n"
@@ -677,6 +734,10 @@ def _summands(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, AggSum):
         return (e.expr,)
     return (e,)
+
+
+def _cut_key(b: MapRef, rop: str, cop: str, x: Expr) -> tuple:
+    return (b.name, b.keys, rop, cop, print_expr(x))
 
 
 def _mask(pos: tuple[int, ...]) -> str:

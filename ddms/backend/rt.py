@@ -89,18 +89,23 @@ def threshold_sum(pa, ra, pb, rb, rop: int, cop: int, x: float) -> float:
 
     When B has no negative values R is monotone in p, so the qualifying p form an up-set or a
     down-set of the reals, bounded at a key of B: one O(log n) descent of B finds the boundary
-    and one O(log n) range sum of A adds up the side that qualifies.  With negative values the
-    answer falls back to a scan of A's keys (O(n log n)), still exact.
+    (:func:`threshold_cut`) and one O(log n) range sum of A adds up the side that qualifies
+    (:func:`threshold_apply`).  With negative values the answer falls back to a scan of A's keys
+    (O(n log n)), still exact.  Several sums over one B with one condition share the cut.
     """
+    code, b = threshold_cut(pb, rb, rop, cop, x)
+    return threshold_apply(pa, ra, pb, rb, rop, cop, x, code, b)
+
+
+@njit(cache=True)
+def threshold_cut(pb, rb, rop: int, cop: int, x: float):
+    """Where the condition of :func:`threshold_sum` holds, as ``(code, b)``: 0 nowhere, 1
+    everywhere, 2..5 for keys >= b, > b, < b, <= b, 6 unknown (B has negative values: scan).
+    One O(log n) descent of B; depends on B and x only."""
     if x != x:
-        return 0.0
+        return 0, 0.0
     if btree_negatives(pb, rb) > 0:
-        keys, vals = btree_items(pa, ra)
-        acc = 0.0
-        for i in range(keys.shape[0]):
-            if _holds(cop, range_sum(pb, rb, rop, keys[i]), x):
-                acc += vals[i]
-        return acc
+        return 6, 0.0
     # R(p) = F(p) for rop in (<, <=), T - F(p) for (>, >=); F = inclusive (<=, >) or
     # exclusive (<, >=) prefix sum, non-decreasing in p.  Rewrite the condition as F(p) c y.
     inclusive = rop == LE or rop == GT
@@ -112,14 +117,33 @@ def threshold_sum(pa, ra, pb, rb, rop: int, cop: int, x: float) -> float:
     strict = c == GT or c == LE
     upset = c == GT or c == GE
     if (0.0 > y) if strict else (0.0 >= y):
-        whole = 1  # U is every real
-    else:
-        found, b = btree_first_prefix(pb, rb, y, strict)
-        whole = -1 if not found else 0  # U empty, or U = [b, inf) / (b, inf)
-    if whole == 1:
-        return btree_total(pa, ra) if upset else 0.0
-    if whole == -1:
-        return 0.0 if upset else btree_total(pa, ra)
+        return (1 if upset else 0), 0.0          # U is every real
+    found, b = btree_first_prefix(pb, rb, y, strict)
+    if not found:                                # U is empty
+        return (0 if upset else 1), 0.0
     if upset:
-        return btree_sum_ge(pa, ra, b) if inclusive else btree_sum_gt(pa, ra, b)
-    return btree_sum_lt(pa, ra, b) if inclusive else btree_sum_le(pa, ra, b)
+        return (2 if inclusive else 3), b
+    return (4 if inclusive else 5), b
+
+
+@njit(cache=True)
+def threshold_apply(pa, ra, pb, rb, rop: int, cop: int, x: float, code: int, b: float) -> float:
+    """The sum of A over the keys :func:`threshold_cut` selected; O(log n) (O(n log n) for code 6)."""
+    if code == 0:
+        return 0.0
+    if code == 1:
+        return btree_total(pa, ra)
+    if code == 2:
+        return btree_sum_ge(pa, ra, b)
+    if code == 3:
+        return btree_sum_gt(pa, ra, b)
+    if code == 4:
+        return btree_sum_lt(pa, ra, b)
+    if code == 5:
+        return btree_sum_le(pa, ra, b)
+    keys, vals = btree_items(pa, ra)
+    acc = 0.0
+    for i in range(keys.shape[0]):
+        if _holds(cop, range_sum(pb, rb, rop, keys[i]), x):
+            acc += vals[i]
+    return acc
