@@ -214,7 +214,7 @@ class _Codegen:
             cut = self._cuts.get(_cut_key(b, rop, cop, x))
             if cut is not None and all(env.get(v) == f"a_{v}" for v in variables(x) | set(b.keys[:-1])):
                 self.plan.append(f"  threshold sum {a.name} where ({b.name} range) {cop} ...: O(log n), "
-                                 f"boundary shared with the trigger's other statements")
+                                 f"boundary found once per event, before the statements")
                 return (f"threshold_apply(st.op_{a.name}, {self._root(self._m(a.name), env, a.keys)}, "
                         f"st.op_{b.name}, {self._root(self._m(b.name), env, b.keys)}, "
                         f"{_OPCODE[rop]}, {_OPCODE[cop]}, {self._value(fn, x, env)}, {cut[0]}, {cut[1]})")
@@ -244,15 +244,20 @@ class _Codegen:
             return ref, _FLIP[c.op], c.left
         return None
 
-    def _threshold_shape(self, e: AggSum, env: dict[str, str]):
+    def _threshold_shape(self, e: AggSum, env: dict[str, str], loose: bool = False):
         """``AggSum([], A[.., P] * {X cmp RS(P)})`` -> (A, B, rop, cop, X) meaning
-        sum of A[p] over p with (sum of B[q], q rop p) cop X."""
+        sum of A[p] over p with (sum of B[q], q rop p) cop X.  ``loose``: A's prefix keys need
+        not be bound yet (they are where the sum is evaluated, e.g. per output group)."""
         body = e.expr
         if not isinstance(body, Mul) or len(body.factors) != 2:
             return None
         refs = [f for f in body.factors if isinstance(f, MapRef)]
         cmps = [f for f in body.factors if isinstance(f, Cmp)]
-        if len(refs) != 1 or len(cmps) != 1 or not self._ordered_slice(refs[0], env):
+        if len(refs) != 1 or len(cmps) != 1:
+            return None
+        if loose:
+            env = {**{k: "__a__" for k in refs[0].keys[:-1]}, **env}
+        if not self._ordered_slice(refs[0], env):
             return None
         a, c = refs[0], cmps[0]
         if c.op not in _OPCODE:
@@ -274,10 +279,12 @@ class _Codegen:
         return None
 
     def _shared_cuts(self, t) -> dict[tuple, tuple[int, int, tuple]]:
-        """Threshold boundaries that several statements of trigger ``t`` compute alike (SOBI's
-        top-k PV and volume sums), closed over the trigger's arguments: key -> (first statement,
-        last statement, (B, rop, cop, X)).  Shared only while no statement from the first user
-        to the one before the last writes B or a map X reads, so the boundary is still exact."""
+        """Threshold boundaries of trigger ``t`` that depend only on its arguments and maps, found
+        once per event before their first user: when several statements compute one alike (SOBI's
+        top-k PV and volume sums), and when one is evaluated per output group (missedtrades: the
+        boundary in the bids tree is the same for every broker).  key -> (first statement, last
+        statement, (B, rop, cop, X)).  Shared only while no statement from the first user to the
+        one before the last writes B or a map X reads, so the boundary is still exact."""
         env0 = {a: f"a_{a}" for a in t.args}
         found: dict[tuple, list] = {}
         for j, s in enumerate(t.statements):
@@ -285,10 +292,10 @@ class _Codegen:
                 if not isinstance(node, AggSum) or node.group:
                     continue
                 try:
-                    ts = self._threshold_shape(node, env0)
+                    ts = self._threshold_shape(node, env0, loose=True)
                 except ProgramError:
                     ts = None
-                if ts is None:
+                if ts is None or not variables(ts[4]) | set(ts[1].keys[:-1]) <= env0.keys():
                     continue
                 _, b, rop, cop, x = ts
                 key = _cut_key(b, rop, cop, x)
@@ -297,8 +304,6 @@ class _Codegen:
                     uses.append(j)
         out = {}
         for key, (shape, uses) in found.items():
-            if len(uses) < 2:
-                continue
             deps = {shape[0].name} | map_reads(shape[3])
             first, last = uses[0], uses[-1]
             if all(t.statements[j].target.name not in deps for j in range(first, last)):
