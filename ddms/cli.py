@@ -4,7 +4,9 @@
     ddms compile PROGRAM.m3|QUERY.sql [--print-after-all] [--time-passes]
                                        M3 text, per-map storage and the access plan of every statement
 
-``ddms run`` with no program runs the SOBI demo on built-in synthetic order flow.
+``ddms run`` with no program runs the SOBI demo on built-in synthetic order flow.  The feed
+commands (``serve-feed``, ``monitor``) live in :mod:`ddms.feeds.cli`, the replay commands
+(``backtest``, ``convert``) in :mod:`replay.cli`.
 """
 
 from __future__ import annotations
