@@ -197,6 +197,9 @@ def test_csv_parser_strict_and_errors():
     assert len(b) == 0
     b = p.close()
     assert b.cols.tolist() == [[1.0, 2.0]] and b.last_line == 1
+    fields = compile_sql("CREATE STREAM T(a INT, b FLOAT) FROM FILE 't.csv' LINE DELIMITED CSV (fields := '|');"
+                         "SELECT SUM(a * b) AS v FROM T;").program
+    assert CsvParser.for_stream(fields.streams[0], source="t.csv").feed(b"2|3.5\n").cols.tolist() == [[2.0, 3.5]]
     with pytest.raises(ProgramError, match="unknown csv option 'sep'"):
         bad = compile_sql("CREATE STREAM T(a INT) FROM FILE 't.csv' LINE DELIMITED CSV (sep := ';');"
                           "SELECT SUM(a) AS v FROM T;").program

@@ -3,7 +3,7 @@
 ``CREATE STREAM R(a int, b float) FROM FILE 'r.csv' LINE DELIMITED CSV (delimiter := '|')``
 declares a stream whose file holds one tuple per line, fields in column order.  Options:
 
-* ``delimiter`` (default ``,``): one character.
+* ``delimiter`` (default ``,``; DBToaster spells it ``fields``): one character.
 * ``deletions := 'true'``: every line starts with an extra field, the event kind: ``1`` or ``+``
   inserts the tuple, ``0``, ``-1`` or ``-`` deletes it (DBToaster's convention for streams with
   deletions).  Without it every line is an insert.
@@ -79,7 +79,7 @@ class CsvParser:
     def for_stream(cls, stream: Stream, *, source: str, skip_bad: bool = False) -> CsvParser:
         """A parser configured by the stream's ``LINE DELIMITED CSV (...)`` options."""
         opts = stream.source.options if stream.source is not None else ()
-        known = {"delimiter", "deletions"}
+        known = {"delimiter", "fields", "deletions"}   # fields: DBToaster's name for the delimiter
         for k, _ in opts:
             if k.lower() not in known:
                 raise ProgramError(f"stream {stream.name}: unknown csv option {k!r} "
@@ -88,7 +88,9 @@ class CsvParser:
         deletions = o.get("deletions", "false").lower()
         if deletions not in {"true", "false"}:
             raise ProgramError(f"stream {stream.name}: deletions := must be 'true' or 'false', got {deletions!r}")
-        return cls(stream, source=source, skip_bad=skip_bad, delimiter=o.get("delimiter", ","),
+        if "delimiter" in o and "fields" in o and o["delimiter"] != o["fields"]:
+            raise ProgramError(f"stream {stream.name}: delimiter := and fields := disagree")
+        return cls(stream, source=source, skip_bad=skip_bad, delimiter=o.get("delimiter", o.get("fields", ",")),
                    deletions=deletions == "true")
 
     @property
