@@ -105,6 +105,9 @@ from numba import njit
 
 from ddms.streams.events import EventBatch
 
+# own orders live in the order-book adaptor's id table (same keys, 4 value columns)
+from ddms.streams.orderbook import _EMPTY, _HMUL, _INIT_BITS, _find, _grow, _put, _remove
+
 __all__ = ["BUY", "SELL", "Fill", "FillSimulator", "Order"]
 
 BUY = "buy"
@@ -114,9 +117,6 @@ _SIDES = {BUY: 0, SELL: 1}
 _SIDE_NAMES = (BUY, SELL)
 _TRADE_MODES = {"none": 0, "reductions": 1, "all": 2}
 
-_EMPTY = np.int64(-(2**63))               # key of a free order slot
-_HMUL = np.uint64(0x9E3779B97F4A7C15)     # Fibonacci hashing multiplier
-_INIT_BITS = 10
 
 # st (float64 state vector)
 (_CLOCK, _SEQ, _POS, _CASH, _FEES, _NOWN, _NBUY, _MAXBUY, _MINSELL, _NFILLS, _MAKER, _TAKER,
@@ -197,61 +197,6 @@ class _OrderState:
 # ------------------------------------------------------------------------------------------
 
 @njit(cache=True, _nrt=False, inline="always")
-def _ohome(key, shift):  # pragma: no cover - compiled
-    return np.int64((np.uint64(key) * _HMUL) >> np.uint64(shift))
-
-
-@njit(cache=True, _nrt=False)
-def _ofind(okeys, shift, key):  # pragma: no cover - compiled
-    mask = okeys.shape[0] - 1
-    i = _ohome(key, shift)
-    while True:
-        k = okeys[i]
-        if k == key:
-            return i
-        if k == _EMPTY:
-            return -1
-        i = (i + 1) & mask
-
-
-@njit(cache=True, _nrt=False)
-def _oput(okeys, ovals, shift, key, side, px, vol, seq):  # pragma: no cover - compiled
-    mask = okeys.shape[0] - 1
-    i = _ohome(key, shift)
-    while okeys[i] != _EMPTY:
-        i = (i + 1) & mask
-    okeys[i] = key
-    ovals[i, _V_SIDE] = side
-    ovals[i, _V_PX] = px
-    ovals[i, _V_VOL] = vol
-    ovals[i, _V_SEQ] = seq
-
-
-@njit(cache=True, _nrt=False)
-def _oremove(okeys, ovals, shift, slot):  # pragma: no cover - compiled
-    """Backward-shift deletion (no tombstones)."""
-    mask = okeys.shape[0] - 1
-    i = slot
-    j = slot
-    while True:
-        j = (j + 1) & mask
-        kj = okeys[j]
-        if kj == _EMPTY:
-            break
-        h = _ohome(kj, shift)
-        if i <= j:
-            stays = i < h <= j
-        else:
-            stays = h > i or h <= j
-        if not stays:
-            okeys[i] = kj
-            for c in range(4):
-                ovals[i, c] = ovals[j, c]
-            i = j
-    okeys[i] = _EMPTY
-
-
-@njit(cache=True, _nrt=False, inline="always")
 def _lhome(px, shift):  # pragma: no cover - compiled
     """Home slot of a price: its value in 1/1024 units, Fibonacci-hashed (prices beyond 2**52
     all share one home; linear probing still finds them)."""
@@ -318,20 +263,6 @@ def _lremove(lkeys, lvals, lmeta, s, slot):  # pragma: no cover - compiled
             i = j
     lkeys[s, i] = np.nan
     lmeta[s] -= 1
-
-
-@njit(cache=True)
-def _ogrow(okeys, ovals, ometa):  # pragma: no cover - compiled
-    """Double the order table; returns the new arrays (amortized O(1) per insert)."""
-    cap = okeys.shape[0] * 2
-    shift = ometa[1] - 1
-    nk = np.full(cap, _EMPTY, np.int64)
-    nv = np.zeros((cap, 4), np.float64)
-    for i in range(okeys.shape[0]):
-        if okeys[i] != _EMPTY:
-            _oput(nk, nv, shift, okeys[i], ovals[i, 0], ovals[i, 1], ovals[i, 2], ovals[i, 3])
-    ometa[1] = shift
-    return nk, nv
 
 
 @njit(cache=True)
@@ -462,7 +393,7 @@ def _delete(okeys, ovals, ometa, lkeys, lvals, lmeta, st, own, fills, slot, trad
     px = ovals[slot, _V_PX]
     vol = ovals[slot, _V_VOL]
     seq = ovals[slot, _V_SEQ]
-    _oremove(okeys, ovals, ometa[1], slot)
+    _remove(okeys, ovals, ometa[1], slot)
     ometa[0] -= 1
     li = _lfind(lkeys, s, lmeta[2], px)
     cnt = lvals[s, li, _L_CNT] - 1.0
@@ -514,7 +445,7 @@ def _run(rel, sign, cols, line, tr, has_tr, start, stop, t_stop, okeys, ovals, o
         oid = np.int64(cols[i, 1])
         key = 2 * oid + s                      # ids are per book, as in the engine's relations
         if sign[i] < 0:
-            slot = _ofind(okeys, ometa[1], key)
+            slot = _find(okeys, ometa[1], key)
             if slot < 0:                       # not resting: nothing to delete
                 i += 1
                 continue
@@ -558,7 +489,7 @@ def _run(rel, sign, cols, line, tr, has_tr, start, stop, t_stop, okeys, ovals, o
             i += 1
             continue
         # insert
-        slot = _ofind(okeys, ometa[1], key)
+        slot = _find(okeys, ometa[1], key)
         if slot >= 0:                          # a resting id inserted again: replaces the row
             _delete(okeys, ovals, ometa, lkeys, lvals, lmeta, st, own, fills, slot, 0.0)
         px = cols[i, 4]
@@ -567,7 +498,7 @@ def _run(rel, sign, cols, line, tr, has_tr, start, stop, t_stop, okeys, ovals, o
             return i, _NAN, 0.0
         seq = st[_SEQ]
         st[_SEQ] = seq + 1.0
-        _oput(okeys, ovals, ometa[1], key, s, px, vol, seq)
+        _put(okeys, ovals, ometa[1], key, s, px, vol, seq)
         ometa[0] += 1
         li = _lslot(lkeys, lvals, lmeta, s, px)
         lvals[s, li, _L_VOL] += vol
@@ -850,7 +781,7 @@ class FillSimulator:
 
     def _grow(self) -> None:
         if 2 * (self._ometa[0] + 2) > self._okeys.shape[0]:
-            self._okeys, self._ovals = _ogrow(self._okeys, self._ovals, self._ometa)
+            self._okeys, self._ovals = _grow(self._okeys, self._ovals, self._ometa, 1)
         if 2 * (max(self._lmeta[0], self._lmeta[1]) + 2) > self._lkeys.shape[1]:
             self._lkeys, self._lvals = _lgrow(self._lkeys, self._lvals, self._lmeta)
         self._reserve_fills(2 * int(self._st[_NOWN]) + 1)
@@ -990,7 +921,7 @@ class FillSimulator:
         assert int(used.sum()) == self._ometa[0], "order count"
         assert len(set(okeys[used].tolist())) == int(used.sum()), "duplicate order ids"
         for slot in np.flatnonzero(used):
-            assert _ofind(okeys, self._ometa[1], okeys[slot]) == slot, "order not reachable by probing"
+            assert _find(okeys, self._ometa[1], okeys[slot]) == slot, "order not reachable by probing"
         v = ovals[used]
         assert (v[:, _V_SEQ] < self._st[_SEQ]).all(), "sequence numbers"
         for s in range(2):

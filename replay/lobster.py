@@ -69,9 +69,8 @@ from numba import njit
 
 from ddms.errors import DdmsError, InputError
 from ddms.streams.events import EventBatch
+from ddms.streams.orderbook import _EMPTY, _INIT_BITS, _find, _grow, _num, _put, _remove, parse_chunks
 from ddms.streams.orderbook import _int as _ob_int
-from ddms.streams.orderbook import _num, parse_chunks
-from replay.fills import _EMPTY, _INIT_BITS, _ofind, _ogrow, _oput, _oremove
 
 __all__ = [
     "MAX_BAD_SAMPLES", "LobsterBatch", "LobsterParser", "parse_lobster_chunks", "parse_lobster_text", "read_lobster",
@@ -161,17 +160,17 @@ def _apply(typ, t, oid, size, px, direction, line, okeys, ovals, ometa, cnt, o_r
     shift = ometa[1]
     if typ == 1:
         book = 0 if direction == 1 else 1
-        slot = _ofind(okeys, shift, oid)
+        slot = _find(okeys, shift, oid)
         if slot >= 0:
             k = _emit(o_rel, o_sign, o_cols, o_line, o_tr, k, np.int64(ovals[slot, _C_BOOK]), -1,
                       ovals[slot, _C_T], oid, ovals[slot, _C_SIZE], ovals[slot, _C_PX], line, 0.0)
-            _oremove(okeys, ovals, shift, slot)
+            _remove(okeys, ovals, shift, slot)
             ometa[0] -= 1
-        _oput(okeys, ovals, shift, oid, book, px, size, t)
+        _put(okeys, ovals, shift, oid, book, px, size, t)
         ometa[0] += 1
         return _emit(o_rel, o_sign, o_cols, o_line, o_tr, k, book, 1, t, oid, size, px, line, 0.0)
     if typ <= 4:
-        slot = _ofind(okeys, shift, oid)
+        slot = _find(okeys, shift, oid)
         if slot < 0:
             cnt[_UNKNOWN] += 1.0
             return k
@@ -186,7 +185,7 @@ def _apply(typ, t, oid, size, px, direction, line, okeys, ovals, ometa, cnt, o_r
         if left > 0.0:
             ovals[slot, _C_SIZE] = left
             return _emit(o_rel, o_sign, o_cols, o_line, o_tr, k, book, 1, t0, oid, left, opx, line, 0.0)
-        _oremove(okeys, ovals, shift, slot)
+        _remove(okeys, ovals, shift, slot)
         ometa[0] -= 1
         return k
     if typ == 5:
@@ -342,7 +341,7 @@ class LobsterParser:
             if status == _DONE:
                 break
             if status == _GROW:
-                self._keys, self._vals = _ogrow(self._keys, self._vals, self._meta)
+                self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 1)
                 continue
             if status == _FULL:
                 out.grow(k, 2)
@@ -376,7 +375,7 @@ class LobsterParser:
             self.halts.append((line, t, status))
             return k
         if 2 * (self._meta[0] + 1) > self._keys.shape[0]:
-            self._keys, self._vals = _ogrow(self._keys, self._vals, self._meta)
+            self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 1)
         if k + 2 > out.rel.shape[0]:
             out.grow(k, 2)
         return _apply(typ, t, oid, size, px, direction, line, self._keys, self._vals, self._meta, self._cnt,

@@ -341,16 +341,18 @@ def _remove(keys, vals, shift, slot):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _grow(keys, vals, meta):  # pragma: no cover - compiled
-    """Double the table (amortized O(1) per insert); returns the new arrays."""
+def _grow(keys, vals, meta, at):  # pragma: no cover - compiled
+    """Double the table (amortized O(1) per insert); returns the new arrays.  ``meta[at]`` is
+    the table's hash shift (the order tables of the fill simulator and the LOBSTER reader are
+    this same table with their own meta layouts)."""
     cap = keys.shape[0] * 2
-    shift = meta[3] - 1
+    shift = meta[at] - 1
     nkeys = np.full(cap, _EMPTY, np.int64)
     nvals = np.zeros((cap, 4), np.float64)
     for i in range(keys.shape[0]):
         if keys[i] != _EMPTY:
             _put(nkeys, nvals, shift, keys[i], vals[i, 0], vals[i, 1], vals[i, 2], vals[i, 3])
-    meta[3] = shift
+    meta[at] = shift
     return nkeys, nvals
 
 
@@ -642,7 +644,7 @@ class OrderBookParser:
             if status == _DONE:
                 return k, skipped, None
             if status == _GROW:
-                self._keys, self._vals = _grow(self._keys, self._vals, self._meta)
+                self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 3)
                 continue
             if status == _FULL:
                 out.grow(k, 2)
@@ -652,7 +654,7 @@ class OrderBookParser:
                 code, values = _slow_values(text)
                 if code == _OK:
                     if 2 * (self.resting + 1) > self._keys.shape[0]:
-                        self._keys, self._vals = _grow(self._keys, self._vals, self._meta)
+                        self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 3)
                     if k + 2 > out.rel.shape[0]:
                         out.grow(k, 2)
                     t, oid, act, vol, px = values
