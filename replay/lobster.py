@@ -71,6 +71,7 @@ from ddms.errors import DdmsError, InputError
 from ddms.streams.events import EventBatch
 from ddms.streams.orderbook import _EMPTY, _INIT_BITS, _find, _grow, _num, _put, _remove, parse_chunks
 from ddms.streams.orderbook import _int as _ob_int
+from ddms.streams.orderbook import _Out as _OrderBookOut
 
 __all__ = [
     "MAX_BAD_SAMPLES", "LobsterBatch", "LobsterParser", "parse_lobster_chunks", "parse_lobster_text", "read_lobster",
@@ -382,25 +383,15 @@ class LobsterParser:
                       out.rel, out.sign, out.cols, out.line, out.tr, k)
 
 
-class _Out:
-    """Output columns of one ``feed``/``close`` call; grows by doubling (copy)."""
+class _Out(_OrderBookOut):
+    """The order-book adaptor's output columns plus ``tr`` (1.0 where a reduction is a trade)."""
 
-    __slots__ = ("rel", "sign", "cols", "line", "tr")
+    __slots__ = ("tr",)
+    COLUMNS = _OrderBookOut.COLUMNS + __slots__
 
     def __init__(self, n: int) -> None:
-        self.rel = np.empty(n, np.int8)
-        self.sign = np.empty(n, np.int8)
-        self.cols = np.empty((n, 5), np.float64)
-        self.line = np.empty(n, np.int64)
+        super().__init__(n)
         self.tr = np.empty(n, np.float64)
-
-    def grow(self, k: int, need: int) -> None:
-        n = max(2 * self.rel.shape[0], k + need)
-        for name in self.__slots__:
-            old = getattr(self, name)
-            new = np.empty((n,) + old.shape[1:], old.dtype)
-            new[:k] = old[:k]
-            setattr(self, name, new)
 
 
 def _validate(text: bytes) -> tuple[float, int, int, float, float, int]:

@@ -494,6 +494,7 @@ class _Out:
     has more events than the initial guess."""
 
     __slots__ = ("rel", "sign", "cols", "line")
+    COLUMNS: tuple[str, ...] = __slots__   # every output column, subclasses included
 
     def __init__(self, n: int) -> None:
         self.rel = np.empty(n, np.int8)
@@ -503,7 +504,7 @@ class _Out:
 
     def grow(self, k: int, need: int) -> None:
         n = max(2 * self.rel.shape[0], k + need)
-        for name in self.__slots__:
+        for name in self.COLUMNS:
             old = getattr(self, name)
             new = np.empty((n,) + old.shape[1:], old.dtype)
             new[:k] = old[:k]
