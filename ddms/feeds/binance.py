@@ -349,23 +349,11 @@ def _value(buf, i, n, slot, slots, lv, nlev):  # pragma: no cover - compiled
         while True:
             if i >= n or buf[i] != 91:
                 return _SLOW, nlev
-            i = _ws(buf, i + 1, n)
-            if i >= n or buf[i] != 34:
+            pm, pd, i = _qdec(buf, i + 1, n)
+            if i < 0 or i >= n or buf[i] != 44:
                 return _SLOW, nlev
-            pm, pd, i = _dec(buf, i + 1, n)
-            if i < 0:
-                return _SLOW, nlev
-            i = _ws(buf, i, n)
-            if i >= n or buf[i] != 44:
-                return _SLOW, nlev
-            i = _ws(buf, i + 1, n)
-            if i >= n or buf[i] != 34:
-                return _SLOW, nlev
-            qm, qd, i = _dec(buf, i + 1, n)
-            if i < 0:
-                return _SLOW, nlev
-            i = _ws(buf, i, n)
-            if i >= n or buf[i] != 93:
+            qm, qd, i = _qdec(buf, i + 1, n)
+            if i < 0 or i >= n or buf[i] != 93:
                 return _SLOW, nlev
             i = _ws(buf, i + 1, n)
             if nlev >= lv.shape[0]:
@@ -386,6 +374,19 @@ def _value(buf, i, n, slot, slots, lv, nlev):  # pragma: no cover - compiled
     slots[slot, 1] = start
     slots[slot, 2] = nlev - start
     return i, nlev
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _qdec(buf, i, n):  # pragma: no cover - compiled
+    """ws ``"decimal"`` ws at ``i``: ``(mantissa, decimals, j)`` with ``j`` after the trailing
+    whitespace, ``j = -1`` if it is not a quoted plain decimal."""
+    i = _ws(buf, i, n)
+    if i >= n or buf[i] != 34:
+        return 0, 0, -1
+    m, d, i = _dec(buf, i + 1, n)
+    if i < 0:
+        return 0, 0, -1
+    return m, d, _ws(buf, i, n)
 
 
 @njit(cache=True, nogil=True)
