@@ -69,18 +69,6 @@ def _same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-def _band(view: str, above: float | None, below: float | None) -> tuple[float, float]:
-    """The quiet band ``(lo, hi)`` of a condition: the callback fires when the new value is not
-    in ``[lo, hi]``.  No condition is the empty band ``(inf, -inf)``: every change fires."""
-    if above is None and below is None:
-        return math.inf, -math.inf
-    lo = -math.inf if below is None else float(below)
-    hi = math.inf if above is None else float(above)
-    if math.isnan(lo) or math.isnan(hi) or lo > hi:
-        raise ViewError(f"view {view!r}: need below <= above, got below={below!r}, above={above!r}")
-    return lo, hi
-
-
 class Subscription:
     """A registered callback.  Calling it (or :meth:`cancel`) unregisters it; :meth:`retarget`
     moves its ``above``/``below`` bounds, e.g. a strategy at its position limit stops listening
@@ -102,9 +90,7 @@ class Subscription:
 
     def retarget(self, *, above: float | None = None, below: float | None = None) -> None:
         """New bounds (both ``None``: every change fires).  Cost: O(callbacks on the view)."""
-        if not isinstance(self._engine.views[self.view], ScalarView) and (above is not None or below is not None):
-            raise ViewError(f"view {self.view!r} is grouped: above/below conditions need a scalar view")
-        self.lo, self.hi = _band(self.view, above, below)
+        self.lo, self.hi = self._engine._band(self.view, above, below)
         self._engine._set_watch(self.view)
 
 
@@ -217,13 +203,25 @@ class Engine:
         that leave the value inside ``[below, above]`` never return to Python, so a strategy that
         reacts to a rare condition costs nothing between firings.  ``Subscription.retarget``
         moves the bounds (O(callbacks on the view))."""
-        v = self.view(view)
-        if (above is not None or below is not None) and not isinstance(v, ScalarView):
-            raise ViewError(f"view {view!r} is grouped: above/below conditions need a scalar view")
-        sub = Subscription(self, view, callback, *_band(view, above, below))
+        sub = Subscription(self, view, callback, *self._band(view, above, below))
         self._callbacks.setdefault(view, []).append(sub)
         self._set_watch(view)
         return sub
+
+    def _band(self, view: str, above: float | None, below: float | None) -> tuple[float, float]:
+        """The quiet band ``(lo, hi)`` of a condition on ``view``: the callback fires when the new
+        value is not in ``[lo, hi]``.  No condition is the empty band ``(inf, -inf)``: every
+        change fires.  Conditions need a scalar view and ``below <= above``."""
+        v = self.view(view)
+        if above is None and below is None:
+            return math.inf, -math.inf
+        if not isinstance(v, ScalarView):
+            raise ViewError(f"view {view!r} is grouped: above/below conditions need a scalar view")
+        lo = -math.inf if below is None else float(below)
+        hi = math.inf if above is None else float(above)
+        if math.isnan(lo) or math.isnan(hi) or lo > hi:
+            raise ViewError(f"view {view!r}: need below <= above, got below={below!r}, above={above!r}")
+        return lo, hi
 
     def _set_watch(self, view: str) -> None:
         """A map is watched while any query on it has a callback; its compiled band is the

@@ -54,10 +54,6 @@ class ProgramInput:
     def parsers(self) -> list[OrderBookParser | CsvParser]:
         return [s.parser for s in self.sources]
 
-    @property
-    def total_bytes(self) -> int:
-        return sum(s.path.stat().st_size for s in self.sources)
-
     def batches(self, chunks: Callable[[Path], Iterable[bytes]]) -> Iterator[EventBatch]:
         """The events of every source in the order of the module docstring; ``chunks(path)``
         reads a file (the CLI passes one that draws progress).  A bad line stops everything
