@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -116,31 +116,12 @@ def summary_row(result: BacktestResult) -> dict[str, object]:
     return row
 
 
-def _split(batch: EventBatch, line: int) -> tuple[EventBatch, EventBatch]:
-    """``batch`` cut after input line ``line`` (views, not copies), keeping the batch's class and
-    extra per-event columns (a LOBSTER batch's ``traded``); the error stays with the tail."""
-    cut = int(np.searchsorted(batch.line, line, side="right"))
-    extra = {}
-    traded = getattr(batch, "traded", None)
-    head_extra = {"traded": traded[:cut]} if traded is not None else extra
-    tail_extra = {"traded": traded[cut:]} if traded is not None else extra
-    head = replace(batch, rel=batch.rel[:cut], sign=batch.sign[:cut], cols=batch.cols[:cut], line=batch.line[:cut],
-                   last_line=line, skipped=0, error=None, **head_extra)
-    tail = replace(batch, rel=batch.rel[cut:], sign=batch.sign[cut:], cols=batch.cols[cut:], line=batch.line[cut:],
-                   first_line=line + 1, **tail_extra)
-    return head, tail
-
-
-def _pieces(batches: Iterable[EventBatch], every: int) -> Iterator[EventBatch]:
-    """The batches cut after every input line that is a multiple of ``every``."""
-    for batch in batches:
-        while True:
-            cut = (batch.first_line - 1) // every * every + every
-            if cut >= batch.last_line:
-                yield batch
-                break
-            head, batch = _split(batch, cut)
-            yield head
+def _cuts(batch: EventBatch, every: int) -> Iterator[int]:
+    """The input lines of ``batch`` after which to sample: each multiple of ``every`` inside it,
+    then its last line (the batch is applied piecewise, never copied)."""
+    first = (batch.first_line - 1) // every * every + every
+    yield from range(first, batch.last_line, every)
+    yield batch.last_line
 
 
 def run_backtest(partition: str | Iterable[EventBatch], strategy: str | Strategy,
@@ -177,8 +158,8 @@ def run_backtest(partition: str | Iterable[EventBatch], strategy: str | Strategy
     last_mark = math.nan
     lines = 0
     mid_view = engine.views.get("MID")        # O(1); else the simulator's book, O(levels)
-    for piece in _pieces(batches, sample_lines):
-        ctx.apply(piece, relmap)
+    for batch, cut in ((b, c) for b in batches for c in _cuts(b, sample_lines)):
+        ctx.apply(batch, relmap, until_line=cut)
         lines = engine.position - start
         mid = float(mid_view.value) if mid_view is not None else 0.5 * (sim.best("buy") + sim.best("sell"))
         if math.isfinite(mid):

@@ -247,14 +247,17 @@ class SimContext(Context):
         self._base = 0
         self._live: list[int] = []      # ids placed here and not yet seen finished, increasing
 
-    def apply(self, batch: EventBatch, relmap: np.ndarray) -> None:
-        """Apply ``batch`` (rel 0 = bids, 1 = asks) to the engine and the simulator."""
-        self._batch = batch
-        self._base = self.engine.position - batch.first_line + 1
+    def apply(self, batch: EventBatch, relmap: np.ndarray, *, until_line: int | None = None) -> None:
+        """Apply ``batch`` (rel 0 = bids, 1 = asks) to the engine and the simulator, up to and
+        including its input line ``until_line`` if given; calling again with the same batch
+        resumes (see :meth:`ddms.runtime.engine.Engine.apply`)."""
+        if batch is not self._batch:
+            self._batch = batch
+            self._base = self.engine.position - batch.first_line + 1
         try:
-            self.engine.apply(batch, relmap)
+            self.engine.apply(batch, relmap, until_line=until_line)
         finally:
-            self.sim.on_events(batch)
+            self.sim.on_events(batch, until_line=until_line)
             self.line = self.engine.position - self.origin
 
     def _catch_up(self, position: int) -> None:

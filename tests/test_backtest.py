@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +17,7 @@ import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
 import strategies
 from ddms.cli import main
 from ddms.streams.orderbook import parse_orderbook_text
-from replay.backtest import METRICS, _pieces, open_partition, run_backtest, run_task
-from replay.lobster import LobsterBatch
+from replay.backtest import METRICS, _cuts, open_partition, run_backtest, run_task
 from replay.metrics import summarize
 from replay.results import write_run
 from replay.synthetic import write_orderbook
@@ -75,14 +75,25 @@ def test_result_metrics_agree_with_fills_and_equity(synth, tmp_path):
     assert "<svg" in (tmp_path / "plot.html").read_text()
 
 
-def test_pieces_cut_at_sample_lines_and_keep_traded():
+def test_cuts_at_sample_lines_and_batch_end():
     batch = parse_orderbook_text("\n".join(f"{i},{i},B,1,{100 + i}" for i in range(1, 11)))
-    lob = LobsterBatch(batch.rel, batch.sign, batch.cols, batch.line, batch.first_line, batch.last_line,
-                       traded=np.arange(10, dtype=np.float64))
-    pieces = list(_pieces([lob], 4))
-    assert [(p.first_line, p.last_line, len(p)) for p in pieces] == [(1, 4, 4), (5, 8, 4), (9, 10, 2)]
-    assert all(isinstance(p, LobsterBatch) for p in pieces)
-    assert np.concatenate([p.traded for p in pieces]).tolist() == list(range(10))
+    assert list(_cuts(batch, 4)) == [4, 8, 10]
+    assert list(_cuts(batch, 5)) == [5, 10]
+    later = replace(batch, first_line=7, last_line=13)
+    assert list(_cuts(later, 4)) == [8, 12, 13]
+
+
+def test_equity_sampled_every_sample_lines_without_changing_fills():
+    """Piecewise application (engine and simulator resume the same batch) samples at each
+    multiple of sample_lines and gives the same fills and metrics as one piece."""
+    batches = list(open_partition("synthetic:5000:3"))
+    one = run_backtest(batches, "sobi", {"threshold": 0.0001}, sample_lines=10**9, name="s")
+    many = run_backtest(batches, "sobi", {"threshold": 0.0001}, sample_lines=700, name="s", check=True)
+    assert many.equity["line"].tolist() == [*range(700, 5000, 700), 5000]
+    assert one.equity["line"].tolist() == [5000]
+    assert many.metrics.n_trades == one.metrics.n_trades > 0
+    for k in one.fills:
+        assert np.array_equal(one.fills[k], many.fills[k], equal_nan=True), k
 
 
 def test_cli_demo_writes_summary_and_runs(tmp_path, capsys):

@@ -456,3 +456,9 @@ def test_callable_from_njit() -> None:
             assert out[i, 1] == (at if found else -1.0)
         assert out[i, 2] == model.get(y, 0.0)
         assert out[i, 3] == (cums[k] if k < len(mk) else -1.0)
+
+
+def test_codegen_emits_the_btree_comparison_codes():
+    from ddms.backend.codegen import _OPCODE
+    from ddms.storage.btree import OP_CODES
+    assert _OPCODE == OP_CODES

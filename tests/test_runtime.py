@@ -855,3 +855,26 @@ def test_division_zero_by_zero_engine_agrees_with_interpreter(eng):
     eng.apply(batch, eng.relmap(REL))
     assert math.isnan(eng.value("BID_AVG"))          # documented in ddms/m3/ir.py: x/0 is NaN
     assert same(eng.value("BID_AVG"), states[2]["BID_AVG"])
+
+
+def test_apply_until_line_resumes_the_same_batch():
+    """Applying one batch piecewise (until_line, then the same object again) gives, after each
+    piece, the state of an engine fed exactly those lines; the batch's error is raised only
+    with its last piece, after every good line."""
+    lines = [f"{i},{i},{'B' if i % 2 else 'S'},{i % 7 + 1},{100 + i % 5}" for i in range(1, 41)]
+    batch = OrderBookParser(source="t.csv").feed(("\n".join(lines) + "\n1,2,X,3\n").encode())
+    assert batch.error is not None and batch.last_line == 40
+    parts = Engine(VWAP_M3)
+    relmap = parts.relmap(("bids", "asks"))
+    for cut in (3, 3, 17, 30, 39):
+        parts.apply(batch, relmap, until_line=cut)
+        ref = Engine(VWAP_M3)
+        ref.apply(parse_orderbook_text("\n".join(lines[:cut])), relmap)
+        assert parts.position == ref.position == cut
+        assert parts.value("VWAP") == ref.value("VWAP")
+        parts._check()
+    with pytest.raises(InputError, match="t.csv:41"):
+        parts.apply(batch, relmap)
+    assert parts.position == 40
+    ref.apply(parse_orderbook_text("\n".join(lines[39:])), relmap)
+    assert parts.value("VWAP") == ref.value("VWAP")

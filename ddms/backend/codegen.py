@@ -62,7 +62,7 @@ functions compile much faster (sobi.m3: 61 s -> 18 s cold), while compile time o
 grows faster than its size (10/50/200 statements: about 2/8/79 s), so functions stay small."""
 _PY_CMP = {"=": "==", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
-_OPCODE = {"<": 0, "<=": 1, ">": 2, ">=": 3}
+_OPCODE = {"<": 0, "<=": 1, ">": 2, ">=": 3}  # ddms.storage.btree.OP_CODES (not imported: no numba here)
 
 
 @dataclass
@@ -660,11 +660,10 @@ class _Codegen:
                   "from numba import njit, types\n"
                   "from numba.experimental import structref\n"
                   "from numba.typed import Dict, List\n\n"
-                  "from ddms.backend.rt import (\n"
-                  "    div, log_changed, ne, range_sum, threshold_apply, threshold_cut, threshold_sum,\n)\n"
+                  "from ddms.backend.rt import div, log_changed, ne\n"
                   "from ddms.storage.btree import (\n"
                   "    btree_add, btree_free, btree_get, btree_items, btree_max, btree_min, btree_new,\n"
-                  "    btree_set,\n)\n\n\n"
+                  "    btree_set, range_sum, threshold_apply, threshold_cut, threshold_sum,\n)\n\n\n"
                   + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
                             for i in range(1, self._max_arity() + 1)) + "\n\n"
                   "@structref.register\n"
@@ -756,12 +755,15 @@ def _vars(e: Expr) -> set[Var]:
 
 @functools.cache
 def _runtime_fingerprint() -> str:
-    """Hash of the run-time libraries generated code calls.  numba's cache does not notice when
-    a *callee* in another file changes, so the module name must change with them."""
+    """Hash of the run-time libraries generated code calls, and of where they are installed.
+    numba's cache does not notice when a *callee* in another file changes, so the module name
+    must change with them; two installations (checkouts) sharing one cache directory must not
+    load each other's machine code either."""
     from ddms.backend import rt
     from ddms.storage import btree
     h = hashlib.sha256()
     for mod in (rt, btree):
+        h.update(str(Path(mod.__file__).resolve()).encode())
         h.update(Path(mod.__file__).read_bytes())
     return h.hexdigest()
 

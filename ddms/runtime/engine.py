@@ -91,7 +91,7 @@ class Subscription:
     def retarget(self, *, above: float | None = None, below: float | None = None) -> None:
         """New bounds (both ``None``: every change fires).  Cost: O(callbacks on the view)."""
         self.lo, self.hi = self._engine._band(self.view, above, below)
-        self._engine._set_watch(self.view)
+        self._engine._set_gate(self.view)
 
 
 class Engine:
@@ -110,6 +110,9 @@ class Engine:
         self._streams = {s.name: i for i, s in enumerate(self.program.streams)}
         self._watch: np.ndarray = self.state.watch
         self._watching: np.ndarray = self.state.watching
+        self._gate: np.ndarray = self.state.gate
+        self._map_queries = {m.name: [q.name for q in self.program.queries if q.map == m.name]
+                             for m in self.program.maps}
         self._prev = np.zeros(max(len(self.program.maps), 1))
         self.views: dict[str, ScalarView | GroupedView] = {}
         self._logs: dict[str, tuple[Any, Any]] = {}
@@ -128,6 +131,8 @@ class Engine:
         self._fire_c = _FIRE(self._line_changed)  # compiled code calls back through this
         self._raised: BaseException | None = None
         self._batch_base = 0
+        self._batch: EventBatch | None = None   # the batch being applied (apply resumes it)
+        self._batch_pos = 0
         self._compile()
         self.compile_seconds = time.perf_counter() - t0
 
@@ -224,20 +229,26 @@ class Engine:
         return lo, hi
 
     def _set_watch(self, view: str) -> None:
-        """A map is watched while any query on it has a callback; its compiled band is the
-        intersection of its callbacks' bands (empty as soon as one callback is unconditional), so
-        compiled code returns whenever at least one callback's condition can hold."""
+        """A map is watched while any query on it has a callback (then compiled code compares
+        its value before and after each line); see :meth:`_set_gate` for its band."""
         name = self.views[view].decl.name
-        subs = [s for q in self.program.queries if q.map == name for s in self._callbacks.get(q.name, [])]
-        mid = self._mid[name]
-        self._watch[mid] = 1 if subs else 0
-        gate = self.state.gate
-        gate[mid, 0] = max((s.lo for s in subs), default=math.inf)
-        gate[mid, 1] = min((s.hi for s in subs), default=-math.inf)
+        self._watch[self._mid[name]] = 1 if any(self._callbacks.get(q) for q in self._map_queries[name]) else 0
         self._watching[0] = 1 if any(self._callbacks.values()) else 0
         self._watched = [(n, self.views[n], -1 if isinstance(self.views[n], GroupedView)
                           else self._mid[self.views[n].decl.name], cbs)
                          for n, cbs in self._callbacks.items() if cbs]
+        self._set_gate(view)
+
+    def _set_gate(self, view: str) -> None:
+        """The compiled band of ``view``'s map: the intersection of its callbacks' bands (empty
+        as soon as one callback is unconditional), so compiled code returns whenever at least
+        one callback's condition can hold.  O(callbacks on the map); a strategy retargets a
+        subscription at every crossing, so this is kept to a few list walks."""
+        name = self.views[view].decl.name
+        mid = self._mid[name]
+        subs = [s for q in self._map_queries[name] for s in self._callbacks.get(q, ())]
+        self._gate[mid, 0] = max((s.lo for s in subs), default=math.inf)
+        self._gate[mid, 1] = min((s.hi for s in subs), default=-math.inf)
 
     def future(self, view: str, predicate: Callable[[Any], bool]) -> concurrent.futures.Future:
         """A Future resolved with a :class:`ViewEvent` when ``predicate(value)`` first holds
@@ -278,26 +289,39 @@ class Engine:
                     break
         return out
 
-    def apply(self, batch: EventBatch, relmap: np.ndarray) -> None:
-        """Apply every event of ``batch`` (relations numbered as in ``relmap``), firing
-        callbacks between lines.  A batch that carries an ``error`` is applied up to the bad line
-        and then the error is raised: nothing accepted before it is lost."""
+    def apply(self, batch: EventBatch, relmap: np.ndarray, *, until_line: int | None = None) -> None:
+        """Apply the events of ``batch`` (relations numbered as in ``relmap``), firing callbacks
+        between lines.  With ``until_line`` only the events up to and including that input line
+        of the batch; calling again with the *same* batch object resumes after them, so a driver
+        can stop at chosen lines (a backtest samples its equity every 1,000 lines) without
+        cutting the batch into copies (~7 us a call).  A batch that carries an ``error`` is
+        applied up to the bad line and then the error is raised: nothing accepted before it is
+        lost."""
+        if batch is not self._batch:
+            self._batch, self._batch_pos = batch, 0
+            self._batch_base = self.position - batch.first_line + 1
+        base = self._batch_base
         n = len(batch)
-        cols = batch.cols
-        if cols.ndim != 2 or cols.dtype != np.float64 or not cols.flags.c_contiguous:
-            cols = np.ascontiguousarray(cols, dtype=np.float64)
-        base = self.position - batch.first_line + 1
-        self._batch_base = base
-        if n:
-            stop = self.module.run_batch(self.state, relmap, batch.rel, batch.sign, cols, batch.line, 0, n,
-                                         self._prev, self._fire_c)
+        last = batch.last_line if until_line is None else min(int(until_line), batch.last_line)
+        stop = n if last >= batch.last_line else int(np.searchsorted(batch.line, last, side="right"))
+        start = self._batch_pos
+        if stop > start:
+            cols = batch.cols
+            if cols.ndim != 2 or cols.dtype != np.float64 or not cols.flags.c_contiguous:
+                cols = np.ascontiguousarray(cols, dtype=np.float64)
+            end = self.module.run_batch(self.state, relmap, batch.rel, batch.sign, cols, batch.line, start, stop,
+                                        self._prev, self._fire_c)
+            self._batch_pos = end
             if self._raised is not None:  # a callback raised: the batch stopped after its line
                 raised, self._raised = self._raised, None
-                self.position = base + int(batch.line[stop - 1])
+                self.position = base + int(batch.line[end - 1])
+                self._batch = None
                 raise raised
-        self.position = base + batch.last_line
-        if batch.error is not None:
-            raise batch.error
+        self.position = max(self.position, base + last)
+        if last >= batch.last_line:
+            self._batch = None
+            if batch.error is not None:
+                raise batch.error
 
     def _drain_log(self, view: str) -> dict[tuple, float]:
         """The first old value of every key written since the last drain (empties the log)."""

@@ -4,6 +4,17 @@ Built for cache efficiency: a balanced binary tree (our first version was a trea
 ~2.5 log2(n) nodes scattered over memory per operation, a B+-tree ~log_F(n) nodes of a few adjacent
 cache lines each (at 1M keys: ~1.6 us per order-book event instead of ~17 us).
 
+Node sizes (``FL``/``FI``) were chosen by measurement: every update scans and re-sums whole
+rows, so a row costs in proportion to its width even when the book is small.  Leaves of 32 keys
+and internal nodes of 16 children (512 and 384 bytes) made SOBI on a ~60-level synthetic book
+1.4-1.5x faster than 64/32, and per-event cost at 1M distinct prices lower too (one more level,
+but each row half as long): ``python -m bench --only depth`` and the README's table.
+
+Editing this file: numba caches every caller together with a copy of its callees' machine
+code, so njit code in *other* files that called into this one would keep stale copies; the
+range sums and the threshold search generated programs use therefore live here, and generated
+programs are named by a hash of this file.
+
 An ordered map sends a float64 key to a nonzero float64 value and answers point lookups and
 *range-cumulative* queries: the sum of the values whose key is below / above a bound, and the
 smallest key at which the running (prefix) sum crosses a threshold.  Like DBToaster maps, a map
@@ -74,8 +85,8 @@ import numpy as np
 from numba import njit, types
 from numba.experimental import structref
 
-FL = 64  # leaf capacity (keys); a multiple of 4, at least 8
-FI = 32  # internal node capacity (children); a multiple of 4, at least 8
+FL = 32  # leaf capacity (keys); a multiple of 4, at least 8 (see the module docstring)
+FI = 16  # internal node capacity (children); a multiple of 4, at least 8
 LMIN = FL // 4  # fewest keys in a non-root leaf
 IMIN = FI // 4  # fewest children of a non-root internal node
 LMERGE = 3 * FL // 4  # two leaves merge when they fit in this many keys, else they share evenly
@@ -1085,6 +1096,104 @@ def _py_rowsum(vals: list[float]) -> float:
         for lane in range(4):
             s[lane] += vals[t + lane]
     return (s[0] + s[1]) + (s[2] + s[3])
+
+
+# --------------------------------------------------------------------------------------------
+# range sums and threshold search (called by generated programs)
+
+LT, LE, GT, GE = 0, 1, 2, 3
+"""Comparison codes of :func:`range_sum` and the threshold functions (``codegen`` emits them)."""
+OP_CODES = {"<": LT, "<=": LE, ">": GT, ">=": GE}
+
+
+@njit(cache=True)
+def range_sum(pool, root, op: int, x: float) -> float:
+    """Sum of values with key ``op`` x; O(log n)."""
+    if op == LT:
+        return btree_sum_lt(pool, root, x)
+    if op == LE:
+        return btree_sum_le(pool, root, x)
+    if op == GT:
+        return btree_sum_gt(pool, root, x)
+    return btree_sum_ge(pool, root, x)
+
+
+@njit(cache=True)
+def _holds(op: int, a: float, b: float) -> bool:
+    if op == LT:
+        return a < b
+    if op == LE:
+        return a <= b
+    if op == GT:
+        return a > b
+    return a >= b
+
+
+@njit(cache=True)
+def threshold_sum(pa, ra, pb, rb, rop: int, cop: int, x: float) -> float:
+    """Sum of A[p] over the keys p of A with R(p) ``cop`` x, where R(p) is the sum of B[q] over
+    keys q ``rop`` p.  This is VWAP's "volume above my price below k * total".
+
+    When B has no negative values R is monotone in p, so the qualifying p form an up-set or a
+    down-set of the reals, bounded at a key of B: one O(log n) descent of B finds the boundary
+    (:func:`threshold_cut`) and one O(log n) range sum of A adds up the side that qualifies
+    (:func:`threshold_apply`).  With negative values the answer falls back to a scan of A's keys
+    (O(n log n)), still exact.  Several sums over one B with one condition share the cut.
+    """
+    code, b = threshold_cut(pb, rb, rop, cop, x)
+    return threshold_apply(pa, ra, pb, rb, rop, cop, x, code, b)
+
+
+@njit(cache=True)
+def threshold_cut(pb, rb, rop: int, cop: int, x: float):
+    """Where the condition of :func:`threshold_sum` holds, as ``(code, b)``: 0 nowhere, 1
+    everywhere, 2..5 for keys >= b, > b, < b, <= b, 6 unknown (B has negative values: scan).
+    One O(log n) descent of B; depends on B and x only."""
+    if x != x:
+        return 0, 0.0
+    if btree_negatives(pb, rb) > 0:
+        return 6, 0.0
+    # R(p) = F(p) for rop in (<, <=), T - F(p) for (>, >=); F = inclusive (<=, >) or
+    # exclusive (<, >=) prefix sum, non-decreasing in p.  Rewrite the condition as F(p) c y.
+    inclusive = rop == LE or rop == GT
+    c, y = cop, x
+    if rop == GT or rop == GE:
+        y = btree_total(pb, rb) - x
+        c = (GT, GE, LT, LE)[cop]
+    # U = {p : F(p) > y} (strict) or {F(p) >= y}; S is U for c in (>, >=), its complement else.
+    strict = c == GT or c == LE
+    upset = c == GT or c == GE
+    if (0.0 > y) if strict else (0.0 >= y):
+        return (1 if upset else 0), 0.0          # U is every real
+    found, b = btree_first_prefix(pb, rb, y, strict)
+    if not found:                                # U is empty
+        return (0 if upset else 1), 0.0
+    if upset:
+        return (2 if inclusive else 3), b
+    return (4 if inclusive else 5), b
+
+
+@njit(cache=True)
+def threshold_apply(pa, ra, pb, rb, rop: int, cop: int, x: float, code: int, b: float) -> float:
+    """The sum of A over the keys :func:`threshold_cut` selected; O(log n) (O(n log n) for code 6)."""
+    if code == 0:
+        return 0.0
+    if code == 1:
+        return btree_total(pa, ra)
+    if code == 2:
+        return btree_sum_ge(pa, ra, b)
+    if code == 3:
+        return btree_sum_gt(pa, ra, b)
+    if code == 4:
+        return btree_sum_lt(pa, ra, b)
+    if code == 5:
+        return btree_sum_le(pa, ra, b)
+    keys, vals = btree_items(pa, ra)
+    acc = 0.0
+    for i in range(keys.shape[0]):
+        if _holds(cop, range_sum(pb, rb, rop, keys[i]), x):
+            acc += vals[i]
+    return acc
 
 
 def btree_check(pool: BTreePool, root: int) -> None:
