@@ -13,7 +13,13 @@ For every view (:class:`ddms.sql.translate.ViewDef`):
   and the view is re-evaluated from those maps after each event that changes one of them
   (``V := ...``).  The re-evaluation reads the maps, never the base relations; comparisons of a
   map key with a bound value become O(log n) range sums and threshold searches once
-  :mod:`ddms.calculus.order` makes those maps ORDERED.
+  :mod:`ddms.calculus.order` makes those maps ORDERED;
+* an **aggregate subquery in FROM** (``Exists(g, count)`` and aggregate columns correlated on
+  ``g``, see :mod:`ddms.sql.translate`) is a nested aggregate too: its groups become a map ``D[g]``
+  of row counts (maintained by deltas, or itself re-evaluated when its WHERE nests aggregates),
+  read as ``D[g] / D[g]`` (1 per non-empty group, binding ``g``), and each aggregate column is
+  materialized with ``g`` bound, so the enclosing query is re-evaluated by one pass over the
+  groups with a few map reads (range sums, threshold searches) per group.
 
 Products of factors that share no loop variable are *factorized* into separate ``AggSum``s
 (``sum_a sum_b f(a) g(b) = (sum_a f(a)) (sum_b g(b))``), and maps with the same definition (up to
@@ -27,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddms.calculus.delta import delta
-from ddms.calculus.ir import Query, Rel, Term, expr_vars, has_rel, substitute, walk
+from ddms.calculus.ir import Exists, Query, Rel, Term, expr_vars, has_rel, substitute, walk
 from ddms.calculus.normal import expand, merge_terms, simplify, simplify_term
 from ddms.errors import SqlError
 from ddms.m3.ir import (
@@ -141,6 +147,9 @@ class Compiler:
 
     def query_map(self, group: tuple[str, ...], terms: list[Term],
                   name: str | None = None) -> tuple[str, tuple[str, ...]]:
+        if any(isinstance(x, Exists) for t in terms for f in t.factors for x in walk(f)):
+            return self.reeval_map(group, terms, name, "aggregate subquery in FROM: no incremental form, "
+                                   "re-evaluated from maintained maps, one pass over its groups")
         if any(has_rel(f) for t in terms for f in t.factors):
             return self.reeval_map(group, terms, name, "nested aggregate: re-evaluated from maps")
         return self.linear_map(group, terms, name)
@@ -183,17 +192,24 @@ class Compiler:
             groups.setdefault(find(i), []).append(i)
         comp_vars = {r: {v for i in ix for v in atoms[i].vars if v not in bound} for r, ix in groups.items()}
         local: dict[int, list[Expr]] = {r: [] for r in groups}
-        outside: list[Expr] = []
+        plain_outside: list[Expr] = []
         for f in plain:
             vs = expr_vars(f)
             homes = [r for r, cv in comp_vars.items() if vs and vs <= cv]
             if homes:
                 local[homes[0]].append(f)
             else:
-                outside.append(f)
-        # nested aggregates see every variable of this term as bound
-        inner_bound = bound | {v for a in atoms for v in a.vars}
-        outside += [self.materialize_nested(f, inner_bound) for f in nested]
+                plain_outside.append(f)
+        # nested aggregates see every variable of this term as bound, including the groups an
+        # Exists binds and the variable a lift binds; each factor outside the components is
+        # placed after the factors binding the variables it reads
+        have = bound | {v for a in atoms for v in a.vars}
+        inner_bound = have | {v for f in nested for v in _provides(f)}
+        placed = [(f, _provides(f), expr_vars(f) - _provides(f)) for f in plain_outside]
+        for f in nested:
+            m = self.materialize_nested(f, inner_bound)
+            placed.append((m, _provides(f), (expr_vars(m) & inner_bound) - _provides(f)))
+        outside = _binding_order(placed, have)
         used_outside: set[str] = set(out)
         for f in outside:
             used_outside |= expr_vars(f)
@@ -219,6 +235,12 @@ class Compiler:
     def materialize_nested(self, e: Expr, bound: set[str]) -> Expr:
         """Replace each aggregate over relations inside ``e`` by its materialized form."""
         match e:
+            case Exists(g, AggSum(_, body)):
+                # the groups of a subquery in FROM: a map of row counts, 1 per non-empty group
+                g = tuple(dict.fromkeys(g))
+                terms = merge_terms([x for t in expand(body) if (x := simplify_term(t)) is not None])
+                name, order = self.query_map(g, terms)
+                return Div(MapRef(name, order), MapRef(name, order))
             case AggSum(g, body) if has_rel(body):
                 terms = expand(body)
                 inner = self.materialize(merge_terms([x for t in terms if (x := simplify_term(t)) is not None]),
@@ -289,6 +311,35 @@ class Compiler:
 
 
 # -- helpers -----------------------------------------------------------------------------------------
+
+
+def _provides(f: Expr) -> set[str]:
+    """The variables a calculus factor outside the relation atoms binds: an Exists its groups, a
+    lift its variable."""
+    match f:
+        case Exists(g, _):
+            return set(g)
+        case Lift(v, _):
+            return {v}
+    return set()
+
+
+def _binding_order(factors: list[tuple[Expr, set[str], set[str]]], have: set[str]) -> list[Expr]:
+    """Factors ``(expr, binds, reads)`` in an order where each reads only variables in ``have``
+    or bound by an earlier one: the given order when it already is one (stable), else the first
+    ready factor each time.  Factors that never become ready keep their order at the end (the
+    verifier names what is unbound).  O(n^2) in the few factors of a term."""
+    left = list(factors)
+    done: list[Expr] = []
+    avail = set(have)
+    while left:
+        i = next((i for i, (_, _, reads) in enumerate(left) if reads <= avail), None)
+        if i is None:
+            return done + [f for f, _, _ in left]
+        f, binds, _ = left.pop(i)
+        done.append(f)
+        avail |= binds
+    return done
 
 
 def _replace_aggs(e: Expr, names: dict[str, tuple[str, tuple[str, ...]]], group: tuple[str, ...]) -> Expr:
