@@ -72,10 +72,19 @@ def walk(e: Expr):
         yield from walk(c)
 
 
+def node_vars(e: Expr) -> tuple[str, ...]:
+    """The variables node ``e`` itself names (:func:`ddms.m3.ir.node_vars`, plus a relation
+    atom's and an Exists' variables).  O(1)."""
+    if isinstance(e, Rel):
+        return e.vars
+    if isinstance(e, Exists):
+        return e.group
+    return m3.node_vars(e)
+
+
 def expr_vars(e: Expr) -> set[str]:
     """Every variable named in ``e`` (bound or not)."""
-    return {v for x in walk(e) for v in (x.vars if isinstance(x, Rel) else x.group if isinstance(x, Exists)
-                                          else m3.node_vars(x))}
+    return {v for x in walk(e) for v in node_vars(x)}
 
 
 def has_rel(e: Expr) -> bool:

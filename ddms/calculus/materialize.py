@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddms.calculus.delta import delta
-from ddms.calculus.ir import Exists, Query, Rel, Term, expr_vars, has_rel, substitute, walk
+from ddms.calculus.ir import Exists, Query, Rel, Term, expr_vars, has_rel, node_vars, substitute, walk
 from ddms.calculus.normal import expand, merge_terms, simplify, simplify_term
 from ddms.errors import SqlError
 from ddms.m3.ir import (
@@ -328,7 +328,9 @@ def _binding_order(factors: list[tuple[Expr, set[str], set[str]]], have: set[str
     """Factors ``(expr, binds, reads)`` in an order where each reads only variables in ``have``
     or bound by an earlier one: the given order when it already is one (stable), else the first
     ready factor each time.  Factors that never become ready keep their order at the end (the
-    verifier names what is unbound).  O(n^2) in the few factors of a term."""
+    verifier names what is unbound).  An Exists (``D[g] / D[g]``) whose groups are bound by then
+    is a test, ``{D[g] != 0}``: a quotient would be 0 / 0 = NULL for a group it does not hold.
+    O(n^2) in the few factors of a term."""
     left = list(factors)
     done: list[Expr] = []
     avail = set(have)
@@ -337,6 +339,8 @@ def _binding_order(factors: list[tuple[Expr, set[str], set[str]]], have: set[str
         if i is None:
             return done + [f for f, _, _ in left]
         f, binds, _ = left.pop(i)
+        if binds and binds <= avail and isinstance(f, Div) and isinstance(f.num, MapRef) and f.num == f.den:
+            f = Cmp("!=", f.num, Const(0.0))
         done.append(f)
         avail |= binds
     return done
@@ -378,15 +382,18 @@ def _canonical(group: tuple[str, ...], terms: list[Term]) -> tuple[Query, tuple[
 
 
 def _ordered_vars(t: Term) -> list[str]:
+    """The variables of ``t`` in order of first appearance (atoms, then factors walked pre-order),
+    so equal terms up to renaming list them alike, whatever the names."""
     seen: list[str] = []
     for a in t.atoms:
         for v in a.vars:
             if v not in seen:
                 seen.append(v)
     for f in t.factors:
-        for v in sorted(expr_vars(f)):
-            if v not in seen:
-                seen.append(v)
+        for x in walk(f):
+            for v in node_vars(x):
+                if v not in seen:
+                    seen.append(v)
     return seen
 
 
