@@ -37,7 +37,8 @@ VIEWS = {
     "group_avg_null": """SELECT b.broker_id, AVG(b.volume + t.ap) AS m
         FROM bids b, (SELECT AVG(price) AS ap FROM asks) t GROUP BY b.broker_id""",
     # COUNT per group, summed over the groups
-    "count_squares": "SELECT SUM(s.n * s.n) AS sq FROM (SELECT broker_id, COUNT(*) AS n FROM bids GROUP BY broker_id) s",
+    "count_squares": """SELECT SUM(s.n * s.n) AS sq
+        FROM (SELECT broker_id, COUNT(*) AS n FROM bids GROUP BY broker_id) s""",
     # a subquery that is often empty (no bid above 150)
     "often_empty": """SELECT s.broker_id, SUM(s.v) AS v
         FROM (SELECT broker_id, SUM(volume) AS v FROM bids WHERE price > 150 GROUP BY broker_id) s
@@ -50,7 +51,8 @@ VIEWS = {
     # a nested aggregate (top half of the asks) inside a GROUP BY subquery
     "grouped_threshold": """SELECT s.broker_id, SUM(s.pv) AS x
         FROM (SELECT a1.broker_id, SUM(a1.price * a1.volume) AS pv FROM asks a1
-              WHERE 0.5 * (SELECT SUM(a3.volume) FROM asks a3) > (SELECT SUM(a2.volume) FROM asks a2 WHERE a2.price < a1.price)
+              WHERE 0.5 * (SELECT SUM(a3.volume) FROM asks a3)
+                    > (SELECT SUM(a2.volume) FROM asks a2 WHERE a2.price < a1.price)
               GROUP BY a1.broker_id) s
         GROUP BY s.broker_id""",
     # GROUP BY an aggregate column: how many brokers have n bids
@@ -68,6 +70,25 @@ VIEWS = {
         FROM (SELECT broker_id, price, SUM(volume) AS v FROM bids GROUP BY broker_id, price) s GROUP BY s.broker_id""",
     # the GROUP BY key not selected, a condition on the aggregate
     "hidden_key": "SELECT SUM(s.v) AS t FROM (SELECT SUM(volume) AS v FROM bids GROUP BY broker_id) s WHERE s.v > 20",
+    # a GROUP BY subquery over a GROUP BY subquery (aliased key, two keys inside)
+    "nested_grouped": """SELECT s.g2, SUM(s.v) AS x
+        FROM (SELECT i.g2 AS g2, SUM(i.v * i.v) AS v
+              FROM (SELECT broker_id AS g2, price, SUM(volume) AS v FROM bids GROUP BY broker_id, price) i
+              GROUP BY i.g2) s
+        GROUP BY s.g2""",
+    # JOIN ... ON a GROUP BY subquery, with a filter on the table
+    "join_on": """SELECT b.broker_id, SUM(b.volume * s.n) AS x
+        FROM bids b JOIN (SELECT broker_id, COUNT(*) AS n FROM asks GROUP BY broker_id) s ON s.broker_id = b.broker_id
+        WHERE b.price > 99 GROUP BY b.broker_id""",
+    # an inequality join of two GROUP BY subqueries
+    "ineq_join_groups": """SELECT SUM(a.v * b.v) AS x
+        FROM (SELECT broker_id, SUM(volume) AS v FROM asks GROUP BY broker_id) a,
+             (SELECT broker_id, SUM(volume) AS v FROM bids GROUP BY broker_id) b
+        WHERE a.broker_id < b.broker_id""",
+    # an aggregate-free subquery over an aggregate one
+    "plain_over_agg": """SELECT SUM(p.v) AS x
+        FROM (SELECT s.v, s.broker_id FROM (SELECT broker_id, AVG(volume) AS v FROM bids GROUP BY broker_id) s
+              WHERE s.broker_id > 3) p""",
     # a scalar SUM compared with a table's column
     "scalar_sum_where": """SELECT COUNT(*) AS n FROM asks a, (SELECT SUM(volume) AS tv FROM bids) t
         WHERE 4 * a.volume > t.tv""",
@@ -186,6 +207,8 @@ def test_compile_output_says_reevaluated() -> None:
      "may select its GROUP BY columns only", "price"),
     ("SELECT SUM(s.v) AS t FROM (SELECT SUM(volume) AS v, COUNT(*) AS v FROM bids) s", "two columns named v",
      "COUNT"),
+    ("SELECT t.ap, COUNT(*) AS n FROM bids b, (SELECT AVG(price) AS ap FROM asks) t GROUP BY t.ap",
+     "a key that can be NULL", "t.ap"),
     ("SELECT SUM(volume) AS t FROM bids b, (SELECT COUNT(*) AS n FROM asks) s WHERE b.id IN (1, 2)",
      "unsupported condition (IN)", "b.id IN"),
 ])

@@ -16,7 +16,8 @@ that combines them (``SUM(x) / COUNT(*)`` for AVG).
   one row per non-empty group, the factor ``Exists(g, count of rows per g)`` binding ``g``, and
   each aggregate column is the aggregate correlated on ``g``.  A ``GROUP BY`` subquery may not
   refer to columns of an enclosing query, and a ``GROUP BY`` key of the enclosing query that is
-  an aggregate column is bound by a lift ``(k ^= aggregate)``;
+  an aggregate column is bound by a lift ``(k ^= aggregate)`` (rejected when it can be NULL:
+  NULL keys would need a group of their own);
 * equalities between variables are removed by renaming (:func:`ddms.calculus.normal.unify`).
 
 Pure; cost linear in the SQL plus the multiplied-out terms (bounded by ``normal.MAX_TERMS``).
@@ -327,6 +328,9 @@ class _Translator:
             hit = scope.lookup(g, self.fail)
             if not isinstance(hit, str):
                 # a key that is an aggregate column of a subquery in FROM: lift it into a variable
+                if nullable(hit):
+                    raise self.fail(f"GROUP BY {g.text}: a key that can be NULL (an AVG or a quotient) is not "
+                                    "supported", g.text)
                 v = self.fresh(g.name)
                 body = _times(body, [Term(1.0, (), (Lift(v, hit),))])
                 scope.rebind(g, v)
