@@ -302,7 +302,21 @@ class Compiler:
                         if ss == s.name and sg == sign]
                 mine.sort(key=lambda x: (-x[0], x[1]))
                 body = [st for _, _, st in mine]
-                body += [st for _, st, streams in self.reeval if s.name in streams]
+                # keys written so far in this trigger, per map (None: anywhere)
+                written: dict[str, list[tuple[str, ...]] | None] = {}
+                for st in body:
+                    if written.get(st.target.name, []) is not None:
+                        written.setdefault(st.target.name, []).append(st.target.keys)
+                for _, st, streams in self.reeval:
+                    if s.name not in streams:
+                        continue
+                    st = _narrow(st, written, self.args[s.name])
+                    pinned = any(k in self.args[s.name] for k in st.target.keys)
+                    if pinned and written.get(st.target.name, []) is not None:
+                        written.setdefault(st.target.name, []).append(st.target.keys)
+                    else:
+                        written[st.target.name] = None
+                    body.append(st)
                 if body:
                     triggers.append(Trigger(sym, s.name, self.args[s.name], tuple(body)))
         queries = tuple(M3Query(v.name, v.name) for v in views)
@@ -311,6 +325,62 @@ class Compiler:
 
 
 # -- helpers -----------------------------------------------------------------------------------------
+
+
+def _narrow(st: Statement, written: dict[str, list[tuple[str, ...]] | None], args: tuple[str, ...]) -> Statement:
+    """A re-evaluation ``X[.., k, ..] := e`` restricted to the one group an event can change.
+
+    When every map ``e`` reads that the trigger has written so far was written only at entries
+    whose key at some position is one event argument ``a`` (``D[BIDS_BROKER_ID] += ..``), and
+    every read of it has the target key ``k`` at that position, only the group ``k = a`` can
+    have changed: the statement becomes ``X[.., a, ..] := e[k := a]``, one group per event
+    instead of a pass over all of them.  Otherwise ``st`` unchanged.  O(size of e) per key."""
+    if st.op != ":=" or not st.target.keys:
+        return st
+    reads = [x for x in walk(st.expr) if isinstance(x, MapRef) and x.name in written]
+    if not reads:
+        return st
+    for k in st.target.keys:
+        arg: str | None = None
+        for r in reads:
+            writes = written[r.name]
+            if writes is None:
+                break
+            hits = [w[i] for i, x in enumerate(r.keys) if x == k
+                    for w in [writes[0]] if all(v[i] == w[i] for v in writes) and w[i] in args]
+            hits = [h for h in hits if arg is None or h == arg]
+            if not hits:
+                break
+            arg = hits[0]
+        else:
+            if arg is not None:
+                expr = _fixed_tests(substitute(st.expr, {k: arg}), set(args))
+                return Statement(MapRef(st.target.name, tuple(arg if x == k else x for x in st.target.keys)), ":=",
+                                 expr)
+    return st
+
+
+def _fixed_tests(e: Expr, args: set[str]) -> Expr:
+    """Group tests ``D[g] / D[g]`` whose keys are now all event arguments become ``{D[g] != 0}``:
+    they no longer bind the group, and 0 / 0 would make a vanished group NULL.  O(size of e)."""
+    match e:
+        case Div(MapRef(_, keys) as a, b) if a == b and set(keys) <= args:
+            return Cmp("!=", a, Const(0.0))
+        case Add(ts):
+            return Add(tuple(_fixed_tests(x, args) for x in ts))
+        case Mul(fs):
+            return Mul(tuple(_fixed_tests(x, args) for x in fs))
+        case Neg(x):
+            return Neg(_fixed_tests(x, args))
+        case Div(a, b):
+            return Div(_fixed_tests(a, args), _fixed_tests(b, args))
+        case Cmp(op, a, b):
+            return Cmp(op, _fixed_tests(a, args), _fixed_tests(b, args))
+        case AggSum(g, x):
+            return AggSum(g, _fixed_tests(x, args))
+        case Lift(v, x):
+            return Lift(v, _fixed_tests(x, args))
+    return e
 
 
 def _provides(f: Expr) -> set[str]:
