@@ -19,7 +19,8 @@ For every view (:class:`ddms.sql.translate.ViewDef`):
   of row counts (maintained by deltas, or itself re-evaluated when its WHERE nests aggregates),
   read as ``D[g] / D[g]`` (1 per non-empty group, binding ``g``), and each aggregate column is
   materialized with ``g`` bound, so the enclosing query is re-evaluated by one pass over the
-  groups with a few map reads (range sums, threshold searches) per group.
+  groups with a few map reads (range sums, threshold searches) per group -- or for the one group
+  an event can change, when it changed the maps read only at that group (:func:`_narrow`).
 
 Products of factors that share no loop variable are *factorized* into separate ``AggSum``s
 (``sum_a sum_b f(a) g(b) = (sum_a f(a)) (sum_b g(b))``), and maps with the same definition (up to
