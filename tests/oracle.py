@@ -121,11 +121,13 @@ def coalesce_sums(sql: str) -> str:
 
 
 def rows_of(result: list[tuple]) -> float | dict[tuple[float, ...], float]:
-    """DuckDB rows as the engine shows a view: a scalar, or key tuple -> value without zeros."""
+    """DuckDB rows as the engine shows a view: a scalar, or key tuple -> value without zeros (a
+    group whose value is NULL is kept, as NaN: the engine holds it as a NaN entry)."""
     if len(result) == 1 and len(result[0]) == 1:
         v = result[0][0]
         return math.nan if v is None else float(v)
-    return {tuple(float(k) for k in r[:-1]): float(r[-1]) for r in result if r[-1] is not None and r[-1] != 0}
+    return {tuple(float(k) for k in r[:-1]): (math.nan if r[-1] is None else float(r[-1]))
+            for r in result if r[-1] != 0}
 
 
 def same_view(got, want, rel: float = 1e-9) -> bool:

@@ -19,8 +19,11 @@ CASES = [
     ("SELECT SUM(b.qty) AS v FROM bids b", "bids has no column qty" if False else "b has no column qty", "b.qty"),
     ("SELECT SUM(volume) AS v FROM trades", "unknown stream or table TRADES", "trades"),
     ("SELECT price FROM bids", "exactly one aggregate", "SELECT price"),
-    ("SELECT x.n, SUM(x.n) AS s FROM (SELECT broker_id, COUNT(*) AS n FROM bids GROUP BY broker_id) x GROUP BY x.n",
-     "aggregate subquery in FROM", "(SELECT broker_id"),
+    ("SELECT SUM(b.volume) AS v FROM bids b WHERE b.volume > (SELECT SUM(x.n) FROM "
+     "(SELECT broker_id, COUNT(*) AS n FROM bids c WHERE c.price > b.price GROUP BY broker_id) x)",
+     "GROUP BY subquery in FROM cannot refer to columns of an enclosing query", "(SELECT broker_id"),
+    ("SELECT SUM(x.n) AS s FROM (SELECT broker_id, COUNT(*) AS n FROM bids GROUP BY broker_id HAVING COUNT(*) > 1) x",
+     "HAVING is not supported", "SELECT"),
     ("SELECT broker_id, SUM(volume) AS v FROM bids", "neither aggregated nor in GROUP BY", "broker_id"),
     ("SELECT SUM(volume) AS v FROM bids WHERE id IN (1, 2)", "unsupported condition (IN)", "id IN"),
     ("SELECT SUM(volume) AS v FROM bids WHERE price > (SELECT price FROM bids)",

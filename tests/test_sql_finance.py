@@ -23,7 +23,7 @@ from ddms.runtime.engine import Engine
 from ddms.streams.orderbook import OrderBookParser
 
 FINANCE = SHARED / "queries" / "finance"
-QUERIES = ["vwap", "axfinder", "brokerspread", "brokervariance", "pricespread", "missedtrades"]
+QUERIES = ["vwap", "axfinder", "brokerspread", "brokervariance", "pricespread", "missedtrades", "chrissedtrades"]
 EXPECTED = json.loads((FINANCE / "expected.json").read_text()) if FINANCE.exists() else {}
 _ENGINES: dict[str, Engine] = {}
 

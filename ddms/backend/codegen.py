@@ -161,18 +161,28 @@ class _Codegen:
                 parts = [self._inline(t, env) for t in terms]
                 if any(p is None for p in parts):
                     return None
+                if isinstance(e, Mul) and any(isinstance(t, Cmp) for t in terms):
+                    # a comparison filters: a product whose test fails is 0 even if another factor
+                    # is NaN (NULL), as in the loop form (``if test:``) and the interpreter
+                    tests = [str(self._test(t, env)) for t in terms if isinstance(t, Cmp)]
+                    rest = [p for t, p in zip(terms, parts, strict=True) if not isinstance(t, Cmp)]
+                    return f"(({' * '.join(rest) or '1.0'}) if {' and '.join(tests)} else 0.0)"
                 op = " + " if isinstance(e, Add) else " * "
                 return "(" + op.join(parts) + ")"
             case Div(num, den):
                 a, b = self._inline(num, env), self._inline(den, env)
                 return None if a is None or b is None else f"div({a}, {b})"
-            case Cmp(op, a, b):
-                x, y = self._inline(a, env), self._inline(b, env)
-                if x is None or y is None:
-                    return None
-                test = f"ne({x}, {y})" if op == "!=" else f"({x} {_PY_CMP[op]} {y})"
-                return f"(1.0 if {test} else 0.0)"
+            case Cmp():
+                test = self._test(e, env)
+                return None if test is None else f"(1.0 if {test} else 0.0)"
         return None
+
+    def _test(self, c: Cmp, env: dict[str, str]) -> str | None:
+        """A Python boolean expression for a loop-free comparison (false when a side is NaN)."""
+        x, y = self._inline(c.left, env), self._inline(c.right, env)
+        if x is None or y is None:
+            return None
+        return f"ne({x}, {y})" if c.op == "!=" else f"({x} {_PY_CMP[c.op]} {y})"
 
     # -- expressions by continuation --------------------------------------------------------
     def _value(self, fn: _Fn, e: Expr, env: dict[str, str]) -> str:

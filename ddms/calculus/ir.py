@@ -8,9 +8,10 @@ range over the relation's tuples.  A query is kept in a normal form the compiler
     Term(coef, atoms, factors)  =  coef * atom_1 * ... * factor_1 * ...
 
 where ``atoms`` are relation atoms and ``factors`` are products' other members: variables,
-comparisons (possibly over nested aggregates, which contain their own ``Rel`` atoms), divisions.
-Sums inside factors are multiplied out by :mod:`ddms.calculus.normal`, so every term is a
-conjunctive query with a value.  Frozen dataclasses, hashable, usable as dictionary keys.
+comparisons (possibly over nested aggregates, which contain their own ``Rel`` atoms), divisions,
+and :class:`Exists`, the rows of a ``GROUP BY`` subquery in FROM.  Sums inside factors are
+multiplied out by :mod:`ddms.calculus.normal`, so every term is a conjunctive query with a value.
+Frozen dataclasses, hashable, usable as dictionary keys.
 """
 
 from __future__ import annotations
@@ -29,7 +30,19 @@ class Rel:
     vars: tuple[str, ...]
 
 
-Expr = m3.Expr | Rel
+@dataclass(frozen=True)
+class Exists:
+    """The groups of an aggregate: 1 for each binding of ``group`` under which ``body`` (an
+    ``AggSum(group, ...)`` counting rows) is nonzero, binding ``group``.  A ``GROUP BY`` subquery
+    in FROM contributes one row per non-empty group, so it joins its enclosing query as this
+    factor; its aggregate columns are nested aggregates correlated on ``group``.  Materialized as
+    ``D[group] / D[group]`` over a map ``D`` of the row counts (``ddms.calculus.materialize``)."""
+
+    group: tuple[str, ...]
+    body: Expr
+
+
+Expr = m3.Expr | Rel | Exists
 
 
 @dataclass(frozen=True)
@@ -48,6 +61,8 @@ class Query:
 def children(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, Rel):
         return ()
+    if isinstance(e, Exists):
+        return (e.body,)
     return m3.children(e)
 
 
@@ -57,13 +72,35 @@ def walk(e: Expr):
         yield from walk(c)
 
 
+def node_vars(e: Expr) -> tuple[str, ...]:
+    """The variables node ``e`` itself names (:func:`ddms.m3.ir.node_vars`, plus a relation
+    atom's and an Exists' variables).  O(1)."""
+    if isinstance(e, Rel):
+        return e.vars
+    if isinstance(e, Exists):
+        return e.group
+    return m3.node_vars(e)
+
+
 def expr_vars(e: Expr) -> set[str]:
     """Every variable named in ``e`` (bound or not)."""
-    return {v for x in walk(e) for v in (x.vars if isinstance(x, Rel) else m3.node_vars(x))}
+    return {v for x in walk(e) for v in node_vars(x)}
 
 
 def has_rel(e: Expr) -> bool:
     return any(isinstance(x, Rel) for x in walk(e))
+
+
+def nullable(e: Expr) -> bool:
+    """Whether ``e`` can be SQL NULL (NaN): a quotient can (``AVG`` over nothing, ``x / 0``),
+    and so can arithmetic over one; an aggregate cannot (``SUM`` skips NULL inputs and is 0 over
+    nothing), nor can a comparison (NULL compares false).  O(size of e), not entering aggregates."""
+    match e:
+        case Div() | m3.Extreme():
+            return True
+        case AggSum() | Cmp() | Rel() | Exists():
+            return False
+    return any(nullable(c) for c in children(e))
 
 
 def term_vars(t: Term) -> set[str]:
@@ -123,6 +160,8 @@ def substitute(e: Expr, sub: dict[str, str]) -> Expr:
             return Lift(sub.get(v, v), substitute(x, sub))
         case m3.Extreme(kind, v, ref):
             return m3.Extreme(kind, sub.get(v, v), substitute(ref, sub))
+        case Exists(g, x):
+            return Exists(tuple(sub.get(v, v) for v in g), substitute(x, sub))
     raise TypeError(e)
 
 

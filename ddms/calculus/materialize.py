@@ -13,7 +13,14 @@ For every view (:class:`ddms.sql.translate.ViewDef`):
   and the view is re-evaluated from those maps after each event that changes one of them
   (``V := ...``).  The re-evaluation reads the maps, never the base relations; comparisons of a
   map key with a bound value become O(log n) range sums and threshold searches once
-  :mod:`ddms.calculus.order` makes those maps ORDERED.
+  :mod:`ddms.calculus.order` makes those maps ORDERED;
+* an **aggregate subquery in FROM** (``Exists(g, count)`` and aggregate columns correlated on
+  ``g``, see :mod:`ddms.sql.translate`) is a nested aggregate too: its groups become a map ``D[g]``
+  of row counts (maintained by deltas, or itself re-evaluated when its WHERE nests aggregates),
+  read as ``D[g] / D[g]`` (1 per non-empty group, binding ``g``), and each aggregate column is
+  materialized with ``g`` bound, so the enclosing query is re-evaluated by one pass over the
+  groups with a few map reads (range sums, threshold searches) per group -- or for the one group
+  an event can change, when it changed the maps read only at that group (:func:`_narrow`).
 
 Products of factors that share no loop variable are *factorized* into separate ``AggSum``s
 (``sum_a sum_b f(a) g(b) = (sum_a f(a)) (sum_b g(b))``), and maps with the same definition (up to
@@ -27,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddms.calculus.delta import delta
-from ddms.calculus.ir import Query, Rel, Term, expr_vars, has_rel, substitute, walk
+from ddms.calculus.ir import Exists, Query, Rel, Term, expr_vars, has_rel, node_vars, substitute, walk
 from ddms.calculus.normal import expand, merge_terms, simplify, simplify_term
 from ddms.errors import SqlError
 from ddms.m3.ir import (
@@ -141,6 +148,9 @@ class Compiler:
 
     def query_map(self, group: tuple[str, ...], terms: list[Term],
                   name: str | None = None) -> tuple[str, tuple[str, ...]]:
+        if any(isinstance(x, Exists) for t in terms for f in t.factors for x in walk(f)):
+            return self.reeval_map(group, terms, name, "aggregate subquery in FROM: no incremental form, "
+                                   "re-evaluated from maintained maps, one pass over its groups")
         if any(has_rel(f) for t in terms for f in t.factors):
             return self.reeval_map(group, terms, name, "nested aggregate: re-evaluated from maps")
         return self.linear_map(group, terms, name)
@@ -183,17 +193,24 @@ class Compiler:
             groups.setdefault(find(i), []).append(i)
         comp_vars = {r: {v for i in ix for v in atoms[i].vars if v not in bound} for r, ix in groups.items()}
         local: dict[int, list[Expr]] = {r: [] for r in groups}
-        outside: list[Expr] = []
+        plain_outside: list[Expr] = []
         for f in plain:
             vs = expr_vars(f)
             homes = [r for r, cv in comp_vars.items() if vs and vs <= cv]
             if homes:
                 local[homes[0]].append(f)
             else:
-                outside.append(f)
-        # nested aggregates see every variable of this term as bound
-        inner_bound = bound | {v for a in atoms for v in a.vars}
-        outside += [self.materialize_nested(f, inner_bound) for f in nested]
+                plain_outside.append(f)
+        # nested aggregates see every variable of this term as bound, including the groups an
+        # Exists binds and the variable a lift binds; each factor outside the components is
+        # placed after the factors binding the variables it reads
+        have = bound | {v for a in atoms for v in a.vars}
+        inner_bound = have | {v for f in nested for v in _provides(f)}
+        placed = [(f, _provides(f), expr_vars(f) - _provides(f)) for f in plain_outside]
+        for f in nested:
+            m = self.materialize_nested(f, inner_bound)
+            placed.append((m, _provides(f), (expr_vars(m) & inner_bound) - _provides(f)))
+        outside = _binding_order(placed, have)
         used_outside: set[str] = set(out)
         for f in outside:
             used_outside |= expr_vars(f)
@@ -219,6 +236,12 @@ class Compiler:
     def materialize_nested(self, e: Expr, bound: set[str]) -> Expr:
         """Replace each aggregate over relations inside ``e`` by its materialized form."""
         match e:
+            case Exists(g, AggSum(_, body)):
+                # the groups of a subquery in FROM: a map of row counts, 1 per non-empty group
+                g = tuple(dict.fromkeys(g))
+                terms = merge_terms([x for t in expand(body) if (x := simplify_term(t)) is not None])
+                name, order = self.query_map(g, terms)
+                return Div(MapRef(name, order), MapRef(name, order))
             case AggSum(g, body) if has_rel(body):
                 terms = expand(body)
                 inner = self.materialize(merge_terms([x for t in terms if (x := simplify_term(t)) is not None]),
@@ -280,7 +303,21 @@ class Compiler:
                         if ss == s.name and sg == sign]
                 mine.sort(key=lambda x: (-x[0], x[1]))
                 body = [st for _, _, st in mine]
-                body += [st for _, st, streams in self.reeval if s.name in streams]
+                # keys written so far in this trigger, per map (None: anywhere)
+                written: dict[str, list[tuple[str, ...]] | None] = {}
+                for st in body:
+                    if written.get(st.target.name, []) is not None:
+                        written.setdefault(st.target.name, []).append(st.target.keys)
+                for _, st, streams in self.reeval:
+                    if s.name not in streams:
+                        continue
+                    st = _narrow(st, written, self.args[s.name])
+                    pinned = any(k in self.args[s.name] for k in st.target.keys)
+                    if pinned and written.get(st.target.name, []) is not None:
+                        written.setdefault(st.target.name, []).append(st.target.keys)
+                    else:
+                        written[st.target.name] = None
+                    body.append(st)
                 if body:
                     triggers.append(Trigger(sym, s.name, self.args[s.name], tuple(body)))
         queries = tuple(M3Query(v.name, v.name) for v in views)
@@ -289,6 +326,95 @@ class Compiler:
 
 
 # -- helpers -----------------------------------------------------------------------------------------
+
+
+def _narrow(st: Statement, written: dict[str, list[tuple[str, ...]] | None], args: tuple[str, ...]) -> Statement:
+    """A re-evaluation ``X[.., k, ..] := e`` restricted to the one group an event can change.
+
+    When every map ``e`` reads that the trigger has written so far was written only at entries
+    whose key at some position is one event argument ``a`` (``D[BIDS_BROKER_ID] += ..``), and
+    every read of it has the target key ``k`` at that position, only the group ``k = a`` can
+    have changed: the statement becomes ``X[.., a, ..] := e[k := a]``, one group per event
+    instead of a pass over all of them.  Otherwise ``st`` unchanged.  O(size of e) per key."""
+    if st.op != ":=" or not st.target.keys:
+        return st
+    reads = [x for x in walk(st.expr) if isinstance(x, MapRef) and x.name in written]
+    if not reads:
+        return st
+    for k in st.target.keys:
+        arg: str | None = None
+        for r in reads:
+            writes = written[r.name]
+            if writes is None:
+                break
+            hits = [w[i] for i, x in enumerate(r.keys) if x == k
+                    for w in [writes[0]] if all(v[i] == w[i] for v in writes) and w[i] in args]
+            hits = [h for h in hits if arg is None or h == arg]
+            if not hits:
+                break
+            arg = hits[0]
+        else:
+            if arg is not None:
+                expr = _fixed_tests(substitute(st.expr, {k: arg}), set(args))
+                return Statement(MapRef(st.target.name, tuple(arg if x == k else x for x in st.target.keys)), ":=",
+                                 expr)
+    return st
+
+
+def _fixed_tests(e: Expr, args: set[str]) -> Expr:
+    """Group tests ``D[g] / D[g]`` whose keys are now all event arguments become ``{D[g] != 0}``:
+    they no longer bind the group, and 0 / 0 would make a vanished group NULL.  O(size of e)."""
+    match e:
+        case Div(MapRef(_, keys) as a, b) if a == b and set(keys) <= args:
+            return Cmp("!=", a, Const(0.0))
+        case Add(ts):
+            return Add(tuple(_fixed_tests(x, args) for x in ts))
+        case Mul(fs):
+            return Mul(tuple(_fixed_tests(x, args) for x in fs))
+        case Neg(x):
+            return Neg(_fixed_tests(x, args))
+        case Div(a, b):
+            return Div(_fixed_tests(a, args), _fixed_tests(b, args))
+        case Cmp(op, a, b):
+            return Cmp(op, _fixed_tests(a, args), _fixed_tests(b, args))
+        case AggSum(g, x):
+            return AggSum(g, _fixed_tests(x, args))
+        case Lift(v, x):
+            return Lift(v, _fixed_tests(x, args))
+    return e
+
+
+def _provides(f: Expr) -> set[str]:
+    """The variables a calculus factor outside the relation atoms binds: an Exists its groups, a
+    lift its variable."""
+    match f:
+        case Exists(g, _):
+            return set(g)
+        case Lift(v, _):
+            return {v}
+    return set()
+
+
+def _binding_order(factors: list[tuple[Expr, set[str], set[str]]], have: set[str]) -> list[Expr]:
+    """Factors ``(expr, binds, reads)`` in an order where each reads only variables in ``have``
+    or bound by an earlier one: the given order when it already is one (stable), else the first
+    ready factor each time.  Factors that never become ready keep their order at the end (the
+    verifier names what is unbound).  An Exists (``D[g] / D[g]``) whose groups are bound by then
+    is a test, ``{D[g] != 0}``: a quotient would be 0 / 0 = NULL for a group it does not hold.
+    O(n^2) in the few factors of a term."""
+    left = list(factors)
+    done: list[Expr] = []
+    avail = set(have)
+    while left:
+        i = next((i for i, (_, _, reads) in enumerate(left) if reads <= avail), None)
+        if i is None:
+            return done + [f for f, _, _ in left]
+        f, binds, _ = left.pop(i)
+        if binds and binds <= avail and isinstance(f, Div) and isinstance(f.num, MapRef) and f.num == f.den:
+            f = Cmp("!=", f.num, Const(0.0))
+        done.append(f)
+        avail |= binds
+    return done
 
 
 def _replace_aggs(e: Expr, names: dict[str, tuple[str, tuple[str, ...]]], group: tuple[str, ...]) -> Expr:
@@ -327,15 +453,18 @@ def _canonical(group: tuple[str, ...], terms: list[Term]) -> tuple[Query, tuple[
 
 
 def _ordered_vars(t: Term) -> list[str]:
+    """The variables of ``t`` in order of first appearance (atoms, then factors walked pre-order),
+    so equal terms up to renaming list them alike, whatever the names."""
     seen: list[str] = []
     for a in t.atoms:
         for v in a.vars:
             if v not in seen:
                 seen.append(v)
     for f in t.factors:
-        for v in sorted(expr_vars(f)):
-            if v not in seen:
-                seen.append(v)
+        for x in walk(f):
+            for v in node_vars(x):
+                if v not in seen:
+                    seen.append(v)
     return seen
 
 

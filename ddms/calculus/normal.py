@@ -4,14 +4,15 @@
 products, constants folded into the coefficient, relation atoms separated from other factors).
 ``unify`` removes equalities between variables by renaming (``b2.broker_id = b1.broker_id`` makes
 the inner relation atom read the outer variable, so the equality becomes a map key), and
-``simplify_term`` folds comparisons decided by their syntax (``{x > x}`` is 0).  Pure functions;
+``simplify_term`` folds comparisons decided by their syntax (``{x > x}`` is 0; ``{x = x}`` is 1
+unless ``x`` can be NULL: then it is the test "x is not NULL").  Pure functions;
 cost linear in the size of the result (which can be exponential in nested sums: ``expand`` stops
 at ``MAX_TERMS``).
 """
 
 from __future__ import annotations
 
-from ddms.calculus.ir import Rel, Term, substitute_term
+from ddms.calculus.ir import Exists, Rel, Term, nullable, substitute_term
 from ddms.errors import SqlError
 from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Expr, Lift, Mul, Neg, Var
 
@@ -43,7 +44,7 @@ def expand(e: Expr) -> list[Term]:
                 if not acc:
                     return []
             return acc
-    # Var, Cmp, Div, AggSum, Lift, MapRef, Extreme: an opaque factor
+    # Var, Cmp, Div, AggSum, Lift, MapRef, Extreme, Exists: an opaque factor
     return [Term(1.0, (), (e,))]
 
 
@@ -97,7 +98,7 @@ def simplify(e: Expr) -> Expr:
     match e:
         case Cmp(op, a, b):
             a, b = simplify(a), simplify(b)
-            if a == b:
+            if a == b and not nullable(a):
                 return Const(1.0 if op in ("=", "<=", ">=") else 0.0)
             if isinstance(a, Const) and isinstance(b, Const):
                 x, y = a.value, b.value
@@ -116,6 +117,8 @@ def simplify(e: Expr) -> Expr:
             return AggSum(g, simplify(x))
         case Lift(v, x):
             return Lift(v, simplify(x))
+        case Exists(g, x):
+            return Exists(g, simplify(x))
     return e
 
 

@@ -4,10 +4,20 @@ that combines them (``SUM(x) / COUNT(*)`` for AVG).
 * a FROM table ``bids b`` is the atom ``BIDS(B_T, B_ID, ...)`` (fresh variables per alias);
 * WHERE is a product of comparisons; ``OR`` is inclusion-exclusion (``{a} + {b} - {a}{b}``),
   ``NOT`` is ``1 - {a}`` (a negated comparison flips its operator);
-* ``SUM(e)`` multiplies ``e`` into the terms, ``COUNT`` counts, ``AVG`` is ``SUM / COUNT``;
+* ``SUM(e)`` multiplies ``e`` into the terms, ``COUNT`` counts, ``AVG`` is ``SUM / COUNT``; an
+  argument that can be NULL (a quotient: ``AVG`` over nothing, ``x / 0``) is guarded by
+  ``{e = e}``, false for NULL, so ``SUM``/``COUNT``/``AVG`` skip NULL inputs as SQL does;
 * a scalar subquery is a nested ``AggSum`` (its free variables are the correlation);
-* a plain (aggregate-free) subquery in FROM is inlined; aggregate subqueries in FROM are
-  rejected for now (with an error naming them);
+* a plain (aggregate-free) subquery in FROM is inlined;
+* an aggregate subquery in FROM is a relation whose columns are nested aggregates (DBToaster's
+  lifted nested aggregates, with the column's expression substituted where it is read):
+  without ``GROUP BY`` it is exactly one row (``SUM`` over nothing is 0, ``COUNT`` 0, ``AVG``
+  NULL), so it adds no factor and each column is a scalar subquery; with ``GROUP BY g`` it is
+  one row per non-empty group, the factor ``Exists(g, count of rows per g)`` binding ``g``, and
+  each aggregate column is the aggregate correlated on ``g``.  A ``GROUP BY`` subquery may not
+  refer to columns of an enclosing query, and a ``GROUP BY`` key of the enclosing query that is
+  an aggregate column is bound by a lift ``(k ^= aggregate)`` (rejected when it can be NULL:
+  NULL keys would need a group of their own);
 * equalities between variables are removed by renaming (:func:`ddms.calculus.normal.unify`).
 
 Pure; cost linear in the SQL plus the multiplied-out terms (bounded by ``normal.MAX_TERMS``).
@@ -17,10 +27,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ddms.calculus.ir import Query, Rel, Term, query_expr, term_vars
+from ddms.calculus.ir import Exists, Query, Rel, Term, expr_vars, nullable, query_expr, term_vars
 from ddms.calculus.normal import check_budget, expand, merge_terms, simplify_term, unify
 from ddms.errors import SqlError
-from ddms.m3.ir import Add, Cmp, Const, Div, Expr, MapRef, Mul, Neg, Stream, Var
+from ddms.m3.ir import Add, Cmp, Const, Div, Expr, Lift, MapRef, Mul, Neg, Stream, Var
 from ddms.sql.ast import (
     Agg,
     And,
@@ -60,12 +70,14 @@ class ViewDef:
 
 @dataclass
 class _Scope:
-    """Column name -> variable for the FROM items of one SELECT, with the enclosing scope."""
+    """Column name -> what it reads, for the FROM items of one SELECT, with the enclosing scope: a
+    variable (a relation's column, a GROUP BY key of a subquery in FROM) or an expression (an
+    aggregate column of a subquery in FROM: a nested aggregate)."""
 
-    tables: dict[str, dict[str, str]]
+    tables: dict[str, dict[str, str | Expr]]
     parent: _Scope | None
 
-    def resolve(self, c: Col, fail) -> str:
+    def lookup(self, c: Col, fail) -> str | Expr:
         scope: _Scope | None = self
         while scope is not None:
             if c.table is not None:
@@ -82,6 +94,24 @@ class _Scope:
                     return hits[0]
             scope = scope.parent
         raise fail(f"unknown column {c.text or c.name}", c.text)
+
+    def resolve(self, c: Col, fail) -> str:
+        """The variable of a column that must be one (a key, a plain subquery's output)."""
+        hit = self.lookup(c, fail)
+        if not isinstance(hit, str):
+            raise fail(f"{c.text or c.name} is an aggregate computed by a subquery in FROM, not a column of a "
+                       "relation: it cannot be used here", c.text)
+        return hit
+
+    def rebind(self, c: Col, var: str) -> None:
+        """Make ``c`` read ``var`` from now on (an aggregate column lifted into a variable)."""
+        scope: _Scope | None = self
+        while scope is not None:
+            for alias, cols in scope.tables.items():
+                if c.name.upper() in cols and (c.table is None or c.table == alias):
+                    cols[c.name.upper()] = var
+                    return
+            scope = scope.parent
 
 
 class _Translator:
@@ -119,7 +149,7 @@ class _Translator:
                 if s is None:
                     raise self.fail(f"unknown stream or table {item.name} (declare it with CREATE STREAM)", item.text)
                 cols = {c.name: self.fresh(f"{item.alias}_{c.name}") for c in s.columns}
-                scope.tables[item.alias] = cols
+                scope.tables[item.alias] = dict(cols)
                 local |= set(cols.values())
                 atom = Rel(s.name, tuple(cols[c.name] for c in s.columns))
                 terms = [Term(t.coef, t.atoms + (atom,), t.factors) for t in terms]
@@ -127,20 +157,64 @@ class _Translator:
                 assert isinstance(item, FromSelect)
                 sub = item.select
                 if any(has_agg(it.expr) for it in sub.items) or sub.group:
-                    raise self.fail("an aggregate subquery in FROM is not supported yet: write it as a scalar "
-                                    "subquery in WHERE or as a separate view", item.text)
+                    agg_cols, sub_terms, sub_local = self.aggregate_source(item, parent)
+                    scope.tables[item.alias] = agg_cols
+                    local |= sub_local
+                    terms = _times(terms, sub_terms)
+                    continue
                 inner_scope, inner_terms, inner_local = self.from_items(sub, parent)
                 if sub.where is not None:
                     inner_terms = _times(inner_terms, self.cond(sub.where, inner_scope))
-                cols: dict[str, str] = {}
+                cols: dict[str, str | Expr] = {}
                 for it in sub.items:
                     if not isinstance(it.expr, Col):
                         raise self.fail("a subquery in FROM may select plain columns only", it.text)
-                    cols[it.name.upper()] = inner_scope.resolve(it.expr, self.fail)
+                    cols[it.name.upper()] = inner_scope.lookup(it.expr, self.fail)
                 scope.tables[item.alias] = cols
                 local |= inner_local
                 terms = _times(terms, inner_terms)
         return scope, terms, local
+
+    def aggregate_source(self, item: FromSelect, parent: _Scope | None
+                         ) -> tuple[dict[str, str | Expr], list[Term], set[str]]:
+        """An aggregate subquery in FROM as (its columns, the terms it multiplies into the
+        enclosing FROM, the variables it adds to the enclosing level).
+
+        Without GROUP BY the subquery is one row whatever its input: its columns are scalar
+        subqueries and it contributes the factor 1.  With GROUP BY ``g`` its rows are the
+        non-empty groups: the factor ``Exists(g, count per g)`` binds ``g`` and each aggregate
+        column is the aggregate for the bound group (a nested ``AggSum`` correlated on ``g``).
+        Cost: as translating the subquery once per aggregate column, plus once for its rows."""
+        sub = item.select
+        created_before = set(self.used)
+        inner_scope, body, inner_local = self.from_items(sub, parent)
+        if sub.where is not None:
+            body = _times(body, self.cond(sub.where, inner_scope))
+        group = tuple(dict.fromkeys(inner_scope.resolve(g, self.fail) for g in sub.group))
+        cols: dict[str, str | Expr] = {}
+        for it in sub.items:
+            name = it.name.upper()
+            if name in cols:
+                raise self.fail(f"the subquery {item.alias} has two columns named {it.name}", it.text)
+            if has_agg(it.expr):
+                cols[name] = self.aggregate_expr(it.expr, inner_scope, body, inner_local, group, nested=True)
+            elif isinstance(it.expr, Col) and inner_scope.lookup(it.expr, self.fail) in group:
+                cols[name] = inner_scope.resolve(it.expr, self.fail)
+            else:
+                raise self.fail("outside an aggregate, a subquery in FROM may select its GROUP BY columns only",
+                                it.text)
+        if not group:
+            return cols, [Term(1.0, (), ())], set()
+        # the rows (groups) are a map over the whole input: no variable of an enclosing query
+        created = set(self.used) - created_before
+        seen = {v for t in body for v in term_vars(t)}
+        seen |= {v for e in cols.values() if not isinstance(e, str) for v in expr_vars(e)}
+        if seen - created:
+            raise self.fail("a GROUP BY subquery in FROM cannot refer to columns of an enclosing query "
+                            f"({', '.join(sorted(seen - created))}): join on its GROUP BY columns outside it",
+                            item.text)
+        count = self.normalize(group, body, inner_local)
+        return cols, [Term(1.0, (), (Exists(group, query_expr(count)),))], set(group)
 
     # -- conditions -------------------------------------------------------------------------------
     def cond(self, c: Cond, scope: _Scope) -> list[Term]:
@@ -170,7 +244,8 @@ class _Translator:
     def value(self, e: SqlExpr, scope: _Scope) -> Expr:
         match e:
             case Col():
-                return Var(scope.resolve(e, self.fail))
+                hit = scope.lookup(e, self.fail)
+                return Var(hit) if isinstance(hit, str) else hit
             case Lit(v):
                 return Const(v)
             case Minus(x):
@@ -208,11 +283,14 @@ class _Translator:
             case Agg(func, arg):
                 if func == "AVG":
                     s = self.aggregate_expr(Agg("SUM", arg, e.text), scope, body, local, group, nested, out)
-                    c = self.aggregate_expr(Agg("COUNT", None, e.text), scope, body, local, group, nested, out)
+                    c = self.aggregate_expr(Agg("COUNT", arg, e.text), scope, body, local, group, nested, out)
                     return Div(s, c)
                 if arg is not None and has_agg(arg):
                     raise self.fail("nested aggregate functions are not supported", e.text)
-                terms = body if func == "COUNT" else _times(body, expand(self.value(arg, scope)))
+                x = None if arg is None else self.value(arg, scope)
+                if x is not None and nullable(x):  # SQL aggregates skip NULL inputs
+                    body = _times(body, [Term(1.0, (), (Cmp("=", x, x),))])
+                terms = body if func == "COUNT" or x is None else _times(body, expand(x))
                 q = self.normalize(group, terms, local)
                 if nested:
                     return query_expr(q)
@@ -245,7 +323,21 @@ class _Translator:
         scope, body, local = self.from_items(sel, None)
         if sel.where is not None:
             body = _times(body, self.cond(sel.where, scope))
-        group = tuple(scope.resolve(g, self.fail) for g in sel.group)
+        group_vars: list[str] = []
+        for g in sel.group:
+            hit = scope.lookup(g, self.fail)
+            if not isinstance(hit, str):
+                # a key that is an aggregate column of a subquery in FROM: lift it into a variable
+                if nullable(hit):
+                    raise self.fail(f"GROUP BY {g.text}: a key that can be NULL (an AVG or a quotient) is not "
+                                    "supported", g.text)
+                v = self.fresh(g.name)
+                body = _times(body, [Term(1.0, (), (Lift(v, hit),))])
+                scope.rebind(g, v)
+                local.add(v)
+                hit = v
+            group_vars.append(hit)
+        group = tuple(dict.fromkeys(group_vars))
         keys: list[str] = []
         key_vars: list[str] = []
         value: Expr | None = None
