@@ -74,15 +74,17 @@ class Subscription:
     moves its ``above``/``below`` bounds, e.g. a strategy at its position limit stops listening
     for the signal that would make it buy more."""
 
-    __slots__ = ("_engine", "view", "fn", "lo", "hi")
+    __slots__ = ("_engine", "view", "fn", "lo", "hi", "live")
 
     def __init__(self, engine: Engine, view: str, fn: Callback, lo: float, hi: float) -> None:
         self._engine, self.view, self.fn, self.lo, self.hi = engine, view, fn, lo, hi
+        self.live = True
 
     def __call__(self) -> None:
         self.cancel()
 
     def cancel(self) -> None:
+        self.live = False
         subs = self._engine._callbacks.get(self.view, [])
         if self in subs:
             subs.remove(self)
@@ -126,7 +128,10 @@ class Engine:
             else:
                 self.views[q.name] = ScalarView(q.name, decl, table)
         self._callbacks: dict[str, list[Callback]] = {}
-        self._watched: list[tuple[str, ScalarView | GroupedView, int, list[Callback]]] = []
+        # what _line_changed walks (rebuilt by _set_watch): (view, value cell, prev slot,
+        # subscriptions) per watched scalar view, (view name, view) per watched grouped view
+        self._scalar_watch: list[tuple[str, np.ndarray, int, tuple[Subscription, ...]]] = []
+        self._grouped_watch: list[tuple[str, GroupedView]] = []
         self.position = 0
         self._fire_c = _FIRE(self._line_changed)  # compiled code calls back through this
         self._raised: BaseException | None = None
@@ -234,9 +239,10 @@ class Engine:
         name = self.views[view].decl.name
         self._watch[self._mid[name]] = 1 if any(self._callbacks.get(q) for q in self._map_queries[name]) else 0
         self._watching[0] = 1 if any(self._callbacks.values()) else 0
-        self._watched = [(n, self.views[n], -1 if isinstance(self.views[n], GroupedView)
-                          else self._mid[self.views[n].decl.name], cbs)
-                         for n, cbs in self._callbacks.items() if cbs]
+        live = [(n, self.views[n], tuple(cbs)) for n, cbs in self._callbacks.items() if cbs]
+        self._scalar_watch = [(n, v._cell, self._mid[v.decl.name], subs) for n, v, subs in live
+                              if isinstance(v, ScalarView)]
+        self._grouped_watch = [(n, v) for n, v, _ in live if isinstance(v, GroupedView)]
         self._set_gate(view)
 
     def _set_gate(self, view: str) -> None:
@@ -335,37 +341,45 @@ class Engine:
         return first
 
     def _line_changed(self, line: int) -> int:
-        """Called from compiled code (a ctypes callback, ~0.2 us): input ``line`` of the current
-        batch changed a watched view.  An exception cannot cross back into compiled code, so it is
-        kept and 1 tells the compiled loop to stop; ``apply`` raises it."""
-        self.position = self._batch_base + line
+        """Called from compiled code (a ctypes callback) after input ``line`` of the current batch
+        changed a watched view: call the callbacks of every watched view the line changed.  An
+        exception cannot cross back into compiled code, so it is kept and 1 tells the compiled
+        loop to stop; ``apply`` raises it.
+
+        The hot path of every callback (~1 us of Python around the user's function): scalar
+        views are walked from the precomputed ``_scalar_watch`` with the value test inlined; a
+        subscription cancelled by an earlier callback of the same line is skipped."""
+        self.position = position = self._batch_base + line
         try:
-            self._fire(self.position)
+            item = self._prev.item
+            for view, cell, slot, subs in self._scalar_watch:
+                old = item(slot)
+                new = cell.item(0)
+                if old != new and (old == old or new == new):   # changed; NaN equals NaN
+                    for sub in subs:
+                        lo, hi = sub.lo, sub.hi
+                        if (lo > hi or new > hi or new < lo) and sub.live:  # NaN: unconditional only
+                            sub.fn(view, (), old, new, position)
+            if self._grouped_watch:
+                self._fire_grouped(position)
         except BaseException as e:  # noqa: BLE001 - re-raised by apply
             self._raised = e
             return 1
         return 0
 
-    def _fire(self, position: int) -> None:
-        """Call the callbacks of every watched view the current line changed.  Hot path (once per
-        changing line): the watched views are precomputed by ``_set_watch``."""
-        changes: dict[str, dict[tuple, float]] = {}  # per map: views on one map share its log
-        prev = self._prev
-        for view, v, slot, cbs in self._watched:
-            if slot >= 0:
-                old, new = prev.item(slot), v._cell.item(0)
-                if not _same(old, new):
-                    for sub in tuple(cbs):
-                        if new > sub.hi or new < sub.lo or sub.lo > sub.hi:  # NaN fires unconditional only
-                            sub.fn(view, (), old, new, position)
-                continue
-            if v.decl.name not in changes:  # drain each map's log once, for all its views
+    def _fire_grouped(self, position: int) -> None:
+        """The callbacks of watched grouped views, per key the line changed (from the map's write
+        log, drained once per map for all its views)."""
+        changes: dict[str, dict[tuple, float]] = {}
+        for view, v in self._grouped_watch:
+            if v.decl.name not in changes:
                 changes[v.decl.name] = self._drain_log(view)
             for k, old in changes[v.decl.name].items():
                 new = float(v._table.get(k, 0.0))
                 if not _same(old, new):
-                    for sub in tuple(cbs):
-                        sub.fn(view, k, old, new, position)
+                    for sub in tuple(self._callbacks.get(view, ())):
+                        if sub.live:
+                            sub.fn(view, k, old, new, position)
 
     def event(self, sign: str, stream: str, values: Sequence[float]) -> None:
         """Apply one insert (``sign='+'``) or delete (``'-'``) as its own input line."""
