@@ -54,7 +54,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "5"
+CODEGEN_VERSION = "6"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -116,7 +116,7 @@ class _Codegen:
         if len(m.keys) == 1:
             return f"st.or_{m.name}[0]"
         prefix = self._tuple([env[k] for k in keys[:-1]])
-        return f"(st.or_{m.name}[{prefix}] if {prefix} in st.or_{m.name} else -1)"
+        return f"st.or_{m.name}.get({prefix}, -1)"       # one hash probe; -1: the empty tree
 
     def _ordered_slice(self, ref: MapRef, env: dict[str, str]) -> bool:
         """True if ``ref`` reads an ORDERED map with only its last (ordered) key unbound."""
@@ -544,10 +544,12 @@ class _Codegen:
                 body += [f"    st.or_{m.name}[0] = btree_set(st.op_{m.name}, st.or_{m.name}[0], key[0], new)"]
             else:
                 prefix = self._tuple([f"key[{p}]" for p in range(n - 1)])
-                body += [f"    r = st.or_{m.name}[{prefix}] if {prefix} in st.or_{m.name} else -1",
-                         f"    r = btree_set(st.op_{m.name}, r, key[{n - 1}], new)",
-                         "    if r < 0:", f"        st.or_{m.name}.pop({prefix}, -1)",
-                         "    else:", f"        st.or_{m.name}[{prefix}] = r"]
+                # the slice's root moves only when its tree splits, merges or empties
+                body += [f"    r0 = st.or_{m.name}.get({prefix}, -1)",
+                         f"    r = btree_set(st.op_{m.name}, r0, key[{n - 1}], new)",
+                         "    if r != r0:",
+                         "        if r < 0:", f"            st.or_{m.name}.pop({prefix}, -1)",
+                         "        else:", f"            st.or_{m.name}[{prefix}] = r"]
         out = [f"@njit(cache=True)\ndef w_{m.name}(st, key, new):\n" + "\n".join(body) + "\n"]
         return out
 
