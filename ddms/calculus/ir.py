@@ -66,6 +66,13 @@ def children(e: Expr) -> tuple[Expr, ...]:
     return m3.children(e)
 
 
+def with_children(e: Expr, kids: tuple[Expr, ...]) -> Expr:
+    """:func:`ddms.m3.ir.with_children`, also for an Exists' body."""
+    if isinstance(e, Exists):
+        return Exists(e.group, kids[0])
+    return m3.with_children(e, kids)
+
+
 def walk(e: Expr):
     yield e
     for c in children(e):

@@ -34,7 +34,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddms.calculus.delta import delta
-from ddms.calculus.ir import Exists, Query, Rel, Term, expr_vars, has_rel, node_vars, substitute, walk
+from ddms.calculus.ir import (
+    Exists,
+    Query,
+    Rel,
+    Term,
+    children,
+    expr_vars,
+    has_rel,
+    node_vars,
+    substitute,
+    walk,
+    with_children,
+)
 from ddms.calculus.normal import expand, merge_terms, simplify, simplify_term
 from ddms.errors import SqlError
 from ddms.m3.ir import (
@@ -367,21 +379,10 @@ def _fixed_tests(e: Expr, args: set[str]) -> Expr:
     match e:
         case Div(MapRef(_, keys) as a, b) if a == b and set(keys) <= args:
             return Cmp("!=", a, Const(0.0))
-        case Add(ts):
-            return Add(tuple(_fixed_tests(x, args) for x in ts))
-        case Mul(fs):
-            return Mul(tuple(_fixed_tests(x, args) for x in fs))
-        case Neg(x):
-            return Neg(_fixed_tests(x, args))
-        case Div(a, b):
-            return Div(_fixed_tests(a, args), _fixed_tests(b, args))
-        case Cmp(op, a, b):
-            return Cmp(op, _fixed_tests(a, args), _fixed_tests(b, args))
-        case AggSum(g, x):
-            return AggSum(g, _fixed_tests(x, args))
-        case Lift(v, x):
-            return Lift(v, _fixed_tests(x, args))
-    return e
+        case Exists():
+            return e                      # a group domain's own body is left as it is
+    kids = children(e)
+    return with_children(e, tuple(_fixed_tests(x, args) for x in kids)) if kids else e
 
 
 def _provides(f: Expr) -> set[str]:

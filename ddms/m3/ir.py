@@ -208,6 +208,30 @@ def children(e: Expr) -> tuple[Expr, ...]:
     return ()
 
 
+def with_children(e: Expr, kids: tuple[Expr, ...]) -> Expr:
+    """``e`` with its direct subexpressions (in :func:`children` order) replaced by ``kids``: the
+    one place a structural rewrite rebuilds a node, so a pass states only the cases it changes
+    (cost O(1) plus the tuple)."""
+    match e:
+        case Add():
+            return Add(tuple(kids))
+        case Mul():
+            return Mul(tuple(kids))
+        case Neg():
+            return Neg(kids[0])
+        case AggSum(group, _):
+            return AggSum(group, kids[0])
+        case Lift(var, _):
+            return Lift(var, kids[0])
+        case Div():
+            return Div(kids[0], kids[1])
+        case Cmp(op, _, _):
+            return Cmp(op, kids[0], kids[1])
+        case Extreme(kind, var, _):
+            return Extreme(kind, var, kids[0])
+    return e
+
+
 def walk(e: Expr):
     """Every subexpression of ``e``, pre-order."""
     yield e

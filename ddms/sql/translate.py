@@ -27,7 +27,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ddms.calculus.ir import Exists, Query, Rel, Term, expr_vars, nullable, query_expr, term_vars
+from ddms.calculus.ir import (
+    Exists,
+    Query,
+    Rel,
+    Term,
+    children,
+    expr_vars,
+    nullable,
+    query_expr,
+    term_vars,
+    with_children,
+)
 from ddms.calculus.normal import check_budget, expand, merge_terms, simplify_term, unify
 from ddms.errors import SqlError
 from ddms.m3.ir import Add, Cmp, Const, Div, Expr, Lift, MapRef, Mul, Neg, Stream, Var
@@ -365,18 +376,11 @@ class _Translator:
 
 
 def _regroup(e: Expr, order: tuple[str, ...]) -> Expr:
+    """``e`` with every aggregate placeholder (a ``#`` map) keyed by the view's keys in ``order``."""
     if isinstance(e, MapRef) and e.name.startswith("#"):
         return MapRef(e.name, order)
-    match e:
-        case Add(ts):
-            return Add(tuple(_regroup(t, order) for t in ts))
-        case Mul(fs):
-            return Mul(tuple(_regroup(t, order) for t in fs))
-        case Neg(x):
-            return Neg(_regroup(x, order))
-        case Div(a, b):
-            return Div(_regroup(a, order), _regroup(b, order))
-    return e
+    kids = children(e)
+    return with_children(e, tuple(_regroup(t, order) for t in kids)) if kids else e
 
 
 def _times(a: list[Term], b: list[Term]) -> list[Term]:
