@@ -54,7 +54,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "6"
+CODEGEN_VERSION = "7"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -489,13 +489,25 @@ class _Codegen:
                     key = self._tuple([env2[x] for x in s.target.keys])
                     fn.line(f"{buf}[{key}] = {buf}.get({key}, 0.0) + {v}")
                 self._emit(fn, expr, env, put)
-                if s.op == ":=":
-                    pos = tuple(i for i, x in enumerate(s.target.keys) if x in bound)
-                    if pos:
-                        self.indexes[tname].add(pos)
-                    fn.line(f"clear_{tname}_{_mask(pos)}(st, {self._tuple([env[x] for x in bound])})")
-                fn.line(f"for kk, vv in {buf}.items():")
-                fn.line(f"    {self._add(tname, 'kk', 'vv')}")
+                if s.op == ":=" and not bound and not self._tree_only(tname):
+                    # the whole map is re-evaluated: write only what changed (w_ returns early on
+                    # equal values), then remove the groups that vanished (rare: a list then)
+                    fn.line("kept = 0")
+                    fn.line(f"for kk, vv in {buf}.items():")
+                    fn.line(f"    w_{tname}(st, kk, vv)")
+                    fn.line("    if vv != 0.0:")          # stored (a map holds only nonzero values)
+                    fn.line("        kept += 1")
+                    fn.line(f"if len(st.m_{tname}) > kept:")
+                    fn.line(f"    for kk in [k for k in st.m_{tname}.keys() if k not in {buf}]:")
+                    fn.line(f"        w_{tname}(st, kk, 0.0)")
+                else:
+                    if s.op == ":=":
+                        pos = tuple(i for i, x in enumerate(s.target.keys) if x in bound)
+                        if pos:
+                            self.indexes[tname].add(pos)
+                        fn.line(f"clear_{tname}_{_mask(pos)}(st, {self._tuple([env[x] for x in bound])})")
+                    fn.line(f"for kk, vv in {buf}.items():")
+                    fn.line(f"    {self._add(tname, 'kk', 'vv')}")
             else:
                 def write(v: str, env2: dict[str, str]) -> None:
                     key = self._tuple([env2[x] for x in s.target.keys])
