@@ -17,7 +17,6 @@ with other work the speedup cannot exceed that.  ``--quick`` runs a
 from __future__ import annotations
 
 import os
-import struct
 import sys
 import tempfile
 import time
@@ -44,18 +43,6 @@ def lobster_from_orderbook(src: Path, dst: Path) -> int:
             out.write(b",".join((t, typ[0], oid, vol, px, typ[1])) + b"\n")
             n += 1
     return n
-
-
-def _identical(a, b) -> bool:
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float):
-        return struct.pack("<d", a) == struct.pack("<d", b)
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(_identical(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(_identical(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
 
 
 def _spin(n: int) -> int:
@@ -150,7 +137,7 @@ def schedule_makespan(tasks, seconds: list[float], workers: int) -> float:
 
 def _sweep(quick: bool) -> list[Row]:
     from replay import spark
-    from replay.backtest import run_task
+    from replay.backtest import identical, run_task
 
     tasks = sweep_tasks(quick)
     if not CAPTURES[0].exists():
@@ -171,7 +158,7 @@ def _sweep(quick: bool) -> list[Row]:
     t0 = time.perf_counter()
     got = spark.run_sweep(tasks, master="local[2]")
     par = time.perf_counter() - t0
-    same = _identical(got, want)
+    same = identical(got, want)
     speedup = seq / par
     cores = (cores_before + available_parallelism()) / 2
     rows = [

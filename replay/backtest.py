@@ -20,6 +20,7 @@ samples), the data is streamed.
 from __future__ import annotations
 
 import math
+import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from replay.fills import FillSimulator
 from replay.metrics import RunMetrics, equity_curve, summarize
 from strategies.api import OrderRecord, SimContext, Strategy
 
-__all__ = ["BacktestResult", "METRICS", "open_partition", "run_backtest", "run_task", "summary_row"]
+__all__ = ["BacktestResult", "METRICS", "identical", "open_partition", "run_backtest", "run_task", "summary_row"]
 
 METRICS: tuple[str, ...] = tuple(RunMetrics.__dataclass_fields__) + ("lines", "orders")
 """The metric columns of a summary row, after the partition and the parameters."""
@@ -114,6 +115,21 @@ def summary_row(result: BacktestResult) -> dict[str, object]:
     row["lines"] = int(result.lines)
     row["orders"] = sum(1 for o in result.orders if o.action != "cancel")
     return row
+
+
+def identical(a: object, b: object) -> bool:
+    """Equal values of equal types, floats bit for bit (so NaN equals NaN and -0.0 differs from
+    0.0), dict keys in the same order: how a Spark sweep's summary rows are checked against the
+    sequential run's (``bench``, tests).  O(size of the values)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return struct.pack("<d", a) == struct.pack("<d", b)
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(identical(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(identical(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
 
 
 def _cuts(batch: EventBatch, every: int) -> Iterator[int]:

@@ -244,16 +244,13 @@ class SimContext(Context):
         super().__init__(engine)
         self.sim = sim
         self._batch: EventBatch | None = None
-        self._base = 0
         self._live: list[int] = []      # ids placed here and not yet seen finished, increasing
 
     def apply(self, batch: EventBatch, relmap: np.ndarray, *, until_line: int | None = None) -> None:
         """Apply ``batch`` (rel 0 = bids, 1 = asks) to the engine and the simulator, up to and
         including its input line ``until_line`` if given; calling again with the same batch
         resumes (see :meth:`ddms.runtime.engine.Engine.apply`)."""
-        if batch is not self._batch:
-            self._batch = batch
-            self._base = self.engine.position - batch.first_line + 1
+        self._batch = batch
         try:
             self.engine.apply(batch, relmap, until_line=until_line)
         finally:
@@ -262,7 +259,7 @@ class SimContext(Context):
 
     def _catch_up(self, position: int) -> None:
         if self._batch is not None:
-            self.sim.on_events(self._batch, until_line=position - self._base)
+            self.sim.on_events(self._batch, until_line=self.engine.batch_line(position))
 
     @property
     def now(self) -> float:

@@ -61,15 +61,18 @@ def _reference(path: Path, market: str) -> BinanceBook:
     return bk
 
 
+async def _serve(core, *, speed: float = 0.0, rate: float = 0.0, log=lambda m: None) -> tuple[asyncio.Task, str]:
+    """Start ``serve_replay`` on ``core`` in this loop: (its task, the stream URL once listening)."""
+    ready: asyncio.Future = asyncio.get_running_loop().create_future()
+    server = asyncio.create_task(serve_replay(core, ServeConfig(speed=speed, rate=rate), ready.set_result, log=log))
+    return server, await asyncio.wait_for(ready, 30)
+
+
 async def _session(path: Path, *, faults: tuple[Fault, ...] = (), rate: float = 0.0, speed: float = 0.0,
-                   monitor_cls: type[Monitor] = Monitor, engine=None, **mon_kw):
-    core = load_replay(path, faults=faults)
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future = loop.create_future()
+                   empty_book: bool = False, monitor_cls: type[Monitor] = Monitor, engine=None, **mon_kw):
+    core = load_replay(path, faults=faults, empty_book=empty_book)
     logs: list[str] = []
-    server = asyncio.create_task(serve_replay(core, ServeConfig(speed=speed, rate=rate), ready.set_result,
-                                              log=logs.append))
-    url = await asyncio.wait_for(ready, 30)
+    server, url = await _serve(core, speed=speed, rate=rate, log=logs.append)
     out = io.StringIO()
     mon = monitor_cls(MonitorConfig(url, json=True, once=True, display=False, **mon_kw), out=out, engine=engine)
     summary = await asyncio.wait_for(mon.run(), 60)
@@ -192,11 +195,7 @@ def test_routes_raw_streams_subscribe_and_errors(tmp_path):
     path = _slice(tmp_path, SPOT, 400)
 
     async def go():
-        core = load_replay(path)
-        loop = asyncio.get_running_loop()
-        ready: asyncio.Future = loop.create_future()
-        server = asyncio.create_task(serve_replay(core, ServeConfig(speed=4), ready.set_result, log=lambda m: None))
-        url = await ready
+        server, url = await _serve(load_replay(path), speed=4)
         base = url.split("/stream")[0].replace("ws://", "http://")
         st, body = await http_get(base + "/nope")
         assert st == 404 and "no such path" in json.loads(body)["msg"]
@@ -239,20 +238,8 @@ def test_capture_without_snapshot_needs_empty_book(tmp_path):
     core = load_replay(path, empty_book=True)
     snap = json.loads(core.snapshot_response().body)
     assert snap["bids"] == [] and snap["asks"] == []
-    _, mon, s, _, _ = run(_session_empty(path))
+    _, mon, s, _, _ = run(_session(path, empty_book=True))
     assert s["gaps"] == 0 and s["resyncs"] == 0 and s["applied"] > 10 and mon.book.synced
-
-
-async def _session_empty(path: Path):
-    core = load_replay(path, empty_book=True)
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future = loop.create_future()
-    server = asyncio.create_task(serve_replay(core, ServeConfig(speed=0), ready.set_result, log=lambda m: None))
-    url = await ready
-    mon = Monitor(MonitorConfig(url, json=True, once=True, display=False), out=io.StringIO())
-    s = await mon.run()
-    await server
-    return core, mon, s, None, None
 
 
 def test_fault_parsing():
@@ -369,11 +356,7 @@ def test_strategy_runs_on_the_live_book_and_display_renders(tmp_path):
     errs = io.StringIO()
 
     async def go():
-        core = load_replay(path)
-        loop = asyncio.get_running_loop()
-        ready: asyncio.Future = loop.create_future()
-        server = asyncio.create_task(serve_replay(core, ServeConfig(speed=0), ready.set_result, log=lambda m: None))
-        url = await ready
+        server, url = await _serve(load_replay(path))
         out = io.StringIO()
         import ddms.feeds.monitor as monitor_mod
         real = monitor_mod.load_strategy

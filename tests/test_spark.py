@@ -4,32 +4,18 @@ order; failed tasks and malformed task lists give clear errors."""
 from __future__ import annotations
 
 import math
-import struct
 
 import pytest
 from conftest import EXAMPLES, data_file
 
 from ddms.errors import ReplayError
 from replay import spark
+from replay.backtest import identical
 from replay.columnar import convert
 from replay.sources import open_source
 from replay.viewtask import view_task
 
 VWAP = str(EXAMPLES / "vwap.m3")
-
-
-def identical(a, b) -> bool:
-    """Equal values of equal types, floats bit for bit (so NaN equals NaN and -0.0 differs from 0.0),
-    dict keys in the same order."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float):
-        return struct.pack("<d", a) == struct.pack("<d", b)
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(identical(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(identical(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
 
 
 @pytest.fixture(scope="module")

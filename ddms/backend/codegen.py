@@ -136,9 +136,14 @@ class _Codegen:
     def _ready(self, e: Expr, env: dict[str, str]) -> bool:
         """``e`` reads only variables bound in ``env`` and binds none: it can be evaluated here."""
         try:
-            return not outputs(e, frozenset(env), self.arity)
+            return self._closed(e, env)
         except ProgramError:
             return False
+
+    def _in_place(self, name: str, pos: tuple[int, ...]) -> bool:
+        """A ``:=`` of the whole map ``name`` (no key fixed by the event: ``pos`` empty) is written
+        in place, only the groups that changed; other ``:=`` slices are cleared and re-added."""
+        return not pos and not self._tree_only(name)
 
     # -- scalar (loop-free) expressions ---------------------------------------------------------
     def _inline(self, e: Expr, env: dict[str, str]) -> str | None:
@@ -489,7 +494,8 @@ class _Codegen:
                     key = self._tuple([env2[x] for x in s.target.keys])
                     fn.line(f"{buf}[{key}] = {buf}.get({key}, 0.0) + {v}")
                 self._emit(fn, expr, env, put)
-                if s.op == ":=" and not bound and not self._tree_only(tname):
+                pos = tuple(i for i, x in enumerate(s.target.keys) if x in bound)
+                if s.op == ":=" and self._in_place(tname, pos):
                     # the whole map is re-evaluated: write only what changed (w_ returns early on
                     # equal values), then remove the groups that vanished (rare: a list then)
                     fn.line("kept = 0")
@@ -502,7 +508,6 @@ class _Codegen:
                     fn.line(f"        w_{tname}(st, kk, 0.0)")
                 else:
                     if s.op == ":=":
-                        pos = tuple(i for i, x in enumerate(s.target.keys) if x in bound)
                         if pos:
                             self.indexes[tname].add(pos)
                         fn.line(f"clear_{tname}_{_mask(pos)}(st, {self._tuple([env[x] for x in bound])})")
@@ -722,7 +727,7 @@ class _Codegen:
             for s in t.statements:
                 if s.op == ":=" and s.target.keys:
                     pos = tuple(i for i, x in enumerate(s.target.keys) if x in t.args)
-                    if (s.target.name, pos) not in out:
+                    if not self._in_place(s.target.name, pos) and (s.target.name, pos) not in out:
                         out.append((s.target.name, pos))
         return out
 

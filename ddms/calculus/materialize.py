@@ -359,8 +359,9 @@ def _narrow(st: Statement, written: dict[str, list[tuple[str, ...]] | None], arg
             writes = written[r.name]
             if writes is None:
                 break
-            hits = [w[i] for i, x in enumerate(r.keys) if x == k
-                    for w in [writes[0]] if all(v[i] == w[i] for v in writes) and w[i] in args]
+            w0 = writes[0]
+            hits = [w0[i] for i, x in enumerate(r.keys)
+                    if x == k and w0[i] in args and all(v[i] == w0[i] for v in writes)]
             hits = [h for h in hits if arg is None or h == arg]
             if not hits:
                 break
@@ -376,13 +377,22 @@ def _narrow(st: Statement, written: dict[str, list[tuple[str, ...]] | None], arg
 def _fixed_tests(e: Expr, args: set[str]) -> Expr:
     """Group tests ``D[g] / D[g]`` whose keys are now all event arguments become ``{D[g] != 0}``:
     they no longer bind the group, and 0 / 0 would make a vanished group NULL.  O(size of e)."""
-    match e:
-        case Div(MapRef(_, keys) as a, b) if a == b and set(keys) <= args:
-            return Cmp("!=", a, Const(0.0))
-        case Exists():
-            return e                      # a group domain's own body is left as it is
+    test = _group_test(e)
+    if test is not None and set(test.left.keys) <= args:
+        return test
+    if isinstance(e, Exists):
+        return e                          # a group domain's own body is left as it is
     kids = children(e)
     return with_children(e, tuple(_fixed_tests(x, args) for x in kids)) if kids else e
+
+
+def _group_test(e: Expr) -> Cmp | None:
+    """``{D[g] != 0}`` for the group quotient ``D[g] / D[g]`` of an aggregate subquery in FROM
+    (1 per non-empty group), else None: once ``g`` is bound the quotient is a test, and 0 / 0
+    would make a vanished group NULL."""
+    if isinstance(e, Div) and isinstance(e.num, MapRef) and e.num == e.den:
+        return Cmp("!=", e.num, Const(0.0))
+    return None
 
 
 def _provides(f: Expr) -> set[str]:
@@ -411,8 +421,8 @@ def _binding_order(factors: list[tuple[Expr, set[str], set[str]]], have: set[str
         if i is None:
             return done + [f for f, _, _ in left]
         f, binds, _ = left.pop(i)
-        if binds and binds <= avail and isinstance(f, Div) and isinstance(f.num, MapRef) and f.num == f.den:
-            f = Cmp("!=", f.num, Const(0.0))
+        if binds and binds <= avail:
+            f = _group_test(f) or f
         done.append(f)
         avail |= binds
     return done

@@ -329,6 +329,11 @@ class Engine:
             if batch.error is not None:
                 raise batch.error
 
+    def batch_line(self, position: int) -> int:
+        """The input line, within the batch being applied, of engine ``position`` (what a
+        callback receives): lets a driver advance its own copy of the stream in step."""
+        return position - self._batch_base
+
     def _drain_log(self, view: str) -> dict[tuple, float]:
         """The first old value of every key written since the last drain (empties the log)."""
         keys, olds = self._logs[view]
