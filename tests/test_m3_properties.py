@@ -101,6 +101,19 @@ def test_statement_shapes_random_streams(stream) -> None:
           lambda engine, interp, book, position: agree_with_interpreter(engine, interp, position))
 
 
+@SETTINGS
+@given(streams)
+def test_two_key_range_trees_random_streams(stream) -> None:
+    """Maps kept in per-broker range trees alone (no hash map) answer every read they get."""
+    drive(REPO / "tests" / "programs" / "slices.m3", render(stream),
+          lambda engine, interp, book, position: agree_with_interpreter(engine, interp, position))
+
+
+def test_two_key_maps_drop_their_hash_map_only_when_every_read_fixes_the_prefix() -> None:
+    tree_only = Engine(REPO / "tests" / "programs" / "slices.m3").module.TREE_ONLY
+    assert tree_only == ["BOOK", "BOOK_PV"]   # BOOK_ALL is walked whole: it keeps its hash map
+
+
 @pytest.mark.parametrize("lines", [
     [],                                              # empty book
     ["1,1,B,10,100"],                                # single level

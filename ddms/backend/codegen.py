@@ -54,7 +54,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "7"
+CODEGEN_VERSION = "8"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -67,11 +67,13 @@ _OPCODE = {"<": 0, "<=": 1, ">": 2, ">=": 3}  # ddms.storage.btree.OP_CODES (not
 
 @dataclass
 class _Fn:
-    """Lines of one generated function body, with the current indentation."""
+    """Lines of one generated function body, with the current indentation, and the range-tree
+    slice roots it looked up once at its top (code -> local name)."""
 
     lines: list[str] = field(default_factory=list)
     depth: int = 1
     temps: int = 0
+    roots: dict[str, str] = field(default_factory=dict)
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
@@ -91,9 +93,40 @@ class Generated:
     program: Program
 
 
+class _NeedsHash(Exception):
+    """Raised while generating code for a map assumed tree-only that is read in a way its range
+    trees cannot answer (a loop over some but not all of its prefix keys, or over none):
+    :func:`generate` tries again with that map keeping its hash map."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _tree_only_candidates(program: Program) -> frozenset[str]:
+    """ORDERED maps that may live in their range trees alone (no hash map beside them): maps no
+    query exposes, never the target of a ``:=`` that fixes some of its keys (that clears one
+    slice; a whole-map ``:=`` of a one-key map frees its tree), and, with prefix keys, never the
+    target of any ``:=``."""
+    views = {q.map for q in program.queries}
+    out = set()
+    for m in program.maps:
+        if not m.ordered or not m.keys or m.name in views:
+            continue
+        assigned = [(s, t) for t in program.triggers for s in t.statements
+                    if s.op == ":=" and s.target.name == m.name]
+        if len(m.keys) > 1 and assigned:
+            continue
+        if any(k in t.args for s, t in assigned for k in s.target.keys):
+            continue
+        out.add(m.name)
+    return frozenset(out)
+
+
 class _Codegen:
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, tree_only: frozenset[str] = frozenset()) -> None:
         self.p = program
+        self.tree_only = tree_only
         self.decl = {m.name: m for m in program.maps}
         self.mid = {m.name: i for i, m in enumerate(program.maps)}
         self.indexes: dict[str, set[tuple[int, ...]]] = {m.name: set() for m in program.maps}
@@ -111,12 +144,22 @@ class _Codegen:
     def _tuple(items: list[str]) -> str:
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
-    def _root(self, m: MapDecl, env: dict[str, str], keys: tuple[str, ...]) -> str:
-        """Code for the range-tree root of the slice of ordered map ``m`` fixed by the prefix keys."""
+    def _root(self, m: MapDecl, env: dict[str, str], keys: tuple[str, ...], fn: _Fn | None = None) -> str:
+        """Code for the range-tree root of the slice of ordered map ``m`` fixed by the prefix keys.
+
+        A prefix of event values only is looked up once, at the top of ``fn`` (one hash probe per
+        statement however many range queries read the slice): a statement reads every map
+        before it writes any (a map read by the statement writing it is buffered)."""
         if len(m.keys) == 1:
             return f"st.or_{m.name}[0]"
-        prefix = self._tuple([env[k] for k in keys[:-1]])
-        return f"st.or_{m.name}.get({prefix}, -1)"       # one hash probe; -1: the empty tree
+        parts = [env[k] for k in keys[:-1]]
+        code = f"st.or_{m.name}.get({self._tuple(parts)}, -1)"       # -1: the empty tree
+        if fn is None or not all(p.startswith("a_") for p in parts):
+            return code
+        if code not in fn.roots:
+            fn.roots[code] = f"root{len(fn.roots) + 1}"
+            fn.lines.insert(len(fn.roots) - 1, f"    {fn.roots[code]} = {code}")
+        return fn.roots[code]
 
     def _ordered_slice(self, ref: MapRef, env: dict[str, str]) -> bool:
         """True if ``ref`` reads an ORDERED map with only its last (ordered) key unbound."""
@@ -125,10 +168,10 @@ class _Codegen:
                 and all(k in env for k in ref.keys[:-1]))
 
     def _tree_only(self, name: str) -> bool:
-        """An ORDERED map with one key that no query exposes lives in its range tree alone (no hash
-        map): one O(log n) descent per update instead of hash probes plus a descent."""
-        m = self._m(name)
-        return m.ordered and len(m.keys) == 1 and name not in self.view_maps
+        """A map of ``tree_only`` (see :func:`_tree_only_candidates`) lives in its range trees
+        alone, one per value of its prefix keys (no hash map): an update is one slice-root probe
+        plus one O(log n) descent instead of hash probes plus a descent."""
+        return name in self.tree_only
 
     def _closed(self, e: Expr, env: dict[str, str]) -> bool:
         return not outputs(e, frozenset(env), self.arity)
@@ -157,7 +200,7 @@ class _Codegen:
                 if not keys:
                     return f"st.m_{name}[0]"
                 if self._tree_only(name):
-                    return f"btree_get(st.op_{name}, st.or_{name}[0], {env[keys[0]]})"
+                    return f"btree_get(st.op_{name}, {self._root(self._m(name), env, keys)}, {env[keys[-1]]})"
                 return f"st.m_{name}.get({self._tuple([env[k] for k in keys])}, 0.0)"
             case Neg(x):
                 inner = self._inline(x, env)
@@ -210,7 +253,7 @@ class _Codegen:
             ref = e.ref
             if self._ordered_slice(ref, env) and ref.keys[-1] == e.var:
                 f, k = fn.temp("found"), fn.temp("key")
-                root = self._root(self._m(ref.name), env, ref.keys)
+                root = self._root(self._m(ref.name), env, ref.keys, fn)
                 fn.line(f"{f}, {k} = btree_{e.kind}(st.op_{ref.name}, {root})")
                 self.plan.append(f"  {e.kind}({ref.name}) via range map: O(log n)")
                 return f"({k} if {f} else np.nan)"
@@ -221,7 +264,7 @@ class _Codegen:
         if rs is not None:
             ref, op, bound = rs
             self.plan.append(f"  range sum {ref.name}[{ref.keys[-1]} {op} ...]: O(log n)")
-            return (f"range_sum(st.op_{ref.name}, {self._root(self._m(ref.name), env, ref.keys)}, "
+            return (f"range_sum(st.op_{ref.name}, {self._root(self._m(ref.name), env, ref.keys, fn)}, "
                     f"{_OPCODE[op]}, {self._value(fn, bound, env)})")
         ts = self._threshold_shape(e, env)
         if ts is not None:
@@ -230,12 +273,12 @@ class _Codegen:
             if cut is not None and all(env.get(v) == f"a_{v}" for v in variables(x) | set(b.keys[:-1])):
                 self.plan.append(f"  threshold sum {a.name} where ({b.name} range) {cop} ...: O(log n), "
                                  f"boundary found once per event, before the statements")
-                return (f"threshold_apply(st.op_{a.name}, {self._root(self._m(a.name), env, a.keys)}, "
-                        f"st.op_{b.name}, {self._root(self._m(b.name), env, b.keys)}, "
+                return (f"threshold_apply(st.op_{a.name}, {self._root(self._m(a.name), env, a.keys, fn)}, "
+                        f"st.op_{b.name}, {self._root(self._m(b.name), env, b.keys, fn)}, "
                         f"{_OPCODE[rop]}, {_OPCODE[cop]}, {self._value(fn, x, env)}, {cut[0]}, {cut[1]})")
             self.plan.append(f"  threshold sum {a.name} where ({b.name} range) {cop} ...: O(log n)")
-            return (f"threshold_sum(st.op_{a.name}, {self._root(self._m(a.name), env, a.keys)}, "
-                    f"st.op_{b.name}, {self._root(self._m(b.name), env, b.keys)}, "
+            return (f"threshold_sum(st.op_{a.name}, {self._root(self._m(a.name), env, a.keys, fn)}, "
+                    f"st.op_{b.name}, {self._root(self._m(b.name), env, b.keys, fn)}, "
                     f"{_OPCODE[rop]}, {_OPCODE[cop]}, {self._value(fn, x, env)})")
         return None
 
@@ -414,16 +457,17 @@ class _Codegen:
     def _emit_loop(self, fn: _Fn, name: str, keys: tuple[str, ...], env: dict[str, str], k) -> None:
         bound_pos = tuple(i for i, key in enumerate(keys) if key in env)
         kk, vv = fn.temp("k"), fn.temp("v")
-        if self._tree_only(name):  # one unbound key: walk the tree in key order
+        if self._tree_only(name):  # the prefix keys bound, the last not: walk one tree in key order
+            if bound_pos != tuple(range(len(keys) - 1)) or keys[-1] in keys[:-1]:
+                raise _NeedsHash(name)
             ks, vs, j = fn.temp("ks"), fn.temp("vs"), fn.temp("j")
-            fn.line(f"{ks}, {vs} = btree_items(st.op_{name}, st.or_{name}[0])")
+            fn.line(f"{ks}, {vs} = btree_items(st.op_{name}, {self._root(self._m(name), env, keys, fn)})")
             fn.line(f"for {j} in range({ks}.shape[0]):")
             fn.depth += 1
-            fn.line(f"{kk} = ({ks}[{j}],)")
             fn.line(f"{vv} = {vs}[{j}]")
-            self.plan.append(f"  loop over all of {name}: O(n)")
+            self.plan.append(f"  loop over {name}{' slice' if bound_pos else ''} in key order: O(slice)")
             start = fn.depth
-            k(vv, {**env, keys[0]: f"{kk}[0]"})
+            k(vv, {**env, keys[-1]: f"{ks}[{j}]"})
             fn.depth = start - 1
             return
         if bound_pos:
@@ -525,6 +569,8 @@ class _Codegen:
     def _add(self, name: str, key: str, delta: str) -> str:
         """Code adding ``delta`` to ``name[key]`` (key: a tuple expression)."""
         if self._tree_only(name):
+            if self.arity[name] > 1:
+                return f"add_{name}(st, {key}, {delta})"
             return f"st.or_{name}[0] = btree_add(st.op_{name}, st.or_{name}[0], {key}[0], {delta})"
         return f"w_{name}(st, {key}, st.m_{name}.get({key}, 0.0) + {delta})"
 
@@ -539,7 +585,15 @@ class _Codegen:
             return [f"@njit(cache=True, inline='always')\ndef w_{m.name}(st, key, new):\n"
                     f"    st.m_{m.name}[0] = new\n"]
         if self._tree_only(m.name):
-            return []
+            if n == 1:
+                return []
+            prefix = self._tuple([f"key[{p}]" for p in range(n - 1)])
+            return [f"@njit(cache=True, inline='always')\ndef add_{m.name}(st, key, delta):\n"
+                    f"    r0 = st.or_{m.name}.get({prefix}, -1)\n"
+                    f"    r = btree_add(st.op_{m.name}, r0, key[{n - 1}], delta)\n"
+                    "    if r != r0:\n"       # the slice's root moves only when its tree splits, merges or empties
+                    f"        if r < 0:\n            st.or_{m.name}.pop({prefix}, -1)\n"
+                    f"        else:\n            st.or_{m.name}[{prefix}] = r\n"]
         body = [f"    old = st.m_{m.name}.get(key, 0.0)", "    if old == new:", "        return"]
         if log:
             body.append(log.rstrip("\n"))
@@ -606,7 +660,7 @@ class _Codegen:
                     env0 = {a: f"a_{a}" for a in t.args}
                     xv = self._value(fn, x, env0)
                     fn.line(f"{cut[0]}, {cut[1]} = threshold_cut(st.op_{b.name}, "
-                            f"{self._root(self._m(b.name), env0, b.keys)}, {_OPCODE[rop]}, {_OPCODE[cop]}, {xv})")
+                            f"{self._root(self._m(b.name), env0, b.keys, fn)}, {_OPCODE[rop]}, {_OPCODE[cop]}, {xv})")
                     calls += fn.lines
                     self._cuts[key] = cut
                 self.statement(fname, s, t.args)
@@ -801,7 +855,13 @@ def generate(program: Program) -> Generated:
     """Generate the numba module for ``program`` (verified first).  Pure: same program, same
     text, same digest (which names the module file in the cache)."""
     verify(program)
-    g = _Codegen(program)
-    source = g.module()
+    tree_only = _tree_only_candidates(program)
+    while True:   # at most one round per candidate
+        g = _Codegen(program, tree_only)
+        try:
+            source = g.module()
+            break
+        except _NeedsHash as e:
+            tree_only = tree_only - {e.name}
     digest = hashlib.sha256((CODEGEN_VERSION + _runtime_fingerprint() + source).encode()).hexdigest()[:20]
     return Generated(source, digest, tuple(g.plan), program)

@@ -174,8 +174,15 @@ class Engine:
         for m in self.program.maps:
             if not m.keys:
                 continue
-            if m.name in mod.TREE_ONLY:
-                btree_check(getattr(st, f"op_{m.name}"), int(getattr(st, f"or_{m.name}")[0]))
+            if m.name in mod.TREE_ONLY:   # range trees alone: one per prefix, none empty
+                pool, roots = getattr(st, f"op_{m.name}"), getattr(st, f"or_{m.name}")
+                if len(m.keys) == 1:
+                    btree_check(pool, int(roots[0]))
+                    continue
+                for prefix, root in roots.items():
+                    btree_check(pool, root)
+                    assert root >= 0 and len(btree_items(pool, root)[0]), \
+                        f"{m.name}{list(prefix)}: an empty range tree is kept"
                 continue
             table = dict(getattr(st, f"m_{m.name}").items())
             assert all(v != 0.0 for v in table.values()), f"{m.name}: a zero value is stored"
