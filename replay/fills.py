@@ -20,9 +20,10 @@ forward: with the order-book format, ``D``/``E``/``F`` lines leave the clock at 
 ``B``/``S`` line's time).  An order or cancel submitted at ``now`` (default: the clock) with latency ``L``
 becomes *active* at ``now + L``: at once if the clock has reached that time, otherwise just
 before the first input line whose time (the largest of the clock and its events' ``t``) is
-``>= now + L``.  It acts on the book as it is at that moment, never on later lines.  Actions
-becoming due together act in submission order.  Latency 0 with the default ``now`` therefore
-acts immediately on the current book.
+``>= now + L``.  It acts on the book as it is at that moment, never on later lines, and the
+clock moves to ``now + L`` (so a maker fill that a later delete line causes is never dated
+before the activation).  Actions becoming due together act in submission order.  Latency 0
+with the default ``now`` therefore acts immediately on the current book.
 
 Fill rules (the same for both sides; stated for an own BUY at price ``p``)
 --------------------------------------------------------------------------
@@ -849,6 +850,7 @@ class FillSimulator:
 
     def _act(self, kind: str, oid: int, t: float) -> None:
         o = self._orders[oid]
+        self._st[_CLOCK] = max(self._st[_CLOCK], t)   # time has reached the action
         if kind == "cancel":
             self._sync_open()
             if o.status == "pending":

@@ -393,6 +393,7 @@ class Model:
         lt = max([self.clock] + [e[2] for e in evs])
         while self.pending and self.pending[0][0] <= lt:
             t_act, _, kind, oid = self.pending.pop(0)
+            self.clock = max(self.clock, t_act)
             self.act(kind, oid, t_act)
         i = 0
         while i < len(evs):
@@ -576,6 +577,19 @@ def _run_both(text: str, ops: dict[int, list], kw: dict, step_every_line: bool) 
     sim._check()
     _same(sim, model)
     return sim, model
+
+
+def test_a_maker_fill_after_a_late_activation_is_dated_at_or_after_it():
+    """Found by the model test: an order active at t=1 rests; the next line's delete (which
+    carries its row's original t=0) executes through it.  The fill is dated 1, not 0."""
+    batch = parse_orderbook_text("0,1,B,1,97\n0,1,S,1,98\n1,1,B,1,97\n")
+    sim = FillSimulator(latency=1.0, trades="all")
+    sim.on_events(batch, until_line=1)
+    sim.submit_market("buy", 1)
+    sim.submit_limit("sell", 97, 1)
+    sim.on_events(batch)
+    sim._check()
+    assert [(f.time, f.liquidity) for f in sim.fills] == [(1.0, "taker"), (1.0, "maker")]
 
 
 _line = st.tuples(st.integers(0, 2), st.integers(1, 8), st.sampled_from("BSEEDDFT"), st.integers(1, 30),

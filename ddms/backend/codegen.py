@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,13 +68,13 @@ _OPCODE = {"<": 0, "<=": 1, ">": 2, ">=": 3}  # ddms.storage.btree.OP_CODES (not
 
 @dataclass
 class _Fn:
-    """Lines of one generated function body, with the current indentation, and the range-tree
-    slice roots it looked up once at its top (code -> local name)."""
+    """Lines of one generated function body, with the current indentation, and the reads it
+    hoists to its top (code -> local name; see :meth:`_Codegen._hoist`)."""
 
     lines: list[str] = field(default_factory=list)
     depth: int = 1
     temps: int = 0
-    roots: dict[str, str] = field(default_factory=dict)
+    hoisted: dict[str, str] = field(default_factory=dict)
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
@@ -81,6 +82,11 @@ class _Fn:
     def temp(self, prefix: str = "t") -> str:
         self.temps += 1
         return f"{prefix}{self.temps}"
+
+    def body(self) -> list[str]:
+        """The lines, after one assignment per hoisted read the lines use."""
+        used = set(re.findall(r"\bh_\w+", "\n".join(self.lines)))
+        return [f"    {name} = {code}" for code, name in self.hoisted.items() if name in used] + self.lines
 
 
 @dataclass(frozen=True)
@@ -135,6 +141,9 @@ class _Codegen:
         self.arity = {m.name: len(m.keys) for m in program.maps}
         self.view_maps = {q.map for q in program.queries}
         self._cuts: dict[tuple, tuple[str, str]] = {}   # threshold boundaries computed by the trigger
+        self._fn: _Fn | None = None    # the function being generated (where reads are hoisted)
+        self._hoisted = 0
+        self._known: dict[str, str] = {}   # hash probe code -> the loop value that holds it
 
     # -- helpers ------------------------------------------------------------------------------
     def _m(self, name: str) -> MapDecl:
@@ -144,22 +153,27 @@ class _Codegen:
     def _tuple(items: list[str]) -> str:
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
-    def _root(self, m: MapDecl, env: dict[str, str], keys: tuple[str, ...], fn: _Fn | None = None) -> str:
-        """Code for the range-tree root of the slice of ordered map ``m`` fixed by the prefix keys.
+    def _hoist(self, code: str, parts: list[str]) -> str:
+        """``code``, a hash probe of a map with the key ``parts``, or -- if the key is made of
+        event values only and a function is being generated -- a local name for it, assigned once
+        at the top of the function (:meth:`_Fn.body`): one probe per statement however often the
+        statement reads the entry.  Exact because a statement reads every map before it writes
+        any (a statement that reads its own target is buffered), and a boundary function writes
+        none."""
+        fn = self._fn
+        if fn is None or not all(p.startswith("a_") for p in parts):
+            return code
+        if code not in fn.hoisted:   # names unique per module: boundary code shares its trigger's body
+            self._hoisted += 1
+            fn.hoisted[code] = f"h_{self._hoisted}"
+        return fn.hoisted[code]
 
-        A prefix of event values only is looked up once, at the top of ``fn`` (one hash probe per
-        statement however many range queries read the slice): a statement reads every map
-        before it writes any (a map read by the statement writing it is buffered)."""
+    def _root(self, m: MapDecl, env: dict[str, str], keys: tuple[str, ...]) -> str:
+        """Code for the range-tree root of the slice of ordered map ``m`` fixed by the prefix keys."""
         if len(m.keys) == 1:
             return f"st.or_{m.name}[0]"
         parts = [env[k] for k in keys[:-1]]
-        code = f"st.or_{m.name}.get({self._tuple(parts)}, -1)"       # -1: the empty tree
-        if fn is None or not all(p.startswith("a_") for p in parts):
-            return code
-        if code not in fn.roots:
-            fn.roots[code] = f"root{len(fn.roots) + 1}"
-            fn.lines.insert(len(fn.roots) - 1, f"    {fn.roots[code]} = {code}")
-        return fn.roots[code]
+        return self._hoist(f"st.or_{m.name}.get({self._tuple(parts)}, -1)", parts)   # -1: the empty tree
 
     def _ordered_slice(self, ref: MapRef, env: dict[str, str]) -> bool:
         """True if ``ref`` reads an ORDERED map with only its last (ordered) key unbound."""
@@ -201,7 +215,9 @@ class _Codegen:
                     return f"st.m_{name}[0]"
                 if self._tree_only(name):
                     return f"btree_get(st.op_{name}, {self._root(self._m(name), env, keys)}, {env[keys[-1]]})"
-                return f"st.m_{name}.get({self._tuple([env[k] for k in keys])}, 0.0)"
+                parts = [env[k] for k in keys]
+                code = f"st.m_{name}.get({self._tuple(parts)}, 0.0)"
+                return self._known.get(code) or self._hoist(code, parts)
             case Neg(x):
                 inner = self._inline(x, env)
                 return None if inner is None else f"(-{inner})"
@@ -253,7 +269,7 @@ class _Codegen:
             ref = e.ref
             if self._ordered_slice(ref, env) and ref.keys[-1] == e.var:
                 f, k = fn.temp("found"), fn.temp("key")
-                root = self._root(self._m(ref.name), env, ref.keys, fn)
+                root = self._root(self._m(ref.name), env, ref.keys)
                 fn.line(f"{f}, {k} = btree_{e.kind}(st.op_{ref.name}, {root})")
                 self.plan.append(f"  {e.kind}({ref.name}) via range map: O(log n)")
                 return f"({k} if {f} else np.nan)"
@@ -264,7 +280,7 @@ class _Codegen:
         if rs is not None:
             ref, op, bound = rs
             self.plan.append(f"  range sum {ref.name}[{ref.keys[-1]} {op} ...]: O(log n)")
-            return (f"range_sum(st.op_{ref.name}, {self._root(self._m(ref.name), env, ref.keys, fn)}, "
+            return (f"range_sum(st.op_{ref.name}, {self._root(self._m(ref.name), env, ref.keys)}, "
                     f"{_OPCODE[op]}, {self._value(fn, bound, env)})")
         ts = self._threshold_shape(e, env)
         if ts is not None:
@@ -273,12 +289,12 @@ class _Codegen:
             if cut is not None and all(env.get(v) == f"a_{v}" for v in variables(x) | set(b.keys[:-1])):
                 self.plan.append(f"  threshold sum {a.name} where ({b.name} range) {cop} ...: O(log n), "
                                  f"boundary found once per event, before the statements")
-                return (f"threshold_apply(st.op_{a.name}, {self._root(self._m(a.name), env, a.keys, fn)}, "
-                        f"st.op_{b.name}, {self._root(self._m(b.name), env, b.keys, fn)}, "
+                return (f"threshold_apply(st.op_{a.name}, {self._root(self._m(a.name), env, a.keys)}, "
+                        f"st.op_{b.name}, {self._root(self._m(b.name), env, b.keys)}, "
                         f"{_OPCODE[rop]}, {_OPCODE[cop]}, {self._value(fn, x, env)}, {cut[0]}, {cut[1]})")
             self.plan.append(f"  threshold sum {a.name} where ({b.name} range) {cop} ...: O(log n)")
-            return (f"threshold_sum(st.op_{a.name}, {self._root(self._m(a.name), env, a.keys, fn)}, "
-                    f"st.op_{b.name}, {self._root(self._m(b.name), env, b.keys, fn)}, "
+            return (f"threshold_sum(st.op_{a.name}, {self._root(self._m(a.name), env, a.keys)}, "
+                    f"st.op_{b.name}, {self._root(self._m(b.name), env, b.keys)}, "
                     f"{_OPCODE[rop]}, {_OPCODE[cop]}, {self._value(fn, x, env)})")
         return None
 
@@ -450,7 +466,12 @@ class _Codegen:
             self._emit(fn, head, env, go)
             return
         if self._closed(head, env):
-            go(self._value(fn, head, env), env)
+            v = self._value(fn, head, env)
+            if "(" in v and not all(self._ready(f, env) for f in rest):
+                t = fn.temp("t")        # a call: once here, not once per iteration of the loops after
+                fn.line(f"{t} = {v}")
+                v = t
+            go(v, env)
             return
         self._emit(fn, head, env, go)
 
@@ -461,7 +482,7 @@ class _Codegen:
             if bound_pos != tuple(range(len(keys) - 1)) or keys[-1] in keys[:-1]:
                 raise _NeedsHash(name)
             ks, vs, j = fn.temp("ks"), fn.temp("vs"), fn.temp("j")
-            fn.line(f"{ks}, {vs} = btree_items(st.op_{name}, {self._root(self._m(name), env, keys, fn)})")
+            fn.line(f"{ks}, {vs} = btree_items(st.op_{name}, {self._root(self._m(name), env, keys)})")
             fn.line(f"for {j} in range({ks}.shape[0]):")
             fn.depth += 1
             fn.line(f"{vv} = {vs}[{j}]")
@@ -493,11 +514,37 @@ class _Codegen:
                     fn.depth += 1
             else:
                 env2[key] = f"{kk}[{i}]"
+        # inside the loop, reading the entry being visited (M[K] / M[K]) is the loop's value
+        known = f"st.m_{name}.get({self._tuple([env2[x] for x in keys])}, 0.0)"
+        self._known[known] = vv
         k(vv, env2)
+        del self._known[known]
         fn.depth = start - (2 if bound_pos else 1)
+
+    def _one_per_group(self, e: AggSum, env: dict[str, str], free: list[str]) -> bool:
+        """True if ``e``'s body yields each binding of its unbound group variables at most once: one
+        map read whose unbound keys are exactly those variables (a loop visits each key once),
+        every other factor a single value once they are bound.  Then no grouping dict is needed."""
+        factors = e.expr.factors if isinstance(e.expr, Mul) else (e.expr,)
+        loops = [f for f in factors if not self._ready(f, env)]
+        if len(loops) != 1:
+            return False
+        env2 = {**env, **dict.fromkeys(free, "0.0")}
+        ref = loops[0]
+        if isinstance(ref, Div) and self._ready(ref.den, env2):   # the loop of its numerator
+            ref = ref.num
+        if not isinstance(ref, MapRef):
+            return False
+        unbound = [x for x in ref.keys if x not in env]
+        if len(set(unbound)) != len(unbound) or set(unbound) != set(free):
+            return False
+        return all(f is loops[0] or (not isinstance(f, Lift) and self._ready(f, env2)) for f in factors)
 
     def _emit_group(self, fn: _Fn, e: AggSum, env: dict[str, str], k) -> None:
         free = [g for g in e.group if g not in env]
+        if self._one_per_group(e, env, free):
+            self._emit(fn, e.expr, env, k)
+            return
         d = fn.temp("grp")
         fn.line(f"{d} = Dict.empty(key_type=K{len(free)}, value_type=types.float64)")
 
@@ -513,7 +560,7 @@ class _Codegen:
 
     # -- statements -----------------------------------------------------------------------------
     def statement(self, fname: str, s: Statement, args: tuple[str, ...]) -> None:
-        fn = _Fn()
+        fn = self._fn = _Fn()
         env = {a: f"a_{a}" for a in args}
         target = self._m(s.target.name)
         self.plan.append(f"{fname}: {print_expr(s.target)} {s.op} {print_expr(s.expr)}")
@@ -563,8 +610,9 @@ class _Codegen:
                     fn.line(self._add(tname, key, v))
                 self._emit(fn, expr, env, write)
         params = ", ".join(["st", *env.values(), *(v for cut in self._cuts.values() for v in cut)])
-        self.functions.append(f"@njit(cache=True, inline='always')\ndef {fname}({params}):\n" + "\n".join(fn.lines)
+        self.functions.append(f"@njit(cache=True, inline='always')\ndef {fname}({params}):\n" + "\n".join(fn.body())
                               + "\n    return\n")
+        self._fn = None
 
     def _add(self, name: str, key: str, delta: str) -> str:
         """Code adding ``delta`` to ``name[key]`` (key: a tuple expression)."""
@@ -656,12 +704,13 @@ class _Codegen:
                 for n, key in enumerate(starting):   # compute the boundary before its first user
                     _, _, (b, rop, cop, x) = shared[key]
                     cut = (f"cut{j}_{n}_code", f"cut{j}_{n}_b")
-                    fn = _Fn()
+                    fn = self._fn = _Fn()
                     env0 = {a: f"a_{a}" for a in t.args}
                     xv = self._value(fn, x, env0)
                     fn.line(f"{cut[0]}, {cut[1]} = threshold_cut(st.op_{b.name}, "
-                            f"{self._root(self._m(b.name), env0, b.keys, fn)}, {_OPCODE[rop]}, {_OPCODE[cop]}, {xv})")
-                    calls += fn.lines
+                            f"{self._root(self._m(b.name), env0, b.keys)}, {_OPCODE[rop]}, {_OPCODE[cop]}, {xv})")
+                    calls += fn.body()
+                    self._fn = None
                     self._cuts[key] = cut
                 self.statement(fname, s, t.args)
                 cut_args = [v for c in self._cuts.values() for v in c]
@@ -824,7 +873,9 @@ def _summands(e: Expr) -> tuple[Expr, ...]:
 
 
 def _cut_key(b: MapRef, rop: str, cop: str, x: Expr) -> tuple:
-    return (b.name, b.keys, rop, cop, print_expr(x))
+    """What identifies a threshold boundary: the map, its prefix keys, the two comparisons and
+    the threshold (not the name of the ordered key's variable, bound inside the search)."""
+    return (b.name, b.keys[:-1], rop, cop, print_expr(x))
 
 
 def _mask(pos: tuple[int, ...]) -> str:
