@@ -8,6 +8,8 @@ Sections (``--only`` takes the name or the number):
 4 depth       ns/line at 1k..1M resting orders, cost(1M)/cost(1k) (bench/depth.py)
 5 callbacks   callbacks/s on a view that changes on nearly every line (bench/callbacks.py)
 6 compile     Engine construction, cold and cached, in subprocesses (bench/compile_time.py)
+7 sql         the finance queries compiled from SQL: lines/s on big and synthetic, x DBToaster,
+              cost(1M resting)/cost(1k), compile time (bench/sql_finance.py)
 8 spark       source readers and Parquet copies (events/s); a 48-task backtest sweep, Spark local[2]
               against sequential (bench/spark_sweep.py)
 9 backtest    SOBI backtest with fills, lines/s per core on the synthetic stream (bench/backtest.py)
