@@ -3,6 +3,8 @@ verifier's rules."""
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 from conftest import EXAMPLES, REPO
 from hypothesis import given, settings
@@ -124,3 +126,37 @@ def test_codegen_is_pure_and_content_addressed() -> None:
     assert a.source == b.source and a.digest == b.digest
     assert any("threshold sum" in line for line in a.plan)
     assert not any("loop over all" in line for line in a.plan), "VWAP must not loop over price levels"
+
+
+def _names_used_but_not_bound(source: str, prefixes: tuple[str, ...]) -> dict[str, set[str]]:
+    """Per generated function, the local names with these prefixes it reads but neither takes
+    as a parameter nor assigns (numba would refuse to compile it)."""
+    out = {}
+    for f in ast.parse(source).body:
+        if isinstance(f, ast.FunctionDef):
+            names = [n for n in ast.walk(f) if isinstance(n, ast.Name) and n.id.startswith(prefixes)]
+            bound = {a.arg for a in f.args.args} | {n.id for n in names if isinstance(n.ctx, ast.Store)}
+            loose = {n.id for n in names if isinstance(n.ctx, ast.Load)} - bound
+            if loose:
+                out[f.name] = loose
+    return out
+
+
+@pytest.mark.parametrize("fillers", [9, 10, 11, 12, 20])
+def test_threshold_boundaries_stay_with_their_users(fillers: int) -> None:
+    """A trigger at the statement limit computes its shared threshold boundaries and hoisted
+    probes in the function that uses them (16 statements once split a boundary from its user)."""
+    maps = "".join(f"DECLARE MAP S{i}(float)[];\n" for i in range(fillers))
+    stmts = "".join(f"  S{i}[] += VOLUME * {i + 1};\n" for i in range(fillers))
+    program = parse_program(
+        "CREATE STREAM BIDS(T float, ID int, BROKER_ID int, VOLUME float, PRICE float);\n"
+        "DECLARE MAP TOT(float)[];\nDECLARE MAP VOL(float)[P: float] ORDERED;\n"
+        "DECLARE MAP PV(float)[P: float] ORDERED;\nDECLARE MAP A(float)[];\nDECLARE MAP B(float)[];\n"
+        + maps + "DECLARE QUERY A := A;\nDECLARE QUERY B := B;\n"
+        "ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) {\n  TOT[] += VOLUME;\n  VOL[PRICE] += VOLUME;\n"
+        "  PV[PRICE] += PRICE * VOLUME;\n" + stmts
+        + "  A[] := AggSum([], PV[P1] * {0.25 * TOT[] > AggSum([], VOL[P2] * {P2 > P1})});\n"
+        "  B[] := AggSum([], VOL[P1] * {0.25 * TOT[] > AggSum([], VOL[P2] * {P2 > P1})});\n}\n")
+    source = generate(program).source
+    assert "threshold_cut" in source
+    assert _names_used_but_not_bound(source, ("cut", "h_")) == {}

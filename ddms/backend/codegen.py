@@ -720,8 +720,11 @@ class _Codegen:
             self._cuts.clear()
             params = ", ".join(["st", *("a_" + a for a in t.args)])
             args = ", ".join("a_" + a for a in t.args)
+            # a long trigger (no shared boundaries then: one line per statement) calls chunk functions
+            # the statements inline into; a short one keeps its boundaries and their users together
+            long = len(t.statements) > STATEMENTS_PER_FUNCTION
             chunks = [calls[i:i + STATEMENTS_PER_FUNCTION] for i in range(0, len(calls), STATEMENTS_PER_FUNCTION)]
-            if len(chunks) > 1:  # statements inline into chunk functions; the trigger calls the chunks
+            if long:
                 for c, chunk in enumerate(chunks):
                     trig_fns.append(f"@njit(cache=True)\ndef {tname}_c{c}({params}):\n" + "\n".join(chunk) + "\n")
                 calls = [f"    {tname}_c{c}(st, {args})" for c in range(len(chunks))]
