@@ -168,6 +168,10 @@ class _Codegen:
             fn.hoisted[code] = f"h_{self._hoisted}"
         return fn.hoisted[code]
 
+    def _probe(self, name: str, parts: list[str]) -> str:
+        """Code reading hash map ``name`` at the key ``parts`` (0.0 if absent)."""
+        return f"st.m_{name}.get({self._tuple(parts)}, 0.0)"
+
     def _root(self, m: MapDecl, env: dict[str, str], keys: tuple[str, ...]) -> str:
         """Code for the range-tree root of the slice of ordered map ``m`` fixed by the prefix keys."""
         if len(m.keys) == 1:
@@ -216,7 +220,7 @@ class _Codegen:
                 if self._tree_only(name):
                     return f"btree_get(st.op_{name}, {self._root(self._m(name), env, keys)}, {env[keys[-1]]})"
                 parts = [env[k] for k in keys]
-                code = f"st.m_{name}.get({self._tuple(parts)}, 0.0)"
+                code = self._probe(name, parts)
                 return self._known.get(code) or self._hoist(code, parts)
             case Neg(x):
                 inner = self._inline(x, env)
@@ -515,7 +519,7 @@ class _Codegen:
             else:
                 env2[key] = f"{kk}[{i}]"
         # inside the loop, reading the entry being visited (M[K] / M[K]) is the loop's value
-        known = f"st.m_{name}.get({self._tuple([env2[x] for x in keys])}, 0.0)"
+        known = self._probe(name, [env2[x] for x in keys])
         self._known[known] = vv
         k(vv, env2)
         del self._known[known]
@@ -635,13 +639,8 @@ class _Codegen:
         if self._tree_only(m.name):
             if n == 1:
                 return []
-            prefix = self._tuple([f"key[{p}]" for p in range(n - 1)])
             return [f"@njit(cache=True, inline='always')\ndef add_{m.name}(st, key, delta):\n"
-                    f"    r0 = st.or_{m.name}.get({prefix}, -1)\n"
-                    f"    r = btree_add(st.op_{m.name}, r0, key[{n - 1}], delta)\n"
-                    "    if r != r0:\n"       # the slice's root moves only when its tree splits, merges or empties
-                    f"        if r < 0:\n            st.or_{m.name}.pop({prefix}, -1)\n"
-                    f"        else:\n            st.or_{m.name}[{prefix}] = r\n"]
+                    + "\n".join(self._slice_update(m, "btree_add", "delta")) + "\n"]
         body = [f"    old = st.m_{m.name}.get(key, 0.0)", "    if old == new:", "        return"]
         if log:
             body.append(log.rstrip("\n"))
@@ -662,15 +661,21 @@ class _Codegen:
             if n == 1:
                 body += [f"    st.or_{m.name}[0] = btree_set(st.op_{m.name}, st.or_{m.name}[0], key[0], new)"]
             else:
-                prefix = self._tuple([f"key[{p}]" for p in range(n - 1)])
-                # the slice's root moves only when its tree splits, merges or empties
-                body += [f"    r0 = st.or_{m.name}.get({prefix}, -1)",
-                         f"    r = btree_set(st.op_{m.name}, r0, key[{n - 1}], new)",
-                         "    if r != r0:",
-                         "        if r < 0:", f"            st.or_{m.name}.pop({prefix}, -1)",
-                         "        else:", f"            st.or_{m.name}[{prefix}] = r"]
+                body += self._slice_update(m, "btree_set", "new")
         out = [f"@njit(cache=True)\ndef w_{m.name}(st, key, new):\n" + "\n".join(body) + "\n"]
         return out
+
+    def _slice_update(self, m: MapDecl, op: str, value: str) -> list[str]:
+        """Lines applying ``op`` (``btree_set``/``btree_add``) with ``value`` at ``key`` to the
+        range tree of ``key``'s prefix in ordered map ``m`` (keys >= 2).  The slice's root moves
+        only when its tree splits, merges or empties: written back only then."""
+        n = len(m.keys)
+        prefix = self._tuple([f"key[{p}]" for p in range(n - 1)])
+        return [f"    r0 = st.or_{m.name}.get({prefix}, -1)",
+                f"    r = {op}(st.op_{m.name}, r0, key[{n - 1}], {value})",
+                "    if r != r0:",
+                "        if r < 0:", f"            st.or_{m.name}.pop({prefix}, -1)",
+                "        else:", f"            st.or_{m.name}[{prefix}] = r"]
 
     def clear_function(self, m: MapDecl, pos: tuple[int, ...]) -> str:
         n = len(m.keys)
@@ -722,9 +727,8 @@ class _Codegen:
             args = ", ".join("a_" + a for a in t.args)
             # a long trigger (no shared boundaries then: one line per statement) calls chunk functions
             # the statements inline into; a short one keeps its boundaries and their users together
-            long = len(t.statements) > STATEMENTS_PER_FUNCTION
-            chunks = [calls[i:i + STATEMENTS_PER_FUNCTION] for i in range(0, len(calls), STATEMENTS_PER_FUNCTION)]
-            if long:
+            if len(t.statements) > STATEMENTS_PER_FUNCTION:
+                chunks = [calls[i:i + STATEMENTS_PER_FUNCTION] for i in range(0, len(calls), STATEMENTS_PER_FUNCTION)]
                 for c, chunk in enumerate(chunks):
                     trig_fns.append(f"@njit(cache=True)\ndef {tname}_c{c}({params}):\n" + "\n".join(chunk) + "\n")
                 calls = [f"    {tname}_c{c}(st, {args})" for c in range(len(chunks))]

@@ -169,20 +169,21 @@ class Engine:
         hash maps hold no zero values; every secondary index holds exactly the keys of its map,
         grouped by its key positions; every range tree passes ``btree_check`` and holds exactly
         its map's entries (per prefix).  Cost: O(total map size)."""
-        from ddms.storage.btree import btree_check, btree_items
+        from ddms.storage.btree import btree_check, btree_items, btree_len
         mod, st = self.module, self.state
         for m in self.program.maps:
             if not m.keys:
                 continue
-            if m.name in mod.TREE_ONLY:   # range trees alone: one per prefix, none empty
+            if m.ordered:   # prefix -> root of its range tree
                 pool, roots = getattr(st, f"op_{m.name}"), getattr(st, f"or_{m.name}")
                 if len(m.keys) == 1:
-                    btree_check(pool, int(roots[0]))
-                    continue
+                    roots = {(): int(roots[0])} if roots[0] >= 0 else {}
+                else:
+                    roots = dict(roots.items())
+            if m.name in mod.TREE_ONLY:   # range trees alone: one per prefix, none empty
                 for prefix, root in roots.items():
                     btree_check(pool, root)
-                    assert root >= 0 and len(btree_items(pool, root)[0]), \
-                        f"{m.name}{list(prefix)}: an empty range tree is kept"
+                    assert btree_len(pool, root) > 0, f"{m.name}{list(prefix)}: an empty range tree is kept"
                 continue
             table = dict(getattr(st, f"m_{m.name}").items())
             assert all(v != 0.0 for v in table.values()), f"{m.name}: a zero value is stored"
@@ -195,11 +196,6 @@ class Engine:
                 assert got == want, f"{m.name}: index on keys {list(pos)} disagrees with the map"
             if not m.ordered:
                 continue
-            pool, roots = getattr(st, f"op_{m.name}"), getattr(st, f"or_{m.name}")
-            if len(m.keys) == 1:
-                roots = {(): int(roots[0])} if roots[0] >= 0 else {}
-            else:
-                roots = dict(roots.items())
             prefixes = {k[:-1] for k in table}
             assert set(roots) == prefixes, f"{m.name}: range trees exist for prefixes {set(roots) ^ prefixes}"
             for prefix, root in roots.items():
