@@ -53,8 +53,8 @@ def run(sh: Shared) -> list[Row]:
             lines = n_lines(batches)
             reps = REPS if lines < 1_000_000 else 1
             times = [time_apply(Engine(sql.program), batches) for _ in range(reps)]
-            r = rate(lines, min(times))
-            spread = f"median of {reps} {rate(lines, statistics.median(times)):,.0f}; " if reps > 1 else ""
+            r, med = rate(lines, min(times)), rate(lines, statistics.median(times))
+            spread = f"median of {reps} {med:,.0f}; " if reps > 1 else ""
             what = f"{q}: {label} apply only" + (f" (best of {reps})" if reps > 1 else "")
             if name == "finance" and q not in DBTOASTER:
                 rows.append(Row(SECTION, what, r, "lines/s", verdict=f"{spread}no DBToaster figure to compare with"))
@@ -63,7 +63,7 @@ def run(sh: Shared) -> list[Row]:
                 need = TARGET.get(q, 10)
                 rows.append(Row(SECTION, what, r, "lines/s", f">= {need}x DBToaster",
                                 f"{'PASS' if ratio >= need else 'FAIL'}: {ratio:.0f}x DBToaster C++"
-                                f" ({spread}{rate(lines, statistics.median(times)) / DBTOASTER[q]:.0f}x)"))
+                                f" ({spread}{med / DBTOASTER[q]:.0f}x)"))
                 if q == "vwap":
                     hand = rate(lines, min(time_apply(Engine(REPO / "examples" / "m3" / "vwap.m3"), batches)
                                            for _ in range(reps)))
