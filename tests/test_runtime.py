@@ -174,9 +174,9 @@ class ExitCounter:
         self.calls = 0
         inner = engine._line_changed
 
-        def counting(event: int) -> int:
+        def counting(event: int, slot: int, old: float, new: float) -> int:
             self.calls += 1
-            return inner(event)
+            return inner(event, slot, old, new)
         monkeypatch.setattr(engine, "_line_changed", counting)
         # compiled code calls the ctypes wrapper made at construction: rebuild it around the counter
         monkeypatch.setattr(engine, "_fire_c", type(engine._fire_c)(counting))

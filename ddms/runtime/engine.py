@@ -61,8 +61,10 @@ def load_program(program: Program | str | Path) -> Program:
     return verify(parse_program(program))
 
 
-_FIRE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)
-"""The C signature of the callback compiled code calls after a line that changed a watched view."""
+_FIRE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_double, ctypes.c_double)
+"""The C signature of the callback compiled code calls after a line that changed a watched view:
+``(line, slot, old, new)``, where slot >= 0 names the only watched map that changed (a scalar one)
+and old/new are its values, so the common case reads nothing back from the state arrays."""
 
 
 def _same(a: float, b: float) -> bool:
@@ -132,6 +134,8 @@ class Engine:
         # subscriptions) per watched scalar view, (view name, view) per watched grouped view
         self._scalar_watch: list[tuple[str, np.ndarray, int, tuple[Subscription, ...]]] = []
         self._grouped_watch: list[tuple[str, GroupedView]] = []
+        # the same scalar entries by map slot: what the fast path of _line_changed walks
+        self._slot_watch: dict[int, list[tuple[str, tuple[Subscription, ...]]]] = {}
         self.position = 0
         self._fire_c = _FIRE(self._line_changed)  # compiled code calls back through this
         self._raised: BaseException | None = None
@@ -246,6 +250,9 @@ class Engine:
         self._scalar_watch = [(n, v._cell, self._mid[v.decl.name], subs) for n, v, subs in live
                               if isinstance(v, ScalarView)]
         self._grouped_watch = [(n, v) for n, v, _ in live if isinstance(v, GroupedView)]
+        self._slot_watch = {}
+        for n, _cell, slot, subs in self._scalar_watch:
+            self._slot_watch.setdefault(slot, []).append((n, subs))
         self._set_gate(view)
 
     def _set_gate(self, view: str) -> None:
@@ -348,17 +355,26 @@ class Engine:
             olds.clear()
         return first
 
-    def _line_changed(self, line: int) -> int:
+    def _line_changed(self, line: int, slot: int, old: float, new: float) -> int:
         """Called from compiled code (a ctypes callback) after input ``line`` of the current batch
         changed a watched view: call the callbacks of every watched view the line changed.  An
         exception cannot cross back into compiled code, so it is kept and 1 tells the compiled
         loop to stop; ``apply`` raises it.
 
-        The hot path of every callback (~1 us of Python around the user's function): scalar
-        views are walked from the precomputed ``_scalar_watch`` with the value test inlined; a
-        subscription cancelled by an earlier callback of the same line is skipped."""
+        The hot path of every callback (~1 us of Python around the user's function).  When only
+        one watched map changed and it is scalar (``slot`` >= 0), compiled code passes its old and
+        new values and only that map's views are walked; otherwise every watched scalar view is
+        compared with its value before the line (``_prev``) and grouped views read their change
+        logs.  A subscription cancelled by an earlier callback of the same line is skipped."""
         self.position = position = self._batch_base + line
         try:
+            if slot >= 0:
+                for view, subs in self._slot_watch.get(slot, ()):
+                    for sub in subs:
+                        lo, hi = sub.lo, sub.hi
+                        if (lo > hi or new > hi or new < lo) and sub.live:
+                            sub.fn(view, (), old, new, position)
+                return 0
             item = self._prev.item
             for view, cell, slot, subs in self._scalar_watch:
                 old = item(slot)
