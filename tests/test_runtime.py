@@ -256,6 +256,21 @@ def test_callbacks_match_interpreter_and_see_state_after_line(eng):
         assert same(eng.value(v), states[batch.last_line][v])
 
 
+@pytest.mark.parametrize("watched", [("BID_VOL",), ("BID_AVG",), ("BID_VOL", "ASK_VOL"), ("BID_VOL", "BID_N")])
+def test_scalar_callbacks_alone_or_with_others(eng, watched):
+    """One watched scalar map takes the fast path (compiled code passes old and new); lines that
+    change two watched maps take the general one.  Both give exactly the interpreter's changes."""
+    batch = batch_of(order_flow(300, seed=2))
+    states = oracle(BOOK, batch)
+    calls: list[tuple] = []
+    for v in watched:
+        eng.on(v, lambda *a: calls.append(a))
+    eng.apply(batch, eng.relmap(REL))
+    for v in watched:
+        assert_calls([c for c in calls if c[0] == v], expected_calls(states, v, False))
+    assert len(calls) > 50
+
+
 def test_grouped_callback_per_key_old_new_and_disappearing_group(eng):
     calls = []
     eng.on("BROKER_VOL", lambda *a: calls.append(a))
