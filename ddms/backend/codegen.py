@@ -5,7 +5,8 @@ Layout of the generated module:
 * a ``State`` structref holding every map: a scalar map is a float64 array of length 1; a keyed
   map is a numba ``Dict`` from a float64 key tuple to its nonzero value, plus one secondary index
   (partial key -> set of full keys) for every slice pattern the program reads, plus, for ORDERED
-  maps, a range-cumulative B+-tree (``ddms.storage.btree``) over the last key (one tree per value of the other keys);
+  maps, a range-cumulative B+-tree (``ddms.storage.btree``) over the last key, one tree per value of
+  the other keys, found through a ``ddms.storage.hashtab`` table (a plain array: one field load);
 * one ``@njit(cache=True)`` function per map writer and per statement, the statements inlined
   into the trigger that runs them (in chunks of ``STATEMENTS_PER_FUNCTION``);
 * ``run_batch``: the loop over a columnar event batch that dispatches to the triggers and, when
@@ -55,7 +56,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "10"
+CODEGEN_VERSION = "11"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -177,7 +178,7 @@ class _Codegen:
         if len(m.keys) == 1:
             return f"st.or_{m.name}[0]"
         parts = [env[k] for k in keys[:-1]]
-        return self._hoist(f"st.or_{m.name}.get({self._tuple(parts)}, -1)", parts)   # -1: the empty tree
+        return self._hoist(f"ht_get(st.or_{m.name}, {self._tuple(parts)}, -1)", parts)   # -1: the empty tree
 
     def _ordered_slice(self, ref: MapRef, env: dict[str, str]) -> bool:
         """True if ``ref`` reads an ORDERED map with only its last (ordered) key unbound."""
@@ -676,11 +677,11 @@ class _Codegen:
         only when its tree splits, merges or empties: written back only then."""
         n = len(m.keys)
         prefix = self._tuple([f"key[{p}]" for p in range(n - 1)])
-        return [f"    r0 = st.or_{m.name}.get({prefix}, -1)",
+        return [f"    r0 = ht_get(st.or_{m.name}, {prefix}, -1)",
                 f"    r = {op}(st.op_{m.name}, r0, key[{n - 1}], {value})",
                 "    if r != r0:",
-                "        if r < 0:", f"            st.or_{m.name}.pop({prefix}, -1)",
-                "        else:", f"            st.or_{m.name}[{prefix}] = r"]
+                "        if r < 0:", f"            ht_pop(st.or_{m.name}, {prefix})",
+                "        else:", f"            st.or_{m.name} = ht_set(st.or_{m.name}, {prefix}, r)"]
 
     def clear_function(self, m: MapDecl, pos: tuple[int, ...]) -> str:
         n = len(m.keys)
@@ -814,7 +815,8 @@ class _Codegen:
                   "from ddms.backend.rt import div, log_changed, ne\n"
                   "from ddms.storage.btree import (\n"
                   "    btree_add, btree_free, btree_get, btree_items, btree_max, btree_min, btree_new,\n"
-                  "    btree_set, range_sum, threshold_apply, threshold_cut, threshold_sum,\n)\n\n\n"
+                  "    btree_set, range_sum, threshold_apply, threshold_cut, threshold_sum,\n)\n"
+                  "from ddms.storage.hashtab import ht_get, ht_new, ht_pop, ht_set\n\n\n"
                   + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
                             for i in range(1, self._max_arity() + 1)) + "\n\n"
                   "@structref.register\n"
@@ -874,8 +876,7 @@ class _Codegen:
             if m.ordered:
                 fields += [f"op_{m.name}", f"or_{m.name}"]
                 inits.append("btree_new(16)")
-                inits.append("np.full(1, -1, np.int64)" if n == 1 else
-                             f"Dict.empty(key_type=K{n - 1}, value_type=types.int64)")
+                inits.append("np.full(1, -1, np.int64)" if n == 1 else f"ht_new({n - 1})")
             if m.name in self.view_maps:
                 fields += [f"log_keys_{m.name}", f"log_old_{m.name}"]
                 inits += [f"List.empty_list({kt})", "List.empty_list(types.float64)"]
@@ -913,9 +914,9 @@ def _runtime_fingerprint() -> str:
     must change with them; two installations (checkouts) sharing one cache directory must not
     load each other's machine code either."""
     from ddms.backend import rt
-    from ddms.storage import btree
+    from ddms.storage import btree, hashtab
     h = hashlib.sha256()
-    for mod in (rt, btree):
+    for mod in (rt, btree, hashtab):
         h.update(str(Path(mod.__file__).resolve()).encode())
         h.update(Path(mod.__file__).read_bytes())
     return h.hexdigest()

@@ -174,6 +174,7 @@ class Engine:
         grouped by its key positions; every range tree passes ``btree_check`` and holds exactly
         its map's entries (per prefix).  Cost: O(total map size)."""
         from ddms.storage.btree import btree_check, btree_items, btree_len
+        from ddms.storage.hashtab import ht_check, ht_dict
         mod, st = self.module, self.state
         for m in self.program.maps:
             if not m.keys:
@@ -183,7 +184,9 @@ class Engine:
                 if len(m.keys) == 1:
                     roots = {(): int(roots[0])} if roots[0] >= 0 else {}
                 else:
-                    roots = dict(roots.items())
+                    ht_check(roots)
+                    roots = ht_dict(roots)
+                    assert all(r >= 0 for r in roots.values()), f"{m.name}: an empty slice keeps a root"
             if m.name in mod.TREE_ONLY:   # range trees alone: one per prefix, none empty
                 for prefix, root in roots.items():
                     btree_check(pool, root)

@@ -1,0 +1,183 @@
+"""Open-addressing hash tables from float64 key tuples to int64 values, in numba.
+
+Generated programs keep one range tree per value of an ordered map's prefix keys (one per broker,
+say) and find a slice's tree by its prefix on every update and every range query.  numba's typed
+``Dict`` costs ~30 ns a probe (Python-compatible float hashing, a generic entry layout behind a C
+API, reference counts).  This table is one plain 2-D float64 array, so a generated program reads
+it with one state-field load (each structref field or numba object read costs a reference-count
+pair, which is what made a first, structref-based version no faster than ``Dict``): the key's
+float bits mixed by a multiply, linear probing over the rows.
+
+Layout of ``tab[cap + 1, arity + 2]``: row s < cap is a slot, ``tab[s, :arity]`` its key,
+``tab[s, arity]`` its value (an int64 stored as a float: exact below 2**53), ``tab[s, arity + 1]``
+1.0 when live; the last row holds the count in column 0.  ``cap`` is a power of two at least twice
+the count (probe sequences stay short); an insertion that would pass that rehashes into twice the
+rows and returns the new array, which the caller stores in place of the old one.  Removal shifts
+the following entries of the run back (no tombstones), so a lookup stops at the first free slot.
+
+Keys compare bitwise after normalising -0.0 to 0.0, so NaN is an ordinary key (typed ``Dict``
+never finds a NaN key again).  Cost: O(1) expected per get/set/pop; O(cap) to grow or list.
+"""
+
+from __future__ import annotations
+
+# Importing this submodule runs ddms/__init__.py first, which fixes NUMBA_CACHE_DIR before numba
+# is imported here.
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)   # 2**64 / golden ratio: Fibonacci hashing
+
+
+@intrinsic
+def _bits(typingctx, x):
+    """The IEEE-754 bits of a float64 as an int64 (a bitcast: no conversion)."""
+    sig = types.int64(types.float64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+    return sig, codegen
+
+
+@njit(cache=True)
+def ht_new(arity: int) -> np.ndarray:
+    """An empty table for keys of ``arity`` floats (8 slots)."""
+    return np.zeros((9, arity + 2))
+
+
+@njit(cache=True, inline="always")
+def _norm(x: float) -> float:
+    return x + 0.0   # -0.0 + 0.0 == +0.0: equal keys get equal bits
+
+
+@njit(cache=True, inline="always")
+def _home(key, mask: int) -> int:
+    # a product's bit k depends only on the factor's bits <= k, and small integral floats have
+    # zero low bits: fold the high half down after each multiply, take the final product's top
+    h = np.uint64(0)
+    for j in range(len(key)):
+        h = (h ^ np.uint64(_bits(_norm(key[j])))) * _MIX
+        h ^= h >> np.uint64(32)
+    return np.int64((h * _MIX) >> np.uint64(32)) & mask
+
+
+@njit(cache=True, inline="always")
+def _same_row(tab, s: int, key) -> bool:
+    for j in range(len(key)):
+        if _bits(tab[s, j]) != _bits(_norm(key[j])):
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _find(tab, key) -> int:
+    """The slot holding ``key``, or -1."""
+    mask = tab.shape[0] - 2
+    live = tab.shape[1] - 1
+    s = _home(key, mask)
+    while tab[s, live] != 0.0:
+        if _same_row(tab, s, key):
+            return s
+        s = (s + 1) & mask
+    return -1
+
+
+@njit(cache=True, inline="always")
+def ht_get(tab: np.ndarray, key, default: int) -> int:
+    """The value at ``key``, ``default`` if absent.  O(1) expected."""
+    s = _find(tab, key)
+    return default if s < 0 else np.int64(tab[s, tab.shape[1] - 2])
+
+
+@njit(cache=True)
+def _grow(tab) -> np.ndarray:
+    """The same entries in twice the slots.  O(cap)."""
+    cap = 2 * (tab.shape[0] - 1)
+    arity = tab.shape[1] - 2
+    out = np.zeros((cap + 1, arity + 2))
+    for s in range(tab.shape[0] - 1):
+        if tab[s, arity + 1] != 0.0:
+            r = _home(tab[s, :arity], cap - 1)
+            while out[r, arity + 1] != 0.0:
+                r = (r + 1) & (cap - 1)
+            out[r] = tab[s]
+    out[cap, 0] = tab[-1, 0]
+    return out
+
+
+@njit(cache=True)
+def ht_set(tab: np.ndarray, key, value: int) -> np.ndarray:
+    """``tab[key] = value``; returns the table (a new, bigger one when it had to grow: store it).
+    O(1) expected (amortised over growth)."""
+    s = _find(tab, key)
+    arity = tab.shape[1] - 2
+    if s >= 0:
+        tab[s, arity] = value
+        return tab
+    if 2 * (tab[-1, 0] + 1) > tab.shape[0] - 1:
+        tab = _grow(tab)
+    mask = tab.shape[0] - 2
+    s = _home(key, mask)
+    while tab[s, arity + 1] != 0.0:
+        s = (s + 1) & mask
+    for j in range(arity):
+        tab[s, j] = _norm(key[j])
+    tab[s, arity] = value
+    tab[s, arity + 1] = 1.0
+    tab[-1, 0] += 1.0
+    return tab
+
+
+@njit(cache=True)
+def ht_pop(tab: np.ndarray, key) -> None:
+    """Remove ``key`` if present: the entries after it in its run move back into the gap when
+    their home slot allows, so every lookup still ends at the first free slot.  O(run length)."""
+    s = _find(tab, key)
+    if s < 0:
+        return
+    mask = tab.shape[0] - 2
+    arity = tab.shape[1] - 2
+    gap = s
+    r = (s + 1) & mask
+    while tab[r, arity + 1] != 0.0:
+        h = _home(tab[r, :arity], mask)
+        # r may fill the gap unless its home lies cyclically in (gap, r]
+        if (r > gap and (h <= gap or h > r)) or (r < gap and h <= gap and h > r):
+            tab[gap] = tab[r]
+            gap = r
+        r = (r + 1) & mask
+    tab[gap] = 0.0
+    tab[-1, 0] -= 1.0
+
+
+def ht_dict(tab: np.ndarray) -> dict[tuple[float, ...], int]:
+    """A Python dict copy of the table.  O(cap)."""
+    arity = tab.shape[1] - 2
+    return {tuple(tab[s, :arity].tolist()): int(tab[s, arity]) for s in np.flatnonzero(tab[:-1, arity + 1])}
+
+
+def ht_check(tab: np.ndarray) -> None:
+    """Assert the table's invariants: the capacity is a power of two at least twice the count, the
+    count matches the live slots, live flags are 0/1, keys are distinct and normalised, and every
+    key is found from its home slot without crossing a free slot.  O(cap * probe length)."""
+    cap, arity = tab.shape[0] - 1, tab.shape[1] - 2
+    live = tab[:-1, arity + 1]
+    assert cap >= 8 and cap & (cap - 1) == 0, f"capacity {cap} is not a power of two"
+    assert set(np.unique(live).tolist()) <= {0.0, 1.0}, "a live flag is neither 0 nor 1"
+    n = int(live.sum())
+    assert tab[-1, 0] == n and 2 * n <= cap and not tab[-1, 1:].any(), f"count {tab[-1, 0]}, {n} live"
+    seen = set()
+    for s in np.flatnonzero(live):
+        key = tab[s, :arity]
+        assert key.tobytes() not in seen, f"key {key.tolist()} stored twice"
+        seen.add(key.tobytes())
+        assert not (key == 0.0).any() or not np.signbit(key[key == 0.0]).any(), "an unnormalised -0.0"
+        assert _find_py(tab, tuple(key.tolist())) == s, f"key {key.tolist()} unreachable from its home"
+    assert not tab[:-1][live == 0.0].any(), "a free slot holds data"
+
+
+@njit(cache=True)
+def _find_py(tab, key) -> int:
+    return _find(tab, key)
