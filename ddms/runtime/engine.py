@@ -135,7 +135,7 @@ class Engine:
         self._scalar_watch: list[tuple[str, np.ndarray, int, tuple[Subscription, ...]]] = []
         self._grouped_watch: list[tuple[str, GroupedView]] = []
         # the same scalar entries by map slot: what the fast path of _line_changed walks
-        self._slot_watch: dict[int, list[tuple[str, tuple[Subscription, ...]]]] = {}
+        self._slot_watch: dict[int, list[tuple[str, Subscription]]] = {}
         self.position = 0
         self._fire_c = _FIRE(self._line_changed)  # compiled code calls back through this
         self._raised: BaseException | None = None
@@ -255,7 +255,7 @@ class Engine:
         self._grouped_watch = [(n, v) for n, v, _ in live if isinstance(v, GroupedView)]
         self._slot_watch = {}
         for n, _cell, slot, subs in self._scalar_watch:
-            self._slot_watch.setdefault(slot, []).append((n, subs))
+            self._slot_watch.setdefault(slot, []).extend((n, sub) for sub in subs)
         self._set_gate(view)
 
     def _set_gate(self, view: str) -> None:
@@ -370,14 +370,16 @@ class Engine:
         compared with its value before the line (``_prev``) and grouped views read their change
         logs.  A subscription cancelled by an earlier callback of the same line is skipped."""
         self.position = position = self._batch_base + line
+        if slot >= 0:   # (view, subscription) pairs flattened: one loop, ~0.3 us with ctypes
+            try:
+                for view, sub in self._slot_watch.get(slot, ()):
+                    if sub.live and (sub.lo > sub.hi or new > sub.hi or new < sub.lo):
+                        sub.fn(view, (), old, new, position)
+            except BaseException as e:  # noqa: BLE001 - re-raised by apply
+                self._raised = e
+                return 1
+            return 0
         try:
-            if slot >= 0:
-                for view, subs in self._slot_watch.get(slot, ()):
-                    for sub in subs:
-                        lo, hi = sub.lo, sub.hi
-                        if (lo > hi or new > hi or new < lo) and sub.live:
-                            sub.fn(view, (), old, new, position)
-                return 0
             item = self._prev.item
             for view, cell, slot, subs in self._scalar_watch:
                 old = item(slot)
