@@ -756,7 +756,9 @@ class _Codegen:
             i = self.mid[m.name]
             if m.keys:
                 # changed only if some logged key's value differs from its old value (an E line of
-                # 0 units writes and restores); otherwise drop the log without leaving compiled code
+                # 0 units writes and restores); otherwise drop the log without leaving compiled code.
+                # nch counts changed scalar maps; a grouped change sets it past 1, so fire() gets
+                # slot -1 and Python takes the general path (change logs, every watched view)
                 changed.append(f"        if st.watch[{i}] and len(st.log_keys_{m.name}) > 0:\n"
                                f"            if log_changed(st.m_{m.name}, st.log_keys_{m.name}, "
                                f"st.log_old_{m.name}):\n"
