@@ -32,10 +32,13 @@ def render(stream: list[tuple]) -> list[str]:
     return [f"{i},{oid},{a},{v},{p}" for i, (a, oid, v, p) in enumerate(stream)]
 
 
-def drive(program, lines: list[str], check) -> None:
-    """Run ``lines`` through a fresh engine, calling ``check(engine, interp, book, position)``
-    after every line; ``interp`` and ``book`` are the independent oracles at that line."""
+def drive(program, lines: list[str], check, setup=None) -> None:
+    """Run ``lines`` through a fresh engine (passed to ``setup`` first, e.g. to register
+    callbacks), calling ``check(engine, interp, book, position)`` after every line; ``interp`` and
+    ``book`` are the independent oracles at that line."""
     engine = Engine(program)
+    if setup is not None:
+        setup(engine)
     interp = Interpreter(engine.program)
     names = {i: s.name for i, s in enumerate(engine.program.streams)}
     relmap = engine.relmap(("bids", "asks"))

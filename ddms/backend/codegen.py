@@ -29,9 +29,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ddms.backend.deferral import deferred_maps
 from ddms.errors import CompileError, ProgramError
 from ddms.m3.ir import (
     Add,
@@ -48,6 +49,7 @@ from ddms.m3.ir import (
     Neg,
     Program,
     Statement,
+    Trigger,
     Var,
     map_reads,
     variables,
@@ -56,7 +58,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "11"
+CODEGEN_VERSION = "12"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -145,6 +147,8 @@ class _Codegen:
         self._fn: _Fn | None = None    # the function being generated (where reads are hoisted)
         self._hoisted = 0
         self._known: dict[str, str] = {}   # hash probe code -> the loop value that holds it
+        self.deferred = deferred_maps(program)
+        self.lazy_groups = 0
 
     # -- helpers ------------------------------------------------------------------------------
     def _m(self, name: str) -> MapDecl:
@@ -700,56 +704,84 @@ class _Codegen:
                 f"    for k in keys:\n        w_{m.name}(st, k, 0.0)\n" if n else
                 f"@njit(cache=True)\ndef clear_{m.name}_{_mask(pos)}(st, part):\n    st.m_{m.name}[0] = 0.0\n")
 
+    def _trigger_functions(self, tname: str, t: Trigger) -> list[str]:
+        """Sources of function ``tname`` running ``t``'s statements in order, and of the chunk
+        functions it calls when there are more than ``STATEMENTS_PER_FUNCTION`` (the statement
+        functions they inline go to ``self.functions``)."""
+        out = []
+        calls = []
+        shared = self._shared_cuts(t) if len(t.statements) <= STATEMENTS_PER_FUNCTION else {}
+        for j, s in enumerate(t.statements):
+            fname = f"{tname}_s{j}"
+            starting = [k for k, (first, _, _) in shared.items() if first == j]
+            for n, key in enumerate(starting):   # compute the boundary before its first user
+                _, _, (b, rop, cop, x) = shared[key]
+                cut = (f"cut{j}_{n}_code", f"cut{j}_{n}_b")
+                fn = self._fn = _Fn()
+                env0 = {a: f"a_{a}" for a in t.args}
+                xv = self._value(fn, x, env0)
+                fn.line(f"{cut[0]}, {cut[1]} = threshold_cut(st.op_{b.name}, "
+                        f"{self._root(self._m(b.name), env0, b.keys)}, {_OPCODE[rop]}, {_OPCODE[cop]}, {xv})")
+                calls += fn.body()
+                self._fn = None
+                self._cuts[key] = cut
+            self.statement(fname, s, t.args)
+            cut_args = [v for c in self._cuts.values() for v in c]
+            calls.append(f"    {fname}(st, {', '.join(['a_' + a for a in t.args] + cut_args)})")
+            for key in [k for k, (_, last, _) in shared.items() if last == j]:
+                self._cuts.pop(key, None)
+        self._cuts.clear()
+        params = ", ".join(["st", *("a_" + a for a in t.args)])   # passed on unchanged
+        # a long trigger (no shared boundaries then: one line per statement) calls chunk functions
+        # the statements inline into; a short one keeps its boundaries and their users together
+        if len(t.statements) > STATEMENTS_PER_FUNCTION:
+            chunks = [calls[i:i + STATEMENTS_PER_FUNCTION] for i in range(0, len(calls), STATEMENTS_PER_FUNCTION)]
+            for c, chunk in enumerate(chunks):
+                out.append(f"@njit(cache=True)\ndef {tname}_c{c}({params}):\n" + "\n".join(chunk) + "\n")
+            calls = [f"    {tname}_c{c}({params})" for c in range(len(chunks))]
+        out.append(f"@njit(cache=True)\ndef {tname}({params}):\n" + "\n".join(calls or ["    pass"]) + "\n")
+        return out
+
     # -- module ---------------------------------------------------------------------------------
     def module(self) -> str:
         p = self.p
         trig_fns = []
         streams = {s.name: i for i, s in enumerate(p.streams)}
-        for t in p.triggers:
+        lazy: dict[int, int] = {}   # trigger index -> its group of deferred statements (deferral.py)
+        groups: dict[str, int] = {}   # printed deferred statements -> group (inserts and deletes share)
+        for n, t in enumerate(p.triggers):
             tname = f"on_{'insert' if t.sign == '+' else 'delete'}_{t.stream}"
-            calls = []
-            shared = self._shared_cuts(t) if len(t.statements) <= STATEMENTS_PER_FUNCTION else {}
-            for j, s in enumerate(t.statements):
-                fname = f"{tname}_s{j}"
-                starting = [k for k, (first, _, _) in shared.items() if first == j]
-                for n, key in enumerate(starting):   # compute the boundary before its first user
-                    _, _, (b, rop, cop, x) = shared[key]
-                    cut = (f"cut{j}_{n}_code", f"cut{j}_{n}_b")
-                    fn = self._fn = _Fn()
-                    env0 = {a: f"a_{a}" for a in t.args}
-                    xv = self._value(fn, x, env0)
-                    fn.line(f"{cut[0]}, {cut[1]} = threshold_cut(st.op_{b.name}, "
-                            f"{self._root(self._m(b.name), env0, b.keys)}, {_OPCODE[rop]}, {_OPCODE[cop]}, {xv})")
-                    calls += fn.body()
-                    self._fn = None
-                    self._cuts[key] = cut
-                self.statement(fname, s, t.args)
-                cut_args = [v for c in self._cuts.values() for v in c]
-                calls.append(f"    {fname}(st, {', '.join(['a_' + a for a in t.args] + cut_args)})")
-                for key in [k for k, (_, last, _) in shared.items() if last == j]:
-                    self._cuts.pop(key, None)
-            self._cuts.clear()
-            params = ", ".join(["st", *("a_" + a for a in t.args)])
-            args = ", ".join("a_" + a for a in t.args)
-            # a long trigger (no shared boundaries then: one line per statement) calls chunk functions
-            # the statements inline into; a short one keeps its boundaries and their users together
-            if len(t.statements) > STATEMENTS_PER_FUNCTION:
-                chunks = [calls[i:i + STATEMENTS_PER_FUNCTION] for i in range(0, len(calls), STATEMENTS_PER_FUNCTION)]
-                for c, chunk in enumerate(chunks):
-                    trig_fns.append(f"@njit(cache=True)\ndef {tname}_c{c}({params}):\n" + "\n".join(chunk) + "\n")
-                calls = [f"    {tname}_c{c}(st, {args})" for c in range(len(chunks))]
-            trig_fns.append(f"@njit(cache=True)\ndef {tname}({params}):\n" + "\n".join(calls or ["    pass"]) + "\n")
+            now = tuple(s for s in t.statements if s.target.name not in self.deferred)
+            later = tuple(s for s in t.statements if s.target.name in self.deferred)
+            trig_fns += self._trigger_functions(tname, replace(t, statements=now))
+            if not later:
+                continue
+            text = "; ".join(f"{print_expr(s.target)} {s.op} {print_expr(s.expr)}" for s in later)
+            if text not in groups:
+                groups[text] = len(groups)
+                trig_fns += self._trigger_functions(f"lazy_{groups[text]}", replace(t, args=(), statements=later))
+            lazy[n] = groups[text]
+            self.plan.append(f"{tname}: deferred to the end of the line (views watched) or batch, group "
+                             f"{lazy[n]}: " + ", ".join(dict.fromkeys(s.target.name for s in later)))
+        if groups:
+            trig_fns.append("@njit(cache=True)\ndef flush(st):\n"
+                            "    \"\"\"Run the deferred statements of the triggers fired since the last flush.\"\"\"\n"
+                            "    lz = st.lazy\n"
+                            + "".join(f"    if lz[{g}]:\n        lz[{g}] = 0\n        lazy_{g}(st)\n"
+                                      for g in range(len(groups))))
+        self.lazy_groups = len(groups)
         clears = []
         for stmt_map, pos in self._clear_patterns():
             clears.append(self.clear_function(self._m(stmt_map), pos))
         writers = [f for m in p.maps for f in self.map_functions(m)]
         fields, inits = self._state_fields()
         dispatch = []
-        for t in p.triggers:
+        for n, t in enumerate(p.triggers):
             si, sign = streams[t.stream], (1 if t.sign == "+" else -1)
             args = ", ".join(f"cols[i, {c}]" for c in range(len(t.args)))
             tname = f"on_{'insert' if t.sign == '+' else 'delete'}_{t.stream}"
-            dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}(st, {args})")
+            dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}(st, {args})"
+                            + (f"\n                lz[{lazy[n]}] = 1" if n in lazy else ""))
         changed = []
         for q in p.queries:
             m = self._m(q.map)
@@ -791,7 +823,7 @@ class _Codegen:
                "    i = start\n"
                "    watching = st.watching[0]\n"
                "    watch = st.watch\n"
-               "    gate = st.gate\n" + hoist +
+               "    gate = st.gate\n" + ("    lz = st.lazy\n" if lazy else "") + hoist +
                "    while i < end:\n"
                "        ln = line[i]\n"
                "        if watching:\n" + ("\n".join(snap) if snap else "            pass") + "\n"
@@ -801,11 +833,13 @@ class _Codegen:
                + ("\n".join(dispatch) if dispatch else "            pass") + "\n"
                "            i += 1\n"
                "        if watching:\n"
+               + ("            flush(st)\n" if lazy else "") +
                "            changed = False\n"
                "            nch = 0\n            cs = -1\n            co = 0.0\n            cn = 0.0\n"
                + ("\n".join("    " + c.replace("\n", "\n    ") for c in changed) if changed else "            pass")
                + "\n            if changed:\n                if nch != 1:\n                    cs = -1\n"
                "                if fire(ln, cs, co, cn) != 0:\n                    return i\n"
+               + ("    flush(st)\n" if lazy else "") +
                "    return i\n")
         header = (f'"""Generated by ddms codegen v{CODEGEN_VERSION} from an M3 program: do not edit.\n\n'
                   + print_program(p).replace("\\", "\\\\").replace('"""', "'''") + '"""\n\n'
@@ -861,6 +895,9 @@ class _Codegen:
         nm = max(len(self.p.maps), 1)
         fields, inits = ["watch", "watching", "gate"], [f"np.zeros({nm}, np.int8)", "np.zeros(1, np.int8)",
                                                         f"np.array([[np.inf, -np.inf]] * {nm})"]
+        if self.lazy_groups:   # dirty flags of the groups of deferred statements
+            fields.append("lazy")
+            inits.append(f"np.zeros({self.lazy_groups}, np.int8)")
         for m in self.p.maps:
             n = len(m.keys)
             fields.append(f"m_{m.name}")

@@ -172,10 +172,13 @@ class Engine:
         """Assert every invariant of the program state (tests call it after each update):
         hash maps hold no zero values; every secondary index holds exactly the keys of its map,
         grouped by its key positions; every range tree passes ``btree_check`` and holds exactly
-        its map's entries (per prefix).  Cost: O(total map size)."""
+        its map's entries (per prefix); no deferred statement is left pending between batches.
+        Cost: O(total map size)."""
         from ddms.storage.btree import btree_check, btree_items, btree_len
         from ddms.storage.hashtab import ht_check, ht_dict
         mod, st = self.module, self.state
+        if "lazy" in mod.FIELDS:
+            assert not st.lazy.any(), f"deferred statements pending after a batch: groups {st.lazy}"
         for m in self.program.maps:
             if not m.keys:
                 continue
