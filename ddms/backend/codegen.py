@@ -10,7 +10,10 @@ Layout of the generated module:
 * one ``@njit(cache=True)`` function per map writer and per statement, the statements inlined
   into the trigger that runs them (in chunks of ``STATEMENTS_PER_FUNCTION``);
 * ``run_batch``: the loop over a columnar event batch that dispatches to the triggers and, when
-  views are watched, returns to Python after a line that changed one (and only then).
+  views are watched, returns to Python after a line that changed one (and only then);
+* ``flush``: the deferred ``:=`` statements (``deferral.py``) of the triggers that fired, grouped
+  by identical statement lists (an insert and a delete trigger usually share one), run by
+  ``run_batch`` after each line while views are watched and at the end of the batch.
 
 Expressions compile by continuation: ``_emit(e, env, k)`` writes the loops that enumerate the
 bindings of ``e`` and calls ``k(value, env)`` to write the code that consumes each value.  Two
