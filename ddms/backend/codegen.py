@@ -751,19 +751,18 @@ class _Codegen:
         trig_fns = []
         streams = {s.name: i for i, s in enumerate(p.streams)}
         lazy: dict[int, int] = {}   # trigger index -> its group of deferred statements (deferral.py)
-        groups: dict[str, int] = {}   # printed deferred statements -> group (inserts and deletes share)
+        groups: dict[tuple[Statement, ...], int] = {}   # deferred statements -> group (inserts and deletes share)
         for n, t in enumerate(p.triggers):
-            tname = f"on_{'insert' if t.sign == '+' else 'delete'}_{t.stream}"
+            tname = _trigger_name(t)
             now = tuple(s for s in t.statements if s.target.name not in self.deferred)
             later = tuple(s for s in t.statements if s.target.name in self.deferred)
             trig_fns += self._trigger_functions(tname, replace(t, statements=now))
             if not later:
                 continue
-            text = "; ".join(f"{print_expr(s.target)} {s.op} {print_expr(s.expr)}" for s in later)
-            if text not in groups:
-                groups[text] = len(groups)
-                trig_fns += self._trigger_functions(f"lazy_{groups[text]}", replace(t, args=(), statements=later))
-            lazy[n] = groups[text]
+            if later not in groups:
+                groups[later] = len(groups)
+                trig_fns += self._trigger_functions(f"lazy_{groups[later]}", replace(t, args=(), statements=later))
+            lazy[n] = groups[later]
             self.plan.append(f"{tname}: deferred to the end of the line (views watched) or batch, group "
                              f"{lazy[n]}: " + ", ".join(dict.fromkeys(s.target.name for s in later)))
         if groups:
@@ -782,7 +781,7 @@ class _Codegen:
         for n, t in enumerate(p.triggers):
             si, sign = streams[t.stream], (1 if t.sign == "+" else -1)
             args = ", ".join(f"cols[i, {c}]" for c in range(len(t.args)))
-            tname = f"on_{'insert' if t.sign == '+' else 'delete'}_{t.stream}"
+            tname = _trigger_name(t)
             dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}(st, {args})"
                             + (f"\n                lz[{lazy[n]}] = 1" if n in lazy else ""))
         changed = []
@@ -923,6 +922,10 @@ class _Codegen:
                 fields += [f"log_keys_{m.name}", f"log_old_{m.name}"]
                 inits += [f"List.empty_list({kt})", "List.empty_list(types.float64)"]
         return fields, inits
+
+
+def _trigger_name(t: Trigger) -> str:
+    return f"on_{'insert' if t.sign == '+' else 'delete'}_{t.stream}"
 
 
 def _summands(e: Expr) -> tuple[Expr, ...]:

@@ -29,7 +29,6 @@ round, at most one round per statement.
 from __future__ import annotations
 
 from ddms.m3.ir import Program, Statement, Trigger, map_reads, variables
-from ddms.m3.printer import print_expr
 
 
 def _candidate(s: Statement, t: Trigger) -> bool:
@@ -40,15 +39,15 @@ def _candidate(s: Statement, t: Trigger) -> bool:
 def deferred_maps(program: Program) -> frozenset[str]:
     """Names of the maps whose ``:=`` statements may be deferred to the end of a line (see the
     module docstring for the conditions).  Pure; O(rounds x statements x maps)."""
-    text: dict[str, set[str]] = {}          # target -> printed statements writing it
+    writers: dict[str, set[Statement]] = {}   # target -> the (distinct) statements writing it
     ok: set[str] = set()
     bad: set[str] = set()
     for t in program.triggers:
         for s in t.statements:
             name = s.target.name
-            text.setdefault(name, set()).add(f"{print_expr(s.target)} {s.op} {print_expr(s.expr)}")
+            writers.setdefault(name, set()).add(s)
             (ok if _candidate(s, t) else bad).add(name)
-    cand = {m for m in ok - bad if len(text[m]) == 1}
+    cand = {m for m in ok - bad if len(writers[m]) == 1}
     while True:
         drop = {m for m in cand if not _holds(program, m, cand)}
         if not drop:
