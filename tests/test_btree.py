@@ -41,7 +41,7 @@ from ddms.storage.btree import (
     btree_sum_le,
 )
 
-NAMES = ["new", "add", "set", "get", "total", "len", "negatives", "sum_lt", "sum_le", "sum_gt",
+NAMES = ["new", "add", "addv", "set", "get", "total", "len", "negatives", "sum_lt", "sum_le", "sum_gt",
          "sum_ge", "first_prefix", "min", "max", "items", "free", "check"]
 
 
@@ -98,9 +98,11 @@ def b(request) -> SimpleNamespace:
     mod = shipped if request.param == "shipped" else small_module()
     ns = SimpleNamespace(mod=mod, **{name: getattr(mod, "btree_" + name) for name in NAMES})
     ns.pool = ns.new(4)
+    ns.cpool = ns.new(4, COLS)
     return ns
 
 
+COLS = 3  # columns of the multi-column tree
 N_ROOTS = 3  # root 0 only ever holds positive values, so first_prefix is always checked on it
 
 keys = st.one_of(
@@ -128,8 +130,9 @@ ops = st.lists(
 )
 
 
-def verify(b: SimpleNamespace, pool, root: int, model: SortedDict) -> None:
-    """Every query of the tree at ``root`` agrees with the model (exactly: values are dyadic)."""
+def verify(b: SimpleNamespace, pool, root: int, model: SortedDict, c: int = 0) -> None:
+    """Every query of column ``c`` of the tree at ``root`` agrees with the model (exactly: values
+    are dyadic)."""
     b.check(pool, root)
     mk = list(model.keys())
     mv = list(model.values())
@@ -137,13 +140,13 @@ def verify(b: SimpleNamespace, pool, root: int, model: SortedDict) -> None:
     for v in mv:
         prefix.append(prefix[-1] + v)
     total = prefix[-1]
-    assert b.len(pool, root) == len(mk)
-    assert b.total(pool, root) == total
-    assert b.negatives(pool, root) == sum(v < 0 for v in mv)
-    ks, vs = b.items(pool, root)
+    assert b.len(pool, root, c) == len(mk)
+    assert b.total(pool, root, c) == total
+    assert b.negatives(pool, root, c) == sum(v < 0 for v in mv)
+    ks, vs = b.items(pool, root, c)
     assert ks.tolist() == mk and vs.tolist() == mv
-    assert same(b.min(pool, root), (True, mk[0]) if mk else (False, math.nan))
-    assert same(b.max(pool, root), (True, mk[-1]) if mk else (False, math.nan))
+    assert same(b.min(pool, root, c), (True, mk[0]) if mk else (False, math.nan))
+    assert same(b.max(pool, root, c), (True, mk[-1]) if mk else (False, math.nan))
 
     probes = [-math.inf, math.inf, -2e12, 2e12, 0.0]
     probes += mk + [(x + y) / 2 for x, y in zip(mk, mk[1:], strict=False)]
@@ -152,14 +155,14 @@ def verify(b: SimpleNamespace, pool, root: int, model: SortedDict) -> None:
             continue
         lo = bisect.bisect_left(mk, x)
         hi = bisect.bisect_right(mk, x)
-        assert b.get(pool, root, x) == (mv[lo] if hi > lo else 0.0)
-        assert b.sum_lt(pool, root, x) == prefix[lo]
-        assert b.sum_le(pool, root, x) == prefix[hi]
-        assert b.sum_gt(pool, root, x) == total - prefix[hi]
-        assert b.sum_ge(pool, root, x) == total - prefix[lo]
+        assert b.get(pool, root, x, c) == (mv[lo] if hi > lo else 0.0)
+        assert b.sum_lt(pool, root, x, c) == prefix[lo]
+        assert b.sum_le(pool, root, x, c) == prefix[hi]
+        assert b.sum_gt(pool, root, x, c) == total - prefix[hi]
+        assert b.sum_ge(pool, root, x, c) == total - prefix[lo]
     # NaN bounds match nothing, as in the treap
     for fn in (b.get, b.sum_lt, b.sum_le, b.sum_gt, b.sum_ge):
-        assert fn(pool, root, math.nan) == 0.0
+        assert fn(pool, root, math.nan, c) == 0.0
 
     if any(v < 0 for v in mv):
         return
@@ -171,7 +174,7 @@ def verify(b: SimpleNamespace, pool, root: int, model: SortedDict) -> None:
         for strict in (True, False):
             i = bisect.bisect_right(cums, y) if strict else bisect.bisect_left(cums, y)
             expect = (True, mk[i]) if i < len(mk) else (False, math.nan)
-            got = b.first_prefix(pool, root, y, strict)
+            got = b.first_prefix(pool, root, y, strict, c)
             assert same(got, expect), (y, strict, got, expect)
 
 
@@ -232,6 +235,61 @@ def test_against_model(b: SimpleNamespace, ops: list[tuple[int, str, float, floa
     for r in range(N_ROOTS):  # operations on one root left the others intact
         verify(b, pool, roots[r], models[r])
     free_all(b, pool, roots)
+
+
+# (kind, key, values, column, pick): "addv" adds a delta per column in one update (the fused
+# statements of generated code), "add" / "set" touch one column, "cancel" subtracts every column of
+# the pick-th key of the union (an exact zero everywhere: the key leaves), "free" clears the tree
+col_ops = st.lists(
+    st.tuples(
+        st.sampled_from(["addv", "addv", "add", "set", "cancel", "free"]),
+        keys,
+        st.tuples(values, values, values),
+        st.integers(0, COLS - 1),
+        st.integers(0, 1 << 16),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops=col_ops)
+def test_columns_against_models(b: SimpleNamespace, ops: list) -> None:
+    """A three-column tree behaves as three maps sharing keys: each column is checked against a
+    model of its own, including keys that live only for another column (zeros in this one)."""
+    pool = b.cpool
+    root = -1
+    models = [SortedDict() for _ in range(COLS)]
+    for kind, key, vals, c, pick in ops:
+        vals = (abs(vals[0]), vals[1], vals[2])  # column 0 stays free of negatives (first_prefix)
+        if kind == "addv":
+            root = b.addv(pool, root, key, vals)
+            for col in range(COLS):
+                model_update(models[col], key, vals[col], assign=False)
+        elif kind in ("add", "set"):
+            root = (b.set if kind == "set" else b.add)(pool, root, key, vals[c], c)
+            model_update(models[c], key, vals[c], assign=kind == "set")
+        elif kind == "cancel":
+            union = sorted(set().union(*models))
+            if union:
+                key = union[pick % len(union)]
+                root = b.addv(pool, root, key, tuple(-m.get(key, 0.0) for m in models))
+                for m in models:
+                    m.pop(key, None)
+        else:
+            root = b.free(pool, root)
+            for m in models:
+                m.clear()
+        for col in range(COLS):
+            verify(b, pool, root, models[col], col)
+    if root != -1:  # a bad column or delta count is refused, and the tree is left as it was
+        with pytest.raises(IndexError):
+            b.add(pool, root, 1.0, 1.0, COLS)
+        with pytest.raises(ValueError, match="one delta per column"):
+            b.addv(pool, root, 1.0, (1.0, 2.0))
+        for col in range(COLS):
+            verify(b, pool, root, models[col], col)
+    free_all(b, pool, [root])
 
 
 @settings(max_examples=60, deadline=None)

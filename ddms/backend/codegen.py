@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ddms.backend.deferral import deferred_maps
+from ddms.backend.fusion import runs, tree_groups
 from ddms.errors import CompileError, ProgramError
 from ddms.m3.ir import (
     Add,
@@ -152,6 +153,10 @@ class _Codegen:
         self._known: dict[str, str] = {}   # hash probe code -> the loop value that holds it
         self.deferred = deferred_maps(program)
         self.lazy_groups = 0
+        # maps stored as the columns of one range tree (fusion.py): map -> (tree, column), the
+        # tree named after its first map; maps absent here have a tree of their own
+        self.groups = tree_groups(program, tree_only)
+        self.tree = {name: (g[0], c) for g in self.groups for c, name in enumerate(g)}
 
     # -- helpers ------------------------------------------------------------------------------
     def _m(self, name: str) -> MapDecl:
@@ -180,12 +185,27 @@ class _Codegen:
         """Code reading hash map ``name`` at the key ``parts`` (0.0 if absent)."""
         return f"st.m_{name}.get({self._tuple(parts)}, 0.0)"
 
+    def _pool(self, name: str) -> str:
+        """Code for the node pool of ordered map ``name``'s range trees."""
+        return f"st.op_{self.tree.get(name, (name,))[0]}"
+
+    def _col(self, name: str) -> str:
+        """The column argument of a range-tree call reading map ``name``: '' for a tree of its own."""
+        return f", {self.tree[name][1]}" if name in self.tree else ""
+
+    def _cols(self, a: str, b: str) -> str:
+        """The column arguments (A's, B's) of a threshold call: '' when both have trees of their own."""
+        if a not in self.tree and b not in self.tree:
+            return ""
+        return f", {self.tree.get(a, (a, 0))[1]}, {self.tree.get(b, (b, 0))[1]}"
+
     def _root(self, m: MapDecl, env: dict[str, str], keys: tuple[str, ...]) -> str:
         """Code for the range-tree root of the slice of ordered map ``m`` fixed by the prefix keys."""
+        tree = self.tree.get(m.name, (m.name,))[0]
         if len(m.keys) == 1:
-            return f"st.or_{m.name}[0]"
+            return f"st.or_{tree}[0]"
         parts = [env[k] for k in keys[:-1]]
-        return self._hoist(f"ht_get(st.or_{m.name}, {self._tuple(parts)}, -1)", parts)   # -1: the empty tree
+        return self._hoist(f"ht_get(st.or_{tree}, {self._tuple(parts)}, -1)", parts)   # -1: the empty tree
 
     def _ordered_slice(self, ref: MapRef, env: dict[str, str]) -> bool:
         """True if ``ref`` reads an ORDERED map with only its last (ordered) key unbound."""
@@ -226,7 +246,8 @@ class _Codegen:
                 if not keys:
                     return f"st.m_{name}[0]"
                 if self._tree_only(name):
-                    return f"btree_get(st.op_{name}, {self._root(self._m(name), env, keys)}, {env[keys[-1]]})"
+                    return (f"btree_get({self._pool(name)}, {self._root(self._m(name), env, keys)}, "
+                            f"{env[keys[-1]]}{self._col(name)})")
                 parts = [env[k] for k in keys]
                 code = self._probe(name, parts)
                 return self._known.get(code) or self._hoist(code, parts)
@@ -282,7 +303,7 @@ class _Codegen:
             if self._ordered_slice(ref, env) and ref.keys[-1] == e.var:
                 f, k = fn.temp("found"), fn.temp("key")
                 root = self._root(self._m(ref.name), env, ref.keys)
-                fn.line(f"{f}, {k} = btree_{e.kind}(st.op_{ref.name}, {root})")
+                fn.line(f"{f}, {k} = btree_{e.kind}({self._pool(ref.name)}, {root}{self._col(ref.name)})")
                 self.plan.append(f"  {e.kind}({ref.name}) via range map: O(log n)")
                 return f"({k} if {f} else np.nan)"
             return None
@@ -292,8 +313,8 @@ class _Codegen:
         if rs is not None:
             ref, op, bound = rs
             self.plan.append(f"  range sum {ref.name}[{ref.keys[-1]} {op} ...]: O(log n)")
-            return (f"range_sum(st.op_{ref.name}, {self._root(self._m(ref.name), env, ref.keys)}, "
-                    f"{_OPCODE[op]}, {self._value(fn, bound, env)})")
+            return (f"range_sum({self._pool(ref.name)}, {self._root(self._m(ref.name), env, ref.keys)}, "
+                    f"{_OPCODE[op]}, {self._value(fn, bound, env)}{self._col(ref.name)})")
         ts = self._threshold_shape(e, env)
         if ts is not None:
             a, b, rop, cop, x = ts
@@ -301,13 +322,14 @@ class _Codegen:
             if cut is not None and all(env.get(v) == f"a_{v}" for v in variables(x) | set(b.keys[:-1])):
                 self.plan.append(f"  threshold sum {a.name} where ({b.name} range) {cop} ...: O(log n), "
                                  f"boundary found once per event, before the statements")
-                return (f"threshold_apply(st.op_{a.name}, {self._root(self._m(a.name), env, a.keys)}, "
-                        f"st.op_{b.name}, {self._root(self._m(b.name), env, b.keys)}, "
-                        f"{_OPCODE[rop]}, {_OPCODE[cop]}, {self._value(fn, x, env)}, {cut[0]}, {cut[1]})")
+                return (f"threshold_apply({self._pool(a.name)}, {self._root(self._m(a.name), env, a.keys)}, "
+                        f"{self._pool(b.name)}, {self._root(self._m(b.name), env, b.keys)}, "
+                        f"{_OPCODE[rop]}, {_OPCODE[cop]}, {self._value(fn, x, env)}, {cut[0]}, {cut[1]}"
+                        f"{self._cols(a.name, b.name)})")
             self.plan.append(f"  threshold sum {a.name} where ({b.name} range) {cop} ...: O(log n)")
-            return (f"threshold_sum(st.op_{a.name}, {self._root(self._m(a.name), env, a.keys)}, "
-                    f"st.op_{b.name}, {self._root(self._m(b.name), env, b.keys)}, "
-                    f"{_OPCODE[rop]}, {_OPCODE[cop]}, {self._value(fn, x, env)})")
+            return (f"threshold_sum({self._pool(a.name)}, {self._root(self._m(a.name), env, a.keys)}, "
+                    f"{self._pool(b.name)}, {self._root(self._m(b.name), env, b.keys)}, "
+                    f"{_OPCODE[rop]}, {_OPCODE[cop]}, {self._value(fn, x, env)}{self._cols(a.name, b.name)})")
         return None
 
     def _range_shape(self, e: AggSum, env: dict[str, str]) -> tuple[MapRef, str, Expr] | None:
@@ -494,7 +516,8 @@ class _Codegen:
             if bound_pos != tuple(range(len(keys) - 1)) or keys[-1] in keys[:-1]:
                 raise _NeedsHash(name)
             ks, vs, j = fn.temp("ks"), fn.temp("vs"), fn.temp("j")
-            fn.line(f"{ks}, {vs} = btree_items(st.op_{name}, {self._root(self._m(name), env, keys)})")
+            fn.line(f"{ks}, {vs} = btree_items({self._pool(name)}, {self._root(self._m(name), env, keys)}"
+                    f"{self._col(name)})")
             fn.line(f"for {j} in range({ks}.shape[0]):")
             fn.depth += 1
             fn.line(f"{vv} = {vs}[{j}]")
@@ -626,13 +649,48 @@ class _Codegen:
                               + "\n    return\n")
         self._fn = None
 
+    def _fused(self, t: Trigger) -> dict[int, list[int]]:
+        """Statements of ``t`` that update a shared tree together: index of the first -> indexes of
+        all, in column order; the others -> [] (emitted with the first).  A group's statements
+        fuse when one run holds all of them (fusion.py: its statements commute)."""
+        out: dict[int, list[int]] = {}
+        for run in runs(t, self.tree_only):
+            for g in self.groups:
+                at = {t.statements[j].target.name: j for j in run}
+                if all(name in at for name in g):
+                    idx = [at[name] for name in g]
+                    out.update({j: [] for j in idx})
+                    out[min(idx)] = idx
+        return out
+
+    def fused_statement(self, fname: str, stmts: list[Statement], args: tuple[str, ...]) -> None:
+        """One function for the statements ``M_c[keys] += e_c`` of a shared tree: the C
+        expressions (event values only), then one ``btree_addv``: one descent."""
+        env = {a: f"a_{a}" for a in args}
+        for s in stmts:
+            self.plan.append(f"{fname}: {print_expr(s.target)} {s.op} {print_expr(s.expr)}")
+        name = stmts[0].target.name
+        self.plan.append(f"  one update of range tree {self.tree[name][0]}, columns "
+                         + ", ".join(s.target.name for s in stmts) + ": one descent")
+        deltas = self._tuple([self._inline(s.expr, env) for s in stmts])
+        key = self._tuple([env[k] for k in stmts[0].target.keys])
+        params = ", ".join(["st", *env.values()])
+        self.functions.append(f"@njit(cache=True, inline='always')\ndef {fname}({params}):\n"
+                              f"    {self._tree_add(name, 'btree_addv', key, deltas)}\n")
+
     def _add(self, name: str, key: str, delta: str) -> str:
         """Code adding ``delta`` to ``name[key]`` (key: a tuple expression)."""
         if self._tree_only(name):
-            if self.arity[name] > 1:
-                return f"add_{name}(st, {key}, {delta})"
-            return f"st.or_{name}[0] = btree_add(st.op_{name}, st.or_{name}[0], {key}[0], {delta})"
+            return self._tree_add(name, "btree_add", key, delta + self._col(name))
         return f"a_{name}(st, {key}, {delta})"
+
+    def _tree_add(self, name: str, op: str, key: str, arg: str) -> str:
+        """Code applying ``op`` (``btree_add``/``btree_addv``) with ``arg`` at ``key`` to the tree
+        holding tree-only map ``name``."""
+        tree = self.tree.get(name, (name,))[0]
+        if self.arity[name] > 1:
+            return f"{op.replace('btree_', '')}_{tree}(st, {key}, {arg})"
+        return f"st.or_{tree}[0] = {op}(st.op_{tree}, st.or_{tree}[0], {key}[0], {arg})"
 
     # -- maps -----------------------------------------------------------------------------------
     def map_functions(self, m: MapDecl) -> list[str]:
@@ -647,10 +705,15 @@ class _Codegen:
             return [f"@njit(cache=True, inline='always')\ndef w_{m.name}(st, key, new):\n"
                     f"    st.m_{m.name}[0] = new\n"]
         if self._tree_only(m.name):
-            if n == 1:
+            tree = self.tree.get(m.name, (m.name,))[0]
+            if n == 1 or tree != m.name:   # (a shared tree's writers go with its first map)
                 return []
-            return [f"@njit(cache=True, inline='always')\ndef add_{m.name}(st, key, delta):\n"
-                    + "\n".join(self._slice_update(m, "btree_add", "delta")) + "\n"]
+            out = [f"@njit(cache=True, inline='always')\ndef add_{m.name}(st, key, delta, c=0):\n"
+                   + "\n".join(self._slice_update(m, "btree_add", "delta, c")) + "\n"]
+            if m.name in self.tree:
+                out.append(f"@njit(cache=True, inline='always')\ndef addv_{m.name}(st, key, deltas):\n"
+                           + "\n".join(self._slice_update(m, "btree_addv", "deltas")) + "\n")
+            return out
         body = ["    if old == new:", "        return"]
         if log:
             body.append(log.rstrip("\n"))
@@ -714,8 +777,14 @@ class _Codegen:
         out = []
         calls = []
         shared = self._shared_cuts(t) if len(t.statements) <= STATEMENTS_PER_FUNCTION else {}
+        fused = self._fused(t)
         for j, s in enumerate(t.statements):
             fname = f"{tname}_s{j}"
+            if j in fused:
+                if fused[j]:
+                    self.fused_statement(fname, [t.statements[i] for i in fused[j]], t.args)
+                    calls.append(f"    {fname}(st, {', '.join('a_' + a for a in t.args)})")
+                continue
             starting = [k for k, (first, _, _) in shared.items() if first == j]
             for n, key in enumerate(starting):   # compute the boundary before its first user
                 _, _, (b, rop, cop, x) = shared[key]
@@ -723,8 +792,9 @@ class _Codegen:
                 fn = self._fn = _Fn()
                 env0 = {a: f"a_{a}" for a in t.args}
                 xv = self._value(fn, x, env0)
-                fn.line(f"{cut[0]}, {cut[1]} = threshold_cut(st.op_{b.name}, "
-                        f"{self._root(self._m(b.name), env0, b.keys)}, {_OPCODE[rop]}, {_OPCODE[cop]}, {xv})")
+                fn.line(f"{cut[0]}, {cut[1]} = threshold_cut({self._pool(b.name)}, "
+                        f"{self._root(self._m(b.name), env0, b.keys)}, {_OPCODE[rop]}, {_OPCODE[cop]}, {xv}"
+                        f"{self._col(b.name)})")
                 calls += fn.body()
                 self._fn = None
                 self._cuts[key] = cut
@@ -750,6 +820,9 @@ class _Codegen:
         p = self.p
         trig_fns = []
         streams = {s.name: i for i, s in enumerate(p.streams)}
+        for g in self.groups:
+            self.plan.append(f"range tree {g[0]} holds {', '.join(g)} as its columns (updated together: "
+                             "one descent per event)")
         lazy: dict[int, int] = {}   # trigger index -> its group of deferred statements (deferral.py)
         groups: dict[tuple[Statement, ...], int] = {}   # deferred statements -> group (inserts and deletes share)
         for n, t in enumerate(p.triggers):
@@ -852,8 +925,8 @@ class _Codegen:
                   "from numba.typed import Dict, List\n\n"
                   "from ddms.backend.rt import div, log_changed, ne\n"
                   "from ddms.storage.btree import (\n"
-                  "    btree_add, btree_free, btree_get, btree_items, btree_max, btree_min, btree_new,\n"
-                  "    btree_set, range_sum, threshold_apply, threshold_cut, threshold_sum,\n)\n"
+                  "    btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max, btree_min,\n"
+                  "    btree_new, btree_set, range_sum, threshold_apply, threshold_cut, threshold_sum,\n)\n"
                   "from ddms.storage.hashtab import ht_get, ht_new, ht_pop, ht_set\n\n\n"
                   + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
                             for i in range(1, self._max_arity() + 1)) + "\n\n"
@@ -869,6 +942,7 @@ class _Codegen:
                   + f"FIELDS = {fields!r}\n"
                   + f"INDEXES = {self._index_table()!r}\n"
                   + f"TREE_ONLY = {sorted(m.name for m in p.maps if m.keys and self._tree_only(m.name))!r}\n"
+                  + f"TREES = {self.tree!r}\n"
                   "structref.define_proxy(State, StateType, FIELDS)\n\n\n"
                   "@njit(cache=True)\n"
                   "def new_state():\n"
@@ -914,9 +988,10 @@ class _Codegen:
             for pos in sorted(self.indexes[m.name]):
                 fields.append(f"ix_{m.name}_{_mask(pos)}")
                 inits.append(f"Dict.empty(key_type=K{len(pos)}, value_type=D{n})")
-            if m.ordered:
+            if m.ordered and self.tree.get(m.name, (m.name,))[0] == m.name:
                 fields += [f"op_{m.name}", f"or_{m.name}"]
-                inits.append("btree_new(16)")
+                columns = len(self.groups[[g[0] for g in self.groups].index(m.name)]) if m.name in self.tree else 1
+                inits.append("btree_new(16)" if columns == 1 else f"btree_new(16, {columns})")
                 inits.append("np.full(1, -1, np.int64)" if n == 1 else f"ht_new({n - 1})")
             if m.name in self.view_maps:
                 fields += [f"log_keys_{m.name}", f"log_old_{m.name}"]
