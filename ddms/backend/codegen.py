@@ -157,6 +157,7 @@ class _Codegen:
         # tree named after its first map; maps absent here have a tree of their own
         self.groups = tree_groups(program, tree_only)
         self.tree = {name: (g[0], c) for g in self.groups for c, name in enumerate(g)}
+        self.columns = {g[0]: len(g) for g in self.groups}   # tree -> its number of columns
 
     # -- helpers ------------------------------------------------------------------------------
     def _m(self, name: str) -> MapDecl:
@@ -185,9 +186,13 @@ class _Codegen:
         """Code reading hash map ``name`` at the key ``parts`` (0.0 if absent)."""
         return f"st.m_{name}.get({self._tuple(parts)}, 0.0)"
 
+    def _tree_of(self, name: str) -> str:
+        """The name of the range tree(s) holding ordered map ``name``: its own, or a shared one's."""
+        return self.tree.get(name, (name, 0))[0]
+
     def _pool(self, name: str) -> str:
         """Code for the node pool of ordered map ``name``'s range trees."""
-        return f"st.op_{self.tree.get(name, (name,))[0]}"
+        return f"st.op_{self._tree_of(name)}"
 
     def _col(self, name: str) -> str:
         """The column argument of a range-tree call reading map ``name``: '' for a tree of its own."""
@@ -201,7 +206,7 @@ class _Codegen:
 
     def _root(self, m: MapDecl, env: dict[str, str], keys: tuple[str, ...]) -> str:
         """Code for the range-tree root of the slice of ordered map ``m`` fixed by the prefix keys."""
-        tree = self.tree.get(m.name, (m.name,))[0]
+        tree = self._tree_of(m.name)
         if len(m.keys) == 1:
             return f"st.or_{tree}[0]"
         parts = [env[k] for k in keys[:-1]]
@@ -655,8 +660,8 @@ class _Codegen:
         fuse when one run holds all of them (fusion.py: its statements commute)."""
         out: dict[int, list[int]] = {}
         for run in runs(t, self.tree_only):
+            at = {t.statements[j].target.name: j for j in run}
             for g in self.groups:
-                at = {t.statements[j].target.name: j for j in run}
                 if all(name in at for name in g):
                     idx = [at[name] for name in g]
                     out.update({j: [] for j in idx})
@@ -687,7 +692,7 @@ class _Codegen:
     def _tree_add(self, name: str, op: str, key: str, arg: str) -> str:
         """Code applying ``op`` (``btree_add``/``btree_addv``) with ``arg`` at ``key`` to the tree
         holding tree-only map ``name``."""
-        tree = self.tree.get(name, (name,))[0]
+        tree = self._tree_of(name)
         if self.arity[name] > 1:
             return f"{op.replace('btree_', '')}_{tree}(st, {key}, {arg})"
         return f"st.or_{tree}[0] = {op}(st.op_{tree}, st.or_{tree}[0], {key}[0], {arg})"
@@ -705,8 +710,7 @@ class _Codegen:
             return [f"@njit(cache=True, inline='always')\ndef w_{m.name}(st, key, new):\n"
                     f"    st.m_{m.name}[0] = new\n"]
         if self._tree_only(m.name):
-            tree = self.tree.get(m.name, (m.name,))[0]
-            if n == 1 or tree != m.name:   # (a shared tree's writers go with its first map)
+            if n == 1 or self._tree_of(m.name) != m.name:   # (a shared tree's writers go with its first map)
                 return []
             out = [f"@njit(cache=True, inline='always')\ndef add_{m.name}(st, key, delta, c=0):\n"
                    + "\n".join(self._slice_update(m, "btree_add", "delta, c")) + "\n"]
@@ -988,9 +992,9 @@ class _Codegen:
             for pos in sorted(self.indexes[m.name]):
                 fields.append(f"ix_{m.name}_{_mask(pos)}")
                 inits.append(f"Dict.empty(key_type=K{len(pos)}, value_type=D{n})")
-            if m.ordered and self.tree.get(m.name, (m.name,))[0] == m.name:
+            if m.ordered and self._tree_of(m.name) == m.name:
                 fields += [f"op_{m.name}", f"or_{m.name}"]
-                columns = len(self.groups[[g[0] for g in self.groups].index(m.name)]) if m.name in self.tree else 1
+                columns = self.columns.get(m.name, 1)
                 inits.append("btree_new(16)" if columns == 1 else f"btree_new(16, {columns})")
                 inits.append("np.full(1, -1, np.int64)" if n == 1 else f"ht_new({n - 1})")
             if m.name in self.view_maps:
