@@ -41,28 +41,46 @@ def _print_views(position: int, snapshot: dict, as_json: bool) -> None:
         print(f"line {position}: {parts}", flush=True)
 
 
+BAR_DELAY = 0.5
+"""Seconds a run lasts before :func:`_progress_chunks` draws its bar (the bar is transient)."""
+
+
 def _progress_chunks(chunks: Iterator[bytes], total: int | None, label: str) -> Iterator[bytes]:
     """Pass chunks through, drawing a progress bar on stderr (rich) when stderr is a terminal,
-    else a line every few seconds."""
+    else a line every few seconds.  Nothing is drawn before the run has lasted :data:`BAR_DELAY`
+    seconds (the transient bar would only flash), so that short runs do not import rich (~0.1 s
+    of start time)."""
+    chunks = iter(chunks)
+    done, start = 0, time.monotonic()
+    last = start
+    for c in chunks:
+        yield c
+        done += len(c)
+        if time.monotonic() - start > BAR_DELAY:
+            break
+    else:
+        return
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
     console = Console(stderr=True)
     if console.is_terminal:
         with Progress(TextColumn(label), BarColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
                       console=console, transient=True) as bar:
-            task = bar.add_task(label, total=total)
+            task = bar.add_task(label, total=total, completed=done)
             for c in chunks:
                 yield c
                 bar.advance(task, len(c))
         return
-    done, last = 0, time.monotonic()
-    for c in chunks:
-        yield c
-        done += len(c)
+    while True:
         if time.monotonic() - last > 5:
             last = time.monotonic()
             pct = f" ({100 * done / total:.0f}%)" if total else ""
             print(f"{label}: {done / 1e6:.0f} MB{pct}", file=sys.stderr, flush=True)
+        c = next(chunks, None)
+        if c is None:
+            return
+        yield c
+        done += len(c)
 
 
 def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
@@ -162,7 +180,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
+    """The ``ddms`` parser; ``all_commands=False`` registers only ``run`` and ``compile``."""
     ap = argparse.ArgumentParser(prog="ddms", description="Agile views over order books.")
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="replay an order-book file through a program (no arguments: demo)")
@@ -179,18 +198,34 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--print-after-all", action="store_true", help="show the output of every compiler pass")
     comp.add_argument("--time-passes", action="store_true", help="time every compiler pass (on stderr)")
     comp.set_defaults(func=cmd_compile)
-    # Feed and backtest commands live beside their code; imported lazily so that `ddms run`
-    # does not pay for websockets, pyarrow or pyspark.
-    from ddms.feeds.cli import add_commands as add_feed_commands
-    from replay.cli import add_commands as add_backtest_commands
+    if all_commands:
+        # Feed and backtest commands live beside their code; imported here, and skipped by
+        # parse_args for `run` and `compile`, so that these do not pay for asyncio, numpy and
+        # replay.sources (start time).
+        from ddms.feeds.cli import add_commands as add_feed_commands
+        from replay.cli import add_commands as add_backtest_commands
 
-    add_feed_commands(sub)
-    add_backtest_commands(sub)
+        add_feed_commands(sub)
+        add_backtest_commands(sub)
     return ap
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """``build_parser().parse_args(argv)``, without importing the feed and backtest commands for
+    a well-formed ``run`` or ``compile`` command line (start time).  The top-level parser has no
+    option but -h, so a first word naming one of these is the command; any problem left to the
+    top-level parser (unrecognized arguments) is reported by the full parser, whose usage line
+    lists every command."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("run", "compile"):
+        args, extra = build_parser(all_commands=False).parse_known_args(argv)
+        if not extra:
+            return args
+    return build_parser().parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         return args.func(args)
     except DdmsError as e:

@@ -203,6 +203,28 @@ def test_run_tiny_subprocess():
     assert "100 lines" in r.stderr
 
 
+@pytest.mark.skipif(not TINY.exists(), reason="shared tiny order book not present")
+def test_run_leaves_out_unused_imports():
+    """A short ``ddms run`` of an order-book program imports neither rich (progress bar) nor
+    pyarrow (csv streams) nor the feed and backtest commands: ~0.2 s of start time."""
+    code = ("import sys; from ddms.cli import main; main(['run', sys.argv[1], '--data', sys.argv[2]]); "
+            "print(' '.join(sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code, str(VWAP_M3), str(TINY)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    loaded = set(r.stdout.splitlines()[-1].split())
+    assert not {m for m in loaded if m.split(".")[0] in ("rich", "pyarrow", "replay")
+                or m.startswith("ddms.feeds")}
+
+
+def test_run_unrecognized_argument_usage_lists_every_command(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", str(VWAP_M3), "--bogus"])
+    err = capsys.readouterr().err
+    assert "{run,compile,serve-feed,monitor,backtest,convert}" in err
+    assert "unrecognized arguments: --bogus" in err
+
+
 # ------------------------------------------------------------------------------------------
 # ddms run: bad input
 # ------------------------------------------------------------------------------------------

@@ -19,14 +19,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ddms.errors import DdmsError, ProgramError
 from ddms.m3.ir import Program, Stream
-from ddms.streams.csv import CsvParser
 from ddms.streams.events import EventBatch, split_lines
 from ddms.streams.orderbook import OrderBookParser, parse_chunks
+
+if TYPE_CHECKING:
+    # imported where a csv stream is opened: the csv adaptor loads pyarrow (start time)
+    from ddms.streams.csv import CsvParser
 
 ADAPTORS = ("orderbook", "csv")
 
@@ -90,7 +94,7 @@ def _interleave(pi: ProgramInput, streams: list[_Source], offset: int) -> Iterat
     least one line, takes the same number ``m`` (the smallest pending count) of lines from each and
     orders them (local line j, source s); the rest waits for the next round.  A source whose
     pending lines stop at a bad line ends the merge right before that line's merged position."""
-    width = max(len(s.parser.stream.columns) if isinstance(s.parser, CsvParser) else 5 for s in streams)
+    width = max(5 if isinstance(s.parser, OrderBookParser) else len(s.parser.stream.columns) for s in streams)
     pending: dict[int, EventBatch] = {}
     active = list(range(len(streams)))
     while active:
@@ -179,6 +183,7 @@ def open_program_input(program: Program, base: Path, *, data: Path | None = None
         if adaptor == "orderbook":
             sources.append(_orderbook_source(program, streams, path, skip_bad))
         else:
+            from ddms.streams.csv import CsvParser  # here, not at the top: pyarrow (start time)
             s = streams[0]
             sources.append(_Source(path, (s.name,), CsvParser.for_stream(s, source=str(path), skip_bad=skip_bad),
                                    s.kind == "TABLE"))
