@@ -97,7 +97,7 @@ def b(request) -> SimpleNamespace:
     """The btree_* functions of one build, as b.add, b.sum_le...; b.pool is a shared pool."""
     mod = shipped if request.param == "shipped" else small_module()
     ns = SimpleNamespace(mod=mod, **{name: getattr(mod, "btree_" + name) for name in NAMES})
-    ns.pool = ns.new(4)
+    ns.pool = ns.new(4, 1)
     ns.cpool = ns.new(4, COLS)
     return ns
 
@@ -394,7 +394,7 @@ def test_infinite_keys(b: SimpleNamespace) -> None:
 def test_growth_and_reuse(b: SimpleNamespace) -> None:
     """Start with room for one key, grow to 100k keys (10k at fanout 8), delete them all, and
     refill from the free lists."""
-    pool = b.new(1)
+    pool = b.new(1, 1)
     big = b.mod.FL > 8
     n = 100_000 if big else 10_000
     rng = np.random.default_rng(7)
@@ -447,7 +447,7 @@ def test_growth_and_reuse(b: SimpleNamespace) -> None:
 def test_many_roots(b: SimpleNamespace) -> None:
     """Fifty maps of very different sizes in one small pool, updated in interleaved order, share
     and recycle its nodes."""
-    pool = b.new(1)
+    pool = b.new(1, 1)
     rng = np.random.default_rng(11)
     n_roots = 50
     roots = [-1] * n_roots
@@ -492,7 +492,7 @@ def _fill_and_query(pool, keys, deltas, probes):
 
 
 def test_callable_from_njit() -> None:
-    pool = btree_new(8)
+    pool = btree_new(8, 1)
     rng = np.random.default_rng(3)
     keys = rng.integers(0, 2000, 20000).astype(np.float64)
     deltas = rng.integers(1, 5, 20000).astype(np.float64)

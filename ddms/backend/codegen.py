@@ -995,7 +995,7 @@ class _Codegen:
             if m.ordered and self._tree_of(m.name) == m.name:
                 fields += [f"op_{m.name}", f"or_{m.name}"]
                 columns = self.columns.get(m.name, 1)
-                inits.append("btree_new(16)" if columns == 1 else f"btree_new(16, {columns})")
+                inits.append(f"btree_new(16, {columns})")
                 inits.append("np.full(1, -1, np.int64)" if n == 1 else f"ht_new({n - 1})")
             if m.name in self.view_maps:
                 fields += [f"log_keys_{m.name}", f"log_old_{m.name}"]
