@@ -47,6 +47,9 @@ hold what the search needs next (``lw = C + 1``, ``iw = C + 2``):
                           (2 C FI int64, read only by insertions, deletions, sign changes and the
                           per-column count, min and max queries)
 
+The number of columns is part of a pool's numba type (:func:`_pool_type`), so code compiled for a
+pool sees the widths as constants.
+
 A node search compares the bound with every key of the row (a fixed-length loop, no unpredictable
 branches); that touches all the row's cache lines at once, so a node costs about one memory
 latency.  Unused slots are padded (keys +inf, values and sums 0.0, children -1), so sums and
@@ -119,7 +122,7 @@ class BTreePool(structref.StructRefProxy):
 
 
 _FIELDS = [
-    ("nc", types.int64),  # value columns C
+    ("nc", types.int64),  # value columns C (for Python: compiled code takes C from the type, _widths)
     ("lw", types.int64),  # leaf entry width, C + 1
     ("iw", types.int64),  # internal entry width, C + 2
     ("lf", types.float64[:, ::1]),  # leaf rows: (key, C values) entries; padding (+inf, 0.0 ...)
