@@ -72,14 +72,10 @@ def test_plan_names_the_deferred_statements(program):
     assert len(plan) == 2 and all(p.endswith("X, Z, G") for p in plan)
 
 
-def check(engine, interp, _book, position):
-    agree_with_interpreter(engine, interp, position)
-
-
 @SETTINGS
 @given(streams)
 def test_unwatched_views_after_every_line(program, stream):
-    drive(program, render(stream), check)
+    drive(program, render(stream), agree_with_interpreter)
 
 
 @SETTINGS

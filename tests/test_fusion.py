@@ -85,14 +85,10 @@ def test_plan_and_state_show_the_shared_trees(program):
     assert "op_VOL" not in engine.module.FIELDS and engine.state.op_CNT.nc == 3
 
 
-def check(engine, interp, _book, position):
-    agree_with_interpreter(engine, interp, position)
-
-
 @SETTINGS
 @given(streams)
 def test_columns_answer_as_their_maps(program, stream):
-    drive(program, render(stream), check)
+    drive(program, render(stream), agree_with_interpreter)
 
 
 def test_a_column_empty_while_others_keep_keys(program):
