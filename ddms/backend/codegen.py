@@ -8,7 +8,8 @@ Layout of the generated module:
   maps, a range-cumulative B+-tree (``ddms.storage.btree``) over the last key, one tree per value of
   the other keys, found through a ``ddms.storage.hashtab`` table (a plain array: one field load);
 * one ``@njit(cache=True)`` function per map writer and per statement, the statements inlined
-  into the trigger that runs them (in chunks of ``STATEMENTS_PER_FUNCTION``);
+  into the trigger that runs them (in chunks of ``STATEMENTS_PER_FUNCTION``), and short triggers
+  inlined into ``run_batch`` / ``flush`` (``INLINE_BUDGET``);
 * ``run_batch``: the loop over a columnar event batch that dispatches to the triggers and, when
   views are watched, returns to Python after a line that changed one (and only then);
 * ``flush``: the deferred ``:=`` statements (``deferral.py``) of the triggers that fired, grouped
@@ -62,12 +63,34 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "12"
+CODEGEN_VERSION = "13"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
 functions compile much faster (sobi.m3: 61 s -> 18 s cold), while compile time of one function
 grows faster than its size (10/50/200 statements: about 2/8/79 s), so functions stay small."""
+INLINE_BUDGET = STATEMENTS_PER_FUNCTION
+"""Triggers inline into ``run_batch`` (and deferred groups into ``flush``) while their statements
+add up to at most this many.  Every compiled function that reaches a range-tree update links and
+re-optimises the tree's whole update code (numba links callee libraries into each caller): a
+separate trigger function costs about 4 s of compile time for that alone, so vwap.m3's program
+compiles in about 9 s instead of 17 s with cached trees, while a long program keeps one function
+per trigger (one function's compile time grows faster than its size)."""
+
+
+def _inlined(sizes: list[int]) -> set[int]:
+    """Indexes of the functions (by statement count, in program order) to inline into their caller:
+    the smallest first, while the total stays within ``INLINE_BUDGET``.  O(n log n)."""
+    chosen: set[int] = set()
+    total = 0
+    for i in sorted(range(len(sizes)), key=lambda i: (sizes[i], i)):
+        if total + sizes[i] > INLINE_BUDGET:
+            break
+        chosen.add(i)
+        total += sizes[i]
+    return chosen
+
+
 _PY_CMP = {"=": "==", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
 _OPCODE = {"<": 0, "<=": 1, ">": 2, ">=": 3}  # ddms.storage.btree.OP_CODES (not imported: no numba here)
@@ -774,10 +797,11 @@ class _Codegen:
                 f"    for k in keys:\n        w_{m.name}(st, k, 0.0)\n" if n else
                 f"@njit(cache=True)\ndef clear_{m.name}_{_mask(pos)}(st, part):\n    st.m_{m.name}[0] = 0.0\n")
 
-    def _trigger_functions(self, tname: str, t: Trigger) -> list[str]:
+    def _trigger_functions(self, tname: str, t: Trigger, inline: bool = False) -> list[str]:
         """Sources of function ``tname`` running ``t``'s statements in order, and of the chunk
         functions it calls when there are more than ``STATEMENTS_PER_FUNCTION`` (the statement
-        functions they inline go to ``self.functions``)."""
+        functions they inline go to ``self.functions``).  ``inline``: ``tname`` inlines into its
+        caller (see :func:`_inlined`)."""
         out = []
         calls = []
         shared = self._shared_cuts(t) if len(t.statements) <= STATEMENTS_PER_FUNCTION else {}
@@ -816,7 +840,12 @@ class _Codegen:
             for c, chunk in enumerate(chunks):
                 out.append(f"@njit(cache=True)\ndef {tname}_c{c}({params}):\n" + "\n".join(chunk) + "\n")
             calls = [f"    {tname}_c{c}({params})" for c in range(len(chunks))]
-        out.append(f"@njit(cache=True)\ndef {tname}({params}):\n" + "\n".join(calls or ["    pass"]) + "\n")
+        if inline:
+            n = len(t.statements)
+            self.plan.append(f"{tname}: compiled into its caller ({n} statement{'' if n == 1 else 's'}; "
+                             "see INLINE_BUDGET)")
+        deco = "@njit(cache=True, inline='always')" if inline else "@njit(cache=True)"
+        out.append(f"{deco}\ndef {tname}({params}):\n" + "\n".join(calls or ["    pass"]) + "\n")
         return out
 
     # -- module ---------------------------------------------------------------------------------
@@ -829,19 +858,24 @@ class _Codegen:
                              "one descent per event)")
         lazy: dict[int, int] = {}   # trigger index -> its group of deferred statements (deferral.py)
         groups: dict[tuple[Statement, ...], int] = {}   # deferred statements -> group (inserts and deletes share)
+        lazies: list[Trigger] = []   # group -> a trigger running its statements
+        now = [tuple(s for s in t.statements if s.target.name not in self.deferred) for t in p.triggers]
+        inline_now = _inlined([len(ss) for ss in now])
         for n, t in enumerate(p.triggers):
             tname = _trigger_name(t)
-            now = tuple(s for s in t.statements if s.target.name not in self.deferred)
             later = tuple(s for s in t.statements if s.target.name in self.deferred)
-            trig_fns += self._trigger_functions(tname, replace(t, statements=now))
+            trig_fns += self._trigger_functions(tname, replace(t, statements=now[n]), n in inline_now)
             if not later:
                 continue
             if later not in groups:
                 groups[later] = len(groups)
-                trig_fns += self._trigger_functions(f"lazy_{groups[later]}", replace(t, args=(), statements=later))
+                lazies.append(replace(t, args=(), statements=later))
             lazy[n] = groups[later]
             self.plan.append(f"{tname}: deferred to the end of the line (views watched) or batch, group "
                              f"{lazy[n]}: " + ", ".join(dict.fromkeys(s.target.name for s in later)))
+        inline_lazy = _inlined([len(t.statements) for t in lazies])
+        for g, t in enumerate(lazies):
+            trig_fns += self._trigger_functions(f"lazy_{g}", t, g in inline_lazy)
         if groups:
             trig_fns.append("@njit(cache=True)\ndef flush(st):\n"
                             "    \"\"\"Run the deferred statements of the triggers fired since the last flush.\"\"\"\n"
