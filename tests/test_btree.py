@@ -117,7 +117,10 @@ values = st.one_of(
 # (root, kind, key, value, pick): "cancel" adds minus the current value of the pick-th key of the
 # root's model (deleting it through an exact zero); "fill" adds value (or 1) to 1 + pick % 24 keys
 # spaced by 0.25 from key; "drain" cancels up to 1 + pick % 24 consecutive keys of the model;
-# "free" clears the whole root.
+# "free" clears the whole root.  The last element says whether to query the tree after the
+# operation (< 0: not; else the kind of query to run first, see verify): queries flush the pool's
+# pending leaf (btree._update), so runs of unqueried updates, over several roots of one pool,
+# exercise the in-place path that skips descents.
 ops = st.lists(
     st.tuples(
         st.integers(0, N_ROOTS - 1),
@@ -125,57 +128,73 @@ ops = st.lists(
         keys,
         values,
         st.integers(0, 1 << 16),
+        st.integers(-4, 11),
     ),
     max_size=40,
 )
 
 
-def verify(b: SimpleNamespace, pool, root: int, model: SortedDict, c: int = 0) -> None:
+def verify(b: SimpleNamespace, pool, root: int, model: SortedDict, c: int = 0, first: int = 0) -> None:
     """Every query of column ``c`` of the tree at ``root`` agrees with the model (exactly: values
-    are dyadic)."""
-    b.check(pool, root)
+    are dyadic); then :func:`btree_check`.  The kinds of query run in turn starting with kind
+    ``first`` (mod their number): whichever comes first meets the pool's pending leaf, if any, so
+    a query that forgot to flush it fails on some ``first``."""
     mk = list(model.keys())
     mv = list(model.values())
     prefix = [0.0]
     for v in mv:
         prefix.append(prefix[-1] + v)
     total = prefix[-1]
-    assert b.len(pool, root, c) == len(mk)
-    assert b.total(pool, root, c) == total
-    assert b.negatives(pool, root, c) == sum(v < 0 for v in mv)
-    ks, vs = b.items(pool, root, c)
-    assert ks.tolist() == mk and vs.tolist() == mv
-    assert same(b.min(pool, root, c), (True, mk[0]) if mk else (False, math.nan))
-    assert same(b.max(pool, root, c), (True, mk[-1]) if mk else (False, math.nan))
-
     probes = [-math.inf, math.inf, -2e12, 2e12, 0.0]
-    probes += mk + [(x + y) / 2 for x, y in zip(mk, mk[1:], strict=False)]
-    for x in probes:
-        if math.isnan(x):  # (-inf + inf) / 2
-            continue
-        lo = bisect.bisect_left(mk, x)
-        hi = bisect.bisect_right(mk, x)
-        assert b.get(pool, root, x, c) == (mv[lo] if hi > lo else 0.0)
-        assert b.sum_lt(pool, root, x, c) == prefix[lo]
-        assert b.sum_le(pool, root, x, c) == prefix[hi]
-        assert b.sum_gt(pool, root, x, c) == total - prefix[hi]
-        assert b.sum_ge(pool, root, x, c) == total - prefix[lo]
-    # NaN bounds match nothing, as in the treap
-    for fn in (b.get, b.sum_lt, b.sum_le, b.sum_gt, b.sum_ge):
-        assert fn(pool, root, math.nan, c) == 0.0
+    probes += [x for x in mk + [(x + y) / 2 for x, y in zip(mk, mk[1:], strict=False)] if not math.isnan(x)]
+    lo = [bisect.bisect_left(mk, x) for x in probes]
+    hi = [bisect.bisect_right(mk, x) for x in probes]
 
-    if any(v < 0 for v in mv):
-        return
-    cums = prefix[1:]  # nondecreasing: no negatives
-    thresholds = {-1.0, -0.25, 0.0, total, total + 1.0, math.inf, -math.inf}
-    for p in cums:
-        thresholds.update((p - 0.25, p, p + 0.25))
-    for y in thresholds:
-        for strict in (True, False):
-            i = bisect.bisect_right(cums, y) if strict else bisect.bisect_left(cums, y)
-            expect = (True, mk[i]) if i < len(mk) else (False, math.nan)
-            got = b.first_prefix(pool, root, y, strict, c)
-            assert same(got, expect), (y, strict, got, expect)
+    def sums(fn, want) -> None:
+        for x, i, j in zip(probes, lo, hi, strict=True):
+            assert fn(pool, root, x, c) == want(i, j), (fn, x)
+        assert fn(pool, root, math.nan, c) == 0.0   # NaN bounds match nothing
+
+    def items() -> None:
+        ks, vs = b.items(pool, root, c)
+        assert ks.tolist() == mk and vs.tolist() == mv
+
+    def first_prefix() -> None:
+        if any(v < 0 for v in mv):
+            return
+        cums = prefix[1:]  # nondecreasing: no negatives
+        thresholds = {-1.0, -0.25, 0.0, total, total + 1.0, math.inf, -math.inf}
+        for p in cums:
+            thresholds.update((p - 0.25, p, p + 0.25))
+        for y in thresholds:
+            for strict in (True, False):
+                i = bisect.bisect_right(cums, y) if strict else bisect.bisect_left(cums, y)
+                expect = (True, mk[i]) if i < len(mk) else (False, math.nan)
+                got = b.first_prefix(pool, root, y, strict, c)
+                assert same(got, expect), (y, strict, got, expect)
+
+    kinds = [
+        lambda: sums(b.get, lambda i, j: mv[i] if j > i else 0.0),
+        lambda: sums(b.sum_lt, lambda i, j: prefix[i]),
+        lambda: sums(b.sum_le, lambda i, j: prefix[j]),
+        lambda: sums(b.sum_gt, lambda i, j: total - prefix[j]),
+        lambda: sums(b.sum_ge, lambda i, j: total - prefix[i]),
+        lambda: first_prefix(),
+        lambda: items(),
+        lambda: assert_equal(b.len(pool, root, c), len(mk)),
+        lambda: assert_equal(b.total(pool, root, c), total),
+        lambda: assert_equal(b.negatives(pool, root, c), sum(v < 0 for v in mv)),
+        lambda: assert_equal(b.min(pool, root, c), (True, mk[0]) if mk else (False, math.nan), same),
+        lambda: assert_equal(b.max(pool, root, c), (True, mk[-1]) if mk else (False, math.nan), same),
+    ]
+    first %= len(kinds)
+    for kind in kinds[first:] + kinds[:first]:
+        kind()
+    b.check(pool, root)
+
+
+def assert_equal(got, want, eq=None) -> None:
+    assert (eq(got, want) if eq else got == want), (got, want)
 
 
 def free_all(b: SimpleNamespace, pool, roots: list[int]) -> None:
@@ -221,17 +240,18 @@ def apply(b: SimpleNamespace, pool, root: int, model: SortedDict, kind: str, key
 
 @settings(max_examples=120, deadline=None)
 @given(ops=ops)
-def test_against_model(b: SimpleNamespace, ops: list[tuple[int, str, float, float, int]]) -> None:
+def test_against_model(b: SimpleNamespace, ops: list[tuple[int, str, float, float, int, int]]) -> None:
     pool = b.pool
     roots = [-1] * N_ROOTS
     models = [SortedDict() for _ in range(N_ROOTS)]
     for r in range(N_ROOTS):
         verify(b, pool, roots[r], models[r])
-    for r, kind, key, value, pick in ops:
+    for r, kind, key, value, pick, look in ops:
         if r == 0:
             value = abs(value)  # root 0 stays free of negatives
         roots[r] = apply(b, pool, roots[r], models[r], kind, key, value, pick)
-        verify(b, pool, roots[r], models[r])
+        if look >= 0:
+            verify(b, pool, roots[r], models[r], first=look)
     for r in range(N_ROOTS):  # operations on one root left the others intact
         verify(b, pool, roots[r], models[r])
     free_all(b, pool, roots)
@@ -247,6 +267,7 @@ col_ops = st.lists(
         st.tuples(values, values, values),
         st.integers(0, COLS - 1),
         st.integers(0, 1 << 16),
+        st.integers(-4, 11),
     ),
     max_size=40,
 )
@@ -260,7 +281,7 @@ def test_columns_against_models(b: SimpleNamespace, ops: list) -> None:
     pool = b.cpool
     root = -1
     models = [SortedDict() for _ in range(COLS)]
-    for kind, key, vals, c, pick in ops:
+    for kind, key, vals, c, pick, look in ops:
         vals = (abs(vals[0]), vals[1], vals[2])  # column 0 stays free of negatives (first_prefix)
         if kind == "addv":
             root = b.addv(pool, root, key, vals)
@@ -280,8 +301,10 @@ def test_columns_against_models(b: SimpleNamespace, ops: list) -> None:
             root = b.free(pool, root)
             for m in models:
                 m.clear()
-        for col in range(COLS):
-            verify(b, pool, root, models[col], col)
+        for col in range(COLS if look >= 0 else 0):
+            verify(b, pool, root, models[col], col, first=look + col)
+    for col in range(COLS):
+        verify(b, pool, root, models[col], col)
     if root != -1:  # a bad column or delta count is refused, and the tree is left as it was
         with pytest.raises(IndexError):
             b.add(pool, root, 1.0, 1.0, COLS)
@@ -389,6 +412,83 @@ def test_infinite_keys(b: SimpleNamespace) -> None:
         del model[float(k)]
         verify(b, pool, root, model)
     free_all(b, pool, [b.free(pool, root)])
+
+
+def test_pending_leaf(b: SimpleNamespace) -> None:
+    """In-place updates leave one leaf per pool pending (its path's sums stale) until something
+    reads sums, changes a shape or updates another leaf or tree; point lookups do not flush."""
+    pool = b.new(4, 1)
+    a = c = -1
+    for i in range(200):   # several levels at both fanouts
+        a = b.add(pool, a, float(i), 1.0)
+        c = b.add(pool, c, float(i), 2.0)
+    b.check(pool, a)
+    assert pool.pend[0] == -1
+    a = b.add(pool, a, 100.0, 5.0)            # in place: pending, no descent next time
+    assert pool.pend[0] == a
+    leaf = pool.pend[1]
+    a = b.add(pool, a, 101.0, 0.5)            # the same leaf (keys 100, 101 share one at both fanouts)
+    assert list(pool.pend) == [a, leaf, pool.pend[2]]
+    assert b.get(pool, a, 100.0) == 6.0 and b.get(pool, a, 101.0) == 1.5
+    assert pool.pend[0] == a                  # lookups read the leaf only
+    a = b.add(pool, a, 0.0, 1.0)              # another leaf of the same tree
+    assert pool.pend[0] == a and pool.pend[1] != leaf
+    c = b.add(pool, c, 50.0, 1.0)             # another tree of the pool: a's path is written first
+    assert pool.pend[0] == c
+    assert b.total(pool, a) == 200 + 5 + 0.5 + 1 and pool.pend[0] == -1
+    a = b.add(pool, a, 100.0, 1.0)
+    a = b.add(pool, a, 100.0, -7.0)           # the pending key leaves: flush, then a removal
+    assert pool.pend[0] == -1 and b.get(pool, a, 100.0) == 0.0
+    c = b.set(pool, c, 60.0, 0.25)            # an assignment is in place too
+    assert pool.pend[0] == c
+    b.check(pool, c)                          # check verifies the recorded path, then flushes
+    assert pool.pend[0] == -1
+    b.check(pool, a)
+    assert b.len(pool, a) == 199 and b.total(pool, c) == 400 + 1 - 2 + 0.25
+    for r in (a, c):
+        b.free(pool, r)
+
+
+def test_every_query_flushes_the_pending_leaf(b: SimpleNamespace) -> None:
+    """Each kind of query, asked while an in-place update left stale sums and counts on a
+    multi-level tree's path, answers from the updated values."""
+    pool = b.new(4, COLS)
+    r = -1
+    models = [SortedDict() for _ in range(COLS)]
+    for i in range(200):
+        r = b.addv(pool, r, float(i), (1.0, 0.0, 0.0))
+        models[0][float(i)] = 1.0
+    m0, m1 = models[0], models[1]
+
+    def below(m, x, incl):
+        return sum(v for k, v in m.items() if k < x or (incl and k == x))
+
+    kinds = [   # (column updated in place, query, expected from the models)
+        (1, lambda: b.total(pool, r, 1), lambda: sum(m1.values())),
+        (1, lambda: b.len(pool, r, 1), lambda: len(m1)),
+        (1, lambda: b.negatives(pool, r, 1), lambda: sum(v < 0 for v in m1.values())),
+        (1, lambda: b.sum_lt(pool, r, 150.0, 1), lambda: below(m1, 150.0, False)),
+        (1, lambda: b.sum_le(pool, r, 150.0, 1), lambda: below(m1, 150.0, True)),
+        (1, lambda: b.sum_gt(pool, r, 20.0, 1), lambda: sum(m1.values()) - below(m1, 20.0, True)),
+        (1, lambda: b.sum_ge(pool, r, 20.0, 1), lambda: sum(m1.values()) - below(m1, 20.0, False)),
+        (1, lambda: b.min(pool, r, 1), lambda: (True, m1.keys()[0])),
+        (1, lambda: b.max(pool, r, 1), lambda: (True, m1.keys()[-1])),
+        (1, lambda: tuple(a.tolist() for a in b.items(pool, r, 1)), lambda: (list(m1.keys()), list(m1.values()))),
+        (0, lambda: b.first_prefix(pool, r, 150.0, True, 0),
+         lambda: brute_first_prefix(m0, 150.0, True)),
+    ]
+    for q, (c, query, want) in enumerate(kinds):
+        k = float(10 + 13 * q)
+        v = (-2.0 if q % 2 else 3.0) if c else 4.0
+        r = b.add(pool, r, k, v, c)
+        model_update(models[c], k, v, assign=False)
+        assert pool.pend[0] == r, q
+        got = query()
+        assert (same(got, want()) if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], bool)
+                else got == want()), (q, got, want())
+        assert pool.pend[0] == -1, q
+    b.check(pool, r)
+    b.free(pool, r)
 
 
 def test_growth_and_reuse(b: SimpleNamespace) -> None:
