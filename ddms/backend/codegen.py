@@ -63,7 +63,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "13"
+CODEGEN_VERSION = "14"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -218,14 +218,15 @@ class _Codegen:
         return f"st.op_{self._tree_of(name)}"
 
     def _col(self, name: str) -> str:
-        """The column argument of a range-tree call reading map ``name``: '' for a tree of its own."""
-        return f", {self.tree[name][1]}" if name in self.tree else ""
+        """The column argument of a range-tree call reading map ``name`` (0 for a tree of its own),
+        typed int64 rather than a literal: numba compiles one specialization of a callee per
+        literal argument value, so literal columns multiplied the tree code compiled (and linked
+        into every caller) by the column count, for no measurable speed."""
+        return f", np.int64({self.tree[name][1] if name in self.tree else 0})"
 
     def _cols(self, a: str, b: str) -> str:
-        """The column arguments (A's, B's) of a threshold call: '' when both have trees of their own."""
-        if a not in self.tree and b not in self.tree:
-            return ""
-        return f", {self.tree.get(a, (a, 0))[1]}, {self.tree.get(b, (b, 0))[1]}"
+        """The column arguments (A's, B's) of a threshold call, int64 as in :meth:`_col`."""
+        return f", np.int64({self.tree.get(a, (a, 0))[1]}), np.int64({self.tree.get(b, (b, 0))[1]})"
 
     def _root(self, m: MapDecl, env: dict[str, str], keys: tuple[str, ...]) -> str:
         """Code for the range-tree root of the slice of ordered map ``m`` fixed by the prefix keys."""

@@ -378,7 +378,7 @@ def _isum(a, r, off, f):
 @njit(cache=True, inline="always")
 def _count_lt(a, r, w, f, x):
     """Entries t < f whose key a[r, w t] is below x (a sorted row padded with +inf)."""
-    c = 0
+    c = np.int64(0)   # not a literal 0: a call typed before the loop widens it compiles twice
     for t in range(f):
         c += a[r, w * t] < x
     return c
@@ -387,7 +387,7 @@ def _count_lt(a, r, w, f, x):
 @njit(cache=True, inline="always")
 def _count_le(a, r, w, f, x):
     """Entries whose key is at most x (padding counts when x is +inf: callers clamp to the fill)."""
-    c = 0
+    c = np.int64(0)
     for t in range(f):
         c += a[r, w * t] <= x
     return c
@@ -627,7 +627,7 @@ def _update(p, root, k, a):
     if root == -1:
         if not nonzero:
             return -1
-        _reserve(p, 1, 0)
+        _reserve(p, 1, np.int64(0))   # as _insert's call: one compiled _reserve, not two
         n = _alloc_leaf(p)
         _lput(p.lf, lw, n, 0, k, xv)
         p.ln[n] = 1
@@ -743,8 +743,8 @@ def _insert(p, root, d, n, pos, k):
         ik[t, iw - 1] = root
         ik[t, 2 * iw - 1] = split
         in_[t] = 2
-        _refresh(p, t, 0)
-        _refresh(p, t, 1)
+        for j in range(2):   # a loop, not literal 0 and 1: one compiled _refresh, not three
+            _refresh(p, t, j)
         return 2 * t + 1
     # absorbed by node pn[e + 1]: above it only max keys, sums and counts change
     _walk_up(p, e + 1, 2 * pn[e + 1] + 1, ALL, xv, dc, dn)
