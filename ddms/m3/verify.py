@@ -107,8 +107,8 @@ def verify_statement(s: Statement, bound: frozenset[str], arity: dict[str, int],
         raise ProgramError(f"{where}unknown target map {target.name}")
     if len(target.keys) != arity[target.name]:
         raise ProgramError(f"{where}map {target.name} has {arity[target.name]} keys, not {len(target.keys)}")
-    if len(set(target.keys)) != len(target.keys):
-        raise ProgramError(f"{where}target {target.name}[{', '.join(target.keys)}] repeats a key variable")
+    # a repeated key variable is allowed: m[P, P] += e writes the diagonal entry (P, P), as the
+    # higher-order delta of a self-join keyed by both occurrences' prices does
     out = outputs(s.expr, bound, arity, where)
     for k in target.keys:
         if k not in bound and k not in out:
