@@ -798,6 +798,74 @@ def test_apply_batch_with_error_keeps_lines_before_it(eng):
     assert eng.position == 2 and eng.value("BID_VOL") == 15.0
 
 
+def test_insert_rejects_bad_values_and_signs_before_applying(eng):
+    """A NaN, an infinity or a non-number would poison every sum it enters for good (a later
+    delete cannot take it back out): rejected, naming the column, with nothing applied."""
+    eng.insert("BIDS", 1, 1, 3, 10, 100)
+    for bad, col in ((float("nan"), 4), (float("inf"), 5), (None, 4), ("abc", 5)):
+        values = [2, 2, 3, 10, 100]
+        values[col - 1] = bad
+        with pytest.raises(InputError, match=f"column {col} is not a"):
+            eng.insert("BIDS", *values)
+    with pytest.raises(ProgramError, match="neither '\\+'"):
+        eng.event("insert", "BIDS", (2, 2, 3, 10, 100))
+    eng._check()
+    assert eng.position == 1 and eng.value("BID_VOL") == 10.0
+
+
+@pytest.mark.parametrize("rel, sign, line, relmap, width, match", [
+    ([3], [1], [1], [0, 1], 5, "relation number 3 is not in the relation map"),
+    ([0], [1], [1], [5, 1], 5, "relation map .* must be int64 stream numbers"),
+    ([0], [2], [1], [0, 1], 5, "sign 2 is neither"),
+    ([0], [0], [1], [0, 1], 5, "sign 0 is neither"),
+    ([0, 0], [1, 127], [1, 2], [0, 1], 5, "sign 127 is neither"),   # 127 * 127 wraps to 1 in int8
+    ([0, 0], [1, 1], [2, 1], [0, 1], 5, "input line 1 is out of order"),
+    ([0], [1], [7], [0, 1], 5, "input line 7 is out of order"),
+    ([0], [1], [1], [0, 1], 2, "2 columns, the program's streams need 5"),
+])
+def test_apply_rejects_a_malformed_batch_before_applying(eng, rel, sign, line, relmap, width, match):
+    """Compiled code indexes the batch without bounds checks: a hand-built batch that would read
+    outside it, or apply an event that is neither insert nor delete, is refused whole."""
+    eng.insert("BIDS", 1, 1, 3, 10, 100)
+    n = len(rel)
+    batch = EventBatch(np.array(rel, np.int8), np.array(sign, np.int8), np.full((n, width), 50.0),
+                       np.array(line, np.int64), 1, 2)
+    with pytest.raises(InputError, match=match):
+        eng.apply(batch, np.array(relmap, np.int64))
+    eng._check()
+    assert eng.position == 1 and eng.value("BID_VOL") == 10.0
+
+
+def test_applying_again_after_a_callback_raised_resumes_after_its_line(eng):
+    """The line whose callback raised is applied; applying the same batch again continues after
+    it: nothing is lost and nothing is applied twice."""
+    raised = []
+
+    def once(*a):
+        if not raised:
+            raised.append(a[4])
+            raise RuntimeError("boom")
+    eng.on("BID_VOL", once)
+    batch = batch_of("1,1,B,10,100\n2,2,B,5,100\n3,3,B,1,100\n")
+    with pytest.raises(RuntimeError, match="boom"):
+        eng.apply(batch, eng.relmap(REL))
+    assert eng.position == 1 and eng.value("BID_VOL") == 10.0
+    eng.apply(batch, eng.relmap(REL))
+    assert eng.position == 3 and eng.value("BID_VOL") == 16.0
+    eng._check()
+
+
+def test_program_files_that_cannot_be_read_are_program_errors(tmp_path):
+    (tmp_path / "latin1.m3").write_bytes(b"-- caf\xe9\n")
+    (tmp_path / "unknown.m3").write_text(BOOK.replace("BID_VOL[] += VOLUME;", "BID_VOLX[] += VOLUME;", 1))
+    for path, match in ((tmp_path / "missing.m3", "missing.m3: No such file"),
+                        (tmp_path, "is a directory, not a program file"),
+                        (tmp_path / "latin1.m3", "latin1.m3: not UTF-8 text"),
+                        (tmp_path / "unknown.m3", "unknown.m3: .*BID_VOLX")):
+        with pytest.raises(ProgramError, match=match):
+            Engine(str(path))
+
+
 # ------------------------------------------------------------------------------------------
 # vwap.m3 (ORDERED maps) against the interpreter
 # ------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import ctypes
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,13 +24,13 @@ import numpy as np
 
 from ddms.backend.cache import load_module
 from ddms.backend.codegen import Generated, generate
-from ddms.errors import ProgramError, ViewError
+from ddms.errors import InputError, ProgramError, ViewError
 from ddms.m3.interpreter import initial_values
 from ddms.m3.ir import Program
 from ddms.m3.parser import parse_program
 from ddms.m3.verify import verify
 from ddms.runtime.views import GroupedView, ScalarView
-from ddms.streams.events import EventBatch
+from ddms.streams.events import EventBatch, check_batch
 
 Callback = Callable[[str, tuple, float, float, int], Any]
 """``callback(view, key, old, new, position)``: key is ``()`` for scalar views; position is the
@@ -54,11 +55,28 @@ def load_program(program: Program | str | Path) -> Program:
     if isinstance(program, Path | str) and str(program).endswith(".sql") and "\n" not in str(program):
         from ddms.compiler import compile_sql_file
         return compile_sql_file(program).program
-    if isinstance(program, Path) or (isinstance(program, str) and program.endswith(".m3")
-                                     and "\n" not in program):
+    if isinstance(program, Path) or (isinstance(program, str) and "\n" not in program
+                                     and (program.endswith(".m3") or os.path.exists(program))):
         path = Path(program)
-        return verify(parse_program(path.read_text(), str(path)))
+        parsed = parse_program(read_program_text(path), str(path))
+        try:
+            return verify(parsed)
+        except ProgramError as e:   # the verifier knows maps and statements, not files
+            raise ProgramError(f"{path}: {e}") from None
     return verify(parse_program(program))
+
+
+def read_program_text(path: Path) -> str:
+    """The text of a program file; a missing, unreadable or non-UTF-8 file is a
+    :class:`ProgramError` naming it (not an ``OSError`` from deep inside)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise ProgramError(f"{path}: is a directory, not a program file") from None
+    except OSError as e:
+        raise ProgramError(f"{path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ProgramError(f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r})") from None
 
 
 _FIRE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_double, ctypes.c_double)
@@ -322,6 +340,7 @@ class Engine:
         applied up to the bad line and then the error is raised: nothing accepted before it is
         lost."""
         if batch is not self._batch:
+            self._check_batch(batch, relmap)
             self._batch, self._batch_pos = batch, 0
             self._batch_base = self.position - batch.first_line + 1
         base = self._batch_base
@@ -339,13 +358,22 @@ class Engine:
             if self._raised is not None:  # a callback raised: the batch stopped after its line
                 raised, self._raised = self._raised, None
                 self.position = base + int(batch.line[end - 1])
-                self._batch = None
-                raise raised
+                raise raised   # the batch stays current: applying it again resumes after the line
         self.position = max(self.position, base + last)
         if last >= batch.last_line:
             self._batch = None
             if batch.error is not None:
                 raise batch.error
+
+    def _check_batch(self, batch: EventBatch, relmap: np.ndarray) -> None:
+        """Reject a malformed batch or relation map before compiled code (which does not check
+        bounds) sees it.  O(n) compiled plus O(streams)."""
+        nstreams = len(self.program.streams)
+        if relmap.ndim != 1 or relmap.dtype != np.int64 or ((relmap < -1) | (relmap >= nstreams)).any():
+            raise InputError(f"relation map {relmap.tolist()} must be int64 stream numbers 0..{nstreams - 1} "
+                             "or -1 (ignored)", "<batch>")
+        width = max((len(self.program.streams[s].columns) for s in relmap.tolist() if s >= 0), default=0)
+        check_batch(batch, len(relmap), width)
 
     def batch_line(self, position: int) -> int:
         """The input line, within the batch being applied, of engine ``position`` (what a
@@ -420,13 +448,25 @@ class Engine:
                             sub.fn(view, k, old, new, position)
 
     def event(self, sign: str, stream: str, values: Sequence[float]) -> None:
-        """Apply one insert (``sign='+'``) or delete (``'-'``) as its own input line."""
+        """Apply one insert (``sign='+'``) or delete (``'-'``) as its own input line.  Values must
+        be finite numbers (as the stream adaptors require): a NaN or infinite value is rejected
+        before anything is applied, since it would poison every sum it enters for good."""
+        if sign not in ("+", "-"):
+            raise ProgramError(f"event sign {sign!r} is neither '+' (insert) nor '-' (delete)")
         if stream not in self._streams:
             raise ProgramError(f"unknown stream {stream} (streams: {', '.join(self._streams)})")
-        cols = np.asarray([values], dtype=np.float64)
         arity = len(self.program.streams[self._streams[stream]].columns)
-        if cols.shape[1] != arity:
-            raise ProgramError(f"stream {stream} has {arity} columns, got {cols.shape[1]}")
+        if len(values) != arity:
+            raise ProgramError(f"stream {stream} has {arity} columns, got {len(values)}")
+        where = f"{sign}{stream}"
+        for i, v in enumerate(values):
+            try:
+                x = float(v)
+            except (TypeError, ValueError):
+                raise InputError(f"column {i + 1} is not a number", where, self.position + 1, repr(v)) from None
+            if not math.isfinite(x):
+                raise InputError(f"column {i + 1} is not a finite number", where, self.position + 1, repr(v))
+        cols = np.asarray([values], dtype=np.float64)
         batch = EventBatch(np.zeros(1, np.int8), np.array([1 if sign == "+" else -1], np.int8), cols,
                            np.ones(1, np.int64), 1, 1)
         self.apply(batch, np.array([self._streams[stream]], np.int64))

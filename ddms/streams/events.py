@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from ddms.errors import InputError
 
@@ -38,6 +39,58 @@ class EventBatch:
     def empty(arity: int, at_line: int = 0) -> EventBatch:
         return EventBatch(np.zeros(0, np.int8), np.zeros(0, np.int8), np.zeros((0, arity)),
                           np.zeros(0, np.int64), at_line + 1, at_line)
+
+
+@njit(cache=True)
+def _first_fault(rel, sign, line, nrel: int, first: int, last: int) -> tuple[int, int]:
+    """(index, kind) of the first malformed event, or (-1, 0): kind 1 a relation number outside
+    0..nrel-1, 2 a sign other than +1/-1, 3 a line outside first..last or below its predecessor.
+    A branch-free pass that vectorizes (~0.5 ns an event, against ~40 ns an event to apply), then
+    the search for the culprit only when there is one."""
+    n = rel.shape[0]
+    if n == 0:
+        return -1, 0
+    bad = (line[0] < first) | (line[n - 1] > last)
+    for i in range(n):
+        bad |= (rel[i] < 0) | (rel[i] >= nrel) | ((sign[i] != 1) & (sign[i] != -1))
+    for i in range(1, n):
+        bad |= line[i] < line[i - 1]
+    if not bad:
+        return -1, 0
+    prev = first
+    for i in range(n):
+        if rel[i] < 0 or rel[i] >= nrel:
+            return i, 1
+        if sign[i] != 1 and sign[i] != -1:
+            return i, 2
+        if line[i] < prev or line[i] > last:
+            return i, 3
+        prev = line[i]
+    return -1, 0
+
+
+_FAULTS = {1: "relation number {} is not in the relation map (0..{})",
+           2: "sign {} is neither +1 (insert) nor -1 (delete)",
+           3: "input line {} is out of order (batch spans lines {}..{})"}
+
+
+def check_batch(batch: EventBatch, nrel: int, width: int) -> None:
+    """Raise :class:`InputError` naming the first malformed event of ``batch`` (lengths that
+    differ, a relation outside ``0..nrel-1``, a sign other than +-1, lines out of order, fewer
+    than ``width`` columns).  Compiled code indexes the arrays without bounds checks, so a batch
+    built by hand is checked before any of it is applied.  O(n), one compiled pass."""
+    n = len(batch)
+    if not (batch.sign.shape == batch.line.shape == (n,) and batch.cols.ndim == 2 and batch.cols.shape[0] == n):
+        raise InputError(f"rel, sign, line and cols disagree in length ({n}, {batch.sign.shape}, "
+                         f"{batch.line.shape}, {batch.cols.shape})", "<batch>")
+    if n and batch.cols.shape[1] < width:
+        raise InputError(f"{batch.cols.shape[1]} columns, the program's streams need {width}", "<batch>")
+    i, kind = _first_fault(batch.rel, batch.sign, batch.line, nrel, batch.first_line, batch.last_line)
+    if kind:
+        value = (batch.rel, batch.sign, batch.line)[kind - 1][i]
+        extra = (nrel - 1,) if kind == 1 else (batch.first_line, batch.last_line) if kind == 3 else ()
+        raise InputError(f"event {i}: " + _FAULTS[kind].format(value, *extra), "<batch>",
+                         int(batch.line[i]) if kind != 3 else 0)
 
 
 def split_lines(batch: EventBatch, line: int) -> tuple[EventBatch, EventBatch]:
