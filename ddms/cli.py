@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ddms.errors import DdmsError
@@ -25,7 +26,9 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "m3"
 
 
 def _jsonable(x):
-    if isinstance(x, float) and math.isnan(x):
+    """``x`` as JSON can carry it: NaN and the infinities have no JSON spelling (``json.dumps``
+    would print ``NaN``/``Infinity``, which JSON parsers reject), so they print as ``null``."""
+    if isinstance(x, float) and not math.isfinite(x):
         return None
     if isinstance(x, list):
         return [_jsonable(v) for v in x]
@@ -83,6 +86,29 @@ def _progress_chunks(chunks: Iterator[bytes], total: int | None, label: str) -> 
         done += len(c)
 
 
+def _at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer >= ``minimum``, so that a negative ``--every`` or an
+    empty demo is a usage error instead of a run that silently does something else."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
+        return v
+    return parse
+
+
+def _program_file(arg: str) -> Path:
+    """The program file named on the command line, checked before any work (present, a file,
+    UTF-8 text: :func:`ddms.m3.parser.read_source`)."""
+    from ddms.m3.parser import read_source
+    path = Path(arg)
+    read_source(path)
+    return path
+
+
 def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
     with open(path, "rb") as f:
         while chunk := f.read(size):
@@ -91,23 +117,32 @@ def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ddms.runtime.driver import replay
-    from ddms.runtime.engine import Engine
+    from ddms.runtime.engine import Engine, load_program
 
-    program = Path(args.program) if args.program else EXAMPLES / "sobi.m3"
-    if not program.exists():
-        raise DdmsError(f"{program}: no such program file")
+    program = _program_file(args.program) if args.program else EXAMPLES / "sobi.m3"
     if program.suffix == ".sql":
         from ddms.compiler import compile_sql_file
         sql = compile_sql_file(program)
         print(f"SQL -> M3 in {sql.compile_seconds:.3f} s ({len(sql.program.maps)} maps)", file=sys.stderr)
         target = sql.program
     else:
-        target = program
+        target = load_program(program)
+    demo = args.program is None and args.data is None
+    inputs = None
+    if not demo:
+        # the data files are checked (present, readable, text) before the numba compile
+        from ddms.streams.inputs import open_program_input
+        data = Path(args.data) if args.data else None
+        if data is not None and not data.exists():
+            raise DdmsError(f"{data}: no such data file")
+        if data is not None and data.is_dir():
+            raise DdmsError(f"{data}: is a directory, not a data file")
+        inputs = open_program_input(target, program.parent, data=data, skip_bad=args.skip_bad)
     print(f"compiling {program.name} with numba (the first time takes up to a minute; cached afterwards) ...",
           file=sys.stderr, flush=True)
     engine = Engine(target)
     print(f"compiled {program.name} in {engine.compile_seconds:.2f} s", file=sys.stderr)
-    if args.program is None and args.data is None:
+    if inputs is None:
         from ddms.streams.orderbook import OrderBookParser, parse_chunks
         from replay.synthetic import generate_orderbook
         label = f"demo ({args.demo_lines:,} synthetic lines)"
@@ -117,11 +152,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                                                         None, label))
         every = args.every or max(args.demo_lines // 10, 1)
     else:
-        from ddms.streams.inputs import open_program_input
-        data = Path(args.data) if args.data else None
-        if data is not None and not data.exists():
-            raise DdmsError(f"{data}: no such data file")
-        inputs = open_program_input(engine.program, program.parent, data=data, skip_bad=args.skip_bad)
         names, parsers = inputs.names, inputs.parsers
         label = ", ".join(s.path.name for s in inputs.sources)
         batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p), p.stat().st_size, p.name))
@@ -146,9 +176,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from ddms.m3.printer import print_program
     from ddms.runtime.engine import load_program
 
-    path = Path(args.program)
-    if not path.exists():
-        raise DdmsError(f"{args.program}: no such program file")
+    path = _program_file(args.program)
     if path.suffix == ".sql":
         from ddms.compiler import compile_sql_file
         sql = compile_sql_file(path)
@@ -187,10 +215,11 @@ def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="replay an order-book file through a program (no arguments: demo)")
     run.add_argument("program", nargs="?", help="an M3 program (.m3) or SQL views (.sql); default: the SOBI demo")
     run.add_argument("--data", help="order-book file (t,order_id,action,volume,price); replaces the streams' files")
-    run.add_argument("--every", type=int, default=0, help="print the views after every N input lines")
+    run.add_argument("--every", type=_at_least(0), default=0,
+                     help="print the views after every N input lines (0: at the end only)")
     run.add_argument("--json", action="store_true", help="print JSON lines")
     run.add_argument("--skip-bad", action="store_true", help="skip and count bad input lines instead of stopping")
-    run.add_argument("--demo-lines", type=int, default=1_000_000, help="size of the synthetic demo stream")
+    run.add_argument("--demo-lines", type=_at_least(1), default=1_000_000, help="size of the synthetic demo stream")
     run.add_argument("--seed", type=int, default=0, help="seed of the synthetic demo stream")
     run.set_defaults(func=cmd_run)
     comp = sub.add_parser("compile", help="print a program's canonical M3 text and access plan")
@@ -225,8 +254,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    """Run one command.  Every error a user can cause ends as one ``ddms: error: ...`` line on
+    stderr and exit code 2, never a traceback: ddms's own errors (which locate the problem), and
+    any ``OSError`` from reading or writing a file (``<file>: <reason>``).  A closed stdout
+    (``ddms compile X | head -1``) ends the command quietly, as it ends other Unix tools."""
     try:
+        args = parse_args(argv)
         return args.func(args)
     except DdmsError as e:
         print(f"ddms: error: {e}", file=sys.stderr)
@@ -234,6 +267,24 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ddms: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _stdout_closed()
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"ddms: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away.  Point stdout at /dev/null so that the interpreter's
+    final flush does not fail again (and print a traceback), and exit with 128 + SIGPIPE, the
+    status of a Unix tool killed by the signal."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):   # stdout is not a file (captured in tests): nothing to flush
+        pass
+    return 141
 
 
 if __name__ == "__main__":

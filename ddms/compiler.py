@@ -18,6 +18,7 @@ from pathlib import Path
 from ddms.calculus.materialize import Compiler, MapInfo
 from ddms.calculus.order import choose_orders
 from ddms.m3.ir import Program
+from ddms.m3.parser import read_source
 from ddms.m3.printer import print_program
 from ddms.m3.verify import verify
 from ddms.sql.parse import parse_sql
@@ -73,7 +74,7 @@ def compile_sql(text: str, source: str = "<sql>") -> SqlProgram:
 
 def compile_sql_file(path: str | Path) -> SqlProgram:
     p = Path(path)
-    return compile_sql(p.read_text(), str(p))
+    return compile_sql(read_source(p), str(p))
 
 
 def _show_view(v: ViewDef) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -67,6 +68,26 @@ def _check_data(paths: list[str]) -> None:
     for p in paths:
         if not p.startswith(SYNTHETIC):
             open_partition(p)
+
+
+def _check_out_dir(out: Path) -> None:
+    """Fail before the sweep, not after it, when ``--out`` cannot hold the results: it is a
+    file, or it (or the folder it would be created in) cannot be written.  Nothing is created
+    here, so a sweep that fails later leaves no empty folder behind."""
+    from ddms.errors import ReplayError
+    from replay.convert_cli import check_writable
+
+    if out.exists() and not out.is_dir():
+        raise ReplayError("is a file, not a folder (--out names the folder that receives the results)", str(out))
+    existing = Path(os.path.abspath(out))
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ReplayError(f"cannot create the folder: {existing} is a file", str(out))
+    try:
+        check_writable(str(existing / "summary.csv"))
+    except ReplayError as e:
+        raise ReplayError(e.reason, str(out)) from None
 
 
 def _list_strategies() -> int:
@@ -139,6 +160,8 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     varied = [k for k in (grid[0] if grid else {}) if len({g[k] for g in grid}) > 1] or list(grid[0] if grid else [])
     err = Console(stderr=True)
     out = Path(args.out) if args.out else None
+    if out is not None:
+        _check_out_dir(out)
     t0 = time.perf_counter()
     results = []
     if args.spark:

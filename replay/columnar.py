@@ -162,9 +162,11 @@ def write_parquet(batches: Iterable[EventBatch], out: str | os.PathLike, *, kind
     return parquet_info(out)
 
 
-def convert(sources: Iterable, out: str | os.PathLike, **kw) -> ParquetInfo:
+def convert(sources: Iterable, out: str | os.PathLike, *, notes: list[str] | None = None, **kw) -> ParquetInfo:
     """Write one :class:`~replay.sources.Source` (or several, concatenated in order with their
-    lines renumbered consecutively) to ``out``.  Keyword arguments go to :func:`write_parquet`."""
+    lines renumbered consecutively) to ``out``.  ``notes`` collects the sources' warnings about
+    data lost without an error (see :meth:`~replay.sources.Source.batches`).  Other keyword
+    arguments go to :func:`write_parquet`."""
     srcs = list(sources) if not hasattr(sources, "batches") else [sources]
     if not srcs:
         raise ReplayError("nothing to convert", os.fspath(out))
@@ -174,16 +176,16 @@ def convert(sources: Iterable, out: str | os.PathLike, **kw) -> ParquetInfo:
     kw.setdefault("source", os.pathsep.join(s.path for s in srcs))
     if len(srcs) > 1 and "traded" not in kw:
         kw["traded"] = any(s.kind == "lobster" or (s.kind == "parquet" and parquet_info(s.path).traded) for s in srcs)
-    return write_parquet(_chain(srcs), out, **kw)
+    return write_parquet(_chain(srcs, notes), out, **kw)
 
 
-def _chain(srcs: list) -> Iterator[EventBatch]:
+def _chain(srcs: list, notes: list[str] | None = None) -> Iterator[EventBatch]:
     """Batches of several sources one after the other; lines of later sources are shifted past
     the earlier ones, so every line stays one atomic update and numbers keep increasing."""
     offset = 0
     for s in srcs:
         last = 0
-        for b in s.batches():
+        for b in s.batches(notes):
             if offset:
                 b = type(b)(**{**b.__dict__, "line": b.line + offset, "first_line": b.first_line + offset,
                                "last_line": b.last_line + offset})

@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 
-__all__ = ["add_commands", "cmd_convert", "main"]
+__all__ = ["add_commands", "check_writable", "cmd_convert", "main"]
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -25,8 +26,11 @@ def cmd_convert(args: argparse.Namespace) -> int:
     out = args.out
     if not out.endswith(".parquet"):
         raise ReplayError("the output name must end in .parquet (that is how sources are detected)", out)
+    if os.path.isdir(out):
+        raise ReplayError("is a directory, not an output file", out)
     if os.path.exists(out) and not args.force:
         raise ReplayError("exists already (pass --force to replace it)", out)
+    check_writable(out)
     if args.group_events < 1:
         raise ReplayError(f"--group-events must be >= 1, got {args.group_events}", out)
     if any(os.path.abspath(s) == os.path.abspath(out) for s in args.sources):
@@ -34,14 +38,36 @@ def cmd_convert(args: argparse.Namespace) -> int:
     sources = [open_source(s, kind=args.kind, brokers=args.brokers, skip_bad=args.skip_bad, market=args.market,
                            allow_empty_start=args.allow_empty_start) for s in args.sources]
     t0 = time.perf_counter()
-    info = convert(sources, out, group_events=args.group_events)
+    notes: list[str] = []
+    info = convert(sources, out, group_events=args.group_events, notes=notes)
     sec = time.perf_counter() - t0
     rate = info.events / sec if sec > 0 else float("inf")
     skipped = f", {info.skipped:,} bad lines skipped" if info.skipped else ""
     print(f"{out}: {info.events:,} events of {info.last_line - info.first_line + 1:,} lines ({info.kind} "
           f"{info.name}) in {len(info.spans)} row group(s), {os.path.getsize(out) / 1e6:.1f} MB, "
           f"{sec:.2f} s ({rate:,.0f} events/s){skipped}", file=sys.stderr)
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
     return 0
+
+
+def check_writable(out: str) -> None:
+    """Fail before any work when ``out`` cannot be written: its folder is missing, is not a
+    folder, or does not let us create a file (probed by creating and removing one, which also
+    covers read-only and special file systems that permission bits do not show)."""
+    from ddms.errors import ReplayError
+
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.exists(folder):
+        raise ReplayError(f"cannot write: the folder {folder} does not exist", out)
+    if not os.path.isdir(folder):
+        raise ReplayError(f"cannot write: {folder} is not a folder", out)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".ddms-probe-", dir=folder)
+    except OSError as e:
+        raise ReplayError(f"cannot write in {folder}: {e.strerror or e}", out) from None
+    os.close(fd)
+    os.remove(probe)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before the first numba import)
 
 # isort: split
-import gzip
 import os
 import re
 import zlib
@@ -148,9 +147,11 @@ class Source:
     def __iter__(self) -> Iterator[EventBatch]:
         return self.batches()
 
-    def batches(self) -> Iterator[EventBatch]:
+    def batches(self, notes: list[str] | None = None) -> Iterator[EventBatch]:
         """The events, batch by batch.  Strict mode: the batch before a bad record is yielded
-        (its ``error`` set), then the error is raised."""
+        (its ``error`` set), then the error is raised.  ``notes``, when given, receives a line
+        for each loss that ``skip_bad`` let pass silently beyond the skipped lines themselves: a
+        gap in a Binance capture's depth updates and how many updates it cost."""
         if self.kind == "orderbook":
             from ddms.streams.orderbook import read_orderbook
             return read_orderbook(self.path, brokers=self.brokers, skip_bad=self.skip_bad)
@@ -158,7 +159,7 @@ class Source:
             from replay.lobster import read_lobster
             return read_lobster(self.path, skip_bad=self.skip_bad)
         if self.kind == "binance":
-            return _binance_batches(self)
+            return _binance_batches(self, notes)
         if self.kind == "parquet":
             from replay.columnar import read_parquet
             return read_parquet(self.path)
@@ -212,15 +213,16 @@ def _market_from_name(path: str) -> str | None:
     return None
 
 
-def _binance_batches(src: Source) -> Iterator[EventBatch]:
+def _binance_batches(src: Source, notes: list[str] | None = None) -> Iterator[EventBatch]:
     """Replay a capture through :class:`BinanceBook`: every message in file order (the REST
     snapshot recorded in the capture answers the book's first request), batches of at most
     ``batch_updates`` applied updates.  Strict mode raises :class:`InputError` (file:line) on the
     first undecodable line and on a gap in the depth updates (a capture holds no later snapshot to
     resync from, so the rest could not be replayed faithfully); ``skip_bad`` skips bad lines and
-    lets the book wait for a snapshot after a gap.  A capture whose book never started (no usable
-    snapshot) raises :class:`ReplayError` unless ``allow_empty_start``.  Cost: the capture parser's
-    decode plus one numba call per depth event (about 1M level updates/s)."""
+    lets the book wait for a snapshot after a gap, losing every depth update until one arrives
+    (often the rest of the capture): :func:`_gap_notes` tells ``notes``.  A capture whose book never
+    started (no usable snapshot) raises :class:`ReplayError` unless ``allow_empty_start``.  Cost:
+    the capture parser's decode plus one numba call per depth event (about 1M level updates/s)."""
     from ddms.feeds.binance import BinanceBook, DepthSnapshot, DepthUpdate
     from ddms.feeds.capture import CaptureParser, iter_lines
 
@@ -230,6 +232,7 @@ def _binance_batches(src: Source) -> Iterator[EventBatch]:
     book: BinanceBook | None = None
     taken = 0          # book updates already handed out in batches
     depth_seen = 0
+    gap_marks: list[tuple] = []   # per gap (skip_bad): line, reason, depth updates seen, applied, snapshots before it
     empty = np.zeros((0, 2), np.int64)
 
     def feed(cap) -> None:
@@ -246,14 +249,15 @@ def _binance_batches(src: Source) -> Iterator[EventBatch]:
         book.feed_message(rec, cap.recv_ts_ns)
         if book.malformed > malformed and not src.skip_bad:
             raise InputError(book.reports[-1].reason, src.path, cap.line, cap.raw.decode("utf-8", "replace"))
-        if book.gaps > gaps and not src.skip_bad:
-            raise InputError(f"{book.reports[-1].reason if book.reports else 'gap'}; the capture holds no later "
-                             "snapshot to resync from (skip_bad=True waits for one)", src.path, cap.line,
-                             cap.raw.decode("utf-8", "replace"))
+        if book.gaps > gaps:
+            reason = book.reports[-1].reason if book.reports else "gap"
+            if not src.skip_bad:
+                raise InputError(f"{reason}; the capture holds no later snapshot to resync from (skip_bad=True "
+                                 "waits for one)", src.path, cap.line, cap.raw.decode("utf-8", "replace"))
+            gap_marks.append((cap.line, reason, depth_seen - 1, book.applied, book.snapshots))
 
-    lines = iter_lines(src.path)
+    lines = iter_lines(src.path)   # damaged gzip data: a ReplayError naming the last whole line
     caps = parser.parse_lines(lines)
-    last_line = 0
     try:
         while True:
             try:
@@ -266,7 +270,6 @@ def _binance_batches(src: Source) -> Iterator[EventBatch]:
                     if len(batch):
                         yield replace(batch, error=e)
                 raise
-            last_line = cap.line
             if book is None:
                 if market is None:
                     if isinstance(cap.record, DepthUpdate):
@@ -291,14 +294,29 @@ def _binance_batches(src: Source) -> Iterator[EventBatch]:
             if book.updates - taken >= src.batch_updates:
                 taken = book.updates
                 yield book.take_events()
-    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-        raise ReplayError(f"corrupt or truncated gzip data after line {last_line:,} ({e})", src.path) from None
     finally:
         lines.close()
     if book is None or book.snapshots == 0:
         what = "no depth update" if depth_seen == 0 and book is None else f"{depth_seen:,} depth updates"
         raise ReplayError(f"the book never started: {what} but no usable REST depth snapshot in the capture "
                           "(open it with allow_empty_start=True to start from an empty book)", src.path)
+    if notes is not None:
+        notes.extend(_gap_notes(src.path, gap_marks, depth_seen, book.applied, book.snapshots))
     batch = book.take_events()
     if len(batch) or batch.last_line >= batch.first_line:
         yield replace(batch, skipped=parser.bad_lines)
+
+
+def _gap_notes(path: str, marks: list[tuple], depth_seen: int, applied: int, snapshots: int) -> list[str]:
+    """One line per gap that ``skip_bad`` replayed through: where, why, and how many depth
+    updates from it on were not applied (the book waits for a snapshot; a capture rarely holds
+    another, so a single skipped line can silently cost the rest of the file)."""
+    out = []
+    ends = [m[2:] for m in marks[1:]] + [(depth_seen, applied, snapshots)]
+    for (line, reason, d0, a0, s0), (d1, a1, s1) in zip(marks, ends, strict=True):
+        dropped = (d1 - d0) - (a1 - a0)
+        share = f" ({100 * dropped / depth_seen:.0f}% of the capture's {depth_seen:,})" if depth_seen else ""
+        why = ("until a later snapshot restarted the book" if s1 > s0
+               else "for lack of a later snapshot in the capture to resync from")
+        out.append(f"{path}:{line}: {reason}: {dropped:,} depth updates{share} were dropped {why}")
+    return out

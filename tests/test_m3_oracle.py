@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from conftest import EXAMPLES, SHARED, data_file
 from oracle import SOBI_SQL, SOBI_VIEWS, VWAP_SQL, Book, Duck, same
@@ -79,8 +80,8 @@ def test_interpreter_agrees_on_every_event(program: str) -> None:
     relmap = engine.relmap(("bids", "asks"))
     names = {i: s.name for i, s in enumerate(engine.program.streams)}
     for i in range(len(batch)):
-        one = batch.__class__(batch.rel[i:i + 1], batch.sign[i:i + 1], batch.cols[i:i + 1], batch.line[i:i + 1],
-                              engine.position + 1, engine.position + 1)
+        at = engine.position + 1   # each event its own line (an E line's delete and insert too)
+        one = batch.__class__(batch.rel[i:i + 1], batch.sign[i:i + 1], batch.cols[i:i + 1], np.array([at]), at, at)
         engine.apply(one, relmap)
         stream = relmap[batch.rel[i]]
         if stream >= 0:

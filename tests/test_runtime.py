@@ -821,7 +821,8 @@ def test_insert_rejects_bad_values_and_signs_before_applying(eng):
     ([0, 0], [1, 127], [1, 2], [0, 1], 5, "sign 127 is neither"),   # 127 * 127 wraps to 1 in int8
     ([0, 0], [1, 1], [2, 1], [0, 1], 5, "input line 1 is out of order"),
     ([0], [1], [7], [0, 1], 5, "input line 7 is out of order"),
-    ([0], [1], [1], [0, 1], 2, "2 columns, the program's streams need 5"),
+    ([0], [1], [1], [0, 1], 2, "relation 0 has 2 columns, its stream needs 5"),
+    ([1], [1], [1], [-1, 0], 2, "relation 1 has 2 columns, its stream needs 5"),
 ])
 def test_apply_rejects_a_malformed_batch_before_applying(eng, rel, sign, line, relmap, width, match):
     """Compiled code indexes the batch without bounds checks: a hand-built batch that would read
@@ -858,7 +859,7 @@ def test_applying_again_after_a_callback_raised_resumes_after_its_line(eng):
 def test_program_files_that_cannot_be_read_are_program_errors(tmp_path):
     (tmp_path / "latin1.m3").write_bytes(b"-- caf\xe9\n")
     (tmp_path / "unknown.m3").write_text(BOOK.replace("BID_VOL[] += VOLUME;", "BID_VOLX[] += VOLUME;", 1))
-    for path, match in ((tmp_path / "missing.m3", "missing.m3: No such file"),
+    for path, match in ((tmp_path / "missing.m3", "missing.m3: no such program file"),
                         (tmp_path, "is a directory, not a program file"),
                         (tmp_path / "latin1.m3", "latin1.m3: not UTF-8 text"),
                         (tmp_path / "unknown.m3", "unknown.m3: .*BID_VOLX")):

@@ -204,3 +204,27 @@ def test_csv_parser_strict_and_errors():
         bad = compile_sql("CREATE STREAM T(a INT) FROM FILE 't.csv' LINE DELIMITED CSV (sep := ';');"
                           "SELECT SUM(a) AS v FROM T;").program
         CsvParser.for_stream(bad.streams[0], source="t.csv")
+
+
+@pytest.mark.parametrize("line,reason", [
+    (b"1,nan\n", "column B (float): not a number: 'nan'"),
+    (b"1,inf\n", "column B (float): not a number: 'inf'"),
+    (b"1,1e400\n", "column B (float): out of range: '1e400'"),
+    (b"1,-1e400\n", "column B (float): out of range: '-1e400'"),
+    (b"9007199254740993,1\n", "column A (int): out of range (|value| > 2**53): '9007199254740993'"),
+    (b"-9007199254740993,1\n", "column A (int): out of range (|value| > 2**53): '-9007199254740993'"),
+])
+def test_csv_numbers_checked_like_the_orderbook_adaptor(line, reason):
+    """NaN, infinities and integers float64 cannot carry exactly are bad lines (file:line: reason:
+    'text'), as in the order-book adaptor; the good lines around them are kept, in both the
+    pyarrow path (a block) and the line-by-line path (skip_bad)."""
+    program = compile_sql("CREATE STREAM T(a INT, b FLOAT) FROM FILE 't.csv' LINE DELIMITED CSV;"
+                          "SELECT SUM(a * b) AS v FROM T;").program
+    p = CsvParser.for_stream(program.streams[0], source="t.csv")
+    b = p.feed(b"2,0.5\n" + line + b"3,1\n")
+    assert b.cols.tolist() == [[2.0, 0.5]]
+    assert str(b.error) == f"t.csv:2: {reason}: {line.decode().strip()!r}"
+    p = CsvParser.for_stream(program.streams[0], source="t.csv", skip_bad=True)
+    b = p.feed(b"2,0.5\n" + line + b"9007199254740992,1\n")
+    assert b.cols.tolist() == [[2.0, 0.5], [2.0**53, 1.0]] and b.error is None
+    assert p.bad_lines == 1 and reason in str(p.bad_samples[0])

@@ -52,3 +52,26 @@ def test_bad_stream_declaration_names_the_line() -> None:
 def test_duplicate_view_names_are_rejected() -> None:
     with pytest.raises(SqlError, match="two views are named V"):
         compile_sql(HEADER + "SELECT SUM(volume) AS v FROM bids; SELECT COUNT(*) AS v FROM bids;", "views.sql")
+
+
+@pytest.mark.parametrize("options,reason,fragment", [
+    ("book := 'aks', brokers := '10'", "orderbook option book := 'aks' must be 'bids' or 'asks'", "book := 'aks'"),
+    ("book := 'bids', brokers := 'ten'", "orderbook option brokers := 'ten' must be an integer >= 1",
+     "brokers := 'ten'"),
+    ("book := 'bids', brokers := '0'", "orderbook option brokers := '0' must be an integer >= 1", "brokers := '0'"),
+    ("brokers := '10'", "orderbook stream sells needs book := 'bids' or 'asks'", "orderbook ("),
+])
+def test_bad_orderbook_options_name_the_line(options: str, reason: str, fragment: str) -> None:
+    """A misspelt book would feed the stream nothing (silently empty views) and a bad brokers
+    would fail only at run time: both are SQL errors at the declaration, before any compile."""
+    sql = ("CREATE STREAM sells(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)\n"
+           f"  FROM FILE 'f.csv' LINE DELIMITED orderbook ({options});\n"
+           "SELECT SUM(volume) AS v FROM sells;")
+    with pytest.raises(SqlError) as info:
+        compile_sql(sql, "views.sql")
+    msg = str(info.value)
+    assert msg.startswith("views.sql:2:"), msg
+    assert reason in msg
+    line, caret = msg.splitlines()[1:3]
+    assert line.strip().startswith("FROM FILE 'f.csv'")
+    assert line[caret.index("^"):].startswith(fragment), msg

@@ -9,7 +9,8 @@ e.g. a replay server, or :meth:`BinanceBook.feed_message` which counts bad messa
 raising); :class:`CaptureParser` also decodes it into a record of :mod:`ddms.feeds.binance`
 (:class:`DepthUpdate`, :class:`BookTicker`, :class:`Trade`, :class:`DepthSnapshot`).  Errors are
 :class:`InputError` naming the source and the 1-based line.  :func:`read_capture` is the thin file
-transport (gzip or plain text, chosen by the file's magic bytes).
+transport (gzip or plain text, chosen by the file's magic bytes; damaged gzip data is a
+:class:`ReplayError`).
 
 Cost: splitting is a ``bytes.partition`` and an ``int``; decoding is
 :class:`~ddms.feeds.binance.Decoder`'s (one numba scan per message).
@@ -19,10 +20,11 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ddms.errors import InputError
+from ddms.errors import InputError, ReplayError
 from ddms.feeds.binance import Decoder, Record
 
 __all__ = ["CaptureParser", "Captured", "iter_lines", "read_capture", "split_line"]
@@ -95,12 +97,26 @@ class CaptureParser:
 
 
 def iter_lines(path: str | os.PathLike) -> Iterator[bytes]:
-    """The raw lines of a capture file, gzip-compressed (by magic bytes) or plain."""
-    with open(path, "rb") as f:
+    """The raw lines of a capture file, gzip-compressed (by magic bytes) or plain.  A directory,
+    and gzip data that is corrupt or ends early (a capture cut off while recording), are a
+    :class:`ReplayError` naming the file -- the latter after the lines before the damage."""
+    src = os.fspath(path)
+    if os.path.isdir(src):
+        raise ReplayError("is a directory, not a data file", src)
+    with open(src, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
-    opener = gzip.open if gz else open
-    with opener(path, "rb") as f:
-        yield from f
+    if not gz:
+        with open(src, "rb") as f:
+            yield from f
+        return
+    n = 0
+    try:
+        with gzip.open(src, "rb") as f:
+            for line in f:
+                yield line
+                n += 1
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise ReplayError(f"corrupt or truncated gzip data after line {n:,} ({e})", src) from None
 
 
 def read_capture(path: str | os.PathLike, *, skip_bad: bool = False) -> Iterator[Captured]:

@@ -20,16 +20,28 @@ import sys
 from ddms.errors import DdmsError
 
 
-def _speed(text: str) -> float:
-    if text.strip().lower() in ("max", "inf", "0"):
-        return 0.0
+def _positive(text: str, option: str, expected: str) -> float:
+    """``text`` as a positive finite number, else an argparse error quoting ``option``."""
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--speed {text!r}: a positive number or 'max'") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"--speed {text!r}: a positive number or 'max'")
+        v = float("nan")
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"{option} {text!r}: {expected}")
     return v
+
+
+def _speed(text: str) -> float:
+    """``--speed``: a positive factor, or ``max``/``inf`` (0.0: unthrottled).  Zero or a negative
+    factor is refused rather than read as some other pace."""
+    if text.strip().lower() in ("max", "inf"):
+        return 0.0
+    return _positive(text, "--speed", "a positive number or 'max'")
+
+
+def _rate(text: str) -> float:
+    """``--rate``: a positive number of messages per second (leaving it out means: by --speed)."""
+    return _positive(text, "--rate", "a positive number of messages per second")
 
 
 def cmd_serve_feed(args: argparse.Namespace) -> int:
@@ -100,7 +112,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     sf.add_argument("input", help="a Binance capture (.gz or text: '<recv_ts_ns> <json>' lines) or a finance.csv")
     sf.add_argument("--speed", type=_speed, default=1.0,
                     help="replay speed: 1 = as recorded, 10 = ten times faster, max = as fast as the client reads")
-    sf.add_argument("--rate", type=float, default=0.0,
+    sf.add_argument("--rate", type=_rate, default=0.0,
                     help="send N depth messages (finance.csv: messages) per second instead (overrides --speed)")
     sf.add_argument("--port", type=int, default=0, help="TCP port (default: any free port; the URL is printed)")
     sf.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
-from ddms.errors import M3SyntaxError
+from ddms.errors import M3SyntaxError, ProgramError
 from ddms.m3.ir import (
     TYPES,
     Add,
@@ -321,6 +322,22 @@ class _Parser:
         if self._is("["):
             return self._mapref(name)
         return Var(name)
+
+
+def read_source(path: Path) -> str:
+    """The text of a program file (M3 or SQL): a missing, unreadable or non-UTF-8 file is a
+    :class:`ProgramError` naming it, not an ``OSError`` from deep inside.  O(file size)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise ProgramError(f"{path}: is a directory, not a program file") from None
+    except FileNotFoundError:
+        raise ProgramError(f"{path}: no such program file") from None
+    except OSError as e:
+        raise ProgramError(f"{path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ProgramError(f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r}); "
+                           "a program is M3 (.m3) or SQL (.sql) text") from None
 
 
 def parse_program(text: str, source: str = "<string>") -> Program:

@@ -27,7 +27,7 @@ from ddms.backend.codegen import Generated, generate
 from ddms.errors import InputError, ProgramError, ViewError
 from ddms.m3.interpreter import initial_values
 from ddms.m3.ir import Program
-from ddms.m3.parser import parse_program
+from ddms.m3.parser import parse_program, read_source
 from ddms.m3.verify import verify
 from ddms.runtime.views import GroupedView, ScalarView
 from ddms.streams.events import EventBatch, check_batch
@@ -58,25 +58,13 @@ def load_program(program: Program | str | Path) -> Program:
     if isinstance(program, Path) or (isinstance(program, str) and "\n" not in program
                                      and (program.endswith(".m3") or os.path.exists(program))):
         path = Path(program)
-        parsed = parse_program(read_program_text(path), str(path))
+        parsed = parse_program(read_source(path), str(path))
         try:
             return verify(parsed)
         except ProgramError as e:   # the verifier knows maps and statements, not files
             raise ProgramError(f"{path}: {e}") from None
     return verify(parse_program(program))
 
-
-def read_program_text(path: Path) -> str:
-    """The text of a program file; a missing, unreadable or non-UTF-8 file is a
-    :class:`ProgramError` naming it (not an ``OSError`` from deep inside)."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except IsADirectoryError:
-        raise ProgramError(f"{path}: is a directory, not a program file") from None
-    except OSError as e:
-        raise ProgramError(f"{path}: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise ProgramError(f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r})") from None
 
 
 _FIRE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_double, ctypes.c_double)
@@ -372,8 +360,8 @@ class Engine:
         if relmap.ndim != 1 or relmap.dtype != np.int64 or ((relmap < -1) | (relmap >= nstreams)).any():
             raise InputError(f"relation map {relmap.tolist()} must be int64 stream numbers 0..{nstreams - 1} "
                              "or -1 (ignored)", "<batch>")
-        width = max((len(self.program.streams[s].columns) for s in relmap.tolist() if s >= 0), default=0)
-        check_batch(batch, len(relmap), width)
+        need = np.array([len(self.program.streams[s].columns) if s >= 0 else 0 for s in relmap.tolist()], np.int64)
+        check_batch(batch, need)
 
     def batch_line(self, position: int) -> int:
         """The input line, within the batch being applied, of engine ``position`` (what a

@@ -13,6 +13,7 @@ Cost: linear in the text (sqlglot's parser), plus the M3 parser for declarations
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import sqlglot
@@ -116,7 +117,36 @@ def _stream(stmt: str, text: str, offset: int, source: str) -> Stream:
     if len(prog.streams) != 1 or prog.maps or prog.triggers or prog.queries:
         raise SqlError("expected one CREATE STREAM or CREATE TABLE", source, stmt.strip(), text)
     s = prog.streams[0]
+    _check_orderbook(s, stmt, text, offset, source)
     return replace(s, name=s.name.upper(), columns=tuple(Column(c.name.upper(), c.type) for c in s.columns))
+
+
+def _check_orderbook(s: Stream, stmt: str, text: str, offset: int, source: str) -> None:
+    """Reject orderbook options that cannot work, here where the line is known and before any
+    compile: a book other than bids/asks feeds the stream nothing (its views stay silently empty),
+    and brokers must be an integer >= 1 (broker_id = order id mod brokers)."""
+    if s.source is None or s.source.adaptor.lower() != "orderbook":
+        return
+
+    def fail(reason: str, pattern: str) -> SqlError:
+        m = re.search(pattern, stmt, re.IGNORECASE)
+        fragment = m.group(0) if m else stmt.strip().split("\n", 1)[0]
+        return SqlError(reason, source, fragment, text, offset)
+
+    book = s.source.option("book")
+    if book is None and s.name.lower() not in ("bids", "asks"):
+        raise fail(f"orderbook stream {s.name} needs book := 'bids' or 'asks' (or the name bids or asks)",
+                   r"\borderbook\s*\(?")
+    if book is not None and book.lower() not in ("bids", "asks"):
+        raise fail(f"orderbook option book := {book!r} must be 'bids' or 'asks'", r"\bbook\s*:=\s*'[^']*'")
+    brokers = s.source.option("brokers", "10")
+    try:
+        ok = int(brokers) >= 1
+    except ValueError:
+        ok = False
+    if not ok:
+        raise fail(f"orderbook option brokers := {brokers!r} must be an integer >= 1 "
+                   "(broker_id = order id mod brokers)", r"\bbrokers\s*:=\s*'[^']*'")
 
 
 def _view_name(select: Select, text: str, source: str) -> str:

@@ -8,7 +8,10 @@ declares a stream whose file holds one tuple per line, fields in column order.  
   inserts the tuple, ``0``, ``-1`` or ``-`` deletes it (DBToaster's convention for streams with
   deletions).  Without it every line is an insert.
 
-Columns are numbers (``int`` columns must hold integers).  Empty lines are skipped but counted, so
+Columns are numbers, checked as the order-book adaptor checks its fields: a float column holds a
+decimal number (``[+-]digits[.digits][e[+-]digits]``: no ``nan``/``inf``) that does not overflow
+float64 ("out of range"), an ``int`` column an integer with ``|value| <= 2**53`` (what float64, the
+engine's number type, carries exactly).  Empty lines are skipped but counted, so
 line numbers in errors and ``EventBatch.line`` are the file's.  Fields are parsed by pyarrow's CSV
 reader (one call per chunk, ~100-300 ns per field); only a chunk that pyarrow rejects is re-read
 line by line in Python to name the first bad line and its reason (or, with ``skip_bad``, to drop
@@ -18,6 +21,8 @@ and count bad lines).
 from __future__ import annotations
 
 import io
+import math
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +36,9 @@ _INT_TYPES = {"int", "integer", "long", "bigint", "smallint", "tinyint"}
 _FLOAT_TYPES = {"float", "double", "real", "decimal", "numeric"}
 _INSERT = {"1", "+", "+1"}
 _DELETE = {"0", "-", "-1"}
+_MAX_INT = 2**53                     # the largest integer float64 carries exactly (as the order-book ids)
+_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_INTEGER = re.compile(r"[+-]?\d+")
 
 
 def _column_kind(stream: Stream, typ: str, name: str) -> str:
@@ -148,11 +156,18 @@ class CsvParser:
         if table.num_rows != rows:
             raise _Bad("row count")
         cols = np.empty((rows, self.arity), np.float64)
-        for i in range(self.arity):
+        for i, kind in enumerate(self.kinds):
             c = table.column(f"c{i}")
             if c.null_count:
                 raise _Bad("empty field")
-            cols[:, i] = c.to_numpy()
+            values = c.to_numpy()
+            # pyarrow reads nan/inf and overflows to inf, and int64 beyond 2**53 (inexact as a
+            # float): the slow path names the line and the reason
+            if kind == "int" and ((values > _MAX_INT) | (values < -_MAX_INT)).any():
+                raise _Bad("int out of range")
+            if kind == "float" and not np.isfinite(values).all():
+                raise _Bad("not finite")
+            cols[:, i] = values
         if not self.deletions:
             return np.ones(rows, np.int8), cols
         kind = table.column("_kind").to_numpy(zero_copy_only=False)
@@ -204,10 +219,14 @@ class CsvParser:
         vals = []
         for f, kind, col in zip(fields, self.kinds, self.stream.columns, strict=True):
             f = f.strip()
-            try:
-                vals.append(float(int(f)) if kind == "int" else float(f))
-            except ValueError:
-                raise _Bad(f"column {col.name} ({kind}): not a number: {f!r}") from None
+            if not (_INTEGER if kind == "int" else _DECIMAL).fullmatch(f):
+                raise _Bad(f"column {col.name} ({kind}): not a number: {f!r}")
+            v = float(f) if kind == "float" else int(f)
+            if kind == "int" and abs(v) > _MAX_INT:
+                raise _Bad(f"column {col.name} ({kind}): out of range (|value| > 2**53): {f!r}")
+            if kind == "float" and not math.isfinite(v):
+                raise _Bad(f"column {col.name} ({kind}): out of range: {f!r}")
+            vals.append(float(v))
         return sign, vals
 
 

@@ -16,6 +16,7 @@ round otherwise.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ddms.errors import DdmsError, ProgramError
+from ddms.errors import DdmsError, ProgramError, ReplayError
 from ddms.m3.ir import Program, Stream
 from ddms.streams.events import EventBatch, split_lines
 from ddms.streams.orderbook import OrderBookParser, parse_chunks
@@ -33,6 +34,10 @@ if TYPE_CHECKING:
     from ddms.streams.csv import CsvParser
 
 ADAPTORS = ("orderbook", "csv")
+BOOKS = ("bids", "asks")
+_GZIP_MAGIC = b"\x1f\x8b"
+_PARQUET_MAGIC = b"PAR1"
+_CAPTURE_LINE = re.compile(rb"\d+ [{\[]")    # a Binance capture line: <recv_ts_ns> <json>
 
 
 @dataclass
@@ -57,6 +62,12 @@ class ProgramInput:
     @property
     def parsers(self) -> list[OrderBookParser | CsvParser]:
         return [s.parser for s in self.sources]
+
+    @property
+    def width(self) -> int:
+        """Columns of a merged batch: the widest source's, so that one batch shape serves every
+        relation."""
+        return max((_width(s) for s in self.sources), default=0)
 
     def batches(self, chunks: Callable[[Path], Iterable[bytes]]) -> Iterator[EventBatch]:
         """The events of every source in the order of the module docstring; ``chunks(path)``
@@ -94,7 +105,7 @@ def _interleave(pi: ProgramInput, streams: list[_Source], offset: int) -> Iterat
     least one line, takes the same number ``m`` (the smallest pending count) of lines from each and
     orders them (local line j, source s); the rest waits for the next round.  A source whose
     pending lines stop at a bad line ends the merge right before that line's merged position."""
-    width = max(5 if isinstance(s.parser, OrderBookParser) else len(s.parser.stream.columns) for s in streams)
+    width = pi.width
     pending: dict[int, EventBatch] = {}
     active = list(range(len(streams)))
     while active:
@@ -139,6 +150,10 @@ def _interleave(pi: ProgramInput, streams: list[_Source], offset: int) -> Iterat
         yield batch
 
 
+def _width(s: _Source) -> int:
+    return 5 if isinstance(s.parser, OrderBookParser) else len(s.parser.stream.columns)
+
+
 def _lines(b: EventBatch) -> int:
     return b.last_line - b.first_line + 1
 
@@ -175,11 +190,15 @@ def open_program_input(program: Program, base: Path, *, data: Path | None = None
         groups.setdefault(key, []).append(s)
     sources: list[_Source] = []
     if data is not None and not declared:
+        _check_text(data, "orderbook")
         sources.append(_orderbook_source(program, list(program.streams), data, skip_bad))
     for (path, adaptor, _), streams in groups.items():
         path = Path(path).resolve()
         if not path.exists():
             raise DdmsError(f"{path}: no such data file (declared by stream {streams[0].name})")
+        if path.is_dir():
+            raise ReplayError(f"is a directory, not a data file (declared by stream {streams[0].name})", str(path))
+        _check_text(path, adaptor)
         if adaptor == "orderbook":
             sources.append(_orderbook_source(program, streams, path, skip_bad))
         else:
@@ -193,14 +212,53 @@ def open_program_input(program: Program, base: Path, *, data: Path | None = None
     return ProgramInput(names, sources)
 
 
+def _check_text(path: Path, adaptor: str) -> None:
+    """Refuse a compressed, columnar or Binance capture file up front: both adaptors read CSV
+    text, and would otherwise report the first line's bytes as a malformed record."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError as e:
+        raise ReplayError(f"cannot read: {e.strerror or e}", str(path)) from None
+    if head.startswith(_GZIP_MAGIC):
+        what = "a gzip-compressed file"
+        hint = "decompress it first (a gzip'd Binance capture is replayed by ddms backtest)"
+    elif head.startswith(_PARQUET_MAGIC):
+        what, hint = "a Parquet file", "Parquet event files (ddms convert) are replayed by ddms backtest"
+    elif _CAPTURE_LINE.match(head):
+        what, hint = "a Binance capture ('<recv_ts_ns> <json>' lines)", "captures are replayed by ddms backtest"
+    else:
+        return
+    reads = "order-book CSV text (t,order_id,action,volume,price)" if adaptor == "orderbook" else "CSV text"
+    raise ReplayError(f"{what}, but ddms run reads {reads}: {hint}", str(path))
+
+
+def orderbook_options(stream: Stream) -> tuple[str, int]:
+    """The ``book`` (``bids``/``asks``; default: the stream's name) and ``brokers`` (default 10)
+    of an orderbook stream.  Raises :class:`ProgramError` naming the stream for any other value:
+    a misspelt book would feed nothing (silently empty views), brokers must divide order ids."""
+    book = (stream.source.option("book") if stream.source is not None else None) or stream.name
+    if book.lower() not in BOOKS:
+        raise ProgramError(f"stream {stream.name}: orderbook book := {book!r} must be 'bids' or 'asks'")
+    raw = stream.source.option("brokers", "10") if stream.source is not None else "10"
+    try:
+        brokers = int(raw)
+    except ValueError:
+        brokers = 0
+    if brokers < 1:
+        raise ProgramError(f"stream {stream.name}: orderbook brokers := {raw!r} must be an integer >= 1 "
+                           "(broker_id = order id mod brokers)")
+    return book.lower(), brokers
+
+
 def _orderbook_source(program: Program, streams: list[Stream], path: Path, skip_bad: bool) -> _Source:
     """One order-book file feeds its bids and asks streams (by ``book :=``, else by name)."""
-    brokers = {int(s.source.option("brokers", "10")) for s in streams if s.source is not None} or {10}
+    options = {s.name: orderbook_options(s) for s in streams if s.source is not None}
+    brokers = {b for _, b in options.values()} or {10}
     if len(brokers) > 1:
         raise ProgramError(f"{path}: order-book streams disagree on brokers := ...")
     by_book = {"bids": "bids", "asks": "asks"}
     for s in streams:
-        book = s.source.option("book") if s.source is not None else None
-        by_book[(book or s.name).lower()] = s.name
+        by_book[options[s.name][0] if s.name in options else s.name.lower()] = s.name
     parser = OrderBookParser(brokers=brokers.pop(), source=str(path), skip_bad=skip_bad)
     return _Source(path, (by_book["bids"], by_book["asks"]), parser, any(s.kind == "TABLE" for s in streams))
