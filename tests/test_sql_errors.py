@@ -3,6 +3,8 @@ quotes the SQL and points at the unsupported part -- never a wrong program."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ddms.compiler import compile_sql
@@ -49,9 +51,23 @@ def test_bad_stream_declaration_names_the_line() -> None:
         compile_sql("SELECT SUM(volume) AS v FROM bids;\nCREATE STREAM bids(t FLOAT, id BANANA);", "views.sql")
 
 
-def test_duplicate_view_names_are_rejected() -> None:
-    with pytest.raises(SqlError, match="two views are named V"):
-        compile_sql(HEADER + "SELECT SUM(volume) AS v FROM bids; SELECT COUNT(*) AS v FROM bids;", "views.sql")
+def test_duplicate_view_names_are_rejected_at_the_second() -> None:
+    with pytest.raises(SqlError, match="two views are named V") as info:
+        compile_sql(HEADER + "SELECT SUM(volume) AS v FROM bids;\nSELECT COUNT(*) AS v FROM bids;", "views.sql")
+    assert str(info.value).startswith("views.sql:4:1:")
+
+
+@pytest.mark.parametrize("sql,where,reason", [
+    ("SELECT SUM(volume) AS v FROM bids WHERE price > ", "3:47", "missing for GT"),
+    ("SELECT SUM(volume) AS v\nFROM bids WHERE (price > 3", "4:26", "Expecting )"),
+    ("SELECT SUM(volume) AS select FROM bids", "3:23", "Unexpected token"),
+])
+def test_syntax_errors_point_at_the_token(sql: str, where: str, reason: str) -> None:
+    """sqlglot's parse errors point at the token where parsing stopped, and name expression
+    classes as SQL does rather than as Python classes."""
+    with pytest.raises(SqlError, match=re.escape(reason)) as info:
+        compile_sql(HEADER + sql + ";", "views.sql")
+    assert str(info.value).startswith(f"views.sql:{where}: not valid SQL") and "<class" not in str(info.value)
 
 
 @pytest.mark.parametrize("options,reason,fragment", [

@@ -100,10 +100,12 @@ def parse_sql(text: str, source: str = "<sql>") -> Script:
                            source, body.split("\n", 1)[0], text)
     if not views:
         raise SqlError("no SELECT view in the script", source)
-    names = [v.name for v in views]
-    for n in names:
-        if names.count(n) > 1:
-            raise SqlError(f"two views are named {n}", source)
+    seen: dict[str, View] = {}
+    for v in views:
+        if v.name in seen:
+            raise SqlError(f"two views are named {v.name} (give each its own AS name)", source, v.select.text, text,
+                           text.find(seen[v.name].select.text) + 1)
+        seen[v.name] = v
     return Script(tuple(streams), tuple(views), source, text)
 
 
@@ -173,11 +175,22 @@ class _Converter:
         try:
             tree = sqlglot.parse_one(body)
         except ParseError as e:
-            raise SqlError(f"not valid SQL: {e.errors[0]['description'] if e.errors else e}",
-                           self.source, body.split("\n", 1)[0], self.text, self.offset) from e
+            raise self._syntax(e, body) from e
         if not isinstance(tree, exp.Select):
             raise self.fail(f"only SELECT views are supported, not {tree.key.upper()}", tree)
         return self.select(tree)
+
+    def _syntax(self, e: ParseError, body: str) -> SqlError:
+        """sqlglot's parse error, pointing at the token it stopped at (its context: the text
+        before the token, then the token) and naming expression classes as SQL does (``GT``,
+        not ``<class 'sqlglot.expressions.core.GT'>``)."""
+        err = e.errors[0] if e.errors else {}
+        reason = re.sub(r"<class '(?:\w+\.)*(\w+)'>", r"\1", err.get("description") or str(e))
+        before, token = err.get("start_context") or "", err.get("highlight") or ""
+        found = body.find(before + token) if token else -1
+        if found < 0:
+            return SqlError(f"not valid SQL: {reason}", self.source, body.split("\n", 1)[0], self.text, self.offset)
+        return SqlError(f"not valid SQL: {reason}", self.source, token, self.text, self.offset + found + len(before))
 
     # -- SELECT ---------------------------------------------------------------------------------
     def select(self, node: exp.Select) -> Select:
