@@ -157,8 +157,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p), p.stat().st_size, p.name))
         every = args.every
     t0 = time.perf_counter()
-    replay(engine, batches, engine.relmap(names),
-           every=every, checkpoint=lambda pos: _print_views(pos, engine.snapshot(), args.json))
+    try:
+        replay(engine, batches, engine.relmap(names),
+               every=every, checkpoint=lambda pos: _print_views(pos, engine.snapshot(), args.json))
+    except DdmsError:
+        # a bad line stops the run: the views as of the line before it (unless just printed)
+        # still go out, so nothing accepted is lost, then the error
+        if engine.position and (not every or engine.position % every):
+            _print_views(engine.position, engine.snapshot(), args.json)
+        raise
     seconds = time.perf_counter() - t0
     if not every or engine.position % every:
         _print_views(engine.position, engine.snapshot(), args.json)
