@@ -138,7 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if data is not None and data.is_dir():
             raise DdmsError(f"{data}: is a directory, not a data file")
         inputs = open_program_input(target, program.parent, data=data, skip_bad=args.skip_bad)
-    print(f"compiling {program.name} with numba (the first time takes up to a minute; cached afterwards) ...",
+    print(f"compiling {program.name} with numba (the first time takes a minute or two; cached afterwards) ...",
           file=sys.stderr, flush=True)
     engine = Engine(target)
     print(f"compiled {program.name} in {engine.compile_seconds:.2f} s", file=sys.stderr)

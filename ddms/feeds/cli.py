@@ -77,7 +77,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
     ClientConfig(args.url)          # validates the URL before any compile
     if args.views:
-        print(f"compiling {args.views} (the first time takes up to a minute; cached afterwards) ...",
+        print(f"compiling {args.views} (the first time takes a minute or two; cached afterwards) ...",
               file=sys.stderr, flush=True)
     params = []
     for text in args.param or ():
