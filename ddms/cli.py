@@ -100,15 +100,6 @@ def _at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def _program_file(arg: str) -> Path:
-    """The program file named on the command line, checked before any work (present, a file,
-    UTF-8 text: :func:`ddms.m3.parser.read_source`)."""
-    from ddms.m3.parser import read_source
-    path = Path(arg)
-    read_source(path)
-    return path
-
-
 def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
     with open(path, "rb") as f:
         while chunk := f.read(size):
@@ -119,7 +110,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ddms.runtime.driver import replay
     from ddms.runtime.engine import Engine, load_program
 
-    program = _program_file(args.program) if args.program else EXAMPLES / "sobi.m3"
+    # read_source (behind both readers) names a missing, directory or non-UTF-8 program file
+    program = Path(args.program) if args.program else EXAMPLES / "sobi.m3"
     if program.suffix == ".sql":
         from ddms.compiler import compile_sql_file
         sql = compile_sql_file(program)
@@ -130,13 +122,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     demo = args.program is None and args.data is None
     inputs = None
     if not demo:
-        # the data files are checked (present, readable, text) before the numba compile
+        # the data files are checked (present, a file, text) here, before the numba compile
         from ddms.streams.inputs import open_program_input
         data = Path(args.data) if args.data else None
-        if data is not None and not data.exists():
-            raise DdmsError(f"{data}: no such data file")
-        if data is not None and data.is_dir():
-            raise DdmsError(f"{data}: is a directory, not a data file")
         inputs = open_program_input(target, program.parent, data=data, skip_bad=args.skip_bad)
     print(f"compiling {program.name} with numba (the first time takes a minute or two; cached afterwards) ...",
           file=sys.stderr, flush=True)
@@ -183,7 +171,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from ddms.m3.printer import print_program
     from ddms.runtime.engine import load_program
 
-    path = _program_file(args.program)
+    path = Path(args.program)
     if path.suffix == ".sql":
         from ddms.compiler import compile_sql_file
         sql = compile_sql_file(path)

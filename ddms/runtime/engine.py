@@ -66,7 +66,6 @@ def load_program(program: Program | str | Path) -> Program:
     return verify(parse_program(program))
 
 
-
 _FIRE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_double, ctypes.c_double)
 """The C signature of the callback compiled code calls after a line that changed a watched view:
 ``(line, slot, old, new)``, where slot >= 0 names the only watched map that changed (a scalar one)
@@ -118,6 +117,8 @@ class Engine:
             getattr(self.state, f"m_{name}")[0] = value
         self._mid = {m.name: i for i, m in enumerate(self.program.maps)}
         self._streams = {s.name: i for i, s in enumerate(self.program.streams)}
+        # columns of each stream, and 0 last: indexed by a relation map, -1 (ignored) reads the 0
+        self._arity = np.array([len(s.columns) for s in self.program.streams] + [0], np.int64)
         self._watch: np.ndarray = self.state.watch
         self._watching: np.ndarray = self.state.watching
         self._gate: np.ndarray = self.state.gate
@@ -356,12 +357,11 @@ class Engine:
     def _check_batch(self, batch: EventBatch, relmap: np.ndarray) -> None:
         """Reject a malformed batch or relation map before compiled code (which does not check
         bounds) sees it.  O(n) compiled plus O(streams)."""
-        nstreams = len(self.program.streams)
-        if relmap.ndim != 1 or relmap.dtype != np.int64 or ((relmap < -1) | (relmap >= nstreams)).any():
-            raise InputError(f"relation map {relmap.tolist()} must be int64 stream numbers 0..{nstreams - 1} "
+        arity = self._arity
+        if relmap.ndim != 1 or relmap.dtype != np.int64 or ((relmap < -1) | (relmap >= len(arity) - 1)).any():
+            raise InputError(f"relation map {relmap.tolist()} must be int64 stream numbers 0..{len(arity) - 2} "
                              "or -1 (ignored)", "<batch>")
-        need = np.array([len(self.program.streams[s].columns) if s >= 0 else 0 for s in relmap.tolist()], np.int64)
-        check_batch(batch, need)
+        check_batch(batch, arity[relmap])
 
     def batch_line(self, position: int) -> int:
         """The input line, within the batch being applied, of engine ``position`` (what a

@@ -124,31 +124,18 @@ def _stream(stmt: str, text: str, offset: int, source: str) -> Stream:
 
 
 def _check_orderbook(s: Stream, stmt: str, text: str, offset: int, source: str) -> None:
-    """Reject orderbook options that cannot work, here where the line is known and before any
-    compile: a book other than bids/asks feeds the stream nothing (its views stay silently empty),
-    and brokers must be an integer >= 1 (broker_id = order id mod brokers)."""
+    """Reject orderbook options that cannot work (:func:`ddms.streams.inputs.orderbook_problem`)
+    here, where the line is known and before any compile, pointing at the option."""
     if s.source is None or s.source.adaptor.lower() != "orderbook":
         return
-
-    def fail(reason: str, pattern: str) -> SqlError:
-        m = re.search(pattern, stmt, re.IGNORECASE)
-        fragment = m.group(0) if m else stmt.strip().split("\n", 1)[0]
-        return SqlError(reason, source, fragment, text, offset)
-
-    book = s.source.option("book")
-    if book is None and s.name.lower() not in ("bids", "asks"):
-        raise fail(f"orderbook stream {s.name} needs book := 'bids' or 'asks' (or the name bids or asks)",
-                   r"\borderbook\s*\(?")
-    if book is not None and book.lower() not in ("bids", "asks"):
-        raise fail(f"orderbook option book := {book!r} must be 'bids' or 'asks'", r"\bbook\s*:=\s*'[^']*'")
-    brokers = s.source.option("brokers", "10")
-    try:
-        ok = int(brokers) >= 1
-    except ValueError:
-        ok = False
-    if not ok:
-        raise fail(f"orderbook option brokers := {brokers!r} must be an integer >= 1 "
-                   "(broker_id = order id mod brokers)", r"\bbrokers\s*:=\s*'[^']*'")
+    from ddms.streams.inputs import orderbook_problem
+    problem = orderbook_problem(s)
+    if problem is None:
+        return
+    option, reason = problem
+    m = re.search(rf"\b{option}\s*:=\s*'[^']*'" if option else r"\borderbook\s*\(?", stmt, re.IGNORECASE)
+    fragment = m.group(0) if m else stmt.strip().split("\n", 1)[0]
+    raise SqlError(f"orderbook {'option ' if option else ''}{reason}", source, fragment, text, offset)
 
 
 def _view_name(select: Select, text: str, source: str) -> str:

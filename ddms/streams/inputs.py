@@ -190,15 +190,15 @@ def open_program_input(program: Program, base: Path, *, data: Path | None = None
         groups.setdefault(key, []).append(s)
     sources: list[_Source] = []
     if data is not None and not declared:
-        _check_text(data, "orderbook")
+        _check_data_file(data)
         sources.append(_orderbook_source(program, list(program.streams), data, skip_bad))
     for (path, adaptor, _), streams in groups.items():
-        path = Path(path).resolve()
-        if not path.exists():
-            raise DdmsError(f"{path}: no such data file (declared by stream {streams[0].name})")
-        if path.is_dir():
-            raise ReplayError(f"is a directory, not a data file (declared by stream {streams[0].name})", str(path))
-        _check_text(path, adaptor)
+        given = Path(path)
+        path = given.resolve()
+        if given == data:   # named on the command line: named as given there
+            _check_data_file(data, adaptor)
+        else:
+            _check_data_file(path, adaptor, f" (declared by stream {streams[0].name})")
         if adaptor == "orderbook":
             sources.append(_orderbook_source(program, streams, path, skip_bad))
         else:
@@ -212,9 +212,14 @@ def open_program_input(program: Program, base: Path, *, data: Path | None = None
     return ProgramInput(names, sources)
 
 
-def _check_text(path: Path, adaptor: str) -> None:
-    """Refuse a compressed, columnar or Binance capture file up front: both adaptors read CSV
-    text, and would otherwise report the first line's bytes as a malformed record."""
+def _check_data_file(path: Path, adaptor: str = "orderbook", by: str = "") -> None:
+    """Refuse, before any compile, a data file that is missing, a directory, or a compressed,
+    columnar or Binance capture file: both adaptors read CSV text, and would otherwise report the
+    first line's bytes as a malformed record.  ``by`` says who named the file."""
+    if not path.exists():
+        raise DdmsError(f"{path}: no such data file{by}")
+    if path.is_dir():
+        raise ReplayError(f"is a directory, not a data file{by}", str(path))
     try:
         with open(path, "rb") as f:
             head = f.read(256)
@@ -233,22 +238,37 @@ def _check_text(path: Path, adaptor: str) -> None:
     raise ReplayError(f"{what}, but ddms run reads {reads}: {hint}", str(path))
 
 
-def orderbook_options(stream: Stream) -> tuple[str, int]:
-    """The ``book`` (``bids``/``asks``; default: the stream's name) and ``brokers`` (default 10)
-    of an orderbook stream.  Raises :class:`ProgramError` naming the stream for any other value:
-    a misspelt book would feed nothing (silently empty views), brokers must divide order ids."""
-    book = (stream.source.option("book") if stream.source is not None else None) or stream.name
-    if book.lower() not in BOOKS:
-        raise ProgramError(f"stream {stream.name}: orderbook book := {book!r} must be 'bids' or 'asks'")
+def orderbook_problem(stream: Stream) -> tuple[str | None, str] | None:
+    """What makes an orderbook stream's options unusable, or None: the option at fault (None
+    when ``book`` is missing and the name is not bids/asks) and the reason.  The one rule behind
+    SQL declarations (whose error points at the option) and M3 programs (whose error names the
+    stream): a book other than bids/asks would feed the stream nothing (silently empty views),
+    and brokers must be an integer >= 1 (broker_id = order id mod brokers)."""
+    book = stream.source.option("book") if stream.source is not None else None
+    if book is None and stream.name.lower() not in BOOKS:
+        return None, f"stream {stream.name} needs book := 'bids' or 'asks' (or the name bids or asks)"
+    if book is not None and book.lower() not in BOOKS:
+        return "book", f"book := {book!r} must be 'bids' or 'asks'"
     raw = stream.source.option("brokers", "10") if stream.source is not None else "10"
     try:
         brokers = int(raw)
     except ValueError:
         brokers = 0
     if brokers < 1:
-        raise ProgramError(f"stream {stream.name}: orderbook brokers := {raw!r} must be an integer >= 1 "
-                           "(broker_id = order id mod brokers)")
-    return book.lower(), brokers
+        return "brokers", f"brokers := {raw!r} must be an integer >= 1 (broker_id = order id mod brokers)"
+    return None
+
+
+def orderbook_options(stream: Stream) -> tuple[str, int]:
+    """The ``book`` (``bids``/``asks``; default: the stream's name) and ``brokers`` (default 10)
+    of an orderbook stream; :class:`ProgramError` naming the stream when
+    :func:`orderbook_problem` finds one."""
+    problem = orderbook_problem(stream)
+    if problem is not None:
+        raise ProgramError(f"stream {stream.name}: orderbook {problem[1]}")
+    book = stream.source.option("book") if stream.source is not None else None
+    brokers = stream.source.option("brokers", "10") if stream.source is not None else "10"
+    return (book or stream.name).lower(), int(brokers)
 
 
 def _orderbook_source(program: Program, streams: list[Stream], path: Path, skip_bad: bool) -> _Source:
