@@ -119,7 +119,7 @@ values = st.one_of(
 # spaced by 0.25 from key; "drain" cancels up to 1 + pick % 24 consecutive keys of the model;
 # "free" clears the whole root.  The last element says whether to query the tree after the
 # operation (< 0: not; else the kind of query to run first, see verify): queries flush the pool's
-# pending leaf (btree._update), so runs of unqueried updates, over several roots of one pool,
+# pending leaves (btree._update), so runs of unqueried updates, over several roots of one pool,
 # exercise the in-place path that skips descents.
 ops = st.lists(
     st.tuples(
@@ -137,7 +137,7 @@ ops = st.lists(
 def verify(b: SimpleNamespace, pool, root: int, model: SortedDict, c: int = 0, first: int = 0) -> None:
     """Every query of column ``c`` of the tree at ``root`` agrees with the model (exactly: values
     are dyadic); then :func:`btree_check`.  The kinds of query run in turn starting with kind
-    ``first`` (mod their number): whichever comes first meets the pool's pending leaf, if any, so
+    ``first`` (mod their number): whichever comes first meets the pool's pending leaves, if any, so
     a query that forgot to flush it fails on some ``first``."""
     mk = list(model.keys())
     mv = list(model.values())
@@ -414,39 +414,78 @@ def test_infinite_keys(b: SimpleNamespace) -> None:
     free_all(b, pool, [b.free(pool, root)])
 
 
+def pending(pool) -> list[tuple[int, int]]:
+    """The pool's pending leaves, as (tree root, leaf) in slot order (see btree._update)."""
+    ps = pool.ps
+    return [(int(ps[1 + s, 0]), int(ps[1 + s, 1])) for s in range(int(ps[0, 0]))]
+
+
 def test_pending_leaf(b: SimpleNamespace) -> None:
-    """In-place updates leave one leaf per pool pending (its path's sums stale) until something
-    reads sums, changes a shape or updates another leaf or tree; point lookups do not flush."""
+    """In-place updates leave their leaves pending (paths' sums stale), one slot per leaf, until
+    something reads sums, changes a shape or fills every slot; point lookups do not flush."""
     pool = b.new(4, 1)
     a = c = -1
     for i in range(200):   # several levels at both fanouts
         a = b.add(pool, a, float(i), 1.0)
         c = b.add(pool, c, float(i), 2.0)
     b.check(pool, a)
-    assert pool.pend[0] == -1
+    assert pending(pool) == []
     a = b.add(pool, a, 100.0, 5.0)            # in place: pending, no descent next time
-    assert pool.pend[0] == a
-    leaf = pool.pend[1]
+    [(root, leaf)] = pending(pool)
+    assert root == a
     a = b.add(pool, a, 101.0, 0.5)            # the same leaf (keys 100, 101 share one at both fanouts)
-    assert list(pool.pend) == [a, leaf, pool.pend[2]]
+    assert pending(pool) == [(a, leaf)]
     assert b.get(pool, a, 100.0) == 6.0 and b.get(pool, a, 101.0) == 1.5
-    assert pool.pend[0] == a                  # lookups read the leaf only
-    a = b.add(pool, a, 0.0, 1.0)              # another leaf of the same tree
-    assert pool.pend[0] == a and pool.pend[1] != leaf
-    c = b.add(pool, c, 50.0, 1.0)             # another tree of the pool: a's path is written first
-    assert pool.pend[0] == c
-    assert b.total(pool, a) == 200 + 5 + 0.5 + 1 and pool.pend[0] == -1
+    assert pending(pool) == [(a, leaf)]       # lookups read the leaf only
+    a = b.add(pool, a, 0.0, 1.0)              # another leaf of the same tree: a second slot
+    c = b.add(pool, c, 50.0, 1.0)             # another tree of the pool: a third
+    c = b.add(pool, c, 50.0, 1.0)
+    assert [r for r, _ in pending(pool)] == [a, a, c] and len(set(pending(pool))) == 3
+    assert pending(pool)[1][1] != leaf
+    assert b.get(pool, a, 0.0) == 2.0 and b.get(pool, c, 50.0) == 4.0
+    assert b.total(pool, a) == 200 + 5 + 0.5 + 1 and pending(pool) == []
     a = b.add(pool, a, 100.0, 1.0)
     a = b.add(pool, a, 100.0, -7.0)           # the pending key leaves: flush, then a removal
-    assert pool.pend[0] == -1 and b.get(pool, a, 100.0) == 0.0
+    assert pending(pool) == [] and b.get(pool, a, 100.0) == 0.0
     c = b.set(pool, c, 60.0, 0.25)            # an assignment is in place too
-    assert pool.pend[0] == c
-    b.check(pool, c)                          # check verifies the recorded path, then flushes
-    assert pool.pend[0] == -1
+    assert [r for r, _ in pending(pool)] == [c]
+    b.check(pool, c)                          # check verifies the recorded paths, then flushes
+    assert pending(pool) == []
     b.check(pool, a)
-    assert b.len(pool, a) == 199 and b.total(pool, c) == 400 + 1 - 2 + 0.25
+    assert b.len(pool, a) == 199 and b.total(pool, c) == 400 + 2 - 2 + 0.25
     for r in (a, c):
         b.free(pool, r)
+
+
+def test_pending_slots_overflow(b: SimpleNamespace) -> None:
+    """In-place updates spread over more leaves than there are slots, with no query between them:
+    the slots fill, are flushed and refill, and every sum and count ends as if eager."""
+    pmax = b.mod.PMAX
+    pool = b.new(4, COLS)
+    n = 40 * b.mod.FL                         # over 20 leaves at either fanout
+    r = -1
+    models = [SortedDict() for _ in range(COLS)]
+    for i in range(n):
+        r = b.addv(pool, r, float(i), (1.0, 2.0, 0.0))
+        model_update(models[0], float(i), 1.0, assign=False)
+        model_update(models[1], float(i), 2.0, assign=False)
+    b.check(pool, r)
+    rng = np.random.default_rng(3)
+    most = 0
+    for step, k in enumerate(rng.permutation(n)):
+        deltas = (0.5, -3.0 if step % 3 else 0.0, 1.0 if step % 2 else -0.25)  # column 1 goes negative
+        r = b.addv(pool, r, float(k), deltas)
+        for c in range(COLS):
+            model_update(models[c], float(k), deltas[c], assign=False)
+        most = max(most, len(pending(pool)))
+        assert len(pending(pool)) == len(set(pending(pool))) <= pmax
+    assert most == pmax                       # the slots filled (and were flushed to make room)
+    for c in range(COLS):
+        verify(b, pool, r, models[c], c, first=c * 5)
+        r = b.addv(pool, r, float(c), (0.25, 0.25, 0.25))   # pending again before the next column
+        for m in models:
+            model_update(m, float(c), 0.25, assign=False)
+    b.free(pool, r)
 
 
 def test_every_query_flushes_the_pending_leaf(b: SimpleNamespace) -> None:
@@ -482,11 +521,11 @@ def test_every_query_flushes_the_pending_leaf(b: SimpleNamespace) -> None:
         v = (-2.0 if q % 2 else 3.0) if c else 4.0
         r = b.add(pool, r, k, v, c)
         model_update(models[c], k, v, assign=False)
-        assert pool.pend[0] == r, q
+        assert pending(pool) == [(r, pending(pool)[0][1])], q
         got = query()
         assert (same(got, want()) if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], bool)
                 else got == want()), (q, got, want())
-        assert pool.pend[0] == -1, q
+        assert pending(pool) == [], q
     b.check(pool, r)
     b.free(pool, r)
 

@@ -71,12 +71,15 @@ changes, so floating-point error does not accumulate over a stream of updates, a
 are a deterministic function of the tree's shape and values (:func:`btree_check` verifies them
 bitwise).  Counts are integers, kept exact by deltas.
 
-"After" is lazy for one leaf per pool: an in-place update (the key exists and stays) leaves its
-leaf *pending*, its path's sums and counts stale, and the next in-place update in the same leaf
-skips the descent and the path (order-book updates cluster near the touch: on the finance data 97%
-of consecutive updates of a side are within 16 price levels of each other).  Every other
-operation that reads sums or counts, or changes shapes, first flushes the pending path
-(:func:`_flush`); point lookups read leaves only and need not.
+"After" is lazy for up to ``PMAX`` leaves per pool: an in-place update (the key exists and stays)
+leaves its leaf *pending*, its path's sums and counts stale.  The next in-place update in the same
+leaf skips the descent and the path (order-book updates cluster near the touch: on the finance
+data 97% of consecutive updates of a side are within 16 price levels of each other); one in
+another leaf descends by key (in-place updates change no key) but walks no path.  Every
+operation that reads sums or counts, or changes shapes, first flushes the pending paths
+(:func:`_flush`); point lookups read leaves only and need not.  Between two queries, a run of
+updates spread over a few leaves (a shallow book updated at random levels: the synthetic stream's
+54 levels in 3-4 leaves) thus walks each leaf's path once instead of once per update.
 
 Prefix sums P(b) = sum(value[k] for k <= b) are formed, by :func:`btree_sum_lt` /
 :func:`btree_sum_le` and by :func:`btree_first_prefix` alike, along one root-to-leaf path: at each
@@ -109,6 +112,7 @@ LMERGE = 3 * FL // 4  # two leaves merge when they fit in this many keys, else t
 IMERGE = 3 * FI // 4
 MAXD = 64  # bound on the number of internal levels (a quarter-full tree of depth 64 is absurd)
 MAXC = 64  # bound on the number of columns of a pool
+PMAX = 16  # pending leaves per pool (see _flush)
 _INF = np.inf
 
 
@@ -152,10 +156,16 @@ _FIELDS = [
     ("xv", types.float64[::1]),  # scratch, C: the deltas (or the value) of the update in progress
     ("dc", types.int64[::1]),  # scratch, C: per column change of the nonzero count it makes
     ("dn", types.int64[::1]),  # scratch, C: per column change of the negative count
-    ("pend", types.int64[::1]),  # the pending leaf (see _flush): its tree's root ref (-1: none), leaf, depth
-    ("pch", types.float64[::1]),  # C: 1.0 for the columns changed in the pending leaf since the flush
-    ("pdc", types.int64[::1]),  # C: their accumulated nonzero-count changes
-    ("pdn", types.int64[::1]),  # C: and negative-count changes
+    # pending leaves (see _update), one int64 array so that the in-place path touches few arrays
+    # (each array a compiled function reads costs two atomic reference-count updates):
+    # row 0 = [slots in use, last slot used, 0 ...]; row 1 + s = slot s: [tree root ref, leaf,
+    # depth, changed flags[C], nonzero-count changes[C], negative-count changes[C]]
+    ("ps", types.int64[:, ::1]),
+    ("ppn", types.int64[:, ::1]),  # PMAX x MAXD: per slot the recorded path (as pn / pj)
+    ("ppj", types.int64[:, ::1]),
+    ("qf", types.float64[::1]),  # scratch, C: a slot's changed flags, for _walk_up
+    ("qc", types.int64[::1]),  # scratch, C: its count changes
+    ("qn", types.int64[::1]),
 ]
 structref.define_proxy(BTreePool, BTreePoolType, [name for name, _ in _FIELDS])
 
@@ -198,8 +208,8 @@ def _new_pool_typed(columns):
 @njit(cache=True)
 def _fields(p):
     return (p.nc, p.lw, p.iw, p.lf, p.ln, p.llink, p.ik, p.ii, p.in_, p.ilink, p.lcap, p.l_used,
-            p.l_head, p.l_free, p.icap, p.i_used, p.i_head, p.i_free, p.pn, p.pj, p.xv, p.dc, p.dn, p.pend,
-            p.pch, p.pdc, p.pdn)
+            p.l_head, p.l_free, p.icap, p.i_used, p.i_head, p.i_free, p.pn, p.pj, p.xv, p.dc, p.dn, p.ps,
+            p.ppn, p.ppj, p.qf, p.qc, p.qn)
 
 
 # Python-side read access to the fields (structref proxies have none by default).
@@ -245,10 +255,12 @@ def btree_new(capacity: int, columns: int) -> BTreePool:
     p.xv = np.zeros(columns, np.float64)
     p.dc = np.zeros(columns, np.int64)
     p.dn = np.zeros(columns, np.int64)
-    p.pend = np.full(3, -1, np.int64)
-    p.pch = np.zeros(columns, np.float64)
-    p.pdc = np.zeros(columns, np.int64)
-    p.pdn = np.zeros(columns, np.int64)
+    p.ps = np.zeros((PMAX + 1, 3 + 3 * columns), np.int64)
+    p.ppn = np.empty((PMAX, MAXD), np.int64)
+    p.ppj = np.empty((PMAX, MAXD), np.int64)
+    p.qf = np.zeros(columns, np.float64)
+    p.qc = np.zeros(columns, np.int64)
+    p.qn = np.zeros(columns, np.int64)
     return p
 
 
@@ -443,17 +455,16 @@ ALL = -2
 
 
 @njit(cache=True)
-def _walk_up(p, d, ref, cols, xv, dc, dn):
-    """After a change below the recorded path's last internal node that split or merged nothing:
-    bottom-up along the path, each entry takes its child's max key and sums, and adds ``dc`` /
-    ``dn`` to its counts.  ``ref``: the changed node at the bottom.  Sums are recomputed for every
-    column if ``cols`` is ``ALL``, else only for column ``cols`` (an assignment; -1 for none) and the
-    columns with a nonzero ``xv`` (additions): the others' rows did not change.  O(d C F)."""
+def _walk_up(p, pn, pj, d, ref, cols, xv, dc, dn):
+    """After a change below the last internal node of the path ``pn``/``pj`` (internal nodes and
+    the child index taken at each, root first) that split or merged nothing: bottom-up along it,
+    each entry takes its child's max key and sums, and adds ``dc`` / ``dn`` to its counts.
+    ``ref``: the changed node at the bottom.  Sums are recomputed for every column if ``cols`` is
+    ``ALL``, else only for column ``cols`` (an assignment; -1 for none) and the columns with a
+    nonzero ``xv`` (additions): the others' rows did not change.  O(d C F)."""
     nc, lw, iw = _widths(p)
     ik = p.ik
     ii = p.ii
-    pn = p.pn
-    pj = p.pj
     for e in range(d - 1, -1, -1):
         i = pn[e]
         j = pj[e]
@@ -537,58 +548,64 @@ def _ipad(ik, ii, iw, nc, a, lo, hi):
 
 @njit(cache=True)
 def _flush(p):
-    """Bring the path of the pending leaf up to date (see :func:`_update`): its entries take the
-    leaf's new sums for the changed columns and the accumulated count changes.  Every operation
-    that reads internal sums or counts, changes the tree's shape or uses the path scratch calls
-    this first.  O(d C F) when a leaf is pending, O(1) when none is."""
-    pend = p.pend
-    if pend[0] == -1:
+    """Bring the paths of the pending leaves up to date (see :func:`_update`): each slot's path
+    entries take its leaf's new sums for the changed columns and the slot's accumulated count
+    changes.  Slots are walked one after the other, each along its whole path, so an ancestor
+    shared by several is recomputed last from children already brought up to date: the sums are
+    the eager ones bitwise.  Every operation that reads internal sums or counts, changes the
+    tree's shape or uses the path scratch calls this first.  O(s d C F) for s pending leaves,
+    O(1) when none is."""
+    ps = p.ps
+    ns = ps[0, 0]
+    if ns == 0:
         return
     nc = _widths(p)[0]
-    pch = p.pch
-    pdc = p.pdc
-    pdn = p.pdn
-    _walk_up(p, pend[2], 2 * pend[1], -1, pch, pdc, pdn)
-    pend[0] = -1
-    for c in range(nc):
-        pch[c] = 0.0
-        pdc[c] = 0
-        pdn[c] = 0
+    qf = p.qf
+    qc = p.qc
+    qn = p.qn
+    for s in range(1, ns + 1):
+        for c in range(nc):
+            qf[c] = ps[s, 3 + c]
+            qc[c] = ps[s, 3 + nc + c]
+            qn[c] = ps[s, 3 + 2 * nc + c]
+        _walk_up(p, p.ppn[s - 1], p.ppj[s - 1], ps[s, 2], 2 * ps[s, 1], -1, qf, qc, qn)
+        ps[s, :] = 0
+    ps[0, 0] = 0
+    ps[0, 1] = 0
 
 
 @njit(cache=True)
 def btree_flush(pool: BTreePool) -> None:
     """Write the pool's pending sums up the tree (queries do it themselves): for tests and
-    inspection of the raw arrays.  O(C F log_F n)."""
+    inspection of the raw arrays.  O(PMAX C F log_F n)."""
     _flush(pool)
 
 
 @njit(cache=True, inline="always")
-def _update_in_leaf(p, n, pos, a):
-    """Apply ``p.xv`` to entry ``pos`` of leaf n in place and make n the pending leaf's changes
-    (its path is recorded by the caller).  False, changing nothing, if every column would end
-    exactly 0.0 (a removal).  O(C)."""
-    nc, lw, _ = _widths(p)
-    lf = p.lf
-    xv = p.xv
+def _keeps(lf, xv, nc, lw, n, pos, a):
+    """Whether applying ``xv`` to entry ``pos`` of leaf n leaves some column nonzero (else the
+    update is a removal).  O(C)."""
     keep = False
     for c in range(nc):
         v = xv[c] if c == a else lf[n, lw * pos + 1 + c] + xv[c]
         keep = keep or v != 0.0
-    if not keep:
-        return False
-    pch = p.pch
-    pdc = p.pdc
-    pdn = p.pdn
+    return keep
+
+
+@njit(cache=True, inline="always")
+def _update_in_leaf(lf, xv, ps, nc, lw, n, pos, a, s):
+    """Apply ``xv`` to entry ``pos`` of leaf n in place (it stays: :func:`_keeps`), adding the
+    changed columns and count changes to pending slot ``s`` (leaf n's; row ``1 + s`` of ``ps``).
+    Takes the arrays, not the pool: one reference count each for the whole update.  O(C)."""
+    r = 1 + s
     for c in range(nc):
         old = lf[n, lw * pos + 1 + c]
         v = xv[c] if c == a else old + xv[c]
         lf[n, lw * pos + 1 + c] = v
-        pdc[c] += (1 if v != 0.0 else 0) - (1 if old != 0.0 else 0)
-        pdn[c] += (1 if v < 0.0 else 0) - (1 if old < 0.0 else 0)
+        ps[r, 3 + nc + c] += (1 if v != 0.0 else 0) - (1 if old != 0.0 else 0)
+        ps[r, 3 + 2 * nc + c] += (1 if v < 0.0 else 0) - (1 if old < 0.0 else 0)
         if c == a or xv[c] != 0.0:
-            pch[c] = 1.0
-    return True
+            ps[r, 3 + c] = 1
 
 
 @njit(cache=True)
@@ -597,30 +614,37 @@ def _update(p, root, k, a):
     and the others += xv (0.0 there).  Removes k when all its columns end exactly 0.0.  New root.
 
     An update of a key that exists and stays changes its leaf in place and leaves the sums and
-    counts on the leaf's path stale: the leaf becomes the pool's *pending* leaf, its path recorded
-    in ``p.pn``/``p.pj`` (``p.pend``: tree, leaf, depth), the changed columns and count changes in
-    ``p.pch``/``pdc``/``pdn``.  The next update of a key in the same leaf (order books update a few
-    price levels near the touch, mostly in one leaf) is then a search of that leaf and O(C) work:
-    no descent, no path recomputed.  Anything else first flushes the pending path
-    (:func:`_flush`), so sums are bitwise what eager recomputation gives.
+    counts on the leaf's path stale: the leaf becomes *pending*, in one of ``PMAX`` slots of the
+    pool (``p.ps``: tree, leaf, depth, changed columns, count changes; ``p.ppn``/``p.ppj``: its
+    path).  In-place updates change no key and no shape, so descents by key stay valid while
+    leaves are pending.  The next update of a key in the leaf updated last (order books update a
+    few price levels near the touch, mostly in one leaf) is a search of that leaf and O(C) work:
+    no descent, no path recomputed; one elsewhere is a descent and O(C) work, its leaf taking a
+    new slot if it has none (all slots full: they are flushed first).  Pending paths are written
+    up only when something reads sums or counts, or changes a shape (:func:`_flush`), so sums are
+    bitwise what eager recomputation gives, and a run of updates spread over a few leaves between
+    two queries costs one path walk per leaf, not one per update.
 
-    Otherwise one descent records the path; a found key that keeps a nonzero column is updated in
-    place and becomes pending; an insertion or a removal goes to :func:`_insert` / :func:`_delete`.
+    A found key that would end all-zero goes to :func:`_delete`, an absent one to
+    :func:`_insert`, after a flush.
     """
     if k != k:
         raise ValueError("btree map key is NaN")
     nc = _widths(p)[0]
     lw, iw = nc + 1, nc + 2
     lf = p.lf
-    pend = p.pend
-    if pend[0] != -1:
-        if pend[0] == root:
-            n = pend[1]
-            pos = _count_lt(lf, n, lw, FL, k)
-            if pos < p.ln[n] and lf[n, lw * pos] == k and _update_in_leaf(p, n, pos, a):
-                return root
-        _flush(p)
+    ln = p.ln
     xv = p.xv
+    ps = p.ps
+    ns = ps[0, 0]
+    if ns != 0:
+        s = ps[0, 1]
+        if ps[1 + s, 0] == root:
+            n = ps[1 + s, 1]
+            pos = _count_lt(lf, n, lw, FL, k)
+            if pos < ln[n] and lf[n, lw * pos] == k and _keeps(lf, xv, nc, lw, n, pos, a):
+                _update_in_leaf(lf, xv, ps, nc, lw, n, pos, a, s)
+                return root
     nonzero = False
     for c in range(nc):
         nonzero = nonzero or xv[c] != 0.0
@@ -651,14 +675,33 @@ def _update(p, root, k, a):
     n = r >> 1
     pos = _count_lt(lf, n, lw, FL, k)
     if pos < p.ln[n] and lf[n, lw * pos] == k:  # (a key +inf is told from padding by the fill)
-        if not _update_in_leaf(p, n, pos, a):
+        if not _keeps(lf, xv, nc, lw, n, pos, a):
+            _flush(p)
             return _delete(p, root, d, n, pos)
-        pend[0] = root
-        pend[1] = n
-        pend[2] = d
+        s = -1
+        for t in range(ns):
+            if ps[1 + t, 1] == n and ps[1 + t, 0] == root:
+                s = t
+        if s < 0:
+            if ns == PMAX:
+                _flush(p)
+                ns = 0
+            s = ns
+            ps[0, 0] = ns + 1
+            ps[1 + s, 0] = root
+            ps[1 + s, 1] = n
+            ps[1 + s, 2] = d
+            ppn = p.ppn
+            ppj = p.ppj
+            for e in range(d):
+                ppn[s, e] = pn[e]
+                ppj[s, e] = pj[e]
+        ps[0, 1] = s
+        _update_in_leaf(lf, xv, ps, nc, lw, n, pos, a, s)
         return root
     if not nonzero:  # absent key set to / incremented by zero: nothing to store
         return root
+    _flush(p)
     return _insert(p, root, d, n, pos, k)
 
 
@@ -691,7 +734,7 @@ def _insert(p, root, d, n, pos, k):
         _lmove(lf, lw, n, pos, n, pos + 1, m - pos)
         _lput(lf, lw, n, pos, k, xv)
         ln[n] = m + 1
-        _walk_up(p, d, 2 * n, ALL, xv, dc, dn)
+        _walk_up(p, pn, pj, d, 2 * n, ALL, xv, dc, dn)
         return root
     b = _alloc_leaf(p)
     h = (FL + 1) // 2  # keys left in n
@@ -747,7 +790,7 @@ def _insert(p, root, d, n, pos, k):
             _refresh(p, t, j)
         return 2 * t + 1
     # absorbed by node pn[e + 1]: above it only max keys, sums and counts change
-    _walk_up(p, e + 1, 2 * pn[e + 1] + 1, ALL, xv, dc, dn)
+    _walk_up(p, pn, pj, e + 1, 2 * pn[e + 1] + 1, ALL, xv, dc, dn)
     return root
 
 
@@ -860,7 +903,7 @@ def _delete(p, root, d, n, pos):
         ref = 2 * i + 1
         e -= 1
     # nodes above the last rebalanced one keep their fill: only max keys, sums, counts change
-    _walk_up(p, e + 1, ref, ALL, p.xv, dc, dn)
+    _walk_up(p, pn, p.pj, e + 1, ref, ALL, p.xv, dc, dn)
     t = root >> 1
     if in_[t] == 1:  # the root has a single child left: it becomes the root
         root = _child(p.ik, iw, t, 0)
@@ -1440,15 +1483,22 @@ def btree_check(pool: BTreePool, root: int) -> None:
     and free, free lists without loops, of the recorded lengths and marked free, reachable + free
     nodes within the capacity.  Pure Python, O(C n + free nodes): for tests.
     """
-    pend = pool.pend
-    if pend[0] != -1 and pend[0] == root:  # the recorded path leads from the root to the pending leaf
-        ref = int(root)
-        for e in range(int(pend[2])):
-            assert ref & 1 and pool.pn[e] == ref >> 1, f"pending path broken at depth {e}"
-            ref = int(pool.ik[ref >> 1, pool.iw * pool.pj[e] + pool.iw - 1])
-        assert ref == 2 * pend[1], f"pending path ends at {ref}, not at leaf {pend[1]}"
+    ps = pool.ps
+    ns, last = int(ps[0, 0]), int(ps[0, 1])
+    assert 0 <= ns <= PMAX and (ns == 0 and last == 0 or 0 <= last < ns), f"pending slots {ns}, last {last}"
+    slots = {(int(ps[1 + s, 0]), int(ps[1 + s, 1])) for s in range(ns)}
+    assert len(slots) == ns, "a leaf holds two pending slots"
+    assert not ps[1 + ns:].any() and not ps[0, 2:].any(), "unused pending slots not cleared"
+    for s in range(ns):
+        if ps[1 + s, 0] != root:
+            continue
+        ref = int(root)  # the slot's path leads from the root to its leaf
+        for e in range(int(ps[1 + s, 2])):
+            assert ref & 1 and pool.ppn[s, e] == ref >> 1, f"pending path of slot {s} broken at depth {e}"
+            ref = int(pool.ik[ref >> 1, pool.iw * pool.ppj[s, e] + pool.iw - 1])
+        assert ref == 2 * ps[1 + s, 1], f"pending path of slot {s} ends at {ref}, not at leaf {ps[1 + s, 1]}"
     btree_flush(pool)   # then the sums on its path must be the recomputed ones, as everywhere
-    assert pool.pend[0] == -1 and not pool.pch.any() and not pool.pdc.any() and not pool.pdn.any()
+    assert not pool.ps.any(), "pending slots left after a flush"
     nc, lw, iw = pool.nc, pool.lw, pool.iw
     lf, ln, ik, ii, in_ = pool.lf, pool.ln, pool.ik, pool.ii, pool.in_
     lcap, icap = pool.lcap, pool.icap
@@ -1460,7 +1510,9 @@ def btree_check(pool: BTreePool, root: int) -> None:
         assert len(arr) == icap, "internal array length differs from icap"
     assert 0 <= pool.l_used <= lcap and 0 <= pool.i_used <= icap
     assert len(pool.pn) == MAXD and len(pool.pj) == MAXD
-    assert all(len(a) == nc for a in (pool.xv, pool.dc, pool.dn, pool.pch, pool.pdc, pool.pdn))
+    assert all(len(a) == nc for a in (pool.xv, pool.dc, pool.dn))
+    assert all(len(a) == nc for a in (pool.qf, pool.qc, pool.qn))
+    assert pool.ppn.shape == pool.ppj.shape == (PMAX, MAXD) and pool.ps.shape == (PMAX + 1, 3 + 3 * nc)
 
     def free_list(head: int, link: np.ndarray, fill: np.ndarray, used: int, n_free: int) -> set[int]:
         free: set[int] = set()
@@ -1541,3 +1593,4 @@ def btree_check(pool: BTreePool, root: int) -> None:
     visit(int(root), 0, True)
     assert len(leaf_depths) == 1, f"leaves at depths {sorted(leaf_depths)}"
     assert len(seen_l) + len(lfree) <= lcap and len(seen_i) + len(ifree) <= icap
+
