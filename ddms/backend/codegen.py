@@ -63,7 +63,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "14"
+CODEGEN_VERSION = "15"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -631,8 +631,8 @@ class _Codegen:
         tname = target.name
         if not target.keys:
             v = self._value(fn, s.expr, env)
-            if s.op == "+=":
-                fn.line(f"w_{tname}(st, (), st.m_{tname}[0] + {v})")
+            if s.op == "+=":   # (one field load, not two: each costs two atomic reference counts)
+                fn.line(f"st.m_{tname}[0] += {v}")
             else:
                 fn.line(f"w_{tname}(st, (), {v})")
         else:
@@ -715,11 +715,12 @@ class _Codegen:
 
     def _tree_add(self, name: str, op: str, key: str, arg: str) -> str:
         """Code applying ``op`` (``btree_add``/``btree_addv``) with ``arg`` at ``key`` to the tree
-        holding tree-only map ``name``."""
+        holding tree-only map ``name``.  The root array is loaded once: each structref field load
+        costs two atomic reference-count updates, a fifth of an in-place tree update."""
         tree = self._tree_of(name)
         if self.arity[name] > 1:
             return f"{op.replace('btree_', '')}_{tree}(st, {key}, {arg})"
-        return f"st.or_{tree}[0] = {op}(st.op_{tree}, st.or_{tree}[0], {key}[0], {arg})"
+        return f"rt_{tree} = st.or_{tree}; rt_{tree}[0] = {op}(st.op_{tree}, rt_{tree}[0], {key}[0], {arg})"
 
     # -- maps -----------------------------------------------------------------------------------
     def map_functions(self, m: MapDecl) -> list[str]:
