@@ -94,17 +94,21 @@ def run(sh: Shared) -> list[Row]:
     quick = sh.sizes.quick
     rows: list[Row] = []
     _monitor_warm()
-    for label, depth_only, views in (("depth stream, book only", True, None),
-                                     ("all streams (depth+bookTicker+trade), book only", False, None),
-                                     ("depth stream, book + VWAP views (engine)", True, VWAP_M3)):
+    # (the target counts the depth stream alone, book only: the other two rows are informational)
+    for label, depth_only, views, target in (("depth stream, book only", True, None, True),
+                                             ("all streams (depth+bookTicker+trade), book only", False, None, False),
+                                             ("depth stream, book + VWAP views (engine)", True, VWAP_M3, False)):
         runs = [_session(CAPTURE, ("--speed", "max"), depth_only, views) for _ in range(1 if quick else 3)]
         s = max(runs, key=lambda r: r["level_updates_per_s"])
         spread = ", ".join(f"{r['level_updates_per_s'] / 1e6:.2f}M" for r in runs)
         note = (f"best of {len(runs)} ({spread}); {s['messages']:,} msgs, {s['level_updates']:,} levels in "
                 f"{s['active_seconds']:.2f} s; {s['bookticker_checked']} bookTickers checked, 0 mismatches")
         lv = s["level_updates_per_s"]
-        rows.append(Row(SECTION, f"{label}: level updates/s", lv, "levels/s", ">= 1M",
-                        ("PASS" if lv >= 1e6 else "FAIL") + f"; {note}"))
+        if target:
+            rows.append(Row(SECTION, f"{label}: level updates/s", lv, "levels/s", ">= 1M",
+                            ("PASS" if lv >= 1e6 else "FAIL") + f"; {note}"))
+        else:
+            rows.append(Row(SECTION, f"{label}: level updates/s", lv, "levels/s", "", note))
         rows.append(Row(SECTION, f"{label}: messages/s", s["messages_per_s"], "msgs/s", "", ""))
     for rate in (100, 1000):
         depth_msgs = (300 if quick else 1000) if rate == 100 else (1000 if quick else 3000)

@@ -4,8 +4,10 @@ Readers: events/s of every source format (order-book CSV big/finance.csv, a LOBS
 made from the same lines, both Binance captures) and of their Parquet copies (``ddms convert``),
 each through :class:`replay.sources.Source` (best of 3).
 
-Sweep: the backtest sweep of issue 4 -- big/finance.csv and both Binance captures x 8 parameter
-sets x two strategies (SOBI, market maker), 48 tasks of ``replay.backtest.run_task`` -- run
+Sweep: the backtest sweep of issue 4 -- big/finance.csv and both Binance captures x 20 parameter
+sets x two strategies (SOBI, market maker), 120 tasks of ``replay.backtest.run_task``, sized so
+that the sequential run takes over a minute (48 tasks took 69 s on an earlier machine, 29 s on a
+faster one) -- run
 sequentially in this process (compiled code warm) and on a fresh Spark ``local[2]`` session
 (workers start cold and load the compiled code from the disk cache); the rows must be identical.
 Reported: session start, both wall times, the speedup (target >= 1.6x), and how many cores the
@@ -111,12 +113,13 @@ def _readers(tmp: Path, reps: int) -> list[Row]:
 
 
 def sweep_tasks(quick: bool) -> list[tuple[str, str, dict]]:
-    """The benchmark sweep: partitions x 8 parameter sets x strategies (quick: 2 x 3 x 2)."""
+    """The benchmark sweep: partitions x 20 parameter sets x strategies (quick: 2 x 3 x 2)."""
     parts = [str(FINANCE_BIG)] + [str(p) for p in CAPTURES if p.exists()]
-    sobi = [{"k": k, "threshold": th, "order_size": q} for k in (0.1, 0.25) for th in (0.0005, 0.001)
+    sobi = [{"k": k, "threshold": th, "order_size": q} for k in (0.05, 0.1, 0.25, 0.5, 0.75)
+            for th in (0.0005, 0.001)
             for q in (50.0, 100.0)]
     mm = [{"half_spread": h, "requote": rq, "skew": s} for h in (0.0005, 0.001) for rq in (0.0002, 0.0005)
-          for s in (0.0, 0.5)]
+          for s in (0.0, 0.25, 0.5, 0.75, 1.0)]
     if quick:
         parts, sobi, mm = parts[:2], sobi[:3], mm[:3]
     return [(p, name, g) for name, grid in (("sobi", sobi), ("mm", mm)) for p in parts for g in grid]
