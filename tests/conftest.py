@@ -13,8 +13,14 @@ ORDERBOOK = SHARED / "data" / "orderbook"
 EXAMPLES = REPO / "examples" / "m3"
 
 
-def data_file(size: str) -> Path:
-    path = ORDERBOOK / size / "finance.csv"
+def shared_file(*parts: str) -> Path:
+    """A file under ../shared, or a skip where it is absent (the real-data tests run where the
+    reference material is, and are skipped elsewhere)."""
+    path = SHARED.joinpath(*parts)
     if not path.exists():
         pytest.skip(f"{path} not available")
     return path
+
+
+def data_file(size: str) -> Path:
+    return shared_file("data", "orderbook", size, "finance.csv")

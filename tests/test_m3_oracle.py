@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, SHARED, data_file
+from conftest import EXAMPLES, data_file, shared_file
 from oracle import SOBI_SQL, SOBI_VIEWS, VWAP_SQL, Book, Duck, same
 
 from ddms.m3.interpreter import Interpreter
@@ -64,7 +64,7 @@ def test_examples_match_duckdb(size: str, every: int) -> None:
 
 
 def test_vwap_final_matches_expected_json() -> None:
-    expected = json.loads((SHARED / "queries" / "finance" / "expected.json").read_text())["vwap"]
+    expected = json.loads(shared_file("queries", "finance", "expected.json").read_text())["vwap"]
     for size in ("tiny", "standard"):
         (engine,) = run_checked(["vwap.m3"], size, 0, lambda *a: None)
         assert engine.value("VWAP") == expected[size]

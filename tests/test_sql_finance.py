@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, SHARED, data_file
+from conftest import REPO, SHARED, data_file, shared_file
 from oracle import Book, Duck, duck_select, rows_of, same_view
 
 from ddms.compiler import compile_sql_file
@@ -95,7 +95,9 @@ def test_views_match_duckdb_exhaustive(query: str, size: str, every: int) -> Non
 
 def test_cli_runs_sql_with_declared_files() -> None:
     """``ddms run QUERY.sql`` reads the file the SQL declares (relative to the SQL file)."""
-    out = subprocess.run([sys.executable, "-m", "ddms.cli", "run", str(FINANCE / "vwap.sql"), "--json"],
+    data_file("standard")    # what vwap.sql declares
+    out = subprocess.run([sys.executable, "-m", "ddms.cli", "run", str(shared_file("queries", "finance", "vwap.sql")),
+                          "--json"],
                          capture_output=True, text=True, cwd=REPO, check=True)
     last = json.loads(out.stdout.strip().splitlines()[-1])
     assert last == {"line": 5000, "views": {"VWAP": EXPECTED["vwap"]["standard"]}}
