@@ -57,9 +57,9 @@ pool sees the widths as constants.
 A node search compares the bound with the last key of every block of four keys, then with the
 keys of the one block that holds it (:func:`_count_lt`: fixed-length loops, no unpredictable
 branches); a row's keys lie in 4 (leaf) or 2 (internal) cache lines, fetched together, so a node
-costs about one memory latency.  Unused slots are padded (keys +inf, values and sums 0.0, children -1), so sums and
-searches run over whole rows.  Fill counts live beside the rows (``ln``, ``in_``), -1 marking a
-free node.
+costs about one memory latency.  Unused slots are padded (keys +inf, values and sums 0.0,
+children -1), so sums and searches run over whole rows.  Fill counts live beside the rows
+(``ln``, ``in_``), -1 marking a free node.
 
 A *ref* names a node: ``2 * leaf`` or ``2 * internal + 1``.  A map is its root ref, -1 for the
 empty map; every update returns the new root.  Nodes of *all* maps of a pool live in one
