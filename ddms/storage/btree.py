@@ -685,7 +685,8 @@ def _update(p, root, k, a):
     two queries costs one path walk per leaf, not one per update.
 
     A found key that would end all-zero goes to :func:`_delete`, an absent one to
-    :func:`_insert`, after a flush.
+    :func:`_insert`, after a flush.  Callers try :func:`_pending_hit` first (``btree_addv`` with its
+    delta tuple, before it fills ``xv``), so this starts at the descent: a miss scans the slots once.
     """
     if k != k:
         raise ValueError("btree map key is NaN")
@@ -694,8 +695,6 @@ def _update(p, root, k, a):
     lf = p.lf
     xv = p.xv
     ps = p.ps
-    if _pending_hit(lf, ps, nc, root, k, xv, a):
-        return root
     ns = ps[0, 0]
     nonzero = False
     for c in range(nc):
@@ -726,7 +725,8 @@ def _update(p, root, k, a):
         r = _child(ik, iw, i, j)
     n = r >> 1
     pos = _count_lt(lf, n, FL, k)
-    if pos < p.ln[n] and lf[n, pos] == k:  # (a key +inf is told from padding by the fill)
+    fill = p.ln[n]
+    if pos < fill and lf[n, pos] == k:  # (a key +inf is told from padding by the fill)
         if not _keeps(lf, xv, nc, lw, n, pos, a):
             _flush(p)
             return _delete(p, root, d, n, pos)
@@ -739,7 +739,7 @@ def _update(p, root, k, a):
         ps[1 + s, 0] = root
         ps[1 + s, 1] = n
         ps[1 + s, 2] = d
-        ps[1 + s, 3] = p.ln[n]
+        ps[1 + s, 3] = fill
         ppn = p.ppn
         ppj = p.ppj
         for e in range(d):
@@ -978,6 +978,8 @@ def btree_add(pool: BTreePool, root: int, key: float, delta: float, c: int = 0) 
     xv = pool.xv
     xv[:] = 0.0
     xv[c] = delta
+    if _pending_hit(pool.lf, pool.ps, _widths(pool)[0], root, key, xv, -1):
+        return root
     return _update(pool, root, key, -1)
 
 
@@ -1004,6 +1006,8 @@ def btree_set(pool: BTreePool, root: int, key: float, value: float, c: int = 0) 
     xv = pool.xv
     xv[:] = 0.0
     xv[c] = value
+    if _pending_hit(pool.lf, pool.ps, _widths(pool)[0], root, key, xv, c):
+        return root
     return _update(pool, root, key, c)
 
 
