@@ -9,6 +9,10 @@ stream of mixed updates (E / F+B / D+B, depth constant) is timed through ``Engin
 * tick levels: integer ticks within +-2,000 of a drifting mid, so the levels stay bounded (a
   few hundred to a few thousand) and deep books stack many orders per level, as real ones do.
 
+Each depth is measured ``REPEATS`` times, the depths taking turns, and the best run counts: on the
+shared VMs we measure on, one run of the same depth varied by up to 25% (slow phases of the
+machine), and taking turns keeps a slow phase from landing on one depth only.
+
 Target, per program and price model: cost(1M) / cost(1k) <= 3x."""
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from ddms.streams.orderbook import OrderBookParser
 SECTION = "4 depth"
 TICK_BAND = 2_000
 MODELS = (("distinct prices", 0), ("tick levels", TICK_BAND))
+REPEATS = 3
 
 
 def label(n: int) -> str:
@@ -64,9 +69,14 @@ def run(sh: Shared) -> list[Row]:
     for model, band in MODELS:
         for prog in ("VWAP", "SOBI"):
             side = "bids" if prog == "VWAP" else "bids+asks"
+            best: dict[int, tuple[float, int, int]] = {}
+            for _ in range(REPEATS if not sizes.quick else 1):
+                for d in sizes.depths:
+                    run_ = steady_cost(prog, d, sizes.steady_lines, tick_band=band)
+                    if d not in best or run_[0] < best[d][0]:
+                        best[d] = run_
             cost: dict[int, float] = {}
-            for d in sizes.depths:
-                seconds, lines, levels = steady_cost(prog, d, sizes.steady_lines, tick_band=band)
+            for d, (seconds, lines, levels) in best.items():
                 cost[d] = seconds / lines * 1e9
                 case = f"{prog}, {model}: {label(d)} resting {side}, {lines:,} lines"
                 rows.append(Row(SECTION, case, cost[d], "ns/line",

@@ -42,7 +42,7 @@ from ddms.storage.btree import (
 )
 
 NAMES = ["new", "add", "addv", "set", "get", "total", "len", "negatives", "sum_lt", "sum_le", "sum_gt",
-         "sum_ge", "first_prefix", "min", "max", "items", "free", "check"]
+         "sum_ge", "first_prefix", "min", "max", "items", "free", "check", "big", "prefetch", "flush"]
 
 
 # -- the model (a SortedDict) ---------------------------------------------------------------
@@ -581,6 +581,43 @@ def test_growth_and_reuse(b: SimpleNamespace) -> None:
     assert root == -1
     root = b.free(pool, root)
     assert pool.l_free == pool.l_used and pool.i_free == pool.i_used
+
+
+def pool_bytes(pool) -> list[bytes]:
+    """Every array and counter of a pool, as bytes (padding and scratch included)."""
+    return [np.asarray(getattr(pool, name)).tobytes() for name, _ in shipped._FIELDS]
+
+
+def test_prefetch_changes_nothing(b: SimpleNamespace) -> None:
+    """btree_prefetch is a hint: on a pool past PF_LEAVES leaves, with leaves pending or not, for
+    keys present, absent, beyond both ends, infinite or NaN, and for the empty tree, it leaves
+    every byte of the pool as it was; btree_big turns on exactly at PF_LEAVES leaves."""
+    pool = b.new(1, 2)
+    rng = np.random.default_rng(5)
+    n = 40 * b.mod.PF_LEAVES if b.mod.FL > 8 else 12 * b.mod.PF_LEAVES
+    ks = rng.permutation(4 * n)[:n].astype(np.float64)
+    root = -1
+    for i, k in enumerate(ks):
+        assert b.big(pool) == (pool.l_used >= b.mod.PF_LEAVES)
+        root = b.addv(pool, root, k, (1.0, k))
+        if i % 997 == 0:
+            b.prefetch(pool, root, k)
+    assert b.big(pool)
+    probes = [*ks[:50], *(ks[:50] + 0.5), -1.0, 5.0 * n, math.inf, -math.inf, math.nan]
+    for pending in (False, True):
+        if pending:   # in-place updates in a few leaves: their paths are stale until a flush
+            for k in ks[:5]:
+                root = b.addv(pool, root, k, (1.0, 0.0))
+            assert pool.ps[0, 0] > 0
+        before = pool_bytes(pool)
+        for k in probes:
+            b.prefetch(pool, root, k)
+            b.prefetch(pool, -1, k)
+        assert pool_bytes(pool) == before
+    b.flush(pool)
+    b.check(pool, root)
+    assert b.total(pool, root, 0) == n + 5 and b.get(pool, root, ks[0], 0) == 2.0
+    b.free(pool, root)
 
 
 def test_many_roots(b: SimpleNamespace) -> None:

@@ -105,8 +105,10 @@ from __future__ import annotations
 # Importing this submodule runs ddms/__init__.py first, which fixes NUMBA_CACHE_DIR before numba
 # is imported here.
 import numpy as np
+from llvmlite import ir
 from numba import literally, njit, types
-from numba.core.extending import overload
+from numba.core import cgutils
+from numba.core.extending import intrinsic, overload
 from numba.experimental import structref
 
 FL = 32  # leaf capacity (keys); a multiple of 4, at least 8 (see the module docstring)
@@ -1044,6 +1046,87 @@ def btree_free(pool: BTreePool, root: int) -> int:
         else:
             _free_leaf(pool, ch >> 1)
     return -1
+
+
+# --------------------------------------------------------------------------------------------
+# prefetch
+
+
+@intrinsic
+def _prefetch(typingctx, a, idx):
+    """Ask the CPU to start loading the cache line of ``a[idx]`` (``idx`` a tuple of one index per
+    dimension) for reading: LLVM's ``llvm.prefetch``, one instruction that neither waits nor
+    faults."""
+    if not (isinstance(a, types.Array) and isinstance(idx, types.UniTuple) and idx.count == a.ndim
+            and isinstance(idx.dtype, types.Integer)):
+        return None
+    sig = types.void(a, idx)
+
+    def codegen(context, builder, signature, args):
+        aty, ity = signature.args
+        ary = context.make_array(aty)(context, builder, args[0])
+        ix = [context.cast(builder, v, ity.dtype, types.intp) for v in cgutils.unpack_tuple(builder, args[1])]
+        ptr = cgutils.get_item_pointer(context, builder, aty, ary, ix, wraparound=False)
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])   # read, keep, data
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+PF_LEAVES = 1024
+"""Pools with fewer leaves than this are not worth prefetching for (:func:`btree_big`): their rows
+stay in the caches, and the prefetch's own descent only adds to an update (measured at 1k keys:
+a lookup 80 -> 110 ns with it)."""
+
+
+@njit(cache=True)
+def btree_big(pool: BTreePool) -> bool:
+    """Whether ``pool`` has outgrown the caches enough for :func:`btree_prefetch` to pay: at
+    least ``PF_LEAVES`` leaves (768 KiB with two columns).  O(1)."""
+    return pool.l_used >= PF_LEAVES
+
+
+@njit(cache=True)
+def btree_prefetch(pool: BTreePool, root: int, key: float) -> None:
+    """Start loading what an update of ``key`` will touch below the internal levels: the leaf
+    that holds (or would hold) it, whole, its fill, and its parent's sum and count entries.
+    Changes nothing; a hint to the CPU.
+
+    Why: at a million distinct keys the leaves are as big as the last-level cache, and an update
+    waits on memory several times in a row (the leaf's keys, then the values at the position they
+    give, then the rest of the row as the sums are recomputed, then the parent's sums and counts).
+    ``run_batch`` calls this a few events ahead (``codegen.PF_AHEAD``) for the trees it updates at
+    event keys, once the pool is :func:`btree_big`, so those waits overlap with the updates in
+    between: measured at 1M distinct prices, a random delete + insert 1.45 -> 1.0 us, a lookup
+    450 -> 300 ns.  The descent reads internal rows only (the bottom level's then stay cached
+    for the update).  O(F log_F n)."""
+    if root < 0 or key != key:
+        return
+    nc, lw, iw = _widths(pool)
+    ik = pool.ik
+    in_ = pool.in_
+    r = root
+    i = -1
+    while r & 1:
+        i = r >> 1
+        j = _count_lt(ik, i, FI, key)
+        m = in_[i] - 1
+        r = _child(ik, iw, i, j if j < m else m)
+    n = r >> 1
+    lf = pool.lf
+    for off in range(0, lw * FL, 8):   # 8 float64 to a 64-byte line
+        _prefetch(lf, (n, off))
+    _prefetch(lf, (n, lw * FL - 1))   # (the row's last line, should the rows not be line-aligned)
+    _prefetch(pool.ln, (n,))
+    if i >= 0:
+        for off in range(FI, (nc + 1) * FI, 8):
+            _prefetch(ik, (i, off))
+        ii = pool.ii
+        for off in range(0, 2 * nc * FI, 8):
+            _prefetch(ii, (i, off))
 
 
 # --------------------------------------------------------------------------------------------
