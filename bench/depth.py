@@ -61,6 +61,19 @@ def steady_cost(prog: str | Callable[[], Engine], depth: int, steady_lines: int,
     return time_apply(eng, b_steady), n_lines(b_steady), _levels(b_build)
 
 
+def best_costs(prog: str | Callable[[], Engine], depths: tuple[int, ...], steady_lines: int, repeats: int,
+               **kw) -> dict[int, tuple[float, int, int]]:
+    """:func:`steady_cost` at each depth, the best of ``repeats`` runs, the depths taking turns
+    (so that a slow phase of the machine does not land on one depth only)."""
+    best: dict[int, tuple[float, int, int]] = {}
+    for _ in range(repeats):
+        for d in depths:
+            got = steady_cost(prog, d, steady_lines, **kw)
+            if d not in best or got[0] < best[d][0]:
+                best[d] = got
+    return best
+
+
 def run(sh: Shared) -> list[Row]:
     rows: list[Row] = []
     sizes = sh.sizes
@@ -69,12 +82,8 @@ def run(sh: Shared) -> list[Row]:
     for model, band in MODELS:
         for prog in ("VWAP", "SOBI"):
             side = "bids" if prog == "VWAP" else "bids+asks"
-            best: dict[int, tuple[float, int, int]] = {}
-            for _ in range(REPEATS if not sizes.quick else 1):
-                for d in sizes.depths:
-                    run_ = steady_cost(prog, d, sizes.steady_lines, tick_band=band)
-                    if d not in best or run_[0] < best[d][0]:
-                        best[d] = run_
+            best = best_costs(prog, sizes.depths, sizes.steady_lines, 1 if sizes.quick else REPEATS,
+                              tick_band=band)
             cost: dict[int, float] = {}
             for d, (seconds, lines, levels) in best.items():
                 cost[d] = seconds / lines * 1e9
