@@ -86,6 +86,11 @@ operation that reads sums or counts, or changes shapes, first flushes the pendin
 updates spread over a few leaves (a shallow book updated at random levels: the synthetic stream's
 54 levels in 3-4 leaves) thus walks each leaf's path once instead of once per update.
 
+A caller that knows the keys of coming updates can have their leaves loaded ahead
+(:func:`btree_prefetch`: generated ``run_batch`` does it four events ahead once a pool is
+:func:`btree_big`), so that at a million keys, when the leaves no longer fit in the last-level
+cache, an update waits on memory less often.
+
 Prefix sums P(b) = sum(value[k] for k <= b) are formed, by :func:`btree_sum_lt` /
 :func:`btree_sum_le` and by :func:`btree_first_prefix` alike, along one root-to-leaf path: at each
 internal node the sum entries of the children lying wholly at or below b are added left to right,
@@ -1049,7 +1054,22 @@ def btree_free(pool: BTreePool, root: int) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# prefetch
+# descent by key and prefetch
+
+
+@njit(cache=True, inline="always")
+def _descend(ik, in_, iw, root, key):
+    """(the leaf, its parent or -1) where ``key`` is or would be, below tree ``root`` (not -1):
+    at each internal node the child holding the first key >= ``key``, else the last child.
+    Reads internal rows only.  O(F log_F n)."""
+    r = root
+    i = -1
+    while r & 1:
+        i = r >> 1
+        j = _count_lt(ik, i, FI, key)
+        m = in_[i] - 1
+        r = _child(ik, iw, i, j if j < m else m)
+    return r >> 1, i
 
 
 @intrinsic
@@ -1107,15 +1127,7 @@ def btree_prefetch(pool: BTreePool, root: int, key: float) -> None:
         return
     nc, lw, iw = _widths(pool)
     ik = pool.ik
-    in_ = pool.in_
-    r = root
-    i = -1
-    while r & 1:
-        i = r >> 1
-        j = _count_lt(ik, i, FI, key)
-        m = in_[i] - 1
-        r = _child(ik, iw, i, j if j < m else m)
-    n = r >> 1
+    n, i = _descend(ik, pool.in_, iw, root, key)
     lf = pool.lf
     for off in range(0, lw * FL, 8):   # 8 float64 to a 64-byte line
         _prefetch(lf, (n, off))
@@ -1139,17 +1151,9 @@ def btree_get(pool: BTreePool, root: int, key: float, c: int = 0) -> float:
     _column(pool, c)
     if root == -1:
         return 0.0
-    ik = pool.ik
-    in_ = pool.in_
     lf = pool.lf
     _, lw, iw = _widths(pool)
-    r = root
-    while r & 1:
-        i = r >> 1
-        j = _count_lt(ik, i, FI, key)
-        m = in_[i] - 1
-        r = _child(ik, iw, i, j if j < m else m)
-    n = r >> 1
+    n = _descend(pool.ik, pool.in_, iw, root, key)[0]
     pos = _count_lt(lf, n, FL, key)
     if pos < pool.ln[n] and lf[n, pos] == key:
         return lf[n, FL * (1 + c) + pos]
