@@ -107,6 +107,8 @@ def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from ddms.backend.cache import compiled_before
+    from ddms.backend.codegen import generate
     from ddms.runtime.driver import replay
     from ddms.runtime.engine import Engine, load_program
 
@@ -126,10 +128,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         from ddms.streams.inputs import open_program_input
         data = Path(args.data) if args.data else None
         inputs = open_program_input(target, program.parent, data=data, skip_bad=args.skip_bad)
-    print(f"compiling {program.name} with numba (the first time takes a minute or two; cached afterwards) ...",
-          file=sys.stderr, flush=True)
+    cached = compiled_before(generate(target).digest)
+    if cached:
+        print(f"loading {program.name}, compiled before, from the cache ...", file=sys.stderr, flush=True)
+    else:
+        print(f"compiling {program.name} with numba (the first time takes a minute or two; cached afterwards) ...",
+              file=sys.stderr, flush=True)
     engine = Engine(target)
-    print(f"compiled {program.name} in {engine.compile_seconds:.2f} s", file=sys.stderr)
+    print(f"{'loaded' if cached else 'compiled'} {program.name} in {engine.compile_seconds:.2f} s", file=sys.stderr)
     if inputs is None:
         from ddms.streams.orderbook import OrderBookParser, parse_chunks
         from replay.synthetic import generate_orderbook

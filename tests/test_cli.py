@@ -14,6 +14,7 @@ import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba is first imported)
 import importlib.util
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -95,7 +96,31 @@ def test_run_json_prints_final_views_once(tmp_path, capsys):
     assert lines[0]["line"] == 10
     assert set(lines[0]["views"]) == {"VWAP"}
     assert close(lines[0]["views"]["VWAP"], vwap_oracle(SAMPLE)[10])
-    assert "compiled vwap.m3" in err and "10 lines" in err
+    assert re.search(r"(compiled|loaded) vwap\.m3 in \d+\.\d\d s", err) and "10 lines" in err
+
+
+def test_run_says_whether_it_compiles_or_loads(tmp_path, capsys, monkeypatch):
+    """``ddms run`` announces a compile when numba's cache lacks the program (it takes a minute
+    or more) and a load when it has it; after one run it has it."""
+    from ddms.backend.cache import compiled_before
+    from ddms.backend.codegen import generate
+    from ddms.runtime.engine import load_program
+    prog = write(tmp_path, "vw.m3", VWAP_M3.read_text().replace("0.25", "0.375"))   # a program of its own
+    data = write(tmp_path, "book.csv", SAMPLE)
+    digest = generate(load_program(prog)).digest
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "empty"))
+    assert not compiled_before(digest)
+    monkeypatch.undo()
+    for _ in range(2):
+        before = compiled_before(digest)
+        code, _, err = run_cli(capsys, "run", str(prog), "--data", str(data), "--json")
+        assert code == 0, err
+        if before:
+            assert "loading vw.m3, compiled before" in err and "loaded vw.m3 in" in err, err
+        else:
+            assert "compiling vw.m3 with numba" in err and "compiled vw.m3 in" in err, err
+        assert compiled_before(digest)
+
 
 
 @pytest.mark.parametrize("every, expected", [

@@ -895,68 +895,104 @@ def test_vwap_callbacks_match_interpreter_tiny():
     assert eng.value("VWAP") == 491070000.0
 
 
-def vwap_of(levels: dict[int, int]) -> float:
-    """VWAP (vwap.sql) of a book given as {price: volume}, from scratch with numpy."""
-    px = np.array(sorted(levels, reverse=True), dtype=np.float64)
+def top_of(levels: dict[int, int], bids: bool) -> tuple[float, float]:
+    """(sum of price * volume, sum of volume) over the levels of one side whose volume strictly
+    better (bids: higher, asks: lower) is below 0.25 of the side's total (vwap.sql, sobi.m3), from
+    scratch with numpy."""
+    px = np.array(sorted(levels, reverse=bids), dtype=np.float64)
     vol = np.array([levels[int(p)] for p in px], dtype=np.float64)
-    above = np.cumsum(vol) - vol        # volume at strictly higher prices (prices are distinct)
-    keep = 0.25 * vol.sum() > above
-    return float((px[keep] * vol[keep]).sum())
+    better = np.cumsum(vol) - vol        # prices are distinct
+    keep = 0.25 * vol.sum() > better
+    return float((px[keep] * vol[keep]).sum()), float(vol[keep].sum())
 
 
-def test_big_book_prefetching_run_batch_matches_numpy():
-    """A book past btree.PF_LEAVES leaves, where run_batch prefetches each event's leaf a few
-    events ahead (btree_prefetch): with and without a callback the VWAP equals a from-scratch
-    computation after sampled lines, and the trees pass their checks."""
-    from ddms.storage.btree import btree_big
-    rng = random.Random(4)
-    n = 40_000
-    prices = rng.sample(range(1_000_000, 1_000_000 + 4 * n), n)
-    levels: dict[int, int] = {}
+def big_book(n: int, steady: int, sides: str, seed: int) -> tuple[str, str, dict[int, tuple[dict, dict]]]:
+    """(build lines, steady lines, {input line: (bid levels, ask levels)} at sampled lines): ``n``
+    orders at distinct prices on ``sides`` ("B" or "BS", bids below 2M, asks above), then
+    partial executions and fills or deletes each followed by a new order of the same side at a
+    fresh price."""
+    rng = random.Random(seed)
+    book: dict[str, dict[int, int]] = {"B": {}, "S": {}}
+    lo = {"B": 1_000_000, "S": 2_000_000}
+    resting: list[tuple[str, int]] = []
+    ids: dict[tuple[str, int], int] = {}
     build = []
-    for i, p in enumerate(prices, 1):
-        levels[p] = rng.randint(100, 999)
-        build.append(f"{i},{i},B,{levels[p]},{p}")
-    ids = {p: i for i, p in enumerate(prices, 1)}
-    steady: list[str] = []
-    want: dict[int, float] = {}   # input line -> VWAP after it
+    for i in range(1, n + 1):
+        side = sides[i % len(sides)]
+        while (p := rng.randrange(lo[side], lo[side] + 4 * n)) in book[side]:
+            pass
+        book[side][p] = rng.randint(100, 999)
+        ids[side, p] = i
+        resting.append((side, p))
+        build.append(f"{i},{i},{side},{book[side][p]},{p}")
+    lines: list[str] = []
+    snaps: dict[int, tuple[dict, dict]] = {}
     nid = n + 1
-    while len(steady) < 4000:
-        j = rng.randrange(len(prices))
-        p = prices[j]
-        t = n + len(steady) + 1
-        if rng.random() < 0.4 and levels[p] > 1:
-            q = rng.randint(1, min(levels[p] - 1, 50))
-            levels[p] -= q
-            steady.append(f"{t},{ids[p]},E,{q},0")
+    while len(lines) < steady:
+        j = rng.randrange(len(resting))
+        side, p = resting[j]
+        t = n + len(lines) + 1
+        if rng.random() < 0.4 and book[side][p] > 1:
+            q = rng.randint(1, min(book[side][p] - 1, 50))
+            book[side][p] -= q
+            lines.append(f"{t},{ids[side, p]},E,{q},0")
         else:
-            steady.append(f"{t},{ids[p]},{rng.choice('FD')},0,0")
-            del levels[p]
-            while (p := rng.randrange(1_000_000, 1_000_000 + 4 * n)) in levels:
+            lines.append(f"{t},{ids[side, p]},{rng.choice('FD')},0,0")
+            del book[side][p]
+            while (p := rng.randrange(lo[side], lo[side] + 4 * n)) in book[side]:
                 pass
-            prices[j] = p
-            levels[p], ids[p] = rng.randint(100, 999), nid
-            steady.append(f"{t},{nid},B,{levels[p]},{p}")
+            resting[j] = (side, p)
+            book[side][p], ids[side, p] = rng.randint(100, 999), nid
+            lines.append(f"{t},{nid},{side},{book[side][p]},{p}")
             nid += 1
-        if len(steady) % 250 < 2:
-            want[n + len(steady)] = vwap_of(levels)
-    last = n + len(steady)
-    want[last] = vwap_of(levels)
+        if len(lines) % 250 < 2 or len(lines) >= steady:
+            snaps[n + len(lines)] = (dict(book["B"]), dict(book["S"]))
+    return "\n".join(build) + "\n", "\n".join(lines) + "\n", snaps
+
+
+def sobi_views(bids: dict[int, int], asks: dict[int, int]) -> dict[str, float]:
+    """sobi.m3's views from scratch."""
+    bpv, bv = top_of(bids, True)
+    apv, av = top_of(asks, False)
+    bb, ba = float(max(bids)), float(min(asks))
+    mid = 0.5 * (bb + ba)
+    return {"BID_VWAP": bpv / bv, "ASK_VWAP": apv / av, "BEST_BID": bb, "BEST_ASK": ba,
+            "SPREAD": ba - bb, "MID": mid, "SOBI": apv / av - mid - (mid - bpv / bv)}
+
+
+@pytest.mark.parametrize("prog", ["vwap", "sobi"])
+def test_big_book_prefetching_run_batch_matches_numpy(prog):
+    """Books past btree.PF_LEAVES leaves, where run_batch prefetches each event's leaf a few
+    events ahead (btree_prefetch; SOBI: two trees of three columns): with and without callbacks
+    the views equal a from-scratch computation after sampled lines, and the trees pass their
+    checks."""
+    from ddms.storage.btree import btree_big
+    build, steady, snaps = big_book(40_000 if prog == "vwap" else 60_000, 4000, "B" if prog == "vwap" else "BS", 4)
+    if prog == "vwap":
+        views = {line: {"VWAP": top_of(b, True)[0]} for line, (b, _) in snaps.items()}
+    else:
+        views = {line: sobi_views(b, a) for line, (b, a) in snaps.items()}
+    last = max(views)
     for watched in (False, True):
-        eng = Engine(VWAP_M3)
+        eng = Engine(ROOT / "examples" / "m3" / f"{prog}.m3")
         assert "prefetch(st, relmap" in eng.generated.source
         calls: list[tuple] = []
-        feed(eng, "\n".join(build) + "\n")
-        assert btree_big(eng.state.op_BID_VOL)
+        feed(eng, build)
+        assert all(btree_big(getattr(eng.state, f)) for f in dir(eng.state) if f.startswith("op_"))
+        start = {v: eng.value(v) for v in views[last]}   # as of the build: line 0 of the steady part
         if watched:
-            eng.on("VWAP", lambda *a, out=calls: out.append(a))
-        feed(eng, "\n".join(steady) + "\n")
+            for v in views[last]:
+                eng.on(v, lambda *a, out=calls: out.append(a))
+        feed(eng, steady)
         eng._check()
-        assert eng.value("VWAP") == want[last]
+        for v, want in views[last].items():
+            assert same(eng.value(v), want, rel=1e-12), (v, eng.value(v), want)
         if watched:
-            after = {c[4]: c[3] for c in calls}
-            for line, v in want.items():
-                assert after[max(k for k in after if k <= line)] == v, line
+            for v in views[last]:
+                after = {0: start[v]} | {c[4]: c[3] for c in calls if c[0] == v}
+                for line, want in views.items():
+                    got = after[max(k for k in after if k <= line)]
+                    assert same(got, want[v], rel=1e-12), (v, line, got, want[v])
 
 
 # ------------------------------------------------------------------------------------------

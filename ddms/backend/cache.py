@@ -43,3 +43,14 @@ def load_module(source: str, digest: str) -> ModuleType:
         sys.path.insert(0, str(folder))
     importlib.invalidate_caches()
     return importlib.import_module(name)
+
+
+def compiled_before(digest: str) -> bool:
+    """Whether numba's disk cache (``NUMBA_CACHE_DIR``) holds machine code of generated program
+    ``digest``'s ``run_batch``: then constructing its engine loads rather than compiles (a
+    fraction of a second instead of a minute or more), unless the cache was written for another
+    Python or CPU.  For messages only.  Cost: one directory scan of the cache."""
+    base = os.environ.get("NUMBA_CACHE_DIR")
+    if not base or not os.path.isdir(base):
+        return False
+    return any(Path(base).glob(f"*/ddms_prog_{digest}.run_batch-*.nbi"))
