@@ -106,9 +106,23 @@ def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
             yield chunk
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def announce_build(program, name: str) -> bool:
+    """Say on stderr whether building ``program``'s engine will compile it (a minute or more) or
+    load it from numba's cache (well under a second); True for a load.  Cost: one code
+    generation (milliseconds) and a scan of the cache directory."""
     from ddms.backend.cache import compiled_before
     from ddms.backend.codegen import generate
+
+    cached = compiled_before(generate(program).digest)
+    if cached:
+        print(f"loading {name}, compiled before, from the cache ...", file=sys.stderr, flush=True)
+    else:
+        print(f"compiling {name} with numba (the first time takes a minute or two; cached afterwards) ...",
+              file=sys.stderr, flush=True)
+    return cached
+
+
+def cmd_run(args: argparse.Namespace) -> int:
     from ddms.runtime.driver import replay
     from ddms.runtime.engine import Engine, load_program
 
@@ -128,12 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from ddms.streams.inputs import open_program_input
         data = Path(args.data) if args.data else None
         inputs = open_program_input(target, program.parent, data=data, skip_bad=args.skip_bad)
-    cached = compiled_before(generate(target).digest)
-    if cached:
-        print(f"loading {program.name}, compiled before, from the cache ...", file=sys.stderr, flush=True)
-    else:
-        print(f"compiling {program.name} with numba (the first time takes a minute or two; cached afterwards) ...",
-              file=sys.stderr, flush=True)
+    cached = announce_build(target, program.name)
     engine = Engine(target)
     print(f"{'loaded' if cached else 'compiled'} {program.name} in {engine.compile_seconds:.2f} s", file=sys.stderr)
     if inputs is None:

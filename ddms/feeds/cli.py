@@ -77,8 +77,9 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
     ClientConfig(args.url)          # validates the URL before any compile
     if args.views:
-        print(f"compiling {args.views} (the first time takes a minute or two; cached afterwards) ...",
-              file=sys.stderr, flush=True)
+        from ddms.cli import announce_build
+        from ddms.runtime.engine import load_program
+        announce_build(load_program(args.views), args.views)
     params = []
     for text in args.param or ():
         key, sep, value = text.partition("=")
