@@ -1089,8 +1089,9 @@ def _prefetch(typingctx, a, idx):
         ptr = cgutils.get_item_pointer(context, builder, aty, ary, ix, wraparound=False)
         i8p = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
+        # the name of typed-pointer LLVM (<= 14); newer LLVM renames it to ".p0" when it reads the IR
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                            "llvm.prefetch.p0")
+                                            "llvm.prefetch.p0i8")
         builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])   # read, keep, data
         return context.get_dummy_value()
     return sig, codegen
