@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bench.common import Row, Shared, engine, n_lines, parse_continue, time_apply
+from bench.common import Row, Shared, Sizes, engine, n_lines, parse_continue, time_apply
 from bench.synth import book_stream
 from ddms.runtime.engine import Engine
 from ddms.streams.events import EventBatch
@@ -61,13 +61,14 @@ def steady_cost(prog: str | Callable[[], Engine], depth: int, steady_lines: int,
     return time_apply(eng, b_steady), n_lines(b_steady), _levels(b_build)
 
 
-def best_costs(prog: str | Callable[[], Engine], depths: tuple[int, ...], steady_lines: int, repeats: int,
+def best_costs(prog: str | Callable[[], Engine], sizes: Sizes, steady_lines: int,
                **kw) -> dict[int, tuple[float, int, int]]:
-    """:func:`steady_cost` at each depth, the best of ``repeats`` runs, the depths taking turns
-    (so that a slow phase of the machine does not land on one depth only)."""
+    """:func:`steady_cost` at each of ``sizes.depths``, the best of ``REPEATS`` runs (one with
+    ``--quick``), the depths taking turns (so that a slow phase of the machine does not land on
+    one depth only)."""
     best: dict[int, tuple[float, int, int]] = {}
-    for _ in range(repeats):
-        for d in depths:
+    for _ in range(1 if sizes.quick else REPEATS):
+        for d in sizes.depths:
             got = steady_cost(prog, d, steady_lines, **kw)
             if d not in best or got[0] < best[d][0]:
                 best[d] = got
@@ -82,8 +83,7 @@ def run(sh: Shared) -> list[Row]:
     for model, band in MODELS:
         for prog in ("VWAP", "SOBI"):
             side = "bids" if prog == "VWAP" else "bids+asks"
-            best = best_costs(prog, sizes.depths, sizes.steady_lines, 1 if sizes.quick else REPEATS,
-                              tick_band=band)
+            best = best_costs(prog, sizes, sizes.steady_lines, tick_band=band)
             cost: dict[int, float] = {}
             for d, (seconds, lines, levels) in best.items():
                 cost[d] = seconds / lines * 1e9

@@ -10,7 +10,7 @@ import statistics
 import time
 
 from bench.common import REPO, SHARED, Row, Shared, Skip, n_lines, rate, time_apply
-from bench.depth import REPEATS, TICK_BAND, best_costs
+from bench.depth import TICK_BAND, best_costs
 from bench.depth import label as depth_label
 from ddms.compiler import compile_sql_file
 from ddms.runtime.engine import Engine
@@ -77,10 +77,10 @@ def run(sh: Shared) -> list[Row]:
 
 def _depth_rows(sh: Shared, q: str, program) -> list[Row]:
     """ns/line of steady updates at each book depth (bids + asks, tick-sized price levels as in
-    real books; brokers by order id; best of ``REPEATS``), and cost(deepest) / cost(shallowest)."""
+    real books; brokers by order id; best of 3), and cost(deepest) / cost(shallowest)."""
     rows, cost = [], {}
-    best = best_costs(lambda: Engine(program), sh.sizes.depths, sh.sizes.steady_lines // 5,
-                      1 if sh.sizes.quick else REPEATS, tick_band=TICK_BAND, both_sides=True)
+    best = best_costs(lambda: Engine(program), sh.sizes, sh.sizes.steady_lines // 5, tick_band=TICK_BAND,
+                      both_sides=True)
     for d, (seconds, lines, levels) in best.items():
         cost[d] = seconds / lines * 1e9
         rows.append(Row(SECTION, f"{q}: {depth_label(d)} resting bids+asks, {lines:,} lines", cost[d], "ns/line",

@@ -106,25 +106,30 @@ def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
             yield chunk
 
 
-def announce_build(program, name: str) -> bool:
-    """Say on stderr whether building ``program``'s engine will compile it (a minute or more) or
-    load it from numba's cache (well under a second); True for a load.  Cost: one code
-    generation (milliseconds) and a scan of the cache directory."""
-    from ddms.backend.cache import compiled_before
-    from ddms.backend.codegen import generate
+def build_engine(program, name: str):
+    """The Engine of ``program`` (a Program or a path), saying on stderr before the wait whether
+    it compiles (a minute or more) or loads from numba's cache (well under a second), and after
+    it how long it took."""
+    from ddms.runtime.engine import Engine
 
-    cached = compiled_before(generate(program).digest)
-    if cached:
-        print(f"loading {name}, compiled before, from the cache ...", file=sys.stderr, flush=True)
-    else:
-        print(f"compiling {name} with numba (the first time takes a minute or two; cached afterwards) ...",
-              file=sys.stderr, flush=True)
-    return cached
+    cached = []
+
+    def announce(hit: bool) -> None:
+        cached.append(hit)
+        if hit:
+            print(f"loading {name}, compiled before, from the cache ...", file=sys.stderr, flush=True)
+        else:
+            print(f"compiling {name} with numba (the first time takes a minute or two; cached afterwards) ...",
+                  file=sys.stderr, flush=True)
+
+    engine = Engine(program, on_build=announce)
+    print(f"{'loaded' if cached[0] else 'compiled'} {name} in {engine.compile_seconds:.2f} s", file=sys.stderr)
+    return engine
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ddms.runtime.driver import replay
-    from ddms.runtime.engine import Engine, load_program
+    from ddms.runtime.engine import load_program
 
     # read_source (behind both readers) names a missing, directory or non-UTF-8 program file
     program = Path(args.program) if args.program else EXAMPLES / "sobi.m3"
@@ -142,9 +147,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from ddms.streams.inputs import open_program_input
         data = Path(args.data) if args.data else None
         inputs = open_program_input(target, program.parent, data=data, skip_bad=args.skip_bad)
-    cached = announce_build(target, program.name)
-    engine = Engine(target)
-    print(f"{'loaded' if cached else 'compiled'} {program.name} in {engine.compile_seconds:.2f} s", file=sys.stderr)
+    engine = build_engine(target, program.name)
     if inputs is None:
         from ddms.streams.orderbook import OrderBookParser, parse_chunks
         from replay.synthetic import generate_orderbook

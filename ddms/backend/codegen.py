@@ -72,9 +72,9 @@ grows faster than its size (10/50/200 statements: about 2/8/79 s), so functions 
 PF_AHEAD = 4
 """``run_batch`` starts loading the range-tree leaves event ``i + PF_AHEAD`` will update while it
 applies event ``i`` (``btree_prefetch``), once a tree is too big for the caches.  Measured at 1M
-distinct prices (engine, ns per line): VWAP 743 -> 665-710, SOBI 984 -> 825; 8 or 16 events
-ahead were no better, and also prefetching the bottom internal level twice as far ahead was
-slower.  Below ``btree.PF_LEAVES`` leaves it is skipped (one test per batch)."""
+distinct prices (``python -m bench --only depth``, ns per line): VWAP 743 -> 659-670, SOBI
+984 -> 772-787; 8 or 16 events ahead were no better, and also prefetching the bottom internal
+level twice as far ahead was slower.  Below ``btree.PF_LEAVES`` leaves it is skipped (one test per batch)."""
 INLINE_BUDGET = STATEMENTS_PER_FUNCTION
 """Triggers inline into ``run_batch`` (and deferred groups into ``flush``) while their statements
 add up to at most this many.  Every compiled function that reaches a range-tree update links and
@@ -187,9 +187,8 @@ class _Codegen:
         self.groups = tree_groups(program, tree_only)
         self.tree = {name: (g[0], c) for g in self.groups for c, name in enumerate(g)}
         self.columns = {g[0]: len(g) for g in self.groups}   # tree -> its number of columns
-        self._prefetch: list[str] = []   # the trigger being generated: its prefetch lines
-        self.prefetch: dict[str, list[str]] = {}   # trigger function -> its prefetch lines
-        self.pf_trees: set[str] = set()   # the trees some trigger prefetches for
+        self._prefetch: list[tuple[str, str]] = []   # the trigger being generated: (tree, key) it updates
+        self.prefetch: dict[str, list[tuple[str, str]]] = {}   # trigger function -> the same
 
     # -- helpers ------------------------------------------------------------------------------
     def _m(self, name: str) -> MapDecl:
@@ -724,9 +723,7 @@ class _Codegen:
         tuple expression of event values: ``run_batch`` prefetches there ahead (``PF_AHEAD``)."""
         if self.arity[name] != 1:
             return
-        tree = self._tree_of(name)
-        self.pf_trees.add(tree)
-        self._prefetch.append(f"btree_prefetch(st.op_{tree}, st.or_{tree}[0], {key}[0])")
+        self._prefetch.append((self._tree_of(name), key))
 
     def _add(self, name: str, key: str, delta: str) -> str:
         """Code adding ``delta`` to ``name[key]`` (key: a tuple expression)."""
@@ -860,7 +857,8 @@ class _Codegen:
         if self._prefetch:
             self.prefetch[tname] = list(dict.fromkeys(self._prefetch))
             out.append(f"@njit(cache=True, inline='always')\ndef pf_{tname}({params}):\n"
-                       + "".join(f"    {x}\n" for x in self.prefetch[tname]))
+                       + "".join(f"    btree_prefetch(st.op_{tree}, st.or_{tree}[0], {key}[0])\n"
+                                 for tree, key in self.prefetch[tname]))
         # a long trigger (no shared boundaries then: one line per statement) calls chunk functions
         # the statements inline into; a short one keeps its boundaries and their users together
         if len(t.statements) > STATEMENTS_PER_FUNCTION:
@@ -959,12 +957,11 @@ class _Codegen:
         hoist = "".join(f"    mv_{name} = st.m_{name}\n" for name in dict.fromkeys(
             q.map for q in p.queries if not self._m(q.map).keys))
         # prefetch only for trees past the caches' size (tested once per batch)
-        big = ("    big = " + " or ".join(f"btree_big(st.op_{t})" for t in sorted(self.pf_trees)) + "\n"
-               if pf_dispatch else "")
-        if pf_dispatch:
-            self.plan.append(f"run_batch: prefetches the leaves of range tree{'s' if len(self.pf_trees) > 1 else ''} "
-                             + ", ".join(sorted(self.pf_trees)) + f" {PF_AHEAD} events ahead once "
-                             "one has outgrown the caches")
+        pf_trees = sorted({tree for pairs in self.prefetch.values() for tree, _ in pairs})
+        big = ("    big = " + " or ".join(f"btree_big(st.op_{t})" for t in pf_trees) + "\n" if pf_trees else "")
+        if pf_trees:
+            self.plan.append(f"run_batch: prefetches the leaves of range tree{'s' if len(pf_trees) > 1 else ''} "
+                             + ", ".join(pf_trees) + f" {PF_AHEAD} events ahead once one has outgrown the caches")
         run = ("@njit(cache=True)\n"
                "def run_batch(st, relmap, rel, sign, cols, line, start, end, prev, fire):\n"
                "    \"\"\"Apply events start..end.  After a line that changed a watched view, call the\n"

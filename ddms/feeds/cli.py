@@ -76,10 +76,6 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     from ddms.feeds.transport import ClientConfig
 
     ClientConfig(args.url)          # validates the URL before any compile
-    if args.views:
-        from ddms.cli import announce_build
-        from ddms.runtime.engine import load_program
-        announce_build(load_program(args.views), args.views)
     params = []
     for text in args.param or ():
         key, sep, value = text.partition("=")
@@ -94,7 +90,11 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     config = MonitorConfig(args.url, views=args.views, strategy=args.strategy, json=args.json, once=args.once,
                            snapshot_url=args.snapshot_url, market=args.market, watchdog=args.watchdog,
                            display=False if args.no_display else None, strategy_params=tuple(params))
-    mon = Monitor(config)
+    engine = None
+    if args.views:   # built here, after the arguments are checked, to say which wait is coming
+        from ddms.cli import build_engine
+        engine = build_engine(args.views, args.views)
+    mon = Monitor(config, engine=engine)
     try:
         summary = asyncio.run(mon.run())
     except KeyboardInterrupt:   # a second Ctrl-C while shutting down

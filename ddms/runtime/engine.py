@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ddms.backend.cache import load_module
+from ddms.backend.cache import compiled_before, load_module
 from ddms.backend.codegen import Generated, generate
 from ddms.errors import InputError, ProgramError, ViewError
 from ddms.m3.interpreter import initial_values
@@ -105,12 +105,17 @@ class Subscription:
 
 class Engine:
     """Runs one M3 program.  Construction generates, loads and compiles it (numba's disk cache
-    makes the second process fast); ``compile_seconds`` says how long that took."""
+    makes the second process fast); ``compile_seconds`` says how long that took.  ``on_build``,
+    if given, is called once the code is generated and before it is compiled or loaded, with
+    whether numba's cache holds it (a load: well under a second; else a compile: a minute or
+    more), so that a command line can say which wait is coming."""
 
-    def __init__(self, program: Program | str | Path) -> None:
+    def __init__(self, program: Program | str | Path, on_build: Callable[[bool], None] | None = None) -> None:
         t0 = time.perf_counter()
         self.program = load_program(program)
         self.generated: Generated = generate(self.program)
+        if on_build is not None:
+            on_build(compiled_before(self.generated.digest))
         self.module = load_module(self.generated.source, self.generated.digest)
         self.state = self.module.new_state()
         for name, value in initial_values(self.program).items():
