@@ -286,9 +286,21 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def version() -> str:
+    """The installed package's version (its metadata), or "unknown" when ddms runs from a
+    source tree that was never installed."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+    try:
+        return dist_version("ddms")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
     """The ``ddms`` parser; ``all_commands=False`` registers only ``run`` and ``compile``."""
     ap = argparse.ArgumentParser(prog="ddms", description="Agile views over order books.")
+    ap.add_argument("--version", action="version", version=f"ddms {version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="replay an order-book file through a program (no arguments: demo)")
     run.add_argument("program", nargs="?", help="an M3 program (.m3) or SQL views (.sql); default: the SOBI demo")
@@ -322,7 +334,7 @@ def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """``build_parser().parse_args(argv)``, without importing the feed and backtest commands for
     a well-formed ``run`` or ``compile`` command line (start time).  The top-level parser has no
-    option but -h, so a first word naming one of these is the command; any problem left to the
+    option but -h and --version, so a first word naming one of these is the command; any problem left to the
     top-level parser (unrecognized arguments) is reported by the full parser, whose usage line
     lists every command."""
     argv = sys.argv[1:] if argv is None else argv
