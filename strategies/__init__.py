@@ -143,8 +143,8 @@ def spec(ref: str) -> type[Strategy]:
         return _from_file(left, cls, ref) if _is_file(left) else _from_module(left, cls, ref)
     ep = _plugins().get(ref)
     if ep is None:
-        raise StrategyError(f"unknown strategy {ref!r} (strategies: {', '.join(names())}; or give "
-                            "package.module:Class or path/to/file.py:Class)")
+        raise StrategyError(f"unknown strategy {ref!r} (strategies: {', '.join(names())}); a strategy of "
+                            "your own is package.module:Class or path/to/file.py:Class")
     try:
         obj = ep.load()
     except Exception as e:
