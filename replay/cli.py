@@ -284,7 +284,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     lines = sum(int(r["lines"]) for r in rows)
     rate = lines / seconds if seconds > 0 else math.inf
     how = "replay" if not args.spark else f"on Spark {args.spark}"
-    title = (f"{strategies.spec(strategy).name}: {len(rows)} run(s), {lines:,} lines in {seconds:.1f} s {how} "
+    title = (f"{strategies.spec(strategy).name}: {len(rows)} run(s), {lines:,} lines in {seconds:.2f} s {how} "
              f"({rate:,.0f} lines/s, not counting {compile_seconds:.1f} s to compile or load)")
     if args.json or args.csv:
         print_rows(rows, "json" if args.json else "csv")
