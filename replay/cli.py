@@ -188,7 +188,8 @@ class _Saver:
         self.written: list[Path] = []
         self._summary_rows = 0
 
-    def save(self, i: int, result) -> None:
+    def save(self, i: int, result, *, row: bool = True) -> None:
+        """Write run ``i``'s files; with ``row``, add its summary row and rewrite the summary."""
         import shutil
 
         from replay.backtest import summary_row
@@ -205,9 +206,10 @@ class _Saver:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         self.written += [final / f.relative_to(tmp) for f in files]
-        self.rows.append(summary_row(result))
         self.runs.append(i)
-        self.write_summary()
+        if row:
+            self.rows.append(summary_row(result))
+            self.write_summary()
 
     def add_rows(self, rows: list[dict[str, object]]) -> None:
         """Rows without run files (a Spark sweep's)."""
@@ -302,7 +304,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     elif saver is not None and rows and not interrupted:
         # the workers return rows only: re-run the best locally for its files
         best = max(range(len(rows)), key=lambda i: _key(rows[i]))
-        saver.save(best, run_backtest(*tasks[best], skip_bad=args.skip_bad))
+        saver.save(best, run_backtest(*tasks[best], skip_bad=args.skip_bad), row=False)
         err.print(f"[bold]backtest:[/bold] wrote {out / 'summary.csv'}, {out / 'summary.parquet'} and the best "
                   f"run's files under {out / 'runs' / f'{best:03d}'}")
     if interrupted:

@@ -95,9 +95,15 @@ def test_strategy_plugins_on_spark_workers(session, tmp_path, monkeypatch, capsy
     want = [run_task(*t) for t in tasks]
     assert any(r["n_trades"] for r in want)
     assert identical(spark.run_sweep(tasks, master="local[2]"), want)
-    assert main(["backtest", data, "--strategy", "imb", "--param", "threshold=0.001", "--spark", "local[2]",
-                 "--json"]) == 0
+    out = tmp_path / "out"
+    assert main(["backtest", data, "--strategy", "imb", "--param", "threshold=0.001,0.002", "--spark", "local[2]",
+                 "--json", "--out", str(out), "--no-plot"]) == 0
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    assert rows == [{k: (None if isinstance(v, float) and v != v else v) for k, v in want[0].items()}]
+    want2 = [want[0], run_task(data, "imb", {"threshold": 0.002})]
+    assert rows == [{k: (None if isinstance(v, float) and v != v else v) for k, v in w.items()} for w in want2]
+    with open(out / "summary.csv") as f:
+        assert len(f.read().splitlines()) == 3                  # header + one row per run, none twice
+    best = max(range(2), key=lambda i: want2[i]["total_pnl"])
+    assert [p.name for p in (out / "runs").iterdir()] == [f"{best:03d}"]   # the best run replayed for its files
     for m in [m for m in sys.modules if m == "imbplug"]:
         del sys.modules[m]
