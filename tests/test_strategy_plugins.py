@@ -121,3 +121,27 @@ def test_plugin_parameters_are_validated(plugin):
         strategies.get("imb", {"exit": 0.003})
     with pytest.raises(StrategyError, match="unknown parameter 'kk'"):
         strategies.get(f"{EXAMPLE}:Imbalance", {"kk": 1})
+
+
+def test_monitor_runs_a_plugin_and_a_file_strategy(plugin):
+    """``ddms monitor --strategy REF`` builds the strategy through load_strategy: any reference
+    works, and the strategy places orders on live batches."""
+    import io
+
+    from ddms.feeds.monitor import load_strategy
+    from replay.backtest import open_partition
+    for ref in ("imb", f"{EXAMPLE}:Imbalance"):
+        log = io.StringIO()
+        strat, engine, ctx = load_strategy(ref, None, {"threshold": 0.0005, "exit": 0.0001}, out=log)
+        assert type(strat).__name__ == "Imbalance" and strat.p["threshold"] == 0.0005
+        relmap = engine.relmap(("bids", "asks"))
+        for batch in open_partition(DATA):
+            engine.apply(batch, relmap)
+        assert len(ctx.orders) > 0 and log.getvalue().count("\n") >= len(ctx.orders)
+
+
+def test_readme_shows_the_example_file():
+    """The README's "Write your own strategy" block is the example file (from its imports on)."""
+    text = EXAMPLE.read_text()
+    body = text[text.index("from __future__ import annotations"):]
+    assert f"```python\n{body}```" in (REPO / "README.md").read_text()
