@@ -29,6 +29,7 @@ from ddms.m3.interpreter import initial_values
 from ddms.m3.ir import Program
 from ddms.m3.parser import parse_program, read_source
 from ddms.m3.verify import verify
+from ddms.runtime.typedio import dict_get, log_drain
 from ddms.runtime.views import GroupedView, ScalarView
 from ddms.streams.events import EventBatch, check_batch
 
@@ -377,11 +378,9 @@ class Engine:
         """The first old value of every key written since the last drain (empties the log)."""
         keys, olds = self._logs[view]
         first: dict[tuple, float] = {}
-        if len(keys):
-            for k, o in zip(list(keys), list(olds), strict=True):
-                first.setdefault(k, o)
-            keys.clear()
-            olds.clear()
+        ks, os_ = log_drain(keys, olds, len(self.views[view].decl.keys))
+        for k, o in zip(ks.tolist(), os_.tolist(), strict=True):
+            first.setdefault(tuple(k), o)
         return first
 
     def _line_changed(self, line: int, slot: int, old: float, new: float) -> int:
@@ -434,7 +433,7 @@ class Engine:
             if v.decl.name not in changes:
                 changes[v.decl.name] = self._drain_log(view)
             for k, old in changes[v.decl.name].items():
-                new = float(v._table.get(k, 0.0))
+                new = float(dict_get(v._table, k)[1])
                 if not _same(old, new):
                     for sub in tuple(self._callbacks.get(view, ())):
                         if sub.live:

@@ -14,6 +14,7 @@ import numpy as np
 
 from ddms.errors import ViewError
 from ddms.m3.ir import MapDecl
+from ddms.runtime.typedio import dict_dump, dict_get, dict_len
 
 
 def _py(x: float, typ: str) -> float | int:
@@ -44,7 +45,8 @@ class ScalarView:
 
 class GroupedView(Mapping):
     """A grouped view as a read-only ``Mapping`` from key tuples to values (only nonzero groups
-    are present).  Lookups cost one hash probe; iteration walks the live map."""
+    are present).  Lookups cost one hash probe; iteration copies the live map's keys first
+    (O(groups)).  Every read goes through :mod:`ddms.runtime.typedio` (cached compiled code)."""
 
     def __init__(self, name: str, decl: MapDecl, table) -> None:
         self.name, self.decl, self._table = name, decl, table
@@ -58,27 +60,34 @@ class GroupedView(Mapping):
         return tuple(float(k) for k in key)
 
     def __getitem__(self, key: Any) -> float | int:
-        k = self._key(key)
-        if k not in self._table:
+        found, value = dict_get(self._table, self._key(key))
+        if not found:
             raise KeyError(key)
-        return _py(self._table[k], self.decl.value_type)
+        return _py(value, self.decl.value_type)
 
     def __contains__(self, key: Any) -> bool:
         try:
-            return self._key(key) in self._table
+            return dict_get(self._table, self._key(key))[0]
         except (KeyError, TypeError, ValueError):
             return False
 
+    def _items(self) -> list[tuple[tuple, float | int]]:
+        """(key tuple, value) of every group, converted to the declared types."""
+        keys, vals = dict_dump(self._table, len(self._types))
+        vt = self.decl.value_type
+        return [(tuple(_py(x, t) for x, t in zip(k, self._types, strict=True)), _py(v, vt))
+                for k, v in zip(keys.tolist(), vals.tolist(), strict=True)]
+
     def __iter__(self) -> Iterator[tuple]:
-        for k in list(self._table.keys()):
-            yield tuple(_py(x, t) for x, t in zip(k, self._types, strict=True))
+        for k, _ in self._items():
+            yield k
 
     def __len__(self) -> int:
-        return len(self._table)
+        return dict_len(self._table)
 
     def rows(self) -> list[list[float | int]]:
         """``[key1, ..., value]`` rows sorted by key (the CLI's JSON form)."""
-        return sorted([*k, self[k]] for k in self)
+        return sorted([*k, v] for k, v in self._items())
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise ViewError(f"view {self.name} is read-only")
