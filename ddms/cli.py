@@ -15,7 +15,9 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -142,11 +144,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         target = load_program(program)
     demo = args.program is None and args.data is None
     inputs = None
+    notes: list[str] = []      # losses a --skip-bad replay let pass (gaps in a capture)
     if not demo:
         # the data files are checked (present, a file, text) here, before the numba compile
         from ddms.streams.inputs import open_program_input
         data = Path(args.data) if args.data else None
-        inputs = open_program_input(target, program.parent, data=data, skip_bad=args.skip_bad)
+        inputs = open_program_input(target, program.parent, data=data, skip_bad=args.skip_bad,
+                                    book_reader=lambda path, skip_bad: _read_book(path, skip_bad, notes))
     engine = build_engine(target, program.name)
     if inputs is None:
         from ddms.streams.orderbook import OrderBookParser, parse_chunks
@@ -163,9 +167,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p), p.stat().st_size, p.name))
         every = args.every
     t0 = time.perf_counter()
+    stop = _StopOnInterrupt()
     try:
-        replay(engine, batches, engine.relmap(names),
-               every=every, checkpoint=lambda pos: _print_views(pos, engine.snapshot(), args.json))
+        with stop:
+            replay(engine, stop.batches(batches), engine.relmap(names),
+                   every=every, checkpoint=lambda pos: _print_views(pos, engine.snapshot(), args.json))
     except DdmsError:
         # a bad line stops the run: the views as of the line before it (unless just printed)
         # still go out, so nothing accepted is lost, then the error
@@ -173,7 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             _print_views(engine.position, engine.snapshot(), args.json)
         raise
     seconds = time.perf_counter() - t0
-    if not every or engine.position % every:
+    if not every or engine.position % every or (stop.requested and not engine.position):
         _print_views(engine.position, engine.snapshot(), args.json)
     rate = engine.position / seconds if seconds > 0 else float("inf")
     bad = sum(p.bad_lines for p in parsers)
@@ -181,7 +187,66 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{label}: {engine.position:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s){skipped}", file=sys.stderr)
     for err in [e for p in parsers for e in getattr(p, "bad_samples", [])][:5]:
         print(f"  skipped {err}", file=sys.stderr)
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
+    if stop.requested:
+        print(f"ddms: interrupted: the views printed last are as of line {engine.position:,}, the last line "
+              "applied", file=sys.stderr)
+        return 130
     return 0
+
+
+class _NotedSource:
+    """A replay source whose iteration reports its losses (gaps a ``--skip-bad`` replay of a
+    capture went through) into ``notes``."""
+
+    def __init__(self, source, notes: list[str]) -> None:
+        self.source, self.notes = source, notes
+
+    def __iter__(self):
+        return self.source.batches(self.notes)
+
+
+def _read_book(path: Path, skip_bad: bool, notes: list[str]) -> _NotedSource:
+    """An order-book source that is not CSV text (LOBSTER, a Binance capture, Parquet), opened
+    now (a Parquet footer that is not ours is an error before the compile) through the readers
+    ``ddms backtest`` and ``ddms convert`` use."""
+    from replay.sources import open_source
+    return _NotedSource(open_source(path, skip_bad=skip_bad), notes)
+
+
+class _StopOnInterrupt:
+    """Ctrl-C during a replay stops it between two batches, so that what is printed afterwards
+    is the views as of the last line applied (``engine.position``), never a half-applied batch.
+    The first SIGINT only asks (:attr:`requested`; :meth:`batches` then ends the input); a second
+    one raises KeyboardInterrupt at once (the previous handler is back).  Installed only in the
+    main thread (the only one Python delivers signals to).  Cost: one flag test per batch."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self) -> _StopOnInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = True
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def batches(self, batches):
+        """``batches`` until an interrupt is requested (a batch read meanwhile is not applied)."""
+        for b in batches:
+            if self.requested:
+                return
+            yield b
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -221,13 +286,27 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def version() -> str:
+    """The installed package's version (its metadata), or "unknown" when ddms runs from a
+    source tree that was never installed."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+    try:
+        return dist_version("ddms")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
     """The ``ddms`` parser; ``all_commands=False`` registers only ``run`` and ``compile``."""
     ap = argparse.ArgumentParser(prog="ddms", description="Agile views over order books.")
+    ap.add_argument("--version", action="version", version=f"ddms {version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="replay an order-book file through a program (no arguments: demo)")
     run.add_argument("program", nargs="?", help="an M3 program (.m3) or SQL views (.sql); default: the SOBI demo")
-    run.add_argument("--data", help="order-book file (t,order_id,action,volume,price); replaces the streams' files")
+    run.add_argument("--data", metavar="FILE",
+                     help="data for the order-book streams, replacing the files the program names: order-book CSV "
+                          "(t,order_id,action,volume,price), LOBSTER, a Binance capture (.gz) or ddms Parquet")
     run.add_argument("--every", type=_at_least(0), default=0,
                      help="print the views after every N input lines (0: at the end only)")
     run.add_argument("--json", action="store_true", help="print JSON lines")
@@ -255,7 +334,7 @@ def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """``build_parser().parse_args(argv)``, without importing the feed and backtest commands for
     a well-formed ``run`` or ``compile`` command line (start time).  The top-level parser has no
-    option but -h, so a first word naming one of these is the command; any problem left to the
+    option but -h and --version, so a first word naming one of these is the command; any problem left to the
     top-level parser (unrecognized arguments) is reported by the full parser, whose usage line
     lists every command."""
     argv = sys.argv[1:] if argv is None else argv
