@@ -684,10 +684,10 @@ class _Display:
             st = s["strategy"]
             title = (f"orders ({mon.config.strategy}): {st['orders']} placed, {st['cancels']} cancelled, "
                      f"{st['open_orders']} open, position {st['position']:g}")
-            if mon.config.orders_log:
-                title += f"; all in {mon.config.orders_log}"
+            log = f"all orders in {mon.config.orders_log}" if mon.config.orders_log else None
             body = "\n".join(mon.recent_orders) if mon.recent_orders else "no order yet"
-            parts.append(Panel(Text(body, no_wrap=True, overflow="ellipsis"), title=title, title_align="left"))
+            parts.append(Panel(Text(body, no_wrap=True, overflow="ellipsis"), title=title, title_align="left",
+                               subtitle=log, subtitle_align="left"))
         if mon.recent:
             parts.append(Panel(Text("\n".join(list(mon.recent)[-8:]), overflow="fold"), title="events",
                                title_align="left"))
