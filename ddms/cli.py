@@ -24,8 +24,6 @@ from pathlib import Path
 
 from ddms.errors import DdmsError
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "m3"
-
 
 def _jsonable(x):
     """``x`` as JSON can carry it: NaN and the infinities have no JSON spelling (``json.dumps``
@@ -134,7 +132,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ddms.runtime.engine import load_program
 
     # read_source (behind both readers) names a missing, directory or non-UTF-8 program file
-    program = Path(args.program) if args.program else EXAMPLES / "sobi.m3"
+    if args.program:
+        program = Path(args.program)
+    else:
+        from ddms.programs import program_path
+        program = program_path("sobi.m3")         # package data: also in a wheel
     if program.suffix == ".sql":
         from ddms.compiler import compile_sql_file
         sql = compile_sql_file(program)
