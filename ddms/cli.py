@@ -3,6 +3,7 @@
     ddms run [PROGRAM.m3|QUERY.sql] [--data FILE] [--every N] [--json] [--skip-bad]
     ddms compile PROGRAM.m3|QUERY.sql [--print-after-all] [--time-passes]
                                        M3 text, per-map storage and the access plan of every statement
+    ddms sample-data DIR [--seed S]    generated sample data in every format (replay/sample_data.py)
 
 ``ddms run`` with no program runs the SOBI demo on built-in synthetic order flow.  The feed
 commands (``serve-feed``, ``monitor``) live in :mod:`ddms.feeds.cli`, the replay commands
@@ -184,6 +185,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sample_data(args: argparse.Namespace) -> int:
+    """Write the sample files of :mod:`replay.sample_data` (progress on stderr, one line a file)."""
+    from replay.sample_data import SampleSizes, write_sample_data
+
+    folder = Path(args.dir)
+    if folder.exists() and not folder.is_dir():
+        raise DdmsError(f"{folder}: is a file, not a folder")
+    sizes = SampleSizes(lines=args.lines, big_lines=args.big_lines)
+    print(f"sample-data: writing generated data (seed {args.seed}) under {folder}/ ...", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    paths = write_sample_data(folder, seed=args.seed, sizes=sizes,
+                              progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    print(f"sample-data: {len(paths)} files in {time.perf_counter() - t0:.1f} s; try:\n"
+          f"  ddms run examples/m3/vwap.m3 --data {folder / 'finance.csv'}\n"
+          f"  ddms backtest {folder / 'finance.csv'} {folder / 'binance' / 'usdm_btcusdt.gz'} --strategy sobi",
+          file=sys.stderr)
+    return 0
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     from ddms.backend.codegen import generate
     from ddms.m3.printer import print_program
@@ -240,6 +260,20 @@ def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
     comp.add_argument("--print-after-all", action="store_true", help="show the output of every compiler pass")
     comp.add_argument("--time-passes", action="store_true", help="time every compiler pass (on stderr)")
     comp.set_defaults(func=cmd_compile)
+    sample = sub.add_parser(
+        "sample-data", help="write generated sample data in every supported format to a folder",
+        description="Write generated, uncrossed order-book data under DIR: finance.csv and big/finance.csv "
+                    "(order-book CSV), finance.parquet (ddms Parquet), binance/usdm_btcusdt.gz and "
+                    "binance/spot_btcusdt.gz (Binance captures in hftbacktest's recorder format), and a LOBSTER "
+                    "message/orderbook pair under lobster/.  The same seed writes the same bytes; existing sample "
+                    "files are replaced.")
+    sample.add_argument("dir", metavar="DIR", help="the folder to write (created if missing)")
+    sample.add_argument("--seed", type=int, default=0, help="seed of the generated data (default 0)")
+    sample.add_argument("--lines", type=_at_least(1), default=100_000,
+                        help="lines of DIR/finance.csv (default 100,000)")
+    sample.add_argument("--big-lines", type=_at_least(1), default=1_000_000,
+                        help="lines of DIR/big/finance.csv (default 1,000,000)")
+    sample.set_defaults(func=cmd_sample_data)
     if all_commands:
         # Feed and backtest commands live beside their code; imported here, and skipped by
         # parse_args for `run` and `compile`, so that these do not pay for asyncio, numpy and
