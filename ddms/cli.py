@@ -148,7 +148,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         from ddms.streams.inputs import open_program_input
         data = Path(args.data) if args.data else None
         inputs = open_program_input(target, program.parent, data=data, skip_bad=args.skip_bad)
+    if demo:
+        every = args.every or max(args.demo_lines // 10, 1)
+        print(DEMO_INTRO.format(lines=args.demo_lines, seed=args.seed, every=every), file=sys.stderr, flush=True)
     engine = build_engine(target, program.name)
+    spreads: list[float] = []
     if inputs is None:
         from ddms.streams.orderbook import OrderBookParser, parse_chunks
         from replay.synthetic import generate_orderbook
@@ -163,10 +167,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         label = ", ".join(s.path.name for s in inputs.sources)
         batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p), p.stat().st_size, p.name))
         every = args.every
+    def checkpoint(pos: int) -> None:
+        snap = engine.snapshot()
+        if demo:
+            spreads.append(snap.get("SPREAD", math.nan))
+        _print_views(pos, snap, args.json)
+
     t0 = time.perf_counter()
     try:
-        replay(engine, batches, engine.relmap(names),
-               every=every, checkpoint=lambda pos: _print_views(pos, engine.snapshot(), args.json))
+        replay(engine, batches, engine.relmap(names), every=every, checkpoint=checkpoint)
     except DdmsError:
         # a bad line stops the run: the views as of the line before it (unless just printed)
         # still go out, so nothing accepted is lost, then the error
@@ -175,14 +184,36 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise
     seconds = time.perf_counter() - t0
     if not every or engine.position % every:
-        _print_views(engine.position, engine.snapshot(), args.json)
+        checkpoint(engine.position)
     rate = engine.position / seconds if seconds > 0 else float("inf")
     bad = sum(p.bad_lines for p in parsers)
     skipped = f", {bad} bad lines skipped" if bad else ""
     print(f"{label}: {engine.position:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s){skipped}", file=sys.stderr)
     for err in [e for p in parsers for e in getattr(p, "bad_samples", [])][:5]:
         print(f"  skipped {err}", file=sys.stderr)
+    if demo:
+        print(_demo_outro(spreads), file=sys.stderr)
     return 0
+
+
+DEMO_INTRO = """\
+demo: the SOBI program (examples/m3/sobi.m3) over {lines:,} lines of generated order flow (seed {seed}):
+  limit orders rest at or behind the touch and marketable orders execute against the other side,
+  so the book is never crossed (replay/synthetic.py).  Views, printed every {every:,} lines:
+  BEST_BID, BEST_ASK, SPREAD, MID (top of book, prices in 1/10000), BID_VWAP and ASK_VWAP (VWAP of
+  the best quarter of each side's volume) and SOBI (their imbalance around MID: > 0 buy pressure).
+  Next: ddms sample-data data && ddms run examples/m3/vwap.m3 --data data/finance.csv
+        ddms backtest --demo   (a strategy on the same kind of data, with simulated fills)"""
+
+
+def _demo_outro(spreads: list[float]) -> str:
+    """The demo's last stderr line: whether the book was uncrossed at every checkpoint."""
+    seen = [s for s in spreads if isinstance(s, int | float) and math.isfinite(s)]
+    if not seen:
+        return "demo: no checkpoint had both sides of the book"
+    ok = "uncrossed" if min(seen) > 0 else "CROSSED"
+    return (f"demo: book {ok} at every checkpoint with both sides ({len(seen)} of {len(spreads)}): "
+            f"SPREAD {min(seen):g} to {max(seen):g}")
 
 
 def cmd_sample_data(args: argparse.Namespace) -> int:
