@@ -108,6 +108,35 @@ class BacktestResult:
     def row(self) -> dict[str, object]:
         return summary_row(self)
 
+    TABLES = ("fills", "equity", "orders")
+
+    def columns(self, name: str) -> dict[str, Any]:
+        """The named columns of table ``name`` (one of :attr:`TABLES`); ``orders`` has line,
+        time, action, order_id, side, price, qty."""
+        if name == "fills":
+            return dict(self.fills)
+        if name == "equity":
+            return dict(self.equity)
+        if name == "orders":
+            o = self.orders
+            return {"line": np.array([r.line for r in o], np.int64),
+                    "time": np.array([r.time for r in o], np.float64),
+                    "action": [r.action for r in o], "order_id": np.array([r.order_id for r in o], np.int64),
+                    "side": [r.side for r in o], "price": np.array([r.price for r in o], np.float64),
+                    "qty": np.array([r.qty for r in o], np.float64)}
+        raise ValueError(f"no table {name!r} (tables: {', '.join(self.TABLES)})")
+
+    def to_arrow(self, name: str):
+        """Table ``name`` (``"fills"``, ``"equity"`` or ``"orders"``) as a pyarrow Table."""
+        from ddms.runtime.export import columns_table
+        return columns_table(self.columns(name))
+
+    def to_pandas(self, name: str):
+        """Table ``name`` as a pandas DataFrame (pandas is optional: a DependencyError says how
+        to install it)."""
+        from ddms.runtime.export import to_pandas
+        return to_pandas(self.to_arrow(name))
+
 
 def summary_row(result: BacktestResult) -> dict[str, object]:
     """``{"partition", each parameter, each metric, "lines", "orders"}`` with plain Python values."""

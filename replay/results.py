@@ -85,13 +85,7 @@ def write_run(result: BacktestResult, out_dir: str | os.PathLike, *, plot: bool 
     """Every file of one run in ``out_dir`` (see the module docstring); returns the paths.
     The plot is skipped (not an error) when matplotlib is missing."""
     d = Path(out_dir)
-    paths = write_table(result.fills, d, "fills") + write_table(result.equity, d, "equity")
-    o = result.orders
-    paths += write_table({"line": np.array([r.line for r in o], np.int64),
-                          "time": np.array([r.time for r in o], np.float64),
-                          "action": [r.action for r in o], "order_id": np.array([r.order_id for r in o], np.int64),
-                          "side": [r.side for r in o], "price": np.array([r.price for r in o], np.float64),
-                          "qty": np.array([r.qty for r in o], np.float64)}, d, "orders")
+    paths = [p for name in result.TABLES for p in write_table(result.to_arrow(name), d, name)]
     meta = {"partition": result.partition, "strategy": result.strategy, "params": result.params,
             "metrics": {k: _jsonable(v) for k, v in summary_row(result).items() if k not in result.params},
             "seconds": result.seconds}

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from conftest import shared_file
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
-from conftest import shared_file
 from ddms.streams.orderbook import OrderBookParser, parse_chunks
 from replay.backtest import identical, run_backtest, summary_row
 from replay.columnar import convert
