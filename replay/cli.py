@@ -157,13 +157,13 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     grid = parse_grid(specs, args.strategy)
     _check_data(data)
     tasks = [(p, args.strategy, g) for p in data for g in grid]
-    if args.demo:
-        _demo_intro(args, grid, data, len(tasks))
     varied = [k for k in (grid[0] if grid else {}) if len({g[k] for g in grid}) > 1] or list(grid[0] if grid else [])
     err = Console(stderr=True)
     out = Path(args.out) if args.out else None
     if out is not None:
         _check_out_dir(out)
+    if args.demo:
+        _demo_intro(args, grid, data, len(tasks))
     t0 = time.perf_counter()
     results = []
     if args.spark:
