@@ -68,7 +68,7 @@ def view_table(view) -> pa.Table:
     import pyarrow as pa
     decl = view.decl
     if not decl.keys:
-        return pa.table({view.name: _column([float(view._cell[0])], decl.value_type)})
+        return pa.table({view.name: _column([view.value], decl.value_type)})
     rows = view.rows()
     n = len(decl.keys)
     cols: dict[str, Any] = {}
