@@ -166,6 +166,18 @@ class Engine:
                               np.zeros((0, 1)), empty.line, 0, 0, self._prev, self._fire_c)
 
     # -- views ------------------------------------------------------------------------------
+    def export(self, views: Sequence[str] | None = None, *, pandas: bool = False) -> dict[str, Any]:
+        """``{view name: table}`` of ``views`` (default: all) as they are now: pyarrow Tables, or
+        pandas DataFrames with ``pandas=True`` (optional dependency; a DependencyError says how to
+        install it).  Key columns, then a value column named after the view; a scalar view is one
+        row (:mod:`ddms.runtime.export`).  Cost: O(groups) per grouped view."""
+        from ddms.runtime.export import export_views, to_pandas
+        if pandas:
+            from ddms.runtime.export import require_pandas
+            require_pandas()
+        tables = export_views(self.views, views)
+        return {n: to_pandas(t) for n, t in tables.items()} if pandas else tables
+
     def view(self, name: str) -> ScalarView | GroupedView:
         try:
             return self.views[name]

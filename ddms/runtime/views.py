@@ -2,6 +2,12 @@
 
 A view object never copies: reading it reads the engine's maps as they are now, so a callback
 reading any view sees exactly the state after the event that fired it.  Writes raise ViewError.
+
+Tables: ``view.to_arrow()`` / ``view.to_pandas()`` copy a view out (key columns, then a value
+column named after the view; :mod:`ddms.runtime.export`), and a view speaks the Arrow C stream
+interface, so ``pa.table(view)`` and ``pd.DataFrame.from_arrow(view)`` work too.  A grouped
+view is a ``Mapping`` from keys to values, so ``pd.DataFrame(view)`` sees its keys only: use
+``view.to_pandas()``.
 """
 
 from __future__ import annotations
@@ -41,6 +47,21 @@ class ScalarView:
 
     def __repr__(self) -> str:
         return f"ScalarView({self.name}={self.value!r})"
+
+    def to_arrow(self):
+        """The view now, as a pyarrow Table (see :mod:`ddms.runtime.export`)."""
+        from ddms.runtime.export import view_table
+        return view_table(self)
+
+    def to_pandas(self):
+        """The view now, as a pandas DataFrame (pandas is optional: a DependencyError says how
+        to install it)."""
+        from ddms.runtime.export import to_pandas
+        return to_pandas(self.to_arrow())
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        """The Arrow C stream interface (``pa.table(view)``, polars, ``DataFrame.from_arrow``)."""
+        return self.to_arrow().__arrow_c_stream__(requested_schema)
 
 
 class GroupedView(Mapping):
@@ -97,3 +118,18 @@ class GroupedView(Mapping):
 
     def __repr__(self) -> str:
         return f"GroupedView({self.name}, {len(self)} groups)"
+
+    def to_arrow(self):
+        """The view now, as a pyarrow Table (see :mod:`ddms.runtime.export`)."""
+        from ddms.runtime.export import view_table
+        return view_table(self)
+
+    def to_pandas(self):
+        """The view now, as a pandas DataFrame (pandas is optional: a DependencyError says how
+        to install it)."""
+        from ddms.runtime.export import to_pandas
+        return to_pandas(self.to_arrow())
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        """The Arrow C stream interface (``pa.table(view)``, polars, ``DataFrame.from_arrow``)."""
+        return self.to_arrow().__arrow_c_stream__(requested_schema)
