@@ -3,6 +3,7 @@
     ddms run [PROGRAM.m3|QUERY.sql] [--data FILE] [--every N] [--json] [--skip-bad]
     ddms compile PROGRAM.m3|QUERY.sql [--print-after-all] [--time-passes]
                                        M3 text, per-map storage and the access plan of every statement
+    ddms sample-data DIR [--seed S]    generated sample data in every format (replay/sample_data.py)
 
 ``ddms run`` with no program runs the SOBI demo on built-in synthetic order flow.  The feed
 commands (``serve-feed``, ``monitor``) live in :mod:`ddms.feeds.cli`, the replay commands
@@ -23,8 +24,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ddms.errors import DdmsError
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "m3"
 
 
 def _jsonable(x):
@@ -134,7 +133,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ddms.runtime.engine import load_program
 
     # read_source (behind both readers) names a missing, directory or non-UTF-8 program file
-    program = Path(args.program) if args.program else EXAMPLES / "sobi.m3"
+    if args.program:
+        program = Path(args.program)
+    else:
+        from ddms.programs import program_path
+        program = program_path("sobi.m3")         # package data: also in a wheel
     if program.suffix == ".sql":
         from ddms.compiler import compile_sql_file
         sql = compile_sql_file(program)
@@ -151,7 +154,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         data = Path(args.data) if args.data else None
         inputs = open_program_input(target, program.parent, data=data, skip_bad=args.skip_bad,
                                     book_reader=lambda path, skip_bad: _read_book(path, skip_bad, notes))
+    if demo:
+        every = args.every or max(args.demo_lines // 10, 1)
+        print(DEMO_INTRO.format(lines=args.demo_lines, seed=args.seed, every=every), file=sys.stderr, flush=True)
     engine = build_engine(target, program.name)
+    spreads: list[float] = []
     if inputs is None:
         from ddms.streams.orderbook import OrderBookParser, parse_chunks
         from replay.synthetic import generate_orderbook
@@ -166,12 +173,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         label = ", ".join(s.path.name for s in inputs.sources)
         batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p), p.stat().st_size, p.name))
         every = args.every
+
+    def checkpoint(pos: int) -> None:
+        snap = engine.snapshot()
+        if demo:
+            spreads.append(snap.get("SPREAD", math.nan))
+        _print_views(pos, snap, args.json)
+
     t0 = time.perf_counter()
     stop = _StopOnInterrupt()
     try:
         with stop:
             replay(engine, stop.batches(batches), engine.relmap(names),
-                   every=every, checkpoint=lambda pos: _print_views(pos, engine.snapshot(), args.json))
+                   every=every, checkpoint=checkpoint)
     except DdmsError:
         # a bad line stops the run: the views as of the line before it (unless just printed)
         # still go out, so nothing accepted is lost, then the error
@@ -180,7 +194,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise
     seconds = time.perf_counter() - t0
     if not every or engine.position % every or (stop.requested and not engine.position):
-        _print_views(engine.position, engine.snapshot(), args.json)
+        checkpoint(engine.position)
     rate = engine.position / seconds if seconds > 0 else float("inf")
     bad = sum(p.bad_lines for p in parsers)
     skipped = f", {bad} bad lines skipped" if bad else ""
@@ -189,10 +203,51 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  skipped {err}", file=sys.stderr)
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
+    if demo:
+        print(_demo_outro(spreads), file=sys.stderr)
     if stop.requested:
         print(f"ddms: interrupted: the views printed last are as of line {engine.position:,}, the last line "
               "applied", file=sys.stderr)
         return 130
+    return 0
+
+
+DEMO_INTRO = """\
+demo: the SOBI program (examples/m3/sobi.m3) over {lines:,} lines of generated order flow (seed {seed}):
+  limit orders rest at or behind the touch and marketable orders execute against the other side,
+  so the book is never crossed (replay/synthetic.py).  Views, printed every {every:,} lines:
+  BEST_BID, BEST_ASK, SPREAD, MID (top of book, prices in 1/10000), BID_VWAP and ASK_VWAP (VWAP of
+  the best quarter of each side's volume) and SOBI (their imbalance around MID: > 0 buy pressure).
+  Next: ddms sample-data data && ddms run examples/m3/vwap.m3 --data data/finance.csv
+        ddms backtest --demo   (a strategy on the same kind of data, with simulated fills)"""
+
+
+def _demo_outro(spreads: list[float]) -> str:
+    """The demo's last stderr line: whether the book was uncrossed at every checkpoint."""
+    seen = [s for s in spreads if isinstance(s, int | float) and math.isfinite(s)]
+    if not seen:
+        return "demo: no checkpoint had both sides of the book"
+    ok = "uncrossed" if min(seen) > 0 else "CROSSED"
+    return (f"demo: book {ok} at every checkpoint with both sides ({len(seen)} of {len(spreads)}): "
+            f"SPREAD {min(seen):g} to {max(seen):g}")
+
+
+def cmd_sample_data(args: argparse.Namespace) -> int:
+    """Write the sample files of :mod:`replay.sample_data` (progress on stderr, one line a file)."""
+    from replay.sample_data import SampleSizes, write_sample_data
+
+    folder = Path(args.dir)
+    if folder.exists() and not folder.is_dir():
+        raise DdmsError(f"{folder}: is a file, not a folder")
+    sizes = SampleSizes(lines=args.lines, big_lines=args.big_lines)
+    print(f"sample-data: writing generated data (seed {args.seed}) under {folder}/ ...", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    paths = write_sample_data(folder, seed=args.seed, sizes=sizes,
+                              progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    print(f"sample-data: {len(paths)} files in {time.perf_counter() - t0:.1f} s; try:\n"
+          f"  ddms run examples/m3/vwap.m3 --data {folder / 'finance.csv'}\n"
+          f"  ddms backtest {folder / 'finance.csv'} {folder / 'binance' / 'usdm_btcusdt.gz'} --strategy sobi",
+          file=sys.stderr)
     return 0
 
 
@@ -319,6 +374,20 @@ def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
     comp.add_argument("--print-after-all", action="store_true", help="show the output of every compiler pass")
     comp.add_argument("--time-passes", action="store_true", help="time every compiler pass (on stderr)")
     comp.set_defaults(func=cmd_compile)
+    sample = sub.add_parser(
+        "sample-data", help="write generated sample data in every supported format to a folder",
+        description="Write generated, uncrossed order-book data under DIR: finance.csv and big/finance.csv "
+                    "(order-book CSV), finance.parquet (ddms Parquet), binance/usdm_btcusdt.gz and "
+                    "binance/spot_btcusdt.gz (Binance captures in hftbacktest's recorder format), and a LOBSTER "
+                    "message/orderbook pair under lobster/.  The same seed writes the same bytes; existing sample "
+                    "files are replaced.")
+    sample.add_argument("dir", metavar="DIR", help="the folder to write (created if missing)")
+    sample.add_argument("--seed", type=int, default=0, help="seed of the generated data (default 0)")
+    sample.add_argument("--lines", type=_at_least(1), default=100_000,
+                        help="lines of DIR/finance.csv (default 100,000)")
+    sample.add_argument("--big-lines", type=_at_least(1), default=1_000_000,
+                        help="lines of DIR/big/finance.csv (default 1,000,000)")
+    sample.set_defaults(func=cmd_sample_data)
     if all_commands:
         # Feed and backtest commands live beside their code; imported here, and skipped by
         # parse_args for `run` and `compile`, so that these do not pay for asyncio, numpy and

@@ -7,8 +7,11 @@ number depends only on the partition's events and the parameters (no wall clock,
 A run: open the partition (:func:`open_partition`), build the strategy's engine (compiled once
 per machine, ~20 ms per further engine in a process), attach the strategy through a
 :class:`~strategies.api.SimContext` (engine and fill simulator in lockstep), replay the batches
-cut every ``sample_lines`` input lines (a run parameter, default 1,000), and after each piece
-sample the equity at the mid price (the program's MID view, else the simulator's book).
+cut every ``sample_lines`` input lines (a run parameter, default 1,000), and sample the equity at
+the mid price (the program's MID view, else the simulator's book) after every ``sample_lines``-th
+input line and at the end -- never at a batch boundary, so the samples, and the Sharpe ratio and
+drawdown computed from them, are the same however the data is chunked (a capture and its Parquet
+copy have different batches).
 Metrics come from :func:`replay.metrics.summarize`.
 
 Cost: the engine's per-line cost (with callbacks watched: see ``bench`` section 9) plus the
@@ -108,6 +111,35 @@ class BacktestResult:
     def row(self) -> dict[str, object]:
         return summary_row(self)
 
+    TABLES = ("fills", "equity", "orders")
+
+    def columns(self, name: str) -> dict[str, Any]:
+        """The named columns of table ``name`` (one of :attr:`TABLES`); ``orders`` has line,
+        time, action, order_id, side, price, qty."""
+        if name == "fills":
+            return dict(self.fills)
+        if name == "equity":
+            return dict(self.equity)
+        if name == "orders":
+            o = self.orders
+            return {"line": np.array([r.line for r in o], np.int64),
+                    "time": np.array([r.time for r in o], np.float64),
+                    "action": [r.action for r in o], "order_id": np.array([r.order_id for r in o], np.int64),
+                    "side": [r.side for r in o], "price": np.array([r.price for r in o], np.float64),
+                    "qty": np.array([r.qty for r in o], np.float64)}
+        raise ValueError(f"no table {name!r} (tables: {', '.join(self.TABLES)})")
+
+    def to_arrow(self, name: str):
+        """Table ``name`` (``"fills"``, ``"equity"`` or ``"orders"``) as a pyarrow Table."""
+        from ddms.runtime.export import columns_table
+        return columns_table(self.columns(name))
+
+    def to_pandas(self, name: str):
+        """Table ``name`` as a pandas DataFrame (pandas is optional: a DependencyError says how
+        to install it)."""
+        from ddms.runtime.export import to_pandas
+        return to_pandas(self.to_arrow(name))
+
 
 def summary_row(result: BacktestResult) -> dict[str, object]:
     """``{"partition", each parameter, each metric, "lines", "orders"}`` with plain Python values."""
@@ -136,8 +168,8 @@ def identical(a: object, b: object) -> bool:
 
 
 def _cuts(batch: EventBatch, every: int) -> Iterator[int]:
-    """The input lines of ``batch`` after which to sample: each multiple of ``every`` inside it,
-    then its last line (the batch is applied piecewise, never copied)."""
+    """The input lines of ``batch`` at which to stop: each multiple of ``every`` inside it (a
+    sample), then its last line (the batch is applied piecewise, never copied)."""
     first = (batch.first_line - 1) // every * every + every
     yield from range(first, batch.last_line, every)
     yield batch.last_line
@@ -179,11 +211,9 @@ def run_backtest(partition: str | Iterable[EventBatch], strategy: str | Strategy
     lines = 0
     skipped = 0
     mid_view = engine.views.get("MID")        # O(1); else the simulator's book, O(levels)
-    for batch, cut in ((b, c) for b in batches for c in _cuts(b, sample_lines)):
-        if cut == batch.last_line:
-            skipped += batch.skipped
-        ctx.apply(batch, relmap, until_line=cut)
-        lines = engine.position - start
+
+    def sample() -> None:
+        nonlocal last_mark
         mid = float(mid_view.value) if mid_view is not None else 0.5 * (sim.best("buy") + sim.best("sell"))
         if math.isfinite(mid):
             last_mark = mid
@@ -191,10 +221,19 @@ def run_backtest(partition: str | Iterable[EventBatch], strategy: str | Strategy
             s_line.append(lines)
             s_time.append(sim.clock)
             s_mark.append(last_mark)
+
+    for batch, cut in ((b, c) for b in batches for c in _cuts(b, sample_lines)):
+        if cut == batch.last_line:
+            skipped += batch.skipped
+        ctx.apply(batch, relmap, until_line=cut)
+        lines = engine.position - start
+        if lines % sample_lines == 0:     # a batch's end is no sample: the samples depend on the lines only
+            sample()
         if check:
             ctx._check()
         if progress is not None:
             progress(lines)
+    sample()                              # the end of the data (unless it was just sampled)
     fills = sim.fill_columns()
     times = np.asarray(s_time, dtype=np.float64)
     marks = np.asarray(s_mark, dtype=np.float64)

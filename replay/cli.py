@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 DEMO_LINES = 1_000_000
-DEMO_GRID = {"sobi": ["threshold=0.0005,0.001,0.002"], "mm": ["half_spread=0.0005,0.001,0.002", "tick=100"]}
+DEMO_GRID = {"sobi": ["threshold=0.0001,0.0002,0.0003"], "mm": ["half_spread=0.0005,0.001,0.002", "tick=100"]}
 """``--demo`` without ``--param``: a small sweep that suits the generated data (prices in 1/10000)."""
 DESCRIPTION = """\
 Replay market data through a trading strategy with simulated fills, and sweep its parameters.
@@ -256,6 +256,8 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None:
         _check_out_dir(out)
+    if args.demo:
+        _demo_intro(args, grid, data, len(tasks))
     compile_seconds = _build(strategy, grid[0] if grid else {})
     t0 = time.perf_counter()
     saver = _Saver(out, plot=not args.no_plot) if out is not None else None
@@ -340,6 +342,28 @@ def _build(strategy: str, params: dict) -> float:
         build_engine(program, f"{Path(program).name} (strategy {strat.name})")
     run_backtest(f"{SYNTHETIC}2000", strat)
     return time.perf_counter() - t0
+
+
+DEMO_NEXT = """\
+  Next: ddms sample-data data && ddms backtest data/finance.csv data/binance/usdm_btcusdt.gz \\
+            --strategy {strategy} --out sweep/      (your data; --out writes fills, equity and plots)
+        ddms backtest --list                         (strategies, parameters, defaults, ranges)"""
+
+
+def _demo_intro(args: argparse.Namespace, grid: list[dict[str, float]], data: list[str], runs: int) -> None:
+    """``--demo``: say on stderr what the demo runs and what to try next (:func:`_build` then
+    announces the compile or the load from the cache)."""
+    from replay.backtest import SYNTHETIC
+
+    swept = {k: sorted({g[k] for g in grid}) for k in (grid[0] if grid else {})}
+    sweep = ", ".join(f"{k}={','.join(f'{v:g}' for v in vs)}" for k, vs in swept.items() if len(vs) > 1)
+    generated = all(p.startswith(SYNTHETIC) for p in data)
+    what = (f"{args.demo_lines:,} lines of generated order flow (seed {args.seed}; an uncrossed book: limit orders "
+            "rest at or behind the touch and marketable orders execute against the other side)"
+            if generated else ", ".join(data))
+    print(f"demo: strategy {args.strategy} with simulated fills over {what}; {runs} run(s)"
+          + (f" sweeping {sweep}" if sweep else "") + ".  Random executions fill resting quotes, so win rates "
+          "here say nothing about an edge.\n" + DEMO_NEXT.format(strategy=args.strategy), file=sys.stderr, flush=True)
 
 
 def _key(row: dict) -> float:
