@@ -289,7 +289,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     rate = lines / seconds if seconds > 0 else math.inf
     how = "replay" if not args.spark else f"on Spark {args.spark} (session start included)"
     title = (f"{strategies.spec(strategy).name}: {len(rows)} run(s), {lines:,} lines in {seconds:.2f} s {how} "
-             f"({rate:,.0f} lines/s, not counting {compile_seconds:.1f} s to compile or load)")
+             f"({rate:,.0f} lines/s, not counting {compile_seconds:.2f} s to compile or load)")
     if args.json or args.csv:
         print_rows(rows, "json" if args.json else "csv")
     elif rows:

@@ -90,16 +90,16 @@ def test_strategy_plugins_on_spark_workers(session, tmp_path, monkeypatch, capsy
     root = make_plugin(tmp_path / "site")
     monkeypatch.syspath_prepend(str(root))
     data = "synthetic:20000:2"
-    tasks = [(data, "imb", {"threshold": 0.001}), (data, f"{EXAMPLE}:Imbalance", {"threshold": 0.0005, "exit": 0}),
-             (data, "imbplug:Imbalance", {"exit": 0.0001})]
+    tasks = [(data, "imb", {"threshold": 0.0002}), (data, f"{EXAMPLE}:Imbalance", {"threshold": 0.0003, "exit": 0}),
+             (data, "imbplug:Imbalance", {"exit": 0.00005})]
     want = [run_task(*t) for t in tasks]
     assert any(r["n_trades"] for r in want)
     assert identical(spark.run_sweep(tasks, master="local[2]"), want)
     out = tmp_path / "out"
-    assert main(["backtest", data, "--strategy", "imb", "--param", "threshold=0.001,0.002", "--spark", "local[2]",
+    assert main(["backtest", data, "--strategy", "imb", "--param", "threshold=0.0002,0.0003", "--spark", "local[2]",
                  "--json", "--out", str(out), "--no-plot"]) == 0
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    want2 = [want[0], run_task(data, "imb", {"threshold": 0.002})]
+    want2 = [want[0], run_task(data, "imb", {"threshold": 0.0003})]
     assert rows == [{k: (None if isinstance(v, float) and v != v else v) for k, v in w.items()} for w in want2]
     with open(out / "summary.csv") as f:
         assert len(f.read().splitlines()) == 3                  # header + one row per run, none twice
