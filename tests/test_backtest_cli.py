@@ -137,7 +137,7 @@ def test_every_help_is_written_for_users():
 
 def test_commands_reading_data_take_skip_bad():
     subs = _subparsers(build_parser())
-    for name in ("run", "convert", "backtest"):
+    for name in ("run", "convert", "backtest", "serve-feed"):
         assert "--skip-bad" in subs[name].format_help(), name
 
 

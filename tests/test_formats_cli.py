@@ -288,3 +288,33 @@ def test_convert_and_run_shipped_captures(tmp_path, capsys, name):
     runs = [run_json(capsys, str(SOBI_M3), "--data", str(p), "--every", "1000") for p in (cap, pq)]
     assert [r[0] for r in runs] == [0, 0]
     assert len(runs[0][1]) > 3 and same_views(runs[0][1], runs[1][1])
+
+
+# ------------------------------------------------------------------------------------------
+# serve-feed reads through the same detection, and takes --skip-bad
+# ------------------------------------------------------------------------------------------
+
+def test_serve_feed_skip_bad(tmp_path):
+    from ddms.errors import InputError, ReplayError
+    from ddms.feeds.server import load_replay
+    book = tmp_path / "book.csv"
+    book.write_text("1,1,B,100,10000\n2,2,S,50,10100\nthree,3,B,10,9000\n4,4,B,10,9000\n")
+    with pytest.raises(InputError, match=":3: t is not a number"):
+        load_replay(book)
+    core = load_replay(book, skip_bad=True)
+    assert core.skipped == 1 and [json.loads(f.data)["seq"] for f in core.frames] == [1, 2, 3]
+    cap = tmp_path / "synth_btcusdt.gz"
+    make_capture(cap, 20)
+    lines = gzip.decompress(cap.read_bytes()).split(b"\n")
+    n = sum(1 for x in lines if x.strip())
+    lines.insert(8, b"1723161255000000999 {not json")
+    bad = tmp_path / "bad_btcusdt.gz"
+    bad.write_bytes(gzip.compress(b"\n".join(lines)))
+    with pytest.raises(InputError, match=f"{bad}:9:"):
+        load_replay(bad)
+    core = load_replay(bad, skip_bad=True)
+    assert core.skipped == 1 and len(core.frames) == len(load_replay(cap).frames) == n
+    lob = tmp_path / "AAPL_message_5.csv"
+    lob.write_text(LOBSTER)
+    with pytest.raises(ReplayError, match="a lobster file: serve-feed serves Binance captures and order-book CSV"):
+        load_replay(lob)
