@@ -259,7 +259,38 @@ class _NotedSource:
         self.source, self.notes = source, notes
 
     def __iter__(self):
-        return self.source.batches(self.notes)
+        return _progress_batches(self.source.batches(self.notes), os.path.basename(self.source.path))
+
+
+def _progress_batches(batches: Iterator, label: str) -> Iterator:
+    """Pass batches through, showing the input lines read so far on stderr once the run has
+    lasted :data:`BAR_DELAY` seconds (a transient line on a terminal, else a line every few
+    seconds): the readers of captures and Parquet files have no byte count to show."""
+    batches = iter(batches)
+    start = time.monotonic()
+    for b in batches:
+        yield b
+        if time.monotonic() - start > BAR_DELAY:
+            break
+    else:
+        return
+    from rich.console import Console
+    from rich.progress import Progress, TextColumn, TimeElapsedColumn
+    console = Console(stderr=True)
+    if console.is_terminal:
+        with Progress(TextColumn(label), TextColumn("{task.fields[lines]} lines"), TimeElapsedColumn(),
+                      console=console, transient=True) as bar:
+            task = bar.add_task(label, total=None, lines=f"{b.last_line:,}")
+            for b in batches:
+                yield b
+                bar.update(task, lines=f"{b.last_line:,}")
+        return
+    last = time.monotonic()
+    for b in batches:
+        yield b
+        if time.monotonic() - last > 5:
+            last = time.monotonic()
+            print(f"{label}: {b.last_line:,} lines", file=sys.stderr, flush=True)
 
 
 def _read_book(path: Path, skip_bad: bool, notes: list[str]) -> _NotedSource:

@@ -14,6 +14,7 @@ import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba is first imported)
 import gzip
 import json
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -318,3 +319,21 @@ def test_serve_feed_skip_bad(tmp_path):
     lob.write_text(LOBSTER)
     with pytest.raises(ReplayError, match="a lobster file: serve-feed serves Binance captures and order-book CSV"):
         load_replay(lob)
+
+
+def test_run_shows_progress_on_readers_without_a_byte_count(monkeypatch, capsys):
+    """A capture or Parquet replay long enough reports the lines read so far on stderr."""
+    import itertools
+    import types
+
+    import ddms.cli as cli
+    from ddms.streams.events import EventBatch
+    clock = itertools.count(0, 3.0)                       # every look at the clock: 3 s later
+    monkeypatch.setattr(cli, "time", types.SimpleNamespace(monotonic=lambda: next(clock)))
+    empty = np.zeros((0, 5))
+    batches = [EventBatch(np.zeros(0, np.int8), np.zeros(0, np.int8), empty, np.zeros(0, np.int64), 1 + 10 * i,
+                          10 * (i + 1)) for i in range(6)]
+    assert list(cli._progress_batches(batches, "cap.gz")) == batches
+    err = capsys.readouterr().err
+    shown = [int(x) for x in re.findall(r"^cap\.gz: (\d+) lines$", err, re.M)]
+    assert len(shown) >= 2 and shown == sorted(shown) and set(shown) <= {10, 20, 30, 40, 50, 60}
