@@ -26,19 +26,22 @@ DEMO_LINES = 1_000_000
 DEMO_GRID = {"sobi": ["threshold=0.0001,0.0002,0.0003"], "mm": ["half_spread=0.0005,0.001,0.002", "tick=100"]}
 """``--demo`` without ``--param``: a small sweep that suits the generated data (prices in 1/10000)."""
 DESCRIPTION = """\
-Replay market data through a trading strategy with simulated fills, and sweep its parameters.
+Replay market data through a trading strategy with simulated fills, and sweep
+its parameters.
 
 examples:
-  ddms backtest --demo                          generated data, a 3-point threshold sweep
-  ddms backtest --list                          strategies, their parameters, defaults, ranges
-  ddms backtest DATA... --strategy sobi --param k=0.1,0.25 --param threshold=0.001,0.002 --out DIR
+  ddms backtest --demo             generated data, a 3-point threshold sweep
+  ddms backtest --list             strategies, parameters, defaults, ranges
+  ddms backtest DATA... --param k=0.1,0.25 --param threshold=0.001,0.002 \\
+      --out DIR
   ddms backtest DATA --strategy examples/strategies/imbalance.py:Imbalance
   ddms backtest DATA --strategy mypackage.module:MyStrategy --spark 'local[2]'
 
-DATA: order-book CSV, LOBSTER, Binance captures (.gz) or Parquet files from ddms convert, or
-synthetic:LINES[:SEED].  The sweep is every combination of the --param values, on every file.
---strategy takes a name from --list (built in or installed under the ddms.strategies entry
-point group), package.module:Class, or path/to/file.py:Class.  Ctrl-C stops the sweep; with
+DATA: order-book CSV, LOBSTER, Binance captures (.gz) or Parquet files from
+ddms convert, or synthetic:LINES[:SEED].  The sweep is every combination of the
+--param values, on every file.  --strategy takes a name from --list (built in
+or installed under the ddms.strategies entry point group),
+package.module:Class, or path/to/file.py:Class.  Ctrl-C stops the sweep; with
 --out, the runs finished so far are kept.
 """
 

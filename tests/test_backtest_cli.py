@@ -126,13 +126,15 @@ def _subparsers(ap: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParse
 DEVELOPER = re.compile(r"\(issue \d+\)|issue \d+|``|:(func|class|mod|meth|data|attr):`")
 
 
-def test_every_help_is_written_for_users():
+def test_every_help_is_written_for_users(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
     ap = build_parser()
     subs = _subparsers(ap)
     assert {"run", "compile", "backtest", "convert", "serve-feed", "monitor"} <= set(subs)
     for name, p in [("ddms", ap), *subs.items()]:
         text = p.format_help()
         assert not DEVELOPER.search(text), (name, DEVELOPER.search(text).group(0))
+        assert max(len(x) for x in text.splitlines()) <= 80, name
 
 
 def test_commands_reading_data_take_skip_bad():
