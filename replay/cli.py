@@ -279,14 +279,16 @@ def cmd_backtest(args: argparse.Namespace) -> int:
                 saver.add_rows(rows)
         else:
             for r in _sequential(tasks, err, run_backtest, args.skip_bad):
+                if saver is not None:
+                    saver.save(len(rows), r)
                 rows.append(summary_row(r))
                 run_seconds += r.seconds
-                if saver is not None:
-                    saver.save(len(rows) - 1, r)
     except KeyboardInterrupt:
         interrupted = True
         if saver is not None:
-            saver.write_summary()
+            saver.write_summary()       # the runs whose folders are complete, and only those
+            if not args.spark:
+                rows = list(saver.rows)
     seconds = run_seconds if not args.spark else time.perf_counter() - t0
     lines = sum(int(r["lines"]) for r in rows)
     rate = lines / seconds if seconds > 0 else math.inf
@@ -295,6 +297,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
              f"({rate:,.0f} lines/s, not counting {compile_seconds:.2f} s to compile or load)")
     if args.json or args.csv:
         print_rows(rows, "json" if args.json else "csv")
+        print(f"backtest: {title}", file=sys.stderr)
     elif rows:
         width = _table_width()
         console = Console(width=width or 100_000)
@@ -313,9 +316,9 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         err.print(f"[bold]backtest:[/bold] wrote {out / 'summary.csv'}, {out / 'summary.parquet'} and the best "
                   f"run's files under {out / 'runs' / f'{best:03d}'}")
     if interrupted:
-        kept = (f"; kept {len(rows)} finished run(s) in {out}" if out is not None and rows else
-                ("; nothing kept: a Spark sweep returns its rows when all are done" if args.spark else
-                 "; nothing kept (no --out)" if out is None else "; nothing kept"))
+        kept = ("; nothing kept: a Spark sweep returns its rows when all are done" if args.spark else
+                f"; kept {len(rows)} finished run(s) in {out}" if out is not None else
+                "; the table above shows the finished ones (--out DIR would have kept their files)")
         print(f"ddms: interrupted after {len(rows)} of {len(tasks)} run(s){kept}", file=sys.stderr)
         return 130
     return 0
