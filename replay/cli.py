@@ -294,7 +294,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     rate = lines / seconds if seconds > 0 else math.inf
     how = "replay" if not args.spark else f"on Spark {args.spark} (session start included)"
     title = (f"{strategies.spec(strategy).name}: {len(rows)} run(s), {lines:,} lines in {seconds:.2f} s {how} "
-             f"({rate:,.0f} lines/s, not counting {compile_seconds:.2f} s to compile or load)")
+             f"({rate:,.0f} lines/s; compile time excluded: {compile_seconds:.2f} s to compile or load)")
     if args.json or args.csv:
         print_rows(rows, "json" if args.json else "csv")
         print(f"backtest: {title}", file=sys.stderr)
@@ -345,7 +345,7 @@ def _build(strategy: str, params: dict) -> float:
     t0 = time.perf_counter()
     program = getattr(strat, "program", None)
     if program is not None:
-        build_engine(program, f"{Path(program).name} (strategy {strat.name})")
+        build_engine(program, Path(program).name)
     run_backtest(f"{SYNTHETIC}2000", strat)
     return time.perf_counter() - t0
 
