@@ -23,7 +23,7 @@ from replay.backtest import run_backtest, summary_row
 from strategies.api import StrategyError
 
 DATA = "synthetic:30000:3"
-PARAMS = {"threshold": 0.0005, "exit": 0.0002}
+PARAMS = {"threshold": 0.0002, "exit": 0.00005}   # trades on the uncrossed generator
 
 
 def _example_class():
