@@ -188,7 +188,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     rate = engine.position / seconds if seconds > 0 else float("inf")
     bad = sum(p.bad_lines for p in parsers)
     skipped = f", {bad} bad lines skipped" if bad else ""
-    print(f"{label}: {engine.position:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s){skipped}", file=sys.stderr)
+    print(f"{label}: {engine.position:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s, compile time excluded)"
+          f"{skipped}", file=sys.stderr)
     for err in [e for p in parsers for e in getattr(p, "bad_samples", [])][:5]:
         print(f"  skipped {err}", file=sys.stderr)
     if demo:

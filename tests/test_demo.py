@@ -22,6 +22,7 @@ def test_run_demo_explains_itself_and_shows_an_uncrossed_book(capsys):
     assert "never crossed" in err and "Next: ddms sample-data data && ddms run examples/m3/vwap.m3" in err
     assert err.index("demo: the SOBI") < err.index("sobi.m3 with numba" if "compiling" in err else "loading sobi.m3")
     assert "demo: book uncrossed at every checkpoint with both sides (10 of 10)" in err
+    assert "30,000 lines in" in err and "lines/s, compile time excluded)" in err
 
 
 def test_backtest_demo_explains_itself_and_announces_the_compile(capsys):
