@@ -206,7 +206,8 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 
 DEMO_NEXT = """\
   Next: ddms sample-data data && ddms backtest data/finance.csv data/binance/usdm_btcusdt.gz \\
-            --strategy {strategy} --out sweep/      (your data; --out writes fills, equity and plots)
+            --strategy sobi --param threshold=0.00001,0.0001 --param order_size=1 --out sweep/
+            (files instead of generated lines; --out writes fills, equity and plots per run)
         ddms backtest --list                         (strategies, parameters, defaults, ranges)"""
 
 
@@ -225,7 +226,7 @@ def _demo_intro(args: argparse.Namespace, grid: list[dict[str, float]], data: li
             if generated else ", ".join(data))
     print(f"demo: strategy {args.strategy} with simulated fills over {what}; {runs} run(s)"
           + (f" sweeping {sweep}" if sweep else "") + ".  Random executions fill resting quotes, so win rates "
-          "here say nothing about an edge.\n" + DEMO_NEXT.format(strategy=args.strategy), file=sys.stderr, flush=True)
+          "here say nothing about an edge.\n" + DEMO_NEXT, file=sys.stderr, flush=True)
     if args.spark:
         return                            # the workers compile (once per worker process)
     from ddms.cli import build_engine  # the CLI's compile notice (imported here: no import cycle)
