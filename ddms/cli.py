@@ -198,13 +198,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 DEMO_INTRO = """\
-demo: the SOBI program (examples/m3/sobi.m3) over {lines:,} lines of generated order flow (seed {seed}):
-  limit orders rest at or behind the touch and marketable orders execute against the other side,
-  so the book is never crossed (replay/synthetic.py).  Views, printed every {every:,} lines:
-  BEST_BID, BEST_ASK, SPREAD, MID (top of book, prices in 1/10000), BID_VWAP and ASK_VWAP (VWAP of
-  the best quarter of each side's volume) and SOBI (their imbalance around MID: > 0 buy pressure).
-  Next: ddms sample-data data && ddms run examples/m3/vwap.m3 --data data/finance.csv
-        ddms backtest --demo   (a strategy on the same kind of data, with simulated fills)"""
+demo: the SOBI program (examples/m3/sobi.m3) over {lines:,} lines of generated
+  order flow (seed {seed}): limit orders rest at or behind the touch and
+  marketable orders execute against the other side, so the book is never
+  crossed (replay/synthetic.py).  Views, printed every {every:,} lines:
+  BEST_BID, BEST_ASK, SPREAD, MID (top of book, prices in 1/10000), BID_VWAP
+  and ASK_VWAP (VWAP of the best quarter of each side's volume) and SOBI
+  (their imbalance around MID: > 0 means buy pressure).
+  Next: ddms sample-data data
+        ddms run examples/m3/vwap.m3 --data data/finance.csv
+        ddms backtest --demo   (a strategy on such data, with simulated fills)"""
 
 
 def _demo_outro(spreads: list[float]) -> str:
