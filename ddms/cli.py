@@ -234,8 +234,8 @@ def cmd_sample_data(args: argparse.Namespace) -> int:
                               progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     print(f"sample-data: {len(paths)} files in {time.perf_counter() - t0:.1f} s; try:\n"
           f"  ddms run examples/m3/vwap.m3 --data {folder / 'finance.csv'}\n"
-          f"  ddms backtest {folder / 'finance.csv'} {folder / 'binance' / 'usdm_btcusdt.gz'} --strategy sobi "
-          "--param threshold=0.00001,0.0001 --param order_size=1",
+          f"  ddms backtest {folder / 'finance.csv'} {folder / 'binance' / 'usdm_btcusdt.gz'} \\\n"
+          "      --strategy sobi --param threshold=0.00001,0.0001 --param order_size=1",
           file=sys.stderr)
     return 0
 
