@@ -48,6 +48,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ddms.feeds.binance import format_units
 from replay.synthetic import SyntheticOrderFlow, write_orderbook
 
@@ -176,7 +178,6 @@ def binance_capture_lines(market: str, n_events: int, *, seed: int = 0, symbol: 
     m = _FUTURES if market == "futures" else _SPOT
     flow = SyntheticOrderFlow(seed=seed, depth=2000, levels=100, mid=m.mid, tick=m.tick, t0=0,
                               drift_rate=0.05, outlier_rate=0.0)
-    import numpy as np
     rng = np.random.default_rng(seed)
     lower = symbol.lower()
     depth_stream = f"{lower}@depth@0ms" if m.futures else f"{lower}@depth@100ms"
