@@ -351,9 +351,12 @@ def _build(strategy: str, params: dict) -> float:
 
 
 DEMO_NEXT = """\
-  Next: ddms sample-data data && ddms backtest data/finance.csv data/binance/usdm_btcusdt.gz \\
-            --strategy {strategy} --out sweep/      (your data; --out writes fills, equity and plots)
-        ddms backtest --list                         (strategies, parameters, defaults, ranges)"""
+  Next: ddms sample-data data
+        ddms backtest data/finance.csv data/binance/usdm_btcusdt.gz \\
+            --strategy sobi --param threshold=0.00001,0.0001 \\
+            --param order_size=1 --out sweep/
+            (files instead of generated data; --out keeps fills and plots)
+        ddms backtest --list     (strategies, parameters, defaults, ranges)"""
 
 
 def _demo_intro(args: argparse.Namespace, grid: list[dict[str, float]], data: list[str], runs: int) -> None:
@@ -367,9 +370,11 @@ def _demo_intro(args: argparse.Namespace, grid: list[dict[str, float]], data: li
     what = (f"{args.demo_lines:,} lines of generated order flow (seed {args.seed}; an uncrossed book: limit orders "
             "rest at or behind the touch and marketable orders execute against the other side)"
             if generated else ", ".join(data))
-    print(f"demo: strategy {args.strategy} with simulated fills over {what}; {runs} run(s)"
-          + (f" sweeping {sweep}" if sweep else "") + ".  Random executions fill resting quotes, so win rates "
-          "here say nothing about an edge.\n" + DEMO_NEXT.format(strategy=args.strategy), file=sys.stderr, flush=True)
+    import textwrap
+    intro = (f"demo: strategy {args.strategy} with simulated fills over {what}; {runs} run(s)"
+             + (f" sweeping {sweep}" if sweep else "") + ".  Random executions fill resting quotes, so win rates "
+             "here say nothing about an edge.")
+    print(textwrap.fill(intro, 79, subsequent_indent="  ") + "\n" + DEMO_NEXT, file=sys.stderr, flush=True)
 
 
 def _key(row: dict) -> float:
