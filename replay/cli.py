@@ -345,7 +345,7 @@ def _build(strategy: str, params: dict) -> float:
     t0 = time.perf_counter()
     program = getattr(strat, "program", None)
     if program is not None:
-        build_engine(program, Path(program).name)
+        build_engine(program, f"{Path(program).name} (strategy {strat.name})")
     run_backtest(f"{SYNTHETIC}2000", strat)
     return time.perf_counter() - t0
 

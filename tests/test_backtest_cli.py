@@ -90,8 +90,9 @@ def test_fit_columns_keeps_the_first_ones_and_skips_what_does_not_fit():
 
 def test_compile_notice_and_throughput_without_it(capsys):
     out, err = _backtest(capsys)
-    assert re.search(r"(compiling sobi\.m3 with numba|loading sobi\.m3, compiled before, from the cache)", err), err
-    assert re.search(r"(compiled|loaded) sobi\.m3 in \d+\.\d\d s", err)
+    assert re.search(r"(compiling sobi\.m3 \(strategy sobi\) with numba|loading sobi\.m3 \(strategy sobi\), "
+                     r"compiled before, from the cache)", err), err
+    assert re.search(r"(compiled|loaded) sobi\.m3 \(strategy sobi\) in \d+\.\d\d s", err)
     title = " ".join(out.split())
     m = re.search(r"sobi: 4 run\(s\), 80,000 lines in ([\d.]+) s replay \(([\d,]+) lines/s; compile time "
                   r"excluded: ([\d.]+) s to compile or load\)", title)
