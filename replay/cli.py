@@ -186,10 +186,15 @@ class _Saver:
 
     def __init__(self, out: Path, plot: bool) -> None:
         self.out, self.plot = out, plot
-        self.rows: list[dict[str, object]] = []
+        self._rows: dict[int, dict[str, object]] = {}
         self.runs: list[int] = []
         self.written: list[Path] = []
         self._summary_rows = 0
+
+    @property
+    def rows(self) -> list[dict[str, object]]:
+        """The summary rows of the finished runs, in task order."""
+        return [self._rows[i] for i in sorted(self._rows)]
 
     def save(self, i: int, result, *, row: bool = True) -> None:
         """Write run ``i``'s files; with ``row``, add its summary row and rewrite the summary."""
@@ -211,12 +216,11 @@ class _Saver:
         self.written += [final / f.relative_to(tmp) for f in files]
         self.runs.append(i)
         if row:
-            self.rows.append(summary_row(result))
-            self.write_summary()
+            self.add_row(i, summary_row(result))
 
-    def add_rows(self, rows: list[dict[str, object]]) -> None:
-        """Rows without run files (a Spark sweep's)."""
-        self.rows += rows
+    def add_row(self, i: int, row: dict[str, object]) -> None:
+        """Task ``i``'s row (a Spark worker's come without run files), then the summary."""
+        self._rows[i] = row
         self.write_summary()
 
     def write_summary(self) -> None:
@@ -224,7 +228,7 @@ class _Saver:
         import shutil
 
         from replay.results import write_summary
-        if not self.rows or self._summary_rows == len(self.rows):
+        if not self._rows or self._summary_rows == len(self._rows):
             return
         tmp = self.out / ".summary.partial"
         try:
@@ -232,7 +236,7 @@ class _Saver:
                 os.replace(f, self.out / f.name)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        self._summary_rows = len(self.rows)
+        self._summary_rows = len(self._rows)
 
 
 def cmd_backtest(args: argparse.Namespace) -> int:
@@ -274,9 +278,8 @@ def cmd_backtest(args: argparse.Namespace) -> int:
             except ImportError as e:
                 raise DdmsError(f"--spark needs replay/spark.py and pyspark ({e})") from None
             err.print(f"[bold]backtest:[/bold] {len(tasks)} run(s) on Spark {args.spark} ...")
-            rows = _spark(run_sweep, tasks, args.spark, err, args.skip_bad)
-            if saver is not None:
-                saver.add_rows(rows)
+            rows = _spark(run_sweep, tasks, args.spark, err, args.skip_bad,
+                          on_row=saver.add_row if saver is not None else None)
         else:
             for r in _sequential(tasks, err, run_backtest, args.skip_bad):
                 if saver is not None:
@@ -286,9 +289,8 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         interrupted = True
         if saver is not None:
-            saver.write_summary()       # the runs whose folders are complete, and only those
-            if not args.spark:
-                rows = list(saver.rows)
+            saver.write_summary()       # the runs whose folders (or Spark rows) are complete, and only those
+            rows = saver.rows
     seconds = run_seconds if not args.spark else time.perf_counter() - t0
     lines = sum(int(r["lines"]) for r in rows)
     rate = lines / seconds if seconds > 0 else math.inf
@@ -316,8 +318,8 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         err.print(f"[bold]backtest:[/bold] wrote {out / 'summary.csv'}, {out / 'summary.parquet'} and the best "
                   f"run's files under {out / 'runs' / f'{best:03d}'}")
     if interrupted:
-        kept = ("; nothing kept: a Spark sweep returns its rows when all are done" if args.spark else
-                f"; kept {len(rows)} finished run(s) in {out}" if out is not None else
+        kept = (f"; kept {len(rows)} finished run(s) in {out}" if out is not None else
+                "; nothing kept (with --out DIR the finished runs are kept)" if args.spark else
                 "; the table above shows the finished ones (--out DIR would have kept their files)")
         print(f"ddms: interrupted after {len(rows)} of {len(tasks)} run(s){kept}", file=sys.stderr)
         return 130
@@ -413,7 +415,9 @@ def _sequential(tasks, err, run_backtest, skip_bad: bool) -> Iterator:
             yield r
 
 
-def _spark(run_sweep, tasks, master: str, err, skip_bad: bool) -> list[dict]:
+def _spark(run_sweep, tasks, master: str, err, skip_bad: bool, on_row=None) -> list[dict]:
+    """The rows of a Spark sweep, with a progress bar; ``on_row(i, row)`` (with ``--out``) gets
+    each row as its task finishes, so that Ctrl-C keeps the finished ones."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     with Progress(TextColumn("spark"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err,
                   transient=True) as bar:
@@ -427,7 +431,7 @@ def _spark(run_sweep, tasks, master: str, err, skip_bad: bool) -> list[dict]:
 
             from replay.backtest import run_task
             fn = partial(run_task, skip_bad=True)
-        return run_sweep(tasks, master=master, fn=fn, progress=progress)
+        return run_sweep(tasks, master=master, fn=fn, progress=progress, on_row=on_row)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
