@@ -17,7 +17,10 @@ How it runs, and why:
   are not left with one long straggler).  The payload is a few hundred bytes per task; the task
   reads its data file itself, so nothing large crosses the JVM.  (``mapInArrow``/``applyInPandas``
   would need pandas, which PySpark 4.3 requires at >= 2.2 and not 3; the RDD path measured about
-  50 ms of overhead per task, negligible against backtests of seconds.)
+  50 ms of overhead per task, negligible against backtests of seconds.)  With ``on_row`` (the
+  CLI's ``--out``, so that Ctrl-C keeps finished rows) each cell is its own single-task job,
+  submitted by ``defaultParallelism`` threads from one queue in the same order (about 20 ms more
+  per task on local[2]).
 * **Compiled once per worker process.**  Python workers are reused across tasks
   (``spark.python.worker.reuse``), the generated program module stays imported, and
   ``NUMBA_CACHE_DIR``/``DDMS_CACHE_DIR`` are passed to the workers, so even a fresh worker
