@@ -438,9 +438,11 @@ def test_monitor_stops_after_the_stated_policy_when_the_server_is_gone(tmp_path)
 
 
 def test_once_exits_0_when_the_replay_ends(tmp_path):
+    """--once: exit 0 at the end of the replay, no reconnect; with --strategy the wait for the
+    strategy's program is announced (as ddms run announces its compile)."""
     server, url = _serve_cli(_small_book(tmp_path), "--rate", "3000")
     try:
-        mon = _cli("monitor", url, "--once", "--no-display")
+        mon = _cli("monitor", url, "--once", "--no-display", "--strategy", "sobi")
         out, err = mon.communicate(timeout=120)
         server.wait(timeout=30)
     finally:
@@ -449,6 +451,7 @@ def test_once_exits_0_when_the_replay_ends(tmp_path):
     assert mon.returncode == 0 and server.returncode == 0, text
     assert "monitor: stopped: server closed the stream normally (end of replay)" in text
     assert "reconnect attempt" not in text
+    assert re.search(r"^(loaded|compiled) sobi\.m3 \(strategy sobi\) in [\d.]+ s$", text, re.M), text
     s = json.loads(out.decode().splitlines()[-1])
     assert s["synced"] and s["applied"] > 200 and s["reconnects"] == 0
 
