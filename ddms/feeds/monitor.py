@@ -206,7 +206,8 @@ class Monitor:
         while book.reports:
             e = book.reports.popleft()
             self.problems += 1
-            self._note("problem", message=e.line, reason=e.reason, text=e.text[:200])
+            self._note("problem", f"problem at message {e.line:,}: {e.reason}", message=e.line, reason=e.reason,
+                       text=e.text[:200])
 
     # -- the protocol core ------------------------------------------------------------------
     def _make_book(self) -> None:
@@ -277,7 +278,9 @@ class Monitor:
         self._snap_inflight = True
         delay = 0.0 if self._snap_retries == 0 else min(2.0, 0.05 * 2 ** (self._snap_retries - 1))
         url = self._snapshot_url()
-        self._note("snapshot_request", reason=reason, url=url, delay=round(delay, 3))
+        later = f" in {delay:g} s" if delay else ""
+        self._note("snapshot_request", f"asking for a snapshot{later} ({reason}): {url}", reason=reason, url=url,
+                   delay=round(delay, 3))
         self.client.request_snapshot(url, delay)
 
     def _on_snapshot(self, rep: SnapshotReply) -> None:
@@ -287,7 +290,7 @@ class Monitor:
             return
         if rep.body is None:
             self._snap_retries += 1
-            self._note("snapshot_error", url=rep.url, reason=rep.error)
+            self._note("snapshot_error", f"snapshot request failed: {rep.error}", url=rep.url, reason=rep.error)
             if book.needs_snapshot:
                 self._request_snapshot("previous snapshot request failed")
             return
@@ -297,7 +300,10 @@ class Monitor:
         else:
             actions = book.apply_snapshot(rep.body)
         self._snap_retries = self._snap_retries + 1 if book.snapshots_rejected > rejected else 0
-        self._note("snapshot", url=rep.url, applied=book.snapshots_rejected == rejected, synced=book.synced)
+        applied = book.snapshots_rejected == rejected
+        self._note("snapshot", f"snapshot {'applied' if applied else 'not usable (asking again)'}"
+                   f"{'; the book is in sync' if book.synced else ''}", url=rep.url, applied=applied,
+                   synced=book.synced)
         if actions:
             self._act(actions)
 
@@ -322,7 +328,8 @@ class Monitor:
             self._note("disconnected", self._say_disconnected(item), code=item.code, reason=item.reason,
                        retry_in=item.retry_in, attempt=item.attempt, attempts=item.attempts)
         elif t is Overflow:
-            self._note("overflow", dropped=item.dropped)
+            self._note("overflow", f"fell behind the feed: {item.dropped:,} messages dropped; resynchronizing",
+                       dropped=item.dropped)
             if self.book is not None:
                 self._act(self.book.resync(f"the consumer did not keep up: {item.dropped} messages dropped"))
         elif t is SnapshotReply:
