@@ -19,6 +19,17 @@ Every problem is reported (``--json``: one JSON line each) with the message numb
 Output: a live rich display on a terminal; ``--json``: JSON lines (view changes, problems,
 connection events), then the final views as ``ddms run --json`` prints them, then one summary
 line; the summary line is printed however the monitor ends (stream end, Ctrl-C, give-up).
+Without either, one plain line per session event on stderr (never an exception repr).
+
+Ending: with ``once`` a normal close (the server ended the stream) ends the session.  Otherwise
+the transport reconnects up to ``reconnect`` times in a row (:func:`ddms.feeds.retry_policy`
+states the policy; the first retry's line states it to the user), then the session ends: as a
+stream the server ended (exit 0) when the last connection was closed normally, else as a lost
+feed (exit 3).
+
+Strategy orders (``LiveContext.orders``) are drained after each engine update and go to the
+display's orders panel, ``order`` JSON events, or stderr lines, and to ``orders_log`` (CSV) when
+given -- never onto the display's own stream, where they would garble it.
 
 Rates (``messages_per_s``, ``level_updates_per_s``) are over ``active_seconds``: from the first
 message's receive time to the end of the last update, so connecting and waiting for the server do
