@@ -218,6 +218,23 @@ def test_feed_client_backoff_and_give_up():
     run(go())
 
 
+def test_failures_are_described_in_plain_words():
+    """What a failed connection or snapshot request says: no exception repr, no errno."""
+    from ddms.feeds.transport import FeedError, describe_error
+    url = f"http://127.0.0.1:{_free_port()}/api/v3/depth"
+    with pytest.raises(FeedError) as e:
+        run(http_get(url, 5))
+    assert str(e.value) == f"{url}: snapshot request failed: connection refused (no server listens there)"
+    assert describe_error(ConnectionRefusedError(111, "Connect call failed"), 10) == \
+        "connection refused (no server listens there)"
+    assert describe_error(OSError("Multiple exceptions: [Errno 111] Connect call failed ('::1', 1), "
+                                  "[Errno 111] Connect call failed ('127.0.0.1', 1)"), 10) == \
+        "connection refused (no server listens there)"
+    assert describe_error(TimeoutError(), 10) == "no answer within 10 s"
+    assert describe_error(socket.gaierror(-2, "Name or service not known"), 10) == \
+        "cannot resolve the host name (Name or service not known)"
+
+
 def test_retry_policy_is_stated():
     assert retry_policy(8) == ("up to 8 reconnect attempts, waiting 0.1 s before the first and doubling up to 10 s "
                                "(22.7 s of waiting at most)")
