@@ -671,7 +671,8 @@ class _Display:
         head.add_column("k2")
         head.add_column("v2", justify="right")
         pairs = [("protocol", f"{mon.protocol or '?'} {mon.market or ''}"),
-                 ("state", "synced" if s.get("synced") else "waiting for snapshot"),
+                 ("state", "synced" if s.get("synced") else
+                  "waiting for snapshot" if s.get("connects") else "not connected"),
                  ("messages", f"{s.get('messages', 0):,}"), ("msgs/s", f"{self.rate:,.0f}"),
                  ("depth events", f"{s.get('depth_events', 0):,}"), ("level updates", f"{s.get('level_updates', 0):,}"),
                  ("gaps", s.get("gaps")), ("resyncs", s.get("resyncs")),
