@@ -163,9 +163,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     mo = sub.add_parser("monitor", help="follow a live feed: book, views, checks, live display")
     mo.add_argument("url", help="websocket URL (e.g. the first line printed by ddms serve-feed)")
     mo.add_argument("--views", help="views to maintain: SQL (.sql) or M3 (.m3) over bids/asks")
-    mo.add_argument("--strategy", help="run a registered strategy (sobi, mm, ...) on the views; without --views "
-                    "on the strategy's own program; its orders are recorded, not sent anywhere, and shown in the "
-                    "display's orders panel (--json: order events; --no-display: lines on stderr)")
+    mo.add_argument("--strategy", help="run a strategy on the views: a name from ddms backtest --list, "
+                    "package.module:Class or path/to/file.py:Class; without --views on the strategy's own program; "
+                    "its orders are recorded, not sent anywhere, and shown in the display's orders panel "
+                    "(--json: order events; --no-display: lines on stderr)")
     mo.add_argument("--param", action="append", metavar="NAME=VALUE", help="a strategy parameter; repeatable")
     mo.add_argument("--orders-log", metavar="FILE",
                     help="also write every strategy action to FILE as CSV (time, line, action, order_id, side, price, "
