@@ -28,8 +28,7 @@ tests.  ``<tmp>/shared`` links to ``../shared`` when it exists.  Commands run wi
 ``usdm.parquet``, ``orders.csv``) lands there, and ``ddms`` on ``PATH`` is this checkout's
 (``python -m ddms``).  The data comes from the README's own first Use block (``ddms sample-data
 data``).  Blocks naming ``../shared`` (this repository's test data) are skipped where it is
-absent; blocks reading ``data/`` are skipped when that data could not be made (see PENDING); any
-other failure fails.
+absent; any other failure fails.
 """
 
 from __future__ import annotations
@@ -54,14 +53,8 @@ PYTHON = ("python",)
 NOT_RUN = ("text", "sql", "m3", "json")
 SETUP_SECTION = "Set up on a fresh machine"
 TIMEOUT = 900           # seconds per block
-PENDING = {"sample-data": "TODO(issue 23): `ddms sample-data` comes with another branch of issue 23 (the "
-                          "synthetic sample data); until it is merged the blocks reading data/ are skipped"}
-"""ddms commands the README uses that this checkout may not have yet: a block using one that is not
-registered is skipped with this reason (and so are the blocks needing what it writes) instead of
-failing.  Any other unknown command fails."""
 
 _FILE_MARK = re.compile(r"<!--\s*file:\s*(\S+)\s*-->")
-_DATA = re.compile(r"(?<![\w./-])data/")
 _SHARED = re.compile(r"\.\./shared/")
 _DDMS_CMD = re.compile(r"(?:^|[;&|(]\s*|\$\(\s*)ddms\s+([a-z][\w-]*)", re.M)
 
@@ -137,8 +130,8 @@ def test_listings_equal_their_files():
 
 
 def test_commands_exist():
-    """Every ``ddms X`` the README runs is a command (or one PENDING on another branch)."""
-    known = _commands() | set(PENDING)
+    """Every ``ddms X`` the README runs is a command."""
+    known = _commands()
     for b in BLOCKS:
         if b.lang in SHELL:
             for cmd in _DDMS_CMD.findall(b.text):
@@ -180,21 +173,12 @@ def make_scratch(root: Path) -> dict:
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
            "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
            "COLUMNS": "100"}
-    return {"root": root, "repo": repo, "env": env, "scripts": root / "scripts", "commands": _commands(),
-            "missing": []}
+    return {"root": root, "repo": repo, "env": env, "scripts": root / "scripts"}
 
 
-def _skip_reason(b: Block, state: dict) -> str | None:
+def _skip_reason(b: Block) -> str | None:
     if _SHARED.search(b.text) and not SHARED.exists():
         return f"needs this repository's test data ({SHARED}), absent here"
-    if b.lang in SHELL:
-        for cmd in _DDMS_CMD.findall(b.text):
-            if cmd in PENDING and cmd not in state["commands"]:
-                state["missing"].append(cmd)
-                return PENDING[cmd]
-    if _DATA.search(b.text) and not (state["repo"] / "data").is_dir():
-        why = PENDING[state["missing"][0]] if state["missing"] else "no data/ (the block writing it failed)"
-        return f"needs data/: {why}"
     return None
 
 
@@ -239,7 +223,7 @@ def _kill_group(pgid: int) -> None:
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.runs], ids=lambda b: b.id)
 def test_readme_block_runs(block: Block, scratch: dict):
-    reason = _skip_reason(block, scratch)
+    reason = _skip_reason(block)
     if reason:
         pytest.skip(reason)
     r = _run_block(block, scratch)
