@@ -53,8 +53,10 @@ def run(sh: Shared) -> list[Row]:
     # the signal of the (uncrossed) synthetic book sits within about +-0.0005 of 0: at 0.0003 the
     # strategy trades about as often as 0.001 did on the earlier, crossed stream (10M lines:
     # 8,936 callbacks and 6,934 fills against 8,484 and 6,517), so the rows stay comparable
-    sobi = {"threshold": 0.0003}
-    mm = {"tick": 100}
+    # and the sizes the README's rows were measured with (the defaults before 1 lot, 5 max)
+    sizes = {"order_size": 100, "position_limit": 1000}
+    sobi = {"threshold": 0.0003, **sizes}
+    mm = {"tick": 100, **sizes}
     for name, params in (("sobi", sobi), ("mm", mm)):     # load compiled code outside the timings
         run_backtest(batches[:1], name, params)
     s = strategies.get("sobi", sobi)

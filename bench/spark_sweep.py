@@ -115,11 +115,12 @@ def _readers(tmp: Path, reps: int) -> list[Row]:
 def sweep_tasks(quick: bool) -> list[tuple[str, str, dict]]:
     """The benchmark sweep: partitions x 20 parameter sets x strategies (quick: 2 x 3 x 2)."""
     parts = [str(FINANCE_BIG)] + [str(p) for p in CAPTURES if p.exists()]
-    sobi = [{"k": k, "threshold": th, "order_size": q} for k in (0.05, 0.1, 0.25, 0.5, 0.75)
+    # position limit and mm size as the README's row was measured (the defaults before 1 lot, 5 max)
+    sobi = [{"k": k, "threshold": th, "order_size": q, "position_limit": 1000.0} for k in (0.05, 0.1, 0.25, 0.5, 0.75)
             for th in (0.0005, 0.001)
             for q in (50.0, 100.0)]
-    mm = [{"half_spread": h, "requote": rq, "skew": s} for h in (0.0005, 0.001) for rq in (0.0002, 0.0005)
-          for s in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    mm = [{"half_spread": h, "requote": rq, "skew": s, "order_size": 100.0, "position_limit": 1000.0}
+          for h in (0.0005, 0.001) for rq in (0.0002, 0.0005) for s in (0.0, 0.25, 0.5, 0.75, 1.0)]
     if quick:
         parts, sobi, mm = parts[:2], sobi[:3], mm[:3]
     return [(p, name, g) for name, grid in (("sobi", sobi), ("mm", mm)) for p in parts for g in grid]

@@ -8,13 +8,18 @@
   equals the capture's own book;
 * a consumer that stalls makes the transport drop and say so (Overflow), and the monitor resyncs;
 * finance.csv through server and monitor gives ``ddms run``'s views, also across a lost message;
-* the server's routes: Binance paths, raw /ws streams, SUBSCRIBE, clear errors, --empty-book.
+* the server's routes: Binance paths, raw /ws streams, SUBSCRIBE, clear errors, --empty-book;
+* the reconnect policy: stated, bounded, one plain line per attempt; a stream the server ended
+  exits 0 once the policy runs out, a lost feed 3; ``--once`` exits 0 at the end of the replay;
+* strategy orders: in the display's orders panel (never between the display's lines, never on
+  stderr), in ``--orders-log``, as JSON events; the README's strategy example places orders.
 """
 
 from __future__ import annotations
 
 import asyncio
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -211,6 +216,23 @@ def test_feed_client_backoff_and_give_up():
         assert all(d.reason == "connection refused (no server listens there)" and not d.connected for d in lost)
         assert client.stats.connects == 0 and client.stats.failures == 4
     run(go())
+
+
+def test_failures_are_described_in_plain_words():
+    """What a failed connection or snapshot request says: no exception repr, no errno."""
+    from ddms.feeds.transport import FeedError, describe_error
+    url = f"http://127.0.0.1:{_free_port()}/api/v3/depth"
+    with pytest.raises(FeedError) as e:
+        run(http_get(url, 5))
+    assert str(e.value) == f"{url}: snapshot request failed: connection refused (no server listens there)"
+    assert describe_error(ConnectionRefusedError(111, "Connect call failed"), 10) == \
+        "connection refused (no server listens there)"
+    assert describe_error(OSError("Multiple exceptions: [Errno 111] Connect call failed ('::1', 1), "
+                                  "[Errno 111] Connect call failed ('127.0.0.1', 1)"), 10) == \
+        "connection refused (no server listens there)"
+    assert describe_error(TimeoutError(), 10) == "no answer within 10 s"
+    assert describe_error(socket.gaierror(-2, "Name or service not known"), 10) == \
+        "cannot resolve the host name (Name or service not known)"
 
 
 def test_retry_policy_is_stated():
@@ -433,9 +455,11 @@ def test_monitor_stops_after_the_stated_policy_when_the_server_is_gone(tmp_path)
 
 
 def test_once_exits_0_when_the_replay_ends(tmp_path):
+    """--once: exit 0 at the end of the replay, no reconnect; with --strategy the wait for the
+    strategy's program is announced (as ddms run announces its compile)."""
     server, url = _serve_cli(_small_book(tmp_path), "--rate", "3000")
     try:
-        mon = _cli("monitor", url, "--once", "--no-display")
+        mon = _cli("monitor", url, "--once", "--no-display", "--strategy", "sobi")
         out, err = mon.communicate(timeout=120)
         server.wait(timeout=30)
     finally:
@@ -444,6 +468,7 @@ def test_once_exits_0_when_the_replay_ends(tmp_path):
     assert mon.returncode == 0 and server.returncode == 0, text
     assert "monitor: stopped: server closed the stream normally (end of replay)" in text
     assert "reconnect attempt" not in text
+    assert re.search(r"^(loaded|compiled) sobi\.m3 \(strategy sobi\) in [\d.]+ s$", text, re.M), text
     s = json.loads(out.decode().splitlines()[-1])
     assert s["synced"] and s["applied"] > 200 and s["reconnects"] == 0
 
@@ -549,3 +574,48 @@ def test_unknown_strategy_is_a_clear_error():
     p = _cli("monitor", "ws://127.0.0.1:9/x", "--strategy", "nope", "--once")
     _, err = p.communicate(timeout=60)
     assert p.returncode == 2 and b"unknown strategy 'nope'" in err and b"sobi" in err
+
+
+def _readme_strategy_example() -> tuple[list[str], list[str]]:
+    """The README's block that runs ``ddms monitor --strategy``: its serve-feed and monitor command
+    lines (argv after ``ddms``), read from README.md itself so that this test follows the text."""
+    import shlex
+
+    from test_readme import BLOCKS
+    (block,) = [b for b in BLOCKS if "ddms monitor" in b.text and "--strategy" in b.text]
+    commands = [shlex.split(line, comments=True) for line in block.text.replace("\\\n", " ").splitlines()]
+    serve = next(c for c in commands if c[:2] == ["ddms", "serve-feed"])
+    monitor = next(c for c in commands if c[:2] == ["ddms", "monitor"])
+    return [x for x in serve[1:] if x != "&"], monitor[1:]
+
+
+def test_readme_strategy_example_places_orders(tmp_path):
+    """The README's strategy example, with its capture, strategy and parameters, places orders
+    (run in-process on a free port: the same server and monitor code as the two commands)."""
+    from ddms.cli import build_parser
+    from ddms.feeds.cli import monitor_config
+    serve_argv, monitor_argv = _readme_strategy_example()
+    parser = build_parser()
+    sargs, margs = parser.parse_args(serve_argv), parser.parse_args(monitor_argv)
+    capture = REPO / sargs.input
+    if not capture.exists():
+        pytest.skip(f"{capture} not available")
+    config = monitor_config(margs)
+    assert config.strategy and config.once and config.orders_log
+
+    async def go():
+        server, url = await _serve(load_replay(capture), speed=sargs.speed, rate=sargs.rate)
+        path = config.url.split("/", 3)[3]          # the README's path on the README's port
+        cfg = dataclasses.replace(config, url=url.split("/stream")[0] + "/" + path,
+                                  orders_log=str(tmp_path / config.orders_log))
+        mon = Monitor(cfg, out=io.StringIO())
+        s = await mon.run()
+        await server
+        return cfg, s
+    cfg, s = run(go())
+    assert s["end"].startswith("server closed the stream normally") and s["gaps"] == 0
+    with open(cfg.orders_log, newline="") as f:
+        rows = list(csv.DictReader(f))
+    placed = [r for r in rows if r["action"] != "cancel"]
+    assert s["strategy"]["orders"] == len(placed) >= 1
+    assert all(float(r["qty"]) == 1.0 for r in placed)

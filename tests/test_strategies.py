@@ -153,11 +153,11 @@ def test_live_context_records_and_prints():
 def test_attach_without_context_is_live_on_stderr(capsys):
     strat = strategies.get("sobi", {"k": 0.5, "threshold": 0.05})
     engine = strat.make_engine()
-    ctx = strat.attach(engine)                  # what `ddms monitor --strategy sobi` does
+    ctx = strat.attach(engine)                  # no context: live, orders on stderr
     assert isinstance(ctx, LiveContext)
     engine.apply(_batch(SOBI_BOOK), engine.relmap(("bids", "asks")))
     captured = capsys.readouterr()
-    assert captured.out == "" and "[line 3] order 1: limit buy 1 @ 101" in captured.err
+    assert captured.out == "" and "[line 3] order 1: limit buy 1 @ 101" in captured.err  # 1 lot
 
 
 def test_missing_view_is_a_clear_error():

@@ -110,9 +110,14 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
     config = monitor_config(args)
     engine = None
-    if args.views:   # built here, after the arguments are checked, to say which wait is coming
+    if args.views or args.strategy:     # built here, after the arguments are checked, to say which wait is coming
         from ddms.cli import build_engine
-        engine = build_engine(args.views, args.views)
+        if args.views:
+            engine = build_engine(args.views, args.views)
+        else:                           # the strategy's own program; its name and parameters checked first
+            import strategies
+            strat = strategies.get(args.strategy, dict(config.strategy_params))
+            engine = build_engine(strat.program, f"{strat.program.name} (strategy {args.strategy})")
     mon = Monitor(config, engine=engine)
     try:
         summary = asyncio.run(mon.run())

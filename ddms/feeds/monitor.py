@@ -19,6 +19,17 @@ Every problem is reported (``--json``: one JSON line each) with the message numb
 Output: a live rich display on a terminal; ``--json``: JSON lines (view changes, problems,
 connection events), then the final views as ``ddms run --json`` prints them, then one summary
 line; the summary line is printed however the monitor ends (stream end, Ctrl-C, give-up).
+Without either, one plain line per session event on stderr (never an exception repr).
+
+Ending: with ``once`` a normal close (the server ended the stream) ends the session.  Otherwise
+the transport reconnects up to ``reconnect`` times in a row (:func:`ddms.feeds.retry_policy`
+states the policy; the first retry's line states it to the user), then the session ends: as a
+stream the server ended (exit 0) when the last connection was closed normally, else as a lost
+feed (exit 3).
+
+Strategy orders (``LiveContext.orders``) are drained after each engine update and go to the
+display's orders panel, ``order`` JSON events, or stderr lines, and to ``orders_log`` (CSV) when
+given -- never onto the display's own stream, where they would garble it.
 
 Rates (``messages_per_s``, ``level_updates_per_s``) are over ``active_seconds``: from the first
 message's receive time to the end of the last update, so connecting and waiting for the server do
@@ -206,7 +217,8 @@ class Monitor:
         while book.reports:
             e = book.reports.popleft()
             self.problems += 1
-            self._note("problem", message=e.line, reason=e.reason, text=e.text[:200])
+            self._note("problem", f"problem at message {e.line:,}: {e.reason}", message=e.line, reason=e.reason,
+                       text=e.text[:200])
 
     # -- the protocol core ------------------------------------------------------------------
     def _make_book(self) -> None:
@@ -277,7 +289,9 @@ class Monitor:
         self._snap_inflight = True
         delay = 0.0 if self._snap_retries == 0 else min(2.0, 0.05 * 2 ** (self._snap_retries - 1))
         url = self._snapshot_url()
-        self._note("snapshot_request", reason=reason, url=url, delay=round(delay, 3))
+        later = f" in {delay:g} s" if delay else ""
+        self._note("snapshot_request", f"asking for a snapshot{later} ({reason}): {url}", reason=reason, url=url,
+                   delay=round(delay, 3))
         self.client.request_snapshot(url, delay)
 
     def _on_snapshot(self, rep: SnapshotReply) -> None:
@@ -287,7 +301,7 @@ class Monitor:
             return
         if rep.body is None:
             self._snap_retries += 1
-            self._note("snapshot_error", url=rep.url, reason=rep.error)
+            self._note("snapshot_error", f"snapshot request failed: {rep.error}", url=rep.url, reason=rep.error)
             if book.needs_snapshot:
                 self._request_snapshot("previous snapshot request failed")
             return
@@ -297,7 +311,10 @@ class Monitor:
         else:
             actions = book.apply_snapshot(rep.body)
         self._snap_retries = self._snap_retries + 1 if book.snapshots_rejected > rejected else 0
-        self._note("snapshot", url=rep.url, applied=book.snapshots_rejected == rejected, synced=book.synced)
+        applied = book.snapshots_rejected == rejected
+        self._note("snapshot", f"snapshot {'applied' if applied else 'not usable (asking again)'}"
+                   f"{'; the book is in sync' if book.synced else ''}", url=rep.url, applied=applied,
+                   synced=book.synced)
         if actions:
             self._act(actions)
 
@@ -322,7 +339,8 @@ class Monitor:
             self._note("disconnected", self._say_disconnected(item), code=item.code, reason=item.reason,
                        retry_in=item.retry_in, attempt=item.attempt, attempts=item.attempts)
         elif t is Overflow:
-            self._note("overflow", dropped=item.dropped)
+            self._note("overflow", f"fell behind the feed: {item.dropped:,} messages dropped; resynchronizing",
+                       dropped=item.dropped)
             if self.book is not None:
                 self._act(self.book.resync(f"the consumer did not keep up: {item.dropped} messages dropped"))
         elif t is SnapshotReply:
@@ -653,7 +671,8 @@ class _Display:
         head.add_column("k2")
         head.add_column("v2", justify="right")
         pairs = [("protocol", f"{mon.protocol or '?'} {mon.market or ''}"),
-                 ("state", "synced" if s.get("synced") else "waiting for snapshot"),
+                 ("state", "synced" if s.get("synced") else
+                  "waiting for snapshot" if s.get("connects") else "not connected"),
                  ("messages", f"{s.get('messages', 0):,}"), ("msgs/s", f"{self.rate:,.0f}"),
                  ("depth events", f"{s.get('depth_events', 0):,}"), ("level updates", f"{s.get('level_updates', 0):,}"),
                  ("gaps", s.get("gaps")), ("resyncs", s.get("resyncs")),

@@ -438,7 +438,9 @@ def _get_sync(url: str, timeout: float) -> tuple[int, bytes]:
     except urllib.error.HTTPError as e:
         return e.code, e.read()
     except (urllib.error.URLError, OSError, TimeoutError) as e:
-        raise FeedError(f"{url}: snapshot request failed: {getattr(e, 'reason', e)}") from None
+        cause = e.reason if isinstance(e, urllib.error.URLError) else e
+        why = describe_error(cause, timeout) if isinstance(cause, BaseException) else str(cause)
+        raise FeedError(f"{url}: snapshot request failed: {why}") from None
 
 
 async def http_get(url: str, timeout: float = 10.0) -> tuple[int, bytes]:
