@@ -551,6 +551,22 @@ class Decoder:
     def __init__(self) -> None:
         self._slots = np.zeros((_NK, 4), np.int64)
         self._lv = np.zeros((256, 4), np.int64)
+        self.unknown_fields: dict[str, int] = {}
+        """Fields outside the known shapes, ignored: field name -> messages that carried it.  A
+        venue adds fields without notice (COIN-M futures send ``ps``), so an unknown field is
+        counted, never fatal."""
+        self.new_unknown: list[str] = []
+        """Names counted for the first time since the owner last cleared this list (a builder
+        reports each name once)."""
+
+    def _unknown(self, names) -> None:
+        for n in names:
+            n = str(n)
+            c = self.unknown_fields.get(n)
+            if c is None:
+                self.new_unknown.append(n)
+                c = 0
+            self.unknown_fields[n] = c + 1
 
     def decode(self, msg: bytes | bytearray | memoryview | str | Mapping, source: str = "<binance>",
                line: int = 0) -> Record:
@@ -573,12 +589,15 @@ class Decoder:
                 break
             self._lv = np.zeros((max(2 * self._lv.shape[0], len(buf) // 9 + 1), 4), np.int64)
         if r[0] == 0:
-            rec = self._fast(data, r)
+            try:
+                rec = self._fast(data, r)
+            except UnicodeDecodeError:   # bytes that are not UTF-8 inside a string: json says where
+                rec = None
             if rec is not None:
                 return rec
         try:
             obj = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise InputError(f"malformed JSON: {e}", source, line, _text(data)) from None
         return self.from_obj(obj, source, line, data)
 
@@ -654,7 +673,7 @@ class Decoder:
         if "data" in obj or "stream" in obj:
             extra = set(obj) - {"stream", "data"}
             if extra:
-                raise bad(f"unknown envelope field(s) {sorted(extra)}")
+                self._unknown(sorted(extra))
             if not isinstance(obj.get("stream"), str):
                 raise bad("envelope without a string 'stream'")
             if not isinstance(obj.get("data"), Mapping):
@@ -672,7 +691,7 @@ class Decoder:
             kind = "bookTicker"
         elif "result" in obj and "id" in obj and stream is None:
             if set(obj) != {"result", "id"}:
-                raise bad(f"unknown field(s) {sorted(set(obj) - {'result', 'id'})} in a response")
+                self._unknown(sorted(set(obj) - {"result", "id"}))
             return Response(obj["id"], obj["result"])
         else:
             raise bad("not a Binance message (no 'e', 'lastUpdateId' or bookTicker fields)")
@@ -684,7 +703,7 @@ class Decoder:
         allowed = {n for n, k in names.items() if (s_req | s_opt | i_req | i_opt | b_req | b_opt | lev) >> k & 1}
         unknown = [k for k in obj if k not in allowed]
         if unknown:
-            raise bad(f"unknown field(s) {unknown} in a {kind} message")
+            self._unknown(unknown)
         for n in allowed:
             k = names[n]
             required = (s_req | i_req | b_req | lev) >> k & 1
@@ -1165,6 +1184,8 @@ class BinanceBook:
                 self.malformed += 1
                 self.reports.append(e)
                 return _NO_ACTIONS
+            if self._decoder.new_unknown:
+                self._report_unknown(self._decoder.new_unknown, n)
             t = type(msg)
         if t is BookTicker:
             self._on_ticker(msg, n)
@@ -1177,6 +1198,19 @@ class BinanceBook:
         if t is DepthSnapshot:
             return self._on_snapshot(msg, n, recv_ts_ns)
         return _NO_ACTIONS   # Response: nothing to do
+
+    @property
+    def unknown_fields(self) -> dict[str, int]:
+        """Unknown message fields ignored so far: name -> messages carrying it (of the messages
+        this builder decoded itself; a capture reader's decoder counts those it decoded)."""
+        return dict(self._decoder.unknown_fields)
+
+    def _report_unknown(self, names: list[str], n: int) -> None:
+        """One report per new unknown field name (then only counted)."""
+        for name in names:
+            self.reports.append(InputError(f"unknown field {name!r} ignored (counted in unknown_fields)",
+                                           self.source, n))
+        names.clear()
 
     def apply_snapshot(self, snapshot: bytes | str | Mapping | DepthSnapshot, recv_ts_ns: int = 0
                        ) -> tuple[NeedSnapshot, ...]:
