@@ -287,7 +287,8 @@ def test_okx_without_sequence_numbers_relies_on_the_checksum():
 
 def test_bad_messages_are_counted_and_never_raise():
     for venue, core in (("kraken", KrakenBooks()), ("okx", OkxBooks()), ("coinbase", CoinbaseBooks())):
-        for i, m in enumerate((None, 3, "x", [], [1, 2, 3, 4], {}, {"arg": 1}, {"type": 5}, [1, {"a": "x"}, "book-x", "P"],
+        for i, m in enumerate((None, 3, "x", [], [1, 2, 3, 4], {}, {"arg": 1}, {"type": 5},
+                               [1, {"a": "x"}, "book-x", "P"],
                                {"arg": {"channel": "books", "instId": "P"}, "action": "update", "data": [{"asks": 1}]},
                                {"type": "l2update", "product_id": "P", "changes": [["buy", "1", "x"]]}), 1):
             core.feed(m, i)
