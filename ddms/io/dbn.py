@@ -12,8 +12,9 @@ action     book effect (per ``instrument_id``)
 =========  =====================================================================================
 ``A`` Add  insert the order (``order_id``, ``side`` B/A, ``price``, ``size``); an id already
            resting is an error -- except in a snapshot (records flagged ``F_SNAPSHOT``): the first
-           snapshot record after live records (or at the start) CLEARS the instrument's book, so a
-           snapshot replaces the book instead of adding its orders twice
+           snapshot record after live records (or at the start of a stream: :meth:`MboBook.new_stream`,
+           called for each file) CLEARS the instrument's book, so a snapshot replaces the book
+           instead of adding its orders twice
 ``C``      remove ``size`` from the order (all of it: the order leaves the book); an unknown
            order or a size above the resting one is an error
 ``M``      give the order a new price and/or size (a delete plus an insert); an unknown order is
@@ -151,6 +152,14 @@ class MboBook:
                 self.bad_samples.append(e)
         if flags & F_LAST:
             self._end_event(inst)
+
+    def new_stream(self) -> None:
+        """The next records come from a new stream (another file or session): its snapshot
+        replaces each instrument's book even when the previous stream ended in a snapshot.
+        Without this call, a snapshot run straight after another is one snapshot, and its
+        repeated order ids are refused as duplicates."""
+        for inst in self.instruments.values():
+            inst.in_snapshot = False
 
     def _err(self, reason: str, n: int, rec: Any) -> InputError:
         return InputError(reason, self.source, n, repr(rec)[:300])
@@ -344,6 +353,7 @@ def read_dbn(path: str | os.PathLike, *, skip_bad: bool = False, book: MboBook |
         zstd = f.read(4) == _ZSTD_MAGIC
     dec = dbn.DBNDecoder(compression=dbn.Compression.ZSTD if zstd else dbn.Compression.NONE)
     bk = book if book is not None else MboBook(p, skip_bad=skip_bad)
+    bk.new_stream()
     with open(p, "rb") as f:
         while True:
             data = f.read(chunk_bytes)
