@@ -16,7 +16,15 @@ kind           files                                       reader
                plain): one row per price level, id = price
                * 10**px_decimals, broker 0
 ``parquet``    our columnar event files (``ddms convert``)  :func:`replay.columnar.read_parquet`
+``cryptofeed`` cryptofeed ``<EXCH>.ws.*`` captures (+ the   :func:`ddms.io.cryptofeed.read_cryptofeed`
+               ``.http.`` files beside them)
+``dbn``        Databento DBN market-by-order (.dbn[.zst])  :func:`ddms.io.dbn.read_dbn` (order level)
+``tardis``     tardis.dev ``incremental_book_L2`` CSV      :func:`ddms.io.tardis.read_tardis`
 =============  ==========================================  =======================================
+
+The last three come from :mod:`ddms.io.formats` (one registration hook: detection and reading
+live there); a file of them is one symbol's book: ``symbol=`` chooses it (needed when the file
+holds several).
 
 Detection (:func:`detect_kind`, sans-I/O: a file name and its first bytes in, a kind out): the
 Parquet magic ``PAR1``; gzip or a first line ``<digits> {`` -> a Binance capture; otherwise the
@@ -45,11 +53,15 @@ from pathlib import Path
 import numpy as np
 
 from ddms.errors import InputError, ReplayError
+from ddms.io import formats as io_formats
 from ddms.streams.events import EventBatch
 
 __all__ = ["KINDS", "RELATIONS", "Source", "detect_kind", "open_source", "partition_name"]
 
-KINDS = ("orderbook", "lobster", "binance", "parquet")
+# the formats of ddms/io register here (cryptofeed captures, Databento DBN, tardis CSV): one
+# hook, see ddms.io.formats; their sources are one symbol's book (``symbol=``)
+_IO_FORMATS = {f.kind: f for f in io_formats.FORMATS}
+KINDS = ("orderbook", "lobster", "binance", "parquet", *_IO_FORMATS)
 RELATIONS = ("bids", "asks")
 _HEAD_BYTES = 1 << 16
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -86,6 +98,9 @@ def detect_kind(name: str, head: bytes) -> str:
         return "parquet"
     if lower.endswith(".parquet"):
         raise ReplayError("not a Parquet file (it does not start with the magic bytes PAR1)", name)
+    fmt = io_formats.detect(name, head)
+    if fmt is not None:
+        return fmt.kind
     if not head:
         if lower.endswith(".csv"):
             return "lobster" if "message" in lower else "orderbook"
@@ -132,7 +147,8 @@ class Source:
     ``allow_empty_start`` (Binance: start from an empty book at the first depth event instead of
     waiting for the capture's REST snapshot -- a capture without one then replays instead of
     failing; a snapshot later in the capture is ignored as unsolicited), ``batch_updates`` (Binance: book updates
-    per batch).  Each iteration re-reads the file."""
+    per batch), ``symbol`` (ddms/io formats: the instrument whose book to read; default the
+    file's only one).  Each iteration re-reads the file."""
 
     path: str
     kind: str
@@ -143,6 +159,7 @@ class Source:
     market: str | None = None
     allow_empty_start: bool = False
     batch_updates: int = 4096
+    symbol: str | None = None
 
     def __iter__(self) -> Iterator[EventBatch]:
         return self.batches()
@@ -163,12 +180,15 @@ class Source:
         if self.kind == "parquet":
             from replay.columnar import read_parquet
             return read_parquet(self.path)
+        if self.kind in _IO_FORMATS:
+            return io_formats.symbol_batches(_IO_FORMATS[self.kind], self.path, symbol=self.symbol,
+                                             skip_bad=self.skip_bad)
         raise ReplayError(f"unknown source kind {self.kind!r} (kinds: {', '.join(KINDS)})", self.path)
 
 
 def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str | None = None,
                 brokers: int = 10, skip_bad: bool = False, market: str | None = None,
-                allow_empty_start: bool = False) -> Source:
+                allow_empty_start: bool = False, symbol: str | None = None) -> Source:
     """Detect the format of ``path`` (or take ``kind``) and return its :class:`Source`.  Raises
     :class:`ReplayError` for a missing file, an unknown or mismatching format, a Parquet file that
     is not ours; reading nothing but the first 64 KiB (Parquet: the footer)."""
@@ -188,7 +208,7 @@ def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str |
     except OSError as e:
         raise ReplayError(f"cannot read: {e.strerror or e}", p) from None
     found = detect_kind(p, head) if kind is None else kind
-    if gz and found != "binance":
+    if gz and found != "binance" and not (found in _IO_FORMATS and _IO_FORMATS[found].gzip_ok):
         raise ReplayError(f"gzip-compressed {found} files are not read directly (only Binance captures are): "
                           "decompress it first", p)
     if kind is not None and kind != "parquet" and head.startswith(_PARQUET_MAGIC):
@@ -197,7 +217,8 @@ def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str |
         from replay.columnar import parquet_info
         parquet_info(p)  # validates the footer and our metadata now, not in a Spark worker
     return Source(p, found, name or partition_name(p), RELATIONS, brokers, skip_bad,
-                  market or (_market_from_name(p) if found == "binance" else None), allow_empty_start)
+                  market or (_market_from_name(p) if found == "binance" else None), allow_empty_start,
+                  symbol=symbol)
 
 
 # ------------------------------------------------------------------------------------------

@@ -272,6 +272,9 @@ def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = Non
     ws, found = capture_files(path)
     if not os.path.exists(ws):
         raise ReplayError("no such file", ws)
+    if ".http." in os.path.basename(ws):
+        raise ReplayError("the REST half of a cryptofeed capture: read its <EXCHANGE>.ws.* file, which "
+                          "finds this one beside it", ws)
     files = [ws] + (list(http) if http is not None else found)
     p = parser or CryptofeedParser(ws, venue=venue, skip_bad=skip_bad)
     streams = [_lines_of(f, i) for i, f in enumerate(files)]
