@@ -22,11 +22,12 @@ from conftest import SHARED
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mutate import fuzz
-from venue_sim import coinbase, kraken, okx
+from venue_sim import binance, coinbase, kraken, okx
 
 from ddms.errors import InputError, ReplayError
 from ddms.io.cryptofeed import CryptofeedParser, parse_line, read_cryptofeed, venue_of
 from ddms.io.levels import ASKS, BIDS, LevelBook, price_key
+from ddms.io.venues.binance import BinanceBooks
 from ddms.io.venues.coinbase import CoinbaseBooks
 from ddms.io.venues.kraken import KrakenBooks, kraken_checksum
 from ddms.io.venues.okx import OkxBooks, okx_checksum
@@ -498,3 +499,102 @@ def test_unknown_venue_is_a_replay_error(tmp_path):
     p.write_bytes(b"wss://example.org <-> 1.0\n2.0: {}\n")
     with pytest.raises(ReplayError, match="cannot tell the venue"):
         read_all(p)
+
+
+# ------------------------------------------------------------------------------------------
+# Binance, many symbols (synthetic: always available)
+# ------------------------------------------------------------------------------------------
+
+def run_binance(msgs, snaps, market: str):
+    core = BinanceBooks(market, "<binance>")
+    rows = Rows()
+    at: dict[int, list] = {}
+    for sym, (pos, snap) in snaps.items():
+        at.setdefault(pos, []).append((sym, snap))
+    line = 0
+    for i in range(len(msgs) + 1):
+        for sym, snap in at.get(i, ()):
+            line += 1
+            core.apply_snapshot(sym, snap, line)
+            rows.apply(core.take_events())
+        if i < len(msgs):
+            line += 1
+            core.feed(msgs[i][1], line)
+            rows.apply(core.take_events())
+    core._check()
+    return core, rows
+
+
+def binance_truth_equal(core, rows, truth, symbols) -> None:
+    for sym in symbols:
+        bk = core.books[sym]
+        for side in (BIDS, ASKS):
+            want = {price_key(p)[0] // 10**16: int(q) for p, q in truth[sym][side].items()}
+            assert dict(bk.levels(side)) == want, sym
+        assert rows.levels(sym) == tuple({float(p): float(q) for p, q in truth[sym][side].items()}
+                                         for side in (BIDS, ASKS)), sym
+
+
+@pytest.mark.parametrize("market,coin_m", [("spot", False), ("futures", False), ("futures", True)])
+@given(seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=15, deadline=None)
+def test_binance_many_symbols_clean(market, coin_m, seed):
+    syms = ("BTCUSD_PERP", "ETHUSD_PERP") if coin_m else ("BTCUSDT", "ETHUSDT", "XRPUSDT")
+    msgs, truth, snaps = binance(random.Random(seed), syms, market=market, coin_m=coin_m)
+    core, rows = run_binance(msgs, snaps, market)
+    s = core.summary()
+    assert s["synced"] and s["gaps"] == s["resyncs"] == s["malformed"] == s["crossed"] == 0
+    assert s["bookticker_mismatch"] == 0
+    binance_truth_equal(core, rows, truth, syms)
+    ndepth = sum(1 for _, m in msgs if "depthUpdate" == m["data"].get("e"))
+    assert s["unknown_fields"] == ({"ps": ndepth} if coin_m else {})
+    assert s["ignored"].get("aggtrade", 0) == sum(1 for _, m in msgs if "aggTrade" in m["stream"])
+
+
+@pytest.mark.parametrize("fault", ["drop", "duplicate", "reorder", "corrupt_price"])
+@pytest.mark.parametrize("market", ["spot", "futures"])
+@given(seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=10, deadline=None)
+def test_binance_fault_in_one_symbol_only(market, fault, seed):
+    rng = random.Random(seed)
+    syms = ("BTCUSDT", "ETHUSDT", "XRPUSDT")
+    msgs, truth, snaps = binance(rng, syms, market=market, n=200)
+    clean_core, _ = run_binance(msgs, snaps, market)
+    sym = rng.choice(syms)
+    pos = snaps[sym][0]
+    idx = [i for i, (s, m) in enumerate(msgs) if s == sym and i >= pos and m["data"].get("e") == "depthUpdate"]
+    if len(idx) < 3:
+        return
+    i = rng.choice(idx[1:-1])   # after the symbol's first applied event, before its last
+    bad = copy.deepcopy(msgs)
+    if fault == "drop":
+        del bad[i]
+    elif fault == "duplicate":
+        bad.insert(i + 1, copy.deepcopy(bad[i]))
+    elif fault == "reorder":
+        j = idx[idx.index(i) + 1]
+        bad[i], bad[j] = bad[j], bad[i]
+    else:
+        d = bad[i][1]["data"]
+        (d["b"] or d["a"])[0][0] = "1.2.3"
+    shift = {"drop": -1, "duplicate": 1}.get(fault, 0)
+    snaps2 = {s: (p + (shift if p > i else 0), snap) for s, (p, snap) in snaps.items()}
+    core, rows = run_binance(bad, snaps2, market)
+    st_ = core.books[sym].counters()
+    if fault == "duplicate":
+        assert st_["stale"] == 1 and st_["gaps"] == 0 and core.books[sym].synced
+    else:
+        assert st_["gaps"] == 1 and st_["resyncs"] == 1 and not core.books[sym].synced
+        assert st_["malformed"] == (1 if fault == "corrupt_price" else 0)
+    for other in syms:
+        if other != sym:
+            assert core.books[other].counters() == clean_core.books[other].counters(), other
+    binance_truth_equal(core, rows, truth, [o for o in syms if o != sym])
+    last_u = max(m["data"]["u"] for s, m in msgs if s == sym and m["data"].get("e") == "depthUpdate")
+    b, a = truth[sym]
+    core.apply_snapshot(sym, {"lastUpdateId": last_u, "bids": [[p, q] for p, q in b.items()],
+                              "asks": [[p, q] for p, q in a.items()]}, 10**6)
+    rows.apply(core.take_events())
+    core._check()
+    assert core.books[sym].synced
+    binance_truth_equal(core, rows, truth, syms)

@@ -191,3 +191,70 @@ def coinbase(rng: random.Random, products: tuple[str, ...] = ("BTC-USD", "ETH-EU
             ba = _order(full[p][1], False)[0][0]
             msgs.append((p, {"type": "ticker", "product_id": p, "best_bid": bb, "best_ask": ba, "price": bb}))
     return msgs, {p: full[p] for p in products}
+
+
+def binance(rng: random.Random, symbols: tuple[str, ...] = ("BTCUSDT", "ETHUSDT", "XRPUSDT"), n: int = 150,
+            market: str = "futures", coin_m: bool = False) -> tuple[list, dict, dict]:
+    """A Binance combined stream of several symbols: depth updates (``U``/``u``, futures ``pu``;
+    COIN-M adds ``ps``), bookTickers of the book after an update, trades; and one REST snapshot
+    per symbol taken after the stream started (returned separately: ``{symbol: (position in
+    the stream, snapshot)}``, to be applied when the stream reaches that position)."""
+    full = {s: ({}, {}) for s in symbols}
+    last = {s: rng.randrange(100, 10**6) for s in symbols}
+    fut = market == "futures"
+    msgs: list = []
+    snaps: dict = {}
+
+    def px(tick: int) -> str:
+        return f"{tick / 100:.2f}"
+
+    for s in symbols:
+        b, a = full[s]
+        for _ in range(rng.randrange(1, 20)):
+            b[px(rng.randrange(1000, 2000))] = f"{rng.randrange(1, 1000)}"
+            a[px(rng.randrange(2000, 3000))] = f"{rng.randrange(1, 1000)}"
+    for i in range(n):
+        s = rng.choice(symbols)
+        seen = any(x == s and "depth" in m["stream"] for x, m in msgs)   # subscribed before the snapshot
+        if s not in snaps and seen and (rng.random() < 0.15 or i > n // 3):
+            b, a = full[s]
+            snap = {"lastUpdateId": last[s], "bids": [list(kv) for kv in _order(b, True)],
+                    "asks": [list(kv) for kv in _order(a, False)]}
+            if fut:
+                snap.update(E=1, T=1)
+            snaps[s] = (len(msgs), snap)
+        ch: tuple[list, list] = ([], [])
+        for _ in range(rng.randrange(1, 4)):
+            side = rng.randrange(2)
+            book = full[s][side]
+            if rng.random() < 0.35 and len(book) > 1:
+                x = rng.choice(list(book))
+                del book[x]
+                ch[side].append([x, "0"])
+            else:
+                x = px(rng.randrange(1000, 2000) if side == 0 else rng.randrange(2000, 3000))
+                book[x] = y = f"{rng.randrange(1, 1000)}"
+                ch[side].append([x, y])
+        first, u = last[s] + 1, last[s] + rng.randrange(1, 4)
+        d = {"e": "depthUpdate", "E": 1000 + i, "s": s, "U": first, "u": u, "b": ch[0], "a": ch[1]}
+        if fut:
+            d.update(T=1000 + i, pu=last[s])
+        if coin_m:
+            d["ps"] = s.split("_")[0]
+        last[s] = u
+        msgs.append((s, {"stream": f"{s.lower()}@depth@100ms", "data": d}))
+        if rng.random() < 0.3:
+            bb, ba = _order(full[s][0], True)[0], _order(full[s][1], False)[0]
+            t = {"u": u, "s": s, "b": bb[0], "B": bb[1], "a": ba[0], "A": ba[1]}
+            if fut:
+                t.update(e="bookTicker", E=1, T=1)
+            msgs.append((s, {"stream": f"{s.lower()}@bookTicker", "data": t}))
+        if rng.random() < 0.1:
+            msgs.append((s, {"stream": f"{s.lower()}@aggTrade", "data": {"e": "aggTrade", "s": s}}))
+    for s in symbols:          # a symbol never picked after the first third: a snapshot at the end
+        if s not in snaps:
+            b, a = full[s]
+            snap = {"lastUpdateId": last[s], "bids": [list(kv) for kv in _order(b, True)],
+                    "asks": [list(kv) for kv in _order(a, False)]}
+            snaps[s] = (len(msgs), snap)
+    return msgs, {s: full[s] for s in symbols}, snaps

@@ -84,17 +84,25 @@ class BinanceBooks:
         """Process one message (parsed JSON or raw); returns the actions (a symbol needs a REST
         snapshot: at the start, and after a gap).  Never raises on bad input."""
         self._line = line
+        stream_sym = None
         if isinstance(msg, dict) and isinstance(msg.get("stream"), str):
             stream = msg["stream"].lower()
             if not any(s in stream for s in _BOOK_STREAMS):
                 self.ignored[stream.split("@", 1)[-1]] = self.ignored.get(stream.split("@", 1)[-1], 0) + 1
                 return ()
+            stream_sym = stream.split("@", 1)[0].upper() or None
         try:
             rec = self._decoder.decode(msg, self.source, line)
         except InputError as e:
-            self.malformed += 1
-            self.reports.append(e)
-            return ()
+            if stream_sym is None:
+                self.malformed += 1
+                self.reports.append(e)
+                return ()
+            bk = self.book(stream_sym)     # the stream names the symbol: its book counts the bad message
+            n0 = len(bk.reports)
+            acts = bk.feed_message(msg)
+            self._copy_reports(bk, n0, line)
+            return self._actions(stream_sym, acts)
         for name in self._decoder.new_unknown:
             self.reports.append(InputError(f"unknown field {name!r} ignored (counted in unknown_fields)",
                                            self.source, line))
