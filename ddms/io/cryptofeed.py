@@ -219,10 +219,7 @@ class CryptofeedParser:
         return core.take_events()
 
     def _bad_count(self) -> int:
-        core = self.core
-        if hasattr(core, "status"):
-            return core.malformed + sum(st.malformed for st in core.status.values())
-        return core.malformed + sum(bk.malformed for bk in core.books.values())
+        return self.core.bad_messages
 
     def summary(self) -> dict[str, Any]:
         """The venue core's summary (totals, ``symbols``, ``ignored``) plus the reader's

@@ -44,6 +44,7 @@ class VenueBooks:
         self.reports: deque[InputError] = deque(maxlen=max_reports)
         self.ignored: dict[str, int] = {}
         self.malformed = 0          # messages that belong to no symbol and could not be read
+        self.bad_messages = 0       # every malformed message, of a symbol or not (O(1) to read)
         self._dirty: list[str] = []
 
     # -- per-symbol state -----------------------------------------------------------------------
@@ -67,6 +68,7 @@ class VenueBooks:
     def _bad(self, reason: str, line: int, msg: Any) -> tuple[Resync, ...]:
         """A message no symbol can be blamed for: counted and reported."""
         self.malformed += 1
+        self.bad_messages += 1
         self._report(reason, line, msg)
         return ()
 
@@ -77,6 +79,7 @@ class VenueBooks:
         st.resyncs += 1
         st.gaps += gap
         st.malformed += malformed
+        self.bad_messages += malformed
         st.synced = False
         book.discard()
         self._touch(symbol)

@@ -59,7 +59,8 @@ class BinanceBooks:
         self.books: dict[str, BinanceBook] = {}
         self.reports: deque[InputError] = deque(maxlen=max_reports)
         self.ignored: dict[str, int] = {}
-        self.malformed = 0
+        self.malformed = 0          # messages that name no symbol and could not be read
+        self.bad_messages = 0       # every malformed message, of a symbol or not (O(1) to read)
         self._decoder = Decoder()
         self._dirty: list[str] = []
         self._max_reports = max_reports
@@ -96,26 +97,20 @@ class BinanceBooks:
         except InputError as e:
             if stream_sym is None:
                 self.malformed += 1
+                self.bad_messages += 1
                 self.reports.append(e)
                 return ()
             bk = self.book(stream_sym)     # the stream names the symbol: its book counts the bad message
-            n0 = len(bk.reports)
-            acts = bk.feed_message(msg)
-            self._copy_reports(bk, n0, line)
-            return self._actions(stream_sym, acts)
+            return self._feed_book(bk, msg, recv_ns, line)
         for name in self._decoder.new_unknown:
             self.reports.append(InputError(f"unknown field {name!r} ignored (counted in unknown_fields)",
                                            self.source, line))
         self._decoder.new_unknown.clear()
         if isinstance(rec, (DepthUpdate, BookTicker)):
-            sym = rec.symbol.upper()
-            bk = self.book(sym)
-            n0 = len(bk.reports)
-            acts = bk.feed_message(rec, recv_ns)
-            self._copy_reports(bk, n0, line)
-            return self._actions(sym, acts)
+            return self._feed_book(self.book(rec.symbol.upper()), rec, recv_ns, line)
         if isinstance(rec, DepthSnapshot):
             self.malformed += 1
+            self.bad_messages += 1
             self.reports.append(InputError("a depth snapshot on the stream names no symbol: ignored", self.source,
                                            line))
             return ()
@@ -123,21 +118,27 @@ class BinanceBooks:
         self.ignored[kind] = self.ignored.get(kind, 0) + 1
         return ()
 
+    def _feed_book(self, bk: BinanceBook, msg: Any, recv_ns: int, line: int) -> tuple[Resync, ...]:
+        m0 = bk.malformed
+        acts = bk.feed_message(msg, recv_ns)
+        self.bad_messages += bk.malformed - m0
+        self._copy_reports(bk)
+        return self._actions(bk.symbol, acts)
+
     def apply_snapshot(self, symbol: str, body: Any, line: int = 0, recv_ns: int = 0) -> tuple[Resync, ...]:
         """Apply a REST depth snapshot of ``symbol`` (raw JSON, dict or record)."""
         self._line = line
         sym = symbol.upper()
         bk = self.book(sym)
-        n0 = len(bk.reports)
         acts = bk.apply_snapshot(body, recv_ns)
-        self._copy_reports(bk, n0, line)
+        self._copy_reports(bk)
         return self._actions(sym, acts)
 
-    def _copy_reports(self, bk: BinanceBook, n0: int, line: int) -> None:
-        """The symbol book's new reports, renumbered with the input line."""
-        new = list(bk.reports)[n0:] if len(bk.reports) > n0 else []
-        for r in new:
-            self.reports.append(InputError(f"{bk.symbol}: {r.reason}", self.source, line, r.text))
+    def _copy_reports(self, bk: BinanceBook) -> None:
+        """Move the symbol book's new reports here, numbered with the input line.  O(new)."""
+        while bk.reports:
+            r = bk.reports.popleft()
+            self.reports.append(InputError(f"{bk.symbol}: {r.reason}", self.source, self._line, r.text))
 
     def take_events(self) -> list[SymbolEvents]:
         """Rows queued since the last call, one :class:`SymbolEvents` per symbol, every row
