@@ -741,7 +741,8 @@ def test_fast_decoder_matches_json_decoder(data):
     indent = data.draw(st.sampled_from([None, 1]))
     sep = data.draw(st.sampled_from([(",", ":"), (", ", ": ")]))
     text = json.dumps(obj, indent=indent, separators=sep, ensure_ascii=data.draw(st.booleans()))
-    mutate = data.draw(st.sampled_from(["none", "none", "escape", "cut", "extra", "float", "neg", "dup", "top"]))
+    mutate = data.draw(st.sampled_from(["none", "none", "escape", "cut", "extra", "float", "neg", "dup", "top",
+                                        "unknown", "unknown"]))
     if mutate == "escape":
         text = text.replace('"BTCUSDT"', '"BTC\\u0055SDT"')
     elif mutate == "cut":
@@ -756,6 +757,23 @@ def test_fast_decoder_matches_json_decoder(data):
         text = text[:-1] + ', "s": "BTCUSDT"}'
     elif mutate == "top":     # a message field beside the envelope (or a second copy in a bare one)
         text = '{"u": 7, ' + text[1:]
+    elif mutate == "unknown":   # unknown scalar members (COIN-M's ps): the fast path skips and counts them
+        scalars = st.one_of(st.text(max_size=8), st.integers(-2**70, 2**70), st.floats(allow_nan=False,
+                            allow_infinity=False), st.booleans(), st.none())
+        extra = data.draw(st.dictionaries(st.sampled_from(["ps", "zz", "x1", "E2"]), scalars, min_size=1, max_size=5))
+        body = ", ".join(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=data.draw(st.booleans()))}"
+                         for k, v in extra.items())
+        inner = text.rfind("}", 0, len(text) - 1) if text.startswith('{"stream"') else -1
+        at = inner if inner > 0 and data.draw(st.booleans()) else len(text) - 1
+        text = text[:at].rstrip() + ", " + body + text[at:]
+        fast, slow = Decoder(), Decoder()
+        try:
+            slow.from_obj(json.loads(text))
+        except (ValueError, InputError):
+            pass
+        else:
+            fast.decode(text)
+            assert fast.unknown_fields == slow.unknown_fields
     dec = Decoder()
     try:
         want = dec.from_obj(json.loads(text))
