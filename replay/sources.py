@@ -323,6 +323,9 @@ def _binance_batches(src: Source, notes: list[str] | None = None) -> Iterator[Ev
                           "(open it with allow_empty_start=True to start from an empty book)", src.path)
     if notes is not None:
         notes.extend(_gap_notes(src.path, gap_marks, depth_seen, book.applied, book.snapshots))
+        if parser.unknown_fields:   # a venue's new fields: ignored, but say so once per file
+            shown = ", ".join(f"{k} ({v:,} lines)" for k, v in sorted(parser.unknown_fields.items()))
+            notes.append(f"{src.path}: unknown message fields ignored: {shown}")
     batch = book.take_events()
     if len(batch) or batch.last_line >= batch.first_line:
         yield replace(batch, skipped=parser.bad_lines)

@@ -95,8 +95,10 @@ def test_unknown_field_in_a_capture_is_counted_not_fatal(tmp_path):
     """A COIN-M-style extra field (``ps``) no longer stops a replay."""
     p = tmp_path / "cap_futures.txt"
     p.write_bytes(CAPTURE.replace(b'"s":"BTCUSDT","U":12', b'"s":"BTCUSDT","ps":"BTCUSD","U":12'))
-    rows = sum(len(b) for b in open_source(p).batches())
+    notes: list[str] = []
+    rows = sum(len(b) for b in open_source(p).batches(notes))
     assert rows == sum(len(b) for b in open_source(reader_path(tmp_path)).batches())
+    assert notes == [f"{p}: unknown message fields ignored: ps (1 lines)"]
 
 
 def reader_path(tmp_path):

@@ -168,8 +168,20 @@ def test_real_mbo_matches_independent_replay_after_every_event(day25):
     assert s["records"] == 68_792 and s["snapshots"] == 1 and bk.bad_records == 0
     assert (s["adds"], s["cancels"], s["modifies"], s["trades"], s["fills"]) == (29_216, 17_999, 12_233, 2_973, 6_371)
     assert s["resting_orders"] == len(oracle.books[17077]) > 0
-    # crossed books are counted, not an error: report when they happen (CME pre-open auctions)
+    # crossed books are counted, not an error; on CME they belong to the pre-open auction, which
+    # ends with the open's first trade: after it the book is never crossed
     assert 0 <= s["crossed"] < s["events"]
+    bk2 = MboBook()
+    first_trade, last_crossed = None, None
+    for r in day25:
+        before = bk2.instruments[17077].status.crossed if bk2.instruments else 0
+        bk2.feed(r)
+        if str(r.action.value) == "T" and first_trade is None:
+            first_trade = r.ts_event
+        if bk2.instruments[17077].status.crossed > before:
+            last_crossed = r.ts_event
+    assert bk2.summary()["crossed"] == s["crossed"]
+    assert first_trade is not None and (last_crossed is None or last_crossed <= first_trade)
 
 
 def test_real_mbo_file_reader_symbols_and_crossed_report():
