@@ -335,7 +335,10 @@ def _gap_notes(path: str, marks: list[tuple], depth_seen: int, applied: int, sna
     """One line per gap that ``skip_bad`` replayed through: where, why, and how many depth
     updates from it on were not applied (the book waits for a snapshot; a capture rarely holds
     another, so a single skipped line can silently cost the rest of the file)."""
+    if not marks:
+        return []
     out = []
+    # a gap's losses run until the next gap (or the end of the capture)
     ends = [m[2:] for m in marks[1:]] + [(depth_seen, applied, snapshots)]
     for (line, reason, d0, a0, s0), (d1, a1, s1) in zip(marks, ends, strict=True):
         dropped = (d1 - d0) - (a1 - a0)
