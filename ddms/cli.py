@@ -3,6 +3,7 @@
     ddms run [PROGRAM.m3|QUERY.sql] [--data FILE] [--every N] [--json] [--skip-bad]
     ddms compile PROGRAM.m3|QUERY.sql [--print-after-all] [--time-passes]
                                        M3 text, per-map storage and the access plan of every statement
+    ddms sample-data DIR [--seed S]    generated sample data in every format (replay/sample_data.py)
 
 ``ddms run`` with no program runs the SOBI demo on built-in synthetic order flow.  The feed
 commands (``serve-feed``, ``monitor``) live in :mod:`ddms.feeds.cli`, the replay commands
@@ -15,14 +16,14 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ddms.errors import DdmsError
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "m3"
 
 
 def _jsonable(x):
@@ -132,7 +133,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ddms.runtime.engine import load_program
 
     # read_source (behind both readers) names a missing, directory or non-UTF-8 program file
-    program = Path(args.program) if args.program else EXAMPLES / "sobi.m3"
+    if args.program:
+        program = Path(args.program)
+    else:
+        from ddms.programs import program_path
+        program = program_path("sobi.m3")         # package data: also in a wheel
     if program.suffix == ".sql":
         from ddms.compiler import compile_sql_file
         sql = compile_sql_file(program)
@@ -142,12 +147,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         target = load_program(program)
     demo = args.program is None and args.data is None
     inputs = None
+    notes: list[str] = []      # losses a --skip-bad replay let pass (gaps in a capture)
     if not demo:
         # the data files are checked (present, a file, text) here, before the numba compile
         from ddms.streams.inputs import open_program_input
         data = Path(args.data) if args.data else None
-        inputs = open_program_input(target, program.parent, data=data, skip_bad=args.skip_bad)
+        inputs = open_program_input(target, program.parent, data=data, skip_bad=args.skip_bad,
+                                    book_reader=lambda path, skip_bad: _read_book(path, skip_bad, notes))
+    if demo:
+        every = args.every or max(args.demo_lines // 10, 1)
+        print(DEMO_INTRO.format(lines=args.demo_lines, seed=args.seed, every=every), file=sys.stderr, flush=True)
     engine = build_engine(target, program.name)
+    spreads: list[float] = []
     if inputs is None:
         from ddms.streams.orderbook import OrderBookParser, parse_chunks
         from replay.synthetic import generate_orderbook
@@ -162,10 +173,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         label = ", ".join(s.path.name for s in inputs.sources)
         batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p), p.stat().st_size, p.name))
         every = args.every
+
+    def checkpoint(pos: int) -> None:
+        snap = engine.snapshot()
+        if demo:
+            spreads.append(snap.get("SPREAD", math.nan))
+        _print_views(pos, snap, args.json)
+
     t0 = time.perf_counter()
+    stop = _StopOnInterrupt()
     try:
-        replay(engine, batches, engine.relmap(names),
-               every=every, checkpoint=lambda pos: _print_views(pos, engine.snapshot(), args.json))
+        with stop:
+            replay(engine, stop.batches(batches), engine.relmap(names),
+                   every=every, checkpoint=checkpoint)
     except DdmsError:
         # a bad line stops the run: the views as of the line before it (unless just printed)
         # still go out, so nothing accepted is lost, then the error
@@ -173,15 +193,115 @@ def cmd_run(args: argparse.Namespace) -> int:
             _print_views(engine.position, engine.snapshot(), args.json)
         raise
     seconds = time.perf_counter() - t0
-    if not every or engine.position % every:
-        _print_views(engine.position, engine.snapshot(), args.json)
+    if not every or engine.position % every or (stop.requested and not engine.position):
+        checkpoint(engine.position)
     rate = engine.position / seconds if seconds > 0 else float("inf")
     bad = sum(p.bad_lines for p in parsers)
     skipped = f", {bad} bad lines skipped" if bad else ""
     print(f"{label}: {engine.position:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s){skipped}", file=sys.stderr)
     for err in [e for p in parsers for e in getattr(p, "bad_samples", [])][:5]:
         print(f"  skipped {err}", file=sys.stderr)
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
+    if demo:
+        print(_demo_outro(spreads), file=sys.stderr)
+    if stop.requested:
+        print(f"ddms: interrupted: the views printed last are as of line {engine.position:,}, the last line "
+              "applied", file=sys.stderr)
+        return 130
     return 0
+
+
+DEMO_INTRO = """\
+demo: the SOBI program (examples/m3/sobi.m3) over {lines:,} lines of generated order flow (seed {seed}):
+  limit orders rest at or behind the touch and marketable orders execute against the other side,
+  so the book is never crossed (replay/synthetic.py).  Views, printed every {every:,} lines:
+  BEST_BID, BEST_ASK, SPREAD, MID (top of book, prices in 1/10000), BID_VWAP and ASK_VWAP (VWAP of
+  the best quarter of each side's volume) and SOBI (their imbalance around MID: > 0 buy pressure).
+  Next: ddms sample-data data && ddms run examples/m3/vwap.m3 --data data/finance.csv
+        ddms backtest --demo   (a strategy on the same kind of data, with simulated fills)"""
+
+
+def _demo_outro(spreads: list[float]) -> str:
+    """The demo's last stderr line: whether the book was uncrossed at every checkpoint."""
+    seen = [s for s in spreads if isinstance(s, int | float) and math.isfinite(s)]
+    if not seen:
+        return "demo: no checkpoint had both sides of the book"
+    ok = "uncrossed" if min(seen) > 0 else "CROSSED"
+    return (f"demo: book {ok} at every checkpoint with both sides ({len(seen)} of {len(spreads)}): "
+            f"SPREAD {min(seen):g} to {max(seen):g}")
+
+
+def cmd_sample_data(args: argparse.Namespace) -> int:
+    """Write the sample files of :mod:`replay.sample_data` (progress on stderr, one line a file)."""
+    from replay.sample_data import SampleSizes, write_sample_data
+
+    folder = Path(args.dir)
+    if folder.exists() and not folder.is_dir():
+        raise DdmsError(f"{folder}: is a file, not a folder")
+    sizes = SampleSizes(lines=args.lines, big_lines=args.big_lines)
+    print(f"sample-data: writing generated data (seed {args.seed}) under {folder}/ ...", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    paths = write_sample_data(folder, seed=args.seed, sizes=sizes,
+                              progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    print(f"sample-data: {len(paths)} files in {time.perf_counter() - t0:.1f} s; try:\n"
+          f"  ddms run examples/m3/vwap.m3 --data {folder / 'finance.csv'}\n"
+          f"  ddms backtest {folder / 'finance.csv'} {folder / 'binance' / 'usdm_btcusdt.gz'} --strategy sobi",
+          file=sys.stderr)
+    return 0
+
+
+class _NotedSource:
+    """A replay source whose iteration reports its losses (gaps a ``--skip-bad`` replay of a
+    capture went through) into ``notes``."""
+
+    def __init__(self, source, notes: list[str]) -> None:
+        self.source, self.notes = source, notes
+
+    def __iter__(self):
+        return self.source.batches(self.notes)
+
+
+def _read_book(path: Path, skip_bad: bool, notes: list[str]) -> _NotedSource:
+    """An order-book source that is not CSV text (LOBSTER, a Binance capture, Parquet), opened
+    now (a Parquet footer that is not ours is an error before the compile) through the readers
+    ``ddms backtest`` and ``ddms convert`` use."""
+    from replay.sources import open_source
+    return _NotedSource(open_source(path, skip_bad=skip_bad), notes)
+
+
+class _StopOnInterrupt:
+    """Ctrl-C during a replay stops it between two batches, so that what is printed afterwards
+    is the views as of the last line applied (``engine.position``), never a half-applied batch.
+    The first SIGINT only asks (:attr:`requested`; :meth:`batches` then ends the input); a second
+    one raises KeyboardInterrupt at once (the previous handler is back).  Installed only in the
+    main thread (the only one Python delivers signals to).  Cost: one flag test per batch."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self) -> _StopOnInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = True
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def batches(self, batches):
+        """``batches`` until an interrupt is requested (a batch read meanwhile is not applied)."""
+        for b in batches:
+            if self.requested:
+                return
+            yield b
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -221,13 +341,27 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def version() -> str:
+    """The installed package's version (its metadata), or "unknown" when ddms runs from a
+    source tree that was never installed."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+    try:
+        return dist_version("ddms")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
     """The ``ddms`` parser; ``all_commands=False`` registers only ``run`` and ``compile``."""
     ap = argparse.ArgumentParser(prog="ddms", description="Agile views over order books.")
+    ap.add_argument("--version", action="version", version=f"ddms {version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="replay an order-book file through a program (no arguments: demo)")
     run.add_argument("program", nargs="?", help="an M3 program (.m3) or SQL views (.sql); default: the SOBI demo")
-    run.add_argument("--data", help="order-book file (t,order_id,action,volume,price); replaces the streams' files")
+    run.add_argument("--data", metavar="FILE",
+                     help="data for the order-book streams, replacing the files the program names: order-book CSV "
+                          "(t,order_id,action,volume,price), LOBSTER, a Binance capture (.gz) or ddms Parquet")
     run.add_argument("--every", type=_at_least(0), default=0,
                      help="print the views after every N input lines (0: at the end only)")
     run.add_argument("--json", action="store_true", help="print JSON lines")
@@ -240,6 +374,20 @@ def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
     comp.add_argument("--print-after-all", action="store_true", help="show the output of every compiler pass")
     comp.add_argument("--time-passes", action="store_true", help="time every compiler pass (on stderr)")
     comp.set_defaults(func=cmd_compile)
+    sample = sub.add_parser(
+        "sample-data", help="write generated sample data in every supported format to a folder",
+        description="Write generated, uncrossed order-book data under DIR: finance.csv and big/finance.csv "
+                    "(order-book CSV), finance.parquet (ddms Parquet), binance/usdm_btcusdt.gz and "
+                    "binance/spot_btcusdt.gz (Binance captures in hftbacktest's recorder format), and a LOBSTER "
+                    "message/orderbook pair under lobster/.  The same seed writes the same bytes; existing sample "
+                    "files are replaced.")
+    sample.add_argument("dir", metavar="DIR", help="the folder to write (created if missing)")
+    sample.add_argument("--seed", type=int, default=0, help="seed of the generated data (default 0)")
+    sample.add_argument("--lines", type=_at_least(1), default=100_000,
+                        help="lines of DIR/finance.csv (default 100,000)")
+    sample.add_argument("--big-lines", type=_at_least(1), default=1_000_000,
+                        help="lines of DIR/big/finance.csv (default 1,000,000)")
+    sample.set_defaults(func=cmd_sample_data)
     if all_commands:
         # Feed and backtest commands live beside their code; imported here, and skipped by
         # parse_args for `run` and `compile`, so that these do not pay for asyncio, numpy and
@@ -255,7 +403,7 @@ def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """``build_parser().parse_args(argv)``, without importing the feed and backtest commands for
     a well-formed ``run`` or ``compile`` command line (start time).  The top-level parser has no
-    option but -h, so a first word naming one of these is the command; any problem left to the
+    option but -h and --version, so a first word naming one of these is the command; any problem left to the
     top-level parser (unrecognized arguments) is reported by the full parser, whose usage line
     lists every command."""
     argv = sys.argv[1:] if argv is None else argv

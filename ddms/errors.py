@@ -12,6 +12,7 @@ Every error a user can provoke derives from :class:`DdmsError`, and its message 
     ├── InputError           a bad input line or message (source, line number, reason, the text)
     ├── ReplayError          a replay input that cannot be used as a whole (unknown format, corrupt file)
     ├── ViewError            misuse of a live view (writes, unknown view or key)
+    ├── DependencyError      an optional dependency is missing (names the pip install)
     └── SqlError             SQL outside the supported subset (quotes the SQL, points at the part)
 """
 
@@ -93,3 +94,8 @@ class SqlError(DdmsError):
             return
         shown = f"\n    {fragment}" if fragment else ""
         super().__init__(f"{source}: {reason}{shown}")
+
+
+class DependencyError(DdmsError):
+    """An optional dependency a feature needs is not installed; the message names the
+    ``pip install`` that provides it."""

@@ -7,8 +7,11 @@ number depends only on the partition's events and the parameters (no wall clock,
 A run: open the partition (:func:`open_partition`), build the strategy's engine (compiled once
 per machine, ~20 ms per further engine in a process), attach the strategy through a
 :class:`~strategies.api.SimContext` (engine and fill simulator in lockstep), replay the batches
-cut every ``sample_lines`` input lines (a run parameter, default 1,000), and after each piece
-sample the equity at the mid price (the program's MID view, else the simulator's book).
+cut every ``sample_lines`` input lines (a run parameter, default 1,000), and sample the equity at
+the mid price (the program's MID view, else the simulator's book) after every ``sample_lines``-th
+input line and at the end -- never at a batch boundary, so the samples, and the Sharpe ratio and
+drawdown computed from them, are the same however the data is chunked (a capture and its Parquet
+copy have different batches).
 Metrics come from :func:`replay.metrics.summarize`.
 
 Cost: the engine's per-line cost (with callbacks watched: see ``bench`` section 9) plus the
@@ -43,16 +46,17 @@ METRICS: tuple[str, ...] = tuple(RunMetrics.__dataclass_fields__) + ("lines", "o
 SYNTHETIC = "synthetic:"
 
 
-def open_partition(partition: str) -> Iterator[EventBatch]:
+def open_partition(partition: str, *, skip_bad: bool = False) -> Iterator[EventBatch]:
     """The event batches (rel 0 = bids, 1 = asks) of ``partition``: a data file, or
     ``synthetic:LINES[:SEED]`` for the seeded generator of :mod:`replay.synthetic`.  Files go
     through :func:`replay.sources.open_source` (order-book CSV, LOBSTER, Binance capture or
     Parquet, detected from the file).  A missing file or unknown format is a ReplayError naming
-    it; a bad line an InputError naming file and line."""
-    return _open(partition)[0]
+    it; a bad line an InputError naming file and line (``skip_bad``: skipped and counted in the
+    batches' ``skipped``)."""
+    return _open(partition, skip_bad)[0]
 
 
-def _open(partition: str) -> tuple[Iterator[EventBatch], str]:
+def _open(partition: str, skip_bad: bool = False) -> tuple[Iterator[EventBatch], str]:
     """(batches, how the fill simulator should read deletes: its ``trades`` mode).  Price-level
     books (Binance captures, also converted to Parquet) change a level's volume for cancels as
     much as for trades, so their reductions are not executions: ``"none"`` (resting orders fill
@@ -61,7 +65,7 @@ def _open(partition: str) -> tuple[Iterator[EventBatch], str]:
     if partition.startswith(SYNTHETIC):
         return _synthetic(partition), "reductions"
     from replay.sources import open_source
-    src = open_source(partition)
+    src = open_source(partition, skip_bad=skip_bad)
     kind = src.kind
     if kind == "parquet":
         from replay.columnar import parquet_info
@@ -90,7 +94,8 @@ class BacktestResult:
     """Everything one run produced.  ``fills`` are the simulator's fill columns (time, order_id,
     side +1/-1, price, qty, fee, taker); ``equity`` the samples (line, time, mark, position,
     cash, equity, return); ``orders`` every order/cancel the strategy sent; ``seconds`` the wall
-    time (not part of the summary row: it is not deterministic)."""
+    time (not part of the summary row: it is not deterministic); ``skipped`` the bad input
+    lines a ``skip_bad`` run skipped."""
 
     partition: str
     strategy: str
@@ -101,9 +106,39 @@ class BacktestResult:
     equity: dict[str, np.ndarray]
     orders: tuple[OrderRecord, ...]
     seconds: float
+    skipped: int = 0
 
     def row(self) -> dict[str, object]:
         return summary_row(self)
+
+    TABLES = ("fills", "equity", "orders")
+
+    def columns(self, name: str) -> dict[str, Any]:
+        """The named columns of table ``name`` (one of :attr:`TABLES`); ``orders`` has line,
+        time, action, order_id, side, price, qty."""
+        if name == "fills":
+            return dict(self.fills)
+        if name == "equity":
+            return dict(self.equity)
+        if name == "orders":
+            o = self.orders
+            return {"line": np.array([r.line for r in o], np.int64),
+                    "time": np.array([r.time for r in o], np.float64),
+                    "action": [r.action for r in o], "order_id": np.array([r.order_id for r in o], np.int64),
+                    "side": [r.side for r in o], "price": np.array([r.price for r in o], np.float64),
+                    "qty": np.array([r.qty for r in o], np.float64)}
+        raise ValueError(f"no table {name!r} (tables: {', '.join(self.TABLES)})")
+
+    def to_arrow(self, name: str):
+        """Table ``name`` (``"fills"``, ``"equity"`` or ``"orders"``) as a pyarrow Table."""
+        from ddms.runtime.export import columns_table
+        return columns_table(self.columns(name))
+
+    def to_pandas(self, name: str):
+        """Table ``name`` as a pandas DataFrame (pandas is optional: a DependencyError says how
+        to install it)."""
+        from ddms.runtime.export import to_pandas
+        return to_pandas(self.to_arrow(name))
 
 
 def summary_row(result: BacktestResult) -> dict[str, object]:
@@ -133,8 +168,8 @@ def identical(a: object, b: object) -> bool:
 
 
 def _cuts(batch: EventBatch, every: int) -> Iterator[int]:
-    """The input lines of ``batch`` after which to sample: each multiple of ``every`` inside it,
-    then its last line (the batch is applied piecewise, never copied)."""
+    """The input lines of ``batch`` at which to stop: each multiple of ``every`` inside it (a
+    sample), then its last line (the batch is applied piecewise, never copied)."""
     first = (batch.first_line - 1) // every * every + every
     yield from range(first, batch.last_line, every)
     yield batch.last_line
@@ -143,20 +178,21 @@ def _cuts(batch: EventBatch, every: int) -> Iterator[int]:
 def run_backtest(partition: str | Iterable[EventBatch], strategy: str | Strategy,
                  params: Mapping[str, Any] | None = None, *, sample_lines: int | None = None,
                  trades: str | None = None, progress: Callable[[int], None] | None = None,
-                 check: bool = False, name: str | None = None) -> BacktestResult:
+                 check: bool = False, name: str | None = None, skip_bad: bool = False) -> BacktestResult:
     """Run ``strategy`` (a registered name with ``params``, or an instance) over ``partition``
     (a path or ``synthetic:...`` spec, or an iterable of batches, then named ``name``), sampling
     the equity every ``sample_lines`` input lines (default: the ``sample_lines`` parameter).
     ``trades`` is the fill simulator's execution rule (default: by data format, see
     :func:`_open`).  ``progress(lines)`` is called after each sampled piece; ``check`` runs the simulator's and
-    the context's ``_check`` after each piece (tests).  Errors: StrategyError for an unknown
+    the context's ``_check`` after each piece (tests); ``skip_bad`` skips and counts bad lines of a
+    file instead of stopping at the first.  Errors: StrategyError for an unknown
     strategy/parameter, ReplayError/InputError for bad data (naming file and line)."""
     strat = strategies.get(strategy, params) if isinstance(strategy, str) else strategy
     sample_lines = int(strat.p["sample_lines"]) if sample_lines is None else sample_lines
     if sample_lines < 1:
         raise ValueError(f"sample_lines must be >= 1, got {sample_lines}")
     if isinstance(partition, str):
-        label, (batches, auto) = partition, _open(partition)
+        label, (batches, auto) = partition, _open(partition, skip_bad)
     else:
         label, batches, auto = name or "<batches>", partition, "reductions"
     p = strat.p
@@ -173,10 +209,11 @@ def run_backtest(partition: str | Iterable[EventBatch], strategy: str | Strategy
     s_mark: list[float] = []
     last_mark = math.nan
     lines = 0
+    skipped = 0
     mid_view = engine.views.get("MID")        # O(1); else the simulator's book, O(levels)
-    for batch, cut in ((b, c) for b in batches for c in _cuts(b, sample_lines)):
-        ctx.apply(batch, relmap, until_line=cut)
-        lines = engine.position - start
+
+    def sample() -> None:
+        nonlocal last_mark
         mid = float(mid_view.value) if mid_view is not None else 0.5 * (sim.best("buy") + sim.best("sell"))
         if math.isfinite(mid):
             last_mark = mid
@@ -184,10 +221,19 @@ def run_backtest(partition: str | Iterable[EventBatch], strategy: str | Strategy
             s_line.append(lines)
             s_time.append(sim.clock)
             s_mark.append(last_mark)
+
+    for batch, cut in ((b, c) for b in batches for c in _cuts(b, sample_lines)):
+        if cut == batch.last_line:
+            skipped += batch.skipped
+        ctx.apply(batch, relmap, until_line=cut)
+        lines = engine.position - start
+        if lines % sample_lines == 0:     # a batch's end is no sample: the samples depend on the lines only
+            sample()
         if check:
             ctx._check()
         if progress is not None:
             progress(lines)
+    sample()                              # the end of the data (unless it was just sampled)
     fills = sim.fill_columns()
     times = np.asarray(s_time, dtype=np.float64)
     marks = np.asarray(s_mark, dtype=np.float64)
@@ -197,11 +243,11 @@ def run_backtest(partition: str | Iterable[EventBatch], strategy: str | Strategy
               "position": curve.position, "cash": curve.cash, "equity": curve.equity,
               "return": np.concatenate([[0.0], np.diff(curve.equity)]) if curve.equity.shape[0] else curve.equity}
     return BacktestResult(label, strat.name, dict(p), metrics, lines, fills, equity, tuple(ctx.orders),
-                          time.perf_counter() - t0)
+                          time.perf_counter() - t0, skipped)
 
 
-def run_task(partition: str, strategy: str, params: dict[str, float]) -> dict[str, object]:
+def run_task(partition: str, strategy: str, params: dict[str, float], *, skip_bad: bool = False) -> dict[str, object]:
     """One summary row for ``strategy`` with ``params`` over ``partition``: the partition, every
     parameter (defaults filled in), every metric (:data:`METRICS`).  Deterministic: the same
     task gives the same row in any process (the Spark sweep relies on it)."""
-    return summary_row(run_backtest(partition, strategy, params))
+    return summary_row(run_backtest(partition, strategy, params, skip_bad=skip_bad))

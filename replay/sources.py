@@ -22,16 +22,12 @@ kind           files                                       reader
 ``tardis``     tardis.dev ``incremental_book_L2`` CSV      :func:`ddms.io.tardis.read_tardis`
 =============  ==========================================  =======================================
 
-The last three come from :mod:`ddms.io.formats` (one registration hook: detection and reading
-live there); a file of them is one symbol's book: ``symbol=`` chooses it (needed when the file
-holds several).
+The last three are registered by :mod:`ddms.io.formats` (detection and reading live there); a
+file of them is one symbol's book: ``symbol=`` chooses it (needed when the file holds several).
 
-Detection (:func:`detect_kind`, sans-I/O: a file name and its first bytes in, a kind out): the
-Parquet magic ``PAR1``; gzip or a first line ``<digits> {`` -> a Binance capture; otherwise the
-first line's field count (5 -> order book, 6 -> LOBSTER); a name containing ``message`` is
-LOBSTER.  Anything else is a :class:`~ddms.errors.ReplayError` naming the file and saying what was
-seen; a bad record later in a file is the reader's :class:`~ddms.errors.InputError`
-(``file:line: reason``).  ``kind=`` overrides detection.
+Detection is :mod:`ddms.streams.detect` (the one place every command asks: Parquet magic, a
+``<digits> {`` capture line, else the first line's field count); ``kind=`` overrides it.  A bad
+record later in a file is the reader's :class:`~ddms.errors.InputError` (``file:line: reason``).
 
 A :class:`Source` is a frozen, picklable description (it is shipped to Spark workers); each
 iteration opens the file anew, so it can be replayed many times.  Cost of ``open_source``: one
@@ -44,8 +40,6 @@ import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before the first numba import)
 
 # isort: split
 import os
-import re
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -54,19 +48,13 @@ import numpy as np
 
 from ddms.errors import InputError, ReplayError
 from ddms.io import formats as io_formats
+from ddms.streams.detect import KINDS, detect_file, detect_kind
 from ddms.streams.events import EventBatch
 
 __all__ = ["KINDS", "RELATIONS", "Source", "detect_kind", "open_source", "partition_name"]
 
-# the formats of ddms/io register here (cryptofeed captures, Databento DBN, tardis CSV): one
-# hook, see ddms.io.formats; their sources are one symbol's book (``symbol=``)
-_IO_FORMATS = {f.kind: f for f in io_formats.FORMATS}
-KINDS = ("orderbook", "lobster", "binance", "parquet", *_IO_FORMATS)
 RELATIONS = ("bids", "asks")
-_HEAD_BYTES = 1 << 16
-_GZIP_MAGIC = b"\x1f\x8b"
-_PARQUET_MAGIC = b"PAR1"
-_CAPTURE_LINE = re.compile(rb"^\d+ [{\[]")
+_IO_FORMATS = {f.kind: f for f in io_formats.FORMATS}   # cryptofeed, dbn, tardis (ddms/io)
 _MAX_PENDING = 100_000   # capture messages held while the market (spot/futures) is still unknown
 
 
@@ -80,61 +68,6 @@ def partition_name(path: str | os.PathLike) -> str:
             stem = stem[: -len(suffix)]
             break
     return f"{p.parent.name}/{stem}" if p.parent.name else stem
-
-
-def _first_line(head: bytes) -> bytes:
-    for line in head.split(b"\n"):
-        if line.strip():
-            return line.rstrip(b"\r")
-    return b""
-
-
-def detect_kind(name: str, head: bytes) -> str:
-    """The kind of a file from its ``name`` and its first bytes ``head`` (for a gzip file: its
-    first decompressed bytes).  Raises :class:`ReplayError` saying what the start of the file
-    looks like when it is none of :data:`KINDS`."""
-    lower = os.path.basename(name).lower()
-    if head.startswith(_PARQUET_MAGIC):
-        return "parquet"
-    if lower.endswith(".parquet"):
-        raise ReplayError("not a Parquet file (it does not start with the magic bytes PAR1)", name)
-    fmt = io_formats.detect(name, head)
-    if fmt is not None:
-        return fmt.kind
-    if not head:
-        if lower.endswith(".csv"):
-            return "lobster" if "message" in lower else "orderbook"
-        raise ReplayError("empty file of unknown format (an empty .csv counts as an empty order book)", name)
-    if b"\x00" in head:
-        raise ReplayError("binary content that is neither Parquet nor a gzip capture", name)
-    line = _first_line(head)
-    if _CAPTURE_LINE.match(line):
-        return "binance"
-    if "message" in lower:
-        return "lobster"
-    fields = line.count(b",") + 1
-    if fields == 5:
-        return "orderbook"
-    if fields == 6:
-        return "lobster"
-    shown = line[:80].decode("utf-8", "replace")
-    raise ReplayError(
-        f"unknown format: the first line {shown!r} has {fields} comma-separated field(s); expected "
-        "5 (order book t,order_id,action,volume,price), 6 (LOBSTER time,type,order_id,size,price,direction), "
-        "'<recv_ts_ns> <json>' (Binance capture) or a Parquet file", name)
-
-
-def _read_head(path: str) -> tuple[bytes, bool]:
-    """The first bytes of ``path`` (decompressed if it is gzip) and whether it is gzip."""
-    with open(path, "rb") as f:
-        head = f.read(_HEAD_BYTES)
-    if head.startswith(_GZIP_MAGIC):
-        try:
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            return d.decompress(head, _HEAD_BYTES), True
-        except zlib.error as e:
-            raise ReplayError(f"corrupt gzip data at the start of the file ({e})", path) from None
-    return head, False
 
 
 @dataclass(frozen=True)
@@ -193,26 +126,11 @@ def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str |
     :class:`ReplayError` for a missing file, an unknown or mismatching format, a Parquet file that
     is not ours; reading nothing but the first 64 KiB (Parquet: the footer)."""
     p = os.fspath(path)
-    if not os.path.exists(p):
-        raise ReplayError("no such file", p)
-    if os.path.isdir(p):
-        raise ReplayError("is a directory, not a data file", p)
-    if kind is not None and kind not in KINDS:
-        raise ReplayError(f"unknown source kind {kind!r} (kinds: {', '.join(KINDS)})", p)
+    found, _ = detect_file(p, kind)
     if market is not None and market not in ("futures", "spot"):
         raise ReplayError(f"market must be 'futures' or 'spot', got {market!r}", p)
     if brokers < 1:
         raise ReplayError(f"brokers must be >= 1, got {brokers}", p)
-    try:
-        head, gz = _read_head(p)
-    except OSError as e:
-        raise ReplayError(f"cannot read: {e.strerror or e}", p) from None
-    found = detect_kind(p, head) if kind is None else kind
-    if gz and found != "binance" and not (found in _IO_FORMATS and _IO_FORMATS[found].gzip_ok):
-        raise ReplayError(f"gzip-compressed {found} files are not read directly (only Binance captures are): "
-                          "decompress it first", p)
-    if kind is not None and kind != "parquet" and head.startswith(_PARQUET_MAGIC):
-        raise ReplayError(f"asked to read it as {kind!r}, but it is a Parquet file", p)
     if found == "parquet":
         from replay.columnar import parquet_info
         parquet_info(p)  # validates the footer and our metadata now, not in a Spark worker

@@ -144,10 +144,14 @@ def _check_tasks(tasks: Sequence) -> list[Task]:
     return out
 
 
-def _run_cells(fn: Callable | None, cells) -> Any:
-    """The worker side: run each ``(index, task)``; yield ``(index, pickled outcome)``."""
+def _run_cells(fn: Callable | None, cells, paths: Sequence[str] = ()) -> Any:
+    """The worker side: put ``paths`` on ``sys.path`` (where the driver found the strategies'
+    modules), run each ``(index, task)``; yield ``(index, pickled outcome)``."""
     import ddms  # noqa: F401  (NUMBA_CACHE_DIR before numba, if the environment did not set it)
 
+    for p in reversed(paths):
+        if p not in sys.path:
+            sys.path.insert(0, p)
     if fn is None:
         from replay.backtest import run_task as fn
     for idx, (partition, strategy, params) in cells:
@@ -163,21 +167,45 @@ def _run_cells(fn: Callable | None, cells) -> Any:
         yield idx, blob
 
 
+def _portable(cells: list[Task]) -> tuple[list[Task], tuple[str, ...]]:
+    """The tasks with each strategy reference made resolvable on a worker
+    (:func:`strategies.portable`: a strategy file's absolute path, a module's or plugin's
+    ``module:Class``) and the ``sys.path`` folders the workers need for them.  A name that is
+    no strategy is left alone (a custom task function may mean something else by it)."""
+    import strategies
+    from strategies.api import StrategyError
+
+    refs: dict[str, str] = {}
+    paths: list[str] = []
+    for _, strategy, _ in cells:
+        if strategy in refs:
+            continue
+        try:
+            refs[strategy], need = strategies.portable(strategy)
+        except StrategyError:
+            refs[strategy], need = strategy, ()
+        paths += [p for p in need if p not in paths]
+    return [(part, refs[strategy], params) for part, strategy, params in cells], tuple(paths)
+
+
 def run_sweep(tasks: Sequence[Task], master: str = "local[*]", fn: Callable | None = None,
               progress: Callable[[int, int], None] | None = None) -> list[dict]:
     """Run every task ``(partition, strategy, params)`` as its own Spark task and return the rows
     in task order, equal to ``[fn(*t) for t in tasks]``.  ``fn`` must be importable on the workers
     (a module of this package, or defined in ``__main__``); default ``replay.backtest.run_task``.
-    ``progress(done, total)`` is called from this thread about twice a second while tasks finish.
-    Raises :class:`ReplayError` for a malformed task list or a failed task."""
+    A strategy may be any reference :func:`strategies.spec` takes: the workers get the file's
+    absolute path or the module and the folder it was imported from.  ``progress(done, total)``
+    is called from this thread about twice a second while tasks finish.  Raises
+    :class:`ReplayError` for a malformed task list or a failed task."""
     cells = _check_tasks(tasks)
     if not cells:
         return []
+    cells, paths = _portable(cells)
     spark = get_session(master)
     sc = spark.sparkContext
     order = sorted(range(len(cells)), key=lambda i: (-_cost(cells[i][0]), i))
     payload = [(i, cells[i]) for i in order]
-    rdd = sc.parallelize(payload, numSlices=len(payload)).mapPartitions(lambda it: _run_cells(fn, it))
+    rdd = sc.parallelize(payload, numSlices=len(payload)).mapPartitions(lambda it: _run_cells(fn, it, paths))
     group = f"ddms-sweep-{uuid.uuid4().hex[:12]}"
     box: dict[str, Any] = {}
 

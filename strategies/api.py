@@ -29,6 +29,7 @@ import math
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
@@ -37,8 +38,10 @@ import numpy as np
 from ddms.errors import DdmsError
 from ddms.streams.events import EventBatch
 
-PROGRAMS = Path(__file__).resolve().parent / "programs"
-"""The M3 programs strategies run on (compiled once, then loaded from numba's disk cache)."""
+PROGRAMS = Path(str(files("strategies") / "programs"))
+"""The M3 programs strategies run on (compiled once, then loaded from numba's disk cache):
+package data (``pyproject.toml``), found through :mod:`importlib.resources`, so an installed
+wheel has them too."""
 
 StrategyCallback = Callable[[str, tuple, float, float, int], Any]
 

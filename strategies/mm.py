@@ -27,8 +27,9 @@ class MarketMaker(Strategy):
         Param("half_spread", 0.001, "quote distance from the mid, as a fraction of the mid", lo=0.0, hi=0.5,
               lo_open=True),
         Param("requote", 0.0005, "re-quote when the mid moves by this fraction", lo=0.0, hi=1.0, lo_open=True),
-        Param("order_size", 100.0, "quantity per quote", lo=0.0, lo_open=True),
-        Param("position_limit", 1000.0, "largest |position| a quote may bring the strategy to", lo=0.0,
+        Param("order_size", 1.0, "quantity per quote, in the data's volume units (1 BTC on the Binance "
+              "BTCUSDT captures, 1 share on finance.csv)", lo=0.0, lo_open=True),
+        Param("position_limit", 5.0, "largest |position| a quote may bring the strategy to", lo=0.0,
               lo_open=True),
         Param("skew", 0.5, "inventory skew: at the limit both quotes move by skew * offset", lo=0.0, hi=1.0),
         Param("tick", 1.0, "price grid of the quotes (data price units)", lo=0.0, lo_open=True),

@@ -32,8 +32,9 @@ class Sobi(Strategy):
         Param("k", 0.25, "fraction of each side's volume in its VWAP (best prices first)", lo=0.0, hi=1.0,
               lo_open=True),
         Param("threshold", 0.001, "act when |SIGNAL| = |imbalance| / mid crosses this", lo=0.0, lo_open=True),
-        Param("order_size", 100.0, "quantity per order", lo=0.0, lo_open=True),
-        Param("position_limit", 1000.0, "largest |position| an order may bring the strategy to", lo=0.0,
+        Param("order_size", 1.0, "quantity per order, in the data's volume units (1 BTC on the Binance "
+              "BTCUSDT captures, 1 share on finance.csv)", lo=0.0, lo_open=True),
+        Param("position_limit", 5.0, "largest |position| an order may bring the strategy to", lo=0.0,
               lo_open=True),
     )
     program = PROGRAMS / "sobi.m3"

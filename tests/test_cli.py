@@ -246,7 +246,7 @@ def test_run_unrecognized_argument_usage_lists_every_command(capsys):
     with pytest.raises(SystemExit):
         main(["run", str(VWAP_M3), "--bogus"])
     err = capsys.readouterr().err
-    assert "{run,compile,serve-feed,monitor,backtest,convert}" in err
+    assert "{run,compile,sample-data,serve-feed,monitor,backtest,convert}" in err
     assert "unrecognized arguments: --bogus" in err
 
 

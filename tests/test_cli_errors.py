@@ -145,22 +145,33 @@ def test_serve_feed_truncated_capture(tmp_path, capsys):
     assert f"{trunc}: corrupt or truncated gzip data after line " in err
 
 
-@pytest.mark.parametrize("kind", ["gzip", "parquet", "capture"])
-def test_run_refuses_binary_and_capture_data(tmp_path, capsys, monkeypatch, kind):
+@pytest.mark.parametrize("kind", ["gzip", "parquet"])
+def test_run_refuses_unreadable_data_before_the_compile(tmp_path, capsys, monkeypatch, kind):
+    """ddms run reads every format backtest reads (tests/test_run_formats.py); what no reader
+    takes (a gzip'd order book, a Parquet file that is not ours) is refused before the compile."""
     _no_compile(monkeypatch)
     data = tmp_path / "data"
     if kind == "gzip":
         data.write_bytes(gzip.compress(BOOK.encode()))
-        what = "a gzip-compressed file"
-    elif kind == "parquet":
-        data.write_bytes(b"PAR1\x15\x04\x15\x10" + bytes(range(256)))
-        what = "a Parquet file"
+        what = "a gzip-compressed file that is not a Binance capture: decompress it first"
     else:
-        data.write_text('1723161253937085768 {"stream":"btcusdt@depth@100ms","data":{}}\n')
-        what = "a Binance capture ('<recv_ts_ns> <json>' lines)"
+        data.write_bytes(b"PAR1\x15\x04\x15\x10" + bytes(range(256)))
+        what = "not a readable Parquet file"
     err = _error(capsys, "run", str(VWAP_M3), "--data", str(data))
-    assert f"{data}: {what}, but ddms run reads order-book CSV text" in err
+    assert f"{data}: {what}" in err
     assert "field" not in err      # not a field-count error quoting the bytes
+
+
+def test_csv_stream_refuses_a_capture(tmp_path, capsys, monkeypatch):
+    _no_compile(monkeypatch)
+    data = tmp_path / "cap.txt"
+    data.write_text('1723161253937085768 {"stream":"btcusdt@depth@100ms","data":{}}\n')
+    sql = tmp_path / "t.sql"
+    sql.write_text("CREATE STREAM r(a FLOAT, b FLOAT) FROM FILE 'cap.txt' LINE DELIMITED CSV;\n"
+                   "SELECT SUM(r.a) AS s FROM r;\n")
+    err = _error(capsys, "run", str(sql))
+    assert f"{data}: a Binance capture ('<recv_ts_ns> <json>' lines) (declared by stream R), but a CSV stream " \
+           "reads CSV text" in err
 
 
 @pytest.mark.parametrize("command", ["run", "compile"])

@@ -14,29 +14,49 @@
 from __future__ import annotations
 
 import asyncio
+import csv
 import io
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from conftest import REPO, SHARED, data_file
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
-from ddms.errors import ReplayError
+from ddms.errors import DdmsError, ReplayError
+from ddms.feeds import DEFAULT_RETRIES, retry_policy
 from ddms.feeds.binance import ASKS, BIDS, BinanceBook
 from ddms.feeds.capture import iter_lines
 from ddms.feeds.monitor import Monitor, MonitorConfig
 from ddms.feeds.server import Fault, load_replay, parse_fault
-from ddms.feeds.transport import ClientConfig, Ended, FeedClient, ServeConfig, http_get, serve_replay
+from ddms.feeds.transport import (
+    ClientConfig,
+    Disconnected,
+    Ended,
+    FeedClient,
+    ServeConfig,
+    http_get,
+    serve_replay,
+)
 
 BINANCE = SHARED / "data" / "binance"
 FUT = "usdm_btcusdt_20240808.gz"
 SPOT = "spot_btcusdt_20240808.gz"
 MARKET = {FUT: "futures", SPOT: "spot"}
 SLICE = 5000          # capture lines per slice (~350 depth messages with the snapshot line early)
+
+
+def _free_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def _slice(tmp_path: Path, name: str, n: int = SLICE) -> Path:
@@ -183,10 +203,11 @@ def test_slow_consumer_overflow_is_reported_and_resyncs(tmp_path):
 
 
 def test_feed_client_backoff_and_give_up():
-    """Nothing listens: the client backs off (capped, jittered) and gives up after max_failures."""
+    """Nothing listens: the client backs off (capped, jittered), says which attempt of how many
+    comes next in plain words, and gives up after max_retries reconnect attempts."""
     async def go():
-        cfg = ClientConfig("ws://127.0.0.1:9/none", backoff_base=0.01, backoff_cap=0.04, max_failures=3,
-                           open_timeout=1)
+        cfg = ClientConfig(f"ws://127.0.0.1:{_free_port()}/none", backoff_base=0.01, backoff_cap=0.04,
+                           max_retries=3, open_timeout=1)
         client = FeedClient(cfg)
         delays = [client.backoff(k) for k in range(1, 8)]
         assert all(0.005 <= d <= 0.04 for d in delays) and delays[-1] >= 0.02
@@ -194,9 +215,24 @@ def test_feed_client_backoff_and_give_up():
         items = []
         while not client.queue.empty():
             items.append(client.queue.get_nowait())
-        assert isinstance(items[-1], Ended) and not items[-1].normal and "gave up" in items[-1].reason
+        assert isinstance(items[-1], Ended) and not items[-1].normal
+        assert items[-1].reason == "gave up after 3 reconnect attempts in a row failed: connection refused " \
+                                   "(no server listens there)"
+        lost = [x for x in items if isinstance(x, Disconnected)]
+        assert [(d.attempt, d.attempts, d.retry_in is None) for d in lost] == [
+            (1, 3, False), (2, 3, False), (3, 3, False), (3, 3, True)]
+        assert all(d.reason == "connection refused (no server listens there)" and not d.connected for d in lost)
         assert client.stats.connects == 0 and client.stats.failures == 4
     run(go())
+
+
+def test_retry_policy_is_stated():
+    assert retry_policy(8) == ("up to 8 reconnect attempts, waiting 0.1 s before the first and doubling up to 10 s "
+                               "(22.7 s of waiting at most)")
+    assert retry_policy(None).startswith("reconnect forever") and retry_policy(0) == "no reconnect attempt"
+    assert ClientConfig("ws://x/").policy() == retry_policy(DEFAULT_RETRIES)
+    with pytest.raises(DdmsError, match="max_retries must be >= 0"):
+        ClientConfig("ws://x/", max_retries=-1)
 
 
 # ------------------------------------------------------------------------------------------
@@ -352,6 +388,101 @@ def test_cli_futures_capture_end_to_end():
     assert s["bookticker_checked"] == 629
 
 
+def _small_book(tmp_path: Path, n: int = 300) -> Path:
+    """A small order-book CSV (t,id,action,volume,price), written here: adds on both sides
+    behind the touch, partial executions and deletes (no reference data needed)."""
+    lines = []
+    for i in range(1, n + 1):
+        if i % 7 == 0 and i > 14:
+            lines.append(f"{i},{i - 14},D,0,0")
+        elif i % 5 == 0 and i > 10:
+            lines.append(f"{i},{i - 10},E,1,0")
+        else:
+            side, price = ("B", 1000 - i % 13) if i % 2 else ("S", 1010 + i % 11)
+            lines.append(f"{i},{i},{side},{10 + i % 9},{price}")
+    path = tmp_path / "book.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _serve_cli(path: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    server = _cli("serve-feed", str(path), *extra)
+    url = server.stdout.readline().decode().strip()
+    assert url.startswith("ws://127.0.0.1:"), server.stderr.read().decode()
+    return server, url
+
+
+def test_monitor_stops_after_the_stated_policy_when_the_server_is_gone(tmp_path):
+    """Without --once: the server ends the stream and exits; the monitor says so, states its
+    policy, makes --reconnect attempts (one plain line each, no exception repr), then stops with
+    exit 0 (a stream the server ended normally is not a failure), within the policy's time."""
+    server, url = _serve_cli(_small_book(tmp_path), "--rate", "3000")
+    try:
+        mon = _cli("monitor", url, "--reconnect", "2", "--no-display")
+        server.wait(timeout=120)
+        gone = time.monotonic()
+        out, err = mon.communicate(timeout=120)
+        after = time.monotonic() - gone
+    finally:
+        server.kill()
+        mon.kill()
+    text = err.decode()
+    assert mon.returncode == 0, text
+    assert after < 15           # the policy waits at most 0.3 s; the rest is connecting and exiting
+    lines = [x for x in text.splitlines() if "reconnect attempt" in x or x.startswith("monitor: stopped")]
+    assert len(lines) == 4, text
+    assert lines[0].startswith("monitor: the server ended the stream normally (end of replay); "
+                               "reconnect attempt 1 of 2 in ")
+    assert f"(policy: {retry_policy(2)}; --reconnect forever never gives up, --once stops when" in lines[0]
+    assert lines[1].startswith("monitor: connection attempt failed: connection refused (no server listens there); "
+                               "reconnect attempt 2 of 2 in ")
+    assert lines[2] == "monitor: connection attempt failed: connection refused (no server listens there); " \
+                       "no more reconnect attempts"
+    assert lines[3] == "monitor: stopped: the server ended the stream normally (end of replay) and did not come " \
+                       "back (2 reconnect attempts failed, the last: connection refused (no server listens there))"
+    assert "Error" not in text and "Errno" not in text
+    s = json.loads(out.decode().splitlines()[-1])
+    assert s["end"] == lines[3].removeprefix("monitor: stopped: ") and s["applied"] > 200
+
+
+def test_once_exits_0_when_the_replay_ends(tmp_path):
+    server, url = _serve_cli(_small_book(tmp_path), "--rate", "3000")
+    try:
+        mon = _cli("monitor", url, "--once", "--no-display")
+        out, err = mon.communicate(timeout=120)
+        server.wait(timeout=30)
+    finally:
+        server.kill()
+    text = err.decode()
+    assert mon.returncode == 0 and server.returncode == 0, text
+    assert "monitor: stopped: server closed the stream normally (end of replay)" in text
+    assert "reconnect attempt" not in text
+    s = json.loads(out.decode().splitlines()[-1])
+    assert s["synced"] and s["applied"] > 200 and s["reconnects"] == 0
+
+
+def test_lost_feed_gives_up_with_exit_3():
+    """Nothing ever answers: the stated number of attempts, then exit 3 (not a finished stream)."""
+    mon = _cli("monitor", f"ws://127.0.0.1:{_free_port()}/orders", "--reconnect", "1", "--no-display")
+    out, err = mon.communicate(timeout=120)
+    text = err.decode()
+    assert mon.returncode == 3, text
+    assert "monitor: connection attempt failed: connection refused (no server listens there); reconnect attempt " \
+           "1 of 1 in " in text
+    assert "monitor: stopped: gave up after 1 reconnect attempt in a row failed: connection refused" in text
+    assert "Error" not in text
+
+
+def test_reconnect_option_is_checked(capsys):
+    from ddms.cli import main
+    for bad in ("-1", "often"):
+        with pytest.raises(SystemExit):
+            main(["monitor", "ws://127.0.0.1:9/x", "--reconnect", bad])
+        assert "--reconnect" in capsys.readouterr().err
+    assert main(["monitor", "ws://127.0.0.1:9/x", "--orders-log", "o.csv"]) == 2
+    assert "--orders-log needs --strategy" in capsys.readouterr().err
+
+
 def test_monitor_reports_unusable_url():
     p = _cli("monitor", "http://127.0.0.1:1/x", "--once", "--json")
     _, err = p.communicate(timeout=60)
@@ -362,33 +493,69 @@ def test_monitor_reports_unusable_url():
 # strategy and display
 # ------------------------------------------------------------------------------------------
 
-def test_strategy_runs_on_the_live_book_and_display_renders(tmp_path):
-    """--strategy sobi on its own program over a futures slice, with the rich display drawn into a
-    buffer: the strategy's views follow the book (BEST_BID equals the book's best bid)."""
-    path = _slice(tmp_path, FUT, 3000)
-    errs = io.StringIO()
+class _Terminal(io.StringIO):
+    """A buffer that says it is a terminal: rich draws the live display into it as it would on
+    a screen (cursor moves and all), so the test sees every refresh, not just the last."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+_ORDER_LINE = re.compile(r"line [\d,]+  (order \d+: (limit|market) (buy|sell)|cancel order \d+)")
+
+
+def _screen_lines(raw: str) -> list[str]:
+    """What a terminal shows, line by line: escape sequences removed, split at CR and LF."""
+    return [x for x in re.split(r"[\r\n]", _ANSI.sub("", raw)) if x.strip()]
+
+
+def test_strategy_orders_go_to_their_panel_and_log(tmp_path, capsys):
+    """--strategy sobi on its own program over a spot slice, the rich display drawn into a
+    terminal-like buffer and an orders log: the strategy's views follow the book (BEST_BID equals
+    the book's best bid); every order line the display shows sits inside the orders panel's
+    border (never between the display's lines, never on stderr); the log holds every action."""
+    path = _slice(tmp_path, SPOT, 3000)
+    log = tmp_path / "orders.csv"
 
     async def go():
-        server, url = await _serve(load_replay(path))
-        out = io.StringIO()
-        import ddms.feeds.monitor as monitor_mod
-        real = monitor_mod.load_strategy
-        mon_cfg = MonitorConfig(url, strategy="sobi", once=True, display=True,
-                                strategy_params=(("threshold", 0.05),))
-        monitor_mod.load_strategy = lambda n, e, p, out=None: real(n, e, p, out=errs)
-        try:
-            mon = Monitor(mon_cfg, out=out)
-        finally:
-            monitor_mod.load_strategy = real
+        server, url = await _serve(load_replay(path), rate=400)
+        out = _Terminal()
+        mon = Monitor(MonitorConfig(url, strategy="sobi", once=True, display=True, orders_log=str(log),
+                                    strategy_params=(("threshold", 0.001),)), out=out)
         s = await mon.run()
         await server
         return mon, s, out.getvalue()
-    mon, s, shown = run(go())
+    mon, s, raw = run(go())
     assert s["gaps"] == 0 and s["bookticker_mismatch"] == 0 and s["strategy"]["name"] == "sobi"
-    best = mon.book.best_bid()
-    assert mon.engine.value("BEST_BID") == float(best[0])
-    assert "ddms monitor" in shown and "bookTicker checked" in shown and "SIGNAL" in shown
-    assert json.loads(shown.splitlines()[-1])["event"] == "summary"
+    assert mon.engine.value("BEST_BID") == float(mon.book.best_bid()[0])
+    actions = s["strategy"]["orders"] + s["strategy"]["cancels"]
+    assert s["strategy"]["orders"] >= 2 and s["strategy"]["cancels"] >= 1
+    with open(log, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == actions == len(mon.strategy_ctx.orders)
+    assert {r["action"] for r in rows} == {"limit", "cancel"} and all(float(r["qty"]) in (0.0, 1.0) for r in rows)
+    assert [int(r["line"]) for r in rows] == [o.line for o in mon.strategy_ctx.orders]
+    screen = _screen_lines(raw.rsplit("\n", 2)[0])         # all but the summary line
+    assert json.loads(_ANSI.sub("", raw.splitlines()[-1]))["event"] == "summary"
+    shown = [x for x in screen if _ORDER_LINE.search(x)]
+    assert shown, "the orders panel shows the orders"
+    assert all(x.startswith("│") and x.rstrip().endswith("│") for x in shown), shown   # inside the panel
+    titles = [x for x in screen if "orders (sobi):" in x]
+    assert titles and f"{s['strategy']['orders']} placed" in titles[-1] and "all orders in /" in raw
+    assert "ddms monitor" in raw and "bookTicker checked" in raw and "SIGNAL" in raw
+    assert not _ORDER_LINE.search(capsys.readouterr().err)
+
+
+def test_strategy_orders_as_json_events(tmp_path):
+    """With --json each strategy action is one ``order`` event line, in order, with its fields."""
+    path = _slice(tmp_path, SPOT, 3000)
+    _, mon, s, lines, _ = run(_session(path, rate=400, strategy="sobi", strategy_params=(("threshold", 0.001),)))
+    orders = [x for x in lines if x.get("event") == "order"]
+    assert len(orders) == s["strategy"]["orders"] + s["strategy"]["cancels"] >= 3
+    assert [(o["line"], o["action"], o["order_id"]) for o in orders] == [
+        (r.line, r.action, r.order_id) for r in mon.strategy_ctx.orders]
+    assert all(o["qty"] == 1.0 for o in orders if o["action"] == "limit")      # the default size: 1 lot
 
 
 def test_unknown_strategy_is_a_clear_error():

@@ -73,3 +73,32 @@ def test_default_task_is_the_backtest_core(session):
     tiny = str(data_file("tiny"))
     tasks = [(tiny, "sobi", {"k": 0.25}), (tiny, "mm", {"skew": 0.0})]
     assert identical(spark.run_sweep(tasks, master="local[2]"), [run_task(*t) for t in tasks])
+
+
+def test_strategy_plugins_on_spark_workers(session, tmp_path, monkeypatch, capsys):
+    """A plugin found by entry point from a folder only this process has on sys.path, the
+    example strategy by file path and by module: the workers import each (the driver sends the
+    file's path or the module and its folder) and return the rows the driver computes itself;
+    the CLI's --spark takes the entry point name."""
+    import json
+    import sys
+
+    from strategy_plugin import EXAMPLE, make_plugin
+
+    from ddms.cli import main
+    from replay.backtest import run_task
+    root = make_plugin(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(root))
+    data = "synthetic:20000:2"
+    tasks = [(data, "imb", {"threshold": 0.0002, "exit": 0.00005}),
+             (data, f"{EXAMPLE}:Imbalance", {"threshold": 0.0001, "exit": 0}),
+             (data, "imbplug:Imbalance", {"exit": 0.0001})]
+    want = [run_task(*t) for t in tasks]
+    assert any(r["n_trades"] for r in want)
+    assert identical(spark.run_sweep(tasks, master="local[2]"), want)
+    assert main(["backtest", data, "--strategy", "imb", "--param", "threshold=0.0002", "--param", "exit=0.00005",
+                 "--spark", "local[2]", "--json"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert rows == [{k: (None if isinstance(v, float) and v != v else v) for k, v in want[0].items()}]
+    for m in [m for m in sys.modules if m == "imbplug"]:
+        del sys.modules[m]

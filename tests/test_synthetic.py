@@ -82,3 +82,102 @@ def test_bad_parameters():
             SyntheticOrderFlow(**kw)
     with pytest.raises(ValueError):
         list(generate_orderbook(10, chunk_lines=0))
+
+
+# ------------------------------------------------------------------------------------------
+# an honest book: never crossed unless asked
+# ------------------------------------------------------------------------------------------
+
+class _Book:
+    """An independent plain-Python order book with the README's semantics (B/S add, E reduces
+    and removes at 0, F/D remove, unknown ids and other letters ignored): orders by id and a
+    count of orders per price level and side."""
+
+    def __init__(self) -> None:
+        from sortedcontainers import SortedDict
+        self.orders: dict[int, list[int]] = {}
+        self.levels = [SortedDict(), SortedDict()]
+
+    def apply(self, line: bytes) -> str | None:
+        """Apply one line; returns what it did to the book ("add", "partial", "exec", "delete")."""
+        _, oid_s, act, vol_s, px_s = line.split(b",")
+        oid, vol, px = int(oid_s), int(vol_s), int(px_s)
+        if act in (b"B", b"S"):
+            s = 0 if act == b"B" else 1
+            assert oid not in self.orders, line
+            self.orders[oid] = [s, vol, px]
+            self.levels[s][px] = self.levels[s].get(px, 0) + 1
+            return "add"
+        if act not in (b"E", b"F", b"D") or oid not in self.orders:
+            return None
+        s, left, p = self.orders[oid]
+        if act == b"E" and vol < left:
+            self.orders[oid][1] = left - vol
+            return "partial"
+        del self.orders[oid]
+        self.levels[s][p] -= 1
+        if not self.levels[s][p]:
+            del self.levels[s][p]
+        return "delete" if act == b"D" else "exec"
+
+    def best(self, side: int, normal: bool = False) -> int | None:
+        """The best price of a side (``normal``: leaving out the extreme outlier prices)."""
+        lv = self.levels[side]
+        prices = [p for p in lv if 1_000 < p < 1_999_999_900] if normal else list(lv)
+        if not prices:
+            return None
+        return max(prices) if side == 0 else min(prices)
+
+
+def _replay_book(data: bytes) -> dict:
+    """Replay ``data`` through :class:`_Book`, counting the lines after which the book is
+    crossed (best bid >= best ask, both sides non-empty) and what the stream exercised."""
+    book = _Book()
+    stats = {"crossed": 0, "both_sides": 0, "partial": 0, "exec": 0, "delete": 0, "add": 0, "max_levels": 0,
+             "spread_min": None}
+    for line in data.splitlines():
+        did = book.apply(line)
+        if did:
+            stats[did] += 1
+        bids, asks = book.levels
+        stats["max_levels"] = max(stats["max_levels"], len(bids), len(asks))
+        if bids and asks:
+            stats["both_sides"] += 1
+            spread = asks.peekitem(0)[0] - bids.peekitem(-1)[0]
+            stats["crossed"] += spread <= 0
+            if stats["spread_min"] is None or spread < stats["spread_min"]:
+                stats["spread_min"] = spread
+    return stats
+
+
+@pytest.mark.parametrize("seed, n, depth", [(0, 60_000, 1000), (1, 30_000, 50), (2, 40_000, 300),
+                                            (3, 20_000, 5), (4, 50_000, 2000)])
+def test_book_is_never_crossed_and_the_flow_is_still_rich(seed, n, depth):
+    data = _flow_bytes(n, seed=seed, depth=depth, chunk_lines=4999)
+    stats = _replay_book(data)
+    assert stats["both_sides"] > (0.8 if depth >= 50 else 0.5) * n     # the test is not vacuous
+    assert stats["crossed"] == 0 and stats["spread_min"] > 0
+    assert stats["partial"] > 0.005 * n and stats["exec"] > 0.005 * n and stats["delete"] > 0.05 * n
+    assert stats["add"] > 0.3 * n
+    assert stats["max_levels"] >= min(depth // 4, 40)
+
+
+def test_model_invariants_and_best_prices_match_the_independent_replay():
+    flow = SyntheticOrderFlow(seed=9, depth=200, levels=20, drift_rate=0.1)   # a fast mid: many marketable adds
+    book = _Book()
+    for _ in range(40):
+        for line in flow.lines(500).splitlines():
+            book.apply(line)
+        flow._check()
+        assert (flow.best_bid, flow.best_ask) == (book.best(0, normal=True), book.best(1, normal=True))
+        assert flow.resting == len(book.orders)
+        assert flow.resting_bids == sum(1 for s, _, _ in book.orders.values() if s == 0)
+    assert flow.best_bid is not None and flow.best_ask is not None
+
+
+def test_allow_crossing_keeps_the_naive_model():
+    data = _flow_bytes(30_000, seed=1, allow_crossing=True)
+    assert _replay_book(data)["crossed"] > 1000
+    flow = SyntheticOrderFlow(seed=1, allow_crossing=True)
+    flow.lines(30_000)
+    flow._check()                      # the FIFOs are kept in this mode too; only the order test is off

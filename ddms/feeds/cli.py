@@ -2,8 +2,9 @@
 
     ddms serve-feed CAPTURE.gz|finance.csv [--speed X|max] [--rate N] [--port P] [--host H]
                     [--empty-book] [--fault KIND@N ...]
-    ddms monitor URL [--views FILE.sql|FILE.m3] [--strategy NAME [--param K=V ...]] [--json] [--once]
-                 [--snapshot-url URL] [--market futures|spot] [--watchdog S]
+    ddms monitor URL [--views FILE.sql|FILE.m3] [--strategy NAME [--param K=V ...] [--orders-log FILE]]
+                 [--json] [--once] [--reconnect N|forever] [--snapshot-url URL] [--market futures|spot]
+                 [--watchdog S]
 
 ``serve-feed`` prints the websocket URL to connect to as its first stdout line; ``monitor`` on
 that URL needs no other option (the server advertises protocol, market and snapshot endpoint).
@@ -16,8 +17,13 @@ import argparse
 import asyncio
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from ddms.errors import DdmsError
+from ddms.feeds import DEFAULT_RETRIES, retry_policy
+
+if TYPE_CHECKING:
+    from ddms.feeds.monitor import MonitorConfig
 
 
 def _positive(text: str, option: str, expected: str) -> float:
@@ -71,8 +77,10 @@ def cmd_serve_feed(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_monitor(args: argparse.Namespace) -> int:
-    from ddms.feeds.monitor import Monitor, MonitorConfig
+def monitor_config(args: argparse.Namespace) -> MonitorConfig:
+    """The :class:`~ddms.feeds.monitor.MonitorConfig` a ``ddms monitor`` command line asks for
+    (the URL and the options checked; nothing compiled or connected yet)."""
+    from ddms.feeds.monitor import MonitorConfig
     from ddms.feeds.transport import ClientConfig
 
     ClientConfig(args.url)          # validates the URL before any compile
@@ -87,9 +95,18 @@ def cmd_monitor(args: argparse.Namespace) -> int:
             raise DdmsError(f"--param {text!r}: the value is not a number") from None
     if params and not args.strategy:
         raise DdmsError("--param needs --strategy")
-    config = MonitorConfig(args.url, views=args.views, strategy=args.strategy, json=args.json, once=args.once,
-                           snapshot_url=args.snapshot_url, market=args.market, watchdog=args.watchdog,
-                           display=False if args.no_display else None, strategy_params=tuple(params))
+    if args.orders_log and not args.strategy:
+        raise DdmsError("--orders-log needs --strategy")
+    return MonitorConfig(args.url, views=args.views, strategy=args.strategy, json=args.json, once=args.once,
+                         snapshot_url=args.snapshot_url, market=args.market, watchdog=args.watchdog,
+                         display=False if args.no_display else None, strategy_params=tuple(params),
+                         reconnect=args.reconnect, orders_log=args.orders_log)
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    from ddms.feeds.monitor import Monitor
+
+    config = monitor_config(args)
     engine = None
     if args.views:   # built here, after the arguments are checked, to say which wait is coming
         from ddms.cli import build_engine
@@ -101,10 +118,24 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         print(json.dumps(mon.summary()), flush=True)
         return 130
     # feed faults (gaps, stale, malformed) are counted and recovered from; exit 1 only when the
-    # book itself failed a check, 3 when the feed could not be followed to its end
+    # book itself failed a check, 3 when the feed was lost (not ended by the server) and the
+    # reconnect attempts failed
     if summary.get("bookticker_mismatch") or summary.get("crossed"):
         return 1
     return 0 if not summary.get("end", "").startswith("gave up") else 3
+
+
+def _reconnect(text: str) -> int | None:
+    """``--reconnect``: a number of attempts >= 0, or ``forever`` (None)."""
+    if text.strip().lower() in ("forever", "inf"):
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"--reconnect {text!r}: a number of attempts (0, 1, 2, ...) or 'forever'")
+    return n
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -127,11 +158,22 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     mo = sub.add_parser("monitor", help="follow a live feed: book, views, checks, live display")
     mo.add_argument("url", help="websocket URL (e.g. the first line printed by ddms serve-feed)")
     mo.add_argument("--views", help="views to maintain: SQL (.sql) or M3 (.m3) over bids/asks")
-    mo.add_argument("--strategy", help="run a registered strategy (sobi, mm, ...) on the views; without --views "
-                    "on the strategy's own program; its orders are printed on stderr")
+    mo.add_argument("--strategy", help="run a strategy on the views: a name from ddms backtest --list, "
+                    "package.module:Class or path/to/file.py:Class; without --views on the strategy's own program; "
+                    "its orders are recorded, not sent anywhere, and shown in the display's orders panel "
+                    "(--json: order events; --no-display: lines on stderr)")
     mo.add_argument("--param", action="append", metavar="NAME=VALUE", help="a strategy parameter; repeatable")
+    mo.add_argument("--orders-log", metavar="FILE",
+                    help="also write every strategy action to FILE as CSV (time, line, action, order_id, side, price, "
+                         "qty), flushed as it happens")
     mo.add_argument("--json", action="store_true", help="print JSON lines (changes, problems, summary), no display")
-    mo.add_argument("--once", action="store_true", help="exit when the server ends the stream instead of reconnecting")
+    mo.add_argument("--once", action="store_true",
+                    help="exit as soon as the server ends the stream normally (a finished replay) instead of "
+                         "reconnecting; a lost connection is still retried as --reconnect says")
+    mo.add_argument("--reconnect", type=_reconnect, default=DEFAULT_RETRIES, metavar="N|forever",
+                    help=f"after the connection ends or an attempt fails, {retry_policy(DEFAULT_RETRIES)}, then "
+                         "stop (a connection that carries messages starts the count again); 'forever' never gives "
+                         "up.  A stream the server ended normally exits 0, a lost feed 3")
     mo.add_argument("--snapshot-url", help="depth snapshot URL (default: advertised by the server or implied)")
     mo.add_argument("--market", choices=("futures", "spot"), help="Binance market (default: advertised or detected)")
     mo.add_argument("--watchdog", type=float, default=30.0, help="reconnect after this many seconds without a message")

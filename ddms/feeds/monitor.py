@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import csv
 import json
 import math
 import signal
@@ -40,6 +41,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TextIO
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -49,8 +51,9 @@ from ddms.errors import DdmsError
 from ddms.feeds import NeedSnapshot
 from ddms.feeds.binance import FUTURES, SPOT, BinanceBook, Decoder, DepthUpdate
 from ddms.feeds.orderproto import OrderFeed
-from ddms.feeds.server import DEPTH_PATHS, ORDERS_PATH, ORDERS_SNAPSHOT_PATH
+from ddms.feeds.server import DEPTH_PATHS, NORMAL_CLOSE, ORDERS_PATH, ORDERS_SNAPSHOT_PATH
 from ddms.feeds.transport import (
+    DEFAULT_RETRIES,
     ClientConfig,
     Connected,
     Disconnected,
@@ -73,7 +76,9 @@ class MonitorConfig:
     """``url`` of the feed; ``views``: an .sql/.m3 file (None: book only); ``strategy``: a
     registered strategy name (its own program when ``views`` is None), ``strategy_params`` its
     parameters; ``json``: JSON lines instead of the display; ``once``: stop when the
-    server ends the stream normally; ``snapshot_url``/``market``/``protocol`` override what the
+    server ends the stream normally; ``reconnect``: reconnect attempts in a row before giving up
+    (None: forever; see :func:`ddms.feeds.transport.retry_policy`); ``orders_log``: a CSV file
+    receiving every strategy action; ``snapshot_url``/``market``/``protocol`` override what the
     server advertises; ``display``: draw the rich display (default: when stdout is a terminal)."""
 
     url: str
@@ -88,7 +93,8 @@ class MonitorConfig:
     watchdog: float = 30.0
     queue_size: int = 1024
     overflow_wait: float = 1.0
-    max_failures: int | None = None
+    reconnect: int | None = DEFAULT_RETRIES
+    orders_log: str | None = None
     brokers: int = 10
     max_batch: int = 1024
     strategy_params: tuple[tuple[str, Any], ...] = ()
@@ -131,9 +137,22 @@ class Monitor:
         if engine is None and config.views:
             from ddms.runtime.engine import Engine
             self.engine = Engine(config.views)
+        self.recent_orders: deque[str] = deque(maxlen=_ORDERS_SHOWN)
+        self._orders_seen = 0           # strategy actions already shown/logged
+        self._orders_log: TextIO | None = None
         if config.strategy:
             self.strategy_obj, self.engine, self.strategy_ctx = load_strategy(
                 config.strategy, self.engine, dict(config.strategy_params))
+        if config.orders_log:
+            if not config.strategy:
+                raise DdmsError("--orders-log needs --strategy")
+            try:
+                self._orders_log = open(config.orders_log, "w", encoding="utf-8", newline="")
+            except OSError as e:
+                raise DdmsError(f"--orders-log {config.orders_log}: cannot write: {e.strerror or e}") from None
+            self._orders_csv = csv.writer(self._orders_log)
+            self._orders_csv.writerow(ORDERS_LOG_COLUMNS)
+            self._orders_log.flush()
         if self.engine is not None:
             self.relmap = self.engine.relmap(("bids", "asks"))
             if config.json:
@@ -148,13 +167,39 @@ class Monitor:
         self._emit({"event": "change", "view": view, "key": list(key), "old": _num(old), "new": _num(new),
                     "line": position})
 
-    def _note(self, kind: str, **fields: Any) -> None:
-        text = f"{kind}: " + ", ".join(f"{k}={v}" for k, v in fields.items())
+    def _note(self, kind: str, say: str | None = None, **fields: Any) -> None:
+        """Record a session event: one JSON line with ``--json``, else one line of text (``say``,
+        or the fields) in the display's event list or on stderr."""
+        text = say if say is not None else f"{kind}: " + ", ".join(f"{k}={v}" for k, v in fields.items())
         self.recent.append(text)
         if self.config.json:
             self._emit({"event": kind, **fields})
         elif not self._display_on:
             print(f"monitor: {text}", file=sys.stderr, flush=True)
+
+    def _drain_orders(self) -> None:
+        """Route the strategy's new actions (``LiveContext.orders`` since the last call) to where
+        they belong: the orders log (``--orders-log``), JSON lines (``--json``), the display's
+        orders panel, or -- with neither a display nor JSON -- one line each on stderr.  Never
+        on the display's stream: order lines printed there would garble the live display.
+        O(new actions)."""
+        ctx = self.strategy_ctx
+        if ctx is None or len(ctx.orders) == self._orders_seen:
+            return
+        new = ctx.orders[self._orders_seen:]
+        self._orders_seen = len(ctx.orders)
+        for r in new:
+            if self._orders_log is not None:
+                self._orders_csv.writerow(_order_row(r))
+            if self.config.json:
+                self._emit({"event": "order", "line": r.line, "time": r.time, "action": r.action,
+                            "order_id": r.order_id, "side": r.side, "price": _num(r.price), "qty": r.qty})
+            elif self._display_on:
+                self.recent_orders.append(_order_text(r))
+            elif self._orders_log is None:
+                print(f"monitor: order: {_order_text(r)}", file=sys.stderr, flush=True)
+        if self._orders_log is not None:
+            self._orders_log.flush()
 
     def _drain_reports(self) -> None:
         book = self.book
@@ -269,13 +314,15 @@ class Monitor:
                 self.market = h["x-ddms-market"]
             if "x-ddms-snapshot" in h:
                 self.advertised_snapshot = h["x-ddms-snapshot"]
-            self._note("connected", number=item.number, url=item.url)
+            again = f" (connection {item.number})" if item.number > 1 else ""
+            self._note("connected", f"connected to {item.url}{again}", number=item.number, url=item.url)
             if self.book is None and self.protocol is not None and (self.protocol == "orders" or self.market):
                 self._make_book()
             elif self.book is not None and item.number > 1:
                 self._act(self.book.resync(f"reconnected (connection {item.number}): messages may have been lost"))
         elif t is Disconnected:
-            self._note("disconnected", code=item.code, reason=item.reason, retry_in=item.retry_in)
+            self._note("disconnected", self._say_disconnected(item), code=item.code, reason=item.reason,
+                       retry_in=item.retry_in, attempt=item.attempt, attempts=item.attempts)
         elif t is Overflow:
             self._note("overflow", dropped=item.dropped)
             if self.book is not None:
@@ -284,9 +331,30 @@ class Monitor:
             self._on_snapshot(item)
         elif t is Ended:
             self.end_reason = item.reason
-            self._note("ended", reason=item.reason, normal=item.normal)
+            self._note("ended", f"stopped: {item.reason}", reason=item.reason, normal=item.normal)
             return True
         return False
+
+    def _say_disconnected(self, d: Disconnected) -> str:
+        """One line for a lost connection or a failed attempt: what happened and what comes next
+        (the policy is stated with the first attempt of a run)."""
+        if d.connected and d.code == NORMAL_CLOSE:
+            what = f"the server ended the stream normally ({d.reason})"
+        elif d.connected:
+            what = f"connection lost ({f'code {d.code}: ' if d.code is not None else ''}{d.reason})"
+        else:
+            what = f"connection attempt failed: {d.reason}"
+        if d.retry_in is None:
+            return f"{what}; no more reconnect attempts"
+        of = f" of {d.attempts}" if d.attempts is not None else ""
+        text = f"{what}; reconnect attempt {d.attempt}{of} in {d.retry_in:.1f} s"
+        if d.attempt == 1:
+            c = self.client.config if self.client is not None else ClientConfig(self.config.url)
+            hints = [] if d.attempts is None else ["--reconnect forever never gives up"]
+            if not self.config.once:
+                hints.append("--once stops when the server ends the stream")
+            text += f" (policy: {c.policy()}{'; ' if hints else ''}{', '.join(hints)})"
+        return text
 
     def _flush(self) -> None:
         """Hand the queued events to the engine; record latencies."""
@@ -309,6 +377,8 @@ class Monitor:
                 n += 1
             self._nlat = n
             pend.clear()
+        if self.strategy_ctx is not None:      # after the latency stamp: logging is not the strategy's delay
+            self._drain_orders()
         self._drain_reports()
 
     # -- the session ----------------------------------------------------------------------------
@@ -321,9 +391,7 @@ class Monitor:
         _warm_up()
         c = self.config
         client = FeedClient(ClientConfig(c.url, queue_size=c.queue_size, watchdog=c.watchdog, once=c.once,
-                                         overflow_wait=c.overflow_wait,
-                                         max_failures=c.max_failures if c.max_failures is not None
-                                         else (8 if c.once else None)))
+                                         overflow_wait=c.overflow_wait, max_retries=c.reconnect))
         self.client = client
         self.t0 = time.perf_counter()
         loop = asyncio.get_running_loop()
@@ -394,6 +462,9 @@ class Monitor:
         """Print the final views (as ``ddms run --json``) and the summary line; return the
         summary."""
         self._drain_reports()
+        self._drain_orders()
+        if self._orders_log is not None:
+            self._orders_log.close()
         if self.engine is not None and self.config.json:
             from ddms.cli import _jsonable
             self.out.write(json.dumps({"line": self.engine.position,
@@ -453,8 +524,12 @@ class Monitor:
             out["position"] = self.engine.position
         ctx = self.strategy_ctx
         if ctx is not None:
-            out["strategy"] = {"name": self.config.strategy, "orders": len(ctx.orders),
+            placed = sum(1 for r in ctx.orders if r.action != "cancel")
+            out["strategy"] = {"name": self.config.strategy, "orders": placed,
+                               "cancels": len(ctx.orders) - placed,
                                "open_orders": len(ctx.open_orders), "position": ctx.position, "cash": ctx.cash}
+            if self.config.orders_log:
+                out["strategy"]["orders_log"] = self.config.orders_log
         return out
 
 
@@ -480,6 +555,31 @@ def _num(x: float) -> float | None:
     return None if isinstance(x, float) and math.isnan(x) else x
 
 
+_ORDERS_SHOWN = 10      # strategy actions in the display's orders panel
+ORDERS_LOG_COLUMNS = ("time", "line", "action", "order_id", "side", "price", "qty")
+"""Columns of ``--orders-log``: wall-clock UTC time (ISO 8601), the input line (message-derived
+book update) the strategy acted on, ``limit``/``market``/``cancel``, the order id, the side, the
+limit price (empty for market orders and cancels) and the quantity (0 for cancels)."""
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _order_row(r: Any) -> tuple:
+    return (_iso(r.time), r.line, r.action, r.order_id, r.side, "" if math.isnan(r.price) else repr(r.price),
+            repr(r.qty))
+
+
+def _order_text(r: Any) -> str:
+    """One strategy action as a short line (the display's orders panel, stderr)."""
+    clock = _iso(r.time)[11:23]
+    if r.action == "cancel":
+        return f"{clock}  line {r.line:,}  cancel order {r.order_id} ({r.side})"
+    at = f" @ {r.price:g}" if r.action == "limit" else " at market"
+    return f"{clock}  line {r.line:,}  order {r.order_id}: {r.action} {r.side} {r.qty:g}{at}"
+
+
 # ------------------------------------------------------------------------------------------
 # strategies
 # ------------------------------------------------------------------------------------------
@@ -488,10 +588,11 @@ def load_strategy(name: str, engine: Any, params: dict[str, Any] | None = None,
                   out: TextIO | None = None) -> tuple[Any, Any, Any]:
     """Build strategy ``name`` from the registry (``strategies.get(name, params)``: validated
     parameters), on ``engine`` or, when None, on a fresh engine of the strategy's own program, and
-    attach it through a :class:`strategies.LiveContext` (orders are recorded and printed on
-    ``out``, default stderr).  Returns ``(strategy, engine, context)``.  Imported lazily: the
-    monitor does not need the strategies package unless asked.  Unknown names and parameters
-    raise the registry's error, which lists what exists."""
+    attach it through a :class:`strategies.LiveContext` (orders are recorded in ``ctx.orders``
+    and also written to ``out`` when given: the monitor leaves it None and routes them itself).
+    Returns ``(strategy, engine, context)``.  Imported lazily: the monitor does not need the
+    strategies package unless asked.  Unknown names and parameters raise the registry's error,
+    which lists what exists."""
     try:
         import strategies
     except ImportError as e:
@@ -499,7 +600,7 @@ def load_strategy(name: str, engine: Any, params: dict[str, Any] | None = None,
     strat = strategies.get(name, params or {})
     if engine is None:
         engine = strat.make_engine()
-    ctx = strat.attach(engine, strategies.LiveContext(engine, out=out if out is not None else sys.stderr))
+    ctx = strat.attach(engine, strategies.LiveContext(engine, out=out))
     return strat, engine, ctx
 
 
@@ -539,7 +640,9 @@ class _Display:
 
     def render(self) -> Any:
         from rich.console import Group
+        from rich.panel import Panel
         from rich.table import Table
+        from rich.text import Text
         mon = self.mon
         s = mon.summary()
         now = time.perf_counter()
@@ -579,6 +682,16 @@ class _Display:
                     shown = f"{v:.6g}" if isinstance(v, float) else str(v)
                 views.add_row(name, shown)
             parts.append(views)
+        ctx = mon.strategy_ctx
+        if ctx is not None:
+            st = s["strategy"]
+            title = (f"orders ({mon.config.strategy}): {st['orders']} placed, {st['cancels']} cancelled, "
+                     f"{st['open_orders']} open, position {st['position']:g}")
+            log = f"all orders in {mon.config.orders_log}" if mon.config.orders_log else None
+            body = "\n".join(mon.recent_orders) if mon.recent_orders else "no order yet"
+            parts.append(Panel(Text(body, no_wrap=True, overflow="ellipsis"), title=title, title_align="left",
+                               subtitle=log, subtitle_align="left"))
         if mon.recent:
-            parts.append("\n".join(list(mon.recent)[-8:]))
+            parts.append(Panel(Text("\n".join(list(mon.recent)[-8:]), overflow="fold"), title="events",
+                               title_align="left"))
         return Group(*parts)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import random
 import signal
 import socket
@@ -47,11 +48,12 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.http11 import Request, Response
 
 from ddms.errors import DdmsError
+from ddms.feeds import DEFAULT_RETRIES, retry_policy
 from ddms.feeds.server import NORMAL_CLOSE, Close, Hold, HttpAnswer, ReplayCore, Send, Stall, WsRoute
 
 __all__ = [
-    "ClientConfig", "Connected", "Disconnected", "Ended", "FeedClient", "FeedError", "Overflow", "ServeConfig",
-    "SnapshotReply", "http_get", "serve_replay",
+    "DEFAULT_RETRIES", "ClientConfig", "Connected", "Disconnected", "Ended", "FeedClient", "FeedError", "Overflow",
+    "ServeConfig", "SnapshotReply", "describe_error", "http_get", "retry_policy", "serve_replay",
 ]
 
 
@@ -78,11 +80,17 @@ class Connected:
 @dataclass(frozen=True, slots=True)
 class Disconnected:
     """The connection (or an attempt) ended: ``code``/``reason`` of the close (None: no close
-    frame, or the attempt failed), ``retry_in`` seconds until the next attempt (None: no more)."""
+    frame, or the attempt failed; ``reason`` is one plain sentence, never an exception repr),
+    ``retry_in`` seconds until the next attempt (None: no more), which is reconnect attempt
+    ``attempt`` of ``attempts`` (None: no limit) since the last connection that carried messages;
+    ``connected``: this record ends a connection (False: an attempt that never connected)."""
 
     code: int | None
     reason: str
     retry_in: float | None
+    attempt: int = 0
+    attempts: int | None = None
+    connected: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +114,9 @@ class SnapshotReply:
 @dataclass(frozen=True, slots=True)
 class Ended:
     """The client stopped: the server ended the stream normally (``once``), :meth:`stop` was
-    called, or the connection failed ``max_failures`` times in a row."""
+    called, or the reconnect policy ran out (``max_retries`` attempts failed in a row).
+    ``normal``: nothing went wrong -- a stop, or a stream the server ended normally (close code
+    1000), even if the reconnect attempts after it then found no server."""
 
     reason: str
     normal: bool
@@ -116,10 +126,11 @@ class Ended:
 class ClientConfig:
     """Client settings.  ``queue_size`` bounds the queue to the consumer; ``overflow_wait`` is how
     long the reader waits for room before dropping; ``watchdog`` the longest silence tolerated;
-    ``backoff_base``/``backoff_cap`` the reconnect delays (``min(cap, base * 2**failures)``,
-    times a uniform jitter in [0.5, 1]); ``once``: a normal close (1000) ends the client instead
-    of reconnecting; ``max_failures``: consecutive failed attempts before giving up (None:
-    never)."""
+    ``backoff_base``/``backoff_cap`` the reconnect delays (attempt r waits
+    ``min(cap, base * 2**(r-1))`` times a uniform jitter in [0.5, 1]); ``once``: a normal close
+    (1000) ends the client instead of reconnecting; ``max_retries``: reconnect attempts after a
+    connection ends (or the first attempt fails) before giving up, counted from the last
+    connection that carried messages (None: never give up).  :meth:`policy` states it."""
 
     url: str
     queue_size: int = 1024
@@ -132,7 +143,7 @@ class ClientConfig:
     backoff_base: float = 0.1
     backoff_cap: float = 10.0
     once: bool = False
-    max_failures: int | None = None
+    max_retries: int | None = DEFAULT_RETRIES
     max_size: int = 2**24
     snapshot_timeout: float = 10.0
 
@@ -142,6 +153,12 @@ class ClientConfig:
             raise FeedError(f"{self.url}: not a websocket URL (ws:// or wss://)")
         if self.queue_size < 2 or self.watchdog <= 0 or self.backoff_base <= 0 or self.backoff_cap < self.backoff_base:
             raise FeedError(f"{self.url}: need queue_size >= 2, watchdog > 0, 0 < backoff_base <= backoff_cap")
+        if self.max_retries is not None and self.max_retries < 0:
+            raise FeedError(f"{self.url}: max_retries must be >= 0 or None, got {self.max_retries}")
+
+    def policy(self) -> str:
+        """The reconnect policy in words, with the longest total wait it implies."""
+        return retry_policy(self.max_retries, self.backoff_base, self.backoff_cap)
 
 
 @dataclass
@@ -197,10 +214,10 @@ class FeedClient:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def backoff(self, failures: int) -> float:
-        """Delay before the next attempt after ``failures`` consecutive failures (>= 1)."""
+    def backoff(self, attempt: int) -> float:
+        """Delay before reconnect attempt ``attempt`` (>= 1) in a row."""
         c = self.config
-        return min(c.backoff_cap, c.backoff_base * 2 ** min(failures - 1, 30)) * self._rng.uniform(0.5, 1.0)
+        return min(c.backoff_cap, c.backoff_base * 2 ** min(attempt - 1, 30)) * self._rng.uniform(0.5, 1.0)
 
     # -- snapshots --------------------------------------------------------------------------
     def request_snapshot(self, url: str, delay: float = 0.0) -> None:
@@ -227,27 +244,45 @@ class FeedClient:
 
     # -- the reader -------------------------------------------------------------------------
     async def run(self) -> None:
-        """Connect and read until stopped; always ends by putting an :class:`Ended` record."""
+        """Connect and read until stopped; always ends by putting an :class:`Ended` record.
+
+        After a connection ends (or an attempt fails) the client waits :meth:`backoff` and tries
+        again, up to ``max_retries`` times in a row; a connection that carries a message starts
+        the count again.  A normal close (1000) ends the client at once with ``once``."""
         c = self.config
-        failures = 0
+        retries = 0                 # reconnect attempts since the last connection that carried messages
+        stream_end: str | None = None   # why the server last ended the stream normally (None: it did not)
         ended: Ended | None = None
         try:
             while not self._stop.is_set():
+                connects = self.stats.connects
                 code, reason, got_messages = await self._one_connection()
                 if self._stop.is_set():
                     ended = Ended("stopped", True)
                     break
-                if code == NORMAL_CLOSE and c.once:
-                    ended = Ended(f"server closed the stream normally ({reason or 'no reason given'})", True)
-                    break
-                failures = 1 if got_messages else failures + 1
+                connected = self.stats.connects > connects
+                if code == NORMAL_CLOSE and connected:
+                    stream_end = reason or "no reason given"
+                    if c.once:
+                        ended = Ended(f"server closed the stream normally ({stream_end})", True)
+                        break
+                elif connected:
+                    stream_end = None
+                if got_messages:
+                    retries = 0
                 self.stats.failures += 1
-                if c.max_failures is not None and failures > c.max_failures:
-                    await self._put_control(Disconnected(code, reason, None))
-                    ended = Ended(f"gave up after {failures - 1} failed attempts in a row: {reason}", False)
+                if c.max_retries is not None and retries >= c.max_retries:
+                    await self._put_control(Disconnected(code, reason, None, retries, c.max_retries, connected))
+                    tried = f"{retries} reconnect attempt{'s' if retries != 1 else ''}"
+                    if stream_end is not None:
+                        ended = Ended(f"the server ended the stream normally ({stream_end}) and did not come back "
+                                      f"({tried} failed, the last: {reason})", True)
+                    else:
+                        ended = Ended(f"gave up after {tried} in a row failed: {reason}", False)
                     break
-                delay = self.backoff(failures)
-                await self._put_control(Disconnected(code, reason, delay))
+                retries += 1
+                delay = self.backoff(retries)
+                await self._put_control(Disconnected(code, reason, delay, retries, c.max_retries, connected))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), delay)
             else:
@@ -306,7 +341,7 @@ class FeedClient:
             code, reason = None, f"handshake refused: HTTP {e.response.status_code}: " \
                                  f"{e.response.body[:200].decode('utf-8', 'replace') if e.response.body else ''}"
         except (OSError, InvalidHandshake, TimeoutError, websockets.exceptions.WebSocketException) as e:
-            code, reason = None, f"{type(e).__name__}: {e}"
+            code, reason = None, describe_error(e, c.open_timeout)
         finally:
             self._ws = None
         self.stats.last_close = f"{code} {reason}"
@@ -350,6 +385,26 @@ class FeedClient:
                 self.stats.watchdog += 1
                 await ws.close(4000, f"no message for {limit:g} s")
                 return
+
+
+def describe_error(e: BaseException, open_timeout: float) -> str:
+    """A failed connection attempt in one plain sentence (what the user can act on), instead of
+    an exception repr such as ``ConnectionRefusedError: [Errno 111] Connect call failed (...)``."""
+    text = str(e)
+    if isinstance(e, ConnectionRefusedError) or (isinstance(e, OSError) and (
+            e.errno == errno.ECONNREFUSED or f"[Errno {errno.ECONNREFUSED}]" in text)):
+        return "connection refused (no server listens there)"
+    if isinstance(e, socket.gaierror):
+        return f"cannot resolve the host name ({e.strerror or text})"
+    if isinstance(e, TimeoutError):
+        return f"no answer within {open_timeout:g} s"
+    if isinstance(e, ConnectionResetError):
+        return "connection reset by the server"
+    if isinstance(e, OSError):
+        return (e.strerror or text or "network error").rstrip(".")
+    if isinstance(e, InvalidHandshake):
+        return f"websocket handshake failed: {text or type(e).__name__}"
+    return text or type(e).__name__
 
 
 # ------------------------------------------------------------------------------------------

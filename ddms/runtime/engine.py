@@ -29,6 +29,7 @@ from ddms.m3.interpreter import initial_values
 from ddms.m3.ir import Program
 from ddms.m3.parser import parse_program, read_source
 from ddms.m3.verify import verify
+from ddms.runtime.typedio import dict_get, log_drain
 from ddms.runtime.views import GroupedView, ScalarView
 from ddms.streams.events import EventBatch, check_batch
 
@@ -165,6 +166,18 @@ class Engine:
                               np.zeros((0, 1)), empty.line, 0, 0, self._prev, self._fire_c)
 
     # -- views ------------------------------------------------------------------------------
+    def export(self, views: Sequence[str] | None = None, *, pandas: bool = False) -> dict[str, Any]:
+        """``{view name: table}`` of ``views`` (default: all) as they are now: pyarrow Tables, or
+        pandas DataFrames with ``pandas=True`` (optional dependency; a DependencyError says how to
+        install it).  Key columns, then a value column named after the view; a scalar view is one
+        row (:mod:`ddms.runtime.export`).  Cost: O(groups) per grouped view."""
+        from ddms.runtime.export import export_views, to_pandas
+        if pandas:
+            from ddms.runtime.export import require_pandas
+            require_pandas()
+        tables = export_views(self.views, views)
+        return {n: to_pandas(t) for n, t in tables.items()} if pandas else tables
+
     def view(self, name: str) -> ScalarView | GroupedView:
         try:
             return self.views[name]
@@ -377,11 +390,9 @@ class Engine:
         """The first old value of every key written since the last drain (empties the log)."""
         keys, olds = self._logs[view]
         first: dict[tuple, float] = {}
-        if len(keys):
-            for k, o in zip(list(keys), list(olds), strict=True):
-                first.setdefault(k, o)
-            keys.clear()
-            olds.clear()
+        ks, os_ = log_drain(keys, olds, len(self.views[view].decl.keys))
+        for k, o in zip(ks.tolist(), os_.tolist(), strict=True):
+            first.setdefault(tuple(k), o)
         return first
 
     def _line_changed(self, line: int, slot: int, old: float, new: float) -> int:
@@ -434,7 +445,7 @@ class Engine:
             if v.decl.name not in changes:
                 changes[v.decl.name] = self._drain_log(view)
             for k, old in changes[v.decl.name].items():
-                new = float(v._table.get(k, 0.0))
+                new = float(dict_get(v._table, k)[1])
                 if not _same(old, new):
                     for sub in tuple(self._callbacks.get(view, ())):
                         if sub.live:

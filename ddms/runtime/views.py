@@ -2,6 +2,12 @@
 
 A view object never copies: reading it reads the engine's maps as they are now, so a callback
 reading any view sees exactly the state after the event that fired it.  Writes raise ViewError.
+
+Tables: ``view.to_arrow()`` / ``view.to_pandas()`` copy a view out (key columns, then a value
+column named after the view; :mod:`ddms.runtime.export`), and a view speaks the Arrow C stream
+interface, so ``pa.table(view)`` and ``pd.DataFrame.from_arrow(view)`` work too.  A grouped
+view is a ``Mapping`` from keys to values, so ``pd.DataFrame(view)`` sees its keys only: use
+``view.to_pandas()``.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import numpy as np
 
 from ddms.errors import ViewError
 from ddms.m3.ir import MapDecl
+from ddms.runtime.typedio import dict_dump, dict_get, dict_len
 
 
 def _py(x: float, typ: str) -> float | int:
@@ -41,10 +48,26 @@ class ScalarView:
     def __repr__(self) -> str:
         return f"ScalarView({self.name}={self.value!r})"
 
+    def to_arrow(self):
+        """The view now, as a pyarrow Table (see :mod:`ddms.runtime.export`)."""
+        from ddms.runtime.export import view_table
+        return view_table(self)
+
+    def to_pandas(self):
+        """The view now, as a pandas DataFrame (pandas is optional: a DependencyError says how
+        to install it)."""
+        from ddms.runtime.export import to_pandas
+        return to_pandas(self.to_arrow())
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        """The Arrow C stream interface (``pa.table(view)``, polars, ``DataFrame.from_arrow``)."""
+        return self.to_arrow().__arrow_c_stream__(requested_schema)
+
 
 class GroupedView(Mapping):
     """A grouped view as a read-only ``Mapping`` from key tuples to values (only nonzero groups
-    are present).  Lookups cost one hash probe; iteration walks the live map."""
+    are present).  Lookups cost one hash probe; iteration copies the live map's keys first
+    (O(groups)).  Every read goes through :mod:`ddms.runtime.typedio` (cached compiled code)."""
 
     def __init__(self, name: str, decl: MapDecl, table) -> None:
         self.name, self.decl, self._table = name, decl, table
@@ -58,27 +81,34 @@ class GroupedView(Mapping):
         return tuple(float(k) for k in key)
 
     def __getitem__(self, key: Any) -> float | int:
-        k = self._key(key)
-        if k not in self._table:
+        found, value = dict_get(self._table, self._key(key))
+        if not found:
             raise KeyError(key)
-        return _py(self._table[k], self.decl.value_type)
+        return _py(value, self.decl.value_type)
 
     def __contains__(self, key: Any) -> bool:
         try:
-            return self._key(key) in self._table
+            return dict_get(self._table, self._key(key))[0]
         except (KeyError, TypeError, ValueError):
             return False
 
+    def _items(self) -> list[tuple[tuple, float | int]]:
+        """(key tuple, value) of every group, converted to the declared types."""
+        keys, vals = dict_dump(self._table, len(self._types))
+        vt = self.decl.value_type
+        return [(tuple(_py(x, t) for x, t in zip(k, self._types, strict=True)), _py(v, vt))
+                for k, v in zip(keys.tolist(), vals.tolist(), strict=True)]
+
     def __iter__(self) -> Iterator[tuple]:
-        for k in list(self._table.keys()):
-            yield tuple(_py(x, t) for x, t in zip(k, self._types, strict=True))
+        for k, _ in self._items():
+            yield k
 
     def __len__(self) -> int:
-        return len(self._table)
+        return dict_len(self._table)
 
     def rows(self) -> list[list[float | int]]:
         """``[key1, ..., value]`` rows sorted by key (the CLI's JSON form)."""
-        return sorted([*k, self[k]] for k in self)
+        return sorted([*k, v] for k, v in self._items())
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise ViewError(f"view {self.name} is read-only")
@@ -88,3 +118,18 @@ class GroupedView(Mapping):
 
     def __repr__(self) -> str:
         return f"GroupedView({self.name}, {len(self)} groups)"
+
+    def to_arrow(self):
+        """The view now, as a pyarrow Table (see :mod:`ddms.runtime.export`)."""
+        from ddms.runtime.export import view_table
+        return view_table(self)
+
+    def to_pandas(self):
+        """The view now, as a pandas DataFrame (pandas is optional: a DependencyError says how
+        to install it)."""
+        from ddms.runtime.export import to_pandas
+        return to_pandas(self.to_arrow())
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        """The Arrow C stream interface (``pa.table(view)``, polars, ``DataFrame.from_arrow``)."""
+        return self.to_arrow().__arrow_c_stream__(requested_schema)

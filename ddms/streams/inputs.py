@@ -8,7 +8,10 @@ Order of events (deterministic, so ``--every N`` checkpoints are reproducible):
    then the second line of each, ...), a chunk of each file at a time.
 
 One ``orderbook`` file feeds every stream that names it (``book := 'bids'|'asks'``); a ``csv``
-file feeds one stream.  The merged batches number relations by :attr:`ProgramInput.names` and
+file feeds one stream.  An ``orderbook`` file may be in any format :mod:`ddms.streams.detect`
+knows (order-book CSV, LOBSTER, a Binance capture, ddms Parquet): CSV text is parsed here, the
+others are read by the ``book_reader`` the application passes (their readers live in ``replay/``,
+above this package).  The merged batches number relations by :attr:`ProgramInput.names` and
 lines globally (position = lines consumed over all files).  With a single source (the common case)
 its batches pass through untouched: merging costs nothing then, and O(events) numpy work per
 round otherwise.
@@ -16,7 +19,6 @@ round otherwise.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,6 +28,7 @@ import numpy as np
 
 from ddms.errors import DdmsError, ProgramError, ReplayError
 from ddms.m3.ir import Program, Stream
+from ddms.streams.detect import detect_kind, read_head
 from ddms.streams.events import EventBatch, split_lines
 from ddms.streams.orderbook import OrderBookParser, parse_chunks
 
@@ -35,9 +38,20 @@ if TYPE_CHECKING:
 
 ADAPTORS = ("orderbook", "csv")
 BOOKS = ("bids", "asks")
-_GZIP_MAGIC = b"\x1f\x8b"
-_PARQUET_MAGIC = b"PAR1"
-_CAPTURE_LINE = re.compile(rb"\d+ [{\[]")    # a Binance capture line: <recv_ts_ns> <json>
+
+BookReader = Callable[[Path, bool], Iterable[EventBatch]]
+"""``reader(path, skip_bad)``: an order-book source that is not CSV text (LOBSTER, a Binance
+capture, Parquet), checked when called (before any compile) and iterated later for its batches
+(rel 0 = bids, 1 = asks; ``skipped`` counting bad lines)."""
+
+
+@dataclass
+class _Counted:
+    """The bad-line count of a source read by a :data:`BookReader` (the sum of its batches'
+    ``skipped``), in the shape of a parser's."""
+
+    bad_lines: int = 0
+    bad_samples: list = field(default_factory=list)
 
 
 @dataclass
@@ -46,9 +60,10 @@ class _Source:
 
     path: Path
     names: tuple[str, ...]
-    parser: OrderBookParser | CsvParser
+    parser: OrderBookParser | CsvParser | _Counted
     table: bool
     batches: Iterator[EventBatch] | None = None
+    read: Callable[[], Iterable[EventBatch]] | None = None   # the batches of a BookReader's source
 
 
 @dataclass
@@ -60,7 +75,7 @@ class ProgramInput:
     sources: list[_Source] = field(default_factory=list)
 
     @property
-    def parsers(self) -> list[OrderBookParser | CsvParser]:
+    def parsers(self) -> list[OrderBookParser | CsvParser | _Counted]:
         return [s.parser for s in self.sources]
 
     @property
@@ -74,7 +89,7 @@ class ProgramInput:
         reads a file (the CLI passes one that draws progress).  A bad line stops everything
         after the events before it (strict parsers) with the :class:`InputError` naming it."""
         for s in self.sources:
-            s.batches = parse_chunks(s.parser, chunks(s.path))
+            s.batches = parse_chunks(s.parser, chunks(s.path)) if s.read is None else _counted(s.parser, s.read())
         offset = 0
         for s in (s for s in self.sources if s.table):
             last = offset
@@ -150,8 +165,14 @@ def _interleave(pi: ProgramInput, streams: list[_Source], offset: int) -> Iterat
         yield batch
 
 
+def _counted(counter: _Counted, batches: Iterable[EventBatch]) -> Iterator[EventBatch]:
+    for b in batches:
+        counter.bad_lines += b.skipped
+        yield b
+
+
 def _width(s: _Source) -> int:
-    return 5 if isinstance(s.parser, OrderBookParser) else len(s.parser.stream.columns)
+    return len(s.parser.stream.columns) if hasattr(s.parser, "stream") else 5
 
 
 def _lines(b: EventBatch) -> int:
@@ -168,11 +189,13 @@ def _global(j: np.ndarray, k: int, counts: np.ndarray) -> np.ndarray:
     return before
 
 
-def open_program_input(program: Program, base: Path, *, data: Path | None = None,
-                       skip_bad: bool = False) -> ProgramInput:
+def open_program_input(program: Program, base: Path, *, data: Path | None = None, skip_bad: bool = False,
+                       book_reader: BookReader | None = None) -> ProgramInput:
     """The sources ``program`` declares (paths relative to ``base``, the program's folder).
     ``data`` replaces the file of every orderbook stream (``ddms run --data``), or of the only
-    stream when there is one source.  Streams without a FROM clause get no input."""
+    stream when there is one source.  Streams without a FROM clause get no input.  Orderbook
+    files that are not CSV text are read by ``book_reader`` (an error naming the file without
+    one).  Cost: the first 64 KiB of every file, read to detect its format."""
     declared = [s for s in program.streams if s.source is not None]
     for s in declared:
         if s.source.adaptor.lower() not in ADAPTORS:
@@ -190,17 +213,16 @@ def open_program_input(program: Program, base: Path, *, data: Path | None = None
         groups.setdefault(key, []).append(s)
     sources: list[_Source] = []
     if data is not None and not declared:
-        _check_data_file(data)
-        sources.append(_orderbook_source(program, list(program.streams), data, skip_bad))
+        kind = _data_kind(data)
+        sources.append(_orderbook_source(program, list(program.streams), data, skip_bad, kind, book_reader))
     for (path, adaptor, _), streams in groups.items():
         given = Path(path)
         path = given.resolve()
-        if given == data:   # named on the command line: named as given there
-            _check_data_file(data, adaptor)
-        else:
-            _check_data_file(path, adaptor, f" (declared by stream {streams[0].name})")
+        # named on the command line: named as given there
+        kind = (_data_kind(data, adaptor) if given == data else
+                _data_kind(path, adaptor, f" (declared by stream {streams[0].name})"))
         if adaptor == "orderbook":
-            sources.append(_orderbook_source(program, streams, path, skip_bad))
+            sources.append(_orderbook_source(program, streams, path, skip_bad, kind, book_reader))
         else:
             from ddms.streams.csv import CsvParser  # here, not at the top: pyarrow (start time)
             s = streams[0]
@@ -212,30 +234,38 @@ def open_program_input(program: Program, base: Path, *, data: Path | None = None
     return ProgramInput(names, sources)
 
 
-def _check_data_file(path: Path, adaptor: str = "orderbook", by: str = "") -> None:
-    """Refuse, before any compile, a data file that is missing, a directory, or a compressed,
-    columnar or Binance capture file: both adaptors read CSV text, and would otherwise report the
-    first line's bytes as a malformed record.  ``by`` says who named the file."""
+_WHAT = {"parquet": "a Parquet file", "binance": "a Binance capture ('<recv_ts_ns> <json>' lines)",
+         "lobster": "a LOBSTER message file"}
+
+
+def _data_kind(path: Path, adaptor: str = "orderbook", by: str = "") -> str:
+    """The format of a data file, from :func:`ddms.streams.detect.detect_kind` (the one place
+    formats are recognised): ``"orderbook"`` for CSV text an order-book stream parses (or text of
+    no known shape: the parser then names its first bad line), ``"csv"`` for a CSV stream's
+    text, else the detected kind (``lobster``, ``binance``, ``parquet``: order-book streams only).
+    Refuses, before any compile, a missing file, a directory, a gzip file that is not a capture,
+    and a Parquet file or capture named for a CSV stream.  ``by`` says who named the file."""
     if not path.exists():
         raise DdmsError(f"{path}: no such data file{by}")
     if path.is_dir():
         raise ReplayError(f"is a directory, not a data file{by}", str(path))
     try:
-        with open(path, "rb") as f:
-            head = f.read(256)
+        head, gz = read_head(str(path))
     except OSError as e:
         raise ReplayError(f"cannot read: {e.strerror or e}", str(path)) from None
-    if head.startswith(_GZIP_MAGIC):
-        what = "a gzip-compressed file"
-        hint = "decompress it first (a gzip'd Binance capture is replayed by ddms backtest)"
-    elif head.startswith(_PARQUET_MAGIC):
-        what, hint = "a Parquet file", "Parquet event files (ddms convert) are replayed by ddms backtest"
-    elif _CAPTURE_LINE.match(head):
-        what, hint = "a Binance capture ('<recv_ts_ns> <json>' lines)", "captures are replayed by ddms backtest"
-    else:
-        return
-    reads = "order-book CSV text (t,order_id,action,volume,price)" if adaptor == "orderbook" else "CSV text"
-    raise ReplayError(f"{what}, but ddms run reads {reads}: {hint}", str(path))
+    try:
+        kind: str | None = detect_kind(str(path), head)
+    except ReplayError:
+        kind = None          # text of another shape: the stream's parser judges it line by line
+    if gz and kind != "binance":
+        raise ReplayError(f"a gzip-compressed file{by} that is not a Binance capture: decompress it first (gunzip)",
+                          str(path))
+    if adaptor == "orderbook":
+        return "orderbook" if kind is None else kind
+    if kind in ("parquet", "binance"):
+        raise ReplayError(f"{_WHAT[kind]}{by}, but a CSV stream reads CSV text (order-book streams, "
+                          "LINE DELIMITED orderbook, read any format)", str(path))
+    return "csv"
 
 
 def orderbook_problem(stream: Stream) -> tuple[str | None, str] | None:
@@ -271,8 +301,10 @@ def orderbook_options(stream: Stream) -> tuple[str, int]:
     return (book or stream.name).lower(), int(brokers)
 
 
-def _orderbook_source(program: Program, streams: list[Stream], path: Path, skip_bad: bool) -> _Source:
-    """One order-book file feeds its bids and asks streams (by ``book :=``, else by name)."""
+def _orderbook_source(program: Program, streams: list[Stream], path: Path, skip_bad: bool,
+                      kind: str = "orderbook", book_reader: BookReader | None = None) -> _Source:
+    """One order-book file feeds its bids and asks streams (by ``book :=``, else by name): CSV
+    text through an :class:`OrderBookParser`, any other ``kind`` through ``book_reader``."""
     options = {s.name: orderbook_options(s) for s in streams if s.source is not None}
     brokers = {b for _, b in options.values()} or {10}
     if len(brokers) > 1:
@@ -280,5 +312,12 @@ def _orderbook_source(program: Program, streams: list[Stream], path: Path, skip_
     by_book = {"bids": "bids", "asks": "asks"}
     for s in streams:
         by_book[options[s.name][0] if s.name in options else s.name.lower()] = s.name
+    names = (by_book["bids"], by_book["asks"])
+    table = any(s.kind == "TABLE" for s in streams)
+    if kind != "orderbook":
+        if book_reader is None:
+            raise ReplayError(f"{_WHAT.get(kind, kind)}: reading it needs a book reader (ddms run has one)", str(path))
+        source = book_reader(path, skip_bad)
+        return _Source(path, names, _Counted(), table, read=lambda: iter(source))
     parser = OrderBookParser(brokers=brokers.pop(), source=str(path), skip_bad=skip_bad)
-    return _Source(path, (by_book["bids"], by_book["asks"]), parser, any(s.kind == "TABLE" for s in streams))
+    return _Source(path, names, parser, table)

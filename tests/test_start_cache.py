@@ -1,0 +1,54 @@
+"""A program loaded from the cache compiles nothing at run time: not its triggers, and not the
+typed-container helpers numba would otherwise compile in every process when Python reads a
+grouped view (about 2 s at each start before ddms/runtime/typedio.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BOOK = REPO / "tests" / "programs" / "book.m3"   # grouped views with one and two keys
+
+SCRIPT = textwrap.dedent(f"""
+    import numba.core.event as ev
+    from ddms.runtime import Engine
+
+    compiled = []
+
+    class Listener(ev.Listener):
+        def on_start(self, event):
+            compiled.append(str(event.data["dispatcher"]))
+
+        def on_end(self, event):
+            pass
+
+    engine = Engine({str(BOOK)!r})
+    seen = []
+    engine.on("BROKER_VOL", lambda view, key, old, new, line: seen.append((key, old, new)))
+    ev.register("numba:compile", Listener())
+    engine.insert("BIDS", 1, 1, 7, 10, 100)
+    engine.insert("BIDS", 2, 2, 7, 5, 101)
+    engine.insert("BIDS", 3, 3, 8, 4, 100)
+    engine.delete("BIDS", 2, 2, 7, 5, 101)
+    v, bp = engine.views["BROKER_VOL"], engine.views["BP_VOL"]
+    assert v[7] == 10 and v[8] == 4 and 7 in v and 9 not in v and len(v) == 2, dict(v)
+    assert sorted(v) == [(7,), (8,)], sorted(v)
+    assert bp.rows() == [[7, 100.0, 10.0], [8, 100.0, 4.0]], bp.rows()
+    assert engine.snapshot()["BROKER_VOL"] == [[7, 10.0], [8, 4.0]]
+    assert seen == [((7.0,), 0.0, 10.0), ((7.0,), 10.0, 15.0), ((8.0,), 0.0, 4.0), ((7.0,), 15.0, 10.0)], seen
+    print("COMPILED", compiled)
+""")
+
+
+def _run() -> str:
+    out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_cached_program_compiles_nothing_when_its_views_are_read():
+    _run()                            # compiles (or loads) the program and the helpers once
+    assert "COMPILED []" in _run()    # a second process loads everything from numba's cache
