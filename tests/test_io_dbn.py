@@ -349,3 +349,74 @@ def test_bad_records_are_located_errors_or_counted_skips(rec, reason):
     skip.feed(rec)
     skip._check()
     assert skip.bad_records == 1 and skip.summary()["symbols"]["1"]["resting_orders"] == 1
+
+
+# ------------------------------------------------------------------------------------------
+# synthetic DBN files (written with databento_dbn's own encoder: always available)
+# ------------------------------------------------------------------------------------------
+
+def write_dbn(path, records: list[Rec], schema: str = "mbo") -> bytes:
+    import databento_dbn as dbn
+    meta = dbn.Metadata(dataset="GLBX.MDP3", start=0, stype_in=dbn.SType.RAW_SYMBOL,
+                        stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema(schema))
+    out = [meta.encode()]
+    for r in records:
+        if schema == "mbo":
+            out.append(bytes(dbn.MBOMsg(publisher_id=1, instrument_id=r.instrument_id, ts_event=r.ts_event,
+                                        order_id=r.order_id, price=r.price, size=r.size, action=dbn.Action(r.action),
+                                        side=dbn.Side(r.side), ts_recv=r.ts_event, flags=r.flags)))
+        else:
+            out.append(bytes(dbn.MBP1Msg(publisher_id=1, instrument_id=r.instrument_id, ts_event=r.ts_event,
+                                         price=r.price, size=r.size, action=dbn.Action("A"), side=dbn.Side("B"),
+                                         depth=0, ts_recv=r.ts_event)))
+    data = b"".join(out)
+    path.write_bytes(data)
+    return data
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_synthetic_dbn_file_matches_replay(tmp_path, seed):
+    recs = synthetic(random.Random(seed), n=200)
+    p = tmp_path / "x.dbn"
+    write_dbn(p, recs)
+    bk = MboBook(str(p))
+    store = Store()
+    for ev in read_dbn(p, book=bk, chunk_bytes=997):     # records cut across chunks
+        store.apply([ev])
+    bk._check()
+    oracle = Oracle()
+    for r in recs:
+        oracle.apply(r)
+    for iid, book in oracle.books.items():
+        compare(store, oracle, {}, iid, book)
+    assert bk.summary()["events"] == sum(1 for r in recs if r.flags & F_LAST)
+
+
+def test_dbn_of_another_schema_and_truncated_file(tmp_path):
+    recs = synthetic(random.Random(1), n=20)
+    p = tmp_path / "mbp.dbn"
+    write_dbn(p, recs, schema="mbp-1")
+    with pytest.raises(ReplayError, match=r"no market-by-order \(MBO\) records: .* \(mbp-1\)"):
+        list(read_dbn(p))
+    q = tmp_path / "cut.dbn"
+    data = write_dbn(q, recs)
+    q.write_bytes(data[:-7])
+    with pytest.raises(ReplayError, match="ends inside a record"):
+        list(read_dbn(q))
+
+
+@pytest.mark.parametrize("skip_bad", [False, True])
+def test_fuzz_synthetic_dbn_file(tmp_path, skip_bad):
+    data = write_dbn(tmp_path / "seed.dbn", synthetic(random.Random(2), n=60))
+
+    def read(b: bytes) -> None:
+        p = tmp_path / "f.dbn"
+        p.write_bytes(b)
+        bk = MboBook(str(p), skip_bad=skip_bad)
+        for _ in read_dbn(p, book=bk):
+            pass
+        bk._check()
+
+    out = fuzz(read, data, 80, seed=4, kinds=("flip", "non_utf8", "cut_file", "json_junk", "number_out_of_range",
+                                              "insert_line", "duplicate_line"))
+    assert out["ok"] > 0 and out["error"] > 0

@@ -122,6 +122,7 @@ class MboBook:
         self.bad_records = 0
         self.bad_samples: list[InputError] = []
         self.other_records = 0         # records of other schemas (a transport counts them)
+        self.schema: str | None = None   # the file's schema, from its metadata
         self._meta_seen = False
         self._rows: list = []          # rows of ended events: (rel, sign, t, id, broker, volume, price, line, iid)
 
@@ -140,8 +141,11 @@ class MboBook:
         iid, flags = int(rec.instrument_id), int(rec.flags)
         inst = self._inst(iid)
         try:
-            action = str(rec.action.value if hasattr(rec.action, "value") else rec.action)
-            side_s = str(rec.side.value if hasattr(rec.side, "value") else rec.side)
+            try:
+                action = str(rec.action.value if hasattr(rec.action, "value") else rec.action)
+                side_s = str(rec.side.value if hasattr(rec.side, "value") else rec.side)
+            except (ValueError, TypeError) as e:     # a byte that is no action/side the decoder knows
+                raise self._err(f"unreadable action or side: {e}", n, rec) from None
             self._apply(inst, action, side_s, rec, flags, n)
         except InputError as e:
             if not self.skip_bad:
@@ -361,21 +365,28 @@ def read_dbn(path: str | os.PathLike, *, skip_bad: bool = False, book: MboBook |
                 break
             try:
                 recs = dec.write_and_decode(data)
-            except (dbn.DBNError, RuntimeError, ValueError, OverflowError) as e:
+            except BaseException as e:   # noqa: BLE001 - the Rust decoder also panics (a BaseException)
+                if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                    raise
                 yield from bk.flush()
-                raise ReplayError(f"not readable as DBN after {bk.records:,} records: {e}", p) from None
+                raise ReplayError(f"not readable as DBN after {bk.records:,} records: {str(e)[:300]}", p) from None
             _feed_all(bk, recs)
             yield from bk.take_events()
     try:
         left = len(dec.buffer())
-    except (dbn.DBNError, RuntimeError, ValueError) as e:
-        left, why = -1, str(e)
+    except BaseException as e:   # noqa: BLE001 - as above
+        if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+            raise
+        left, why = -1, str(e)[:300]
     yield from bk.flush()
     if left:
         raise ReplayError(f"the file ends inside a record after {bk.records:,} records "
                           f"({why if left < 0 else f'{left} bytes left over'}): truncated?", p)
     if bk.records == 0 and bk.other_records == 0 and not bk._meta_seen:
         raise ReplayError("no DBN metadata or records", p)
+    if bk.records == 0 and bk.other_records:
+        raise ReplayError(f"no market-by-order (MBO) records: {bk.other_records:,} records of another schema "
+                          f"({bk.schema or 'unknown'}); only MBO files are books of orders", p)
 
 
 def _feed_all(bk: MboBook, recs: Iterable[Any]) -> None:
@@ -384,6 +395,7 @@ def _feed_all(bk: MboBook, recs: Iterable[Any]) -> None:
             bk.feed(r)
         elif isinstance(r, dbn.Metadata):
             bk._meta_seen = True
+            bk.schema = str(r.schema) if r.schema is not None else None
             for iid, sym in _symbols(r).items():
                 bk.symbols.setdefault(iid, sym)
                 if iid in bk.instruments:
