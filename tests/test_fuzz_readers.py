@@ -3,8 +3,9 @@
 Mutations (tests/mutate.py): flipped bits, non-UTF-8 bytes, truncated, dropped, duplicated and
 inserted lines, JSON junk, numbers out of range, a file cut short.  Each reader reads the whole
 mutant through ``replay.sources.open_source`` (the path ``ddms backtest`` and ``ddms convert``
-take), strict and with ``skip_bad``.  Real files from ../shared are used where present; small
-synthetic inputs always run.  (The readers of ddms/io are fuzzed in their own test files.)
+take), strict and with ``skip_bad``; Parquet files are mutated as bytes.  Real files from
+../shared are used where present; small synthetic inputs always run.  (The readers of ddms/io
+are fuzzed in their own test files.)
 Regression: a 0xff byte inside a string of a Binance capture line used to end the replay with a
 UnicodeDecodeError from the decoder's fast path.
 """
@@ -78,6 +79,18 @@ def test_fuzz_real_files(tmp_path, kind, sub, fname, name, lines, skip_bad):
     if not path.exists():
         pytest.skip(f"{path} not available")
     fuzz(reader(tmp_path, name, skip_bad), head_lines(path, lines), 40, seed=1)
+
+
+def test_fuzz_parquet(tmp_path):
+    """Our Parquet event files: damaged bytes are a ReplayError naming the file, never pyarrow's own."""
+    from replay.columnar import convert
+
+    (tmp_path / "b.csv").write_bytes(ORDERBOOK * 3)
+    convert(open_source(tmp_path / "b.csv"), tmp_path / "b.parquet")
+    data = (tmp_path / "b.parquet").read_bytes()
+    out = fuzz(reader(tmp_path, "m.parquet", False), data, 60, seed=1,
+               kinds=("flip", "cut_file", "non_utf8", "json_junk", "number_out_of_range", "insert_line", "drop_line"))
+    assert out["error"] > 0
 
 
 def test_non_utf8_byte_in_a_capture_string_is_a_located_error(tmp_path):

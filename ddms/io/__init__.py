@@ -9,6 +9,8 @@ This package is where the readers are converging (issue 22); the older readers s
     dbn.py         Databento DBN market-by-order files -> order-level events (the only module
                    importing ``databento_dbn``)
     tardis.py      tardis.dev ``incremental_book_L2`` CSV -> per-symbol price-level events
+    formats.py     their detection and one-symbol sources (registered in ddms/streams/detect.py
+                   and replay/sources.py, so every command reads them)
 
 Every reader yields :class:`~ddms.io.levels.SymbolEvents` (venue, symbol, an
 :class:`~ddms.streams.events.EventBatch` of ``bids``/``asks`` rows), so a ``symbol`` column can
