@@ -598,3 +598,73 @@ def test_binance_fault_in_one_symbol_only(market, fault, seed):
     core._check()
     assert core.books[sym].synced
     binance_truth_equal(core, rows, truth, syms)
+
+
+# ------------------------------------------------------------------------------------------
+# LevelBook alone against a dict
+# ------------------------------------------------------------------------------------------
+
+_px = st.builds(lambda i, d: f"{i / 10**d:.{d}f}", st.integers(1, 5000), st.integers(0, 6))
+_qty = st.sampled_from(["0", "0.0", "1", "2.50", "0.001", "7", "1e3"])
+_ops = st.lists(st.one_of(
+    st.tuples(st.just("set"), st.integers(0, 1), _px, _qty),
+    st.tuples(st.just("truncate"), st.integers(1, 5)),
+    st.tuples(st.just("discard")),
+    st.tuples(st.just("clear"))), max_size=60)
+
+
+@given(_ops)
+@settings(max_examples=200, deadline=None)
+def test_level_book_matches_a_dict_and_its_rows(ops):
+    """Random sets (new levels, changes, removals of present and absent levels, repeated prices
+    written with other decimals), truncations, discards and snapshot clears: the book equals a
+    dict model, and its rows replayed equal the book."""
+    from ddms.io.levels import SymbolEvents
+    book = LevelBook("S")
+    model: tuple[dict, dict] = ({}, {})
+    rows = Rows()
+    held = False          # a discarded book's rows are still in the engine until clear()
+    for line, op in enumerate(ops, 1):
+        if op[0] == "set":
+            _, side, px, qty = op
+            if held:
+                with pytest.raises(RuntimeError, match="discarded book"):
+                    book.set(side, px, qty, 1.0, line)
+                continue
+            try:
+                key = price_key(px)[0]
+                q = price_key(qty)[0]
+            except ValueError:
+                with pytest.raises(ValueError):
+                    book.set(side, px, qty, 1.0, line)
+                continue
+            book.set(side, px, qty, 1.0, line)
+            if q == 0:
+                model[side].pop(key, None)
+            else:
+                model[side][key] = qty
+        elif op[0] == "truncate":
+            book.truncate(op[1], line)
+            for side in (BIDS, ASKS):
+                keep = sorted(model[side], reverse=side == BIDS)[:op[1]]
+                for k in list(model[side]):
+                    if k not in keep:
+                        del model[side][k]
+        elif op[0] == "discard":
+            book.discard()
+            model[BIDS].clear()
+            model[ASKS].clear()
+            held = True
+        else:
+            book.clear(line)
+            model[BIDS].clear()
+            model[ASKS].clear()
+            held = False
+        book._check()
+        assert book.as_dict(BIDS) == model[BIDS] and book.as_dict(ASKS) == model[ASKS]
+        b = book.take()
+        if b is not None:
+            rows.apply([SymbolEvents("v", "S", b)])
+        if not held:
+            want = tuple({float(book.levels[s][k].px): float(v) for k, v in model[s].items()} for s in (BIDS, ASKS))
+            assert rows.levels("S") == want

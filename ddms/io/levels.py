@@ -164,7 +164,11 @@ class LevelBook:
     # -- writes -------------------------------------------------------------------------------
     def set(self, side: int, px: str, qty: str, t: float, line: int) -> None:
         """Set the level at price ``px`` to the absolute size ``qty`` (a zero size removes it).
-        Raises ValueError (nothing changed) for a price or size that is not a plain decimal."""
+        Raises ValueError (nothing changed) for a price or size that is not a plain decimal, and
+        RuntimeError on a discarded book (its old rows are still in the engine: a snapshot must
+        :meth:`clear` it first)."""
+        if self._stale is not None:
+            raise RuntimeError(f"{self.symbol}: set() on a discarded book; clear() it first (a snapshot)")
         key, dec = price_key(px)
         qkey, _ = price_key(qty)
         scale = max(dec, self.scale)
