@@ -668,3 +668,35 @@ def test_level_book_matches_a_dict_and_its_rows(ops):
         if not held:
             want = tuple({float(book.levels[s][k].px): float(v) for k, v in model[s].items()} for s in (BIDS, ASKS))
             assert rows.levels("S") == want
+
+
+def test_binance_cryptofeed_capture_merges_rest_snapshots_by_time(tmp_path):
+    """A synthetic cryptofeed Binance capture: the websocket file for two of three symbols, the
+    REST file with all three snapshots; snapshots apply at their receive time, the third
+    symbol's (another connection's) is ignored."""
+    syms = ("BTCUSDT", "ETHUSDT", "XRPUSDT")
+    msgs, truth, snaps = binance(random.Random(9), syms, market="futures", n=240)
+    mine = ("BTCUSDT", "ETHUSDT")
+    streams = "/".join(f"{s.lower()}@depth@100ms/{s.lower()}@bookTicker" for s in mine)
+    url = f"wss://fstream.binance.com/stream?streams={streams}"
+    ws = [f"{url} <-> 1600000000.0"]
+    http = []
+    for i, (s, m) in enumerate(msgs):
+        t = 1600000001 + i / 100
+        for sym, (pos, snap) in snaps.items():
+            if pos == i:
+                http.append(f"https://fapi.binance.com/fapi/v1/depth?symbol={sym}&limit=1000 -> {t - 0.001}: "
+                            f"{json.dumps(snap)}")
+        if s in mine:
+            ws.append(f"{t}: {json.dumps(m, separators=(',', ':'))}")
+    for sym, (pos, snap) in snaps.items():
+        if pos == len(msgs):
+            http.append(f"https://fapi.binance.com/fapi/v1/depth?symbol={sym}&limit=1000 -> 1700000000.0: "
+                        f"{json.dumps(snap)}")
+    (tmp_path / "BINANCE_FUTURES.ws.1.0").write_text("\n".join(ws) + "\n")
+    (tmp_path / "BINANCE_FUTURES.http.0.0").write_text("\n".join(http) + "\n")
+    parser, rows = read_all(tmp_path / "BINANCE_FUTURES.ws.1.0")
+    s = parser.summary()
+    assert set(s["symbols"]) == set(mine) and s["ignored"].get("http_other_connection") == 1
+    assert s["synced"] and s["gaps"] == s["resyncs"] == s["malformed"] == 0 and s["bookticker_mismatch"] == 0
+    binance_truth_equal(parser.core, rows, truth, mine)

@@ -129,6 +129,7 @@ class CryptofeedParser:
         self.bad_samples: list[InputError] = []
         self.actions: list = []    # Resync actions the cores asked for (a capture cannot perform them)
         self._pending: list[tuple[int, Line, str]] = []   # lines before the venue is known
+        self.subscribed: set[str] = set()   # Binance: symbols with a depth stream on this connection
 
     # -- set-up ---------------------------------------------------------------------------------
     def _start(self, url: str | None) -> None:
@@ -187,9 +188,30 @@ class CryptofeedParser:
             return out + self._dispatch(line, parsed, src)
         return self._dispatch(line, parsed, src)
 
+    def _note_streams(self, kind: str, url: str | None, payload: bytes) -> None:
+        """Binance depth streams of this connection, from the URL (``streams=a@depth/...``) or a
+        sent SUBSCRIBE: the REST files of a capture may hold snapshots of other connections'."""
+        names: list[str] = []
+        if kind == "open" and url:
+            for v in parse_qs(urlsplit(url).query).get("streams", []):
+                names += v.split("/")
+            path = urlsplit(url).path
+            if "/ws/" in path:
+                names.append(path.rsplit("/", 1)[-1])
+        elif kind == "sent":
+            try:
+                msg = json.loads(payload)
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                return
+            if isinstance(msg, dict) and isinstance(msg.get("params"), list):
+                names += [p for p in msg["params"] if isinstance(p, str)]
+        self.subscribed.update(n.split("@", 1)[0].upper() for n in names if "@depth" in n.lower())
+
     def _dispatch(self, line: int, parsed: Line, src: str) -> list[SymbolEvents]:
         kind, url, ts, payload = parsed
         if kind in ("open", "sent"):
+            if self.venue in ("binance", "binance_futures"):
+                self._note_streams(kind, url, payload)
             return []
         try:
             msg = json.loads(payload)
@@ -206,6 +228,9 @@ class CryptofeedParser:
             sym = parse_qs(urlsplit(url).query).get("symbol", [None])[0]
             if not sym or "depth" not in url:
                 core.ignored["http"] = core.ignored.get("http", 0) + 1
+                return []
+            if self.subscribed and sym.upper() not in self.subscribed:
+                core.ignored["http_other_connection"] = core.ignored.get("http_other_connection", 0) + 1
                 return []
             acts = core.apply_snapshot(sym, msg, self.messages, int(ts * 1e9))
         elif self.venue in ("binance", "binance_futures"):
