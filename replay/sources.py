@@ -124,8 +124,13 @@ def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str |
                 allow_empty_start: bool = False, symbol: str | None = None) -> Source:
     """Detect the format of ``path`` (or take ``kind``) and return its :class:`Source`.  Raises
     :class:`ReplayError` for a missing file, an unknown or mismatching format, a Parquet file that
-    is not ours; reading nothing but the first 64 KiB (Parquet: the footer)."""
+    is not ours; reading nothing but the first 64 KiB (Parquet: the footer).  ``FILE#SYMBOL``
+    (a file that does not exist under that whole name) chooses the symbol of a multi-symbol
+    capture, so every command and a Spark partition name can say it without an option."""
     p = os.fspath(path)
+    if symbol is None and "#" in p and not os.path.exists(p):
+        p, symbol = p.rsplit("#", 1)
+        name = name or f"{partition_name(p)}#{symbol}"
     found, _ = detect_file(p, kind)
     if market is not None and market not in ("futures", "spot"):
         raise ReplayError(f"market must be 'futures' or 'spot', got {market!r}", p)

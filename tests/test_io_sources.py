@@ -76,3 +76,32 @@ def test_real_dbn_and_capture_sources(tmp_path):
     assert ev[-1, 7] == 847      # the snapshot and 846 updates, one line each
     with pytest.raises(ReplayError, match="REST half"):
         list(open_source(SHARED / "data" / "venues" / "BINANCE.http.0.0").batches())
+
+
+def test_file_hash_symbol_in_every_command(tmp_path, capsys):
+    """``FILE#SYMBOL`` picks one symbol of a multi-symbol capture in ``ddms run`` and ``convert``
+    (and any partition name): the final best bid/ask equal the venue core's book."""
+    import json
+
+    from conftest import EXAMPLES
+
+    from ddms.cli import main
+    from ddms.io.cryptofeed import CryptofeedParser, read_cryptofeed
+    from ddms.io.levels import ASKS, BIDS
+
+    p = tmp_path / "OKX.ws.1.0"
+    p.write_bytes(synthetic_capture("okx", seed=3))
+    parser = CryptofeedParser(str(p))
+    list(read_cryptofeed(p, parser=parser))
+    sym = "ETH-USD-SWAP"
+    book = parser.core.books[sym]
+    code = main(["run", str(EXAMPLES / "sobi.m3"), "--data", f"{p}#{sym}", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    views = json.loads(out.splitlines()[-1])["views"]
+    assert views["BEST_BID"] == float(book.top(BIDS, 1)[0][0]) and views["BEST_ASK"] == float(book.top(ASKS, 1)[0][0])
+    code = main(["convert", f"{p}#{sym}", "--out", str(tmp_path / "one.parquet")])
+    assert code == 0, capsys.readouterr().err
+    assert open_source(tmp_path / "one.parquet").kind == "parquet"
+    code = main(["run", str(EXAMPLES / "sobi.m3"), "--data", str(p), "--json"])
+    assert code != 0 and f"{p}#" in capsys.readouterr().err      # several symbols: says how to choose

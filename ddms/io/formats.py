@@ -112,8 +112,8 @@ def symbol_batches(fmt: Format, path: str, *, symbol: str | None = None, skip_ba
             seen.append(ev.symbol)
         if symbol is None:
             if len(seen) > 1:
-                raise ReplayError(f"holds several symbols ({', '.join(seen)}, ...): choose one "
-                                  "(--symbol, symbol=)", path)
+                raise ReplayError(f"holds several symbols ({', '.join(seen)}, ...): choose one as "
+                                  f"{path}#{seen[0]} (or --symbol, symbol=)", path)
             want = ev.symbol
         if ev.symbol != want:
             continue

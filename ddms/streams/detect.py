@@ -25,9 +25,11 @@ import zlib
 from ddms.errors import ReplayError
 from ddms.io import formats as io_formats
 
-__all__ = ["GZIP_MAGIC", "HEAD_BYTES", "KINDS", "PARQUET_MAGIC", "detect_file", "detect_kind", "read_head"]
+__all__ = ["GZIP_MAGIC", "GZIP_READERS", "HEAD_BYTES", "KINDS", "PARQUET_MAGIC", "detect_file", "detect_kind",
+           "read_head"]
 
 _IO = {f.kind: f for f in io_formats.FORMATS}
+GZIP_READERS = tuple(k for k, f in _IO.items() if f.gzip_ok)   # ddms/io kinds that read .gz themselves
 KINDS = ("orderbook", "lobster", "binance", "parquet", *_IO)
 HEAD_BYTES = 1 << 16
 GZIP_MAGIC = b"\x1f\x8b"
@@ -108,7 +110,7 @@ def detect_file(path: str | os.PathLike, kind: str | None = None) -> tuple[str, 
     except OSError as e:
         raise ReplayError(f"cannot read: {e.strerror or e}", p) from None
     found = detect_kind(p, head) if kind is None else kind
-    if gz and found != "binance" and not (found in _IO and _IO[found].gzip_ok):
+    if gz and found != "binance" and found not in GZIP_READERS:
         raise ReplayError(f"gzip-compressed {found} files are not read directly (only Binance captures are): "
                           "decompress it first (gunzip)", p)
     if kind is not None and kind != "parquet" and head.startswith(PARQUET_MAGIC):
