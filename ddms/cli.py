@@ -198,7 +198,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     rate = engine.position / seconds if seconds > 0 else float("inf")
     bad = sum(p.bad_lines for p in parsers)
     skipped = f", {bad} bad lines skipped" if bad else ""
-    print(f"{label}: {engine.position:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s){skipped}", file=sys.stderr)
+    print(f"{label}: {engine.position:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s, compile time excluded)"
+          f"{skipped}", file=sys.stderr)
     for err in [e for p in parsers for e in getattr(p, "bad_samples", [])][:5]:
         print(f"  skipped {err}", file=sys.stderr)
     for note in notes:
@@ -213,13 +214,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 DEMO_INTRO = """\
-demo: the SOBI program (examples/m3/sobi.m3) over {lines:,} lines of generated order flow (seed {seed}):
-  limit orders rest at or behind the touch and marketable orders execute against the other side,
-  so the book is never crossed (replay/synthetic.py).  Views, printed every {every:,} lines:
-  BEST_BID, BEST_ASK, SPREAD, MID (top of book, prices in 1/10000), BID_VWAP and ASK_VWAP (VWAP of
-  the best quarter of each side's volume) and SOBI (their imbalance around MID: > 0 buy pressure).
-  Next: ddms sample-data data && ddms run examples/m3/vwap.m3 --data data/finance.csv
-        ddms backtest --demo   (a strategy on the same kind of data, with simulated fills)"""
+demo: the SOBI program (examples/m3/sobi.m3) over {lines:,} lines of generated
+  order flow (seed {seed}): limit orders rest at or behind the touch and
+  marketable orders execute against the other side, so the book is never
+  crossed (replay/synthetic.py).  Views, printed every {every:,} lines:
+  BEST_BID, BEST_ASK, SPREAD, MID (top of book, prices in 1/10000), BID_VWAP
+  and ASK_VWAP (VWAP of the best quarter of each side's volume) and SOBI
+  (their imbalance around MID: > 0 means buy pressure).
+  Next: ddms sample-data data
+        ddms run examples/m3/vwap.m3 --data data/finance.csv
+        ddms backtest --demo   (a strategy on such data, with simulated fills)"""
 
 
 def _demo_outro(spreads: list[float]) -> str:
@@ -246,7 +250,8 @@ def cmd_sample_data(args: argparse.Namespace) -> int:
                               progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     print(f"sample-data: {len(paths)} files in {time.perf_counter() - t0:.1f} s; try:\n"
           f"  ddms run examples/m3/vwap.m3 --data {folder / 'finance.csv'}\n"
-          f"  ddms backtest {folder / 'finance.csv'} {folder / 'binance' / 'usdm_btcusdt.gz'} --strategy sobi",
+          f"  ddms backtest {folder / 'finance.csv'} {folder / 'binance' / 'usdm_btcusdt.gz'} \\\n"
+          "      --strategy sobi --param threshold=0.00001,0.0001 --param order_size=1",
           file=sys.stderr)
     return 0
 
@@ -259,7 +264,38 @@ class _NotedSource:
         self.source, self.notes = source, notes
 
     def __iter__(self):
-        return self.source.batches(self.notes)
+        return _progress_batches(self.source.batches(self.notes), os.path.basename(self.source.path))
+
+
+def _progress_batches(batches: Iterator, label: str) -> Iterator:
+    """Pass batches through, showing the input lines read so far on stderr once the run has
+    lasted :data:`BAR_DELAY` seconds (a transient line on a terminal, else a line every few
+    seconds): the readers of captures and Parquet files have no byte count to show."""
+    batches = iter(batches)
+    start = time.monotonic()
+    for b in batches:
+        yield b
+        if time.monotonic() - start > BAR_DELAY:
+            break
+    else:
+        return
+    from rich.console import Console
+    from rich.progress import Progress, TextColumn, TimeElapsedColumn
+    console = Console(stderr=True)
+    if console.is_terminal:
+        with Progress(TextColumn(label), TextColumn("{task.fields[lines]} lines"), TimeElapsedColumn(),
+                      console=console, transient=True) as bar:
+            task = bar.add_task(label, total=None, lines=f"{b.last_line:,}")
+            for b in batches:
+                yield b
+                bar.update(task, lines=f"{b.last_line:,}")
+        return
+    last = time.monotonic()
+    for b in batches:
+        yield b
+        if time.monotonic() - last > 5:
+            last = time.monotonic()
+            print(f"{label}: {b.last_line:,} lines", file=sys.stderr, flush=True)
 
 
 def _read_book(path: Path, skip_bad: bool, notes: list[str]) -> _NotedSource:

@@ -26,19 +26,22 @@ DEMO_LINES = 1_000_000
 DEMO_GRID = {"sobi": ["threshold=0.0001,0.0002,0.0003"], "mm": ["half_spread=0.0005,0.001,0.002", "tick=100"]}
 """``--demo`` without ``--param``: a small sweep that suits the generated data (prices in 1/10000)."""
 DESCRIPTION = """\
-Replay market data through a trading strategy with simulated fills, and sweep its parameters.
+Replay market data through a trading strategy with simulated fills, and sweep
+its parameters.
 
 examples:
-  ddms backtest --demo                          generated data, a 3-point threshold sweep
-  ddms backtest --list                          strategies, their parameters, defaults, ranges
-  ddms backtest DATA... --strategy sobi --param k=0.1,0.25 --param threshold=0.001,0.002 --out DIR
+  ddms backtest --demo             generated data, a 3-point threshold sweep
+  ddms backtest --list             strategies, parameters, defaults, ranges
+  ddms backtest DATA... --param k=0.1,0.25 --param threshold=0.001,0.002 \\
+      --out DIR
   ddms backtest DATA --strategy examples/strategies/imbalance.py:Imbalance
   ddms backtest DATA --strategy mypackage.module:MyStrategy --spark 'local[2]'
 
-DATA: order-book CSV, LOBSTER, Binance captures (.gz) or Parquet files from ddms convert, or
-synthetic:LINES[:SEED].  The sweep is every combination of the --param values, on every file.
---strategy takes a name from --list (built in or installed under the ddms.strategies entry
-point group), package.module:Class, or path/to/file.py:Class.  Ctrl-C stops the sweep; with
+DATA: order-book CSV, LOBSTER, Binance captures (.gz) or Parquet files from
+ddms convert, or synthetic:LINES[:SEED].  The sweep is every combination of the
+--param values, on every file.  --strategy takes a name from --list (built in
+or installed under the ddms.strategies entry point group),
+package.module:Class, or path/to/file.py:Class.  Ctrl-C stops the sweep; with
 --out, the runs finished so far are kept.
 """
 
@@ -183,12 +186,18 @@ class _Saver:
 
     def __init__(self, out: Path, plot: bool) -> None:
         self.out, self.plot = out, plot
-        self.rows: list[dict[str, object]] = []
+        self._rows: dict[int, dict[str, object]] = {}
         self.runs: list[int] = []
         self.written: list[Path] = []
         self._summary_rows = 0
 
-    def save(self, i: int, result) -> None:
+    @property
+    def rows(self) -> list[dict[str, object]]:
+        """The summary rows of the finished runs, in task order."""
+        return [self._rows[i] for i in sorted(self._rows)]
+
+    def save(self, i: int, result, *, row: bool = True) -> None:
+        """Write run ``i``'s files; with ``row``, add its summary row and rewrite the summary."""
         import shutil
 
         from replay.backtest import summary_row
@@ -205,13 +214,13 @@ class _Saver:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         self.written += [final / f.relative_to(tmp) for f in files]
-        self.rows.append(summary_row(result))
         self.runs.append(i)
-        self.write_summary()
+        if row:
+            self.add_row(i, summary_row(result))
 
-    def add_rows(self, rows: list[dict[str, object]]) -> None:
-        """Rows without run files (a Spark sweep's)."""
-        self.rows += rows
+    def add_row(self, i: int, row: dict[str, object]) -> None:
+        """Task ``i``'s row (a Spark worker's come without run files), then the summary."""
+        self._rows[i] = row
         self.write_summary()
 
     def write_summary(self) -> None:
@@ -219,7 +228,7 @@ class _Saver:
         import shutil
 
         from replay.results import write_summary
-        if not self.rows or self._summary_rows == len(self.rows):
+        if not self._rows or self._summary_rows == len(self._rows):
             return
         tmp = self.out / ".summary.partial"
         try:
@@ -227,7 +236,7 @@ class _Saver:
                 os.replace(f, self.out / f.name)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        self._summary_rows = len(self.rows)
+        self._summary_rows = len(self._rows)
 
 
 def cmd_backtest(args: argparse.Namespace) -> int:
@@ -269,27 +278,28 @@ def cmd_backtest(args: argparse.Namespace) -> int:
             except ImportError as e:
                 raise DdmsError(f"--spark needs replay/spark.py and pyspark ({e})") from None
             err.print(f"[bold]backtest:[/bold] {len(tasks)} run(s) on Spark {args.spark} ...")
-            rows = _spark(run_sweep, tasks, args.spark, err, args.skip_bad)
-            if saver is not None:
-                saver.add_rows(rows)
+            rows = _spark(run_sweep, tasks, args.spark, err, args.skip_bad,
+                          on_row=saver.add_row if saver is not None else None)
         else:
             for r in _sequential(tasks, err, run_backtest, args.skip_bad):
+                if saver is not None:
+                    saver.save(len(rows), r)
                 rows.append(summary_row(r))
                 run_seconds += r.seconds
-                if saver is not None:
-                    saver.save(len(rows) - 1, r)
     except KeyboardInterrupt:
         interrupted = True
         if saver is not None:
-            saver.write_summary()
+            saver.write_summary()       # the runs whose folders (or Spark rows) are complete, and only those
+            rows = saver.rows
     seconds = run_seconds if not args.spark else time.perf_counter() - t0
     lines = sum(int(r["lines"]) for r in rows)
     rate = lines / seconds if seconds > 0 else math.inf
-    how = "replay" if not args.spark else f"on Spark {args.spark}"
+    how = "replay" if not args.spark else f"on Spark {args.spark} (session start included)"
     title = (f"{strategies.spec(strategy).name}: {len(rows)} run(s), {lines:,} lines in {seconds:.2f} s {how} "
-             f"({rate:,.0f} lines/s, not counting {compile_seconds:.1f} s to compile or load)")
+             f"({rate:,.0f} lines/s; compile time excluded: {compile_seconds:.2f} s to compile or load)")
     if args.json or args.csv:
         print_rows(rows, "json" if args.json else "csv")
+        print(f"backtest: {title}", file=sys.stderr)
     elif rows:
         width = _table_width()
         console = Console(width=width or 100_000)
@@ -304,13 +314,13 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     elif saver is not None and rows and not interrupted:
         # the workers return rows only: re-run the best locally for its files
         best = max(range(len(rows)), key=lambda i: _key(rows[i]))
-        saver.save(best, run_backtest(*tasks[best], skip_bad=args.skip_bad))
+        saver.save(best, run_backtest(*tasks[best], skip_bad=args.skip_bad), row=False)
         err.print(f"[bold]backtest:[/bold] wrote {out / 'summary.csv'}, {out / 'summary.parquet'} and the best "
                   f"run's files under {out / 'runs' / f'{best:03d}'}")
     if interrupted:
-        kept = (f"; kept {len(rows)} finished run(s) in {out}" if out is not None and rows else
-                ("; nothing kept: a Spark sweep returns its rows when all are done" if args.spark else
-                 "; nothing kept (no --out)" if out is None else "; nothing kept"))
+        kept = (f"; kept {len(rows)} finished run(s) in {out}" if out is not None else
+                "; nothing kept (with --out DIR the finished runs are kept)" if args.spark else
+                "; the table above shows the finished ones (--out DIR would have kept their files)")
         print(f"ddms: interrupted after {len(rows)} of {len(tasks)} run(s){kept}", file=sys.stderr)
         return 130
     return 0
@@ -343,9 +353,12 @@ def _build(strategy: str, params: dict) -> float:
 
 
 DEMO_NEXT = """\
-  Next: ddms sample-data data && ddms backtest data/finance.csv data/binance/usdm_btcusdt.gz \\
-            --strategy {strategy} --out sweep/      (your data; --out writes fills, equity and plots)
-        ddms backtest --list                         (strategies, parameters, defaults, ranges)"""
+  Next: ddms sample-data data
+        ddms backtest data/finance.csv data/binance/usdm_btcusdt.gz \\
+            --strategy sobi --param threshold=0.00001,0.0001 \\
+            --param order_size=1 --out sweep/
+            (files instead of generated data; --out keeps fills and plots)
+        ddms backtest --list     (strategies, parameters, defaults, ranges)"""
 
 
 def _demo_intro(args: argparse.Namespace, grid: list[dict[str, float]], data: list[str], runs: int) -> None:
@@ -359,9 +372,11 @@ def _demo_intro(args: argparse.Namespace, grid: list[dict[str, float]], data: li
     what = (f"{args.demo_lines:,} lines of generated order flow (seed {args.seed}; an uncrossed book: limit orders "
             "rest at or behind the touch and marketable orders execute against the other side)"
             if generated else ", ".join(data))
-    print(f"demo: strategy {args.strategy} with simulated fills over {what}; {runs} run(s)"
-          + (f" sweeping {sweep}" if sweep else "") + ".  Random executions fill resting quotes, so win rates "
-          "here say nothing about an edge.\n" + DEMO_NEXT.format(strategy=args.strategy), file=sys.stderr, flush=True)
+    import textwrap
+    intro = (f"demo: strategy {args.strategy} with simulated fills over {what}; {runs} run(s)"
+             + (f" sweeping {sweep}" if sweep else "") + ".  Random executions fill resting quotes, so win rates "
+             "here say nothing about an edge.")
+    print(textwrap.fill(intro, 79, subsequent_indent="  ") + "\n" + DEMO_NEXT, file=sys.stderr, flush=True)
 
 
 def _key(row: dict) -> float:
@@ -400,7 +415,9 @@ def _sequential(tasks, err, run_backtest, skip_bad: bool) -> Iterator:
             yield r
 
 
-def _spark(run_sweep, tasks, master: str, err, skip_bad: bool) -> list[dict]:
+def _spark(run_sweep, tasks, master: str, err, skip_bad: bool, on_row=None) -> list[dict]:
+    """The rows of a Spark sweep, with a progress bar; ``on_row(i, row)`` (with ``--out``) gets
+    each row as its task finishes, so that Ctrl-C keeps the finished ones."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     with Progress(TextColumn("spark"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err,
                   transient=True) as bar:
@@ -414,7 +431,7 @@ def _spark(run_sweep, tasks, master: str, err, skip_bad: bool) -> list[dict]:
 
             from replay.backtest import run_task
             fn = partial(run_task, skip_bad=True)
-        return run_sweep(tasks, master=master, fn=fn, progress=progress)
+        return run_sweep(tasks, master=master, fn=fn, progress=progress, on_row=on_row)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -35,6 +35,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from replay.backtest import BacktestResult, summary_row
+from replay.table import fmt
 
 __all__ = ["epoch_unit", "plot_run", "time_axis", "write_run", "write_summary", "write_table"]
 
@@ -208,7 +209,7 @@ def plot_run(result: BacktestResult, out_dir: str | os.PathLike) -> list[Path]:
     plt.close(fig)
     body = svg.getvalue()
     body = body[body.index("<svg"):]
-    rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_fmt(v))}</td></tr>"
+    rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(fmt(v))}</td></tr>"
                    for k, v in summary_row(result).items())
     page.write_text(
         "<!doctype html><html><head><meta charset='utf-8'><title>backtest "
@@ -220,8 +221,3 @@ def plot_run(result: BacktestResult, out_dir: str | os.PathLike) -> list[Path]:
         f"<table>{rows}</table></body></html>\n")
     return [png, page]
 
-
-def _fmt(v: object) -> str:
-    if isinstance(v, float):
-        return f"{v:,.6g}" if abs(v) < 1e6 else f"{v:,.2f}"
-    return str(v)

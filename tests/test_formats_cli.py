@@ -14,6 +14,7 @@ import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba is first imported)
 import gzip
 import json
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -288,3 +289,51 @@ def test_convert_and_run_shipped_captures(tmp_path, capsys, name):
     runs = [run_json(capsys, str(SOBI_M3), "--data", str(p), "--every", "1000") for p in (cap, pq)]
     assert [r[0] for r in runs] == [0, 0]
     assert len(runs[0][1]) > 3 and same_views(runs[0][1], runs[1][1])
+
+
+# ------------------------------------------------------------------------------------------
+# serve-feed reads through the same detection, and takes --skip-bad
+# ------------------------------------------------------------------------------------------
+
+def test_serve_feed_skip_bad(tmp_path):
+    from ddms.errors import InputError, ReplayError
+    from ddms.feeds.server import load_replay
+    book = tmp_path / "book.csv"
+    book.write_text("1,1,B,100,10000\n2,2,S,50,10100\nthree,3,B,10,9000\n4,4,B,10,9000\n")
+    with pytest.raises(InputError, match=":3: t is not a number"):
+        load_replay(book)
+    core = load_replay(book, skip_bad=True)
+    assert core.skipped == 1 and [json.loads(f.data)["seq"] for f in core.frames] == [1, 2, 3]
+    cap = tmp_path / "synth_btcusdt.gz"
+    make_capture(cap, 20)
+    lines = gzip.decompress(cap.read_bytes()).split(b"\n")
+    n = sum(1 for x in lines if x.strip())
+    lines.insert(8, b"1723161255000000999 {not json")
+    bad = tmp_path / "bad_btcusdt.gz"
+    bad.write_bytes(gzip.compress(b"\n".join(lines)))
+    with pytest.raises(InputError, match=f"{bad}:9:"):
+        load_replay(bad)
+    core = load_replay(bad, skip_bad=True)
+    assert core.skipped == 1 and len(core.frames) == len(load_replay(cap).frames) == n
+    lob = tmp_path / "AAPL_message_5.csv"
+    lob.write_text(LOBSTER)
+    with pytest.raises(ReplayError, match="a lobster file: serve-feed serves Binance captures and order-book CSV"):
+        load_replay(lob)
+
+
+def test_run_shows_progress_on_readers_without_a_byte_count(monkeypatch, capsys):
+    """A capture or Parquet replay long enough reports the lines read so far on stderr."""
+    import itertools
+    import types
+
+    import ddms.cli as cli
+    from ddms.streams.events import EventBatch
+    clock = itertools.count(0, 3.0)                       # every look at the clock: 3 s later
+    monkeypatch.setattr(cli, "time", types.SimpleNamespace(monotonic=lambda: next(clock)))
+    empty = np.zeros((0, 5))
+    batches = [EventBatch(np.zeros(0, np.int8), np.zeros(0, np.int8), empty, np.zeros(0, np.int64), 1 + 10 * i,
+                          10 * (i + 1)) for i in range(6)]
+    assert list(cli._progress_batches(batches, "cap.gz")) == batches
+    err = capsys.readouterr().err
+    shown = [int(x) for x in re.findall(r"^cap\.gz: (\d+) lines$", err, re.M)]
+    assert len(shown) >= 2 and shown == sorted(shown) and set(shown) <= {10, 20, 30, 40, 50, 60}

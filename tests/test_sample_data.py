@@ -161,3 +161,34 @@ def test_same_seed_same_files_and_the_cli(sample, tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     assert main(["sample-data", str(tmp_path / "file")]) == 2
     assert "is a file, not a folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, market", [("usdm_btcusdt.gz", "futures"), ("spot_btcusdt.gz", "spot")])
+def test_binance_capture_through_serve_feed_and_monitor(sample, name, market):
+    """The sample captures work where the README uses captures: ddms serve-feed's replay server
+    (REST snapshot and streams) and the monitor's book, over loopback websockets."""
+    import asyncio
+    import io
+    import json
+
+    from ddms.feeds.monitor import Monitor, MonitorConfig
+    from ddms.feeds.server import load_replay
+    from ddms.feeds.transport import ServeConfig, serve_replay
+
+    async def session():
+        core = load_replay(sample / "binance" / name)
+        ready = asyncio.get_running_loop().create_future()
+        server = asyncio.create_task(serve_replay(core, ServeConfig(), ready.set_result, log=lambda m: None))
+        url = await asyncio.wait_for(ready, 30)
+        out = io.StringIO()
+        mon = Monitor(MonitorConfig(url, json=True, once=True, display=False), out=out)
+        summary = await asyncio.wait_for(mon.run(), 60)
+        await asyncio.wait_for(server, 10)
+        return summary, [json.loads(x) for x in out.getvalue().splitlines()]
+
+    s, lines = asyncio.run(session())
+    assert s["market"] == market and s["protocol"] == "binance"
+    assert s["depth_events"] == (SMALL.futures_events if market == "futures" else SMALL.spot_events)
+    assert s["gaps"] == s["resyncs"] == s["crossed"] == s["malformed"] == s["stale"] == 0
+    assert s["bookticker_checked"] >= 5 and s["bookticker_mismatch"] == 0 and s["snapshots"] == 1
+    assert not [x for x in lines if x.get("event") == "problem"]

@@ -90,15 +90,68 @@ def test_strategy_plugins_on_spark_workers(session, tmp_path, monkeypatch, capsy
     root = make_plugin(tmp_path / "site")
     monkeypatch.syspath_prepend(str(root))
     data = "synthetic:20000:2"
-    tasks = [(data, "imb", {"threshold": 0.0002, "exit": 0.00005}),
-             (data, f"{EXAMPLE}:Imbalance", {"threshold": 0.0001, "exit": 0}),
-             (data, "imbplug:Imbalance", {"exit": 0.0001})]
+    tasks = [(data, "imb", {"threshold": 0.0002}), (data, f"{EXAMPLE}:Imbalance", {"threshold": 0.0003, "exit": 0}),
+             (data, "imbplug:Imbalance", {"exit": 0.00005})]
     want = [run_task(*t) for t in tasks]
     assert any(r["n_trades"] for r in want)
     assert identical(spark.run_sweep(tasks, master="local[2]"), want)
-    assert main(["backtest", data, "--strategy", "imb", "--param", "threshold=0.0002", "--param", "exit=0.00005",
-                 "--spark", "local[2]", "--json"]) == 0
+    out = tmp_path / "out"
+    assert main(["backtest", data, "--strategy", "imb", "--param", "threshold=0.0002,0.0003", "--spark", "local[2]",
+                 "--json", "--out", str(out), "--no-plot"]) == 0
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    assert rows == [{k: (None if isinstance(v, float) and v != v else v) for k, v in want[0].items()}]
+    want2 = [want[0], run_task(data, "imb", {"threshold": 0.0003})]
+    assert rows == [{k: (None if isinstance(v, float) and v != v else v) for k, v in w.items()} for w in want2]
+    with open(out / "summary.csv") as f:
+        assert len(f.read().splitlines()) == 3                  # header + one row per run, none twice
+    best = max(range(2), key=lambda i: want2[i]["total_pnl"])
+    assert [p.name for p in (out / "runs").iterdir()] == [f"{best:03d}"]   # the best run replayed for its files
     for m in [m for m in sys.modules if m == "imbplug"]:
         del sys.modules[m]
+
+
+def test_rows_as_tasks_finish_and_ctrl_c(session, tmp_path, capsys, monkeypatch):
+    """``on_row`` gets each row as its task finishes (the rows equal the one-job sweep's); an
+    interruption cancels the rest, and the CLI with --out keeps the rows that finished."""
+    import csv
+    import json
+
+    from ddms.cli import main
+    from replay import cli
+    from replay.backtest import run_task
+    tiny = str(data_file("tiny"))
+    tasks = [(tiny, "sobi", {"threshold": t}) for t in (0.001, 0.002, 0.003, 0.004)]
+    got: dict[int, dict] = {}
+    rows = spark.run_sweep(tasks, master="local[2]", on_row=lambda i, r: got.__setitem__(i, r))
+    want = [run_task(*t) for t in tasks]
+    assert identical(rows, want) and identical([got[i] for i in range(4)], want)
+
+    def stop_after_two(i, r):
+        if len(got2) == 2:
+            raise KeyboardInterrupt
+        got2[i] = r
+    got2: dict[int, dict] = {}
+    with pytest.raises(KeyboardInterrupt):
+        spark.run_sweep(tasks, master="local[2]", on_row=stop_after_two)
+    assert len(got2) == 2
+    assert identical(spark.run_sweep(tasks[:1], master="local[2]"), want[:1])   # the session still works
+
+    real = cli._Saver.add_row
+    seen = []
+
+    def interrupt_after_two(self, i, row):
+        real(self, i, row)
+        seen.append(i)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(cli._Saver, "add_row", interrupt_after_two)
+    out = tmp_path / "out"
+    assert main(["backtest", tiny, "--param", "threshold=0.001,0.002,0.003,0.004", "--spark", "local[2]",
+                 "--out", str(out), "--json"]) == 130
+    captured = capsys.readouterr()
+    assert len([json.loads(x) for x in captured.out.splitlines()]) == 2
+    assert f"ddms: interrupted after 2 of 4 run(s); kept 2 finished run(s) in {out}" in captured.err
+    with open(out / "summary.csv") as f:
+        kept = list(csv.DictReader(f))
+    assert len(kept) == 2 and sorted(float(r["threshold"]) for r in kept) == sorted(
+        tasks[i][2]["threshold"] for i in seen)
+    assert not (out / "runs").exists()                       # no best run replayed after an interruption

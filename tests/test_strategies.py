@@ -157,7 +157,7 @@ def test_attach_without_context_is_live_on_stderr(capsys):
     assert isinstance(ctx, LiveContext)
     engine.apply(_batch(SOBI_BOOK), engine.relmap(("bids", "asks")))
     captured = capsys.readouterr()
-    assert captured.out == "" and "[line 3] order 1: limit buy 100 @ 101" in captured.err
+    assert captured.out == "" and "[line 3] order 1: limit buy 1 @ 101" in captured.err
 
 
 def test_missing_view_is_a_clear_error():

@@ -23,7 +23,7 @@ from replay.backtest import run_backtest, summary_row
 from strategies.api import StrategyError
 
 DATA = "synthetic:30000:3"
-PARAMS = {"threshold": 0.0002, "exit": 0.00005}   # trades on the uncrossed generator
+PARAMS = {"threshold": 0.0002, "exit": 0.00005}
 
 
 def _example_class():
@@ -117,7 +117,30 @@ def test_bad_references_say_why(tmp_path, plugin):
 
 
 def test_plugin_parameters_are_validated(plugin):
-    with pytest.raises(StrategyError, match="exit=0.003 must be below threshold=0.002"):
+    with pytest.raises(StrategyError, match="exit=0.003 must be below threshold=0.0005"):
         strategies.get("imb", {"exit": 0.003})
     with pytest.raises(StrategyError, match="unknown parameter 'kk'"):
         strategies.get(f"{EXAMPLE}:Imbalance", {"kk": 1})
+
+
+def test_monitor_runs_a_plugin_and_a_file_strategy(plugin):
+    """``ddms monitor --strategy REF`` builds the strategy through load_strategy: any reference
+    works, and the strategy places orders on live batches."""
+    import io
+
+    from ddms.feeds.monitor import load_strategy
+    from replay.backtest import open_partition
+    for ref in ("imb", f"{EXAMPLE}:Imbalance"):
+        log = io.StringIO()
+        strat, engine, ctx = load_strategy(ref, None, {"threshold": 0.0002, "exit": 0.00005}, out=log)
+        assert type(strat).__name__ == "Imbalance" and strat.p["threshold"] == 0.0002
+        relmap = engine.relmap(("bids", "asks"))
+        for batch in open_partition(DATA):
+            engine.apply(batch, relmap)
+        assert len(ctx.orders) > 0 and log.getvalue().count("\n") >= len(ctx.orders)
+
+
+def test_readme_shows_the_example_file():
+    """The README's "Write your own strategy" block is the example file."""
+    readme = (REPO / "README.md").read_text()
+    assert f"<!-- file: examples/strategies/imbalance.py -->\n```python\n{EXAMPLE.read_text()}```" in readme

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
 from ddms.streams.orderbook import OrderBookParser, orderbook_rows
@@ -120,10 +122,12 @@ class _Book:
             del self.levels[s][p]
         return "delete" if act == b"D" else "exec"
 
-    def best(self, side: int, normal: bool = False) -> int | None:
-        """The best price of a side (``normal``: leaving out the extreme outlier prices)."""
+    def best(self, side: int, tick: int | None = None) -> int | None:
+        """The best price of a side; with the generator's ``tick``, leaving out its outlier
+        prices (bids at ``tick``, asks at 1999999900), which no grid price can equal."""
         lv = self.levels[side]
-        prices = [p for p in lv if 1_000 < p < 1_999_999_900] if normal else list(lv)
+        outlier = 1_999_999_900 if side else tick
+        prices = [p for p in lv if p != outlier] if tick is not None else list(lv)
         if not prices:
             return None
         return max(prices) if side == 0 else min(prices)
@@ -169,7 +173,7 @@ def test_model_invariants_and_best_prices_match_the_independent_replay():
         for line in flow.lines(500).splitlines():
             book.apply(line)
         flow._check()
-        assert (flow.best_bid, flow.best_ask) == (book.best(0, normal=True), book.best(1, normal=True))
+        assert (flow.best_bid, flow.best_ask) == (book.best(0, flow.tick), book.best(1, flow.tick))
         assert flow.resting == len(book.orders)
         assert flow.resting_bids == sum(1 for s, _, _ in book.orders.values() if s == 0)
     assert flow.best_bid is not None and flow.best_ask is not None
@@ -181,3 +185,22 @@ def test_allow_crossing_keeps_the_naive_model():
     flow = SyntheticOrderFlow(seed=1, allow_crossing=True)
     flow.lines(30_000)
     flow._check()                      # the FIFOs are kept in this mode too; only the order test is off
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**63), depth=st.integers(1, 400), levels=st.integers(1, 60), tick=st.integers(1, 500),
+       mid=st.integers(1, 5_000_000), drift=st.floats(0.0, 0.5), outliers=st.floats(0.0, 0.05),
+       chunk=st.integers(1, 3000))
+def test_never_crossed_for_any_parameters(seed, depth, levels, tick, mid, drift, outliers, chunk):
+    flow = SyntheticOrderFlow(seed=seed, depth=depth, levels=levels, tick=tick, mid=mid, drift_rate=drift,
+                              outlier_rate=outliers)
+    data = b""
+    while flow.lines_emitted < 3000:
+        data += flow.lines(min(chunk, 3000 - flow.lines_emitted))
+        flow._check()
+    book = _Book()
+    for line in data.splitlines():
+        book.apply(line)
+        bid, ask = book.best(0), book.best(1)             # outliers included: they never cross either
+        assert bid is None or ask is None or bid < ask, line
+    assert (flow.best_bid, flow.best_ask) == (book.best(0, tick), book.best(1, tick))

@@ -55,11 +55,13 @@ def cmd_serve_feed(args: argparse.Namespace) -> int:
     from ddms.feeds.transport import ServeConfig, serve_replay
 
     faults = tuple(parse_fault(f) for f in args.fault or ())
-    core = load_replay(args.input, empty_book=args.empty_book, faults=faults)
+    core = load_replay(args.input, empty_book=args.empty_book, faults=faults, skip_bad=args.skip_bad)
     what = (f"{core.market} {core.symbol}, streams {', '.join(core.streams)}" if core.protocol == "binance"
             else "order protocol")
+    skipped = f", {core.skipped:,} bad lines skipped" if core.skipped else ""
     print(f"serve-feed: {args.input}: {len(core.frames):,} messages ({core.counted_total():,} "
-          f"{'depth' if core.protocol == 'binance' else 'order'} messages), {what}", file=sys.stderr, flush=True)
+          f"{'depth' if core.protocol == 'binance' else 'order'} messages), {what}{skipped}", file=sys.stderr,
+          flush=True)
 
     def ready(url: str) -> None:
         print(url, flush=True)
@@ -153,6 +155,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     sf.add_argument("--fault", action="append", metavar="KIND@N",
                     help="inject a fault at the N-th depth message (finance.csv: message): drop, dup, reorder, "
                          "corrupt, close, stall (stall@N:SECONDS); repeatable")
+    sf.add_argument("--skip-bad", action="store_true", help="skip and count bad input lines instead of stopping")
     sf.set_defaults(func=cmd_serve_feed)
 
     mo = sub.add_parser("monitor", help="follow a live feed: book, views, checks, live display")

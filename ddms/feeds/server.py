@@ -60,6 +60,7 @@ from ddms.errors import InputError, ReplayError
 from ddms.feeds.binance import FUTURES, SPOT, BinanceBook, Decoder, DepthSnapshot, DepthUpdate, Response
 from ddms.feeds.capture import iter_lines, split_line
 from ddms.feeds.orderproto import OrderFeed, encode_line, format_message
+from ddms.streams.detect import detect_file
 
 __all__ = [
     "FAULT_KINDS", "Close", "Fault", "Frame", "Hold", "HttpAnswer", "ReplayCore", "Send", "Stall", "WsRoute",
@@ -195,6 +196,7 @@ class ReplayCore:
         self.source = source
         self.protocol = protocol
         self.frames = frames
+        self.skipped = 0                        # bad input lines load_replay(skip_bad=True) left out
         self.market = market
         self.symbol = symbol
         self.snapshot_at = snapshot_at          # index of the capture's snapshot line (None: none)
@@ -448,11 +450,14 @@ def _err(msg: str) -> str:
 # loading
 # ------------------------------------------------------------------------------------------
 
-def load_replay(path: str | os.PathLike, *, empty_book: bool = False, faults: tuple[Fault, ...] = ()) -> ReplayCore:
-    """Read a capture (``.gz`` or plain ``<recv_ts_ns> <json>`` lines) or a finance.csv (chosen
-    by content: a first line of five comma-separated fields is a finance.csv).  Raises
+def load_replay(path: str | os.PathLike, *, empty_book: bool = False, faults: tuple[Fault, ...] = (),
+                skip_bad: bool = False) -> ReplayCore:
+    """Read a capture (``.gz`` or plain ``<recv_ts_ns> <json>`` lines) or a finance.csv (the
+    format told by :func:`ddms.streams.detect.detect_file`, as for every command).  Raises
     :class:`ReplayError` for an input that cannot be replayed and :class:`InputError` naming the
-    line for a bad line.  Cost: one pass over the input (a finance.csv line is encoded once)."""
+    line for a bad line; ``skip_bad`` skips and counts bad lines instead (``core.skipped``; an
+    order stream's ``seq`` then stays consecutive, one per message sent).  Cost: one pass over
+    the input (a finance.csv line is encoded once)."""
     p = Path(path)
     if not p.exists():
         raise ReplayError("no such file", str(p))
@@ -460,18 +465,32 @@ def load_replay(path: str | os.PathLike, *, empty_book: bool = False, faults: tu
     first = next(lines, None)
     if first is None:
         raise ReplayError("empty input: nothing to replay", str(p))
-    head = first.split(b" ", 1)[0]
-    if not head.isdigit() and first.count(b",") == 4:
-        return _load_orders(p, first, lines, faults)
-    return _load_capture(p, first, lines, empty_book, faults)
+    kind, _ = detect_file(p)
+    if kind == "orderbook":
+        return _load_orders(p, first, lines, faults, skip_bad)
+    if kind == "binance":
+        return _load_capture(p, first, lines, empty_book, faults, skip_bad)
+    raise ReplayError(f"a {kind} file: serve-feed serves Binance captures and order-book CSV files "
+                      "(t,order_id,action,volume,price)", str(p))
 
 
-def _load_orders(p: Path, first: bytes, rest: Iterator[bytes], faults: tuple[Fault, ...]) -> ReplayCore:
+def _load_orders(p: Path, first: bytes, rest: Iterator[bytes], faults: tuple[Fault, ...],
+                 skip_bad: bool = False) -> ReplayCore:
     frames = []
+    skipped = 0
     for i, line in enumerate(_chain(first, rest), 1):
-        msg = encode_line(line, i, str(p))
-        frames.append(Frame(i, i, 0, "orders", format_message(msg).encode(), -1, True))
-    return ReplayCore(str(p), "orders", frames, faults=faults)
+        try:
+            msg = encode_line(line, i, str(p))
+        except InputError:
+            if not skip_bad:
+                raise
+            skipped += 1
+            continue
+        msg["seq"] = len(frames) + 1
+        frames.append(Frame(len(frames) + 1, i, 0, "orders", format_message(msg).encode(), -1, True))
+    core = ReplayCore(str(p), "orders", frames, faults=faults)
+    core.skipped = skipped
+    return core
 
 
 def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
@@ -480,40 +499,49 @@ def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
 
 
 def _load_capture(p: Path, first: bytes, rest: Iterator[bytes], empty_book: bool,
-                  faults: tuple[Fault, ...]) -> ReplayCore:
+                  faults: tuple[Fault, ...], skip_bad: bool = False) -> ReplayCore:
     src = str(p)
     decoder = Decoder()
     frames: list[Frame] = []
     snapshot_at = None
     market = symbol = None
     first_depth: DepthUpdate | None = None
+    skipped = 0
     for i, line in enumerate(_chain(first, rest), 1):
         if not line.strip():
             continue
-        ts, js = split_line(line, i, src)
-        m = _ENVELOPE.match(js)
-        if m is not None:
-            stream = m.group(1).decode()
-            counted = "@depth" in stream
-            frames.append(Frame(len(frames) + 1, i, ts, stream, js, m.start(2), counted))
-            if counted and first_depth is None:
-                rec = decoder.decode(js, src, i)
-                if not isinstance(rec, DepthUpdate):
-                    raise InputError(f"stream {stream!r} carries a {type(rec).__name__}, not a depth update", src, i)
-                first_depth = rec
-                market = FUTURES if rec.prev_final_id is not None else SPOT
-                symbol = rec.symbol
-            continue
-        rec = decoder.decode(js, src, i)      # raises InputError naming the line
-        if isinstance(rec, Response):         # a recorded reply to a subscription: nothing to replay
-            continue
-        if isinstance(rec, DepthSnapshot):
-            frames.append(Frame(len(frames) + 1, i, ts, None, js, -1, False))
-            if snapshot_at is None:
-                snapshot_at = len(frames)
-            continue
-        raise InputError("a stream message without the combined-stream envelope {\"stream\":..,\"data\":..}",
-                         src, i, js[:120].decode("utf-8", "replace"))
+        n = len(frames)
+        try:
+            ts, js = split_line(line, i, src)
+            m = _ENVELOPE.match(js)
+            if m is not None:
+                stream = m.group(1).decode()
+                counted = "@depth" in stream
+                frames.append(Frame(len(frames) + 1, i, ts, stream, js, m.start(2), counted))
+                if counted and first_depth is None:
+                    rec = decoder.decode(js, src, i)
+                    if not isinstance(rec, DepthUpdate):
+                        raise InputError(f"stream {stream!r} carries a {type(rec).__name__}, not a depth update",
+                                         src, i)
+                    first_depth = rec
+                    market = FUTURES if rec.prev_final_id is not None else SPOT
+                    symbol = rec.symbol
+                continue
+            rec = decoder.decode(js, src, i)      # raises InputError naming the line
+            if isinstance(rec, Response):         # a recorded reply to a subscription: nothing to replay
+                continue
+            if isinstance(rec, DepthSnapshot):
+                frames.append(Frame(len(frames) + 1, i, ts, None, js, -1, False))
+                if snapshot_at is None:
+                    snapshot_at = len(frames)
+                continue
+            raise InputError("a stream message without the combined-stream envelope {\"stream\":..,\"data\":..}",
+                             src, i, js[:120].decode("utf-8", "replace"))
+        except InputError:
+            if not skip_bad:
+                raise
+            del frames[n:]
+            skipped += 1
     if first_depth is None:
         raise ReplayError("the capture has no depth messages (@depth streams): no book to replay", src)
     empty = None
@@ -524,5 +552,7 @@ def _load_capture(p: Path, first: bytes, rest: Iterator[bytes], empty_book: bool
                               "then wrong until every level has been updated)", src)
         last = first_depth.first_id if market == FUTURES else first_depth.first_id - 1
         empty = json.dumps({"lastUpdateId": last, "bids": [], "asks": []}).encode()
-    return ReplayCore(src, "binance", frames, market=market, symbol=symbol, snapshot_at=snapshot_at,
+    core = ReplayCore(src, "binance", frames, market=market, symbol=symbol, snapshot_at=snapshot_at,
                       empty_snapshot=empty, faults=faults)
+    core.skipped = skipped
+    return core

@@ -2,7 +2,7 @@
 
 Why Arrow first: pyarrow is already a dependency (Parquet), its tables carry typed columns and
 SQL NULL as null, and every data-frame library reads them (``pa.table(view)``, polars,
-``pd.DataFrame.from_arrow(view)`` through the Arrow C stream interface).  pandas stays optional:
+pandas 3's ``pd.DataFrame.from_arrow(view)`` through the Arrow C stream interface).  pandas stays optional:
 :func:`to_pandas` names ``pip install pandas`` when it is missing.
 
 Layout of a view's table: its key columns (named and typed as the program declares them) then

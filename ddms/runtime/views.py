@@ -5,7 +5,7 @@ reading any view sees exactly the state after the event that fired it.  Writes r
 
 Tables: ``view.to_arrow()`` / ``view.to_pandas()`` copy a view out (key columns, then a value
 column named after the view; :mod:`ddms.runtime.export`), and a view speaks the Arrow C stream
-interface, so ``pa.table(view)`` and ``pd.DataFrame.from_arrow(view)`` work too.  A grouped
+interface, so ``pa.table(view)`` (and pandas 3's ``pd.DataFrame.from_arrow(view)``) work too.  A grouped
 view is a ``Mapping`` from keys to values, so ``pd.DataFrame(view)`` sees its keys only: use
 ``view.to_pandas()``.
 """

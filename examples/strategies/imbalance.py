@@ -22,8 +22,8 @@ class Imbalance(Strategy):
     summary = "fade the VWAP imbalance: trade against SIGNAL beyond threshold, close inside exit"
     params = (
         Param("k", 0.25, "fraction of each side's volume in its VWAP", lo=0.0, hi=1.0, lo_open=True),
-        Param("threshold", 0.002, "open a position when |SIGNAL| crosses this", lo=0.0, lo_open=True),
-        Param("exit", 0.0005, "close it when |SIGNAL| is back below this", lo=0.0),
+        Param("threshold", 0.0005, "open a position when |SIGNAL| crosses this", lo=0.0, lo_open=True),
+        Param("exit", 0.0001, "close it when |SIGNAL| is back below this", lo=0.0),
         Param("order_size", 1.0, "quantity per order", lo=0.0, lo_open=True),
     )
     program = PROGRAMS / "sobi.m3"
