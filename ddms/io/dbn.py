@@ -95,7 +95,7 @@ class MboStatus:
 class _Instrument:
     iid: int
     symbol: str
-    pending: list = field(default_factory=list)   # rows of the event not ended yet (no F_LAST)
+    pending: list = field(default_factory=list)   # rows (rel, sign, t, id, broker, volume, price) of the open event
     orders: dict[int, tuple[int, int, int, tuple]] = field(default_factory=dict)  # id -> side, price, size, row
     levels: tuple[dict, dict] = field(default_factory=lambda: ({}, {}))            # price -> total size
     prices: tuple[SortedList, SortedList] = field(default_factory=lambda: (SortedList(), SortedList()))
@@ -171,7 +171,6 @@ class MboBook:
     def _apply(self, inst: _Instrument, action: str, side_s: str, rec: Any, flags: int, n: int) -> None:
         st = inst.status
         st.records += 1
-        line = 0     # set when the event ends
         if action in ("T", "F", "N"):
             if action == "T":
                 st.trades += 1
@@ -182,7 +181,7 @@ class MboBook:
             return
         if action == "R":
             st.clears += 1
-            self._clear(inst, line)
+            self._clear(inst)
             inst.in_snapshot = bool(flags & F_SNAPSHOT)
             return
         if action not in ("A", "C", "M"):
@@ -197,7 +196,7 @@ class MboBook:
         snap = bool(flags & F_SNAPSHOT)
         if snap and not inst.in_snapshot:          # a snapshot starts: it replaces the book
             st.snapshots += 1
-            self._clear(inst, line)
+            self._clear(inst)
         inst.in_snapshot = snap
         t = float(rec.ts_event) / 1e6
         if action == "A":
@@ -205,7 +204,7 @@ class MboBook:
                 raise self._err(f"add of order {oid}, which is already resting", n, rec)
             self._check_values(price, size, n, rec)
             st.adds += 1
-            self._insert(inst, oid, side, price, size, t, line)
+            self._insert(inst, oid, side, price, size, t)
         elif action == "C":
             old = inst.orders.get(oid)
             if old is None:
@@ -213,17 +212,17 @@ class MboBook:
             if not 0 < size <= old[2]:
                 raise self._err(f"cancel of {size} from order {oid}, which rests with {old[2]}", n, rec)
             st.cancels += 1
-            self._remove(inst, oid, line)
+            self._remove(inst, oid)
             if size < old[2]:
-                self._insert(inst, oid, old[0], old[1], old[2] - size, t, line)
+                self._insert(inst, oid, old[0], old[1], old[2] - size, t)
         else:
             self._check_values(price, size, n, rec)
             st.modifies += 1
             if oid in inst.orders:
-                self._remove(inst, oid, line)
+                self._remove(inst, oid)
             else:
                 st.modify_as_add += 1
-            self._insert(inst, oid, side, price, size, t, line)
+            self._insert(inst, oid, side, price, size, t)
 
     def _check_values(self, price: int, size: int, n: int, rec: Any) -> None:
         if price == UNDEF_PRICE or not -(2**62) < price < 2**62:
@@ -232,7 +231,7 @@ class MboBook:
             raise self._err(f"size {size} is not a positive 32-bit count", n, rec)
 
     # -- book -------------------------------------------------------------------------------------
-    def _insert(self, inst: _Instrument, oid: int, side: int, price: int, size: int, t: float, line: int) -> None:
+    def _insert(self, inst: _Instrument, oid: int, side: int, price: int, size: int, t: float) -> None:
         row = (t, float(oid), 0.0, float(size), price * PRICE_SCALE)
         inst.orders[oid] = (side, price, size, row)
         lv = inst.levels[side]
@@ -241,9 +240,9 @@ class MboBook:
         else:
             lv[price] = size
             inst.prices[side].add(price)
-        inst.pending.append((side, 1, *row, line))
+        inst.pending.append((side, 1, *row))
 
-    def _remove(self, inst: _Instrument, oid: int, line: int) -> None:
+    def _remove(self, inst: _Instrument, oid: int) -> None:
         side, price, size, row = inst.orders.pop(oid)
         lv = inst.levels[side]
         left = lv[price] - size
@@ -252,11 +251,11 @@ class MboBook:
         else:
             del lv[price]
             inst.prices[side].remove(price)
-        inst.pending.append((side, -1, *row, line))
+        inst.pending.append((side, -1, *row))
 
-    def _clear(self, inst: _Instrument, line: int) -> None:
+    def _clear(self, inst: _Instrument) -> None:
         for oid in list(inst.orders):
-            self._remove(inst, oid, line)
+            self._remove(inst, oid)
 
     def _end_event(self, inst: _Instrument) -> None:
         """The instrument's event is complete: its rows get the next line number."""
@@ -264,7 +263,7 @@ class MboBook:
         inst.status.events += 1
         if inst.pending:
             line, iid = self.events, inst.iid
-            self._rows.extend((*r[:7], line, iid) for r in inst.pending)
+            self._rows.extend((*r, line, iid) for r in inst.pending)
             inst.pending.clear()
         b, a = inst.prices
         if b and a and b[-1] >= a[0]:

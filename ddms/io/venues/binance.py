@@ -101,13 +101,13 @@ class BinanceBooks:
                 self.reports.append(e)
                 return ()
             bk = self.book(stream_sym)     # the stream names the symbol: its book counts the bad message
-            return self._feed_book(bk, msg, recv_ns, line)
+            return self._feed_book(bk, msg, recv_ns)
         for name in self._decoder.new_unknown:
             self.reports.append(InputError(f"unknown field {name!r} ignored (counted in unknown_fields)",
                                            self.source, line))
         self._decoder.new_unknown.clear()
         if isinstance(rec, (DepthUpdate, BookTicker)):
-            return self._feed_book(self.book(rec.symbol.upper()), rec, recv_ns, line)
+            return self._feed_book(self.book(rec.symbol.upper()), rec, recv_ns)
         if isinstance(rec, DepthSnapshot):
             self.malformed += 1
             self.bad_messages += 1
@@ -118,7 +118,7 @@ class BinanceBooks:
         self.ignored[kind] = self.ignored.get(kind, 0) + 1
         return ()
 
-    def _feed_book(self, bk: BinanceBook, msg: Any, recv_ns: int, line: int) -> tuple[Resync, ...]:
+    def _feed_book(self, bk: BinanceBook, msg: Any, recv_ns: int) -> tuple[Resync, ...]:
         m0 = bk.malformed
         acts = bk.feed_message(msg, recv_ns)
         self.bad_messages += bk.malformed - m0
