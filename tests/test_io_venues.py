@@ -700,3 +700,31 @@ def test_binance_cryptofeed_capture_merges_rest_snapshots_by_time(tmp_path):
     assert set(s["symbols"]) == set(mine) and s["ignored"].get("http_other_connection") == 1
     assert s["synced"] and s["gaps"] == s["resyncs"] == s["malformed"] == 0 and s["bookticker_mismatch"] == 0
     binance_truth_equal(parser.core, rows, truth, mine)
+
+
+@pytest.mark.parametrize("venue", ["kraken", "okx", "coinbase"])
+def test_unknown_fields_are_counted_not_fatal(venue):
+    """A venue adds a field: every book message carries ``zz`` (and OKX's data entries ``yy``);
+    the books are those of the clean stream, no resync, each name counted per message."""
+    msgs, truth = GEN[venue](random.Random(4))
+    extra = copy.deepcopy(msgs)
+    n = 0
+    for sym, m in extra:
+        if sym is None:
+            continue
+        if venue == "kraken":
+            m[1]["zz"] = "new"
+        elif venue == "okx":
+            m["zz"] = 1
+            m["data"][0]["yy"] = [1, {"a": None}]
+        else:
+            m["zz"] = {"nested": True}
+        n += 1
+    core, rows, actions = run_core(venue, extra)
+    assert actions == [] and all(s.resyncs == 0 and s.malformed == 0 for s in core.status.values())
+    assert_equals_truth(core, rows, truth)
+    want = {"zz": n, "yy": n} if venue == "okx" else {"zz": n}
+    if venue == "coinbase":   # tickers carry it too, counted; the subscriptions message has no product
+        want = {"zz": sum(1 for s, m in extra if s is not None)}
+    assert core.summary()["unknown_fields"] == want
+    assert sum("unknown field" in r.reason for r in core.reports) == len(want)   # reported once per name

@@ -43,6 +43,7 @@ class VenueBooks:
         self.status: dict[str, SymbolStatus] = {}
         self.reports: deque[InputError] = deque(maxlen=max_reports)
         self.ignored: dict[str, int] = {}
+        self.unknown_fields: dict[str, int] = {}   # fields a venue added: name -> messages carrying it
         self.malformed = 0          # messages that belong to no symbol and could not be read
         self.bad_messages = 0       # every malformed message, of a symbol or not (O(1) to read)
         self._dirty: list[str] = []
@@ -61,6 +62,16 @@ class VenueBooks:
 
     def _ignore(self, kind: str) -> None:
         self.ignored[kind] = self.ignored.get(kind, 0) + 1
+
+    def _unknown(self, names, line: int) -> None:
+        """Count fields outside the documented message (ignored: venues add fields without
+        notice); the first sighting of a name is reported once."""
+        for n in names:
+            n = str(n)
+            if n not in self.unknown_fields:
+                self.unknown_fields[n] = 0
+                self._report(f"unknown field {n!r} ignored (counted in unknown_fields)", line)
+            self.unknown_fields[n] += 1
 
     def _report(self, reason: str, line: int, msg: Any = None) -> None:
         self.reports.append(InputError(reason, self.source, line, "" if msg is None else _shown(msg)))
@@ -118,6 +129,7 @@ class VenueBooks:
         tot["synced"] = bool(self.status) and all(st.synced for st in self.status.values())
         tot["symbols"] = {s: st.as_dict() for s, st in sorted(self.status.items())}
         tot["ignored"] = dict(self.ignored)
+        tot["unknown_fields"] = dict(self.unknown_fields)
         return tot
 
     def _check(self) -> None:

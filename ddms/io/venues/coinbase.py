@@ -30,6 +30,13 @@ from ddms.io.venues.base import VenueBooks
 __all__ = ["CoinbaseBooks"]
 
 _SIDES = {"buy": BIDS, "sell": ASKS, "bid": BIDS, "ask": ASKS}
+_KEYS = {   # documented fields per message type; others are counted in unknown_fields
+    "snapshot": frozenset({"type", "product_id", "bids", "asks", "time"}),
+    "l2update": frozenset({"type", "product_id", "changes", "time"}),
+    "ticker": frozenset({"type", "sequence", "product_id", "price", "open_24h", "volume_24h", "low_24h", "high_24h",
+                         "volume_30d", "best_bid", "best_ask", "side", "time", "trade_id", "last_size",
+                         "best_bid_size", "best_ask_size"}),
+}
 
 
 def _time_ms(v: Any) -> float:
@@ -74,6 +81,7 @@ class CoinbaseBooks(VenueBooks):
         if not isinstance(msg.get("product_id"), str):
             return self._bad(f"{kind} message without a string product_id", line, msg)
         symbol = msg["product_id"].upper()
+        self._unknown([k for k in msg if k not in _KEYS[kind]], line)
         if kind == "ticker":
             return self._ticker(symbol, msg, line)
         book, st = self._sym(symbol)

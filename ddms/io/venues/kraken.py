@@ -109,6 +109,7 @@ class KrakenBooks(VenueBooks):
         st.depth_events += 1
         if not st.synced:
             return ()
+        unknown: list[str] = []
         try:
             sides = []
             crc = None
@@ -121,9 +122,10 @@ class KrakenBooks(VenueBooks):
                             raise ValueError(f"checksum 'c' is not an unsigned 32-bit decimal string: {v!r}")
                         crc = int(v)
                     else:
-                        raise ValueError(f"unknown book field {k!r}")
+                        unknown.append(k)
             if not sides:
                 raise ValueError("book update without 'a' or 'b'")
+            self._unknown(unknown, line)
             for side, entries in sides:
                 for px, qty, t in entries:
                     book.set(side, px, qty, t, line)
@@ -148,7 +150,8 @@ class KrakenBooks(VenueBooks):
             for d in body:
                 for k, v in d.items():
                     if k not in ("as", "bs"):
-                        raise ValueError(f"unknown snapshot field {k!r}")
+                        self._unknown((k,), line)
+                        continue
                     sides.append((ASKS if k == "as" else BIDS, _entries(v, k)))
             for _, entries in sides:   # validate every price before the book changes
                 for px, qty, _t in entries:

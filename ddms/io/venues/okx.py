@@ -34,6 +34,8 @@ from ddms.io.venues.base import VenueBooks
 __all__ = ["OkxBooks", "okx_checksum"]
 
 BOOK_CHANNELS = frozenset({"books", "books-l2-tbt", "books50-l2-tbt"})
+_MSG_KEYS = frozenset({"arg", "action", "data"})
+_DATA_KEYS = frozenset({"asks", "bids", "ts", "checksum", "seqId", "prevSeqId"})
 
 
 def okx_checksum(bids: list[tuple[str, str]], asks: list[tuple[str, str]]) -> int:
@@ -93,6 +95,7 @@ class OkxBooks(VenueBooks):
             self._ignore(arg["channel"])
             return ()
         symbol = arg["instId"].upper()
+        self._unknown([k for k in msg if k not in _MSG_KEYS], line)
         book, st = self._sym(symbol)
         st.messages += 1
         action, data = msg.get("action"), msg.get("data")
@@ -103,6 +106,7 @@ class OkxBooks(VenueBooks):
                 raise ValueError("data is not a non-empty list of objects")
             parts = []
             for d in data:
+                self._unknown([k for k in d if k not in _DATA_KEYS], line)
                 t = d.get("ts", "0")
                 if not (isinstance(t, str) and t.isdigit() and len(t) < 17):
                     raise ValueError(f"ts is not a millisecond timestamp string: {t!r}")
