@@ -6,7 +6,9 @@ a time with the input line they came from and their receive time, keeps one
 returns the actions the caller must perform (:class:`~ddms.io.levels.Resync`).  A problem in one
 symbol's messages (a continuity break, a checksum mismatch, a malformed book message) discards
 that symbol's book only; the other symbols keep running.  Messages the core does not use
-(trades, heartbeats, tickers of other channels) are counted by kind in :attr:`VenueBooks.ignored`.
+(trades, heartbeats, tickers of other channels) are counted by kind in :attr:`VenueBooks.ignored`;
+fields a venue adds to a documented message are ignored and counted by name in
+:attr:`VenueBooks.unknown_fields` (a new field must not become an outage).
 
 Cost: bookkeeping per message is a few dict operations; the book work is :class:`LevelBook`'s.
 """
