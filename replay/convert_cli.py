@@ -36,7 +36,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if any(os.path.abspath(s) == os.path.abspath(out) for s in args.sources):
         raise ReplayError("is also an input", out)
     sources = [open_source(s, kind=args.kind, brokers=args.brokers, skip_bad=args.skip_bad, market=args.market,
-                           allow_empty_start=args.allow_empty_start) for s in args.sources]
+                           allow_empty_start=args.allow_empty_start, symbol=args.symbol) for s in args.sources]
     t0 = time.perf_counter()
     notes: list[str] = []
     info = convert(sources, out, group_events=args.group_events, notes=notes)
@@ -82,6 +82,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--market", choices=("futures", "spot"), help="Binance captures: the market (default: detected)")
     p.add_argument("--allow-empty-start", action="store_true",
                    help="Binance captures: start from an empty book at the first depth event (no snapshot needed)")
+    p.add_argument("--symbol", help="multi-symbol captures (cryptofeed, DBN, tardis): the instrument to convert, "
+                   "as the venue spells it (XBT/CHF, BTC-USDT, ESH4)")
     p.add_argument("--skip-bad", action="store_true", help="skip and count bad lines instead of stopping")
     p.add_argument("--group-events", type=int, default=1 << 18, help="events per Parquet row group (about)")
     p.add_argument("--force", action="store_true", help="replace an existing output file")

@@ -16,7 +16,14 @@ kind           files                                       reader
                plain): one row per price level, id = price
                * 10**px_decimals, broker 0
 ``parquet``    our columnar event files (``ddms convert``)  :func:`replay.columnar.read_parquet`
+``cryptofeed`` cryptofeed ``<EXCH>.ws.*`` captures (+ the   :func:`ddms.io.cryptofeed.read_cryptofeed`
+               ``.http.`` files beside them)
+``dbn``        Databento DBN market-by-order (.dbn[.zst])  :func:`ddms.io.dbn.read_dbn` (order level)
+``tardis``     tardis.dev ``incremental_book_L2`` CSV      :func:`ddms.io.tardis.read_tardis`
 =============  ==========================================  =======================================
+
+The last three are registered by :mod:`ddms.io.formats` (detection and reading live there); a
+file of them is one symbol's book: ``symbol=`` chooses it (needed when the file holds several).
 
 Detection is :mod:`ddms.streams.detect` (the one place every command asks: Parquet magic, a
 ``<digits> {`` capture line, else the first line's field count); ``kind=`` overrides it.  A bad
@@ -40,12 +47,14 @@ from pathlib import Path
 import numpy as np
 
 from ddms.errors import InputError, ReplayError
+from ddms.io import formats as io_formats
 from ddms.streams.detect import KINDS, detect_file, detect_kind
 from ddms.streams.events import EventBatch
 
 __all__ = ["KINDS", "RELATIONS", "Source", "detect_kind", "open_source", "partition_name"]
 
 RELATIONS = ("bids", "asks")
+_IO_FORMATS = {f.kind: f for f in io_formats.FORMATS}   # cryptofeed, dbn, tardis (ddms/io)
 _MAX_PENDING = 100_000   # capture messages held while the market (spot/futures) is still unknown
 
 
@@ -71,7 +80,8 @@ class Source:
     ``allow_empty_start`` (Binance: start from an empty book at the first depth event instead of
     waiting for the capture's REST snapshot -- a capture without one then replays instead of
     failing; a snapshot later in the capture is ignored as unsolicited), ``batch_updates`` (Binance: book updates
-    per batch).  Each iteration re-reads the file."""
+    per batch), ``symbol`` (ddms/io formats: the instrument whose book to read; default the
+    file's only one).  Each iteration re-reads the file."""
 
     path: str
     kind: str
@@ -82,6 +92,7 @@ class Source:
     market: str | None = None
     allow_empty_start: bool = False
     batch_updates: int = 4096
+    symbol: str | None = None
 
     def __iter__(self) -> Iterator[EventBatch]:
         return self.batches()
@@ -102,16 +113,24 @@ class Source:
         if self.kind == "parquet":
             from replay.columnar import read_parquet
             return read_parquet(self.path)
+        if self.kind in _IO_FORMATS:
+            return io_formats.symbol_batches(_IO_FORMATS[self.kind], self.path, symbol=self.symbol,
+                                             skip_bad=self.skip_bad)
         raise ReplayError(f"unknown source kind {self.kind!r} (kinds: {', '.join(KINDS)})", self.path)
 
 
 def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str | None = None,
                 brokers: int = 10, skip_bad: bool = False, market: str | None = None,
-                allow_empty_start: bool = False) -> Source:
+                allow_empty_start: bool = False, symbol: str | None = None) -> Source:
     """Detect the format of ``path`` (or take ``kind``) and return its :class:`Source`.  Raises
     :class:`ReplayError` for a missing file, an unknown or mismatching format, a Parquet file that
-    is not ours; reading nothing but the first 64 KiB (Parquet: the footer)."""
+    is not ours; reading nothing but the first 64 KiB (Parquet: the footer).  ``FILE#SYMBOL``
+    (a file that does not exist under that whole name) chooses the symbol of a multi-symbol
+    capture, so every command and a Spark partition name can say it without an option."""
     p = os.fspath(path)
+    if symbol is None and "#" in p and not os.path.exists(p):
+        p, symbol = p.rsplit("#", 1)
+        name = name or f"{partition_name(p)}#{symbol}"
     found, _ = detect_file(p, kind)
     if market is not None and market not in ("futures", "spot"):
         raise ReplayError(f"market must be 'futures' or 'spot', got {market!r}", p)
@@ -121,7 +140,8 @@ def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str |
         from replay.columnar import parquet_info
         parquet_info(p)  # validates the footer and our metadata now, not in a Spark worker
     return Source(p, found, name or partition_name(p), RELATIONS, brokers, skip_bad,
-                  market or (_market_from_name(p) if found == "binance" else None), allow_empty_start)
+                  market or (_market_from_name(p) if found == "binance" else None), allow_empty_start,
+                  symbol=symbol)
 
 
 # ------------------------------------------------------------------------------------------
@@ -226,6 +246,9 @@ def _binance_batches(src: Source, notes: list[str] | None = None) -> Iterator[Ev
                           "(open it with allow_empty_start=True to start from an empty book)", src.path)
     if notes is not None:
         notes.extend(_gap_notes(src.path, gap_marks, depth_seen, book.applied, book.snapshots))
+        if parser.unknown_fields:   # a venue's new fields: ignored, but say so once per file
+            shown = ", ".join(f"{k} ({v:,} lines)" for k, v in sorted(parser.unknown_fields.items()))
+            notes.append(f"{src.path}: unknown message fields ignored: {shown}")
     batch = book.take_events()
     if len(batch) or batch.last_line >= batch.first_line:
         yield replace(batch, skipped=parser.bad_lines)

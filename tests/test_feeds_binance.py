@@ -353,7 +353,7 @@ def assert_recovered(bk: BinanceBook, store: RowStore, ref: RefBook) -> None:
 
 
 @pytest.mark.parametrize("name", [FUT, SPOT])
-@pytest.mark.parametrize("fault", ["drop", "corrupt", "unknown_field", "missing_field"])
+@pytest.mark.parametrize("fault", ["drop", "corrupt", "missing_field"])
 def test_lost_depth_message_resyncs(name, fault):
     k = 30
     bk, store, ref, actions = drive(name, faulty(name, fault, k))
@@ -363,8 +363,6 @@ def test_lost_depth_message_resyncs(name, fault):
     assert any(r.startswith("gap") for r in reasons)
     if fault == "corrupt":
         assert any("malformed JSON" in r for r in reasons)
-    if fault == "unknown_field":
-        assert any("unknown field(s) ['zz']" in r for r in reasons)
     if fault == "missing_field":
         assert any("missing field 'u'" in r for r in reasons)
     assert [a.reason.split(":")[0] for a in actions][-1] == "gap"
@@ -372,6 +370,48 @@ def test_lost_depth_message_resyncs(name, fault):
     # tickers were checked after the resync too
     before = _checked_until(name, k)
     assert bk.bookticker_checked > before
+
+
+@pytest.mark.parametrize("name", [FUT, SPOT])
+def test_unknown_field_is_ignored_and_counted(name):
+    """A venue's new field (COIN-M sends ``ps``) is tolerated: no gap, no resync, the book equals
+    the oracle's, and the field is counted once per message and reported once per name."""
+    k = 30
+    stream = faulty(name, "unknown_field", k)
+    for extra in (k + 2, k + 5):
+        stream = [(ts, raw, n) for ts, raw, n in stream]
+        i = _depth_positions(_window(name))[extra]
+        ts, raw, n = stream[i]
+        stream[i] = (ts, raw.replace(b'"e":"depthUpdate"', b'"e":"depthUpdate","zz":[1,{"q":2}]'), n)
+    bk, store, ref, actions = drive(name, stream)
+    assert bk.gaps == 0 and bk.resyncs == 0 and bk.malformed == 0
+    assert bk.unknown_fields == {"zz": 3}
+    assert [r.reason for r in bk.reports if "unknown field" in r.reason] == [
+        "unknown field 'zz' ignored (counted in unknown_fields)"]
+    assert_recovered(bk, store, ref)
+
+
+def test_coin_m_depth_update_with_ps_decodes():
+    """The COIN-M message of issue 22 ("unknown field(s) ['ps'] in a depthUpdate message")."""
+    dec = Decoder()
+    raw = ('{"stream":"btcusd_perp@depth@100ms","data":{"e":"depthUpdate","E":1,"T":1,"s":"BTCUSD_PERP",'
+           '"ps":"BTCUSD","U":5,"u":7,"pu":4,"b":[["60000.1","3"]],"a":[]}}')
+    rec = dec.decode(raw)
+    assert isinstance(rec, DepthUpdate) and rec.symbol == "BTCUSD_PERP" and rec.prev_final_id == 4
+    assert rec.bids.tolist() == [[600001, 3]] and rec.px_dec == 1
+    dec.decode(raw.replace('"data"', '"extra":1,"data"'))
+    assert dec.unknown_fields == {"ps": 2, "extra": 1}
+
+
+def test_non_utf8_byte_is_a_located_input_error():
+    """A 0xff byte inside a string (it passes the fast scan) is a located InputError, not a
+    UnicodeDecodeError from the fast path."""
+    raw = b'{"stream":"x@depth","data":{"e":"depthUpdate","E":1,"s":"A\xff","U":1,"u":2,"b":[],"a":[]}}'
+    assert b"\xff" in raw
+    with pytest.raises(InputError, match=r"^cap:3: malformed JSON"):
+        Decoder().decode(raw, "cap", 3)
+    parser = CaptureParser("cap.gz", skip_bad=True)
+    assert list(parser.parse_lines([b"17 " + raw + b"\n"])) == [] and parser.bad_lines == 1
 
 
 @cache
@@ -701,7 +741,8 @@ def test_fast_decoder_matches_json_decoder(data):
     indent = data.draw(st.sampled_from([None, 1]))
     sep = data.draw(st.sampled_from([(",", ":"), (", ", ": ")]))
     text = json.dumps(obj, indent=indent, separators=sep, ensure_ascii=data.draw(st.booleans()))
-    mutate = data.draw(st.sampled_from(["none", "none", "escape", "cut", "extra", "float", "neg", "dup", "top"]))
+    mutate = data.draw(st.sampled_from(["none", "none", "escape", "cut", "extra", "float", "neg", "dup", "top",
+                                        "unknown", "unknown"]))
     if mutate == "escape":
         text = text.replace('"BTCUSDT"', '"BTC\\u0055SDT"')
     elif mutate == "cut":
@@ -716,6 +757,23 @@ def test_fast_decoder_matches_json_decoder(data):
         text = text[:-1] + ', "s": "BTCUSDT"}'
     elif mutate == "top":     # a message field beside the envelope (or a second copy in a bare one)
         text = '{"u": 7, ' + text[1:]
+    elif mutate == "unknown":   # unknown scalar members (COIN-M's ps): the fast path skips and counts them
+        scalars = st.one_of(st.text(max_size=8), st.integers(-2**70, 2**70), st.floats(allow_nan=False,
+                            allow_infinity=False), st.booleans(), st.none())
+        extra = data.draw(st.dictionaries(st.sampled_from(["ps", "zz", "x1", "E2"]), scalars, min_size=1, max_size=5))
+        body = ", ".join(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=data.draw(st.booleans()))}"
+                         for k, v in extra.items())
+        inner = text.rfind("}", 0, len(text) - 1) if text.startswith('{"stream"') else -1
+        at = inner if inner > 0 and data.draw(st.booleans()) else len(text) - 1
+        text = text[:at].rstrip() + ", " + body + text[at:]
+        fast, slow = Decoder(), Decoder()
+        try:
+            slow.from_obj(json.loads(text))
+        except (ValueError, InputError):
+            pass
+        else:
+            fast.decode(text)
+            assert fast.unknown_fields == slow.unknown_fields
     dec = Decoder()
     try:
         want = dec.from_obj(json.loads(text))
@@ -736,7 +794,7 @@ def test_fast_decoder_matches_json_decoder(data):
 def test_decoder_errors_name_source_and_line():
     with pytest.raises(InputError, match=r"^feed:7: malformed JSON"):
         Decoder().decode(b'{"e":', "feed", 7)
-    with pytest.raises(InputError, match="unknown envelope field"):
+    with pytest.raises(InputError, match="not a Binance message"):   # the envelope's extra field is ignored
         decode_message('{"stream": "a", "data": {}, "x": 1}')
     with pytest.raises(InputError, match="out of range"):
         decode_message('{"lastUpdateId": 1, "bids": [["9007199254740992", "1"]], "asks": []}')

@@ -137,6 +137,19 @@ def test_capture_slice_replays_clean(tmp_path, name):
     assert not [x for x in lines if x.get("event") == "problem"]
 
 
+def test_unknown_fields_are_counted_in_the_summary_not_fatal(tmp_path):
+    """A COIN-M-style extra field (``ps``) in every depth message: no gap, no malformed message,
+    ``unknown_fields`` in the summary counts it per message."""
+    path = _slice(tmp_path, FUT, 1500)
+    data = path.read_bytes().replace(b'"e":"depthUpdate",', b'"e":"depthUpdate","ps":"BTCUSD",')
+    path.write_bytes(data)
+    _, mon, s, lines, _ = run(_session(path))
+    assert s["gaps"] == s["resyncs"] == s["malformed"] == 0 and s["depth_events"] > 50
+    assert s["unknown_fields"] == {"ps": s["depth_events"]}
+    problems = [x["reason"] for x in lines if x.get("event") == "problem"]
+    assert problems.count("unknown field 'ps' ignored (counted in unknown_fields)") <= 1
+
+
 FAULTS = ["drop", "dup", "reorder", "corrupt", "close", "stall"]
 
 

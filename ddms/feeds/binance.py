@@ -404,9 +404,83 @@ def _key(buf, i, n):  # pragma: no cover - compiled
     return i + 1, e, _ws(buf, j + 1, n)
 
 
+_MAX_UNKNOWN = 4   # unknown members the fast path skips per message (more: the slow path)
+
+
 @njit(cache=True, nogil=True)
-def _inner(buf, i, n, slots, lv, nlev):  # pragma: no cover - compiled
-    """The object at ``i`` (the ``data`` of an envelope): its members go to ``slots``."""
+def _skip_scalar(buf, i, n):  # pragma: no cover - compiled
+    """Index after the JSON scalar at ``i`` -- an ASCII string without escapes, a number in
+    JSON's grammar, ``true``/``false``/``null`` -- or -1 (anything else, nested values included:
+    the slow path validates those)."""
+    if i >= n:
+        return -1
+    c = buf[i]
+    if c == 34:
+        j = i + 1
+        while j < n:
+            d = buf[j]
+            if d == 34:
+                return j + 1
+            if d == 92 or d < 32 or d > 126:
+                return -1
+            j += 1
+        return -1
+    if c == 116 or c == 102 or c == 110:
+        if c == 116 and i + 4 <= n and buf[i + 1] == 114 and buf[i + 2] == 117 and buf[i + 3] == 101:
+            return i + 4
+        if (c == 102 and i + 5 <= n and buf[i + 1] == 97 and buf[i + 2] == 108 and buf[i + 3] == 115
+                and buf[i + 4] == 101):
+            return i + 5
+        if c == 110 and i + 4 <= n and buf[i + 1] == 117 and buf[i + 2] == 108 and buf[i + 3] == 108:
+            return i + 4
+        return -1
+    j = i
+    if j < n and buf[j] == 45:
+        j += 1
+    if j >= n or not (48 <= buf[j] <= 57):
+        return -1
+    if buf[j] == 48:
+        j += 1
+    else:
+        while j < n and 48 <= buf[j] <= 57:
+            j += 1
+    if j < n and buf[j] == 46:
+        j += 1
+        if j >= n or not (48 <= buf[j] <= 57):
+            return -1
+        while j < n and 48 <= buf[j] <= 57:
+            j += 1
+    if j < n and (buf[j] == 101 or buf[j] == 69):
+        j += 1
+        if j < n and (buf[j] == 43 or buf[j] == 45):
+            j += 1
+        if j >= n or not (48 <= buf[j] <= 57):
+            return -1
+        while j < n and 48 <= buf[j] <= 57:
+            j += 1
+    return j
+
+
+@njit(cache=True, nogil=True)
+def _unknown_member(buf, ks, ke, i, n, unk):  # pragma: no cover - compiled
+    """Skip the value of an unknown member (key span ``ks:ke``) and note the key in ``unk``
+    (row 0: count; rows 1..: spans).  Returns the index after the value or ``_SLOW``."""
+    k = unk[0, 0]
+    if k >= _MAX_UNKNOWN:
+        return _SLOW
+    j = _skip_scalar(buf, i, n)
+    if j < 0:
+        return _SLOW
+    unk[k + 1, 0] = ks
+    unk[k + 1, 1] = ke
+    unk[0, 0] = k + 1
+    return j
+
+
+@njit(cache=True, nogil=True)
+def _inner(buf, i, n, slots, lv, nlev, unk):  # pragma: no cover - compiled
+    """The object at ``i`` (the ``data`` of an envelope): its members go to ``slots`` (unknown
+    scalar members are skipped and noted in ``unk``)."""
     if i >= n or buf[i] != 123:
         return _SLOW, nlev
     i = _ws(buf, i + 1, n)
@@ -417,9 +491,12 @@ def _inner(buf, i, n, slots, lv, nlev):  # pragma: no cover - compiled
         if i < 0:
             return _SLOW, nlev
         slot = _slot(buf, ks, ke)
-        if slot < 0 or slot == _K_stream:
+        if slot == _K_stream:
             return _SLOW, nlev
-        i, nlev = _value(buf, i, n, slot, slots, lv, nlev)
+        if slot < 0:
+            i = _unknown_member(buf, ks, ke, i, n, unk)
+        else:
+            i, nlev = _value(buf, i, n, slot, slots, lv, nlev)
         if i < 0:
             return i, nlev
         i = _ws(buf, i, n)
@@ -432,7 +509,7 @@ def _inner(buf, i, n, slots, lv, nlev):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _scan(buf, slots, lv):  # pragma: no cover - compiled
+def _scan(buf, slots, lv, unk):  # pragma: no cover - compiled
     """Scan one message.  Returns ``(status, envelope, px_dec, qty_dec, masks...)`` with bit
     masks of the slots holding a string, an int, a bool, a level array, a decimal string;
     status 0 = ok, ``_SLOW`` = not on the fast path (the caller uses json), ``_GROW`` = ``lv``
@@ -441,6 +518,7 @@ def _scan(buf, slots, lv):  # pragma: no cover - compiled
     n = buf.shape[0]
     for k in range(slots.shape[0]):
         slots[k, 0] = 0
+    unk[0, 0] = 0
     nlev = 0
     env = 0
     top = 0      # top-level members other than "stream"/"data" (an envelope allows none)
@@ -458,14 +536,15 @@ def _scan(buf, slots, lv):  # pragma: no cover - compiled
             if env != 0:
                 return _SLOW, 0, 0, 0, 0, 0, 0, 0, 0
             env = 1
-            i, nlev = _inner(buf, i, n, slots, lv, nlev)
+            i, nlev = _inner(buf, i, n, slots, lv, nlev, unk)
         else:
             slot = _slot(buf, ks, ke)
             if slot < 0:
-                return _SLOW, 0, 0, 0, 0, 0, 0, 0, 0
-            if slot != _K_stream:
-                top += 1
-            i, nlev = _value(buf, i, n, slot, slots, lv, nlev)
+                i = _unknown_member(buf, ks, ke, i, n, unk)
+            else:
+                if slot != _K_stream:
+                    top += 1
+                i, nlev = _value(buf, i, n, slot, slots, lv, nlev)
         if i < 0:
             return i, 0, 0, 0, 0, 0, 0, 0, 0
         i = _ws(buf, i, n)
@@ -544,13 +623,31 @@ class Decoder:
     the reason.  Holds scratch arrays, so it is not thread-safe: one per thread or builder.
 
     Fast path: one numba scan (:func:`_scan`) accepts exactly the well-formed messages of the
-    known shapes (no string escapes, plain unsigned ints, decimal strings below 2**53) and reads
+    known shapes (no string escapes, plain unsigned ints, decimal strings below 2**53; up to
+    four unknown members with scalar values, skipped and counted, as COIN-M's ``ps``) and reads
     them without creating Python objects per level.  Everything else goes through ``json.loads``
     and :meth:`from_obj`, which either produces the identical record or names what is wrong."""
 
     def __init__(self) -> None:
         self._slots = np.zeros((_NK, 4), np.int64)
         self._lv = np.zeros((256, 4), np.int64)
+        self._unk = np.zeros((_MAX_UNKNOWN + 1, 2), np.int64)   # unknown members the fast scan skipped
+        self.unknown_fields: dict[str, int] = {}
+        """Fields outside the known shapes, ignored: field name -> messages that carried it.  A
+        venue adds fields without notice (COIN-M futures send ``ps``), so an unknown field is
+        counted, never fatal."""
+        self.new_unknown: list[str] = []
+        """Names counted for the first time since the owner last cleared this list (a builder
+        reports each name once)."""
+
+    def _unknown(self, names) -> None:
+        for n in names:
+            n = str(n)
+            c = self.unknown_fields.get(n)
+            if c is None:
+                self.new_unknown.append(n)
+                c = 0
+            self.unknown_fields[n] = c + 1
 
     def decode(self, msg: bytes | bytearray | memoryview | str | Mapping, source: str = "<binance>",
                line: int = 0) -> Record:
@@ -568,17 +665,26 @@ class Decoder:
             data = bytes(msg)
         buf = np.frombuffer(data, np.uint8)
         while True:
-            r = _scan(buf, self._slots, self._lv)
+            r = _scan(buf, self._slots, self._lv, self._unk)
             if r[0] != _GROW:
                 break
             self._lv = np.zeros((max(2 * self._lv.shape[0], len(buf) // 9 + 1), 4), np.int64)
         if r[0] == 0:
-            rec = self._fast(data, r)
+            try:
+                rec = self._fast(data, r)
+                if rec is not None and self._unk[0, 0]:
+                    names = [data[a:b].decode() for a, b in self._unk[1:self._unk[0, 0] + 1].tolist()]
+                    if len(set(names)) < len(names):
+                        rec = None           # a repeated key: json keeps the last; the slow path decides
+                    else:
+                        self._unknown(names)
+            except UnicodeDecodeError:   # bytes that are not UTF-8 inside a string: json says where
+                rec = None
             if rec is not None:
                 return rec
         try:
             obj = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise InputError(f"malformed JSON: {e}", source, line, _text(data)) from None
         return self.from_obj(obj, source, line, data)
 
@@ -654,7 +760,7 @@ class Decoder:
         if "data" in obj or "stream" in obj:
             extra = set(obj) - {"stream", "data"}
             if extra:
-                raise bad(f"unknown envelope field(s) {sorted(extra)}")
+                self._unknown(sorted(extra))
             if not isinstance(obj.get("stream"), str):
                 raise bad("envelope without a string 'stream'")
             if not isinstance(obj.get("data"), Mapping):
@@ -672,7 +778,7 @@ class Decoder:
             kind = "bookTicker"
         elif "result" in obj and "id" in obj and stream is None:
             if set(obj) != {"result", "id"}:
-                raise bad(f"unknown field(s) {sorted(set(obj) - {'result', 'id'})} in a response")
+                self._unknown(sorted(set(obj) - {"result", "id"}))
             return Response(obj["id"], obj["result"])
         else:
             raise bad("not a Binance message (no 'e', 'lastUpdateId' or bookTicker fields)")
@@ -684,7 +790,7 @@ class Decoder:
         allowed = {n for n, k in names.items() if (s_req | s_opt | i_req | i_opt | b_req | b_opt | lev) >> k & 1}
         unknown = [k for k in obj if k not in allowed]
         if unknown:
-            raise bad(f"unknown field(s) {unknown} in a {kind} message")
+            self._unknown(unknown)
         for n in allowed:
             k = names[n]
             required = (s_req | i_req | b_req | lev) >> k & 1
@@ -1165,6 +1271,8 @@ class BinanceBook:
                 self.malformed += 1
                 self.reports.append(e)
                 return _NO_ACTIONS
+            if self._decoder.new_unknown:
+                self._report_unknown(self._decoder.new_unknown, n)
             t = type(msg)
         if t is BookTicker:
             self._on_ticker(msg, n)
@@ -1177,6 +1285,19 @@ class BinanceBook:
         if t is DepthSnapshot:
             return self._on_snapshot(msg, n, recv_ts_ns)
         return _NO_ACTIONS   # Response: nothing to do
+
+    @property
+    def unknown_fields(self) -> dict[str, int]:
+        """Unknown message fields ignored so far: name -> messages carrying it (of the messages
+        this builder decoded itself; a capture reader's decoder counts those it decoded)."""
+        return dict(self._decoder.unknown_fields)
+
+    def _report_unknown(self, names: list[str], n: int) -> None:
+        """One report per new unknown field name (then only counted)."""
+        for name in names:
+            self.reports.append(InputError(f"unknown field {name!r} ignored (counted in unknown_fields)",
+                                           self.source, n))
+        names.clear()
 
     def apply_snapshot(self, snapshot: bytes | str | Mapping | DepthSnapshot, recv_ts_ns: int = 0
                        ) -> tuple[NeedSnapshot, ...]:

@@ -72,6 +72,11 @@ class CaptureParser:
         self.bad_samples: list[InputError] = []
         self._decoder = Decoder()
 
+    @property
+    def unknown_fields(self) -> dict[str, int]:
+        """Unknown message fields ignored so far (name -> lines carrying it)."""
+        return dict(self._decoder.unknown_fields)
+
     def parse_line(self, line: bytes | str, line_no: int | None = None) -> Captured:
         """Decode one line (``line_no`` defaults to the parser's running count + 1).  Raises
         :class:`InputError`; does not count the line."""

@@ -15,6 +15,8 @@ REST host) and, for the market, from the first depth message (futures messages c
 Checks (Binance): the core counts gaps, stale and malformed messages, crossed books and compares
 its top of book with every bookTicker whose ``u`` is the final id of an applied depth event.
 Every problem is reported (``--json``: one JSON line each) with the message number and reason.
+Unknown message fields (a venue extends its messages without notice) are ignored and counted:
+``unknown_fields`` in the summary maps each name to the messages that carried it.
 
 Output: a live rich display on a terminal; ``--json``: JSON lines (view changes, problems,
 connection events), then the final views as ``ddms run --json`` prints them, then one summary
@@ -507,6 +509,7 @@ class Monitor:
                                "market": self.market}
         if isinstance(book, BinanceBook):
             out.update(book.counters())
+            out["unknown_fields"] = book.unknown_fields
             bb, ba = book.best_bid(), book.best_ask()
             out["bookticker_checked_since_resync"] = book.bookticker_checked - self._checked_base
             out["best_bid"] = [str(x) for x in bb] if bb else None

@@ -9,7 +9,9 @@ their protocols (order-book CSV in :mod:`ddms.streams.orderbook`, LOBSTER and Pa
 Rules (:func:`detect_kind`, sans-I/O: a file name and its first bytes in, a kind out): the
 Parquet magic ``PAR1``; a first line ``<digits> {`` (after gzip decompression) -> a Binance
 capture; otherwise the first line's field count (5 -> order book, 6 -> LOBSTER); a name
-containing ``message`` is LOBSTER.  Anything else is a :class:`~ddms.errors.ReplayError` naming
+containing ``message`` is LOBSTER.  The formats of :mod:`ddms.io` (cryptofeed captures, Databento
+DBN, tardis.dev CSV) register through :data:`ddms.io.formats.FORMATS` and are tried right after
+the Parquet magic.  Anything else is a :class:`~ddms.errors.ReplayError` naming
 the file and saying what was seen.  :func:`read_head` is the thin I/O part: at most 64 KiB read
 (and decompressed, for gzip).
 """
@@ -21,10 +23,14 @@ import re
 import zlib
 
 from ddms.errors import ReplayError
+from ddms.io import formats as io_formats
 
-__all__ = ["GZIP_MAGIC", "HEAD_BYTES", "KINDS", "PARQUET_MAGIC", "detect_file", "detect_kind", "read_head"]
+__all__ = ["GZIP_MAGIC", "GZIP_READERS", "HEAD_BYTES", "KINDS", "PARQUET_MAGIC", "detect_file", "detect_kind",
+           "read_head"]
 
-KINDS = ("orderbook", "lobster", "binance", "parquet")
+_IO = {f.kind: f for f in io_formats.FORMATS}
+GZIP_READERS = tuple(k for k, f in _IO.items() if f.gzip_ok)   # ddms/io kinds that read .gz themselves
+KINDS = ("orderbook", "lobster", "binance", "parquet", *_IO)
 HEAD_BYTES = 1 << 16
 GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
@@ -47,6 +53,9 @@ def detect_kind(name: str, head: bytes) -> str:
         return "parquet"
     if lower.endswith(".parquet"):
         raise ReplayError("not a Parquet file (it does not start with the magic bytes PAR1)", name)
+    fmt = io_formats.detect(name, head)
+    if fmt is not None:
+        return fmt.kind
     if not head:
         if lower.endswith(".csv"):
             return "lobster" if "message" in lower else "orderbook"
@@ -101,7 +110,7 @@ def detect_file(path: str | os.PathLike, kind: str | None = None) -> tuple[str, 
     except OSError as e:
         raise ReplayError(f"cannot read: {e.strerror or e}", p) from None
     found = detect_kind(p, head) if kind is None else kind
-    if gz and found != "binance":
+    if gz and found != "binance" and found not in GZIP_READERS:
         raise ReplayError(f"gzip-compressed {found} files are not read directly (only Binance captures are): "
                           "decompress it first (gunzip)", p)
     if kind is not None and kind != "parquet" and head.startswith(PARQUET_MAGIC):

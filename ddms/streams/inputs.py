@@ -28,7 +28,7 @@ import numpy as np
 
 from ddms.errors import DdmsError, ProgramError, ReplayError
 from ddms.m3.ir import Program, Stream
-from ddms.streams.detect import detect_kind, read_head
+from ddms.streams.detect import GZIP_READERS, detect_kind, read_head
 from ddms.streams.events import EventBatch, split_lines
 from ddms.streams.orderbook import OrderBookParser, parse_chunks
 
@@ -245,6 +245,8 @@ def _data_kind(path: Path, adaptor: str = "orderbook", by: str = "") -> str:
     text, else the detected kind (``lobster``, ``binance``, ``parquet``: order-book streams only).
     Refuses, before any compile, a missing file, a directory, a gzip file that is not a capture,
     and a Parquet file or capture named for a CSV stream.  ``by`` says who named the file."""
+    if not path.exists() and "#" in str(path):   # FILE#SYMBOL: one symbol of a multi-symbol capture
+        path = Path(str(path).rsplit("#", 1)[0])
     if not path.exists():
         raise DdmsError(f"{path}: no such data file{by}")
     if path.is_dir():
@@ -257,7 +259,7 @@ def _data_kind(path: Path, adaptor: str = "orderbook", by: str = "") -> str:
         kind: str | None = detect_kind(str(path), head)
     except ReplayError:
         kind = None          # text of another shape: the stream's parser judges it line by line
-    if gz and kind != "binance":
+    if gz and kind not in ("binance", *GZIP_READERS):
         raise ReplayError(f"a gzip-compressed file{by} that is not a Binance capture: decompress it first (gunzip)",
                           str(path))
     if adaptor == "orderbook":

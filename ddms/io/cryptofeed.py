@@ -1,0 +1,304 @@
+"""cryptofeed raw-data captures (``<EXCHANGE>.ws.<n>.<m>`` + ``<EXCHANGE>.http.<n>.<m>``) -> per-symbol events.
+
+File format (cryptofeed's raw-data recorder, bmoscon/cryptofeed):
+
+- websocket files: a first line ``<url> <-> <unix seconds>`` (the connection opened); lines
+  ``<url> <- <unix seconds>: <json>`` the client SENT (subscriptions); every other line
+  ``<unix seconds>: <raw message as received>``;
+- ``.http.`` files: REST responses, one a line, ``<request url> -> <unix seconds>: <body>``
+  (Binance: the depth snapshot of the ``symbol=`` in the url, taken after the stream started).
+
+:class:`CryptofeedParser` is the sans-I/O core: it splits lines (:func:`parse_line`), decodes the
+JSON and dispatches to the venue core chosen from the websocket URL (or the file name):
+:class:`~ddms.io.venues.kraken.KrakenBooks`, :class:`~ddms.io.venues.okx.OkxBooks`,
+:class:`~ddms.io.venues.coinbase.CoinbaseBooks`, :class:`~ddms.io.venues.binance.BinanceBooks`.
+:func:`read_cryptofeed` is the thin file transport: it reads the websocket file and the ``.http.``
+files of the same exchange beside it, merged by receive time (a REST snapshot is applied when it
+was received), and yields :class:`~ddms.io.levels.SymbolEvents` in input order.
+
+Rows are numbered (``EventBatch.line``) by message in the merged stream (1-based), so every
+message is one atomic update; reports and errors name the real file and line.
+
+Bad input: a line that is not one of the forms above, or whose JSON does not parse, or a venue
+message that is malformed, is an :class:`~ddms.errors.InputError` (``file:line: reason``) --
+with ``skip_bad`` it is counted (``bad_lines``) and skipped (a malformed book message also
+discards its symbol's book until the next snapshot).  Protocol faults (a gap, a checksum
+mismatch) never raise: the symbol's book is discarded, counted and reported, and the other
+symbols keep running; :meth:`CryptofeedParser.summary` has the per-symbol status.
+
+Cost: one ``json.loads`` per line plus the venue core's work.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from ddms.errors import InputError, ReplayError
+from ddms.feeds.capture import iter_lines
+from ddms.io.levels import SymbolEvents
+
+__all__ = ["VENUES", "CryptofeedParser", "Line", "capture_files", "parse_line", "read_cryptofeed", "venue_of"]
+
+VENUES = ("kraken", "okx", "coinbase", "binance", "binance_futures")
+_TS = re.compile(rb"[0-9]+(?:\.[0-9]*)?\Z")
+
+Line = tuple[str, str | None, float, bytes]
+"""``(kind, url, unix seconds, payload)``: kind ``open`` / ``sent`` / ``recv`` / ``http``."""
+
+
+def _ts(raw: bytes, source: str, line: int, text: bytes) -> float:
+    if not _TS.match(raw) or len(raw) > 30:
+        raise InputError(f"timestamp is not unix seconds: {raw[:40]!r}", source, line, _shown(text))
+    return float(raw)
+
+
+def _shown(b: bytes) -> str:
+    return b[:200].decode("utf-8", "replace")
+
+
+def parse_line(raw: bytes, line: int = 0, source: str = "<cryptofeed>") -> Line | None:
+    """Split one capture line (websocket or http file); None for a blank line.  Raises
+    :class:`InputError` for anything else than the documented forms.  O(len(raw))."""
+    raw = raw.rstrip(b"\r\n")
+    if not raw.strip():
+        return None
+    head, sep, payload = raw.partition(b": ")
+    if not sep:
+        parts = raw.split(b" ")
+        if len(parts) == 3 and parts[1] == b"<->":
+            return ("open", _url(parts[0], source, line, raw), _ts(parts[2], source, line, raw), b"")
+        raise InputError("not a cryptofeed capture line ('<ts>: <msg>', '<url> <- <ts>: <msg>', "
+                         "'<url> -> <ts>: <body>' or '<url> <-> <ts>')", source, line, _shown(raw))
+    parts = head.split(b" ")
+    if len(parts) == 1:
+        return ("recv", None, _ts(parts[0], source, line, raw), payload)
+    if len(parts) == 3 and parts[1] in (b"<-", b"->"):
+        kind = "sent" if parts[1] == b"<-" else "http"
+        return (kind, _url(parts[0], source, line, raw), _ts(parts[2], source, line, raw), payload)
+    raise InputError("not a cryptofeed capture line: the part before ': ' is neither a timestamp nor "
+                     "'<url> <- <ts>' / '<url> -> <ts>'", source, line, _shown(raw))
+
+
+def _url(b: bytes, source: str, line: int, raw: bytes) -> str:
+    try:
+        u = b.decode("ascii")
+    except UnicodeDecodeError:
+        raise InputError("the URL is not ASCII", source, line, _shown(raw)) from None
+    if "://" not in u:
+        raise InputError(f"not a URL: {u[:60]!r}", source, line, _shown(raw))
+    return u
+
+
+def venue_of(url: str | None, name: str = "") -> str | None:
+    """The venue of a capture from its websocket URL, else from its file name (cryptofeed names
+    files by exchange: ``KRAKEN.ws.50.0``)."""
+    u = (url or "").lower()
+    for key, venue in (("kraken", "kraken"), ("okx.com", "okx"), ("okex.com", "okx"), ("coinbase", "coinbase"),
+                       ("fstream.binance", "binance_futures"), ("dstream.binance", "binance_futures"),
+                       ("binance", "binance")):
+        if key in u:
+            return venue
+    base = os.path.basename(name).upper().split(".")[0]
+    return {"KRAKEN": "kraken", "OKX": "okx", "OKEX": "okx", "COINBASE": "coinbase", "BINANCE": "binance",
+            "BINANCE_FUTURES": "binance_futures", "BINANCE_DELIVERY": "binance_futures"}.get(base)
+
+
+class CryptofeedParser:
+    """Sans-I/O core for one websocket connection's capture (and the REST responses recorded
+    for it).  Feed lines with :meth:`feed`; it returns the :class:`SymbolEvents` they caused.
+    ``source`` names the websocket file in errors; ``venue`` may be given, else it is taken from
+    the first line's URL or from ``source``'s file name."""
+
+    def __init__(self, source: str = "<cryptofeed>", *, venue: str | None = None, skip_bad: bool = False,
+                 max_samples: int = 10) -> None:
+        if venue is not None and venue not in VENUES:
+            raise ReplayError(f"unknown venue {venue!r} (venues: {', '.join(VENUES)})", source)
+        self.source = source
+        self.venue = venue
+        self.skip_bad = skip_bad
+        self.max_samples = max_samples
+        self.core: Any = None
+        self.messages = 0          # merged message number (the rows' line)
+        self.bad_lines = 0
+        self.bad_samples: list[InputError] = []
+        self.actions: list = []    # Resync actions the cores asked for (a capture cannot perform them)
+        self._pending: list[tuple[int, Line, str]] = []   # lines before the venue is known
+        self.subscribed: set[str] = set()   # Binance: symbols with a depth stream on this connection
+
+    # -- set-up ---------------------------------------------------------------------------------
+    def _start(self, url: str | None) -> None:
+        venue = self.venue or venue_of(url, self.source)
+        if venue is None:
+            raise ReplayError("cannot tell the venue of this capture from its URL or file name "
+                              f"(venues: {', '.join(VENUES)})", self.source)
+        self.venue = venue
+        if venue == "kraken":
+            from ddms.io.venues.kraken import KrakenBooks
+            self.core = KrakenBooks(self.source)
+        elif venue == "okx":
+            from ddms.io.venues.okx import OkxBooks
+            self.core = OkxBooks(self.source)
+        elif venue == "coinbase":
+            from ddms.io.venues.coinbase import CoinbaseBooks
+            self.core = CoinbaseBooks(self.source)
+        else:
+            from ddms.io.venues.binance import BinanceBooks
+            self.core = BinanceBooks("futures" if venue == "binance_futures" else "spot", self.source)
+
+    # -- input ----------------------------------------------------------------------------------
+    def _fail(self, err: InputError) -> None:
+        if not self.skip_bad:
+            raise err
+        self.bad_lines += 1
+        if len(self.bad_samples) < self.max_samples:
+            self.bad_samples.append(err)
+
+    def feed(self, raw: bytes, line: int, source: str | None = None) -> list[SymbolEvents]:
+        """One line of the websocket file (``source`` None) or of an ``.http.`` file named
+        ``source``.  Raises :class:`InputError` for a bad line unless ``skip_bad``."""
+        src = source or self.source
+        try:
+            parsed = parse_line(raw, line, src)
+        except InputError as e:
+            self._fail(e)
+            return []
+        if parsed is None:
+            return []
+        kind, url, ts, payload = parsed
+        if self.core is None:
+            if kind in ("open", "sent"):
+                self._start(url)
+            elif self.venue is not None or venue_of(None, self.source) is not None:
+                self._start(None)
+            else:
+                self._pending.append((line, parsed, src))
+                if len(self._pending) > 10_000:
+                    raise ReplayError("10,000 lines without a websocket URL: cannot tell the venue", self.source)
+                return []
+            out: list[SymbolEvents] = []
+            pend, self._pending = self._pending, []
+            for ln, p, s in pend:
+                out += self._dispatch(ln, p, s)
+            return out + self._dispatch(line, parsed, src)
+        return self._dispatch(line, parsed, src)
+
+    def _note_streams(self, kind: str, url: str | None, payload: bytes) -> None:
+        """Binance depth streams of this connection, from the URL (``streams=a@depth/...``) or a
+        sent SUBSCRIBE: the REST files of a capture may hold snapshots of other connections'."""
+        names: list[str] = []
+        if kind == "open" and url:
+            for v in parse_qs(urlsplit(url).query).get("streams", []):
+                names += v.split("/")
+            path = urlsplit(url).path
+            if "/ws/" in path:
+                names.append(path.rsplit("/", 1)[-1])
+        elif kind == "sent":
+            try:
+                msg = json.loads(payload)
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                return
+            if isinstance(msg, dict) and isinstance(msg.get("params"), list):
+                names += [p for p in msg["params"] if isinstance(p, str)]
+        self.subscribed.update(n.split("@", 1)[0].upper() for n in names if "@depth" in n.lower())
+
+    def _dispatch(self, line: int, parsed: Line, src: str) -> list[SymbolEvents]:
+        kind, url, ts, payload = parsed
+        if kind in ("open", "sent"):
+            if self.venue in ("binance", "binance_futures"):
+                self._note_streams(kind, url, payload)
+            return []
+        try:
+            msg = json.loads(payload)
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            self._fail(InputError(f"malformed JSON: {e}", src, line, _shown(payload)))
+            return []
+        self.messages += 1
+        core = self.core
+        before = self._bad_count()
+        if kind == "http":
+            if self.venue not in ("binance", "binance_futures"):
+                core.ignored["http"] = core.ignored.get("http", 0) + 1
+                return []
+            sym = parse_qs(urlsplit(url).query).get("symbol", [None])[0]
+            if not sym or "depth" not in url:
+                core.ignored["http"] = core.ignored.get("http", 0) + 1
+                return []
+            if self.subscribed and sym.upper() not in self.subscribed:
+                core.ignored["http_other_connection"] = core.ignored.get("http_other_connection", 0) + 1
+                return []
+            acts = core.apply_snapshot(sym, msg, self.messages, int(ts * 1e9))
+        elif self.venue in ("binance", "binance_futures"):
+            acts = core.feed(msg, self.messages, int(ts * 1e9))
+        else:
+            acts = core.feed(msg, self.messages, ts)
+        self.actions.extend(acts)
+        if self._bad_count() > before:
+            r = core.reports[-1] if core.reports else None
+            self._fail(InputError(r.reason if r else "malformed message", src, line, _shown(payload)))
+        return core.take_events()
+
+    def _bad_count(self) -> int:
+        return self.core.bad_messages
+
+    def summary(self) -> dict[str, Any]:
+        """The venue core's summary (totals, ``symbols``, ``ignored``) plus the reader's
+        ``venue``, ``messages``, ``bad_lines``."""
+        out = self.core.summary() if self.core is not None else {"symbols": {}}
+        out.update(venue=self.venue, messages_read=self.messages, bad_lines=self.bad_lines)
+        return out
+
+    def _check(self) -> None:
+        if self.core is not None:
+            self.core._check()
+
+
+def capture_files(path: str | os.PathLike) -> tuple[str, list[str]]:
+    """``(websocket file, its .http. files)``: the REST files of a cryptofeed capture are the
+    files beside it named ``<EXCHANGE>.http.*`` for its ``<EXCHANGE>.ws.*``."""
+    p = os.fspath(path)
+    base = os.path.basename(p)
+    exch, dot, rest = base.partition(".ws.")
+    if not dot:
+        return p, []
+    d = os.path.dirname(p) or "."
+    https = sorted(os.path.join(d, f) for f in os.listdir(d) if f.startswith(exch + ".http."))
+    return p, https
+
+
+def _lines_of(path: str, tag: int) -> Iterator[tuple[float, int, int, bytes]]:
+    """(receive time or -1 when unknown, file tag, line number, raw) of each line; a line whose
+    time cannot be read keeps the previous line's (the parser then says what is wrong)."""
+    last = 0.0
+    for n, raw in enumerate(iter_lines(path), 1):
+        head = raw.split(b": ", 1)[0].split(b" ")
+        t = head[-1] if head else b""
+        if _TS.match(t.rstrip(b"\r\n")):
+            try:
+                last = max(last, float(t))
+            except ValueError:
+                pass
+        yield last, tag, n, raw
+
+
+def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = None, venue: str | None = None,
+                    skip_bad: bool = False, parser: CryptofeedParser | None = None) -> Iterator[SymbolEvents]:
+    """Read a cryptofeed websocket capture and its REST files (``http``; default: the
+    ``<EXCHANGE>.http.*`` files beside it), merged by receive time; yield the events.  Pass a
+    ``parser`` to read its :meth:`~CryptofeedParser.summary` afterwards."""
+    ws, found = capture_files(path)
+    if not os.path.exists(ws):
+        raise ReplayError("no such file", ws)
+    if ".http." in os.path.basename(ws):
+        raise ReplayError("the REST half of a cryptofeed capture: read its <EXCHANGE>.ws.* file, which "
+                          "finds this one beside it", ws)
+    files = [ws] + (list(http) if http is not None else found)
+    p = parser or CryptofeedParser(ws, venue=venue, skip_bad=skip_bad)
+    streams = [_lines_of(f, i) for i, f in enumerate(files)]
+    for _, tag, n, raw in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
+        yield from p.feed(raw, n, None if tag == 0 else files[tag])

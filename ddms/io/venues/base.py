@@ -1,0 +1,142 @@
+"""What every multi-symbol venue core shares: per-symbol books, counters, reports, actions.
+
+A venue core (one module per venue beside this one) takes *parsed* messages (JSON values) one at
+a time with the input line they came from and their receive time, keeps one
+:class:`~ddms.io.levels.LevelBook` and one :class:`~ddms.io.levels.SymbolStatus` per symbol, and
+returns the actions the caller must perform (:class:`~ddms.io.levels.Resync`).  A problem in one
+symbol's messages (a continuity break, a checksum mismatch, a malformed book message) discards
+that symbol's book only; the other symbols keep running.  Messages the core does not use
+(trades, heartbeats, tickers of other channels) are counted by kind in :attr:`VenueBooks.ignored`;
+fields a venue adds to a documented message are ignored and counted by name in
+:attr:`VenueBooks.unknown_fields` (a new field must not become an outage).
+
+Cost: bookkeeping per message is a few dict operations; the book work is :class:`LevelBook`'s.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from ddms.errors import InputError
+from ddms.io.levels import ASKS, BIDS, LevelBook, Resync, SymbolEvents, SymbolStatus
+
+__all__ = ["VenueBooks"]
+
+
+def _shown(msg: Any) -> str:
+    import json
+    try:
+        return json.dumps(msg, separators=(",", ":"))[:300]
+    except (TypeError, ValueError):
+        return repr(msg)[:300]
+
+
+class VenueBooks:
+    """Base of the venue cores: per-symbol books and status, reports, the event hand-out.
+    ``source`` names the input in reports (a file or URL); ``max_reports`` bounds
+    :attr:`reports` (problems as :class:`InputError`: source, line, reason, message)."""
+
+    venue = "?"
+
+    def __init__(self, source: str = "<feed>", *, max_reports: int = 1000) -> None:
+        self.source = source
+        self.books: dict[str, LevelBook] = {}
+        self.status: dict[str, SymbolStatus] = {}
+        self.reports: deque[InputError] = deque(maxlen=max_reports)
+        self.ignored: dict[str, int] = {}
+        self.unknown_fields: dict[str, int] = {}   # fields a venue added: name -> messages carrying it
+        self.malformed = 0          # messages that belong to no symbol and could not be read
+        self.bad_messages = 0       # every malformed message, of a symbol or not (O(1) to read)
+        self._dirty: list[str] = []
+
+    # -- per-symbol state -----------------------------------------------------------------------
+    def _sym(self, symbol: str) -> tuple[LevelBook, SymbolStatus]:
+        book = self.books.get(symbol)
+        if book is None:
+            book = self.books[symbol] = LevelBook(symbol)
+            self.status[symbol] = SymbolStatus()
+        return book, self.status[symbol]
+
+    def _touch(self, symbol: str) -> None:
+        if not self._dirty or self._dirty[-1] != symbol:
+            self._dirty.append(symbol)
+
+    def _ignore(self, kind: str) -> None:
+        self.ignored[kind] = self.ignored.get(kind, 0) + 1
+
+    def _unknown(self, names, line: int) -> None:
+        """Count fields outside the documented message (ignored: venues add fields without
+        notice); the first sighting of a name is reported once."""
+        for n in names:
+            n = str(n)
+            if n not in self.unknown_fields:
+                self.unknown_fields[n] = 0
+                self._report(f"unknown field {n!r} ignored (counted in unknown_fields)", line)
+            self.unknown_fields[n] += 1
+
+    def _report(self, reason: str, line: int, msg: Any = None) -> None:
+        self.reports.append(InputError(reason, self.source, line, "" if msg is None else _shown(msg)))
+
+    def _bad(self, reason: str, line: int, msg: Any) -> tuple[Resync, ...]:
+        """A message no symbol can be blamed for: counted and reported."""
+        self.malformed += 1
+        self.bad_messages += 1
+        self._report(reason, line, msg)
+        return ()
+
+    def _resync(self, symbol: str, reason: str, line: int, msg: Any = None, *, gap: bool = False,
+                malformed: bool = False) -> tuple[Resync, ...]:
+        """Discard ``symbol``'s book (it waits for a snapshot) and ask for one."""
+        book, st = self._sym(symbol)
+        st.resyncs += 1
+        st.gaps += gap
+        st.malformed += malformed
+        self.bad_messages += malformed
+        st.synced = False
+        book.discard()
+        self._touch(symbol)
+        self._report(f"{symbol}: {reason}; resync", line, msg)
+        return (Resync(symbol, reason, line),)
+
+    def _after_update(self, symbol: str, line: int) -> None:
+        book, st = self.books[symbol], self.status[symbol]
+        if book.is_crossed():
+            st.crossed += 1
+            self._report(f"{symbol}: book crossed: best bid {book.top(BIDS, 1)[0][0]} >= best ask "
+                         f"{book.top(ASKS, 1)[0][0]}", line)
+        self._touch(symbol)
+
+    # -- output -----------------------------------------------------------------------------------
+    def take_events(self) -> list[SymbolEvents]:
+        """The engine rows queued since the last call, one :class:`SymbolEvents` per symbol in the
+        order the symbols were updated.  O(rows)."""
+        out = []
+        for sym in dict.fromkeys(self._dirty):
+            batch = self.books[sym].take()
+            if batch is not None:
+                out.append(SymbolEvents(self.venue, sym, batch))
+        self._dirty.clear()
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """Counters summed over symbols (as the monitor's top-level fields) plus ``symbols``:
+        ``{SYMBOL: status}``, and ``ignored`` message kinds."""
+        tot: dict[str, Any] = {}
+        for st in self.status.values():
+            for k, v in st.as_dict().items():
+                if k != "synced":
+                    tot[k] = tot.get(k, 0) + v
+        tot["malformed"] = tot.get("malformed", 0) + self.malformed
+        tot["synced"] = bool(self.status) and all(st.synced for st in self.status.values())
+        tot["symbols"] = {s: st.as_dict() for s, st in sorted(self.status.items())}
+        tot["ignored"] = dict(self.ignored)
+        tot["unknown_fields"] = dict(self.unknown_fields)
+        return tot
+
+    def _check(self) -> None:
+        """Every book's invariants; an unsynced symbol holds no levels."""
+        for sym, book in self.books.items():
+            book._check()
+            if not self.status[sym].synced:
+                assert book.depth(BIDS) == book.depth(ASKS) == 0, f"{sym}: unsynced book holds levels"

@@ -1,0 +1,178 @@
+"""Binance spot, USD-M and COIN-M futures, many symbols on one combined stream (sans-I/O).
+
+One :class:`~ddms.feeds.binance.BinanceBook` per symbol does the whole diff-depth procedure
+(buffering, the snapshot straddle, ``U``/``pu`` continuity, stale events, bookTicker checks:
+``../shared/data/binance/README.md``); this module only routes: depth updates and bookTickers by
+their ``s``, REST snapshots by the ``symbol=`` of the request, and renumbers each symbol's rows
+with the input line of the message that caused them (one message, one atomic update).  COIN-M
+uses the futures rules (``pu``); its extra fields (``ps``) are counted by the decoder's
+``unknown_fields``, not refused.  Streams other than ``@depth`` and ``@bookTicker`` (trades,
+klines, ...) are counted in ``ignored``.
+
+A gap is the symbol's :class:`~ddms.io.levels.Resync` (fetch a fresh REST snapshot for it); the
+other symbols keep running.
+
+Cost: :class:`BinanceBook`'s per message, plus one small batch copy per message that changed a
+book.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from ddms.errors import InputError
+from ddms.feeds.binance import FUTURES, SPOT, BinanceBook, BookTicker, Decoder, DepthSnapshot, DepthUpdate, Trade
+from ddms.io.levels import Resync, SymbolEvents
+from ddms.streams.events import EventBatch
+
+__all__ = ["BinanceBooks", "market_of"]
+
+_BOOK_STREAMS = ("@depth", "@bookticker")
+
+
+def market_of(url: str) -> str | None:
+    """``futures`` for USD-M/COIN-M hosts (``fstream``, ``dstream``, ``fapi``, ``dapi``), ``spot``
+    for ``stream.binance``/``api.binance``, else None."""
+    u = url.lower()
+    if any(h in u for h in ("fstream.", "dstream.", "fapi.", "dapi.")):
+        return FUTURES
+    if "binance" in u:
+        return SPOT
+    return None
+
+
+class BinanceBooks:
+    """Per-symbol Binance books on one connection.  ``market`` selects the rules (``futures``
+    covers USD-M and COIN-M).  :meth:`feed` takes a parsed message (or raw JSON),
+    :meth:`apply_snapshot` a REST depth snapshot of one symbol."""
+
+    venue = "binance"
+
+    def __init__(self, market: str, source: str = "<binance>", *, max_reports: int = 1000) -> None:
+        if market not in (FUTURES, SPOT):
+            raise ValueError(f"market must be {FUTURES!r} or {SPOT!r}, got {market!r}")
+        self.market = market
+        self.source = source
+        self.books: dict[str, BinanceBook] = {}
+        self.reports: deque[InputError] = deque(maxlen=max_reports)
+        self.ignored: dict[str, int] = {}
+        self.malformed = 0          # messages that name no symbol and could not be read
+        self.bad_messages = 0       # every malformed message, of a symbol or not (O(1) to read)
+        self._decoder = Decoder()
+        self._dirty: list[str] = []
+        self._max_reports = max_reports
+        self._line = 0          # input line of the message fed last: the line of its rows
+
+    @property
+    def unknown_fields(self) -> dict[str, int]:
+        return dict(self._decoder.unknown_fields)
+
+    def book(self, symbol: str) -> BinanceBook:
+        bk = self.books.get(symbol)
+        if bk is None:
+            bk = self.books[symbol] = BinanceBook(self.market, symbol=symbol, source=f"{self.source} [{symbol}]",
+                                                  max_reports=self._max_reports)
+        return bk
+
+    def _actions(self, symbol: str, acts) -> tuple[Resync, ...]:
+        self._dirty.append(symbol)
+        return tuple(Resync(symbol, a.reason, a.message) for a in acts)
+
+    def feed(self, msg: Any, line: int = 0, recv_ns: int = 0) -> tuple[Resync, ...]:
+        """Process one message (parsed JSON or raw); returns the actions (a symbol needs a REST
+        snapshot: at the start, and after a gap).  Never raises on bad input."""
+        self._line = line
+        stream_sym = None
+        if isinstance(msg, dict) and isinstance(msg.get("stream"), str):
+            stream = msg["stream"].lower()
+            if not any(s in stream for s in _BOOK_STREAMS):
+                self.ignored[stream.split("@", 1)[-1]] = self.ignored.get(stream.split("@", 1)[-1], 0) + 1
+                return ()
+            stream_sym = stream.split("@", 1)[0].upper() or None
+        try:
+            rec = self._decoder.decode(msg, self.source, line)
+        except InputError as e:
+            if stream_sym is None:
+                self.malformed += 1
+                self.bad_messages += 1
+                self.reports.append(e)
+                return ()
+            bk = self.book(stream_sym)     # the stream names the symbol: its book counts the bad message
+            return self._feed_book(bk, msg, recv_ns)
+        for name in self._decoder.new_unknown:
+            self.reports.append(InputError(f"unknown field {name!r} ignored (counted in unknown_fields)",
+                                           self.source, line))
+        self._decoder.new_unknown.clear()
+        if isinstance(rec, (DepthUpdate, BookTicker)):
+            return self._feed_book(self.book(rec.symbol.upper()), rec, recv_ns)
+        if isinstance(rec, DepthSnapshot):
+            self.malformed += 1
+            self.bad_messages += 1
+            self.reports.append(InputError("a depth snapshot on the stream names no symbol: ignored", self.source,
+                                           line))
+            return ()
+        kind = "trade" if isinstance(rec, Trade) else "response"
+        self.ignored[kind] = self.ignored.get(kind, 0) + 1
+        return ()
+
+    def _feed_book(self, bk: BinanceBook, msg: Any, recv_ns: int) -> tuple[Resync, ...]:
+        m0 = bk.malformed
+        acts = bk.feed_message(msg, recv_ns)
+        self.bad_messages += bk.malformed - m0
+        self._copy_reports(bk)
+        return self._actions(bk.symbol, acts)
+
+    def apply_snapshot(self, symbol: str, body: Any, line: int = 0, recv_ns: int = 0) -> tuple[Resync, ...]:
+        """Apply a REST depth snapshot of ``symbol`` (raw JSON, dict or record)."""
+        self._line = line
+        sym = symbol.upper()
+        bk = self.book(sym)
+        acts = bk.apply_snapshot(body, recv_ns)
+        self._copy_reports(bk)
+        return self._actions(sym, acts)
+
+    def _copy_reports(self, bk: BinanceBook) -> None:
+        """Move the symbol book's new reports here, numbered with the input line.  O(new)."""
+        while bk.reports:
+            r = bk.reports.popleft()
+            self.reports.append(InputError(f"{bk.symbol}: {r.reason}", self.source, self._line, r.text))
+
+    def take_events(self) -> list[SymbolEvents]:
+        """Rows queued since the last call, one :class:`SymbolEvents` per symbol, every row
+        numbered with the line of the message fed last (call it after every message)."""
+        out = []
+        for sym in dict.fromkeys(self._dirty):
+            b = self.books[sym].take_events()
+            if len(b):
+                line = self._line
+                out.append(SymbolEvents(self.venue, sym, EventBatch(b.rel, b.sign, b.cols, np.full(len(b), line,
+                                                                                             np.int64), line, line)))
+        self._dirty.clear()
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """Counters summed over symbols, ``symbols``: per-symbol status, ``unknown_fields``."""
+        keys = ("messages", "depth_events", "snapshots", "level_updates", "gaps", "resyncs", "stale", "malformed",
+                "crossed", "bookticker_checked", "bookticker_mismatch")
+        syms = {}
+        for sym, bk in sorted(self.books.items()):
+            c = bk.counters()
+            d: dict[str, Any] = {"synced": bk.synced}
+            d.update({k: c[k] for k in keys if k in c})
+            d.update(checksum_checked=0, checksum_mismatch=0)
+            syms[sym] = d
+        tot: dict[str, Any] = {k: sum(s.get(k, 0) for s in syms.values()) for k in keys}
+        tot["malformed"] += self.malformed
+        tot.update(checksum_checked=0, checksum_mismatch=0)
+        tot["synced"] = bool(syms) and all(s["synced"] for s in syms.values())
+        tot["symbols"] = syms
+        tot["ignored"] = dict(self.ignored)
+        tot["unknown_fields"] = self.unknown_fields
+        return tot
+
+    def _check(self) -> None:
+        for bk in self.books.values():
+            bk._check()

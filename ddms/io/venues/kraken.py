@@ -1,0 +1,173 @@
+"""Kraken websocket v1 ``book`` channel, many pairs on one connection (sans-I/O).
+
+Protocol (Kraken's public websocket v1 docs, "book" and "Book checksum"):
+
+- snapshot ``[channelID, {"as": [[price, volume, timestamp], ...], "bs": [...]}, "book-<depth>", pair]``;
+- update ``[channelID, {"a": [...]}, {"b": [...], "c": "<crc>"}, "book-<depth>", pair]`` (one or
+  two dicts); ``volume`` is the level's absolute size, ``"0.00000000"`` removes the level; an
+  entry may carry a 4th field ``"r"`` (a republished level that came back into the subscribed
+  depth after a truncation: applied like any other);
+- after each update the book is truncated to the subscribed depth (the worst levels go);
+- ``c`` is the CRC32 of the book AFTER the update: for the 10 best asks (ascending) then the 10
+  best bids (descending), each price string then volume string with ``.`` removed and leading
+  zeros stripped, concatenated; the unsigned CRC32 of that text in decimal.  It is computed on
+  the exact strings received (:mod:`ddms.io.levels` keeps them).
+
+A checksum mismatch or a malformed book message discards that pair's book and returns a
+:class:`~ddms.io.levels.Resync` (on Kraken: unsubscribe and subscribe again, which sends a new
+snapshot); updates of a pair without a book are dropped until then.  Dict messages
+(``heartbeat``, ``systemStatus``, ``subscriptionStatus``) are counted in ``ignored`` (an error
+status is also reported).  Symbols are the pair as Kraken spells it (``XBT/CHF``).
+
+Cost per update: the level updates, the truncation, and O(20) for the checksum text plus a
+``zlib.crc32``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+from ddms.io.levels import ASKS, BIDS, Resync, price_key
+from ddms.io.venues.base import VenueBooks
+
+__all__ = ["KrakenBooks", "kraken_checksum"]
+
+
+def _strip(s: str) -> str:
+    return s.replace(".", "").lstrip("0")
+
+
+def kraken_checksum(asks: list[tuple[str, str]], bids: list[tuple[str, str]]) -> int:
+    """The unsigned CRC32 of the 10 best ``asks`` (best first) then ``bids`` (best first), each
+    ``(price, volume)`` as sent.  O(20)."""
+    text = "".join(_strip(p) + _strip(q) for p, q in asks[:10]) + "".join(_strip(p) + _strip(q) for p, q in bids[:10])
+    return zlib.crc32(text.encode())
+
+
+def _entries(lst: Any, what: str) -> list[tuple[str, str, float]]:
+    """Validated ``[price, volume, ts(, "r")]`` entries -> ``(price, volume, t_ms)``; raises
+    ValueError naming the entry."""
+    if not isinstance(lst, list):
+        raise ValueError(f"{what!r} is not a list")
+    out = []
+    for j, e in enumerate(lst):
+        if not (isinstance(e, list) and len(e) in (3, 4) and all(isinstance(x, str) for x in e)):
+            raise ValueError(f"{what}[{j}] is not [price, volume, timestamp(, 'r')]: {e!r}")
+        if len(e) == 4 and e[3] != "r":
+            raise ValueError(f"{what}[{j}] has a 4th field other than 'r': {e[3]!r}")
+        try:
+            t = float(e[2]) * 1e3
+        except ValueError:
+            raise ValueError(f"{what}[{j}] has a timestamp that is not a number: {e[2]!r}") from None
+        if not 0 <= t < 1e16:
+            raise ValueError(f"{what}[{j}] has a timestamp out of range: {e[2]!r}")
+        out.append((e[0], e[1], t))
+    return out
+
+
+class KrakenBooks(VenueBooks):
+    """Books of every pair on a Kraken v1 connection.  ``depth`` is the subscribed depth when the
+    channel name does not say it (``book-<depth>``).  :meth:`feed` takes one parsed message."""
+
+    venue = "kraken"
+
+    def __init__(self, source: str = "<kraken>", *, depth: int = 10, max_reports: int = 1000) -> None:
+        super().__init__(source, max_reports=max_reports)
+        self.depth = depth
+
+    def feed(self, msg: Any, line: int = 0, recv_s: float = 0.0) -> tuple[Resync, ...]:
+        """Process one parsed message (``line`` numbers it in reports and rows).  Returns the
+        actions to perform.  Bad input is counted and reported, never raised."""
+        if isinstance(msg, dict):
+            ev = msg.get("event")
+            self._ignore(f"event:{ev}" if isinstance(ev, str) else "dict")
+            if msg.get("status") == "error" or ev == "error":
+                self._report(f"error from the venue: {msg.get('errorMessage', msg)}", line, msg)
+            return ()
+        if not (isinstance(msg, list) and len(msg) >= 4 and isinstance(msg[-1], str) and isinstance(msg[-2], str)):
+            return self._bad("not a Kraken channel message [channelID, payload..., channelName, pair]", line, msg)
+        chan, symbol = msg[-2], msg[-1].upper()
+        if not chan.startswith("book"):
+            self._ignore(chan.split("-")[0])
+            return ()
+        depth = self.depth
+        if chan.startswith("book-"):
+            try:
+                depth = int(chan[5:])
+            except ValueError:
+                return self._bad(f"channel name {chan!r} is not book-<depth>", line, msg)
+            if depth < 1:
+                return self._bad(f"channel name {chan!r} has a depth below 1", line, msg)
+        body = msg[1:-2]
+        if not body or not all(isinstance(d, dict) for d in body):
+            return self._resync(symbol, "book message without payload objects", line, msg, malformed=True)
+        book, st = self._sym(symbol)
+        st.messages += 1
+        if any("as" in d or "bs" in d for d in body):
+            return self._snapshot(symbol, body, depth, line, msg)
+        st.depth_events += 1
+        if not st.synced:
+            return ()
+        unknown: list[str] = []
+        try:
+            sides = []
+            crc = None
+            for d in body:
+                for k, v in d.items():
+                    if k in ("a", "b"):
+                        sides.append((ASKS if k == "a" else BIDS, _entries(v, k)))
+                    elif k == "c":
+                        if not (isinstance(v, str) and v.isdigit() and int(v) < 2**32):
+                            raise ValueError(f"checksum 'c' is not an unsigned 32-bit decimal string: {v!r}")
+                        crc = int(v)
+                    else:
+                        unknown.append(k)
+            if not sides:
+                raise ValueError("book update without 'a' or 'b'")
+            self._unknown(unknown, line)
+            for side, entries in sides:
+                for px, qty, t in entries:
+                    book.set(side, px, qty, t, line)
+                    st.level_updates += 1
+        except ValueError as e:
+            return self._resync(symbol, f"malformed book update: {e}", line, msg, malformed=True)
+        st.truncated += book.truncate(depth, line)
+        if crc is not None:
+            st.checksum_checked += 1
+            have = kraken_checksum(book.top(ASKS, 10), book.top(BIDS, 10))
+            if have != crc:
+                st.checksum_mismatch += 1
+                return self._resync(symbol, f"checksum mismatch: the book gives {have}, the message says {crc}",
+                                    line, msg)
+        self._after_update(symbol, line)
+        return ()
+
+    def _snapshot(self, symbol: str, body: list[dict], depth: int, line: int, msg: Any) -> tuple[Resync, ...]:
+        book, st = self._sym(symbol)
+        try:
+            sides = []
+            for d in body:
+                for k, v in d.items():
+                    if k not in ("as", "bs"):
+                        self._unknown((k,), line)
+                        continue
+                    sides.append((ASKS if k == "as" else BIDS, _entries(v, k)))
+            for _, entries in sides:   # validate every price before the book changes
+                for px, qty, _t in entries:
+                    price_key(px), price_key(qty)
+        except ValueError as e:
+            return self._resync(symbol, f"malformed book snapshot: {e}", line, msg, malformed=True)
+        book.clear(line)
+        try:
+            for side, entries in sides:
+                for px, qty, t in entries:
+                    book.set(side, px, qty, t, line)
+                    st.level_updates += 1
+        except ValueError as e:
+            return self._resync(symbol, f"malformed book snapshot: {e}", line, msg, malformed=True)
+        st.truncated += book.truncate(depth, line)
+        st.snapshots += 1
+        st.synced = True
+        self._after_update(symbol, line)
+        return ()
