@@ -12,7 +12,8 @@ Every error a user can provoke derives from :class:`DdmsError`, and its message 
     ├── InputError           a bad input line or message (source, line number, reason, the text)
     ├── ReplayError          a replay input that cannot be used as a whole (unknown format, corrupt file)
     ├── ViewError            misuse of a live view (writes, unknown view or key)
-    └── SqlError             SQL outside the supported subset (quotes the SQL, points at the part)
+    ├── SqlError             SQL outside the supported subset (quotes the SQL, points at the part)
+    └── CheckpointError      a checkpoint that cannot be used (another program or format, corrupt), names the file
 """
 
 from __future__ import annotations
@@ -93,3 +94,8 @@ class SqlError(DdmsError):
             return
         shown = f"\n    {fragment}" if fragment else ""
         super().__init__(f"{source}: {reason}{shown}")
+
+
+class CheckpointError(DdmsError):
+    """A checkpoint file or folder that cannot be restored: of another program, written by another
+    format or code version, unreadable, or not matching the input it resumes.  Names the file."""

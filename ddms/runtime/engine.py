@@ -110,7 +110,8 @@ class Engine:
     whether numba's cache holds it (a load: well under a second; else a compile: a minute or
     more), so that a command line can say which wait is coming."""
 
-    def __init__(self, program: Program | str | Path, on_build: Callable[[bool], None] | None = None) -> None:
+    def __init__(self, program: Program | str | Path, on_build: Callable[[bool], None] | None = None,
+                 restore: str | Path | None = None) -> None:
         t0 = time.perf_counter()
         self.program = load_program(program)
         self.generated: Generated = generate(self.program)
@@ -156,6 +157,8 @@ class Engine:
         self._batch_pos = 0
         self._compile()
         self.compile_seconds = time.perf_counter() - t0
+        if restore is not None:
+            self.restore(restore)
 
     def _compile(self) -> None:
         """Compile (or load from cache) every function by running an empty batch of the exact
@@ -228,6 +231,26 @@ class Engine:
                 want_items = sorted((k[-1], v) for k, v in table.items() if k[:-1] == prefix)
                 assert list(zip(keys.tolist(), vals.tolist(), strict=True)) == want_items, \
                     f"{m.name}{list(prefix)}: range tree disagrees with the map"
+
+    # -- durable state --------------------------------------------------------------------------
+    def checkpoint(self, path: str | Path, *, extra: dict[str, Any] | None = None,
+                   extra_arrays: dict[str, np.ndarray] | None = None) -> int:
+        """Write every map, index, range tree (raw, pending leaves included) and the input
+        position to ``path``, atomically (:mod:`ddms.runtime.checkpoint`); ``extra`` (JSON) and
+        ``extra_arrays`` carry a driver's own state, e.g. its reader's.  Call between ``apply``
+        calls or from a callback (a line boundary).  Returns the file size.  Cost: O(state)."""
+        from ddms.runtime.checkpoint import save
+        return save(self, path, extra, extra_arrays)
+
+    def restore(self, path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Replace the state and position with those of checkpoint ``path``, so that applying the
+        input after its position gives bit for bit the results of the uninterrupted run.  Raises
+        :class:`~ddms.errors.CheckpointError` for a checkpoint of another program, format or code
+        version.  Callbacks stay registered.  Returns what the writer passed as ``extra`` and
+        ``extra_arrays``.  Cost: O(state)."""
+        from ddms.runtime.checkpoint import restore
+        self._batch, self._batch_pos = None, 0
+        return restore(self, path)
 
     # -- callbacks and futures --------------------------------------------------------------
     def on(self, view: str, callback: Callback, *, above: float | None = None,
