@@ -162,6 +162,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         label = ", ".join(s.path.name for s in inputs.sources)
         batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p), p.stat().st_size, p.name))
         every = args.every
+    ckpt = _checkpointed(args, engine, inputs)   # --checkpoint / --resume (None without them)
+    if ckpt is not None:
+        batches = ckpt.batches(lambda chunks, size: _progress_chunks(chunks, size, label))
     t0 = time.perf_counter()
     try:
         replay(engine, batches, engine.relmap(names),
@@ -173,15 +176,47 @@ def cmd_run(args: argparse.Namespace) -> int:
             _print_views(engine.position, engine.snapshot(), args.json)
         raise
     seconds = time.perf_counter() - t0
-    if not every or engine.position % every:
+    if not every or engine.position % every or (ckpt is not None and ckpt.resumed_from == engine.position):
         _print_views(engine.position, engine.snapshot(), args.json)
-    rate = engine.position / seconds if seconds > 0 else float("inf")
+    done = engine.position - (ckpt.resumed_from or 0 if ckpt is not None else 0)
+    rate = done / seconds if seconds > 0 else float("inf")
     bad = sum(p.bad_lines for p in parsers)
     skipped = f", {bad} bad lines skipped" if bad else ""
-    print(f"{label}: {engine.position:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s){skipped}", file=sys.stderr)
+    print(f"{label}: {done:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s){skipped}", file=sys.stderr)
     for err in [e for p in parsers for e in getattr(p, "bad_samples", [])][:5]:
         print(f"  skipped {err}", file=sys.stderr)
     return 0
+
+
+# -- durable runs: --checkpoint DIR [--checkpoint-every N], --resume DIR ----------------------------
+def _checkpointed(args: argparse.Namespace, engine, inputs):
+    """The :class:`~ddms.runtime.resume.CheckpointedRun` of a ``run`` with ``--checkpoint`` or
+    ``--resume`` (which restores the newest complete checkpoint first and keeps checkpointing into
+    the same folder), else None."""
+    folder = args.resume or args.checkpoint
+    if folder is None:
+        return None
+    if args.resume and args.checkpoint and Path(args.resume) != Path(args.checkpoint):
+        raise DdmsError("--resume DIR continues checkpointing into DIR: give --checkpoint the same folder or omit it")
+    if inputs is None:
+        raise DdmsError("--checkpoint/--resume need a program and its input (--data FILE), not the demo")
+    from ddms.runtime.resume import CheckpointedRun, describe_resume
+    run = CheckpointedRun(engine, inputs, folder, every=args.checkpoint_every, resume=bool(args.resume))
+    if args.resume:
+        describe_resume(run)
+    return run
+
+
+def add_durable_options(run: argparse.ArgumentParser) -> None:
+    """``ddms run``'s checkpoint options (kept apart from the others)."""
+    run.add_argument("--checkpoint", metavar="DIR",
+                     help="write checkpoints (state + input position) into DIR every --checkpoint-every lines and at "
+                          "the end")
+    run.add_argument("--checkpoint-every", type=_at_least(1), default=1_000_000, metavar="N",
+                     help="input lines between checkpoints (default 1,000,000)")
+    run.add_argument("--resume", metavar="DIR",
+                     help="continue from the newest complete checkpoint in DIR (from the start if none), printing "
+                          "what the uninterrupted run prints after it, and keep checkpointing into DIR")
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -234,6 +269,7 @@ def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
     run.add_argument("--skip-bad", action="store_true", help="skip and count bad input lines instead of stopping")
     run.add_argument("--demo-lines", type=_at_least(1), default=1_000_000, help="size of the synthetic demo stream")
     run.add_argument("--seed", type=int, default=0, help="seed of the synthetic demo stream")
+    add_durable_options(run)
     run.set_defaults(func=cmd_run)
     comp = sub.add_parser("compile", help="print a program's canonical M3 text and access plan")
     comp.add_argument("program", help="an M3 program (.m3) or a SQL script (.sql)")

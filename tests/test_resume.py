@@ -1,0 +1,159 @@
+"""``ddms run --checkpoint DIR`` killed with SIGKILL at random moments (also in the middle of a
+checkpoint write: a test hook sleeps between writing the temporary file and renaming it), then
+``ddms run --resume DIR``: it prints exactly the lines the uninterrupted run printed after the
+checkpoint it resumed from, and the same final views.  Synthetic order-book data generated here;
+big/finance.csv too when ../shared is present (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, REPO, data_file
+
+from ddms.runtime.checkpoint import PAUSE_ENV
+from ddms.runtime.resume import _cut, checkpoints
+from replay.synthetic import write_orderbook
+
+
+def ddms(*args: str, env: dict | None = None, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ddms", "run", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, **(env or {})}, **kw)
+
+
+def finish(p: subprocess.Popen) -> tuple[list[str], str]:
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err.decode()
+    return out.decode().splitlines(), err.decode()
+
+
+def line_of(text: str) -> int:
+    return json.loads(text)["line"]
+
+
+def resume_point(stderr: str) -> int:
+    m = re.search(r"resuming from the checkpoint at line ([\d,]+)", stderr)
+    if m:
+        return int(m.group(1).replace(",", ""))
+    assert "no checkpoint in" in stderr, stderr
+    return 0
+
+
+def check_resumed(full: list[str], resumed: list[str], start: int) -> None:
+    """What a resumed run must print: the uninterrupted run's lines after ``start``; if it
+    resumed at the very end, the final views again."""
+    want = [x for x in full if line_of(x) > start] or [full[-1]]
+    assert resumed == want
+    assert resumed[-1] == full[-1]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("resume") / "book.csv"
+    write_orderbook(path, 150_000, seed=11, depth=800)
+    return path
+
+
+def test_cut_ends_pieces_at_checkpoint_lines():
+    """Pieces re-cut from arbitrary chunks end right after every line numbered a multiple of
+    ``every`` (counting from the lines already done), and nothing is lost or reordered."""
+    text = b"".join(b"%d\n" % i for i in range(1, 101)) + b"tail-without-newline"
+    chunks = [text[i:i + 37] for i in range(0, len(text), 37)]
+    for done, every in ((0, 10), (20, 7), (0, 1), (3, 1000)):
+        pieces = list(_cut(chunks, done, every))
+        assert b"".join(pieces) == text and all(pieces)
+        ends, lines = set(), done
+        for piece in pieces:
+            lines += piece.count(b"\n")
+            if piece.endswith(b"\n"):
+                ends.add(lines)
+        assert set(range((done // every + 1) * every, done + 101, every)) <= ends
+
+
+@pytest.mark.parametrize("program", ["vwap", "sobi"])
+def test_kill_and_resume(program, data, tmp_path):
+    prog = str(EXAMPLES / f"{program}.m3")
+    common = [prog, "--data", str(data), "--every", "7000", "--json"]
+    full, _ = finish(ddms(*common))
+    assert line_of(full[-1]) == 150_000
+    rng = random.Random(program)
+    # during-write: killed while the n-th temporary file exists; running: at a random moment
+    # after the first checkpoint; early: at a random moment of the first second (start-up)
+    trials = ["during-write", "running", "running", "early", "during-write"]
+    for n, kind in enumerate(trials):
+        folder = tmp_path / f"ck{n}"
+        args = [*common, "--checkpoint-every", "20000"]
+        env = {PAUSE_ENV: "0.5" if kind == "during-write" else "0.05"}
+        p = ddms(*args, "--checkpoint", str(folder), env=env)
+        deadline = time.monotonic() + 300
+        if kind == "during-write":   # the 1st..4th write
+            seen, want = 0, rng.randint(1, 4)
+            while p.poll() is None and time.monotonic() < deadline:
+                if folder.exists() and list(folder.glob(".ckpt-*.tmp")):
+                    seen += 1
+                    if seen == want:
+                        break
+                    time.sleep(0.55)   # let this write finish
+                time.sleep(0.01)
+        elif kind == "running":
+            while p.poll() is None and time.monotonic() < deadline and not checkpoints(folder):
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0, 0.4))
+        else:
+            time.sleep(rng.uniform(0, 1))
+        p.send_signal(signal.SIGKILL)
+        p.communicate()
+        if kind == "during-write":
+            assert p.returncode == -signal.SIGKILL
+        resumed, err = finish(ddms(*args, "--resume", str(folder)))
+        start = resume_point(err)
+        assert start % 20_000 == 0 or start == 150_000
+        if checkpoints(folder) and start:
+            assert start in [line for line, _ in checkpoints(folder)] or start < checkpoints(folder)[-1][0]
+        check_resumed(full, resumed, start)
+        assert not list(folder.glob(".ckpt-*.tmp"))
+        # resuming a finished run prints its final views and changes nothing
+        again, err = finish(ddms(*args, "--resume", str(folder)))
+        assert resume_point(err) == 150_000 and again == [full[-1]]
+
+
+def test_refusals(data, tmp_path):
+    prog = str(EXAMPLES / "vwap.m3")
+    folder = tmp_path / "ck"
+    finish(ddms(prog, "--data", str(data), "--checkpoint", str(folder), "--checkpoint-every", "50000"))
+    p = ddms(prog, "--data", str(data), "--checkpoint", str(folder))
+    _, err = p.communicate()
+    assert p.returncode == 2 and "holds checkpoints" in err.decode() and "--resume" in err.decode()
+    other = tmp_path / "other.csv"
+    write_orderbook(other, 150_000, seed=12, depth=800)
+    p = ddms(prog, "--data", str(other), "--resume", str(folder))
+    _, err = p.communicate()
+    assert p.returncode == 2 and f"{other} is not the one checkpointed" in err.decode()
+    p = ddms(str(EXAMPLES / "sobi.m3"), "--data", str(data), "--resume", str(folder))
+    _, err = p.communicate()
+    assert p.returncode == 2 and "checkpoint of another program" in err.decode() and "ckpt-" in err.decode()
+
+
+@pytest.mark.slow
+def test_kill_and_resume_big(tmp_path):
+    big = data_file("big")
+    prog = str(EXAMPLES / "sobi.m3")
+    common = [prog, "--data", str(big), "--every", "5000", "--json"]
+    full, _ = finish(ddms(*common))
+    for n, delay in enumerate((0.2, 0.6, 1.0)):
+        folder = tmp_path / f"ck{n}"
+        args = [*common, "--checkpoint-every", "10000"]
+        p = ddms(*args, "--checkpoint", str(folder), env={PAUSE_ENV: "0.05"})
+        time.sleep(1.0 + delay)
+        p.send_signal(signal.SIGKILL)
+        p.communicate()
+        resumed, err = finish(ddms(*args, "--resume", str(folder)))
+        check_resumed(full, resumed, resume_point(err))
