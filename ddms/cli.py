@@ -213,7 +213,7 @@ def add_durable_options(run: argparse.ArgumentParser) -> None:
                      help="write checkpoints (state + input position) into DIR every --checkpoint-every lines and at "
                           "the end")
     run.add_argument("--checkpoint-every", type=_at_least(1), default=1_000_000, metavar="N",
-                     help="input lines between checkpoints (default 1,000,000)")
+                     help="a checkpoint at the first chunk boundary after every N input lines (default 1,000,000)")
     run.add_argument("--resume", metavar="DIR",
                      help="continue from the newest complete checkpoint in DIR (from the start if none), printing "
                           "what the uninterrupted run prints after it, and keep checkpointing into DIR")

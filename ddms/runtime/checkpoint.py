@@ -343,17 +343,24 @@ def read_file(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str,
     return arrays, info
 
 
-def save(engine: Engine, path: str | os.PathLike, extra: dict[str, Any] | None = None,
-         extra_arrays: dict[str, np.ndarray] | None = None) -> int:
-    """Checkpoint ``engine`` (at its current line boundary) to ``path``; ``extra``/``extra_arrays``
-    carry the caller's own state (a reader's position and tables) under ``extra.``-prefixed
-    names.  Returns the file size."""
+def capture(engine: Engine, extra: dict[str, Any] | None = None,
+            extra_arrays: dict[str, np.ndarray] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Copies of ``engine``'s state at its current line boundary and the checkpoint metadata:
+    what :func:`write_file` writes (possibly later, from another thread: the copies do not
+    change).  ``extra``/``extra_arrays`` carry the caller's own state (a reader's position and
+    tables) under ``extra.``-prefixed names."""
     arrays = dump_state(engine)
     for k, a in (extra_arrays or {}).items():
-        arrays[f"extra.{k}"] = a
+        arrays[f"extra.{k}"] = np.array(a, copy=True)
     meta = {"program": program_digest(engine), "layout": layout_digest(engine), "position": engine.position,
             "extra": extra or {}}
-    return write_file(path, arrays, meta)
+    return arrays, meta
+
+
+def save(engine: Engine, path: str | os.PathLike, extra: dict[str, Any] | None = None,
+         extra_arrays: dict[str, np.ndarray] | None = None) -> int:
+    """Checkpoint ``engine`` to ``path`` (:func:`capture`, then :func:`write_file`)."""
+    return write_file(path, *capture(engine, extra, extra_arrays))
 
 
 def restore(engine: Engine, path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

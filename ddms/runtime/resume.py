@@ -1,36 +1,42 @@
 """Checkpointed replay of one input file, and resuming it after the process died.
 
-A run writes a checkpoint every ``every`` input lines (exactly at that line) and at the end into
-a folder, as ``ckpt-<line>.arrow`` (:mod:`ddms.runtime.checkpoint`: written atomically, so a
-process killed at any moment, in the middle of a write too, leaves only complete checkpoints and
-at worst a temporary file, which is ignored and removed by the next run).  Besides the engine's
-state a checkpoint holds the reader's: the order-book adaptor's table of resting orders (what an
-``E``/``F``/``D`` line refers to) and counters, the byte offset in the file after that line, and
-a hash of the 64 KiB before it (so that resuming against another file is refused).
+A run writes a checkpoint after every ``every`` input lines and at the end into a folder, as
+``ckpt-<line>.arrow`` (:mod:`ddms.runtime.checkpoint`: written atomically, so a process killed at
+any moment, in the middle of a write too, leaves only complete checkpoints and at worst a
+temporary file, which is ignored and removed by the next run).  Besides the engine's state a
+checkpoint holds the reader's: the order-book adaptor's table of resting orders (what an
+``E``/``F``/``D`` line refers to) and counters, the byte offset in the file where the next line
+starts, and a hash of the 64 KiB before it (so that resuming against another file is refused).
 
-Lines are cut exactly at checkpoint lines by splitting the file's chunks at the right newline
-(the adaptors number lines by newlines), so the reader has no partial line pending at a
-checkpoint and its state is the state after that line.  Resuming restores both, seeks to the
-offset and continues: the views then equal the uninterrupted run's bit for bit after every line.
+A checkpoint is taken at the first chunk boundary at or after each multiple of ``every`` lines:
+there the engine has applied every complete line the reader has seen, and the reader's state
+is the state after that line (a partial line it holds is not saved: resuming reads it again
+from the offset).  Chunks are at most 4 MiB and at most about ``every / 4`` lines' worth of
+bytes, so a checkpoint lands within a quarter interval after its multiple.  Resuming restores
+both states, seeks to the offset and continues: the views then equal the uninterrupted run's
+bit for bit after every line.
+
+The state is copied at the line boundary on the applying thread (compiled, O(state)); encoding,
+fsync and rename run on a background thread while the run goes on (fsync alone is ~10-20 ms
+on the VMs we measure on), one write at a time.
 
 Supported inputs: one stream file (an order-book file feeding bids and asks, or one CSV stream)
 and no TABLE files; several interleaved files are refused with a message.
 
-Cost: one O(state) checkpoint per ``every`` lines (``python -m bench --only checkpoint``) and a
-newline search per chunk (numpy, about 1 ms per 4 MiB).
+Cost: ``python -m bench --only checkpoint`` (README, Performance).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import numpy as np
-
 from ddms.errors import CheckpointError
+from ddms.runtime.checkpoint import capture, write_file
 from ddms.runtime.engine import Engine
 from ddms.streams.events import EventBatch
 from ddms.streams.inputs import ProgramInput
@@ -63,36 +69,14 @@ def _tail_hash(path: Path, offset: int) -> str:
         return hashlib.sha256(f.read(min(offset, TAIL))).hexdigest()[:20]
 
 
-def _cut(chunks: Iterable[bytes], done: int, every: int) -> Iterator[bytes]:
-    """The bytes of ``chunks`` re-cut so that a piece ends right after every line numbered a
-    multiple of ``every`` (lines counted from ``done``, the lines before the first byte)."""
-    nxt = (done // every + 1) * every
-    for c in chunks:
-        if not c:
-            continue
-        nl = np.flatnonzero(np.frombuffer(c, np.uint8) == 10)
-        start = 0
-        while done + len(nl) >= nxt:
-            idx = nxt - done - 1
-            end = int(nl[idx]) + 1
-            yield c[start:end]
-            nl = nl[idx + 1:]
-            done, start = nxt, end
-            nxt += every
-        if start < len(c):
-            done += len(nl)
-            yield c[start:]
-
-
 class CheckpointedRun:
     """The batches of a single-file program input, with checkpoints written into ``folder`` every
     ``every`` lines and at the end; with ``resume`` the engine and the reader first continue from
     the newest complete checkpoint there (from the start if there is none).
 
     Iterate :meth:`batches` and apply each batch fully before asking for the next (what
-    :func:`ddms.runtime.driver.replay` does): a checkpoint is written when the next batch is
-    asked for, i.e. after the engine applied the batch ending at the checkpoint line (and after
-    a driver printed the views of that line)."""
+    :func:`ddms.runtime.driver.replay` does): a checkpoint is taken when the next batch is asked
+    for, i.e. after the engine applied the batch before (and after a driver printed its views)."""
 
     def __init__(self, engine: Engine, inputs: ProgramInput, folder: str | os.PathLike, *, every: int,
                  resume: bool = False) -> None:
@@ -108,8 +92,10 @@ class CheckpointedRun:
         self.folder.mkdir(parents=True, exist_ok=True)
         for p in self.folder.glob(f".{PREFIX}*.tmp"):   # left by a process killed while writing
             p.unlink(missing_ok=True)
-        self.offset = 0
+        self.offset = 0   # bytes of the file read so far
         self.resumed_from: int | None = None
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ddms-checkpoint")
+        self._pending: concurrent.futures.Future | None = None
         found = checkpoints(self.folder)
         if found and not resume:
             raise CheckpointError(f"{self.folder} holds checkpoints (newest at line {found[-1][0]:,}): "
@@ -137,20 +123,34 @@ class CheckpointedRun:
         self.offset = offset
         self.resumed_from = self.engine.position
 
-    def write(self) -> Path:
-        """Checkpoint the engine and the reader at the current line; keep the newest :data:`KEEP`."""
+    def write(self) -> None:
+        """Checkpoint the engine and the reader at the current line: the copies now, the file on
+        the background thread (after the previous write has finished; its error, if any, is
+        raised here)."""
         parser = self.source.parser
         counters, arrays = parser.save_state()
-        reader = {"adaptor": type(parser).__name__, "file": str(self.source.path), "offset": self.offset,
-                  "tail": _tail_hash(self.source.path, self.offset), "counters": counters}
+        offset = self.offset - parser.pending   # where the next (partial) line starts
+        reader = {"adaptor": type(parser).__name__, "file": str(self.source.path), "offset": offset,
+                  "tail": _tail_hash(self.source.path, offset), "counters": counters}
+        state, meta = capture(self.engine, extra={"reader": reader}, extra_arrays=arrays)
         path = self.folder / f"{PREFIX}{self.engine.position:015d}{SUFFIX}"
-        self.engine.checkpoint(path, extra={"reader": reader}, extra_arrays=arrays)
+        self.wait()
+        self._pending = self._pool.submit(self._write, path, state, meta)
+
+    def _write(self, path: Path, state: dict, meta: dict) -> None:
+        write_file(path, state, meta)
         for _, old in checkpoints(self.folder)[:-KEEP]:
             old.unlink(missing_ok=True)
-        return path
+
+    def wait(self) -> None:
+        """Wait for the checkpoint being written (raising its error)."""
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()
 
     def _chunks(self, wrap: Callable[[Iterator[bytes], int], Iterator[bytes]] | None) -> Iterator[bytes]:
-        size = 1 << 22
+        # at most ~every/4 lines of bytes per chunk (lines are >= ~10 bytes), 64 KiB .. 4 MiB
+        size = max(1 << 16, min(1 << 22, self.every * 3))
         path = self.source.path
         total = path.stat().st_size
 
@@ -159,25 +159,30 @@ class CheckpointedRun:
                 f.seek(self.offset)
                 while chunk := f.read(size):
                     yield chunk
-        raw = read() if wrap is None else wrap(read(), total - self.offset)
-        for piece in _cut(raw, self.source.parser.lines_consumed, self.every):
-            self.offset += len(piece)   # before the parser sees it: a checkpoint follows its batch
-            yield piece
+        for chunk in (read() if wrap is None else wrap(read(), total - self.offset)):
+            self.offset += len(chunk)
+            yield chunk
 
     def batches(self, wrap: Callable[[Iterator[bytes], int], Iterator[bytes]] | None = None) -> Iterator[EventBatch]:
         """The input after the resume point; ``wrap(chunks, bytes)`` may pass the file's chunks
         through (a progress display)."""
         parser = self.source.parser
         last = self.engine.position
-        for batch in parse_chunks(parser, self._chunks(wrap)):
-            yield batch   # one source: its lines and relations are already the program's
-            if self.engine.position != batch.last_line:
-                raise CheckpointError("a batch was not applied completely before the next one was asked for")
-            if parser.lines_consumed % self.every == 0 and not parser.pending and self.engine.position > last:
+        due = (last // self.every + 1) * self.every
+        try:
+            for batch in parse_chunks(parser, self._chunks(wrap)):
+                yield batch   # one source: its lines and relations are already the program's
+                if self.engine.position != parser.lines_consumed:
+                    raise CheckpointError("a batch was not applied completely before the next one was asked for")
+                if self.engine.position >= due:
+                    self.write()
+                    last = self.engine.position
+                    due = (last // self.every + 1) * self.every
+            if self.engine.position > last or not checkpoints(self.folder):
                 self.write()
-                last = self.engine.position
-        if self.engine.position > last or not checkpoints(self.folder):
-            self.write()
+            self.wait()
+        finally:
+            self._pool.shutdown(wait=True)
 
 
 def describe_resume(run: CheckpointedRun) -> None:

@@ -105,11 +105,17 @@ class CsvParser:
     def error(self) -> InputError | None:
         return self._error
 
+    @property
+    def pending(self) -> int:
+        """Bytes of the remembered partial line."""
+        return len(self._partial)
+
     # -- checkpoints ----------------------------------------------------------------------------
     def save_state(self) -> tuple[dict[str, int], dict[str, np.ndarray]]:
-        """Counters at a line boundary (the parser keeps nothing else across lines)."""
-        if self._partial or self._error is not None:
-            raise DdmsError(f"{self.source}: parser state saved inside a line or after an error")
+        """Counters after the last complete line (the parser keeps nothing else across lines but
+        a pending partial line, which the caller reads again)."""
+        if self._error is not None:
+            raise DdmsError(f"{self.source}: parser state saved after an error")
         return {"lines_consumed": self.lines_consumed, "bad_lines": self.bad_lines}, {}
 
     def load_state(self, counters: dict[str, int], arrays: dict[str, np.ndarray]) -> None:

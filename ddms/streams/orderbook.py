@@ -564,10 +564,11 @@ class OrderBookParser:
 
     # -- checkpoints ------------------------------------------------------------------------
     def save_state(self) -> tuple[dict[str, int], dict[str, np.ndarray]]:
-        """Counters and copies of the order table, at a line boundary (no partial line pending):
-        what :meth:`load_state` needs to continue parsing after that line.  O(table capacity)."""
-        if self._partial or self._error is not None:
-            raise DdmsError(f"{self.source}: parser state saved inside a line or after an error")
+        """Counters and copies of the order table after the last complete line: what
+        :meth:`load_state` needs to continue parsing after it.  A pending partial line is not
+        part of it (:attr:`pending` bytes: the caller reads them again).  O(table capacity)."""
+        if self._error is not None:
+            raise DdmsError(f"{self.source}: parser state saved after an error")
         counters = {"lines_consumed": self.lines_consumed, "bad_lines": self.bad_lines, "brokers": self.brokers}
         return counters, {"keys": self._keys.copy(), "vals": self._vals.copy(), "meta": self._meta.copy()}
 
