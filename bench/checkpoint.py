@@ -6,7 +6,9 @@
 * snapshot cost from another thread's point of view: a scalar view, and a grouped view of 10k
   groups (``SELECT price, SUM(volume) FROM bids GROUP BY price`` over 10k distinct prices).
 * overhead of ``--checkpoint-every 100000`` on a 10M-line synthetic run read from a file (1M with
-  ``--quick``): the checkpointed driver against the plain one, best of 2 each, taking turns.
+  ``--quick``): the checkpointed driver against the plain one, best of 3 each, taking turns.
+  A checkpoint that falls due while the previous file is still being written waits for the next
+  chunk boundary after it (never for the disk).
 """
 
 from __future__ import annotations
@@ -88,8 +90,8 @@ def _overhead_rows(sh: Shared, folder: Path) -> list[Row]:
     prog = Engine(engine("VWAP").program).program
     base = Path(".")
     times: dict[str, float] = {"plain": float("inf"), "checkpointed": float("inf")}
-    sizes = 0
-    for r in range(2):
+    sizes, written = 0, 0
+    for r in range(3):
         for kind in times:
             eng = Engine(prog)
             inputs = open_program_input(prog, base, data=data)
@@ -105,10 +107,11 @@ def _overhead_rows(sh: Shared, folder: Path) -> list[Row]:
                 ck = CheckpointedRun(eng, inputs, folder / f"ck{r}", every=100_000)
                 replay(eng, ck.batches(), eng.relmap(inputs.names))
                 sizes = sum(p.stat().st_size for p in (folder / f"ck{r}").iterdir())
+                written = ck.written
             times[kind] = min(times[kind], time.perf_counter() - t0)
     over = times["checkpointed"] / times["plain"] - 1
     return [Row(SECTION, f"VWAP synthetic {n / 1e6:g}M lines from a file, plain", n / times["plain"], "lines/s"),
-            Row(SECTION, f"same with --checkpoint-every 100000 ({n // 100_000} checkpoints)",
+            Row(SECTION, f"same with --checkpoint-every 100000 ({written} checkpoints written, {n // 100_000} due)",
                 n / times["checkpointed"], "lines/s"),
             Row(SECTION, "overhead of --checkpoint-every 100000", over * 100, "%", target="< 5%",
                 verdict=("PASS" if over < 0.05 else "FAIL") + f" (last 2 checkpoints kept: {sizes / 1e6:.2f} MB)")]

@@ -163,21 +163,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p), p.stat().st_size, p.name))
         every = args.every
     ckpt = _checkpointed(args, engine, inputs)   # --checkpoint / --resume (None without them)
+    if getattr(args, "query", None):
+        engine.keep_relations()   # after a resume: only if the checkpoint kept them (else a clear error)
     if ckpt is not None:
         batches = ckpt.batches(lambda chunks, size: _progress_chunks(chunks, size, label))
     t0 = time.perf_counter()
     try:
         replay(engine, batches, engine.relmap(names),
-               every=every, checkpoint=lambda pos: _print_views(pos, engine.snapshot(), args.json))
+               every=every, checkpoint=lambda pos: _report(engine, pos, args))
     except DdmsError:
         # a bad line stops the run: the views as of the line before it (unless just printed)
         # still go out, so nothing accepted is lost, then the error
         if engine.position and (not every or engine.position % every):
-            _print_views(engine.position, engine.snapshot(), args.json)
+            _report(engine, engine.position, args)
         raise
     seconds = time.perf_counter() - t0
     if not every or engine.position % every or (ckpt is not None and ckpt.resumed_from == engine.position):
-        _print_views(engine.position, engine.snapshot(), args.json)
+        _report(engine, engine.position, args)
     done = engine.position - (ckpt.resumed_from or 0 if ckpt is not None else 0)
     rate = done / seconds if seconds > 0 else float("inf")
     bad = sum(p.bad_lines for p in parsers)
@@ -207,6 +209,25 @@ def _checkpointed(args: argparse.Namespace, engine, inputs):
     return run
 
 
+def _report(engine, position: int, args: argparse.Namespace) -> None:
+    """Print the views at ``position`` and, with ``--query``, the query's answer over the base
+    relations then: ``{"line": N, "query": {"columns": [...], "rows": [[...], ...]}}`` with
+    ``--json``, else a header line and one line per row."""
+    _print_views(position, engine.snapshot(), args.json)
+    sql = getattr(args, "query", None)
+    if not sql:
+        return
+    from ddms.runtime.adhoc import table_rows
+    table = engine.query(sql)
+    rows = [[_jsonable(v) for v in r] for r in table_rows(table)]
+    if args.json:
+        print(json.dumps({"line": position, "query": {"columns": table.column_names, "rows": rows}}), flush=True)
+    else:
+        print(f"line {position}: query: {len(rows)} rows ({', '.join(table.column_names)})", flush=True)
+        for r in rows:
+            print("  " + ", ".join(str(v) for v in r), flush=True)
+
+
 def add_durable_options(run: argparse.ArgumentParser) -> None:
     """``ddms run``'s checkpoint options (kept apart from the others)."""
     run.add_argument("--checkpoint", metavar="DIR",
@@ -217,6 +238,9 @@ def add_durable_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--resume", metavar="DIR",
                      help="continue from the newest complete checkpoint in DIR (from the start if none), printing "
                           "what the uninterrupted run prints after it, and keep checkpointing into DIR")
+    run.add_argument("--query", metavar="SQL",
+                     help="also answer this SQL over the base relations (tables named after the streams: bids, asks) "
+                          "with the views, by DuckDB; the engine keeps the relations (one hash probe an event)")
 
 
 def cmd_compile(args: argparse.Namespace) -> int:

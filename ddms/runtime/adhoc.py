@@ -18,6 +18,11 @@ from ddms.errors import ViewError
 from ddms.m3.ir import Program
 
 
+def table_rows(table: pa.Table) -> list[tuple]:
+    """The rows of a query result as tuples (columns may share a name: ``SELECT b.price, a.price``)."""
+    return list(zip(*(c.to_pylist() for c in table.columns), strict=True))
+
+
 def run_query(program: Program, rows: dict[str, np.ndarray], sql: str) -> pa.Table:
     """``sql`` over ``rows`` (stream name -> n x columns array) as DuckDB tables; the result as an
     Arrow table.  A query DuckDB rejects raises :class:`ViewError` with DuckDB's message."""
@@ -27,7 +32,11 @@ def run_query(program: Program, rows: dict[str, np.ndarray], sql: str) -> pa.Tab
             arr = rows[s.name]
             table = pa.table({c.name.lower(): arr[:, i] for i, c in enumerate(s.columns)})
             con.register(s.name.lower(), table)
-        return con.execute(sql).fetch_arrow_table()
+        rel = con.sql(sql)
+        if rel is None:   # a statement without a result (SET ..., CREATE ...)
+            return pa.table({})
+        fetch = getattr(rel, "to_arrow_table", None) or rel.arrow   # duckdb 2.x / 1.x
+        return fetch()
     except duckdb.Error as e:
         raise ViewError(f"query {sql!r}: {e}") from None
     finally:

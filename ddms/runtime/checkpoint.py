@@ -41,13 +41,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from numba import literally, njit, types
-from numba.core.extending import overload
-from numba.np.unsafe.ndarray import to_fixed_tuple
-from numba.typed import Dict
 
 from ddms.errors import CheckpointError
 from ddms.m3.printer import print_program
+from ddms.runtime.statecopy import dict_dump, dict_load, index_dump, index_load, pool_load, set_field
 from ddms.storage import btree, hashtab
 
 if TYPE_CHECKING:
@@ -63,165 +60,30 @@ _SESSION_FIELDS = ("watch", "watching", "gate")
 _POOL_ARRAYS = ("ps", "ppn", "ppj", "pn", "pj", "xv", "dc", "dn", "qf", "qc", "qn")
 
 
-# -- compiled copies ------------------------------------------------------------------------------
-def _key_len(d):  # pragma: no cover - typed by the overload
-    raise NotImplementedError
-
-
-@overload(_key_len)
-def _key_len_typed(d):
-    n = d.key_type.count
-    return lambda d: n
-
-
-def _row_key(row, d):  # pragma: no cover - typed by the overload
-    raise NotImplementedError
-
-
-@overload(_row_key)
-def _row_key_typed(row, d):
-    n = d.key_type.count
-    return lambda row, d: to_fixed_tuple(row, n)
-
-
-def _empty_inner(d):  # pragma: no cover - typed by the overload
-    raise NotImplementedError
-
-
-@overload(_empty_inner)
-def _empty_inner_typed(d):
-    kt, vt = d.value_type.key_type, d.value_type.value_type
-    return lambda d: Dict.empty(kt, vt)
-
-
-def _set(obj, name, value):  # pragma: no cover - typed by the overload
-    raise NotImplementedError
-
-
-@overload(_set)
-def _set_typed(obj, name, value):
-    if not isinstance(name, types.StringLiteral):
-        return None
-    ns: dict[str, Any] = {}
-    exec(f"def impl(obj, name, value):\n    obj.{name.literal_value} = value\n", ns)  # noqa: S102
-    return ns["impl"]
-
-
-@njit(cache=True)
-def set_field(obj, name, value):
-    """``obj.<name> = value`` on a structref (generated state objects have getters only)."""
-    _set(obj, literally(name), value)
-
-
-@njit(cache=True)
-def _dict_dump(d):
-    """Keys (n x arity) and values of a typed Dict, in its iteration order."""
-    n, a = len(d), _key_len(d)
-    ks, vs = np.empty((n, a)), np.empty(n)
-    i = 0
-    for k, v in d.items():
-        for j in range(a):
-            ks[i, j] = k[j]
-        vs[i] = v
-        i += 1
-    return ks, vs
-
-
-@njit(cache=True)
-def _dict_load(d, ks, vs):
-    d.clear()
-    for i in range(ks.shape[0]):
-        d[_row_key(ks[i], d)] = vs[i]
-
-
-@njit(cache=True)
-def _index_dump(ix):
-    """A secondary index (part -> dict of full keys): its parts in order, the size of each part's
-    dict, and every part's keys and values concatenated in order."""
-    p = len(ix)
-    pa_ = _key_len(ix)
-    parts, counts = np.empty((p, pa_)), np.empty(p, np.int64)
-    n = 0
-    for inner in ix.values():
-        n += len(inner)
-    ks, vs = np.empty((n, 0)), np.empty(n)
-    i = 0
-    e = 0
-    for part, inner in ix.items():
-        for j in range(pa_):
-            parts[i, j] = part[j]
-        counts[i] = len(inner)
-        if e == 0 and ks.shape[1] == 0:
-            ks = np.empty((n, _key_len(inner)))
-        for k, v in inner.items():
-            for j in range(len(k)):
-                ks[e, j] = k[j]
-            vs[e] = v
-            e += 1
-        i += 1
-    return parts, counts, ks, vs
-
-
-@njit(cache=True)
-def _index_load(ix, parts, counts, ks, vs):
-    ix.clear()
-    e = 0
-    for i in range(parts.shape[0]):
-        inner = _empty_inner(ix)
-        for _ in range(counts[i]):
-            inner[_row_key(ks[e], inner)] = vs[e]
-            e += 1
-        ix[_row_key(parts[i], ix)] = inner
-
-
-@njit(cache=True)
-def _pool_load(p, lf, ln, llink, ik, ii, in_, ilink, ints, ps, ppn, ppj, pn, pj, xv, dc, dn, qf, qc, qn):
-    """Give pool ``p`` the saved node rows in arrays of the saved capacities (rows past the ones
-    ever used are never read before an allocation pads them), and the saved pending slots."""
-    lcap, icap = ints[0], ints[4]
-    p.lf = np.empty((lcap, lf.shape[1]), np.float64)
-    p.lf[: lf.shape[0]] = lf
-    p.ln = np.full(lcap, -1, np.int64)
-    p.ln[: ln.shape[0]] = ln
-    p.llink = np.full(lcap, -1, np.int64)
-    p.llink[: llink.shape[0]] = llink
-    p.ik = np.empty((icap, ik.shape[1]), np.float64)
-    p.ik[: ik.shape[0]] = ik
-    p.ii = np.empty((icap, ii.shape[1]), np.int64)
-    p.ii[: ii.shape[0]] = ii
-    p.in_ = np.full(icap, -1, np.int64)
-    p.in_[: in_.shape[0]] = in_
-    p.ilink = np.full(icap, -1, np.int64)
-    p.ilink[: ilink.shape[0]] = ilink
-    p.lcap, p.l_used, p.l_head, p.l_free = ints[0], ints[1], ints[2], ints[3]
-    p.icap, p.i_used, p.i_head, p.i_free = ints[4], ints[5], ints[6], ints[7]
-    p.ps[:] = ps
-    p.ppn[:] = ppn
-    p.ppj[:] = ppj
-    p.pn[:] = pn
-    p.pj[:] = pj
-    p.xv[:] = xv
-    p.dc[:] = dc
-    p.dn[:] = dn
-    p.qf[:] = qf
-    p.qc[:] = qc
-    p.qn[:] = qn
-
-
 # -- identity -------------------------------------------------------------------------------------
 def program_digest(engine: Engine) -> str:
     """Hash of the program's canonical M3 text: which program a checkpoint belongs to."""
-    return hashlib.sha256(print_program(engine.program).encode()).hexdigest()[:20]
+    return _digests(engine)[0]
+
+
+def _digests(engine: Engine) -> tuple[str, str]:
+    """(program, layout) digests, computed once per engine (the program text is printed and the
+    storage sources read: about a millisecond)."""
+    cached = getattr(engine, "_ckpt_digests", None)
+    if cached is None:
+        h = hashlib.sha256(engine.generated.source.encode())
+        for mod in (btree, hashtab):
+            h.update(Path(mod.__file__).read_bytes())
+        cached = (hashlib.sha256(print_program(engine.program).encode()).hexdigest()[:20], h.hexdigest()[:20])
+        engine._ckpt_digests = cached
+    return cached
 
 
 def layout_digest(engine: Engine) -> str:
     """Hash of the generated code and of the storage layouts it uses (not of where ddms is
     installed): checkpoints move between checkouts of the same code, never across a change that
     could lay out the state differently."""
-    h = hashlib.sha256(engine.generated.source.encode())
-    for mod in (btree, hashtab):
-        h.update(Path(mod.__file__).read_bytes())
-    return h.hexdigest()[:20]
+    return _digests(engine)[1]
 
 
 # -- state <-> arrays -----------------------------------------------------------------------------
@@ -244,13 +106,16 @@ def dump_state(engine: Engine) -> dict[str, np.ndarray]:
                     f"{f}.in_": v.in_[:iu].copy(), f"{f}.ilink": v.ilink[:iu].copy()}
             out |= {f"{f}.{a}": getattr(v, a).copy() for a in _POOL_ARRAYS}
         elif f.startswith("ix_"):
-            parts, counts, ks, vs = _index_dump(v)
+            parts, counts, ks, vs = index_dump(v)
             out |= {f"{f}.parts": parts, f"{f}.counts": counts, f"{f}.keys": ks, f"{f}.vals": vs}
         elif isinstance(v, np.ndarray):
             out[f] = v.copy()
         else:   # a keyed map's typed Dict
-            ks, vs = _dict_dump(v)
+            ks, vs = dict_dump(v)
             out |= {f"{f}.keys": ks, f"{f}.vals": vs}
+    if engine._relations is not None:   # the base relations' rows, kept for ad-hoc queries
+        ks, vs = dict_dump(engine._relations)
+        out |= {"relations.keys": ks, "relations.vals": vs}
     return out
 
 
@@ -275,10 +140,10 @@ def load_state(engine: Engine, arrays: dict[str, np.ndarray], source: str = "<ch
             ints = get(f"{f}.ints")
             if int(ints[8]) != int(v.nc):
                 raise CheckpointError(f"{source}: corrupt checkpoint: pool {f} has {ints[8]} columns, not {v.nc}")
-            _pool_load(v, get(f"{f}.lf"), get(f"{f}.ln"), get(f"{f}.llink"), get(f"{f}.ik"), get(f"{f}.ii"),
+            pool_load(v, get(f"{f}.lf"), get(f"{f}.ln"), get(f"{f}.llink"), get(f"{f}.ik"), get(f"{f}.ii"),
                        get(f"{f}.in_"), get(f"{f}.ilink"), ints, *(get(f"{f}.{a}") for a in _POOL_ARRAYS))
         elif f.startswith("ix_"):
-            _index_load(v, get(f"{f}.parts"), get(f"{f}.counts"), get(f"{f}.keys"), get(f"{f}.vals"))
+            index_load(v, get(f"{f}.parts"), get(f"{f}.counts"), get(f"{f}.keys"), get(f"{f}.vals"))
         elif isinstance(v, np.ndarray):
             a = get(f)
             if a.shape == v.shape:
@@ -286,7 +151,13 @@ def load_state(engine: Engine, arrays: dict[str, np.ndarray], source: str = "<ch
             else:   # a prefix table that grew: a new array in its place
                 set_field(st, f, np.ascontiguousarray(a, dtype=v.dtype))
         else:
-            _dict_load(v, get(f"{f}.keys"), get(f"{f}.vals"))
+            dict_load(v, get(f"{f}.keys"), get(f"{f}.vals"))
+    engine._relations = None   # kept relations come back only if the checkpoint has them
+    if "relations.keys" in arrays:
+        from ddms.runtime.relations import new_relations, relations_apply
+        engine._rel_apply = relations_apply
+        engine._relations = new_relations(engine.program)
+        dict_load(engine._relations, arrays["relations.keys"], arrays["relations.vals"])
 
 
 # -- files ----------------------------------------------------------------------------------------

@@ -168,7 +168,9 @@ class Engine:
         self._lock = threading.Lock()
         self._busy = False
         self._writer: int | None = None
-        self._requests: list[tuple[list[str], concurrent.futures.Future]] = []
+        self._requests: list[tuple[Callable[[], Any], concurrent.futures.Future]] = []
+        self._relations: Any = None   # the base relations' rows, when kept (keep_relations)
+        self._rel_arity = np.array([len(s.columns) for s in self.program.streams] or [0], np.int64)
         self._compile()
         self.compile_seconds = time.perf_counter() - t0
         if restore is not None:
@@ -208,24 +210,63 @@ class Engine:
         names = list(self.views) if views is None else [views] if isinstance(views, str) else list(views)
         for n in names:
             self.view(n)   # ViewError for an unknown name
+        return self._build(*self._at_boundary(lambda: self._copy(names)))
+
+    def _at_boundary(self, take: Callable[[], Any]) -> Any:
+        """``take()`` run at an input line boundary: now if no thread is applying (or from a
+        callback of the applying thread), else by the applying thread after its current chunk."""
         if self._writer == threading.get_ident():   # a callback: the state is at a line boundary
-            return self._build(*self._copy(names))
+            return take()
         with self._lock:
             if not self._busy:
-                copied = self._copy(names)
-                fut = None
-            else:
-                fut = concurrent.futures.Future()
-                self._requests.append((names, fut))
-        return self._build(*(copied if fut is None else fut.result()))
+                return take()
+            fut: concurrent.futures.Future = concurrent.futures.Future()
+            self._requests.append((take, fut))
+        return fut.result()
+
+    # -- ad-hoc queries ---------------------------------------------------------------------------
+    def keep_relations(self) -> None:
+        """Keep the base relations (every stream's current rows: the resting bids and asks of an
+        order book) beside the maps, for :meth:`query`.  Must be called before the first line
+        (or after restoring a checkpoint that kept them).  Cost: one hash probe per event in
+        compiled code (:mod:`ddms.runtime.relations`) and ~100 bytes per row."""
+        if self._relations is not None:
+            return
+        if self.position:
+            raise ViewError(f"keep_relations() after {self.position:,} lines: the rows before are gone "
+                            "(call it before the first line, or restore a checkpoint that kept them)")
+        from ddms.runtime.relations import new_relations, relations_apply
+        self._rel_apply = relations_apply
+        self._relations = new_relations(self.program)
+
+    def relations(self) -> dict[str, np.ndarray]:
+        """Each stream's current rows (float64, one row per copy), as of one line boundary."""
+        from ddms.runtime.relations import relation_rows
+        if self._relations is None:
+            raise ViewError("the base relations are not kept: call keep_relations() before the first line")
+        if self._writer == threading.get_ident():
+            raise ViewError("relations()/query() from a callback: the relations are brought up to date per "
+                            "chunk, not per line; ask from outside the callback")
+        position, rows = self._at_boundary(lambda: (self.position, relation_rows(self.program, self._relations)))
+        self._relations_position = position
+        return rows
+
+    def query(self, sql: str):
+        """Answer a one-time SQL query over the current base relations (tables named after the
+        streams, e.g. ``bids``/``asks``, columns as declared, all float64) as of one input line
+        boundary, evaluated by DuckDB; returns a ``pyarrow.Table``.  Needs :meth:`keep_relations`.
+        Cost: a copy of the relations (O(rows)) and DuckDB's evaluation; a thread applying
+        meanwhile pauses only for the compiled copy."""
+        from ddms.runtime.adhoc import run_query
+        return run_query(self.program, self.relations(), sql)
 
     def _copy(self, names: list[str]) -> tuple[int, dict[str, Any]]:
         """The position and raw copies of views ``names`` (compiled for grouped views)."""
-        from ddms.runtime.checkpoint import _dict_dump
+        from ddms.runtime.statecopy import dict_dump
         out: dict[str, Any] = {}
         for n in names:
             v = self.views[n]
-            out[n] = v.value if isinstance(v, ScalarView) else _dict_dump(v._table)
+            out[n] = v.value if isinstance(v, ScalarView) else dict_dump(v._table)
         return self.position, out
 
     def _build(self, position: int, raw: dict[str, Any]) -> Snapshot:
@@ -237,12 +278,12 @@ class Engine:
         return Snapshot(position, values)
 
     def _serve(self) -> None:
-        """Copy the views of the queued snapshot requests (writer thread, at a line boundary)."""
+        """Run the queued :meth:`_at_boundary` requests (writer thread, at a line boundary)."""
         with self._lock:
             requests, self._requests = self._requests, []
-        for names, fut in requests:
+        for take, fut in requests:
             try:
-                fut.set_result(self._copy(names))
+                fut.set_result(take())
             except BaseException as e:  # noqa: BLE001 - handed to the requesting thread
                 fut.set_exception(e)
 
@@ -437,8 +478,11 @@ class Engine:
                 with self._lock:   # requests made since the last chunk: served before anyone else runs
                     self._busy, self._writer = False, None
                     requests, self._requests = self._requests, []
-                    for names, fut in requests:
-                        fut.set_result(self._copy(names))
+                    for take, fut in requests:
+                        try:
+                            fut.set_result(take())
+                        except BaseException as e:  # noqa: BLE001 - handed to the requesting thread
+                            fut.set_exception(e)
 
     def _apply(self, batch: EventBatch, relmap: np.ndarray, until_line: int | None) -> None:
         if batch is not self._batch:
@@ -462,6 +506,8 @@ class Engine:
                 end = self.module.run_batch(self.state, relmap, batch.rel, batch.sign, cols, line, start, cut,
                                             self._prev, self._fire_c)
                 self._batch_pos = end
+                if self._relations is not None:
+                    self._rel_apply(self._relations, relmap, batch.rel, batch.sign, cols, start, end, self._rel_arity)
                 if self._raised is not None:  # a callback raised: the batch stopped after its line
                     raised, self._raised = self._raised, None
                     self.position = base + int(line[end - 1])

@@ -16,7 +16,7 @@ from numba import njit, types
 from numba.typed import Dict
 
 from ddms.m3.ir import Program
-from ddms.runtime.checkpoint import _dict_dump, _key_len, _row_key
+from ddms.runtime.statecopy import dict_dump, key_len, row_key
 
 
 def new_relations(program: Program) -> Dict:
@@ -29,7 +29,7 @@ def new_relations(program: Program) -> Dict:
 @njit(cache=True)
 def relations_apply(d, relmap, rel, sign, cols, start, end, arity):
     """Add the events ``start..end`` of a batch to row table ``d``."""
-    buf = np.zeros(_key_len(d))
+    buf = np.zeros(key_len(d))
     for i in range(start, end):
         r = relmap[rel[i]]
         if r < 0:
@@ -37,7 +37,7 @@ def relations_apply(d, relmap, rel, sign, cols, start, end, arity):
         buf[0] = r
         for j in range(buf.shape[0] - 1):
             buf[j + 1] = cols[i, j] if j < arity[r] else 0.0
-        k = _row_key(buf, d)
+        k = row_key(buf, d)
         c = d.get(k, 0.0) + sign[i]
         if c == 0.0:
             del d[k]
@@ -51,7 +51,7 @@ def relation_rows(program: Program, d: Dict) -> dict[str, np.ndarray]:
     """Stream name -> its current rows (n x columns float64, a row repeated by its
     multiplicity), in insertion order.  A row deleted more often than inserted cannot be shown
     as rows: ValueError naming the stream.  O(rows), compiled copy."""
-    keys, counts = _dict_dump(d)
+    keys, counts = dict_dump(d)
     out = {}
     for r, s in enumerate(program.streams):
         sel = keys[:, 0] == r

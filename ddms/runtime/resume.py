@@ -18,7 +18,9 @@ bit for bit after every line.
 
 The state is copied at the line boundary on the applying thread (compiled, O(state)); encoding,
 fsync and rename run on a background thread while the run goes on (fsync alone is ~10-20 ms
-on the VMs we measure on), one write at a time.
+on the VMs we measure on), one write at a time: a checkpoint that falls due while the previous
+file is still being written is taken at the first chunk boundary after that write has finished,
+so the run never waits on the disk (at 5M lines/s, 100,000 lines take 20 ms, about one write).
 
 Supported inputs: one stream file (an order-book file feeding bids and asks, or one CSV stream)
 and no TABLE files; several interleaved files are refused with a message.
@@ -94,6 +96,7 @@ class CheckpointedRun:
             p.unlink(missing_ok=True)
         self.offset = 0   # bytes of the file read so far
         self.resumed_from: int | None = None
+        self.written = 0   # checkpoints taken by this run
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ddms-checkpoint")
         self._pending: concurrent.futures.Future | None = None
         found = checkpoints(self.folder)
@@ -136,6 +139,7 @@ class CheckpointedRun:
         path = self.folder / f"{PREFIX}{self.engine.position:015d}{SUFFIX}"
         self.wait()
         self._pending = self._pool.submit(self._write, path, state, meta)
+        self.written += 1
 
     def _write(self, path: Path, state: dict, meta: dict) -> None:
         write_file(path, state, meta)
@@ -174,7 +178,8 @@ class CheckpointedRun:
                 yield batch   # one source: its lines and relations are already the program's
                 if self.engine.position != parser.lines_consumed:
                     raise CheckpointError("a batch was not applied completely before the next one was asked for")
-                if self.engine.position >= due:
+                # due, and the previous file written (else at a later chunk: never wait on fsync)
+                if self.engine.position >= due and (self._pending is None or self._pending.done()):
                     self.write()
                     last = self.engine.position
                     due = (last // self.every + 1) * self.every
