@@ -6,7 +6,8 @@
 * snapshot cost from another thread's point of view: a scalar view, and a grouped view of 10k
   groups (``SELECT price, SUM(volume) FROM bids GROUP BY price`` over 10k distinct prices).
 * overhead of ``--checkpoint-every 100000`` on a 10M-line synthetic run read from a file (1M with
-  ``--quick``): the checkpointed driver against the plain one, best of 3 each, taking turns.
+  ``--quick``): the checkpointed driver against the plain one reading the same 300 kB chunks,
+  best of 3 each, taking turns.
   A checkpoint that falls due while the previous file is still being written waits for the next
   chunk boundary after it (never for the disk).
 """
@@ -96,9 +97,9 @@ def _overhead_rows(sh: Shared, folder: Path) -> list[Row]:
             eng = Engine(prog)
             inputs = open_program_input(prog, base, data=data)
 
-            def read(p: Path):
+            def read(p: Path):   # the chunk size the checkpointed driver uses at this interval
                 with open(p, "rb") as f:
-                    while c := f.read(1 << 22):
+                    while c := f.read(300_000):
                         yield c
             t0 = time.perf_counter()
             if kind == "plain":
