@@ -74,21 +74,23 @@ def _tail_hash(path: Path, offset: int) -> str:
 class CheckpointedRun:
     """The batches of a single-file program input, with checkpoints written into ``folder`` every
     ``every`` lines and at the end; with ``resume`` the engine and the reader first continue from
-    the newest complete checkpoint there (from the start if there is none).
+    the newest complete checkpoint there (from the start if there is none).  ``keep``: how many
+    of the newest checkpoints to keep (None: all); ``defer=False`` waits for a write in progress
+    instead of taking a due checkpoint at a later chunk (regular boundaries for a split replay).
 
     Iterate :meth:`batches` and apply each batch fully before asking for the next (what
     :func:`ddms.runtime.driver.replay` does): a checkpoint is taken when the next batch is asked
     for, i.e. after the engine applied the batch before (and after a driver printed its views)."""
 
     def __init__(self, engine: Engine, inputs: ProgramInput, folder: str | os.PathLike, *, every: int,
-                 resume: bool = False) -> None:
+                 resume: bool = False, keep: int | None = KEEP, defer: bool = True) -> None:
         if every < 1:
             raise CheckpointError(f"checkpoint interval must be >= 1 line, got {every}")
         streams = [s for s in inputs.sources if not s.table]
         if len(inputs.sources) != 1 or len(streams) != 1:
             raise CheckpointError(f"checkpoints need a program that reads one input file; this one reads "
                                   f"{', '.join(str(s.path) for s in inputs.sources)}")
-        self.engine, self.inputs, self.every = engine, inputs, every
+        self.engine, self.inputs, self.every, self.keep, self.defer = engine, inputs, every, keep, defer
         self.source = streams[0]
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -104,26 +106,12 @@ class CheckpointedRun:
             raise CheckpointError(f"{self.folder} holds checkpoints (newest at line {found[-1][0]:,}): "
                                   "continue with --resume, or remove them to start over")
         if resume and found:
-            self._restore(found[-1][1])
+            self.restore(found[-1][1])
 
-    def _restore(self, path: Path) -> None:
-        extra, arrays = self.engine.restore(path)
-        reader = extra.get("reader", {})
-        data = self.source.path
-        offset = int(reader.get("offset", -1))
-        if reader.get("adaptor") != type(self.source.parser).__name__:
-            raise CheckpointError(f"{path}: checkpoint of a {reader.get('adaptor')} input, this run reads "
-                                  f"{data} with {type(self.source.parser).__name__}")
-        size = data.stat().st_size
-        if offset < 0 or offset > size or _tail_hash(data, offset) != reader.get("tail"):
-            raise CheckpointError(f"{path}: the input {data} is not the one checkpointed (file "
-                                  f"{reader.get('file')}, {offset:,} bytes consumed; {data} has {size:,} bytes "
-                                  "and differs before that point)")
-        self.source.parser.load_state(reader["counters"], arrays)
-        if self.source.parser.lines_consumed != self.engine.position:
-            raise CheckpointError(f"{path}: corrupt checkpoint: reader at line {self.source.parser.lines_consumed}, "
-                                  f"engine at line {self.engine.position}")
-        self.offset = offset
+    def restore(self, path: Path) -> None:
+        """Continue from checkpoint ``path`` (engine, reader, file offset), checked against the
+        input file."""
+        self.offset = restore_reader(self.engine, self.source, path)
         self.resumed_from = self.engine.position
 
     def write(self) -> None:
@@ -143,8 +131,9 @@ class CheckpointedRun:
 
     def _write(self, path: Path, state: dict, meta: dict) -> None:
         write_file(path, state, meta)
-        for _, old in checkpoints(self.folder)[:-KEEP]:
-            old.unlink(missing_ok=True)
+        if self.keep is not None:
+            for _, old in checkpoints(self.folder)[:-self.keep]:
+                old.unlink(missing_ok=True)
 
     def wait(self) -> None:
         """Wait for the checkpoint being written (raising its error)."""
@@ -179,7 +168,8 @@ class CheckpointedRun:
                 if self.engine.position != parser.lines_consumed:
                     raise CheckpointError("a batch was not applied completely before the next one was asked for")
                 # due, and the previous file written (else at a later chunk: never wait on fsync)
-                if self.engine.position >= due and (self._pending is None or self._pending.done()):
+                writing = self.defer and self._pending is not None and not self._pending.done()
+                if self.engine.position >= due and not writing:
                     self.write()
                     last = self.engine.position
                     due = (last // self.every + 1) * self.every
@@ -188,6 +178,48 @@ class CheckpointedRun:
             self.wait()
         finally:
             self._pool.shutdown(wait=True)
+
+
+def restore_reader(engine: Engine, source, path: Path) -> int:
+    """Restore checkpoint ``path`` into ``engine`` and ``source``'s reader; returns the byte
+    offset of the next line in ``source.path``.  Refuses (:class:`CheckpointError`) a checkpoint
+    of another program or adaptor, or an input file that differs before that offset."""
+    extra, arrays = engine.restore(path)
+    reader = extra.get("reader", {})
+    data = source.path
+    offset = int(reader.get("offset", -1))
+    if reader.get("adaptor") != type(source.parser).__name__:
+        raise CheckpointError(f"{path}: checkpoint of a {reader.get('adaptor')} input, this run reads "
+                              f"{data} with {type(source.parser).__name__}")
+    size = data.stat().st_size
+    if offset < 0 or offset > size or _tail_hash(data, offset) != reader.get("tail"):
+        raise CheckpointError(f"{path}: the input {data} is not the one checkpointed (file "
+                              f"{reader.get('file')}, {offset:,} bytes consumed; {data} has {size:,} bytes "
+                              "and differs before that point)")
+    source.parser.load_state(reader["counters"], arrays)
+    if source.parser.lines_consumed != engine.position:
+        raise CheckpointError(f"{path}: corrupt checkpoint: reader at line {source.parser.lines_consumed}, "
+                              f"engine at line {engine.position}")
+    return offset
+
+
+def batches_after(engine: Engine, inputs: ProgramInput, checkpoint: Path | None,
+                  chunk: int = 1 << 22) -> Iterator[EventBatch]:
+    """The batches of a single-file input after ``checkpoint`` (restored into ``engine`` and the
+    reader first; None: from the first line), writing no checkpoints: what a segment of a split
+    replay runs (:mod:`replay.segments`)."""
+    streams = [s for s in inputs.sources if not s.table]
+    if len(inputs.sources) != 1 or len(streams) != 1:
+        raise CheckpointError("a split replay needs a program that reads one input file")
+    source = streams[0]
+    offset = 0 if checkpoint is None else restore_reader(engine, source, Path(checkpoint))
+
+    def read() -> Iterator[bytes]:
+        with open(source.path, "rb") as f:
+            f.seek(offset)
+            while data := f.read(chunk):
+                yield data
+    return parse_chunks(source.parser, read())
 
 
 def describe_resume(run: CheckpointedRun) -> None:
