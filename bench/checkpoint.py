@@ -10,6 +10,8 @@
   best of 3 each, taking turns.
   A checkpoint that falls due while the previous file is still being written waits for the next
   chunk boundary after it (never for the disk).
+* one history split across Spark: a first pass keeps 8 checkpoints, the 8 segments run as
+  Spark local[2] tasks; time against the sequential replay, rows compared.
 """
 
 from __future__ import annotations
@@ -118,7 +120,40 @@ def _overhead_rows(sh: Shared, folder: Path) -> list[Row]:
                 verdict=("PASS" if over < 0.05 else "FAIL") + f" (last 2 checkpoints kept: {sizes / 1e6:.2f} MB)")]
 
 
+def _split_rows(sh: Shared, folder: Path) -> list[Row]:
+    """One history split across Spark: first pass (checkpoints every n/8 lines), then the 8
+    segments on local[2] against the sequential replay (both printing SOBI's views every 10k
+    lines; rows compared)."""
+    from replay import spark
+    from replay.segments import first_pass, segment_task, segment_tasks, sequential_rows
+    from replay.synthetic import write_orderbook
+    n = 1_000_000 if sh.sizes.quick else 8_000_000
+    data = str(folder / "split.csv")
+    write_orderbook(data, n, seed=6)
+    prog = str(Path(__file__).resolve().parents[1] / "examples" / "m3" / "sobi.m3")
+    sequential_rows(prog, data, 10_000)   # warm: compiled program, page cache
+    t0 = time.perf_counter()
+    want = sequential_rows(prog, data, 10_000)
+    t_seq = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    first_pass(prog, data, folder / "split", every=n // 8)
+    t_first = time.perf_counter() - t0
+    tasks = segment_tasks(prog, data, folder / "split", every=10_000)
+    spark.get_session("local[2]")
+    spark.run_sweep(tasks[:2], "local[2]", fn=segment_task)   # warm the workers (compiled program)
+    t0 = time.perf_counter()
+    rows = spark.run_sweep(tasks, "local[2]", fn=segment_task)
+    t_spark = time.perf_counter() - t0
+    same = [x for r in rows for x in r["rows"]] == want
+    return [Row(SECTION, f"SOBI synthetic {n / 1e6:g}M lines, sequential replay (views every 10k)", t_seq, "s"),
+            Row(SECTION, f"first pass with {len(tasks)} checkpoints (a sequential replay + writes)", t_first, "s",
+                verdict=f"{t_first / t_seq:.2f}x the sequential replay"),
+            Row(SECTION, f"{len(tasks)} segments as Spark local[2] tasks", t_spark, "s",
+                verdict=f"speedup {t_seq / t_spark:.2f}x; rows {'identical' if same else 'DIFFER'}")]
+
+
 def run(sh: Shared) -> list[Row]:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        return _checkpoint_rows(sh, folder) + _snapshot_rows() + _overhead_rows(sh, folder)
+        return (_checkpoint_rows(sh, folder) + _snapshot_rows() + _overhead_rows(sh, folder)
+                + _split_rows(sh, folder))
