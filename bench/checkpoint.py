@@ -7,7 +7,7 @@
   groups (``SELECT price, SUM(volume) FROM bids GROUP BY price`` over 10k distinct prices).
 * overhead of ``--checkpoint-every 100000`` on a 10M-line synthetic run read from a file (1M with
   ``--quick``): the checkpointed driver against the plain one reading the same 300 kB chunks,
-  best of 3 each, taking turns.
+  best of 5 each, taking turns.
   A checkpoint that falls due while the previous file is still being written waits for the next
   chunk boundary after it (never for the disk).
 * one history split across Spark: a first pass keeps 8 checkpoints, the 8 segments run as
@@ -94,7 +94,7 @@ def _overhead_rows(sh: Shared, folder: Path) -> list[Row]:
     base = Path(".")
     times: dict[str, float] = {"plain": float("inf"), "checkpointed": float("inf")}
     sizes, written = 0, 0
-    for r in range(3):
+    for r in range(5):
         for kind in times:
             eng = Engine(prog)
             inputs = open_program_input(prog, base, data=data)

@@ -66,6 +66,7 @@ def test_query_equals_duckdb_on_replayed_relations(sobi, stream, cuts):
     for k in sorted({int(c * len(lines)) for c in cuts} | {len(lines)}):
         head, batch = split_lines(batch, k)
         eng.apply(head, relmap)
+        eng._check()
         while done < k:
             book.line(lines[done])
             done += 1

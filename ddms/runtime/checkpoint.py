@@ -161,21 +161,33 @@ def load_state(engine: Engine, arrays: dict[str, np.ndarray], source: str = "<ch
 
 
 # -- files ----------------------------------------------------------------------------------------
-def write_file(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> int:
-    """Write ``arrays`` and ``meta`` to ``path`` atomically (temporary file in the same folder,
-    fsync, rename, fsync of the folder).  Returns the size in bytes."""
-    path = Path(path)
+def encode(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> pa.Table:
+    """The one-row Arrow table of a checkpoint: each array a ``large_list`` column over its
+    flattened buffer (no copy), dtypes and shapes with ``meta`` in the schema metadata.
+    O(number of arrays)."""
     shapes = {k: [str(a.dtype), list(a.shape)] for k, a in arrays.items()}
-    cols = {k: pa.array([np.ascontiguousarray(a).reshape(-1)], type=pa.large_list(pa.from_numpy_dtype(a.dtype)))
-            for k, a in arrays.items()}
+    cols = {}
+    for k, a in arrays.items():
+        flat = pa.array(np.ascontiguousarray(a).reshape(-1))
+        cols[k] = pa.LargeListArray.from_arrays(pa.array([0, len(flat)], pa.int64()), flat)
     info = {"format": FORMAT, "version": FORMAT_VERSION, **meta, "arrays": shapes}
-    table = pa.table(cols).replace_schema_metadata({"ddms": json.dumps(info)})
+    return pa.table(cols).replace_schema_metadata({"ddms": json.dumps(info)})
+
+
+def write_table(path: str | os.PathLike, table: pa.Table) -> int:
+    """Write a table made by :func:`encode` to ``path`` atomically (temporary file in the same
+    folder, fsync, rename, fsync of the folder).  Native file I/O: the GIL is released while
+    bytes are written and synced, so a background writer hardly slows the applying thread.
+    Returns the size in bytes."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        with pa.ipc.new_file(f, table.schema) as w:
-            w.write_table(table)
-        f.flush()
-        os.fsync(f.fileno())
+    with pa.OSFile(str(tmp), "wb") as f, pa.ipc.new_file(f, table.schema) as w:
+        w.write_table(table)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     pause = os.environ.get(PAUSE_ENV)
     if pause:
         time.sleep(float(pause))
@@ -186,6 +198,11 @@ def write_file(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: dic
     finally:
         os.close(fd)
     return path.stat().st_size
+
+
+def write_file(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> int:
+    """:func:`encode` then :func:`write_table`.  Returns the size in bytes."""
+    return write_table(path, encode(arrays, meta))
 
 
 def read_file(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

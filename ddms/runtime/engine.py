@@ -296,6 +296,11 @@ class Engine:
         from ddms.storage.btree import btree_check, btree_items, btree_len
         from ddms.storage.hashtab import ht_check, ht_dict
         mod, st = self.module, self.state
+        if self._relations is not None:   # kept base rows: no row at multiplicity 0, streams in range
+            from ddms.runtime.statecopy import dict_dump
+            keys, counts = dict_dump(self._relations)
+            assert (counts != 0).all(), "a base row with multiplicity 0 is kept"
+            assert ((keys[:, 0] >= 0) & (keys[:, 0] < len(self.program.streams))).all(), "a base row of no stream"
         if "lazy" in mod.FIELDS:
             assert not st.lazy.any(), f"deferred statements pending after a batch: groups {st.lazy}"
         for m in self.program.maps:
