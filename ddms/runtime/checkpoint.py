@@ -57,6 +57,7 @@ PAUSE_ENV = "DDMS_CHECKPOINT_PAUSE"
 so that a test can kill the process in the middle of a write."""
 
 _SESSION_FIELDS = ("watch", "watching", "gate")
+_POOL_FIELDS = [name for name, _ in btree._FIELDS]
 _POOL_ARRAYS = ("ps", "ppn", "ppj", "pn", "pj", "xv", "dc", "dn", "qf", "qc", "qn")
 
 
@@ -98,13 +99,15 @@ def dump_state(engine: Engine) -> dict[str, np.ndarray]:
             continue
         v = getattr(st, f)
         if f.startswith("op_"):
-            ints = np.array([v.lcap, v.l_used, v.l_head, v.l_free, v.icap, v.i_used, v.i_head, v.i_free, v.nc],
-                            np.int64)
-            lu, iu = int(v.l_used), int(v.i_used)
-            out |= {f"{f}.ints": ints, f"{f}.lf": v.lf[:lu].copy(), f"{f}.ln": v.ln[:lu].copy(),
-                    f"{f}.llink": v.llink[:lu].copy(), f"{f}.ik": v.ik[:iu].copy(), f"{f}.ii": v.ii[:iu].copy(),
-                    f"{f}.in_": v.in_[:iu].copy(), f"{f}.ilink": v.ilink[:iu].copy()}
-            out |= {f"{f}.{a}": getattr(v, a).copy() for a in _POOL_ARRAYS}
+            pv = dict(zip(_POOL_FIELDS, btree._fields(v), strict=True))   # one compiled call, not one a field
+            ints = np.array([pv[k] for k in ("lcap", "l_used", "l_head", "l_free", "icap", "i_used", "i_head",
+                                             "i_free", "nc")], np.int64)
+            lu, iu = int(pv["l_used"]), int(pv["i_used"])
+            out |= {f"{f}.ints": ints, f"{f}.lf": pv["lf"][:lu].copy(), f"{f}.ln": pv["ln"][:lu].copy(),
+                    f"{f}.llink": pv["llink"][:lu].copy(), f"{f}.ik": pv["ik"][:iu].copy(),
+                    f"{f}.ii": pv["ii"][:iu].copy(), f"{f}.in_": pv["in_"][:iu].copy(),
+                    f"{f}.ilink": pv["ilink"][:iu].copy()}
+            out |= {f"{f}.{a}": pv[a].copy() for a in _POOL_ARRAYS}
         elif f.startswith("ix_"):
             parts, counts, ks, vs = index_dump(v)
             out |= {f"{f}.parts": parts, f"{f}.counts": counts, f"{f}.keys": ks, f"{f}.vals": vs}

@@ -16,9 +16,9 @@ bytes, so a checkpoint lands within a quarter interval after its multiple.  Resu
 both states, seeks to the offset and continues: the views then equal the uninterrupted run's
 bit for bit after every line.
 
-The state is copied at the line boundary on the applying thread (compiled, O(state)) and wrapped
-as an Arrow table (no copy); writing, fsync and rename run on a background thread (native I/O,
-without the GIL) while the run goes on (fsync alone is ~10-20 ms
+The state is copied at the line boundary on the applying thread (compiled, O(state)); wrapping
+it as an Arrow table (no copy), writing, fsync and rename run on a background thread (native
+I/O, without the GIL) while the run goes on (fsync alone is ~10-20 ms
 on the VMs we measure on), one write at a time: a checkpoint that falls due while the previous
 file is still being written is taken at the first chunk boundary after that write has finished,
 so the run never waits on the disk (at 5M lines/s, 100,000 lines take 20 ms, about one write).
@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ddms.errors import CheckpointError
-from ddms.runtime.checkpoint import capture, encode, write_table
+from ddms.runtime.checkpoint import capture, write_file
 from ddms.runtime.engine import Engine
 from ddms.streams.events import EventBatch
 from ddms.streams.inputs import ProgramInput
@@ -124,14 +124,14 @@ class CheckpointedRun:
         offset = self.offset - parser.pending   # where the next (partial) line starts
         reader = {"adaptor": type(parser).__name__, "file": str(self.source.path), "offset": offset,
                   "tail": _tail_hash(self.source.path, offset), "counters": counters}
-        table = encode(*capture(self.engine, extra={"reader": reader}, extra_arrays=arrays))
+        state, meta = capture(self.engine, extra={"reader": reader}, extra_arrays=arrays)
         path = self.folder / f"{PREFIX}{self.engine.position:015d}{SUFFIX}"
         self.wait()
-        self._pending = self._pool.submit(self._write, path, table)
+        self._pending = self._pool.submit(self._write, path, state, meta)
         self.written += 1
 
-    def _write(self, path: Path, table) -> None:
-        write_table(path, table)
+    def _write(self, path: Path, state: dict, meta: dict) -> None:
+        write_file(path, state, meta)
         if self.keep is not None:
             for _, old in checkpoints(self.folder)[:-self.keep]:
                 old.unlink(missing_ok=True)
