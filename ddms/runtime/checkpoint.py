@@ -177,15 +177,21 @@ def encode(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> pa.Table:
     return pa.table(cols).replace_schema_metadata({"ddms": json.dumps(info)})
 
 
-def write_table(path: str | os.PathLike, table: pa.Table) -> int:
-    """Write a table made by :func:`encode` to ``path`` atomically (temporary file in the same
-    folder, fsync, rename, fsync of the folder).  Native file I/O: the GIL is released while
-    bytes are written and synced, so a background writer hardly slows the applying thread.
-    Returns the size in bytes."""
+def write_temp(path: str | os.PathLike, table: pa.Table) -> Path:
+    """Write a table made by :func:`encode` to a temporary file beside ``path`` (not synced);
+    :func:`commit` makes it ``path``.  Returns the temporary file."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with pa.OSFile(str(tmp), "wb") as f, pa.ipc.new_file(f, table.schema) as w:
         w.write_table(table)
+    return tmp
+
+
+def commit(tmp: Path, path: str | os.PathLike) -> int:
+    """fsync ``tmp``, rename it to ``path``, fsync the folder: from then on ``path`` is the
+    complete checkpoint, and before it the previous file (or none) was.  Only system calls
+    (they release the GIL), so it suits a background thread.  Returns the size in bytes."""
+    path = Path(path)
     fd = os.open(tmp, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -201,6 +207,12 @@ def write_table(path: str | os.PathLike, table: pa.Table) -> int:
     finally:
         os.close(fd)
     return path.stat().st_size
+
+
+def write_table(path: str | os.PathLike, table: pa.Table) -> int:
+    """Write a table made by :func:`encode` to ``path`` atomically (:func:`write_temp`, then
+    :func:`commit`).  Returns the size in bytes."""
+    return commit(write_temp(path, table), path)
 
 
 def write_file(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> int:

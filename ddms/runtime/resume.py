@@ -16,9 +16,11 @@ bytes, so a checkpoint lands within a quarter interval after its multiple.  Resu
 both states, seeks to the offset and continues: the views then equal the uninterrupted run's
 bit for bit after every line.
 
-The state is copied at the line boundary on the applying thread (compiled, O(state)); wrapping
-it as an Arrow table (no copy), writing, fsync and rename run on a background thread (native
-I/O, without the GIL) while the run goes on (fsync alone is ~10-20 ms
+The state is copied at the line boundary on the applying thread (compiled, O(state)) and written
+to a temporary file there (into the page cache: about a millisecond for a small book); fsync,
+rename and the folder's fsync run on a background thread (system calls only: it hardly ever
+needs the GIL, which a Python thread would otherwise take from the applying one for
+milliseconds at a time) while the run goes on (fsync alone is ~10-20 ms
 on the VMs we measure on), one write at a time: a checkpoint that falls due while the previous
 file is still being written is taken at the first chunk boundary after that write has finished,
 so the run never waits on the disk (at 5M lines/s, 100,000 lines take 20 ms, about one write).
@@ -39,7 +41,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ddms.errors import CheckpointError
-from ddms.runtime.checkpoint import capture, write_file
+from ddms.runtime.checkpoint import capture, commit, encode, write_temp
 from ddms.runtime.engine import Engine
 from ddms.streams.events import EventBatch
 from ddms.streams.inputs import ProgramInput
@@ -124,14 +126,14 @@ class CheckpointedRun:
         offset = self.offset - parser.pending   # where the next (partial) line starts
         reader = {"adaptor": type(parser).__name__, "file": str(self.source.path), "offset": offset,
                   "tail": _tail_hash(self.source.path, offset), "counters": counters}
-        state, meta = capture(self.engine, extra={"reader": reader}, extra_arrays=arrays)
         path = self.folder / f"{PREFIX}{self.engine.position:015d}{SUFFIX}"
         self.wait()
-        self._pending = self._pool.submit(self._write, path, state, meta)
+        tmp = write_temp(path, encode(*capture(self.engine, extra={"reader": reader}, extra_arrays=arrays)))
+        self._pending = self._pool.submit(self._commit, tmp, path)
         self.written += 1
 
-    def _write(self, path: Path, state: dict, meta: dict) -> None:
-        write_file(path, state, meta)
+    def _commit(self, tmp: Path, path: Path) -> None:
+        commit(tmp, path)
         if self.keep is not None:
             for _, old in checkpoints(self.folder)[:-self.keep]:
                 old.unlink(missing_ok=True)
