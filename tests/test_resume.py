@@ -136,3 +136,49 @@ def test_kill_and_resume_big(tmp_path):
         p.communicate()
         resumed, err = finish(ddms(*args, "--resume", str(folder)))
         check_resumed(full, resumed, resume_point(err))
+
+
+CSV_SQL = """CREATE STREAM R(a INT, b INT, x FLOAT) FROM FILE 'r.csv'
+  LINE DELIMITED CSV (delimiter := '|', deletions := 'true');
+SELECT r.a, SUM(r.x * r.b) AS sx FROM R r GROUP BY r.a;
+"""
+
+
+def test_kill_and_resume_csv_stream(tmp_path):
+    """A SQL program over one CSV stream with deletions: the CSV adaptor's position resumes too;
+    a program reading two files is refused."""
+    rng = random.Random(3)
+    rows, lines = [], []
+    for _ in range(120_000):
+        if rows and rng.random() < 0.3:
+            row = rows.pop(rng.randrange(len(rows)))
+            lines.append("0|" + row)
+        else:
+            row = f"{rng.randint(0, 50)}|{rng.randint(1, 9)}|{rng.randint(1, 1000) / 8}"
+            rows.append(row)
+            lines.append("1|" + row)
+    (tmp_path / "r.csv").write_text("\n".join(lines) + "\n")
+    sql = tmp_path / "views.sql"
+    sql.write_text(CSV_SQL)
+    common = [str(sql), "--every", "9000", "--json"]
+    full, _ = finish(ddms(*common))
+    assert line_of(full[-1]) == 120_000
+    for n in range(2):
+        folder = tmp_path / f"ck{n}"
+        args = [*common, "--checkpoint-every", "20000"]
+        p = ddms(*args, "--checkpoint", str(folder), env={PAUSE_ENV: "0.05"})
+        deadline = time.monotonic() + 300
+        while p.poll() is None and time.monotonic() < deadline and not checkpoints(folder):
+            time.sleep(0.01)
+        time.sleep(0.1 * n)
+        p.send_signal(signal.SIGKILL)
+        p.communicate()
+        resumed, err = finish(ddms(*args, "--resume", str(folder)))
+        check_resumed(full, resumed, resume_point(err))
+    two = tmp_path / "two.sql"
+    two.write_text(CSV_SQL.replace("SELECT", "CREATE STREAM S(b INT, c FLOAT) FROM FILE 's.csv' LINE DELIMITED CSV;\n"
+                                   "SELECT", 1))
+    (tmp_path / "s.csv").write_text("1,2.0\n")
+    p = ddms(str(two), "--checkpoint", str(tmp_path / "ck2"))
+    _, err = p.communicate()
+    assert p.returncode == 2 and "checkpoints need a program that reads one input file" in err.decode()
