@@ -15,6 +15,8 @@ Sections (``--only`` takes the name or the number):
 9 backtest    SOBI backtest with fills, lines/s per core on the synthetic stream (bench/backtest.py)
 10 feeds      live ingestion from a local ddms serve-feed over websockets: level updates/s, messages/s,
               receive-to-callback latency p50/p99 at 100 and 1,000 depth messages/s (bench/feeds.py)
+11 checkpoint  checkpoint/restore time and size at 1k..1M resting orders, snapshot cost, overhead of
+              --checkpoint-every 100000 on a 10M-line run (bench/checkpoint.py)
 
 Every number in the table is measured by that run; throughput counts input lines.  Progress
 goes to stderr, the table to stdout.
@@ -36,6 +38,7 @@ from rich.table import Table
 from bench import (
     backtest,
     callbacks,
+    checkpoint,
     compile_time,
     depth,
     duckdb_vwap,
@@ -58,6 +61,7 @@ SECTIONS = {
     "spark": spark_sweep.run,
     "backtest": backtest.run,
     "feeds": feeds.run,
+    "checkpoint": checkpoint.run,
 }
 
 

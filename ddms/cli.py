@@ -173,12 +173,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         label = ", ".join(s.path.name for s in inputs.sources)
         batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p), p.stat().st_size, p.name))
         every = args.every
+    ckpt = _checkpointed(args, engine, inputs)   # --checkpoint / --resume (None without them)
+    if getattr(args, "query", None):
+        engine.keep_relations()   # after a resume: only if the checkpoint kept them (else a clear error)
+    if ckpt is not None:
+        batches = ckpt.batches(lambda chunks, size: _progress_chunks(chunks, size, label))
 
     def checkpoint(pos: int) -> None:
-        snap = engine.snapshot()
+        snap = _report(engine, pos, args)
         if demo:
             spreads.append(snap.get("SPREAD", math.nan))
-        _print_views(pos, snap, args.json)
 
     t0 = time.perf_counter()
     stop = _StopOnInterrupt()
@@ -190,15 +194,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         # a bad line stops the run: the views as of the line before it (unless just printed)
         # still go out, so nothing accepted is lost, then the error
         if engine.position and (not every or engine.position % every):
-            _print_views(engine.position, engine.snapshot(), args.json)
+            _report(engine, engine.position, args)
         raise
     seconds = time.perf_counter() - t0
-    if not every or engine.position % every or (stop.requested and not engine.position):
+    if (not every or engine.position % every or (stop.requested and not engine.position)
+            or (ckpt is not None and ckpt.resumed_from == engine.position)):
         checkpoint(engine.position)
-    rate = engine.position / seconds if seconds > 0 else float("inf")
+    done = engine.position - (ckpt.resumed_from or 0 if ckpt is not None else 0)
+    rate = done / seconds if seconds > 0 else float("inf")
     bad = sum(p.bad_lines for p in parsers)
     skipped = f", {bad} bad lines skipped" if bad else ""
-    print(f"{label}: {engine.position:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s, compile time excluded)"
+    print(f"{label}: {done:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s, compile time excluded)"
           f"{skipped}", file=sys.stderr)
     for err in [e for p in parsers for e in getattr(p, "bad_samples", [])][:5]:
         print(f"  skipped {err}", file=sys.stderr)
@@ -340,6 +346,61 @@ class _StopOnInterrupt:
             yield b
 
 
+# -- durable runs: --checkpoint DIR [--checkpoint-every N], --resume DIR ----------------------------
+def _checkpointed(args: argparse.Namespace, engine, inputs):
+    """The :class:`~ddms.runtime.resume.CheckpointedRun` of a ``run`` with ``--checkpoint`` or
+    ``--resume`` (which restores the newest complete checkpoint first and keeps checkpointing into
+    the same folder), else None."""
+    folder = args.resume or args.checkpoint
+    if folder is None:
+        return None
+    if args.resume and args.checkpoint and Path(args.resume) != Path(args.checkpoint):
+        raise DdmsError("--resume DIR continues checkpointing into DIR: give --checkpoint the same folder or omit it")
+    if inputs is None:
+        raise DdmsError("--checkpoint/--resume need a program and its input (--data FILE), not the demo")
+    from ddms.runtime.resume import CheckpointedRun, describe_resume
+    run = CheckpointedRun(engine, inputs, folder, every=args.checkpoint_every, resume=bool(args.resume))
+    if args.resume:
+        describe_resume(run)
+    return run
+
+
+def _report(engine, position: int, args: argparse.Namespace):
+    """Print the views at ``position`` and, with ``--query``, the query's answer over the base
+    relations then: ``{"line": N, "query": {"columns": [...], "rows": [[...], ...]}}`` with
+    ``--json``, else a header line and one line per row.  Returns the views' snapshot."""
+    snap = engine.snapshot()
+    _print_views(position, snap, args.json)
+    sql = getattr(args, "query", None)
+    if not sql:
+        return snap
+    from ddms.runtime.adhoc import table_rows
+    table = engine.query(sql)
+    rows = [[_jsonable(v) for v in r] for r in table_rows(table)]
+    if args.json:
+        print(json.dumps({"line": position, "query": {"columns": table.column_names, "rows": rows}}), flush=True)
+    else:
+        print(f"line {position}: query: {len(rows)} rows ({', '.join(table.column_names)})", flush=True)
+        for r in rows:
+            print("  " + ", ".join(str(v) for v in r), flush=True)
+    return snap
+
+
+def add_durable_options(run: argparse.ArgumentParser) -> None:
+    """``ddms run``'s checkpoint options (kept apart from the others)."""
+    run.add_argument("--checkpoint", metavar="DIR",
+                     help="write checkpoints (state + input position) into DIR every --checkpoint-every lines and at "
+                          "the end")
+    run.add_argument("--checkpoint-every", type=_at_least(1), default=1_000_000, metavar="N",
+                     help="a checkpoint at the first chunk boundary after every N input lines (default 1,000,000)")
+    run.add_argument("--resume", metavar="DIR",
+                     help="continue from the newest complete checkpoint in DIR (from the start if none), printing "
+                          "what the uninterrupted run prints after it, and keep checkpointing into DIR")
+    run.add_argument("--query", metavar="SQL",
+                     help="also answer this SQL over the base relations (tables named after the streams: bids, asks) "
+                          "with the views, by DuckDB; the engine keeps the relations (one hash probe an event)")
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     from ddms.backend.codegen import generate
     from ddms.m3.printer import print_program
@@ -404,6 +465,7 @@ def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
     run.add_argument("--skip-bad", action="store_true", help="skip and count bad input lines instead of stopping")
     run.add_argument("--demo-lines", type=_at_least(1), default=1_000_000, help="size of the synthetic demo stream")
     run.add_argument("--seed", type=int, default=0, help="seed of the synthetic demo stream")
+    add_durable_options(run)
     run.set_defaults(func=cmd_run)
     comp = sub.add_parser("compile", help="print a program's canonical M3 text and access plan")
     comp.add_argument("program", help="an M3 program (.m3) or a SQL script (.sql)")

@@ -13,7 +13,8 @@ Every error a user can provoke derives from :class:`DdmsError`, and its message 
     ├── ReplayError          a replay input that cannot be used as a whole (unknown format, corrupt file)
     ├── ViewError            misuse of a live view (writes, unknown view or key)
     ├── DependencyError      an optional dependency is missing (names the pip install)
-    └── SqlError             SQL outside the supported subset (quotes the SQL, points at the part)
+    ├── SqlError             SQL outside the supported subset (quotes the SQL, points at the part)
+    └── CheckpointError      a checkpoint that cannot be used (another program or format, corrupt), names the file
 """
 
 from __future__ import annotations
@@ -99,3 +100,8 @@ class SqlError(DdmsError):
 class DependencyError(DdmsError):
     """An optional dependency a feature needs is not installed; the message names the
     ``pip install`` that provides it."""
+
+
+class CheckpointError(DdmsError):
+    """A checkpoint file or folder that cannot be restored: of another program, written by another
+    format or code version, unreadable, or not matching the input it resumes.  Names the file."""

@@ -14,6 +14,7 @@ import concurrent.futures
 import ctypes
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,14 +25,21 @@ import numpy as np
 
 from ddms.backend.cache import compiled_before, load_module
 from ddms.backend.codegen import Generated, generate
-from ddms.errors import InputError, ProgramError, ViewError
+from ddms.errors import DdmsError, InputError, ProgramError, ViewError
 from ddms.m3.interpreter import initial_values
 from ddms.m3.ir import Program
 from ddms.m3.parser import parse_program, read_source
 from ddms.m3.verify import verify
+from ddms.runtime.snapshot import Snapshot
 from ddms.runtime.typedio import dict_get, log_drain
 from ddms.runtime.views import GroupedView, ScalarView
 from ddms.streams.events import EventBatch, check_batch
+
+CHUNK_EVENTS = 1 << 15
+"""``apply`` runs compiled code over at most about this many events at a time (extended to the end
+of a line) and serves snapshot requests of other threads in between: a request waits at most one
+chunk (~1-4 ms at 10-30M events/s); each chunk costs one compiled call (~2 us) and, for programs
+with deferred statements, one run of them (<0.1% at this size)."""
 
 Callback = Callable[[str, tuple, float, float, int], Any]
 """``callback(view, key, old, new, position)``: key is ``()`` for scalar views; position is the
@@ -111,7 +119,8 @@ class Engine:
     whether numba's cache holds it (a load: well under a second; else a compile: a minute or
     more), so that a command line can say which wait is coming."""
 
-    def __init__(self, program: Program | str | Path, on_build: Callable[[bool], None] | None = None) -> None:
+    def __init__(self, program: Program | str | Path, on_build: Callable[[bool], None] | None = None,
+                 restore: str | Path | None = None) -> None:
         t0 = time.perf_counter()
         self.program = load_program(program)
         self.generated: Generated = generate(self.program)
@@ -155,8 +164,18 @@ class Engine:
         self._batch_base = 0
         self._batch: EventBatch | None = None   # the batch being applied (apply resumes it)
         self._batch_pos = 0
+        # snapshots from other threads (see snapshot): apply holds _busy while it runs and serves
+        # the queued requests between chunks of at most CHUNK_EVENTS events, at line boundaries
+        self._lock = threading.Lock()
+        self._busy = False
+        self._writer: int | None = None
+        self._requests: list[tuple[Callable[[], Any], concurrent.futures.Future]] = []
+        self._relations: Any = None   # the base relations' rows, when kept (keep_relations)
+        self._rel_arity = np.array([len(s.columns) for s in self.program.streams] or [0], np.int64)
         self._compile()
         self.compile_seconds = time.perf_counter() - t0
+        if restore is not None:
+            self.restore(restore)
 
     def _compile(self) -> None:
         """Compile (or load from cache) every function by running an empty batch of the exact
@@ -189,9 +208,97 @@ class Engine:
         v = self.view(name)
         return v.value if isinstance(v, ScalarView) else dict(v)
 
-    def snapshot(self) -> dict[str, Any]:
-        """Every view: numbers for scalar views, ``[key..., value]`` rows sorted by key else."""
-        return {n: (v.value if isinstance(v, ScalarView) else v.rows()) for n, v in self.views.items()}
+    def snapshot(self, views: str | Sequence[str] | None = None) -> Snapshot:
+        """Frozen copies of ``views`` (a name, names, or every view) as of one input line
+        boundary, never a half-applied line: a read-only :class:`~ddms.runtime.snapshot.Snapshot`
+        (numbers for scalar views, ``[key..., value]`` rows sorted by key for grouped views) whose
+        ``position`` is that line.
+
+        Safe from any thread while another thread runs :meth:`apply`: the request waits until the
+        writer finishes its current chunk (at most :data:`CHUNK_EVENTS` events, at a line
+        boundary, ~1-4 ms), and the writer copies the views asked for there, in compiled code, then
+        goes on (its cost: that copy, O(1) per scalar, O(groups) per grouped view).  With no
+        writer running, or from a callback on the writer's own thread, the copy is taken at once.
+        """
+        names = list(self.views) if views is None else [views] if isinstance(views, str) else list(views)
+        for n in names:
+            self.view(n)   # ViewError for an unknown name
+        return self._build(*self._at_boundary(lambda: self._copy(names)))
+
+    def _at_boundary(self, take: Callable[[], Any]) -> Any:
+        """``take()`` run at an input line boundary: now if no thread is applying (or from a
+        callback of the applying thread), else by the applying thread after its current chunk."""
+        if self._writer == threading.get_ident():   # a callback: the state is at a line boundary
+            return take()
+        with self._lock:
+            if not self._busy:
+                return take()
+            fut: concurrent.futures.Future = concurrent.futures.Future()
+            self._requests.append((take, fut))
+        return fut.result()
+
+    # -- ad-hoc queries ---------------------------------------------------------------------------
+    def keep_relations(self) -> None:
+        """Keep the base relations (every stream's current rows: the resting bids and asks of an
+        order book) beside the maps, for :meth:`query`.  Must be called before the first line
+        (or after restoring a checkpoint that kept them).  Cost: one hash probe per event in
+        compiled code (:mod:`ddms.runtime.relations`) and ~100 bytes per row."""
+        if self._relations is not None:
+            return
+        if self.position:
+            raise ViewError(f"keep_relations() after {self.position:,} lines: the rows before are gone "
+                            "(call it before the first line, or restore a checkpoint that kept them)")
+        from ddms.runtime.relations import new_relations, relations_apply
+        self._rel_apply = relations_apply
+        self._relations = new_relations(self.program)
+
+    def relations(self) -> dict[str, np.ndarray]:
+        """Each stream's current rows (float64, one row per copy), as of one line boundary."""
+        from ddms.runtime.relations import relation_rows
+        if self._relations is None:
+            raise ViewError("the base relations are not kept: call keep_relations() before the first line")
+        if self._writer == threading.get_ident():
+            raise ViewError("relations()/query() from a callback: the relations are brought up to date per "
+                            "chunk, not per line; ask from outside the callback")
+        position, rows = self._at_boundary(lambda: (self.position, relation_rows(self.program, self._relations)))
+        self._relations_position = position
+        return rows
+
+    def query(self, sql: str):
+        """Answer a one-time SQL query over the current base relations (tables named after the
+        streams, e.g. ``bids``/``asks``, columns as declared, all float64) as of one input line
+        boundary, evaluated by DuckDB; returns a ``pyarrow.Table``.  Needs :meth:`keep_relations`.
+        Cost: a copy of the relations (O(rows)) and DuckDB's evaluation; a thread applying
+        meanwhile pauses only for the compiled copy."""
+        from ddms.runtime.adhoc import run_query
+        return run_query(self.program, self.relations(), sql)
+
+    def _copy(self, names: list[str]) -> tuple[int, dict[str, Any]]:
+        """The position and raw copies of views ``names`` (compiled for grouped views)."""
+        from ddms.runtime.statecopy import dict_dump
+        out: dict[str, Any] = {}
+        for n in names:
+            v = self.views[n]
+            out[n] = v.value if isinstance(v, ScalarView) else dict_dump(v._table)
+        return self.position, out
+
+    def _build(self, position: int, raw: dict[str, Any]) -> Snapshot:
+        from ddms.runtime.snapshot import grouped_rows
+        values = {}
+        for n, x in raw.items():
+            v = self.views[n]
+            values[n] = x if isinstance(v, ScalarView) else grouped_rows(*x, v._types, v.decl.value_type)
+        return Snapshot(position, values)
+
+    def _serve(self) -> None:
+        """Run the queued :meth:`_at_boundary` requests (writer thread, at a line boundary)."""
+        with self._lock:
+            requests, self._requests = self._requests, []
+        for take, fut in requests:
+            try:
+                fut.set_result(take())
+            except BaseException as e:  # noqa: BLE001 - handed to the requesting thread
+                fut.set_exception(e)
 
     def _check(self) -> None:
         """Assert every invariant of the program state (tests call it after each update):
@@ -202,6 +309,11 @@ class Engine:
         from ddms.storage.btree import btree_check, btree_items, btree_len
         from ddms.storage.hashtab import ht_check, ht_dict
         mod, st = self.module, self.state
+        if self._relations is not None:   # kept base rows: no row at multiplicity 0, streams in range
+            from ddms.runtime.statecopy import dict_dump
+            keys, counts = dict_dump(self._relations)
+            assert (counts != 0).all(), "a base row with multiplicity 0 is kept"
+            assert ((keys[:, 0] >= 0) & (keys[:, 0] < len(self.program.streams))).all(), "a base row of no stream"
         if "lazy" in mod.FIELDS:
             assert not st.lazy.any(), f"deferred statements pending after a batch: groups {st.lazy}"
         for m in self.program.maps:
@@ -241,6 +353,26 @@ class Engine:
                 want_items = sorted((k[-1], v) for k, v in table.items() if k[:-1] == prefix)
                 assert list(zip(keys.tolist(), vals.tolist(), strict=True)) == want_items, \
                     f"{m.name}{list(prefix)}: range tree disagrees with the map"
+
+    # -- durable state --------------------------------------------------------------------------
+    def checkpoint(self, path: str | Path, *, extra: dict[str, Any] | None = None,
+                   extra_arrays: dict[str, np.ndarray] | None = None) -> int:
+        """Write every map, index, range tree (raw, pending leaves included) and the input
+        position to ``path``, atomically (:mod:`ddms.runtime.checkpoint`); ``extra`` (JSON) and
+        ``extra_arrays`` carry a driver's own state, e.g. its reader's.  Call between ``apply``
+        calls or from a callback (a line boundary).  Returns the file size.  Cost: O(state)."""
+        from ddms.runtime.checkpoint import save
+        return save(self, path, extra, extra_arrays)
+
+    def restore(self, path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Replace the state and position with those of checkpoint ``path``, so that applying the
+        input after its position gives bit for bit the results of the uninterrupted run.  Raises
+        :class:`~ddms.errors.CheckpointError` for a checkpoint of another program, format or code
+        version.  Callbacks stay registered.  Returns what the writer passed as ``extra`` and
+        ``extra_arrays``.  Cost: O(state)."""
+        from ddms.runtime.checkpoint import restore
+        self._batch, self._batch_pos = None, 0
+        return restore(self, path)
 
     # -- callbacks and futures --------------------------------------------------------------
     def on(self, view: str, callback: Callback, *, above: float | None = None,
@@ -345,7 +477,32 @@ class Engine:
         can stop at chosen lines (a backtest samples its equity every 1,000 lines) without
         cutting the batch into copies (~7 us a call).  A batch that carries an ``error`` is
         applied up to the bad line and then the error is raised: nothing accepted before it is
-        lost."""
+        lost.
+
+        Runs compiled code over chunks of about :data:`CHUNK_EVENTS` events, serving snapshot
+        requests of other threads between them (see :meth:`snapshot`).  One thread applies at a
+        time: a second thread calling ``apply`` meanwhile gets a ``DdmsError``."""
+        me = threading.get_ident()
+        nested = self._writer == me   # from a callback of this thread's apply
+        if not nested:
+            with self._lock:
+                if self._busy:
+                    raise DdmsError("Engine.apply called from two threads at once")
+                self._busy, self._writer = True, me
+        try:
+            self._apply(batch, relmap, until_line)
+        finally:
+            if not nested:
+                with self._lock:   # requests made since the last chunk: served before anyone else runs
+                    self._busy, self._writer = False, None
+                    requests, self._requests = self._requests, []
+                    for take, fut in requests:
+                        try:
+                            fut.set_result(take())
+                        except BaseException as e:  # noqa: BLE001 - handed to the requesting thread
+                            fut.set_exception(e)
+
+    def _apply(self, batch: EventBatch, relmap: np.ndarray, until_line: int | None) -> None:
         if batch is not self._batch:
             self._check_batch(batch, relmap)
             self._batch, self._batch_pos = batch, 0
@@ -359,13 +516,25 @@ class Engine:
             cols = batch.cols
             if cols.ndim != 2 or cols.dtype != np.float64 or not cols.flags.c_contiguous:
                 cols = np.ascontiguousarray(cols, dtype=np.float64)
-            end = self.module.run_batch(self.state, relmap, batch.rel, batch.sign, cols, batch.line, start, stop,
-                                        self._prev, self._fire_c)
-            self._batch_pos = end
-            if self._raised is not None:  # a callback raised: the batch stopped after its line
-                raised, self._raised = self._raised, None
-                self.position = base + int(batch.line[end - 1])
-                raise raised   # the batch stays current: applying it again resumes after the line
+            line = batch.line
+            while start < stop:
+                cut = start + CHUNK_EVENTS
+                # a chunk ends with a line: run_batch's deferred statements run at its end
+                cut = stop if cut >= stop else min(stop, int(np.searchsorted(line, line[cut - 1], side="right")))
+                end = self.module.run_batch(self.state, relmap, batch.rel, batch.sign, cols, line, start, cut,
+                                            self._prev, self._fire_c)
+                self._batch_pos = end
+                if self._relations is not None:
+                    self._rel_apply(self._relations, relmap, batch.rel, batch.sign, cols, start, end, self._rel_arity)
+                if self._raised is not None:  # a callback raised: the batch stopped after its line
+                    raised, self._raised = self._raised, None
+                    self.position = base + int(line[end - 1])
+                    raise raised   # the batch stays current: applying it again resumes after the line
+                if end < stop:
+                    self.position = max(self.position, base + int(line[end - 1]))
+                    if self._requests:
+                        self._serve()
+                start = end
         self.position = max(self.position, base + last)
         if last >= batch.last_line:
             self._batch = None

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from ddms.errors import InputError, ProgramError
+from ddms.errors import DdmsError, InputError, ProgramError
 from ddms.m3.ir import Stream
 from ddms.streams.events import EventBatch
 
@@ -104,6 +104,22 @@ class CsvParser:
     @property
     def error(self) -> InputError | None:
         return self._error
+
+    @property
+    def pending(self) -> int:
+        """Bytes of the remembered partial line."""
+        return len(self._partial)
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def save_state(self) -> tuple[dict[str, int], dict[str, np.ndarray]]:
+        """Counters after the last complete line (the parser keeps nothing else across lines but
+        a pending partial line, which the caller reads again)."""
+        if self._error is not None:
+            raise DdmsError(f"{self.source}: parser state saved after an error")
+        return {"lines_consumed": self.lines_consumed, "bad_lines": self.bad_lines}, {}
+
+    def load_state(self, counters: dict[str, int], arrays: dict[str, np.ndarray]) -> None:
+        self.lines_consumed, self.bad_lines = int(counters["lines_consumed"]), int(counters["bad_lines"])
 
     # -- feeding --------------------------------------------------------------------------------
     def feed(self, data: bytes) -> EventBatch:

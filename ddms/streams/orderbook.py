@@ -562,6 +562,25 @@ class OrderBookParser:
         """Bytes of the remembered partial line."""
         return len(self._partial)
 
+    # -- checkpoints ------------------------------------------------------------------------
+    def save_state(self) -> tuple[dict[str, int], dict[str, np.ndarray]]:
+        """Counters and copies of the order table after the last complete line: what
+        :meth:`load_state` needs to continue parsing after it.  A pending partial line is not
+        part of it (:attr:`pending` bytes: the caller reads them again).  O(table capacity)."""
+        if self._error is not None:
+            raise DdmsError(f"{self.source}: parser state saved after an error")
+        counters = {"lines_consumed": self.lines_consumed, "bad_lines": self.bad_lines, "brokers": self.brokers}
+        return counters, {"keys": self._keys.copy(), "vals": self._vals.copy(), "meta": self._meta.copy()}
+
+    def load_state(self, counters: dict[str, int], arrays: dict[str, np.ndarray]) -> None:
+        """Continue from a :meth:`save_state` of a parser of the same ``brokers``."""
+        if int(counters["brokers"]) != self.brokers:
+            raise DdmsError(f"{self.source}: saved parser state has brokers={counters['brokers']}, not {self.brokers}")
+        self.lines_consumed, self.bad_lines = int(counters["lines_consumed"]), int(counters["bad_lines"])
+        self._keys = np.array(arrays["keys"], np.int64)
+        self._vals = np.array(arrays["vals"], np.float64)
+        self._meta = np.array(arrays["meta"], np.int64)
+
     # -- feeding ----------------------------------------------------------------------------
     def feed(self, data: bytes | bytearray | memoryview) -> EventBatch:
         """Parse the complete lines of the remembered partial line + ``data``; keep the rest."""

@@ -1,0 +1,159 @@
+"""Section 11: durable state.
+
+* checkpoint / restore time and file size at 1k, 100k and 1M resting orders (distinct prices:
+  the most price levels, so the largest trees), VWAP and SOBI, engine state plus the reader's
+  order table (what ``ddms run --checkpoint`` writes); best of 3.  Restore into a fresh engine.
+* snapshot cost from another thread's point of view: a scalar view, and a grouped view of 10k
+  groups (``SELECT price, SUM(volume) FROM bids GROUP BY price`` over 10k distinct prices).
+* overhead of ``--checkpoint-every 100000`` on a 10M-line synthetic run read from a file (1M with
+  ``--quick``): the checkpointed driver against the plain one reading the same 300 kB chunks,
+  best of 5 each, taking turns.
+  A checkpoint that falls due while the previous file is still being written waits for the next
+  chunk boundary after it (never for the disk).
+* one history split across Spark: a first pass keeps 8 checkpoints, the 8 segments run as
+  Spark local[2] tasks; time against the sequential replay, rows compared.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import Row, Shared, engine, parse_continue, time_apply
+from bench.depth import label
+from bench.synth import book_stream
+from ddms.runtime.driver import replay
+from ddms.runtime.engine import Engine
+from ddms.streams.orderbook import OrderBookParser
+
+SECTION = "11 checkpoint"
+GROUPED_SQL = """
+CREATE STREAM bids(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)
+  FROM FILE 'finance.csv' LINE DELIMITED orderbook (book := 'bids', brokers := '10', deterministic := 'yes');
+SELECT price, SUM(volume) AS v FROM bids GROUP BY price;
+"""
+
+
+def _best(fn, n: int = 3) -> float:
+    best = float("inf")
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _checkpoint_rows(sh: Shared, folder: Path) -> list[Row]:
+    rows = []
+    depths = (1_000, 100_000) if sh.sizes.quick else (1_000, 100_000, 1_000_000)
+    for prog in ("VWAP", "SOBI"):
+        for depth in depths:
+            build, _ = book_stream(depth, 0, both_sides=prog == "SOBI", seed=1)
+            parser = OrderBookParser(brokers=10)
+            eng = engine(prog)
+            time_apply(eng, parse_continue(parser, build))
+            path = folder / f"{prog}-{depth}.arrow"
+            _, arrays = parser.save_state()
+            t_ck = _best(lambda: eng.checkpoint(path, extra_arrays=arrays))   # noqa: B023
+            size = path.stat().st_size
+            fresh = engine(prog)
+            t_re = _best(lambda: fresh.restore(path))   # noqa: B023
+            case = f"{prog}, {label(depth)} resting orders"
+            rows.append(Row(SECTION, f"checkpoint {case}", t_ck * 1e3, "ms", verdict=f"{size / 1e6:.2f} MB"))
+            rows.append(Row(SECTION, f"restore {case}", t_re * 1e3, "ms"))
+    return rows
+
+
+def _snapshot_rows() -> list[Row]:
+    from ddms.compiler import compile_sql
+    sobi = engine("SOBI")
+    build, _ = book_stream(10_000, 0, both_sides=True, seed=2)
+    time_apply(sobi, parse_continue(OrderBookParser(brokers=10), build))
+    grouped = Engine(compile_sql(GROUPED_SQL).program)
+    build, _ = book_stream(10_000, 0, both_sides=False, seed=3)
+    time_apply(grouped, parse_continue(OrderBookParser(brokers=10), build))
+    groups = len(grouped.view("V"))
+    n = 2000
+    t_s = _best(lambda: [sobi.snapshot("BEST_BID") for _ in range(n)]) / n
+    t_g = _best(lambda: grouped.snapshot("V"))
+    copy = _best(lambda: grouped._copy(["V"]))
+    return [Row(SECTION, "snapshot of a scalar view (SOBI BEST_BID)", t_s * 1e6, "us"),
+            Row(SECTION, f"snapshot of a grouped view, {groups:,} groups", t_g * 1e3, "ms",
+                verdict=f"of which the compiled copy (what the writer pays): {copy * 1e3:.2f} ms")]
+
+
+def _overhead_rows(sh: Shared, folder: Path) -> list[Row]:
+    from ddms.runtime.resume import CheckpointedRun
+    from ddms.streams.inputs import open_program_input
+    from replay.synthetic import write_orderbook
+    n = 1_000_000 if sh.sizes.quick else 10_000_000
+    data = folder / "synthetic.csv"
+    write_orderbook(data, n, seed=4)
+    prog = Engine(engine("VWAP").program).program
+    base = Path(".")
+    times: dict[str, float] = {"plain": float("inf"), "checkpointed": float("inf")}
+    sizes, written = 0, 0
+    for r in range(5):
+        for kind in times:
+            eng = Engine(prog)
+            inputs = open_program_input(prog, base, data=data)
+
+            def read(p: Path):   # the chunk size the checkpointed driver uses at this interval
+                with open(p, "rb") as f:
+                    while c := f.read(300_000):
+                        yield c
+            t0 = time.perf_counter()
+            if kind == "plain":
+                replay(eng, inputs.batches(read), eng.relmap(inputs.names))
+            else:
+                ck = CheckpointedRun(eng, inputs, folder / f"ck{r}", every=100_000)
+                replay(eng, ck.batches(), eng.relmap(inputs.names))
+                sizes = sum(p.stat().st_size for p in (folder / f"ck{r}").iterdir())
+                written = ck.written
+            times[kind] = min(times[kind], time.perf_counter() - t0)
+    over = times["checkpointed"] / times["plain"] - 1
+    return [Row(SECTION, f"VWAP synthetic {n / 1e6:g}M lines from a file, plain", n / times["plain"], "lines/s"),
+            Row(SECTION, f"same with --checkpoint-every 100000 ({written} checkpoints written, {n // 100_000} due)",
+                n / times["checkpointed"], "lines/s"),
+            Row(SECTION, "overhead of --checkpoint-every 100000", over * 100, "%", target="< 5%",
+                verdict=("PASS" if over < 0.05 else "FAIL") + f" (last 2 checkpoints kept: {sizes / 1e6:.2f} MB)")]
+
+
+def _split_rows(sh: Shared, folder: Path) -> list[Row]:
+    """One history split across Spark: first pass (checkpoints every n/8 lines), then the 8
+    segments on local[2] against the sequential replay (both printing SOBI's views every 10k
+    lines; rows compared)."""
+    from replay import spark
+    from replay.segments import first_pass, segment_task, segment_tasks, sequential_rows
+    from replay.synthetic import write_orderbook
+    n = 1_000_000 if sh.sizes.quick else 8_000_000
+    data = str(folder / "split.csv")
+    write_orderbook(data, n, seed=6)
+    prog = str(Path(__file__).resolve().parents[1] / "examples" / "m3" / "sobi.m3")
+    sequential_rows(prog, data, 10_000)   # warm: compiled program, page cache
+    t0 = time.perf_counter()
+    want = sequential_rows(prog, data, 10_000)
+    t_seq = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    first_pass(prog, data, folder / "split", every=n // 8)
+    t_first = time.perf_counter() - t0
+    tasks = segment_tasks(prog, data, folder / "split", every=10_000)
+    spark.get_session("local[2]")
+    spark.run_sweep(tasks[:2], "local[2]", fn=segment_task)   # warm the workers (compiled program)
+    t0 = time.perf_counter()
+    rows = spark.run_sweep(tasks, "local[2]", fn=segment_task)
+    t_spark = time.perf_counter() - t0
+    same = [x for r in rows for x in r["rows"]] == want
+    return [Row(SECTION, f"SOBI synthetic {n / 1e6:g}M lines, sequential replay (views every 10k)", t_seq, "s"),
+            Row(SECTION, f"first pass with {len(tasks)} checkpoints (a sequential replay + writes)", t_first, "s",
+                verdict=f"{t_first / t_seq:.2f}x the sequential replay"),
+            Row(SECTION, f"{len(tasks)} segments as Spark local[2] tasks", t_spark, "s",
+                verdict=f"speedup {t_seq / t_spark:.2f}x; rows {'identical' if same else 'DIFFER'}")]
+
+
+def run(sh: Shared) -> list[Row]:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        return (_checkpoint_rows(sh, folder) + _snapshot_rows() + _overhead_rows(sh, folder)
+                + _split_rows(sh, folder))

@@ -1,0 +1,184 @@
+"""``ddms run --checkpoint DIR`` killed with SIGKILL at random moments (also in the middle of a
+checkpoint write: a test hook sleeps between writing the temporary file and renaming it), then
+``ddms run --resume DIR``: it prints exactly the lines the uninterrupted run printed after the
+checkpoint it resumed from, and the same final views.  Synthetic order-book data generated here;
+big/finance.csv too when ../shared is present (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, REPO, data_file
+
+from ddms.runtime.checkpoint import PAUSE_ENV
+from ddms.runtime.resume import checkpoints
+from replay.synthetic import write_orderbook
+
+
+def ddms(*args: str, env: dict | None = None, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ddms", "run", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, **(env or {})}, **kw)
+
+
+def finish(p: subprocess.Popen) -> tuple[list[str], str]:
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err.decode()
+    return out.decode().splitlines(), err.decode()
+
+
+def line_of(text: str) -> int:
+    return json.loads(text)["line"]
+
+
+def resume_point(stderr: str) -> int:
+    m = re.search(r"resuming from the checkpoint at line ([\d,]+)", stderr)
+    if m:
+        return int(m.group(1).replace(",", ""))
+    assert "no checkpoint in" in stderr, stderr
+    return 0
+
+
+def check_resumed(full: list[str], resumed: list[str], start: int) -> None:
+    """What a resumed run must print: the uninterrupted run's lines after ``start``; if it
+    resumed at the very end, the final views again."""
+    want = [x for x in full if line_of(x) > start] or [full[-1]]
+    assert resumed == want
+    assert resumed[-1] == full[-1]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("resume") / "book.csv"
+    write_orderbook(path, 150_000, seed=11, depth=800)
+    return path
+
+
+@pytest.mark.parametrize("program", ["vwap", "sobi"])
+def test_kill_and_resume(program, data, tmp_path):
+    prog = str(EXAMPLES / f"{program}.m3")
+    common = [prog, "--data", str(data), "--every", "7000", "--json"]
+    full, _ = finish(ddms(*common))
+    assert line_of(full[-1]) == 150_000
+    rng = random.Random(program)
+    # during-write: killed while the n-th temporary file exists; running: at a random moment
+    # after the first checkpoint; early: at a random moment of the first second (start-up)
+    trials = ["during-write", "running", "running", "early", "during-write"]
+    for n, kind in enumerate(trials):
+        folder = tmp_path / f"ck{n}"
+        args = [*common, "--checkpoint-every", "20000"]
+        env = {PAUSE_ENV: "0.5" if kind == "during-write" else "0.05"}
+        p = ddms(*args, "--checkpoint", str(folder), env=env)
+        deadline = time.monotonic() + 300
+        if kind == "during-write":   # the 1st or 2nd write (a run makes at least two: one due, the last)
+            seen: set[str] = set()
+            want = rng.randint(1, 2)
+            while p.poll() is None and time.monotonic() < deadline and len(seen) < want:
+                if folder.exists():
+                    seen |= {t.name for t in folder.glob(".ckpt-*.tmp")}
+                time.sleep(0.005)
+        elif kind == "running":
+            while p.poll() is None and time.monotonic() < deadline and not checkpoints(folder):
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0, 0.4))
+        else:
+            time.sleep(rng.uniform(0, 1))
+        p.send_signal(signal.SIGKILL)
+        p.communicate()
+        if kind == "during-write":
+            assert p.returncode == -signal.SIGKILL
+        resumed, err = finish(ddms(*args, "--resume", str(folder)))
+        start = resume_point(err)
+        check_resumed(full, resumed, start)
+        assert not list(folder.glob(".ckpt-*.tmp"))
+        # resuming a finished run prints its final views and changes nothing
+        again, err = finish(ddms(*args, "--resume", str(folder)))
+        assert resume_point(err) == 150_000 and again == [full[-1]]
+
+
+def test_refusals(data, tmp_path):
+    prog = str(EXAMPLES / "vwap.m3")
+    folder = tmp_path / "ck"
+    finish(ddms(prog, "--data", str(data), "--checkpoint", str(folder), "--checkpoint-every", "50000"))
+    p = ddms(prog, "--data", str(data), "--checkpoint", str(folder))
+    _, err = p.communicate()
+    assert p.returncode == 2 and "holds checkpoints" in err.decode() and "--resume" in err.decode()
+    other = tmp_path / "other.csv"
+    write_orderbook(other, 150_000, seed=12, depth=800)
+    p = ddms(prog, "--data", str(other), "--resume", str(folder))
+    _, err = p.communicate()
+    assert p.returncode == 2 and f"{other} is not the one checkpointed" in err.decode()
+    p = ddms(str(EXAMPLES / "sobi.m3"), "--data", str(data), "--resume", str(folder))
+    _, err = p.communicate()
+    assert p.returncode == 2 and "checkpoint of another program" in err.decode() and "ckpt-" in err.decode()
+
+
+@pytest.mark.slow
+def test_kill_and_resume_big(tmp_path):
+    big = data_file("big")
+    prog = str(EXAMPLES / "sobi.m3")
+    common = [prog, "--data", str(big), "--every", "5000", "--json"]
+    full, _ = finish(ddms(*common))
+    for n, delay in enumerate((0.2, 0.6, 1.0)):
+        folder = tmp_path / f"ck{n}"
+        args = [*common, "--checkpoint-every", "10000"]
+        p = ddms(*args, "--checkpoint", str(folder), env={PAUSE_ENV: "0.05"})
+        time.sleep(1.0 + delay)
+        p.send_signal(signal.SIGKILL)
+        p.communicate()
+        resumed, err = finish(ddms(*args, "--resume", str(folder)))
+        check_resumed(full, resumed, resume_point(err))
+
+
+CSV_SQL = """CREATE STREAM R(a INT, b INT, x FLOAT) FROM FILE 'r.csv'
+  LINE DELIMITED CSV (delimiter := '|', deletions := 'true');
+SELECT r.a, SUM(r.x * r.b) AS sx FROM R r GROUP BY r.a;
+"""
+
+
+def test_kill_and_resume_csv_stream(tmp_path):
+    """A SQL program over one CSV stream with deletions: the CSV adaptor's position resumes too;
+    a program reading two files is refused."""
+    rng = random.Random(3)
+    rows, lines = [], []
+    for _ in range(120_000):
+        if rows and rng.random() < 0.3:
+            row = rows.pop(rng.randrange(len(rows)))
+            lines.append("0|" + row)
+        else:
+            row = f"{rng.randint(0, 50)}|{rng.randint(1, 9)}|{rng.randint(1, 1000) / 8}"
+            rows.append(row)
+            lines.append("1|" + row)
+    (tmp_path / "r.csv").write_text("\n".join(lines) + "\n")
+    sql = tmp_path / "views.sql"
+    sql.write_text(CSV_SQL)
+    common = [str(sql), "--every", "9000", "--json"]
+    full, _ = finish(ddms(*common))
+    assert line_of(full[-1]) == 120_000
+    for n in range(2):
+        folder = tmp_path / f"ck{n}"
+        args = [*common, "--checkpoint-every", "20000"]
+        p = ddms(*args, "--checkpoint", str(folder), env={PAUSE_ENV: "0.05"})
+        deadline = time.monotonic() + 300
+        while p.poll() is None and time.monotonic() < deadline and not checkpoints(folder):
+            time.sleep(0.01)
+        time.sleep(0.1 * n)
+        p.send_signal(signal.SIGKILL)
+        p.communicate()
+        resumed, err = finish(ddms(*args, "--resume", str(folder)))
+        check_resumed(full, resumed, resume_point(err))
+    two = tmp_path / "two.sql"
+    two.write_text(CSV_SQL.replace("SELECT", "CREATE STREAM S(b INT, c FLOAT) FROM FILE 's.csv' LINE DELIMITED CSV;\n"
+                                   "SELECT", 1))
+    (tmp_path / "s.csv").write_text("1,2.0\n")
+    p = ddms(str(two), "--checkpoint", str(tmp_path / "ck2"))
+    _, err = p.communicate()
+    assert p.returncode == 2 and "checkpoints need a program that reads one input file" in err.decode()
