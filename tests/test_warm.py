@@ -171,3 +171,29 @@ def test_real_background_compile(tmp_path, monkeypatch):
         ref.apply(b, relmap)
         assert same(got, ref.snapshot())
     assert first < 5, f"first result after {first:.1f} s"
+
+
+class PidJob(Job):
+    pid = 0
+
+
+@pytest.mark.parametrize("after", [None, 2])
+def test_cli_first_results_prints_what_a_compiled_run_prints(tmp_path, capsys, monkeypatch, after):
+    """``ddms run --first-results`` of a program numba has not compiled prints the same views as
+    a compiled run; a run that ends before the compile says the compile goes on."""
+    from tests.test_cli import run_cli
+    data = tmp_path / "book.csv"
+    data.write_bytes(b"".join(generate_orderbook(60, seed=3)))
+    prog = str(PROGRAMS["vwap"])
+    code, want, _ = run_cli(capsys, "run", prog, "--data", str(data), "--every", "7", "--json")
+    assert code == 0 and len(want) == 9
+    monkeypatch.setattr("ddms.backend.cache.compiled_before", lambda digest: False)
+    monkeypatch.setattr(warm, "BackgroundCompile", lambda program: PidJob(after))
+    monkeypatch.setattr(warm, "POLL_SECONDS", 0.0)
+    code, got, err = run_cli(capsys, "run", prog, "--data", str(data), "--every", "7", "--json",
+                             "--first-results")
+    assert code == 0, err
+    assert "the interpreter serves the views" in err
+    assert got == want
+    assert ("goes on in the background" in err) == (after is None)
+    assert ("compiled code continues from line" in err) == (after is not None)

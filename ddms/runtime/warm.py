@@ -101,11 +101,11 @@ class WarmEngine:
     has taken over (seconds since construction), e.g. to say so on stderr."""
 
     def __init__(self, program: Program | str | Path, *,
-                 compile_job: Callable[[Program], CompileJob] = BackgroundCompile,
+                 compile_job: Callable[[Program], CompileJob] | None = None,
                  on_ready: Callable[[Engine, float], None] | None = None) -> None:
         self._t0 = time.perf_counter()
         self.program = load_program(program)
-        self._job: CompileJob | None = compile_job(self.program)
+        self._job: CompileJob | None = (compile_job or BackgroundCompile)(self.program)
         self._on_ready = on_ready
         self.engine: Engine | None = None
         self._interp: Interpreter | None = Interpreter(self.program)
