@@ -150,6 +150,17 @@ def build_warm_engine(program, name: str):
     return warm
 
 
+def _how_applied(engine) -> str:
+    """What the rate of ``ddms run`` measured: compiled code only, or (``--first-results``) the
+    interpreter until the compile finished."""
+    from ddms.runtime.warm import WarmEngine
+    if not isinstance(engine, WarmEngine):
+        return "compile time excluded"
+    if engine.compiled:
+        return f"the first {engine.handover_line:,} interpreted while numba compiled"
+    return "all interpreted: numba was still compiling"
+
+
 def _note_background_compile(engine, name: str) -> None:
     """Say so when a ``--first-results`` run ended before its compile: the child goes on and
     fills numba's cache, so the next run loads the program."""
@@ -230,8 +241,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     rate = engine.position / seconds if seconds > 0 else float("inf")
     bad = sum(p.bad_lines for p in parsers)
     skipped = f", {bad} bad lines skipped" if bad else ""
-    print(f"{label}: {engine.position:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s, compile time excluded)"
-          f"{skipped}", file=sys.stderr)
+    how = _how_applied(engine)
+    print(f"{label}: {engine.position:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s, {how}){skipped}",
+          file=sys.stderr)
     for err in [e for p in parsers for e in getattr(p, "bad_samples", [])][:5]:
         print(f"  skipped {err}", file=sys.stderr)
     for note in notes:

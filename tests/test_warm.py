@@ -197,6 +197,7 @@ def test_cli_first_results_prints_what_a_compiled_run_prints(tmp_path, capsys, m
     assert got == want
     assert ("goes on in the background" in err) == (after is None)
     assert ("compiled code continues from line" in err) == (after is not None)
+    assert ("all interpreted" in err) == (after is None) and "compile time excluded" not in err
 
 
 SLOW = pytest.mark.slow   # the interpreter takes 15-35 s on these (its nested loops over the book)
