@@ -67,12 +67,15 @@ FIRST_RESULT = {"vwap.m3": REPO / "examples" / "m3" / "vwap.m3",
 STANDARD = SHARED / "data" / "orderbook" / "standard" / "finance.csv"
 
 
-def first_result(path, *flags: str) -> tuple[float, float]:
+def first_result(path, *flags: str, fresh_machine: bool = False) -> tuple[float, float]:
     """(seconds to the first stdout line, seconds to exit) of ``ddms run path`` on standard
-    data in a fresh DDMS_CACHE_DIR.  A background compile left running by ``--first-results``
-    (the input ended first) is waited for before the folder goes."""
+    data in a fresh DDMS_CACHE_DIR (and with ``fresh_machine`` an empty NUMBA_CACHE_DIR: the
+    runtime library is compiled too).  A background compile left running by ``--first-results``
+    (the input ended first) is waited for before the folders go."""
     with tempfile.TemporaryDirectory(prefix="ddms-bench-") as tmp:
-        env = dict(os.environ, DDMS_CACHE_DIR=tmp)
+        env = dict(os.environ, DDMS_CACHE_DIR=os.path.join(tmp, "ddms"))
+        if fresh_machine:
+            env["NUMBA_CACHE_DIR"] = os.path.join(tmp, "numba")
         t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "ddms", "run", str(path), "--data", str(STANDARD),
                                  "--every", "100", *flags], cwd=REPO, env=env, stdout=subprocess.PIPE,
@@ -114,4 +117,10 @@ def run_first_results(sh: Shared) -> list[Row]:
         rows.append(Row(SECTION, f"{name}: first result of a new view, --first-results (whole process)", warm, "s",
                         target="<= 3 s", verdict=f"{'met' if warm <= 3 else 'MISSED'}; without it {plain:.2f} s; "
                                                  f"run ends at {done:.2f} s"))
+    if sh.sizes.cold_sobi:   # a full run: one cold library compile more (about a minute)
+        path = FIRST_RESULT["vwap.m3"]
+        warm, done = first_result(path, "--first-results", fresh_machine=True)
+        rows.append(Row(SECTION, "vwap.m3: first result of a new view on a fresh machine (empty numba cache), "
+                        "--first-results", warm, "s", target="<= 20 s",
+                        verdict=f"{'met' if warm <= 20 else 'MISSED'}; run ends at {done:.2f} s"))
     return rows

@@ -72,8 +72,12 @@ def compiled(request):
 def run_warm(program, job: Job, every: int = 1):
     served: list = []
     w = WarmEngine(program, compile_job=lambda p: job)
-    replay(w, batches(), w.relmap(("bids", "asks")), every=every,
-           checkpoint=lambda pos: served.append((pos, w.compiled, w.snapshot())))
+
+    def checkpoint(pos: int) -> None:
+        served.append((pos, w.compiled, w.snapshot()))
+        w._check()
+    replay(w, batches(), w.relmap(("bids", "asks")), every=every, checkpoint=checkpoint)
+    w._check()
     return w, served
 
 
@@ -92,6 +96,7 @@ def test_served_views_equal_compiled_after_every_line(compiled, monkeypatch, aft
     if after is None:
         assert not any(kinds) and not w.compiled        # the first result came before the compile
         engine = w.finish()
+        w._check()
         assert w.handover_line == LINES
     else:
         assert kinds == sorted(kinds) and kinds[-1]      # interpreted, then compiled from the hand-over on

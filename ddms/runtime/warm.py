@@ -134,6 +134,22 @@ class WarmEngine:
     def relmap(self, names: Sequence[str]) -> np.ndarray:
         return stream_relmap(self.program, names)
 
+    def _check(self) -> None:
+        """Assert the invariants (tests call it after updates): before the hand-over the kept
+        batches span exactly the lines applied (so the replay reaches the same line) and the
+        interpreter's maps hold no zero values; after it nothing is kept and the Engine's own
+        invariants hold.  Cost: O(kept batches + map entries)."""
+        if self.engine is not None:
+            assert self._interp is None and not self._applied and self._job is None
+            assert self.handover_line is not None and self.handover_line <= self.engine.position
+            self.engine._check()
+            return
+        assert self._interp is not None
+        assert sum(b.last_line - b.first_line + 1 for b, _ in self._applied) == self._position, \
+            "the kept batches do not span the lines applied"
+        for name, m in self._interp.maps.items():
+            assert all(v != 0.0 for v in m.values()), f"{name}: a zero value is stored"
+
     # -- input ------------------------------------------------------------------------------
     def apply(self, batch: EventBatch, relmap: np.ndarray) -> None:
         """Apply ``batch`` (as :meth:`Engine.apply` without ``until_line``): compiled once the
