@@ -232,3 +232,16 @@ def test_finance_views_interpreted_equal_compiled_bit_for_bit(query):
     assert len(got) == len(want) == 300 and not w.compiled
     for i, (g, e) in enumerate(zip(got, want, strict=True)):
         assert same(g, e), f"{query} line {i + 1}: {g} != {e}"
+
+
+def test_compiled_before_is_per_module_folder(tmp_path, monkeypatch):
+    """numba caches a program per module path: one compiled under the default DDMS_CACHE_DIR is
+    not compiled before under another (``--first-results`` must then take the warm path)."""
+    from ddms.backend.cache import compiled_before
+    from ddms.backend.codegen import generate
+    program = load_program(PROGRAMS["vwap"])
+    Engine(program)    # compiled (or loaded) under the default folder
+    digest = generate(program).digest
+    assert compiled_before(digest)
+    monkeypatch.setenv("DDMS_CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert not compiled_before(digest)
