@@ -245,3 +245,25 @@ def test_compiled_before_is_per_module_folder(tmp_path, monkeypatch):
     assert compiled_before(digest)
     monkeypatch.setenv("DDMS_CACHE_DIR", str(tmp_path / "elsewhere"))
     assert not compiled_before(digest)
+
+
+def test_failed_compile_is_reported_at_the_hand_over(compiled):
+    """A compile that failed raises its CompileError at the next batch; the views served so far
+    stay readable (the CLI prints them before the error)."""
+    from ddms.errors import CompileError
+
+    class Failed(Job):
+        def wait(self) -> None:
+            raise CompileError("numba failed: boom")
+
+    program, want, _ = compiled
+    job = Failed(after=None)
+    w = WarmEngine(program, compile_job=lambda p: job)
+    bs = batches()
+    relmap = w.relmap(("bids", "asks"))
+    w.apply(bs[0], relmap)
+    job.after = 0      # the compile ends (failing) now
+    with pytest.raises(CompileError, match="boom"):
+        w.apply(bs[1], relmap)
+    assert not w.compiled and w.position == bs[0].last_line
+    assert same(w.snapshot(), want[w.position - 1][1])
