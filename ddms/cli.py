@@ -1,6 +1,6 @@
 """The ``ddms`` command line.
 
-    ddms run [PROGRAM.m3|QUERY.sql] [--data FILE] [--every N] [--json] [--skip-bad]
+    ddms run [PROGRAM.m3|QUERY.sql] [--data FILE] [--every N] [--json] [--skip-bad] [--first-results]
     ddms compile PROGRAM.m3|QUERY.sql [--print-after-all] [--time-passes]
                                        M3 text, per-map storage and the access plan of every statement
     ddms sample-data DIR [--seed S]    generated sample data in every format (replay/sample_data.py)
@@ -128,6 +128,48 @@ def build_engine(program, name: str):
     return engine
 
 
+def build_warm_engine(program, name: str):
+    """For ``ddms run --first-results``: a :class:`~ddms.runtime.warm.WarmEngine` (the
+    interpreter serves the views from the first line while numba compiles in a child process)
+    when numba's cache lacks ``program``, else ``None`` (the cached Engine loads in well under a
+    second: nothing to gain)."""
+    from ddms.backend.cache import compiled_before
+    from ddms.backend.codegen import generate
+    from ddms.runtime.warm import WarmEngine
+
+    if compiled_before(generate(program).digest):
+        return None
+
+    def ready(engine, seconds: float) -> None:
+        print(f"compiled {name} in {seconds:.2f} s: compiled code continues from line {engine.position:,}",
+              file=sys.stderr, flush=True)
+
+    warm = WarmEngine(program, on_ready=ready)
+    print(f"compiling {name} with numba in the background (pid {warm.job.pid}); the interpreter serves the views "
+          "meanwhile ...", file=sys.stderr, flush=True)
+    return warm
+
+
+def _how_applied(engine) -> str:
+    """What the rate of ``ddms run`` measured: compiled code only, or (``--first-results``) the
+    interpreter until the compile finished."""
+    from ddms.runtime.warm import WarmEngine
+    if not isinstance(engine, WarmEngine):
+        return "compile time excluded"
+    if engine.compiled:
+        return f"the first {engine.handover_line:,} interpreted while numba compiled"
+    return "all interpreted: numba was still compiling"
+
+
+def _note_background_compile(engine, name: str) -> None:
+    """Say so when a ``--first-results`` run ended before its compile: the child goes on and
+    fills numba's cache, so the next run loads the program."""
+    from ddms.runtime.warm import WarmEngine
+    if isinstance(engine, WarmEngine) and engine.job is not None:
+        print(f"note: the input ended before numba finished compiling {name}: it goes on in the background "
+              f"(pid {engine.job.pid}) and the next run loads {name} from the cache", file=sys.stderr)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from ddms.runtime.driver import replay
     from ddms.runtime.engine import load_program
@@ -157,7 +199,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if demo:
         every = args.every or max(args.demo_lines // 10, 1)
         print(DEMO_INTRO.format(lines=args.demo_lines, seed=args.seed, every=every), file=sys.stderr, flush=True)
-    engine = build_engine(target, program.name)
+    if args.first_results and (args.checkpoint or args.resume or args.query):
+        raise DdmsError("--first-results serves views from the interpreter, which keeps no checkpoints and no "
+                        "relations: run --checkpoint/--resume/--query without it")
+    engine = build_warm_engine(target, program.name) if args.first_results else None
+    engine = engine or build_engine(target, program.name)
     spreads: list[float] = []
     if inputs is None:
         from ddms.streams.orderbook import OrderBookParser, parse_chunks
@@ -204,14 +250,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     rate = done / seconds if seconds > 0 else float("inf")
     bad = sum(p.bad_lines for p in parsers)
     skipped = f", {bad} bad lines skipped" if bad else ""
-    print(f"{label}: {done:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s, compile time excluded)"
-          f"{skipped}", file=sys.stderr)
+    how = _how_applied(engine)
+    print(f"{label}: {done:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s, {how}){skipped}", file=sys.stderr)
     for err in [e for p in parsers for e in getattr(p, "bad_samples", [])][:5]:
         print(f"  skipped {err}", file=sys.stderr)
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
     if demo:
         print(_demo_outro(spreads), file=sys.stderr)
+    _note_background_compile(engine, program.name)
     if stop.requested:
         print(f"ddms: interrupted: the views printed last are as of line {engine.position:,}, the last line "
               "applied", file=sys.stderr)
@@ -463,6 +510,10 @@ def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
                      help="print the views after every N input lines (0: at the end only)")
     run.add_argument("--json", action="store_true", help="print JSON lines")
     run.add_argument("--skip-bad", action="store_true", help="skip and count bad input lines instead of stopping")
+    run.add_argument("--first-results", action="store_true",
+                     help="a program numba has not compiled yet: serve its views with the M3 interpreter from the "
+                          "first line while numba compiles it in the background, then continue compiled (same "
+                          "results; first results in a second or two instead of 10 s to a minute or more)")
     run.add_argument("--demo-lines", type=_at_least(1), default=1_000_000, help="size of the synthetic demo stream")
     run.add_argument("--seed", type=int, default=0, help="seed of the synthetic demo stream")
     add_durable_options(run)

@@ -9,6 +9,7 @@ under ``NUMBA_CACHE_DIR``, so a second process starts a compiled program without
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import sys
@@ -49,8 +50,18 @@ def compiled_before(digest: str) -> bool:
     """Whether numba's disk cache (``NUMBA_CACHE_DIR``) holds machine code of generated program
     ``digest``'s ``run_batch``: then constructing its engine loads rather than compiles (a
     fraction of a second instead of a minute or more), unless the cache was written for another
-    Python or CPU.  For messages only.  Cost: one directory scan of the cache."""
+    Python or CPU.  For messages and for choosing ``ddms run --first-results``'s path.  Cost: one
+    directory scan."""
     base = os.environ.get("NUMBA_CACHE_DIR")
     if not base or not os.path.isdir(base):
         return False
-    return any(Path(base).glob(f"*/ddms_prog_{digest}.run_batch-*.nbi"))
+    return any((Path(base) / _numba_subdir(cache_dir() / "programs")).glob(f"ddms_prog_{digest}.run_batch-*.nbi"))
+
+
+def _numba_subdir(folder: Path) -> str:
+    """The folder under ``NUMBA_CACHE_DIR`` where numba caches functions of modules in ``folder``
+    (numba's ``_CacheLocator.get_suitable_cache_subpath``: the folder's name and the SHA-1 of its
+    absolute path).  The cache of a program is per module *path*: the same program generated
+    under another ``DDMS_CACHE_DIR`` is compiled again, so only this folder counts."""
+    path = os.path.abspath(folder)
+    return f"{os.path.basename(path)}_{hashlib.sha1(path.encode()).hexdigest()}"

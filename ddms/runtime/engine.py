@@ -75,6 +75,19 @@ def load_program(program: Program | str | Path) -> Program:
     return verify(parse_program(program))
 
 
+def stream_relmap(program: Program, names: Sequence[str]) -> np.ndarray:
+    """:meth:`Engine.relmap` of ``program`` (a function, so that engines serving a program
+    without compiling it number relations the same way)."""
+    out = np.full(len(names), -1, np.int64)
+    for i, n in enumerate(names):
+        for j, s in enumerate(program.streams):
+            book = s.source.option("book") if s.source is not None else None
+            if s.name.lower() == n.lower() or (book is not None and book.lower() == n.lower()):
+                out[i] = j
+                break
+    return out
+
+
 _FIRE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_double, ctypes.c_double)
 """The C signature of the callback compiled code calls after a line that changed a watched view:
 ``(line, slot, old, new)``, where slot >= 0 names the only watched map that changed (a scalar one)
@@ -461,14 +474,7 @@ class Engine:
         """Map a source's relation numbers (``names[i]`` for rel i) to this program's streams
         (-1: the program has no such stream, its events are ignored).  Names match stream names
         case-insensitively, or the ``book`` option of an orderbook source."""
-        out = np.full(len(names), -1, np.int64)
-        for i, n in enumerate(names):
-            for s in self.program.streams:
-                book = s.source.option("book") if s.source is not None else None
-                if s.name.lower() == n.lower() or (book is not None and book.lower() == n.lower()):
-                    out[i] = self._streams[s.name]
-                    break
-        return out
+        return stream_relmap(self.program, names)
 
     def apply(self, batch: EventBatch, relmap: np.ndarray, *, until_line: int | None = None) -> None:
         """Apply the events of ``batch`` (relations numbered as in ``relmap``), firing callbacks
