@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from ddms.calculus.delta import delta
 from ddms.calculus.ir import (
     Exists,
+    ExtremeAgg,
     Query,
     Rel,
     Term,
@@ -47,6 +48,7 @@ from ddms.calculus.ir import (
     walk,
     with_children,
 )
+from ddms.calculus.ir import term_vars as term_vars_of
 from ddms.calculus.normal import expand, merge_terms, simplify, simplify_term
 from ddms.errors import SqlError
 from ddms.m3.ir import (
@@ -57,6 +59,7 @@ from ddms.m3.ir import (
     Const,
     Div,
     Expr,
+    Extreme,
     Lift,
     MapDecl,
     MapRef,
@@ -254,6 +257,14 @@ class Compiler:
                 terms = merge_terms([x for t in expand(body) if (x := simplify_term(t)) is not None])
                 name, order = self.query_map(g, terms)
                 return Div(MapRef(name, order), MapRef(name, order))
+            case ExtremeAgg(kind, v, AggSum(g, body)):
+                # MIN/MAX: the rows counted per value v (per correlated outer key, bound here),
+                # a map of counts ORDERED on v; the extreme is its tree's first or last key
+                terms = merge_terms([x for t in expand(body) if (x := simplify_term(t)) is not None])
+                seen = {w for t in terms for w in term_vars_of(t)}
+                corr = [w for w in g if w != v] + sorted((seen & bound) - set(g))
+                name, order = self.query_map(tuple(dict.fromkeys(corr)) + (v,), terms)
+                return Extreme(kind, v, MapRef(name, order))  # type: ignore[arg-type]
             case AggSum(g, body) if has_rel(body):
                 terms = expand(body)
                 inner = self.materialize(merge_terms([x for t in terms if (x := simplify_term(t)) is not None]),
@@ -287,6 +298,8 @@ class Compiler:
         for i, q in enumerate(v.aggregates):
             names[f"#{i}"] = self.query_map(q.group, list(q.terms))
         value = _replace_aggs(v.value, names, v.group)
+        if has_rel(value):   # scalar subqueries in the SELECT list (or a view without FROM)
+            value = self.materialize_nested(value, set(v.group))
         if v.group:
             # the view's groups are those of COUNT(*) over the same body (a domain map)
             dom, order = self.query_map(v.group, list(v.domain.terms))
@@ -429,19 +442,12 @@ def _binding_order(factors: list[tuple[Expr, set[str], set[str]]], have: set[str
 
 
 def _replace_aggs(e: Expr, names: dict[str, tuple[str, tuple[str, ...]]], group: tuple[str, ...]) -> Expr:
-    match e:
-        case MapRef(n, _) if n in names:
-            name, order = names[n]
-            return MapRef(name, order)
-        case Add(ts):
-            return Add(tuple(_replace_aggs(x, names, group) for x in ts))
-        case Mul(fs):
-            return Mul(tuple(_replace_aggs(x, names, group) for x in fs))
-        case Neg(x):
-            return Neg(_replace_aggs(x, names, group))
-        case Div(a, b):
-            return Div(_replace_aggs(a, names, group), _replace_aggs(b, names, group))
-    return e
+    """The view's value with each aggregate placeholder ``#i`` replaced by its map."""
+    if isinstance(e, MapRef) and e.name in names:
+        name, order = names[e.name]
+        return MapRef(name, order)
+    kids = children(e)
+    return with_children(e, tuple(_replace_aggs(x, names, group) for x in kids)) if kids else e
 
 
 def _canonical(group: tuple[str, ...], terms: list[Term]) -> tuple[Query, tuple[str, ...]]:

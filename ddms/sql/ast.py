@@ -45,7 +45,8 @@ class Minus:
 
 @dataclass(frozen=True)
 class Agg:
-    """``SUM(arg)``, ``COUNT(*)`` / ``COUNT(arg)`` (arg None for ``*``), ``AVG(arg)``."""
+    """``SUM(arg)``, ``COUNT(*)`` / ``COUNT(arg)`` (arg None for ``*``), ``AVG(arg)``, ``MIN(arg)``,
+    ``MAX(arg)``."""
 
     func: str
     arg: SqlExpr | None
@@ -161,4 +162,16 @@ def has_agg(e: SqlExpr) -> bool:
             return has_agg(a) or has_agg(b)
         case Minus(x):
             return has_agg(x)
+    return False
+
+
+def has_scalar(e: SqlExpr) -> bool:
+    """Whether an expression reads a scalar subquery (outside aggregates' arguments)."""
+    match e:
+        case Scalar():
+            return True
+        case Arith(_, a, b):
+            return has_scalar(a) or has_scalar(b)
+        case Minus(x):
+            return has_scalar(x)
     return False

@@ -45,11 +45,12 @@ from ddms.sql.ast import (
     SqlExpr,
     View,
     has_agg,
+    has_scalar,
 )
 
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}
 _CMP = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
-_AGG = {exp.Sum: "SUM", exp.Count: "COUNT", exp.Avg: "AVG"}
+_AGG = {exp.Sum: "SUM", exp.Count: "COUNT", exp.Avg: "AVG", exp.Max: "MAX", exp.Min: "MIN"}
 _SELECT_ARGS_OK = {"expressions", "from_", "joins", "where", "group", "kind", "hint"}
 
 
@@ -139,9 +140,10 @@ def _check_orderbook(s: Stream, stmt: str, text: str, offset: int, source: str) 
 
 
 def _view_name(select: Select, text: str, source: str) -> str:
-    aggs = [it for it in select.items if has_agg(it.expr)]
+    aggs = [it for it in select.items if has_agg(it.expr) or has_scalar(it.expr)]
     if len(aggs) != 1:
-        raise SqlError("a view needs exactly one aggregate output (SUM, COUNT or AVG), named by its alias",
+        raise SqlError("a view needs exactly one aggregate output (SUM, COUNT, AVG, MIN or MAX, or arithmetic "
+                       "over them or over scalar subqueries), named by its alias",
                        source, "SELECT", text, select.offset)
     return aggs[0].name.upper()
 
@@ -187,9 +189,8 @@ class _Converter:
         if node.args.get("kind"):
             raise self.fail("SELECT DISTINCT/ALL modifiers are not supported", node)
         frm = node.args.get("from_")
-        if frm is None:
-            raise self.fail("a view needs a FROM clause", node)
-        sources = [self.source_item(frm.this)]
+        # no FROM: a view over scalar subqueries only (``translate`` checks that it is one)
+        sources = [self.source_item(frm.this)] if frm is not None else []
         conds: list[Cond] = []
         for j in node.args.get("joins") or []:
             side, kind = (j.args.get("side") or "").upper(), (j.args.get("kind") or "").upper()
@@ -265,6 +266,8 @@ class _Converter:
             if node.args.get("distinct") or isinstance(node.this, exp.Distinct):
                 raise self.fail("DISTINCT aggregates are not supported", node)
             arg = node.this
+            if node.args.get("expressions"):
+                raise self.fail(f"{_AGG[t]} takes one argument (GREATEST/LEAST compare several)", node)
             if isinstance(arg, exp.Star):
                 if t is not exp.Count:
                     raise self.fail(f"{_AGG[t]}(*) is not valid", node)

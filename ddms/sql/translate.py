@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from ddms.calculus.ir import (
     Exists,
+    ExtremeAgg,
     Query,
     Rel,
     Term,
@@ -41,7 +42,7 @@ from ddms.calculus.ir import (
 )
 from ddms.calculus.normal import check_budget, expand, merge_terms, simplify_term, unify
 from ddms.errors import SqlError
-from ddms.m3.ir import Add, Cmp, Const, Div, Expr, Lift, MapRef, Mul, Neg, Stream, Var
+from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Expr, Extreme, Lift, MapRef, Mul, Neg, Stream, Var
 from ddms.sql.ast import (
     Agg,
     And,
@@ -61,6 +62,7 @@ from ddms.sql.ast import (
     Select,
     SqlExpr,
     has_agg,
+    has_scalar,
 )
 
 _NEGATE = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
@@ -113,6 +115,15 @@ class _Scope:
             raise fail(f"{c.text or c.name} is an aggregate computed by a subquery in FROM, not a column of a "
                        "relation: it cannot be used here", c.text)
         return hit
+
+    def outer_vars(self) -> set[str]:
+        """The variables of the enclosing queries' columns (what a subquery may correlate on)."""
+        out: set[str] = set()
+        scope = self.parent
+        while scope is not None:
+            out |= {v for cols in scope.tables.values() for v in cols.values() if isinstance(v, str)}
+            scope = scope.parent
+        return out
 
     def rebind(self, c: Col, var: str) -> None:
         """Make ``c`` read ``var`` from now on (an aggregate column lifted into a variable)."""
@@ -269,7 +280,7 @@ class _Translator:
                     return Add((x, Neg(y)))
                 if op == "*":
                     return Mul((x, y))
-                return Div(x, y)
+                return _divide(x, y)
             case Scalar(sel):
                 return self.scalar(sel, scope, e.text)
             case Agg():
@@ -301,6 +312,9 @@ class _Translator:
                 x = None if arg is None else self.value(arg, scope)
                 if x is not None and nullable(x):  # SQL aggregates skip NULL inputs
                     body = _times(body, [Term(1.0, (), (Cmp("=", x, x),))])
+                if func in ("MAX", "MIN"):
+                    assert x is not None
+                    return self.extreme(func.lower(), x, scope, body, local, group, nested, out, e.text)
                 terms = body if func == "COUNT" or x is None else _times(body, expand(x))
                 q = self.normalize(group, terms, local)
                 if nested:
@@ -312,12 +326,40 @@ class _Translator:
                 x = self.aggregate_expr(a, scope, body, local, group, nested, out)
                 y = self.aggregate_expr(b, scope, body, local, group, nested, out)
                 return {"+": lambda: Add((x, y)), "-": lambda: Add((x, Neg(y))), "*": lambda: Mul((x, y)),
-                        "/": lambda: Div(x, y)}[op]()
+                        "/": lambda: _divide(x, y)}[op]()
             case Minus(x):
                 return Neg(self.aggregate_expr(x, scope, body, local, group, nested, out))
             case Lit(v):
                 return Const(v)
+            case Scalar(sel):
+                # a scalar subquery beside aggregates: a nested aggregate, re-evaluated from maps
+                return self.scalar(sel, scope, e.text)
         raise self.fail("outside an aggregate, the SELECT list may name GROUP BY columns only", getattr(e, "text", ""))
+
+    def extreme(self, kind: str, x: Expr, scope: _Scope, body: list[Term], local: set[str],
+                group: tuple[str, ...], nested: bool, out: list[Query] | None, text: str) -> Expr:
+        """``MAX(x)``/``MIN(x)`` over ``body``: the rows counted per value ``v`` of ``x`` (per
+        group), ``AggSum(group + (v,), body * (v ^= x))``, and the extreme key of those counts:
+        nested, an :class:`ExtremeAgg`; at top level, ``Extreme(kind, v, #i[group..., v])`` over
+        the placeholder of that count query.  Correlation with an enclosing query must be by
+        equality (the counts are then keyed by the outer column): the largest value below an
+        outer one is no tree extreme, so it is rejected here, at its place in the SQL."""
+        v = self.fresh(f"{kind}_value")
+        terms = _times(body, [Term(1.0, (), (Cmp("=", Var(v), x) if isinstance(x, Var) else Lift(v, x),))])
+        q = self.normalize(group + (v,), terms, local | {v})
+        outer = scope.outer_vars()
+        for t in q.terms:
+            in_atoms = {w for a in t.atoms for w in a.vars}
+            loose = (term_vars(t) & outer) - in_atoms - set(group)
+            if loose:
+                raise self.fail(f"{kind.upper()} in a subquery correlated other than by equality (on "
+                                f"{', '.join(sorted(loose))}) is not supported: only MIN/MAX per value of "
+                                "outer columns (b2.col = b1.col) are kept as range-tree extremes", text)
+        if nested:
+            return ExtremeAgg(kind, v, AggSum(q.group, query_expr(q).expr))
+        assert out is not None
+        out.append(q)
+        return Extreme(kind, v, MapRef(f"#{len(out) - 1}", q.group))  # type: ignore[arg-type]
 
     def normalize(self, group: tuple[str, ...], terms: list[Term], local: set[str]) -> Query:
         keep = set(group) | {v for t in terms for v in term_vars(t) if v not in local}
@@ -353,8 +395,14 @@ class _Translator:
         key_vars: list[str] = []
         value: Expr | None = None
         aggs: list[Query] = []
+        if not sel.sources and (sel.where is not None or sel.group):
+            raise self.fail("a view without FROM is an expression over scalar subqueries: it takes no WHERE "
+                            "or GROUP BY", sel.text)
         for it in sel.items:
-            if has_agg(it.expr):
+            if not sel.sources and not has_agg(it.expr):
+                # no FROM: one row, the expression over scalar subqueries (nested aggregates)
+                value = self.value(it.expr, scope)
+            elif has_agg(it.expr) or has_scalar(it.expr):
                 value = self.aggregate_expr(it.expr, scope, body, local, group, False, aggs)
             elif isinstance(it.expr, Col):
                 v = scope.resolve(it.expr, self.fail)
@@ -369,7 +417,7 @@ class _Translator:
         assert value is not None
         # the view's keys are in SELECT-list order
         order = tuple(key_vars)
-        aggs = [Query(order, q.terms) for q in aggs]
+        aggs = [Query(order + q.group[len(order):], q.terms) for q in aggs]  # (MIN/MAX: + their value)
         value = _regroup(value, order)
         domain = self.normalize(order, body, local)
         return ViewDef(name, order, tuple(keys), tuple(aggs), value, domain, sel.text)
@@ -378,9 +426,20 @@ class _Translator:
 def _regroup(e: Expr, order: tuple[str, ...]) -> Expr:
     """``e`` with every aggregate placeholder (a ``#`` map) keyed by the view's keys in ``order``."""
     if isinstance(e, MapRef) and e.name.startswith("#"):
-        return MapRef(e.name, order)
+        return MapRef(e.name, order + e.keys[len(order):])
     kids = children(e)
     return with_children(e, tuple(_regroup(t, order) for t in kids)) if kids else e
+
+
+def _divide(x: Expr, y: Expr) -> Expr:
+    """``x / y``: a product when ``y`` is a nonzero constant (``x / 2`` is ``x * 0.5``), so the
+    quotient is neither NULL-guarded nor kept whole: it factorises like any product (a division by
+    a constant blocked that and ran two orders of magnitude slower); else a quotient."""
+    c = y.value if isinstance(y, Const) else -y.expr.value if isinstance(y, Neg) and isinstance(y.expr, Const) \
+        else None
+    if c is not None and c != 0.0:
+        return Mul((x, Const(1.0 / c)))
+    return Div(x, y)
 
 
 def _times(a: list[Term], b: list[Term]) -> list[Term]:
