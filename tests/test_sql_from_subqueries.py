@@ -147,7 +147,7 @@ def check_lines(name: str, lines: list[str], engine: Engine | None, every: int =
             got = dict(v) if keyed else v.value
         assert same_view(got, want), f"{name} line {n} ({text}): {got} != DuckDB {want}"
         values = list(want.values()) if isinstance(want, dict) else [want]
-        nulls += sum(1 for x in values if math.isnan(x))
+        nulls += sum(1 for x in values if x is None or math.isnan(x))
     return nulls
 
 

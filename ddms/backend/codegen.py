@@ -150,7 +150,7 @@ def _tree_only_candidates(program: Program) -> frozenset[str]:
     query exposes, never the target of a ``:=`` that fixes some of its keys (that clears one
     slice; a whole-map ``:=`` of a one-key map frees its tree), and, with prefix keys, never the
     target of any ``:=``."""
-    views = {q.map for q in program.queries}
+    views = {m for q in program.queries for m in q.maps}
     out = set()
     for m in program.maps:
         if not m.ordered or not m.keys or m.name in views:
@@ -175,7 +175,7 @@ class _Codegen:
         self.plan: list[str] = []
         self.functions: list[str] = []
         self.arity = {m.name: len(m.keys) for m in program.maps}
-        self.view_maps = {q.map for q in program.queries}
+        self.view_maps = {m for q in program.queries for m in q.maps}
         self._cuts: dict[tuple, tuple[str, str]] = {}   # threshold boundaries computed by the trigger
         self._fn: _Fn | None = None    # the function being generated (where reads are hoisted)
         self._hoisted = 0
@@ -533,6 +533,16 @@ class _Codegen:
 
         def go(v: str, env2: dict[str, str]) -> None:
             self._emit_product(fn, rest, env2, v if acc == "1.0" else f"{acc} * {v}", k)
+        if isinstance(head, Cmp) and any(isinstance(x, Extreme) for f in rest for x in walk(f)):
+            # a comparison filters: 0 * NULL (the MAX of an empty slice) must be 0, as in the
+            # interpreter, not NaN, so the test is a branch here, not a factor
+            test = self._test(head, env)
+            if test is not None:
+                fn.line(f"if {test}:")
+                fn.depth += 1
+                go(acc, env)
+                fn.depth -= 1
+                return
         if isinstance(head, Cmp | Lift) or self._inline(head, env) is not None:
             self._emit(fn, head, env, go)
             return
@@ -926,8 +936,9 @@ class _Codegen:
             dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}(st, {args})"
                             + (f"\n                lz[{lazy[n]}] = 1" if n in lazy else ""))
         changed = []
-        for q in p.queries:
-            m = self._m(q.map)
+        exposed = [name for q in p.queries for name in q.maps]   # every view's value maps
+        for qmap in exposed:
+            m = self._m(qmap)
             i = self.mid[m.name]
             if m.keys:
                 # changed only if some logged key's value differs from its old value (an E line of
@@ -951,11 +962,11 @@ class _Codegen:
                                "                changed = True\n"
                                f"                nch += 1\n                cs = {i}\n"
                                f"                co = prev[{i}]\n                cn = v")
-        snap = [f"            prev[{self.mid[q.map]}] = mv_{q.map}[0]" for q in p.queries
-                if not self._m(q.map).keys]
+        snap = [f"            prev[{self.mid[qmap]}] = mv_{qmap}[0]" for qmap in exposed
+                if not self._m(qmap).keys]
         # the state's arrays read once per batch, not once per line (structref field loads)
         hoist = "".join(f"    mv_{name} = st.m_{name}\n" for name in dict.fromkeys(
-            q.map for q in p.queries if not self._m(q.map).keys))
+            qmap for qmap in exposed if not self._m(qmap).keys))
         # prefetch only for trees past the caches' size (tested once per batch)
         pf_trees = sorted({tree for pairs in self.prefetch.values() for tree, _ in pairs})
         big = ("    big = " + " or ".join(f"btree_big(st.op_{t})" for t in pf_trees) + "\n" if pf_trees else "")

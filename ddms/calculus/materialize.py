@@ -287,34 +287,56 @@ class Compiler:
         return e
 
     # -- views -------------------------------------------------------------------------------------
-    def view(self, v: ViewDef) -> str:
+    def view(self, v: ViewDef) -> list[tuple[str, str]]:
+        """Compile the view's maps; returns (column, map) of each output: one map named after the
+        view for a view with one output, ``VIEW__COLUMN`` maps for several."""
         self.prefix = v.name
         self.counter = 0
-        single = isinstance(v.value, MapRef) and v.value.name == "#0" and len(v.aggregates) == 1
-        if single:
-            self.query_map(v.group, list(v.aggregates[0].terms), v.name)
-            return v.name
+        outputs = v.columns or ((v.name, v.value),)
+        targets = [(c, v.name if not v.columns else f"{v.name}__{c}") for c, _ in outputs]
+        for _, name in targets:
+            if name in self.maps:
+                raise SqlError(f"the map name {name} is taken twice (rename a view or a column)")
+        # an output that is one aggregate read nowhere else is that aggregate's map itself
+        uses: dict[str, int] = {}
+        for _, e in outputs:
+            for x in walk(e):
+                if isinstance(x, MapRef) and x.name.startswith("#"):
+                    uses[x.name] = uses.get(x.name, 0) + 1
+        own: dict[str, str] = {}
+        for (_, e), (_, name) in zip(outputs, targets, strict=True):
+            if isinstance(e, MapRef) and e.name.startswith("#") and uses[e.name] == 1 and e.keys == v.group:
+                own[e.name] = name
         names: dict[str, tuple[str, tuple[str, ...]]] = {}
         for i, q in enumerate(v.aggregates):
-            names[f"#{i}"] = self.query_map(q.group, list(q.terms))
-        value = _replace_aggs(v.value, names, v.group)
-        if has_rel(value):   # scalar subqueries in the SELECT list (or a view without FROM)
-            value = self.materialize_nested(value, set(v.group))
-        if v.group:
-            # the view's groups are those of COUNT(*) over the same body (a domain map)
-            dom, order = self.query_map(v.group, list(v.domain.terms))
-            d = MapRef(dom, order)
-            value = Mul((Div(d, d), value))
-            expr: Expr = AggSum(v.group, value)
-        else:
-            expr = value
-        self.add_reeval(v.name, Query(v.group, ()), expr, "combination of aggregates")
-        return v.name
+            names[f"#{i}"] = self.query_map(q.group, list(q.terms), own.get(f"#{i}"))
+        domain: MapRef | None = None
+        for (_, e), (_, name) in zip(outputs, targets, strict=True):
+            if isinstance(e, MapRef) and e.name in own:
+                continue
+            value = _replace_aggs(e, names, v.group)
+            if has_rel(value):   # scalar subqueries in the SELECT list (or a view without FROM)
+                value = self.materialize_nested(value, set(v.group))
+            if v.group:
+                if domain is None:
+                    # the view's groups are those of COUNT(*) over the same body (a domain map)
+                    dom, order = self.query_map(v.group, list(v.domain.terms))
+                    domain = MapRef(dom, order)
+                expr: Expr = AggSum(v.group, Mul((Div(domain, domain), value)))
+            else:
+                expr = value
+            self.add_reeval(name, Query(v.group, ()), expr, "combination of aggregates")
+        return targets
 
     # -- program ------------------------------------------------------------------------------------
     def program(self, views: list[ViewDef]) -> Compiled:
+        queries = []
         for v in views:
-            self.view(v)
+            targets = self.view(v)
+            if v.columns:
+                queries.append(M3Query(v.name, targets[0][1], v.key_names, tuple(targets)))
+            else:
+                queries.append(M3Query(v.name, v.name))
         decls = []
         # a scalar re-evaluated map starts at its expression's value on the empty database
         # (an AVG over nothing is NULL, not 0)
@@ -345,8 +367,7 @@ class Compiler:
                     body.append(st)
                 if body:
                     triggers.append(Trigger(sym, s.name, self.args[s.name], tuple(body)))
-        queries = tuple(M3Query(v.name, v.name) for v in views)
-        prog = Program(tuple(self.streams.values()), tuple(decls), queries, tuple(triggers))
+        prog = Program(tuple(self.streams.values()), tuple(decls), tuple(queries), tuple(triggers))
         return Compiled(prog, list(self.maps.values()))
 
 

@@ -78,6 +78,23 @@ def split_statements(text: str) -> list[tuple[int, str]]:
     return [(o, s) for o, s in out if _strip_comments(s).strip()]
 
 
+_CREATE_VIEW = re.compile(r"CREATE\s+VIEW\s+(\w+)\s+AS\s+SELECT\b", re.IGNORECASE)
+
+
+def _code_start(stmt: str) -> int:
+    """Offset in ``stmt`` of its first token (after blanks and ``--`` comment lines)."""
+    i = 0
+    while i < len(stmt):
+        if stmt[i].isspace():
+            i += 1
+        elif stmt.startswith("--", i):
+            j = stmt.find("\n", i)
+            i = len(stmt) if j < 0 else j
+        else:
+            break
+    return i
+
+
 def _strip_comments(s: str) -> str:
     return "\n".join(line.split("--", 1)[0] for line in s.splitlines())
 
@@ -90,14 +107,21 @@ def parse_sql(text: str, source: str = "<sql>") -> Script:
     for offset, stmt in split_statements(text):
         body = _strip_comments(stmt).strip()
         head = body.split(None, 1)[0].upper() if body else ""
-        if head == "CREATE":
+        named = _CREATE_VIEW.match(body)
+        if named is not None:
+            # CREATE VIEW name AS SELECT ...: the view is named explicitly
+            raw = _CREATE_VIEW.search(stmt, _code_start(stmt))
+            start = raw.end() - len("SELECT") if raw is not None else _code_start(stmt)
+            select = _Converter(text, source, offset + start).statement(body[named.end() - len("SELECT"):])
+            views.append(View(named.group(1).upper(), select))
+        elif head == "CREATE":
             streams.append(_stream(stmt, text, offset, source))
         elif head == "SELECT":
-            lead = len(stmt) - len(stmt.lstrip())
-            select = _Converter(text, source, offset + lead).statement(body)
+            # (errors are located from the first token, not inside a leading comment)
+            select = _Converter(text, source, offset + _code_start(stmt)).statement(body)
             views.append(View(_view_name(select, text, source), select))
         else:
-            raise SqlError(f"expected CREATE STREAM/TABLE or SELECT, found {head or 'nothing'!r}",
+            raise SqlError(f"expected CREATE STREAM/TABLE, CREATE VIEW or SELECT, found {head or 'nothing'!r}",
                            source, body.split("\n", 1)[0], text)
     if not views:
         raise SqlError("no SELECT view in the script", source)
@@ -140,9 +164,11 @@ def _check_orderbook(s: Stream, stmt: str, text: str, offset: int, source: str) 
 
 
 def _view_name(select: Select, text: str, source: str) -> str:
+    """A view is named by its output's alias, the first one when it has several (``CREATE VIEW
+    name AS SELECT`` names it explicitly)."""
     aggs = [it for it in select.items if has_agg(it.expr) or has_scalar(it.expr)]
-    if len(aggs) != 1:
-        raise SqlError("a view needs exactly one aggregate output (SUM, COUNT, AVG, MIN or MAX, or arithmetic "
+    if not aggs:
+        raise SqlError("a view needs an aggregate output (SUM, COUNT, AVG, MIN or MAX, or arithmetic "
                        "over them or over scalar subqueries), named by its alias",
                        source, "SELECT", text, select.offset)
     return aggs[0].name.upper()

@@ -79,6 +79,9 @@ class ViewDef:
     value: Expr
     domain: Query
     sql: str = field(compare=False, default="")
+    columns: tuple[tuple[str, Expr], ...] = ()
+    """With several outputs: (column name, value over the ``#i`` aggregates) each, ``value``
+    being the first's; empty for a view with one output (named after the view)."""
 
 
 @dataclass
@@ -393,17 +396,20 @@ class _Translator:
         group = tuple(dict.fromkeys(group_vars))
         keys: list[str] = []
         key_vars: list[str] = []
-        value: Expr | None = None
+        outputs: list[tuple[str, Expr]] = []
         aggs: list[Query] = []
         if not sel.sources and (sel.where is not None or sel.group):
             raise self.fail("a view without FROM is an expression over scalar subqueries: it takes no WHERE "
                             "or GROUP BY", sel.text)
         for it in sel.items:
+            if any(it.name.upper() == o for o, _ in outputs) or it.name.upper() in keys:
+                raise self.fail(f"two output columns are named {it.name}: give each its own AS name", it.text)
             if not sel.sources and not has_agg(it.expr):
                 # no FROM: one row, the expression over scalar subqueries (nested aggregates)
-                value = self.value(it.expr, scope)
+                outputs.append((it.name.upper(), self.value(it.expr, scope)))
             elif has_agg(it.expr) or has_scalar(it.expr):
-                value = self.aggregate_expr(it.expr, scope, body, local, group, False, aggs)
+                outputs.append((it.name.upper(),
+                                self.aggregate_expr(it.expr, scope, body, local, group, False, aggs)))
             elif isinstance(it.expr, Col):
                 v = scope.resolve(it.expr, self.fail)
                 if v not in group:
@@ -414,13 +420,14 @@ class _Translator:
                 raise self.fail("outside an aggregate, the SELECT list may name GROUP BY columns only", it.text)
         if sorted(key_vars) != sorted(group):
             raise self.fail("every GROUP BY column must also be selected (it names the view's key)", sel.text)
-        assert value is not None
+        assert outputs
         # the view's keys are in SELECT-list order
         order = tuple(key_vars)
         aggs = [Query(order + q.group[len(order):], q.terms) for q in aggs]  # (MIN/MAX: + their value)
-        value = _regroup(value, order)
+        columns = tuple((c, _regroup(e, order)) for c, e in outputs)
         domain = self.normalize(order, body, local)
-        return ViewDef(name, order, tuple(keys), tuple(aggs), value, domain, sel.text)
+        return ViewDef(name, order, tuple(keys), tuple(aggs), columns[0][1], domain, sel.text,
+                       columns if len(columns) > 1 else ())
 
 
 def _regroup(e: Expr, order: tuple[str, ...]) -> Expr:
