@@ -471,6 +471,21 @@ def _replace_aggs(e: Expr, names: dict[str, tuple[str, tuple[str, ...]]], group:
     return with_children(e, tuple(_replace_aggs(x, names, group) for x in kids)) if kids else e
 
 
+def _binds_of(f: Expr) -> set[str]:
+    """The variables a materialized factor binds at its top: a map reference's keys (also as a
+    quotient's numerator), a lift's variable."""
+    match f:
+        case MapRef(_, keys):
+            return set(keys)
+        case Div(a, _):
+            return _binds_of(a)
+        case Lift(v, _):
+            return {v}
+        case Mul(fs):
+            return set().union(*(_binds_of(x) for x in fs))
+    return set()
+
+
 def _canonical(group: tuple[str, ...], terms: list[Term]) -> tuple[Query, tuple[str, ...]]:
     """Rename variables canonically: group variables -> K0.., others -> X0.. in order of
     appearance.  Returns the canonical query and the original group variables in canonical key
@@ -532,7 +547,15 @@ def _factorize(coef: float, factors: list[Expr], bound: set[str], out: tuple[str
     parts: list[Expr] = []
     if coef != 1.0:
         parts.append(Const(coef))
-    ordered = sorted(groups.values(), key=lambda fs: 0 if any(set(expr_vars(f)) & set(out) for f in fs) else 1)
+    # groups that bind output variables (a map keyed by them, a lift) first, then those that
+    # only read them (a range sum per output group compares with its key), then the rest
+    outs = set(out) - bound
+
+    def rank(fs: list[Expr]) -> int:
+        if any(_binds_of(f) & outs for f in fs):
+            return 0
+        return 1 if any(set(expr_vars(f)) & set(out) for f in fs) else 2
+    ordered = sorted(groups.values(), key=rank)
     for fs in ordered:
         fs = sorted(fs, key=lambda f: 0 if isinstance(f, MapRef) else 1)
         body = fs[0] if len(fs) == 1 else Mul(tuple(fs))

@@ -33,8 +33,8 @@ class ScalarView:
     __slots__ = ("name", "decl", "_cell", "columns")
 
     def __init__(self, name: str, decl: MapDecl, cell: np.ndarray) -> None:
+        self.columns: tuple[str, ...] = (name,)   # (before _cell: the view is read-only after)
         self.name, self.decl, self._cell = name, decl, cell
-        self.columns: tuple[str, ...] = (name,)
 
     @property
     def value(self) -> float | int | None:

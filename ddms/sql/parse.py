@@ -167,6 +167,10 @@ def _view_name(select: Select, text: str, source: str) -> str:
     """A view is named by its output's alias, the first one when it has several (``CREATE VIEW
     name AS SELECT`` names it explicitly)."""
     aggs = [it for it in select.items if has_agg(it.expr) or has_scalar(it.expr)]
+    for it in select.items:
+        if not it.name:
+            raise SqlError("an output expression needs an alias (AS name): it names the view or its column",
+                           source, it.text, text, select.offset)
     if not aggs:
         raise SqlError("a view needs an aggregate output (SUM, COUNT, AVG, MIN or MAX, or arithmetic "
                        "over them or over scalar subqueries), named by its alias",
@@ -264,7 +268,7 @@ class _Converter:
         e = self.expr(node)
         if isinstance(e, Agg):
             return Item(e, e.func.lower(), node.sql())
-        raise self.fail("an output expression needs an alias (AS name)", node)
+        return Item(e, "", node.sql())   # unnamed: fine in a scalar subquery, not as a view's column
 
     def column(self, node: exp.Expression) -> Col:
         if not isinstance(node, exp.Column):

@@ -169,6 +169,10 @@ class _Translator:
         terms = [Term(1.0, (), ())]
         local: set[str] = set()
         for item in sel.sources:
+            if isinstance(item, FromSelect):
+                for it in item.select.items:
+                    if not it.name:
+                        raise self.fail("a column of a subquery in FROM needs a name (AS name)", it.text)
             if isinstance(item, FromTable):
                 s = self.streams.get(item.name)
                 if s is None:
@@ -402,6 +406,8 @@ class _Translator:
             raise self.fail("a view without FROM is an expression over scalar subqueries: it takes no WHERE "
                             "or GROUP BY", sel.text)
         for it in sel.items:
+            if not it.name:
+                raise self.fail("an output expression needs an alias (AS name): it names its column", it.text)
             if any(it.name.upper() == o for o, _ in outputs) or it.name.upper() in keys:
                 raise self.fail(f"two output columns are named {it.name}: give each its own AS name", it.text)
             if not sel.sources and not has_agg(it.expr):
