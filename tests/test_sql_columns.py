@@ -135,4 +135,4 @@ def test_view_objects(program) -> None:
     assert fut.done() and fut.result().value == 50.0
     eng.delete("BIDS", 0, 1, 1, 10, 100)
     eng.delete("BIDS", 1, 2, 2, 5, 90)
-    assert book.value == (None, 150.0, None) and seen == [100.0]
+    assert book.value == (None, 150.0, None) and seen == [100.0, 90.0]   # not on NULL

@@ -8,8 +8,6 @@ and the numba engine (all views in one program: one compile).  MIN/MAX over noth
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -59,6 +57,13 @@ VIEWS = {
     "BEST_SHARE": "SELECT broker_id, SUM(volume) / (SELECT SUM(b9.volume) FROM bids b9) AS best_share "
                   "FROM bids GROUP BY broker_id",
     "DEPTH_TICKS": "SELECT SUM(volume) AS depth_ticks FROM asks WHERE price <= (SELECT MIN(price) FROM asks) + 99",
+    # cumulative depth per price level: a GROUP BY subquery joined by an inequality on its key,
+    # grouped by that key (failed with "variable K0 is used before it is bound")
+    "CUM_DEPTH": "SELECT x.price, SUM(b.volume) AS cum_depth FROM (SELECT price FROM bids GROUP BY price) x, bids b "
+                 "WHERE b.price >= x.price GROUP BY x.price",
+    # an unnamed ratio in a scalar subquery (needs no alias)
+    "ABOVE_VWAP": "SELECT COUNT(*) AS above_vwap FROM bids WHERE price > (SELECT SUM(price * volume) / SUM(volume) "
+                  "FROM bids)",
 }
 
 PRICES = [1, 99, 100, 101, 102, 150, 200]
@@ -82,7 +87,8 @@ def engine_program(program):
     return program
 
 
-def check_stream(program, stream: list[tuple], engine: Engine | None = None) -> None:
+def check_stream(program, stream: list[tuple], engine: Engine | None = None, views: dict | None = None) -> None:
+    views = VIEWS if views is None else views
     interp = Interpreter(program)
     names = {0: "BIDS", 1: "ASKS"}
     lines = [f"{i},{oid},{a},{v},{p}" for i, (a, oid, v, p) in enumerate(stream)]
@@ -102,7 +108,7 @@ def check_stream(program, stream: list[tuple], engine: Engine | None = None) -> 
             engine._check()
         i = j
         book.line(text)
-        for view, sql in VIEWS.items():
+        for view, sql in views.items():
             want = rows_of(duck.query(book, coalesce_sums(sql)))
             got = interp.view(view)
             assert same_view(got, want), f"{view} line {n} ({text}): interpreter {got} != DuckDB {want}"
@@ -181,3 +187,10 @@ def test_rejected_with_location(sql: str, reason: str) -> None:
     with pytest.raises(SqlError) as e:
         compile_sql(HEADER + sql + ";", "v.sql")
     assert reason in str(e.value) and "v.sql:6:" in str(e.value), str(e.value)
+
+
+def test_caret_skips_a_leading_comment() -> None:
+    """The caret points at the SQL, not into a ``--`` comment before the statement."""
+    with pytest.raises(SqlError) as e:
+        compile_sql(HEADER + "-- SUM of the volume at prices\nSELECT SUM(volume) / 2 FROM bids;", "c.sql")
+    assert "c.sql:7:8:" in str(e.value) and "needs an alias" in str(e.value), str(e.value)

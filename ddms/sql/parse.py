@@ -28,16 +28,19 @@ from ddms.sql.ast import (
     And,
     Arith,
     Bool,
+    Case,
     Col,
     Compare,
     Cond,
     FromItem,
     FromSelect,
     FromTable,
+    IsNull,
     Item,
     Lit,
     Minus,
     Not,
+    Null,
     Or,
     Scalar,
     Script,
@@ -51,7 +54,7 @@ from ddms.sql.ast import (
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}
 _CMP = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 _AGG = {exp.Sum: "SUM", exp.Count: "COUNT", exp.Avg: "AVG", exp.Max: "MAX", exp.Min: "MIN"}
-_SELECT_ARGS_OK = {"expressions", "from_", "joins", "where", "group", "kind", "hint"}
+_SELECT_ARGS_OK = {"expressions", "from_", "joins", "where", "group", "kind", "hint", "having", "with_"}
 
 
 def split_statements(text: str) -> list[tuple[int, str]]:
@@ -116,7 +119,7 @@ def parse_sql(text: str, source: str = "<sql>") -> Script:
             views.append(View(named.group(1).upper(), select))
         elif head == "CREATE":
             streams.append(_stream(stmt, text, offset, source))
-        elif head == "SELECT":
+        elif head in ("SELECT", "WITH"):
             # (errors are located from the first token, not inside a leading comment)
             select = _Converter(text, source, offset + _code_start(stmt)).statement(body)
             views.append(View(_view_name(select, text, source), select))
@@ -185,6 +188,7 @@ class _Converter:
 
     def __init__(self, text: str, source: str, offset: int = 0) -> None:
         self.text, self.source, self.offset = text, source, offset
+        self.ctes: dict[str, exp.Select] = {}   # WITH name AS (SELECT ...): read as a subquery in FROM
 
     def fail(self, reason: str, node: exp.Expression | str) -> SqlError:
         frag = node if isinstance(node, str) else node.sql()
@@ -218,6 +222,14 @@ class _Converter:
                 raise self.fail(f"{key.upper()} is not supported in views", node)
         if node.args.get("kind"):
             raise self.fail("SELECT DISTINCT/ALL modifiers are not supported", node)
+        with_ = node.args.get("with_")
+        if with_ is not None:
+            if with_.args.get("recursive"):
+                raise self.fail("WITH RECURSIVE is not supported", with_)
+            for cte in with_.expressions:
+                if not isinstance(cte.this, exp.Select):
+                    raise self.fail("a WITH query must be a SELECT", cte)
+                self.ctes[cte.alias.lower()] = cte.this
         frm = node.args.get("from_")
         # no FROM: a view over scalar subqueries only (``translate`` checks that it is one)
         sources = [self.source_item(frm.this)] if frm is not None else []
@@ -241,7 +253,9 @@ class _Converter:
         group = tuple(self.column(g) for g in (node.args["group"].expressions if node.args.get("group") else ()))
         items = tuple(self.item(e) for e in node.expressions)
         cond = None if not conds else conds[0] if len(conds) == 1 else And(tuple(conds))
-        return Select(items, tuple(sources), cond, group, node.sql(), self.offset)
+        having = node.args.get("having")
+        return Select(items, tuple(sources), cond, group, node.sql(), self.offset,
+                      self.cond(having.this) if having is not None else None)
 
     def source_item(self, node: exp.Expression) -> FromItem:
         if isinstance(node, exp.Table):
@@ -249,6 +263,8 @@ class _Converter:
                 raise self.fail("qualified table names are not supported", node)
             name = node.name
             alias = node.alias or name
+            if name.lower() in self.ctes:   # a WITH query: a subquery in FROM under its alias
+                return FromSelect(self.select(self.ctes[name.lower()]), alias.lower(), node.sql())
             return FromTable(name.upper(), alias.lower(), node.sql())
         if isinstance(node, exp.Subquery):
             if not isinstance(node.this, exp.Select):
@@ -309,6 +325,38 @@ class _Converter:
             return Scalar(self.select(node.this), node.sql())
         if isinstance(node, exp.Cast):
             return self.expr(node.this)
+        if isinstance(node, exp.Null):
+            return Null(node.sql())
+        if isinstance(node, exp.Case):
+            if node.this is not None:   # CASE x WHEN v THEN ...: CASE WHEN x = v THEN ...
+                x = self.expr(node.this)
+                whens = tuple((Compare("=", x, self.expr(i.this)), self.expr(i.args["true"])) for i in node.args["ifs"])
+            else:
+                whens = tuple((self.cond(i.this), self.expr(i.args["true"])) for i in node.args["ifs"])
+            d = node.args.get("default")
+            return Case(whens, self.expr(d) if d is not None else Null(), node.sql())
+        if isinstance(node, exp.Coalesce):
+            args = [self.expr(node.this), *(self.expr(a) for a in node.expressions)]
+            out = args[-1]
+            for a in reversed(args[:-1]):
+                out = Case(((Not(IsNull(a)), a),), out, node.sql())
+            return out
+        if isinstance(node, exp.Nullif):
+            a, b = self.expr(node.this), self.expr(node.expression)
+            return Case(((Compare("=", a, b), Null()),), a, node.sql())
+        if isinstance(node, exp.Abs):
+            a = self.expr(node.this)
+            return Case(((Compare("<", a, Lit(0.0)), Minus(a)),), a, node.sql())
+        if isinstance(node, exp.Greatest | exp.Least):
+            # NULL arguments are skipped, as DuckDB does: NULL only when all are NULL
+            op = ">=" if isinstance(node, exp.Greatest) else "<="
+            args = [self.expr(node.this), *(self.expr(a) for a in node.expressions)]
+            out = args[0]
+            for b in args[1:]:
+                out = Case(((IsNull(b), out), (IsNull(out), b), (Compare(op, out, b), out)), b, node.sql())
+            return out
+        if isinstance(node, exp.Mod):
+            raise self.fail("% is not supported (M3 has no integer division)", node)
         raise self.fail(f"unsupported expression ({node.key.upper()})", node)
 
     def cond(self, node: exp.Expression) -> Cond:
@@ -325,6 +373,8 @@ class _Converter:
             return Not(self.cond(node.this), node.sql())
         if isinstance(node, exp.Boolean):
             return Bool(bool(node.this), node.sql())
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+            return IsNull(self.expr(node.this), node.sql())
         if isinstance(node, exp.Between):
             x = self.expr(node.this)
             return And((Compare(">=", x, self.expr(node.args["low"])),

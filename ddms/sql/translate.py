@@ -37,6 +37,7 @@ from ddms.calculus.ir import (
     expr_vars,
     nullable,
     query_expr,
+    term_expr,
     term_vars,
     with_children,
 )
@@ -48,14 +49,17 @@ from ddms.sql.ast import (
     And,
     Arith,
     Bool,
+    Case,
     Col,
     Compare,
     Cond,
     FromSelect,
     FromTable,
+    IsNull,
     Lit,
     Minus,
     Not,
+    Null,
     Or,
     Scalar,
     Script,
@@ -215,6 +219,8 @@ class _Translator:
         column is the aggregate for the bound group (a nested ``AggSum`` correlated on ``g``).
         Cost: as translating the subquery once per aggregate column, plus once for its rows."""
         sub = item.select
+        if sub.having is not None:
+            raise self.fail("HAVING is supported in a view's top-level SELECT only", item.text)
         created_before = set(self.used)
         inner_scope, body, inner_local = self.from_items(sub, parent)
         if sub.where is not None:
@@ -267,6 +273,28 @@ class _Translator:
                 return [Term(1.0, (), ())] + [Term(-t.coef, t.atoms, t.factors) for t in self.cond(x, scope)]
             case Bool(v):
                 return [Term(1.0, (), ())] if v else []
+            case IsNull(x):
+                v = self.value(x, scope)
+                return [Term(1.0, (), (Cmp("=", Cmp("=", v, v), Const(0.0)),))] if nullable(v) else []
+        raise self.fail("unsupported condition", getattr(c, "text", ""))
+
+    def agg_cond(self, c: Cond, value) -> Expr:
+        """A condition over aggregates (HAVING, CASE over aggregates) as one 0/1 expression,
+        ``value`` translating its operands.  NULL compares false."""
+        match c:
+            case Compare(op, a, b):
+                return Cmp(op, value(a), value(b))
+            case And(items):
+                return Mul(tuple(self.agg_cond(x, value) for x in items))
+            case Or(items):
+                return Cmp("!=", Add(tuple(self.agg_cond(x, value) for x in items)), Const(0.0))
+            case Not(x):
+                return Cmp("=", self.agg_cond(x, value), Const(0.0))
+            case Bool(v):
+                return Const(1.0 if v else 0.0)
+            case IsNull(x):
+                v = value(x)
+                return Cmp("=", Cmp("=", v, v), Const(0.0)) if nullable(v) else Const(0.0)
         raise self.fail("unsupported condition", getattr(c, "text", ""))
 
     # -- values -----------------------------------------------------------------------------------
@@ -290,11 +318,18 @@ class _Translator:
                 return _divide(x, y)
             case Scalar(sel):
                 return self.scalar(sel, scope, e.text)
+            case Null():
+                return _NULL
+            case Case(whens, default):
+                return _case([(_factor(self.cond(c, scope)), self.value(v, scope)) for c, v in whens],
+                             self.value(default, scope))
             case Agg():
                 raise self.fail("an aggregate cannot appear here (only in the SELECT list)", e.text)
         raise self.fail("unsupported expression", getattr(e, "text", ""))
 
     def scalar(self, sel: Select, parent: _Scope, text: str) -> Expr:
+        if sel.having is not None:
+            raise self.fail("HAVING is supported in a view's top-level SELECT only", text)
         if sel.group:
             raise self.fail("a scalar subquery cannot have GROUP BY (it must return one row)", text)
         if len(sel.items) != 1 or not has_agg(sel.items[0].expr):
@@ -341,6 +376,12 @@ class _Translator:
             case Scalar(sel):
                 # a scalar subquery beside aggregates: a nested aggregate, re-evaluated from maps
                 return self.scalar(sel, scope, e.text)
+            case Null():
+                return _NULL
+            case Case(whens, default):
+                def val(x: SqlExpr) -> Expr:
+                    return self.aggregate_expr(x, scope, body, local, group, nested, out)
+                return _case([(self.agg_cond(c, val), val(v)) for c, v in whens], val(default))
         raise self.fail("outside an aggregate, the SELECT list may name GROUP BY columns only", getattr(e, "text", ""))
 
     def extreme(self, kind: str, x: Expr, scope: _Scope, body: list[Term], local: set[str],
@@ -427,6 +468,13 @@ class _Translator:
         if sorted(key_vars) != sorted(group):
             raise self.fail("every GROUP BY column must also be selected (it names the view's key)", sel.text)
         assert outputs
+        if sel.having is not None:
+            # HAVING: every output is 0 (no row) where the condition over aggregates fails; the
+            # test comes first, so a NULL output of a filtered group is dropped too
+            def val(x: SqlExpr) -> Expr:
+                return self.aggregate_expr(x, scope, body, local, group, False, aggs)
+            test = self.agg_cond(sel.having, val)
+            outputs = [(c, Mul((test, e))) for c, e in outputs]
         # the view's keys are in SELECT-list order
         order = tuple(key_vars)
         aggs = [Query(order + q.group[len(order):], q.terms) for q in aggs]  # (MIN/MAX: + their value)
@@ -442,6 +490,42 @@ def _regroup(e: Expr, order: tuple[str, ...]) -> Expr:
         return MapRef(e.name, order + e.keys[len(order):])
     kids = children(e)
     return with_children(e, tuple(_regroup(t, order) for t in kids)) if kids else e
+
+
+_NULL = Div(Const(0.0), Const(0.0))
+"""SQL NULL as an expression (0 / 0 is NaN, and a quotient counts as nullable)."""
+
+
+def _factor(terms: list[Term]) -> Expr:
+    """A condition's terms (0/1 valued, no relation atoms) as one opaque 0/1 factor: multiplied
+    into a branch, it is never distributed over it (``1 - {c}`` times a NULL value would add
+    NULL to the sum even where ``c`` holds)."""
+    if not terms:
+        return Const(0.0)
+    if len(terms) == 1 and terms[0].coef == 1.0 and not terms[0].atoms:
+        fs = terms[0].factors
+        if not fs:
+            return Const(1.0)
+        if len(fs) == 1 and isinstance(fs[0], Cmp):
+            return fs[0]
+    return Cmp("!=", Add(tuple(term_expr(t) for t in terms)), Const(0.0))
+
+
+def _case(branches: list[tuple[Expr, Expr]], default: Expr) -> Expr:
+    """``CASE WHEN c1 THEN v1 ... ELSE d END`` from 0/1 conditions: each value times its
+    condition and the test that no earlier one held (a NULL condition does not hold), tests
+    first so a branch not taken is 0 even when its value is NULL."""
+    parts: list[Expr] = []
+    earlier: list[Expr] = []
+    for c, v in branches + [(Const(1.0), default)]:
+        held = earlier[0] if len(earlier) == 1 else Add(tuple(earlier))
+        none_before = [Cmp("=", held, Const(0.0))] if earlier else []
+        if not (isinstance(v, Const) and v.value == 0.0) and c != Const(0.0):
+            parts.append(Mul(tuple(none_before + ([c] if c != Const(1.0) else []) + [v])))
+        earlier.append(c)
+    if not parts:
+        return Const(0.0)
+    return parts[0] if len(parts) == 1 else Add(tuple(parts))
 
 
 def _divide(x: Expr, y: Expr) -> Expr:
