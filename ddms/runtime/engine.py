@@ -181,6 +181,11 @@ class Engine:
             raise ViewError(f"no view named {name!r} (views: {', '.join(self.views)})")
         return v
 
+    def watchable(self) -> list[str]:
+        """The names callbacks, conditions and futures take: every view with one value column,
+        and ``VIEW.COLUMN`` for each column of a view with several."""
+        return list(self._single)
+
     def _watchable(self, name: str) -> ScalarView | GroupedView:
         v = self.view(name)
         if isinstance(v, TableView):
