@@ -8,6 +8,8 @@ and the numba engine (all views in one program: one compile).  MIN/MAX over noth
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -194,3 +196,18 @@ def test_caret_skips_a_leading_comment() -> None:
     with pytest.raises(SqlError) as e:
         compile_sql(HEADER + "-- SUM of the volume at prices\nSELECT SUM(volume) / 2 FROM bids;", "c.sql")
     assert "c.sql:7:8:" in str(e.value) and "needs an alias" in str(e.value), str(e.value)
+
+
+def test_compile_prints_cost_classes(tmp_path, capsys) -> None:
+    """``ddms compile`` ends with each view's cost per event; a best bid written as "no bid above
+    me" is flagged as an O(n) pass, the same view written with MAX is O(log n)."""
+    from ddms.cli import main
+    path = tmp_path / "v.sql"
+    path.write_text(HEADER + "SELECT MAX(price) AS best FROM bids;\n"
+                    "SELECT SUM(b1.price) AS cliff FROM bids b1 WHERE "
+                    "(SELECT COUNT(*) FROM bids b2 WHERE b2.price > b1.price) = 0;\n"
+                    "SELECT broker_id, MAX(price) AS per_broker FROM bids GROUP BY broker_id;\n")
+    assert main(["compile", str(path)]) == 0
+    out = capsys.readouterr().out.split("-- cost per input event")[1]
+    assert "-- BEST: O(log n)\n" in out and "-- PER_BROKER: O(log n)\n" in out, out
+    assert re.search(r"-- CLIFF: O\(n\)  <-- re-evaluated by a pass", out), out

@@ -1524,10 +1524,7 @@ OP_CODES = {"<": LT, "<=": LE, ">": GT, ">=": GE}
 
 @njit(cache=True)
 def range_sum(pool, root, op: int, x: float, c: int = 0) -> float:
-    """Sum of column c's values with key ``op`` x; O(log n).  0 when x is NaN (SQL NULL: every
-    comparison with it is false), e.g. a bound derived from the MAX of an empty book."""
-    if x != x:
-        return 0.0
+    """Sum of column c's values with key ``op`` x; O(log n)."""
     if op == LT:
         return btree_sum_lt(pool, root, x, c)
     if op == LE:
