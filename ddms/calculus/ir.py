@@ -9,7 +9,8 @@ range over the relation's tuples.  A query is kept in a normal form the compiler
 
 where ``atoms`` are relation atoms and ``factors`` are products' other members: variables,
 comparisons (possibly over nested aggregates, which contain their own ``Rel`` atoms), divisions,
-and :class:`Exists`, the rows of a ``GROUP BY`` subquery in FROM.  Sums inside factors are
+and :class:`Exists`, the rows of a ``GROUP BY`` subquery in FROM, and :class:`ExtremeAgg`, a
+``MIN``/``MAX``.  Sums inside factors are
 multiplied out by :mod:`ddms.calculus.normal`, so every term is a conjunctive query with a value.
 Frozen dataclasses, hashable, usable as dictionary keys.
 """

@@ -22,6 +22,12 @@ For every view (:class:`ddms.sql.translate.ViewDef`):
   groups with a few map reads (range sums, threshold searches) per group -- or for the one group
   an event can change, when it changed the maps read only at that group (:func:`_narrow`).
 
+* a **MIN/MAX** (:class:`ddms.calculus.ir.ExtremeAgg`) becomes a map of row counts per value
+  (and per correlated outer key), maintained by deltas, read as ``Max(v, C[.., v])``; the order
+  pass makes ``C`` ORDERED on ``v``, so the extreme is a tree's first/last key, O(log n);
+* a view with several outputs gets one map per output column (``VIEW__COLUMN``), exposed as one
+  query with columns.
+
 Products of factors that share no loop variable are *factorized* into separate ``AggSum``s
 (``sum_a sum_b f(a) g(b) = (sum_a f(a)) (sum_b g(b))``), and maps with the same definition (up to
 variable names) are created once.  Budgets: ``MAX_MAPS`` maps per program.
@@ -45,10 +51,10 @@ from ddms.calculus.ir import (
     has_rel,
     node_vars,
     substitute,
+    term_vars,
     walk,
     with_children,
 )
-from ddms.calculus.ir import term_vars as term_vars_of
 from ddms.calculus.normal import expand, merge_terms, simplify, simplify_term
 from ddms.errors import SqlError
 from ddms.m3.ir import (
@@ -261,7 +267,7 @@ class Compiler:
                 # MIN/MAX: the rows counted per value v (per correlated outer key, bound here),
                 # a map of counts ORDERED on v; the extreme is its tree's first or last key
                 terms = merge_terms([x for t in expand(body) if (x := simplify_term(t)) is not None])
-                seen = {w for t in terms for w in term_vars_of(t)}
+                seen = {w for t in terms for w in term_vars(t)}
                 corr = [w for w in g if w != v] + sorted((seen & bound) - set(g))
                 name, order = self.query_map(tuple(dict.fromkeys(corr)) + (v,), terms)
                 return Extreme(kind, v, MapRef(name, order))  # type: ignore[arg-type]
