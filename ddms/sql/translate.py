@@ -18,6 +18,15 @@ that combines them (``SUM(x) / COUNT(*)`` for AVG).
   refer to columns of an enclosing query, and a ``GROUP BY`` key of the enclosing query that is
   an aggregate column is bound by a lift ``(k ^= aggregate)`` (rejected when it can be NULL:
   NULL keys would need a group of their own);
+* ``MIN(x)``/``MAX(x)`` count the rows per value ``v`` of ``x`` (``(v ^= x)``, per group and
+  per outer key it is correlated on by equality) and take the extreme key: an ``ExtremeAgg``
+  nested, ``Extreme(kind, v, #i[group.., v])`` at top level; NULL over nothing;
+* ``CASE`` is a sum of branches, each value times its condition and "no earlier condition held"
+  as opaque 0/1 factors placed first (a branch not taken is 0 even if its value is NULL);
+  ``COALESCE``, ``NULLIF``, ``ABS``, ``GREATEST``, ``LEAST`` arrive as ``CASE``; ``HAVING``
+  multiplies every output by its condition over the aggregates; a SELECT without FROM is an
+  expression over scalar subqueries; a view may have several outputs (``ViewDef.columns``);
+* ``x / c`` for a nonzero constant ``c`` is ``x * (1 / c)``;
 * equalities between variables are removed by renaming (:func:`ddms.calculus.normal.unify`).
 
 Pure; cost linear in the SQL plus the multiplied-out terms (bounded by ``normal.MAX_TERMS``).
