@@ -1,5 +1,5 @@
-"""HAVING, CASE WHEN, COALESCE, NULLIF, ABS, GREATEST, LEAST, IS [NOT] NULL and WITH (issue 21,
-item 5), checked against DuckDB after every line of hypothesis streams through the interpreter
+"""HAVING, CASE WHEN, COALESCE, NULLIF, ABS, GREATEST, LEAST, IS [NOT] NULL, WITH, EXISTS / NOT
+EXISTS / IN / NOT IN (subqueries, correlated, and lists) (issue 21, item 5), checked against DuckDB after every line of hypothesis streams through the interpreter
 and the engine (one program), with NULLs from MIN/MAX and AVG of empty books and groups."""
 
 from __future__ import annotations
@@ -32,6 +32,13 @@ VIEWS = {
     "EMPTY_SIDES": f"SELECT CASE WHEN {BB} IS NULL THEN 1 ELSE 0 END + CASE WHEN {BA} IS NOT NULL THEN 10 ELSE 0 END "
                    "AS empty_sides",
     "CTE": "WITH big AS (SELECT price, volume FROM bids WHERE volume >= 20) SELECT SUM(price * volume) AS cte FROM big",
+    "HAS_ASK_BROKER": "SELECT SUM(b.volume) AS has_ask_broker FROM bids b WHERE EXISTS (SELECT * FROM asks a "
+                      "WHERE a.broker_id = b.broker_id)",
+    "NO_CHEAP_ASK": "SELECT COUNT(*) AS no_cheap_ask FROM bids b WHERE b.broker_id NOT IN "
+                    "(SELECT a.broker_id FROM asks a WHERE a.price < 150)",
+    "SOME_BROKERS": "SELECT SUM(volume) AS some_brokers FROM bids WHERE broker_id IN (1, 3, 5, 3)",
+    "NONE_ABOVE": "SELECT COUNT(*) AS none_above FROM bids b1 WHERE NOT EXISTS (SELECT 1 FROM bids b2 "
+                  "WHERE b2.price > b1.price)",
     "CASE_AGG": "SELECT broker_id, CASE WHEN SUM(volume) > 30 THEN MAX(price) ELSE MIN(price) END AS case_agg "
                 "FROM bids GROUP BY broker_id",
 }

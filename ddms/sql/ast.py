@@ -120,8 +120,28 @@ class IsNull:
     text: str = field(default="", compare=False)
 
 
+@dataclass(frozen=True)
+class Exists:
+    """``EXISTS (SELECT ...)``; ``x IN (SELECT y ...)`` arrives as ``EXISTS`` with ``y = x`` added
+    to the subquery's conditions (``match``: the pair, kept apart until translation because
+    ``x`` is read in the enclosing query)."""
+
+    select: Select
+    match: tuple[SqlExpr, SqlExpr] | None = None
+    text: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class InList:
+    """``x IN (c1, c2, ...)`` over distinct numeric constants."""
+
+    expr: SqlExpr
+    values: tuple[float, ...]
+    text: str = field(default="", compare=False)
+
+
 SqlExpr = Col | Lit | Arith | Minus | Agg | Scalar | Null | Case
-Cond = Compare | And | Or | Not | Bool | IsNull
+Cond = Compare | And | Or | Not | Bool | IsNull | Exists | InList
 
 
 @dataclass(frozen=True)
@@ -184,7 +204,7 @@ def parts(e: SqlExpr | Cond) -> tuple:
     match e:
         case Arith(_, a, b) | Compare(_, a, b):
             return (a, b)
-        case Minus(x) | Not(x) | IsNull(x):
+        case Minus(x) | Not(x) | IsNull(x) | InList(x):
             return (x,)
         case And(items) | Or(items):
             return items

@@ -32,9 +32,11 @@ from ddms.sql.ast import (
     Col,
     Compare,
     Cond,
+    Exists,
     FromItem,
     FromSelect,
     FromTable,
+    InList,
     IsNull,
     Item,
     Lit,
@@ -216,7 +218,8 @@ class _Converter:
         return SqlError(f"not valid SQL: {reason}", self.source, token, self.text, self.offset + found + len(before))
 
     # -- SELECT ---------------------------------------------------------------------------------
-    def select(self, node: exp.Select) -> Select:
+    def select(self, node: exp.Select, with_items: bool = True) -> Select:
+        """The SELECT ``node``; without ``with_items`` (EXISTS) its select list is not read."""
         for key, val in node.args.items():
             if val and key not in _SELECT_ARGS_OK:
                 raise self.fail(f"{key.upper()} is not supported in views", node)
@@ -251,7 +254,7 @@ class _Converter:
             if aliases.count(a) > 1:
                 raise self.fail(f"the alias {a!r} is used twice in one FROM", node)
         group = tuple(self.column(g) for g in (node.args["group"].expressions if node.args.get("group") else ()))
-        items = tuple(self.item(e) for e in node.expressions)
+        items = tuple(self.item(e) for e in node.expressions) if with_items else ()
         cond = None if not conds else conds[0] if len(conds) == 1 else And(tuple(conds))
         having = node.args.get("having")
         return Select(items, tuple(sources), cond, group, node.sql(), self.offset,
@@ -375,6 +378,30 @@ class _Converter:
             return Bool(bool(node.this), node.sql())
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
             return IsNull(self.expr(node.this), node.sql())
+        if isinstance(node, exp.Exists):
+            if not isinstance(node.this, exp.Select):
+                raise self.fail("EXISTS takes a SELECT", node)
+            return Exists(self.select(node.this, with_items=False), None, node.sql())
+        if isinstance(node, exp.In):
+            x = self.expr(node.this)
+            query = node.args.get("query")
+            if query is not None:
+                sub = query.this if isinstance(query, exp.Subquery) else query
+                if not isinstance(sub, exp.Select) or len(sub.expressions) != 1:
+                    raise self.fail("IN takes a SELECT of one column", node)
+                sel = self.select(sub)
+                if sel.group or sel.having is not None or has_agg(sel.items[0].expr):
+                    raise self.fail("IN (SELECT ...) with GROUP BY, HAVING or an aggregate is not supported", node)
+                return Exists(sel, (sel.items[0].expr, x), node.sql())
+            if not node.expressions or node.args.get("unnest") or node.args.get("field"):
+                raise self.fail("IN takes a list of values or a SELECT", node)
+            values = [self.expr(v) for v in node.expressions]
+            if all(isinstance(v, Lit) for v in values):
+                # distinct constants: the equalities exclude each other, so IN is their sum
+                # (x is one of them), not an OR's inclusion-exclusion (2**k terms)
+                return InList(x, tuple(dict.fromkeys(v.value for v in values)), node.sql())  # type: ignore[union-attr]
+            items = tuple(Compare("=", x, v) for v in values)
+            return items[0] if len(items) == 1 else Or(items, node.sql())
         if isinstance(node, exp.Between):
             x = self.expr(node.this)
             return And((Compare(">=", x, self.expr(node.args["low"])),

@@ -64,6 +64,7 @@ from ddms.sql.ast import (
     Cond,
     FromSelect,
     FromTable,
+    InList,
     IsNull,
     Lit,
     Minus,
@@ -77,6 +78,7 @@ from ddms.sql.ast import (
     has_agg,
     has_scalar,
 )
+from ddms.sql.ast import Exists as SqlExists
 
 _NEGATE = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
@@ -285,6 +287,21 @@ class _Translator:
             case IsNull(x):
                 v = self.value(x, scope)
                 return [Term(1.0, (), (Cmp("=", Cmp("=", v, v), Const(0.0)),))] if nullable(v) else []
+            case InList(x, values):
+                v = self.value(x, scope)
+                return [Term(1.0, (), (Cmp("=", v, Const(c)),)) for c in values]
+            case SqlExists(sel, match):
+                # EXISTS: the subquery's row count (correlated like a scalar subquery) is nonzero
+                if sel.group or sel.having is not None:
+                    raise self.fail("EXISTS (SELECT ... GROUP BY / HAVING) is not supported", c.text)
+                inner, terms, local = self.from_items(sel, scope)
+                if sel.where is not None:
+                    terms = _times(terms, self.cond(sel.where, inner))
+                if match is not None:   # x IN (SELECT y ...): the rows with y = x
+                    terms = _times(terms, [Term(1.0, (), (Cmp("=", self.value(match[0], inner),
+                                                              self.value(match[1], scope)),))])
+                count = self.aggregate_expr(Agg("COUNT", None), inner, terms, local, (), nested=True)
+                return [Term(1.0, (), (Cmp("!=", count, Const(0.0)),))]
         raise self.fail("unsupported condition", getattr(c, "text", ""))
 
     def agg_cond(self, c: Cond, value) -> Expr:
