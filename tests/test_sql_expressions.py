@@ -1,5 +1,6 @@
 """HAVING, CASE WHEN, COALESCE, NULLIF, ABS, GREATEST, LEAST, IS [NOT] NULL, WITH, EXISTS / NOT
-EXISTS / IN / NOT IN (subqueries, correlated, and lists) (issue 21, item 5), checked against DuckDB after every line of hypothesis streams through the interpreter
+EXISTS / IN / NOT IN (subqueries, correlated, and lists), COUNT/SUM/AVG(DISTINCT x) (issue 21,
+item 5), checked against DuckDB after every line of hypothesis streams through the interpreter
 and the engine (one program), with NULLs from MIN/MAX and AVG of empty books and groups."""
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ VIEWS = {
     "SOME_BROKERS": "SELECT SUM(volume) AS some_brokers FROM bids WHERE broker_id IN (1, 3, 5, 3)",
     "NONE_ABOVE": "SELECT COUNT(*) AS none_above FROM bids b1 WHERE NOT EXISTS (SELECT 1 FROM bids b2 "
                   "WHERE b2.price > b1.price)",
+    "BID_LEVELS": "SELECT COUNT(DISTINCT price) AS bid_levels FROM bids",
+    "DISTINCT_BY_BROKER": "SELECT broker_id, COUNT(DISTINCT price) AS distinct_by_broker FROM asks GROUP BY broker_id",
+    "DISTINCT_SUM": "SELECT broker_id, SUM(DISTINCT volume) AS distinct_sum FROM asks GROUP BY broker_id",
+    "DISTINCT_AVG": "SELECT AVG(DISTINCT price) AS distinct_avg FROM asks",
+    "MANY_ASK_LEVELS": "SELECT SUM(volume) AS many_ask_levels FROM bids "
+                       "WHERE (SELECT COUNT(DISTINCT a.price) FROM asks a) > 2",
     "CASE_AGG": "SELECT broker_id, CASE WHEN SUM(volume) > 30 THEN MAX(price) ELSE MIN(price) END AS case_agg "
                 "FROM bids GROUP BY broker_id",
 }
@@ -64,6 +71,8 @@ def test_engine_matches_duckdb(program, stream: list[tuple]) -> None:
 
 @pytest.mark.parametrize("sql, reason", [
     ("SELECT SUM(volume % 2) AS m FROM bids", "% is not supported"),
+    ("SELECT COUNT(DISTINCT b2.price) AS m FROM bids b1 WHERE b1.volume > (SELECT COUNT(DISTINCT b2.price) "
+     "FROM bids b2 WHERE b2.price > b1.price)", "correlated other than by equality"),
     ("SELECT SUM(x.v) AS s FROM (SELECT broker_id, SUM(volume) AS v FROM bids GROUP BY broker_id "
      "HAVING SUM(volume) > 1) x", "HAVING is supported in a view's top-level SELECT only"),
 ])

@@ -51,6 +51,7 @@ class Agg:
     func: str
     arg: SqlExpr | None
     text: str = field(default="", compare=False)
+    distinct: bool = False   # COUNT(DISTINCT x), SUM(DISTINCT x), AVG(DISTINCT x)
 
 
 @dataclass(frozen=True)

@@ -312,16 +312,23 @@ class _Converter:
         if t in _ARITH:
             return Arith(_ARITH[t], self.expr(node.this), self.expr(node.expression), node.sql())
         if t in _AGG:
-            if node.args.get("distinct") or isinstance(node.this, exp.Distinct):
-                raise self.fail("DISTINCT aggregates are not supported", node)
+            distinct = bool(node.args.get("distinct")) or isinstance(node.this, exp.Distinct)
             arg = node.this
+            if isinstance(arg, exp.Distinct):
+                if len(arg.expressions) != 1:
+                    raise self.fail(f"{_AGG[t]}(DISTINCT ...) takes one argument", node)
+                arg = arg.expressions[0]
+            if distinct and t in (exp.Max, exp.Min):
+                distinct = False   # the same value
             if node.args.get("expressions"):
                 raise self.fail(f"{_AGG[t]} takes one argument (GREATEST/LEAST compare several)", node)
             if isinstance(arg, exp.Star):
                 if t is not exp.Count:
                     raise self.fail(f"{_AGG[t]}(*) is not valid", node)
+                if distinct:
+                    raise self.fail("COUNT(DISTINCT *) is not valid", node)
                 return Agg("COUNT", None, node.sql())
-            return Agg(_AGG[t], self.expr(arg), node.sql())
+            return Agg(_AGG[t], self.expr(arg), node.sql(), distinct)
         if isinstance(node, exp.Subquery):
             if not isinstance(node.this, exp.Select):
                 raise self.fail("only SELECT subqueries are supported", node)

@@ -370,6 +370,8 @@ class _Translator:
         """The select-list expression ``e`` over aggregates of ``body``.  Nested: aggregates are
         inlined as ``AggSum`` expressions; top level: appended to ``out`` and read as ``#i``."""
         match e:
+            case Agg(func, arg, _, True):
+                return self.distinct(func, arg, scope, body, local, group, nested, out, e.text)
             case Agg(func, arg):
                 if func == "AVG":
                     s = self.aggregate_expr(Agg("SUM", arg, e.text), scope, body, local, group, nested, out)
@@ -409,6 +411,37 @@ class _Translator:
                     return self.aggregate_expr(x, scope, body, local, group, nested, out)
                 return _case([(self.agg_cond(c, val), val(v)) for c, v in whens], val(default))
         raise self.fail("outside an aggregate, the SELECT list may name GROUP BY columns only", getattr(e, "text", ""))
+
+    def distinct(self, func: str, arg: SqlExpr, scope: _Scope, body: list[Term], local: set[str],
+                 group: tuple[str, ...], nested: bool, out: list[Query] | None, text: str) -> Expr:
+        """``COUNT/SUM/AVG(DISTINCT x)``: the rows counted per value ``v`` of ``x`` (per group), as
+        for MIN/MAX, then a sum over the values present, ``AggSum(g, C[g, v] / C[g, v])`` (times
+        ``v`` for SUM).  Not incremental: re-evaluated by a pass over the group's distinct values
+        (``ddms compile`` flags it)."""
+        if has_agg(arg):
+            raise self.fail("nested aggregate functions are not supported", text)
+        x = self.value(arg, scope)
+        if nullable(x):
+            body = _times(body, [Term(1.0, (), (Cmp("=", x, x),))])
+        v = self.fresh("distinct_value")
+        terms = _times(body, [Term(1.0, (), (Cmp("=", Var(v), x) if isinstance(x, Var) else Lift(v, x),))])
+        q = self.normalize(group + (v,), terms, local | {v})
+        outer = scope.outer_vars()
+        for t in q.terms:
+            loose = (term_vars(t) & outer) - {w for a in t.atoms for w in a.vars} - set(group)
+            if loose:
+                raise self.fail(f"{func}(DISTINCT ...) in a subquery correlated other than by equality is not "
+                                "supported", text)
+        if nested:
+            counts: Expr = query_expr(q)
+        else:
+            assert out is not None
+            out.append(q)
+            counts = MapRef(f"#{len(out) - 1}", q.group)
+        present = Div(counts, counts)   # 1 per value present (its rows' count is nonzero)
+        n = AggSum(group, present)
+        s = AggSum(group, Mul((present, Var(v))))
+        return {"COUNT": n, "SUM": s, "AVG": Div(s, n)}[func]
 
     def extreme(self, kind: str, x: Expr, scope: _Scope, body: list[Term], local: set[str],
                 group: tuple[str, ...], nested: bool, out: list[Query] | None, text: str) -> Expr:
