@@ -122,7 +122,7 @@ def same(a, b, rel: float = 0.0) -> bool:
     if isinstance(a, dict) or isinstance(b, dict):
         return (isinstance(a, dict) and isinstance(b, dict) and set(a) == set(b)
                 and all(same(a[k], b[k], rel) for k in a))
-    a, b = float(a), float(b)
+    a, b = (math.nan if x is None else float(x) for x in (a, b))   # NULL: None in Python, NaN in maps
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
     return a == b if rel == 0.0 else math.isclose(a, b, rel_tol=rel, abs_tol=1e-9)
