@@ -10,7 +10,9 @@ range-sum over a B+-tree.  When such a range sum compares with the key ``p`` of 
 (``AggSum(A[p] * {X > AggSum(B[q] * {q > p})})``, VWAP's shape), the outer map is ordered on
 ``p`` too: the backend then finds the threshold by one descent.  A map read by ``Max/Min`` over
 one key (SQL ``MAX``/``MIN``: counts per value) is ordered on that key: the extreme is the
-tree's last/first key, O(log n) under deletes.  A map wanted ordered on two
+tree's last/first key, O(log n) under deletes.  A test ``{q = e}`` of a loop key against a value
+computable before the loop (``price = (SELECT MAX(price) ...)``) becomes the lift ``(q ^= e)``:
+one probe instead of a pass over the map.  A map wanted ordered on two
 different keys keeps the first; the other reads fall back to loops (correct, O(slice)).
 
 Pure: Program -> Program (plus the list of choices made, for ``ddms compile``).
