@@ -129,6 +129,8 @@ def test_view_objects(program) -> None:
     eng.insert("BIDS", 1, 2, 2, 5, 90)
     assert stats[(1.0,)] == (10.0, 1.0, 100.0) and sorted(stats) == [(1.0,), (2.0,)]
     assert stats.rows() == [[1.0, 10.0, 1.0, 100.0], [2.0, 5.0, 1.0, 90.0]]
+    assert eng.value("STATS") == dict(stats) == {(1.0,): (10.0, 1.0, 100.0), (2.0,): (5.0, 1.0, 90.0)}
+    assert stats.key_names == ("BROKER_ID",) and stats.column("N")[(2.0,)] == 1.0
     assert not fut.done() and seen == [100.0]
     eng.insert("ASKS", 2, 3, 3, 5, 150)
     assert not fut.done() and book.value == (100.0, 150.0, 50.0) or fut.done()

@@ -197,7 +197,7 @@ class Engine:
         """A view's value: a number (``None`` for NULL), a tuple for a view with several columns
         and no keys, or a dict of its nonzero groups (to tuples, with several columns)."""
         v = self.view(name)
-        return v.value if isinstance(v, ScalarView) or (isinstance(v, TableView) and not v.keys) else dict(v)
+        return v.value if isinstance(v, ScalarView) or (isinstance(v, TableView) and not v.key_names) else dict(v)
 
     def snapshot(self) -> dict[str, Any]:
         """Every view: numbers (None for NULL) for scalar views, ``[key..., value...]`` rows
@@ -206,7 +206,7 @@ class Engine:
         for n, v in self.views.items():
             if isinstance(v, ScalarView):
                 out[n] = v.value
-            elif isinstance(v, TableView) and not v.keys:
+            elif isinstance(v, TableView) and not v.key_names:
                 out[n] = list(v.value or ())
             else:
                 out[n] = v.rows()

@@ -109,7 +109,7 @@ class TableView(Mapping):
     per column per lookup; iteration walks every column's map."""
 
     def __init__(self, name: str, keys: tuple[str, ...], parts: dict[str, ScalarView | GroupedView]) -> None:
-        self.name, self.keys, self.parts = name, keys, parts
+        self.name, self.key_names, self.parts = name, keys, parts
         self.columns: tuple[str, ...] = (*keys, *parts)
 
     def column(self, name: str) -> ScalarView | GroupedView:
@@ -118,12 +118,12 @@ class TableView(Mapping):
     @property
     def value(self) -> tuple | None:
         """Without keys, the one row's values (``None`` for a NULL column); else None."""
-        if self.keys:
+        if self.key_names:
             return None
         return tuple(v.value for v in self.parts.values())  # type: ignore[union-attr]
 
     def __getitem__(self, key: Any) -> tuple:
-        if not self.keys:
+        if not self.key_names:
             if key != ():
                 raise KeyError(key)
             return tuple(float("nan") if x is None else x for x in self.value or ())
@@ -132,7 +132,7 @@ class TableView(Mapping):
         return tuple(v.get(key, 0.0) for v in self.parts.values())  # type: ignore[union-attr]
 
     def __iter__(self) -> Iterator[tuple]:
-        if not self.keys:
+        if not self.key_names:
             yield ()
             return
         seen: dict[tuple, None] = {}
