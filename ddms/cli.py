@@ -220,7 +220,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     for line in plan:
         print("-- " + line)
     from ddms.backend.cost import view_costs
-    print("\n-- cost per input event")
+    print("-- cost per input event")
     for view, cls, cause in view_costs(program, plan):
         flag = "  <-- re-evaluated by a pass over a whole map every event" if cls == "O(n)" else ""
         print(f"-- {view}: {cls}{flag}" + (f" ({cause})" if cause and cls != "O(log n)" else ""))
