@@ -653,6 +653,12 @@ class _Codegen:
                 fn.line(f"st.m_{tname}[0] += {v}")
             else:
                 fn.line(f"w_{tname}(st, (), {v})")
+        elif self._single_entry(s, args):
+            # a := of the one entry the event's values name (a grouped view re-evaluated at the
+            # event's group: a best bid per broker): its value, then one write -- no buffer dict
+            # and no slice clear per event
+            v = self._value(fn, s.expr, env)
+            fn.line(f"w_{tname}(st, {self._tuple([env[k] for k in s.target.keys])}, {v})")
         else:
             bound = [k for k in s.target.keys if k in env]
             buffered = s.op == ":=" or tname in map_reads(s.expr)
@@ -697,6 +703,13 @@ class _Codegen:
         self.functions.append(f"@njit(cache=True, inline='always')\ndef {fname}({params}):\n" + "\n".join(fn.body())
                               + "\n    return\n")
         self._fn = None
+
+    def _single_entry(self, s: Statement, args: tuple[str, ...]) -> bool:
+        """A ``:=`` whose target keys are all event values and whose value binds nothing: it
+        replaces exactly one entry, so it is a write of one value."""
+        env = {a: f"a_{a}" for a in args}
+        return (s.op == ":=" and bool(s.target.keys) and all(k in env for k in s.target.keys)
+                and not self._tree_only(s.target.name) and self._ready(s.expr, env))
 
     def _fused(self, t: Trigger) -> dict[int, list[int]]:
         """Statements of ``t`` that update a shared tree together: index of the first -> indexes of
@@ -1055,7 +1068,7 @@ class _Codegen:
         out = []
         for t in self.p.triggers:
             for s in t.statements:
-                if s.op == ":=" and s.target.keys:
+                if s.op == ":=" and s.target.keys and not self._single_entry(s, t.args):
                     pos = tuple(i for i, x in enumerate(s.target.keys) if x in t.args)
                     if not self._in_place(s.target.name, pos) and (s.target.name, pos) not in out:
                         out.append((s.target.name, pos))
