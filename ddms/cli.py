@@ -479,9 +479,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
             print(f"-- {m.name}: {kind}; {how}" + (f" ({m.note})" if m.note else ""))
         for note in sql.notes:
             print(f"-- {note}")
+    plan = generate(program).plan
     print("\n-- access plan")
-    for line in generate(program).plan:
+    for line in plan:
         print("-- " + line)
+    from ddms.backend.cost import view_costs
+    print("-- cost per input event")
+    for view, cls, cause in view_costs(program, plan):
+        flag = "  <-- re-evaluated by a pass over a whole map every event" if cls == "O(n)" else ""
+        print(f"-- {view}: {cls}{flag}" + (f" ({cause})" if cause and cls != "O(log n)" else ""))
     return 0
 
 

@@ -79,8 +79,8 @@ def compile_sql_file(path: str | Path) -> SqlProgram:
 
 def _show_view(v: ViewDef) -> str:
     from ddms.calculus.ir import query_expr
-    from ddms.m3.printer import print_expr
-    lines = [f"VIEW {v.name}[{', '.join(v.group)}] = {print_expr(v.value)}"]
+    lines = [f"VIEW {v.name}[{', '.join(v.group)}] = {_pe(v.value)}"] if not v.columns else \
+        [f"VIEW {v.name}[{', '.join(v.group)}].{c} = {_pe(e)}" for c, e in v.columns]
     for i, q in enumerate(v.aggregates):
         lines.append(f"  #{i} = {_pe(query_expr(q))}")
     return "\n".join(lines)

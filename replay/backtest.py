@@ -214,7 +214,8 @@ def run_backtest(partition: str | Iterable[EventBatch], strategy: str | Strategy
 
     def sample() -> None:
         nonlocal last_mark
-        mid = float(mid_view.value) if mid_view is not None else 0.5 * (sim.best("buy") + sim.best("sell"))
+        mid = (math.nan if (m := mid_view.value) is None else float(m)) if mid_view is not None \
+            else 0.5 * (sim.best("buy") + sim.best("sell"))
         if math.isfinite(mid):
             last_mark = mid
         if math.isfinite(sim.clock) and (not s_line or s_line[-1] != lines):

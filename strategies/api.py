@@ -169,7 +169,8 @@ class Context:
 
     def value(self, view: str) -> float:
         """A scalar view's current value (nan = NULL)."""
-        return float(self.engine.view(view).value)
+        v = self.engine.view(view).value
+        return math.nan if v is None else float(v)
 
     def _catch_up(self, position: int) -> None:
         """Bring the trading state to input ``position`` (a backtest advances its simulator)."""

@@ -147,7 +147,7 @@ def check_lines(name: str, lines: list[str], engine: Engine | None, every: int =
             got = dict(v) if keyed else v.value
         assert same_view(got, want), f"{name} line {n} ({text}): {got} != DuckDB {want}"
         values = list(want.values()) if isinstance(want, dict) else [want]
-        nulls += sum(1 for x in values if math.isnan(x))
+        nulls += sum(1 for x in values if x is None or math.isnan(x))
     return nulls
 
 
@@ -209,8 +209,8 @@ def test_compile_output_says_reevaluated() -> None:
      "COUNT"),
     ("SELECT t.ap, COUNT(*) AS n FROM bids b, (SELECT AVG(price) AS ap FROM asks) t GROUP BY t.ap",
      "a key that can be NULL", "t.ap"),
-    ("SELECT SUM(volume) AS t FROM bids b, (SELECT COUNT(*) AS n FROM asks) s WHERE b.id IN (1, 2)",
-     "unsupported condition (IN)", "b.id IN"),
+    ("SELECT SUM(volume) AS t FROM bids b, (SELECT COUNT(*) AS n FROM asks) s WHERE b.id % 2 = 0",
+     "% is not supported", "b.id % 2"),
 ])
 def test_unsupported_from_subqueries_are_rejected(sql: str, reason: str, fragment: str) -> None:
     with pytest.raises(SqlError) as info:

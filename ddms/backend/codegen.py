@@ -150,7 +150,7 @@ def _tree_only_candidates(program: Program) -> frozenset[str]:
     query exposes, never the target of a ``:=`` that fixes some of its keys (that clears one
     slice; a whole-map ``:=`` of a one-key map frees its tree), and, with prefix keys, never the
     target of any ``:=``."""
-    views = {q.map for q in program.queries}
+    views = {m for q in program.queries for m in q.maps}
     out = set()
     for m in program.maps:
         if not m.ordered or not m.keys or m.name in views:
@@ -175,7 +175,7 @@ class _Codegen:
         self.plan: list[str] = []
         self.functions: list[str] = []
         self.arity = {m.name: len(m.keys) for m in program.maps}
-        self.view_maps = {q.map for q in program.queries}
+        self.view_maps = {m for q in program.queries for m in q.maps}
         self._cuts: dict[tuple, tuple[str, str]] = {}   # threshold boundaries computed by the trigger
         self._fn: _Fn | None = None    # the function being generated (where reads are hoisted)
         self._hoisted = 0
@@ -533,6 +533,16 @@ class _Codegen:
 
         def go(v: str, env2: dict[str, str]) -> None:
             self._emit_product(fn, rest, env2, v if acc == "1.0" else f"{acc} * {v}", k)
+        if isinstance(head, Cmp) and any(isinstance(x, Extreme) for f in rest for x in walk(f)):
+            # a comparison filters: 0 * NULL (the MAX of an empty slice) must be 0, as in the
+            # interpreter, not NaN, so the test is a branch here, not a factor
+            test = self._test(head, env)
+            if test is not None:
+                fn.line(f"if {test}:")
+                fn.depth += 1
+                go(acc, env)
+                fn.depth -= 1
+                return
         if isinstance(head, Cmp | Lift) or self._inline(head, env) is not None:
             self._emit(fn, head, env, go)
             return
@@ -643,6 +653,12 @@ class _Codegen:
                 fn.line(f"st.m_{tname}[0] += {v}")
             else:
                 fn.line(f"w_{tname}(st, (), {v})")
+        elif self._single_entry(s, args):
+            # a := of the one entry the event's values name (a grouped view re-evaluated at the
+            # event's group: a best bid per broker): its value, then one write -- no buffer dict
+            # and no slice clear per event
+            v = self._value(fn, s.expr, env)
+            fn.line(f"w_{tname}(st, {self._tuple([env[k] for k in s.target.keys])}, {v})")
         else:
             bound = [k for k in s.target.keys if k in env]
             buffered = s.op == ":=" or tname in map_reads(s.expr)
@@ -687,6 +703,13 @@ class _Codegen:
         self.functions.append(f"@njit(cache=True, inline='always')\ndef {fname}({params}):\n" + "\n".join(fn.body())
                               + "\n    return\n")
         self._fn = None
+
+    def _single_entry(self, s: Statement, args: tuple[str, ...]) -> bool:
+        """A ``:=`` whose target keys are all event values and whose value binds nothing: it
+        replaces exactly one entry, so it is a write of one value."""
+        env = {a: f"a_{a}" for a in args}
+        return (s.op == ":=" and bool(s.target.keys) and all(k in env for k in s.target.keys)
+                and not self._tree_only(s.target.name) and self._ready(s.expr, env))
 
     def _fused(self, t: Trigger) -> dict[int, list[int]]:
         """Statements of ``t`` that update a shared tree together: index of the first -> indexes of
@@ -926,8 +949,9 @@ class _Codegen:
             dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}(st, {args})"
                             + (f"\n                lz[{lazy[n]}] = 1" if n in lazy else ""))
         changed = []
-        for q in p.queries:
-            m = self._m(q.map)
+        exposed = [name for q in p.queries for name in q.maps]   # every view's value maps
+        for qmap in exposed:
+            m = self._m(qmap)
             i = self.mid[m.name]
             if m.keys:
                 # changed only if some logged key's value differs from its old value (an E line of
@@ -951,11 +975,11 @@ class _Codegen:
                                "                changed = True\n"
                                f"                nch += 1\n                cs = {i}\n"
                                f"                co = prev[{i}]\n                cn = v")
-        snap = [f"            prev[{self.mid[q.map]}] = mv_{q.map}[0]" for q in p.queries
-                if not self._m(q.map).keys]
+        snap = [f"            prev[{self.mid[qmap]}] = mv_{qmap}[0]" for qmap in exposed
+                if not self._m(qmap).keys]
         # the state's arrays read once per batch, not once per line (structref field loads)
         hoist = "".join(f"    mv_{name} = st.m_{name}\n" for name in dict.fromkeys(
-            q.map for q in p.queries if not self._m(q.map).keys))
+            qmap for qmap in exposed if not self._m(qmap).keys))
         # prefetch only for trees past the caches' size (tested once per batch)
         pf_trees = sorted({tree for pairs in self.prefetch.values() for tree, _ in pairs})
         big = ("    big = " + " or ".join(f"btree_big(st.op_{t})" for t in pf_trees) + "\n" if pf_trees else "")
@@ -1044,7 +1068,7 @@ class _Codegen:
         out = []
         for t in self.p.triggers:
             for s in t.statements:
-                if s.op == ":=" and s.target.keys:
+                if s.op == ":=" and s.target.keys and not self._single_entry(s, t.args):
                     pos = tuple(i for i, x in enumerate(s.target.keys) if x in t.args)
                     if not self._in_place(s.target.name, pos) and (s.target.name, pos) not in out:
                         out.append((s.target.name, pos))

@@ -9,7 +9,8 @@ range over the relation's tuples.  A query is kept in a normal form the compiler
 
 where ``atoms`` are relation atoms and ``factors`` are products' other members: variables,
 comparisons (possibly over nested aggregates, which contain their own ``Rel`` atoms), divisions,
-and :class:`Exists`, the rows of a ``GROUP BY`` subquery in FROM.  Sums inside factors are
+and :class:`Exists`, the rows of a ``GROUP BY`` subquery in FROM, and :class:`ExtremeAgg`, a
+``MIN``/``MAX``.  Sums inside factors are
 multiplied out by :mod:`ddms.calculus.normal`, so every term is a conjunctive query with a value.
 Frozen dataclasses, hashable, usable as dictionary keys.
 """
@@ -42,7 +43,22 @@ class Exists:
     body: Expr
 
 
-Expr = m3.Expr | Rel | Exists
+@dataclass(frozen=True)
+class ExtremeAgg:
+    """SQL ``MAX``/``MIN``: the largest/smallest value ``var`` among the rows of an aggregate.
+    ``body`` is ``AggSum(group + (var,), ...)`` counting the rows at each value ``var`` of the
+    argument (per binding of ``group``, the variables of an enclosing query it is correlated
+    on, which are bound where it is read); the aggregate is NaN (SQL NULL) when no row is
+    counted.  Materialized as ``Extreme(kind, var, C[group..., var])`` over a map ``C`` of those
+    counts, maintained by deltas and ORDERED on ``var`` (``ddms.calculus.order``), so the extreme
+    is one descent of a range tree, O(log n), under inserts and deletes alike."""
+
+    kind: str   # "max" or "min"
+    var: str
+    body: m3.AggSum
+
+
+Expr = m3.Expr | Rel | Exists | ExtremeAgg
 
 
 @dataclass(frozen=True)
@@ -61,7 +77,7 @@ class Query:
 def children(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, Rel):
         return ()
-    if isinstance(e, Exists):
+    if isinstance(e, Exists | ExtremeAgg):
         return (e.body,)
     return m3.children(e)
 
@@ -70,6 +86,8 @@ def with_children(e: Expr, kids: tuple[Expr, ...]) -> Expr:
     """:func:`ddms.m3.ir.with_children`, also for an Exists' body."""
     if isinstance(e, Exists):
         return Exists(e.group, kids[0])
+    if isinstance(e, ExtremeAgg):
+        return ExtremeAgg(e.kind, e.var, kids[0])
     return m3.with_children(e, kids)
 
 
@@ -86,6 +104,8 @@ def node_vars(e: Expr) -> tuple[str, ...]:
         return e.vars
     if isinstance(e, Exists):
         return e.group
+    if isinstance(e, ExtremeAgg):
+        return (e.var,)
     return m3.node_vars(e)
 
 
@@ -103,7 +123,7 @@ def nullable(e: Expr) -> bool:
     and so can arithmetic over one; an aggregate cannot (``SUM`` skips NULL inputs and is 0 over
     nothing), nor can a comparison (NULL compares false).  O(size of e), not entering aggregates."""
     match e:
-        case Div() | m3.Extreme():
+        case Div() | m3.Extreme() | ExtremeAgg():
             return True
         case AggSum() | Cmp() | Rel() | Exists():
             return False
@@ -169,6 +189,8 @@ def substitute(e: Expr, sub: dict[str, str]) -> Expr:
             return m3.Extreme(kind, sub.get(v, v), substitute(ref, sub))
         case Exists(g, x):
             return Exists(tuple(sub.get(v, v) for v in g), substitute(x, sub))
+        case ExtremeAgg(kind, v, x):
+            return ExtremeAgg(kind, sub.get(v, v), substitute(x, sub))
     raise TypeError(e)
 
 

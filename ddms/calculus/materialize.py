@@ -22,6 +22,12 @@ For every view (:class:`ddms.sql.translate.ViewDef`):
   groups with a few map reads (range sums, threshold searches) per group -- or for the one group
   an event can change, when it changed the maps read only at that group (:func:`_narrow`).
 
+* a **MIN/MAX** (:class:`ddms.calculus.ir.ExtremeAgg`) becomes a map of row counts per value
+  (and per correlated outer key), maintained by deltas, read as ``Max(v, C[.., v])``; the order
+  pass makes ``C`` ORDERED on ``v``, so the extreme is a tree's first/last key, O(log n);
+* a view with several outputs gets one map per output column (``VIEW__COLUMN``), exposed as one
+  query with columns.
+
 Products of factors that share no loop variable are *factorized* into separate ``AggSum``s
 (``sum_a sum_b f(a) g(b) = (sum_a f(a)) (sum_b g(b))``), and maps with the same definition (up to
 variable names) are created once.  Budgets: ``MAX_MAPS`` maps per program.
@@ -36,6 +42,7 @@ from dataclasses import dataclass
 from ddms.calculus.delta import delta
 from ddms.calculus.ir import (
     Exists,
+    ExtremeAgg,
     Query,
     Rel,
     Term,
@@ -44,6 +51,7 @@ from ddms.calculus.ir import (
     has_rel,
     node_vars,
     substitute,
+    term_vars,
     walk,
     with_children,
 )
@@ -57,6 +65,7 @@ from ddms.m3.ir import (
     Const,
     Div,
     Expr,
+    Extreme,
     Lift,
     MapDecl,
     MapRef,
@@ -254,6 +263,14 @@ class Compiler:
                 terms = merge_terms([x for t in expand(body) if (x := simplify_term(t)) is not None])
                 name, order = self.query_map(g, terms)
                 return Div(MapRef(name, order), MapRef(name, order))
+            case ExtremeAgg(kind, v, AggSum(g, body)):
+                # MIN/MAX: the rows counted per value v (per correlated outer key, bound here),
+                # a map of counts ORDERED on v; the extreme is its tree's first or last key
+                terms = merge_terms([x for t in expand(body) if (x := simplify_term(t)) is not None])
+                seen = {w for t in terms for w in term_vars(t)}
+                corr = [w for w in g if w != v] + sorted((seen & bound) - set(g))
+                name, order = self.query_map(tuple(dict.fromkeys(corr)) + (v,), terms)
+                return Extreme(kind, v, MapRef(name, order))  # type: ignore[arg-type]
             case AggSum(g, body) if has_rel(body):
                 terms = expand(body)
                 inner = self.materialize(merge_terms([x for t in terms if (x := simplify_term(t)) is not None]),
@@ -276,32 +293,56 @@ class Compiler:
         return e
 
     # -- views -------------------------------------------------------------------------------------
-    def view(self, v: ViewDef) -> str:
+    def view(self, v: ViewDef) -> list[tuple[str, str]]:
+        """Compile the view's maps; returns (column, map) of each output: one map named after the
+        view for a view with one output, ``VIEW__COLUMN`` maps for several."""
         self.prefix = v.name
         self.counter = 0
-        single = isinstance(v.value, MapRef) and v.value.name == "#0" and len(v.aggregates) == 1
-        if single:
-            self.query_map(v.group, list(v.aggregates[0].terms), v.name)
-            return v.name
+        outputs = v.columns or ((v.name, v.value),)
+        targets = [(c, v.name if not v.columns else f"{v.name}__{c}") for c, _ in outputs]
+        for _, name in targets:
+            if name in self.maps:
+                raise SqlError(f"the map name {name} is taken twice (rename a view or a column)")
+        # an output that is one aggregate read nowhere else is that aggregate's map itself
+        uses: dict[str, int] = {}
+        for _, e in outputs:
+            for x in walk(e):
+                if isinstance(x, MapRef) and x.name.startswith("#"):
+                    uses[x.name] = uses.get(x.name, 0) + 1
+        own: dict[str, str] = {}
+        for (_, e), (_, name) in zip(outputs, targets, strict=True):
+            if isinstance(e, MapRef) and e.name.startswith("#") and uses[e.name] == 1 and e.keys == v.group:
+                own[e.name] = name
         names: dict[str, tuple[str, tuple[str, ...]]] = {}
         for i, q in enumerate(v.aggregates):
-            names[f"#{i}"] = self.query_map(q.group, list(q.terms))
-        value = _replace_aggs(v.value, names, v.group)
-        if v.group:
-            # the view's groups are those of COUNT(*) over the same body (a domain map)
-            dom, order = self.query_map(v.group, list(v.domain.terms))
-            d = MapRef(dom, order)
-            value = Mul((Div(d, d), value))
-            expr: Expr = AggSum(v.group, value)
-        else:
-            expr = value
-        self.add_reeval(v.name, Query(v.group, ()), expr, "combination of aggregates")
-        return v.name
+            names[f"#{i}"] = self.query_map(q.group, list(q.terms), own.get(f"#{i}"))
+        domain: MapRef | None = None
+        for (_, e), (_, name) in zip(outputs, targets, strict=True):
+            if isinstance(e, MapRef) and e.name in own:
+                continue
+            value = _replace_aggs(e, names, v.group)
+            if has_rel(value):   # scalar subqueries in the SELECT list (or a view without FROM)
+                value = self.materialize_nested(value, set(v.group))
+            if v.group:
+                if domain is None:
+                    # the view's groups are those of COUNT(*) over the same body (a domain map)
+                    dom, order = self.query_map(v.group, list(v.domain.terms))
+                    domain = MapRef(dom, order)
+                expr: Expr = AggSum(v.group, Mul((Div(domain, domain), value)))
+            else:
+                expr = value
+            self.add_reeval(name, Query(v.group, ()), expr, "combination of aggregates")
+        return targets
 
     # -- program ------------------------------------------------------------------------------------
     def program(self, views: list[ViewDef]) -> Compiled:
+        queries = []
         for v in views:
-            self.view(v)
+            targets = self.view(v)
+            if v.columns:
+                queries.append(M3Query(v.name, targets[0][1], v.key_names, tuple(targets)))
+            else:
+                queries.append(M3Query(v.name, v.name))
         decls = []
         # a scalar re-evaluated map starts at its expression's value on the empty database
         # (an AVG over nothing is NULL, not 0)
@@ -332,8 +373,7 @@ class Compiler:
                     body.append(st)
                 if body:
                     triggers.append(Trigger(sym, s.name, self.args[s.name], tuple(body)))
-        queries = tuple(M3Query(v.name, v.name) for v in views)
-        prog = Program(tuple(self.streams.values()), tuple(decls), queries, tuple(triggers))
+        prog = Program(tuple(self.streams.values()), tuple(decls), tuple(queries), tuple(triggers))
         return Compiled(prog, list(self.maps.values()))
 
 
@@ -429,19 +469,27 @@ def _binding_order(factors: list[tuple[Expr, set[str], set[str]]], have: set[str
 
 
 def _replace_aggs(e: Expr, names: dict[str, tuple[str, tuple[str, ...]]], group: tuple[str, ...]) -> Expr:
-    match e:
-        case MapRef(n, _) if n in names:
-            name, order = names[n]
-            return MapRef(name, order)
-        case Add(ts):
-            return Add(tuple(_replace_aggs(x, names, group) for x in ts))
+    """The view's value with each aggregate placeholder ``#i`` replaced by its map."""
+    if isinstance(e, MapRef) and e.name in names:
+        name, order = names[e.name]
+        return MapRef(name, order)
+    kids = children(e)
+    return with_children(e, tuple(_replace_aggs(x, names, group) for x in kids)) if kids else e
+
+
+def _binds_of(f: Expr) -> set[str]:
+    """The variables a materialized factor binds at its top: a map reference's keys (also as a
+    quotient's numerator), a lift's variable."""
+    match f:
+        case MapRef(_, keys):
+            return set(keys)
+        case Div(a, _):
+            return _binds_of(a)
+        case Lift(v, _):
+            return {v}
         case Mul(fs):
-            return Mul(tuple(_replace_aggs(x, names, group) for x in fs))
-        case Neg(x):
-            return Neg(_replace_aggs(x, names, group))
-        case Div(a, b):
-            return Div(_replace_aggs(a, names, group), _replace_aggs(b, names, group))
-    return e
+            return set().union(*(_binds_of(x) for x in fs))
+    return set()
 
 
 def _canonical(group: tuple[str, ...], terms: list[Term]) -> tuple[Query, tuple[str, ...]]:
@@ -505,7 +553,15 @@ def _factorize(coef: float, factors: list[Expr], bound: set[str], out: tuple[str
     parts: list[Expr] = []
     if coef != 1.0:
         parts.append(Const(coef))
-    ordered = sorted(groups.values(), key=lambda fs: 0 if any(set(expr_vars(f)) & set(out) for f in fs) else 1)
+    # groups that bind output variables (a map keyed by them, a lift) first, then those that
+    # only read them (a range sum per output group compares with its key), then the rest
+    outs = set(out) - bound
+
+    def rank(fs: list[Expr]) -> int:
+        if any(_binds_of(f) & outs for f in fs):
+            return 0
+        return 1 if any(set(expr_vars(f)) & set(out) for f in fs) else 2
+    ordered = sorted(groups.values(), key=rank)
     for fs in ordered:
         fs = sorted(fs, key=lambda f: 0 if isinstance(f, MapRef) else 1)
         body = fs[0] if len(fs) == 1 else Mul(tuple(fs))

@@ -12,7 +12,7 @@ at ``MAX_TERMS``).
 
 from __future__ import annotations
 
-from ddms.calculus.ir import Exists, Rel, Term, nullable, substitute_term
+from ddms.calculus.ir import Exists, ExtremeAgg, Rel, Term, nullable, substitute_term
 from ddms.errors import SqlError
 from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Expr, Lift, Mul, Neg, Var
 
@@ -44,7 +44,7 @@ def expand(e: Expr) -> list[Term]:
                 if not acc:
                     return []
             return acc
-    # Var, Cmp, Div, AggSum, Lift, MapRef, Extreme, Exists: an opaque factor
+    # Var, Cmp, Div, AggSum, Lift, MapRef, Extreme, Exists, ExtremeAgg: an opaque factor
     return [Term(1.0, (), (e,))]
 
 
@@ -119,6 +119,8 @@ def simplify(e: Expr) -> Expr:
             return Lift(v, simplify(x))
         case Exists(g, x):
             return Exists(g, simplify(x))
+        case ExtremeAgg(kind, v, x):
+            return ExtremeAgg(kind, v, simplify(x))
     return e
 
 

@@ -8,7 +8,11 @@ is rewritten with the comparison solved for ``q`` (``{a_p - b_p > 1000}`` -> ``{
 and ``M`` is declared ORDERED with ``q`` moved to its last key, so the backend answers it with one
 range-sum over a B+-tree.  When such a range sum compares with the key ``p`` of an outer map
 (``AggSum(A[p] * {X > AggSum(B[q] * {q > p})})``, VWAP's shape), the outer map is ordered on
-``p`` too: the backend then finds the threshold by one descent.  A map wanted ordered on two
+``p`` too: the backend then finds the threshold by one descent.  A map read by ``Max/Min`` over
+one key (SQL ``MAX``/``MIN``: counts per value) is ordered on that key: the extreme is the
+tree's last/first key, O(log n) under deletes.  A test ``{q = e}`` of a loop key against a value
+computable before the loop (``price = (SELECT MAX(price) ...)``) becomes the lift ``(q ^= e)``:
+one probe instead of a pass over the map.  A map wanted ordered on two
 different keys keeps the first; the other reads fall back to loops (correct, O(slice)).
 
 Pure: Program -> Program (plus the list of choices made, for ``ddms compile``).
@@ -36,6 +40,7 @@ from ddms.m3.ir import (
     Trigger,
     Var,
 )
+from ddms.m3.ir import children as m3_children
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
 _RANGE = ("<", "<=", ">", ">=")
@@ -258,6 +263,8 @@ def _deep(ch: _Chooser, e: Expr, bound: frozenset[str]) -> Expr:
     enclosing loop binds counted as bound."""
     match e:
         case AggSum(g, body):
+            if isinstance(body, Mul):
+                body = Mul(tuple(_lift_equalities(list(body.factors), bound)))
             body = _deep_body(ch, body, bound)
             if _provably_empty(body, bound):
                 return Const(0.0)
@@ -290,7 +297,51 @@ def _deep_body(ch: _Chooser, e: Expr, bound: frozenset[str]) -> Expr:
             return Lift(v, _deep(ch, x, bound))
         case AggSum():
             return _deep(ch, e, bound)
+        case Extreme(_, v, ref):
+            # MIN/MAX: the extreme key of a slice is the first/last key of its range tree
+            if ref.keys.count(v) == 1 and all(k in bound for k in ref.keys if k != v):
+                ch.wish(ref, v, "tree extreme")
+            return e
     return e
+
+
+def _lift_equalities(fs: list[Expr], bound: frozenset[str]) -> list[Expr]:
+    """Factors of one product with each test ``{x = e}`` of a loop variable ``x`` against a value
+    ``e`` computable before the loops (it reads bound variables only) turned into the lift
+    ``(x ^= e)``, placed first: the maps keyed by ``x`` are then read at one key instead of
+    looped over (``price = (SELECT MAX(price) ...)``: one probe, not a pass over the levels).
+    Exact: a NULL ``e`` binds ``x`` to NaN, a key no map holds, as ``{x = NULL}`` is false.
+    O(size of the factors)."""
+    lifts: list[Expr] = []
+    rest: list[Expr] = []
+    for f in fs:
+        if isinstance(f, Cmp) and f.op == "=":
+            for x, e in ((f.left, f.right), (f.right, f.left)):
+                if isinstance(x, Var) and x.name not in bound and _free_reads(e) <= bound \
+                        and x.name not in _free_reads(e) and all(not isinstance(g, Lift) or g.var != x.name
+                                                                 for g in lifts):
+                    lifts.append(Lift(x.name, e))
+                    break
+            else:
+                rest.append(f)
+            continue
+        rest.append(f)
+    return lifts + rest
+
+
+def _free_reads(e: Expr) -> set[str]:
+    """The variables ``e`` reads from outside (conservative: a loop variable of an inner sum
+    counts too).  O(size of e)."""
+    match e:
+        case Var(n):
+            return {n}
+        case MapRef(_, keys):
+            return set(keys)
+        case Extreme(_, v, ref):
+            return set(ref.keys) - {v}
+        case Lift(v, x):
+            return _free_reads(x) | {v}
+    return set().union(*(_free_reads(c) for c in m3_children(e))) if m3_children(e) else set()
 
 
 def _provably_empty(body: Expr, bound: frozenset[str]) -> bool:

@@ -167,7 +167,7 @@ class Monitor:
         if self.engine is not None:
             self.relmap = self.engine.relmap(("bids", "asks"))
             if config.json:
-                for name in self.engine.views:
+                for name in self.engine.watchable():
                     self.engine.on(name, self._print_change)
 
     # -- output -----------------------------------------------------------------------------

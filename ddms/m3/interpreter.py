@@ -184,11 +184,18 @@ class Interpreter:
                 yield b1 | b2, v1 * v2
 
     # -- results --------------------------------------------------------------------------
-    def view(self, name: str) -> float | dict[tuple[float, ...], float]:
-        """A query's current value: a float for a map without keys, else a dict of nonzero rows."""
+    def view(self, name: str) -> float | tuple | dict:
+        """A query's current value: a float for a map without keys, else a dict of nonzero rows;
+        with several columns a tuple of them, or a dict key -> tuple."""
         q = next((q for q in self.program.queries if q.name == name), None)
         if q is None:
             raise ProgramError(f"unknown query {name}")
+        if q.columns:   # several columns: a tuple of values, or key -> tuple per present key
+            maps = [self.maps[m] for m in q.maps]
+            if not q.keys:
+                return tuple(m.get((), 0.0) for m in maps)
+            keys = {k for m in maps for k in m}
+            return {k: tuple(m.get(k, 0.0) for m in maps) for k in keys}
         m = self.maps[q.map]
         if not self.program.map(q.map).keys:
             return m.get((), 0.0)

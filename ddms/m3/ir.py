@@ -147,8 +147,20 @@ class MapDecl:
 
 @dataclass(frozen=True)
 class Query:
+    """A view: the map ``map`` (one value per key), or, with ``columns``, several value columns
+    ``(column name, map)`` over maps with the same keys (a SQL SELECT with several aggregates:
+    one row per key present in any of them), whose key columns are named ``keys``; ``map`` is
+    then the first column's map.  Printed ``DECLARE QUERY V[K..] := (C1 := M1, C2 := M2);``."""
+
     name: str
     map: str
+    keys: tuple[str, ...] = ()
+    columns: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def maps(self) -> tuple[str, ...]:
+        """The maps the view exposes (its value columns, in order)."""
+        return tuple(m for _, m in self.columns) if self.columns else (self.map,)
 
 
 @dataclass(frozen=True)

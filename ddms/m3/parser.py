@@ -10,7 +10,7 @@ Grammar (``[...]`` optional, ``{...}`` repeated)::
     stream    := CREATE (STREAM|TABLE) NAME '(' NAME type {',' NAME type} ')'
                  [FROM FILE STRING LINE DELIMITED NAME ['(' [NAME ':=' STRING {',' ...}] ')']] ';'
     map       := DECLARE MAP NAME '(' type ')' '[' [NAME ':' type {',' ...}] ']' [ORDERED] [':=' expr] ';'
-    query     := DECLARE QUERY NAME ':=' NAME ';'
+    query     := DECLARE QUERY NAME ['[' names ']'] ':=' (NAME | '(' NAME ':=' NAME {',' ...} ')') ';'
     trigger   := ON ('+'|'-') NAME '(' [NAME {',' NAME}] ')' '{' { mapref ('+='|':=') expr ';' } '}'
     expr      := term { ('+'|'-') term }
     term      := unary { ('*'|'/') unary }
@@ -154,8 +154,21 @@ class _Parser:
                     maps.append(self._map())
                 elif self._accept("QUERY"):
                     name = self._name()
+                    keys: list[str] = []
+                    if self._accept("["):
+                        keys = self._list(self._name, "]")
                     self._expect(":=")
-                    queries.append(Query(name, self._name()))
+                    if self._accept("("):
+                        def column() -> tuple[str, str]:
+                            c = self._name()
+                            self._expect(":=")
+                            return c, self._name()
+                        cols = tuple(self._list(column, ")"))
+                        if not cols:
+                            self._fail("a query needs at least one column")
+                        queries.append(Query(name, cols[0][1], tuple(keys), cols))
+                    else:
+                        queries.append(Query(name, self._name(), tuple(keys)))
                     self._expect(";")
                 else:
                     self._fail("expected MAP or QUERY after DECLARE")

@@ -110,11 +110,18 @@ def print_trigger(t: Trigger) -> str:
     return f"ON {t.sign} {t.stream}({', '.join(t.args)}) {{\n{body}}}"
 
 
+def print_query(q) -> str:
+    if not q.columns:
+        return f"DECLARE QUERY {q.name} := {q.map};"
+    cols = ", ".join(f"{c} := {m}" for c, m in q.columns)
+    return f"DECLARE QUERY {q.name}[{', '.join(q.keys)}] := ({cols});"
+
+
 def print_program(p: Program) -> str:
     """The whole program, sections in a fixed order, ending with a newline."""
     parts = ["-- streams", *(print_stream(s) for s in p.streams), "",
              "-- maps", *(print_map(m) for m in p.maps), "",
-             "-- queries", *(f"DECLARE QUERY {q.name} := {q.map};" for q in p.queries), "",
+             "-- queries", *(print_query(q) for q in p.queries), "",
              "-- triggers"]
     for t in p.triggers:
         parts += [print_trigger(t), ""]

@@ -139,8 +139,15 @@ def verify(p: Program) -> Program:
                 raise ProgramError(f"map {m.name}: only maps without keys take an initial value")
             outputs(m.init, frozenset(), arity, f"initial value of {m.name}: ")
     for q in p.queries:
-        if q.map not in arity:
-            raise ProgramError(f"query {q.name} refers to unknown map {q.map}")
+        for m in (q.map, *q.maps):
+            if m not in arity:
+                raise ProgramError(f"query {q.name} refers to unknown map {m}")
+        if q.columns:
+            names = [c for c, _ in q.columns]
+            if len(set(names)) != len(names) or q.map != q.columns[0][1]:
+                raise ProgramError(f"query {q.name}: column names repeat, or its map is not its first column's")
+            if any(arity[m] != len(q.keys) for m in q.maps):
+                raise ProgramError(f"query {q.name}: every column map must have the query's {len(q.keys)} keys")
     streams = {s.name: s for s in p.streams}
     events: set[tuple[str, str]] = set()
     for t in p.triggers:

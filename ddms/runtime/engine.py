@@ -32,7 +32,7 @@ from ddms.m3.parser import parse_program, read_source
 from ddms.m3.verify import verify
 from ddms.runtime.snapshot import Snapshot
 from ddms.runtime.typedio import dict_get, log_drain
-from ddms.runtime.views import GroupedView, ScalarView
+from ddms.runtime.views import GroupedView, ScalarView, TableView
 from ddms.streams.events import EventBatch, check_batch
 
 CHUNK_EVENTS = 1 << 15
@@ -150,20 +150,29 @@ class Engine:
         self._watch: np.ndarray = self.state.watch
         self._watching: np.ndarray = self.state.watching
         self._gate: np.ndarray = self.state.gate
-        self._map_queries = {m.name: [q.name for q in self.program.queries if q.map == m.name]
-                             for m in self.program.maps}
         self._prev = np.zeros(max(len(self.program.maps), 1))
-        self.views: dict[str, ScalarView | GroupedView] = {}
+        self.views: dict[str, ScalarView | GroupedView | TableView] = {}
+        # the watchable single-valued views: every query with one value, and each column
+        # ``VIEW.COLUMN`` of a query with several
+        self._single: dict[str, ScalarView | GroupedView] = {}
         self._logs: dict[str, tuple[Any, Any]] = {}
         for q in self.program.queries:
-            decl = self.program.map(q.map)
-            table = getattr(self.state, f"m_{q.map}")
-            if decl.keys:
-                self.views[q.name] = GroupedView(q.name, decl, table)
-                self._logs[q.name] = (getattr(self.state, f"log_keys_{q.map}"),
-                                      getattr(self.state, f"log_old_{q.map}"))
+            names = [(f"{q.name}.{c}", m) for c, m in q.columns] if q.columns else [(q.name, q.map)]
+            for vname, mname in names:
+                decl = self.program.map(mname)
+                table = getattr(self.state, f"m_{mname}")
+                if decl.keys:
+                    self._single[vname] = GroupedView(vname, decl, table)
+                    self._logs[vname] = (getattr(self.state, f"log_keys_{mname}"),
+                                         getattr(self.state, f"log_old_{mname}"))
+                else:
+                    self._single[vname] = ScalarView(vname, decl, table)
+            if q.columns:
+                self.views[q.name] = TableView(q.name, q.keys, {c: self._single[f"{q.name}.{c}"] for c, _ in q.columns})
             else:
-                self.views[q.name] = ScalarView(q.name, decl, table)
+                self.views[q.name] = self._single[q.name]
+        self._map_queries = {m.name: [n for n, v in self._single.items() if v.decl.name == m.name]
+                             for m in self.program.maps}
         self._callbacks: dict[str, list[Callback]] = {}
         # what _line_changed walks (rebuilt by _set_watch): (value cell, prev slot, (view,
         # subscription) pairs) per watched scalar view, (view name, view) per watched grouped view
@@ -210,21 +219,38 @@ class Engine:
         tables = export_views(self.views, views)
         return {n: to_pandas(t) for n, t in tables.items()} if pandas else tables
 
-    def view(self, name: str) -> ScalarView | GroupedView:
-        try:
-            return self.views[name]
-        except KeyError:
-            raise ViewError(f"no view named {name!r} (views: {', '.join(self.views)})") from None
+    def view(self, name: str) -> ScalarView | GroupedView | TableView:
+        """A view by name; ``VIEW.COLUMN`` is one column of a view with several."""
+        v = self.views.get(name)
+        if v is None:
+            v = self._single.get(name)
+        if v is None:
+            raise ViewError(f"no view named {name!r} (views: {', '.join(self.views)})")
+        return v
+
+    def watchable(self) -> list[str]:
+        """The names callbacks, conditions and futures take: every view with one value column,
+        and ``VIEW.COLUMN`` for each column of a view with several."""
+        return list(self._single)
+
+    def _watchable(self, name: str) -> ScalarView | GroupedView:
+        v = self.view(name)
+        if isinstance(v, TableView):
+            raise ViewError(f"view {name!r} has several columns: watch one of them, e.g. "
+                            f"{name}.{next(iter(v.parts))}")
+        return v
 
     def value(self, name: str) -> Any:
-        """A view's value: a number, or a dict of its nonzero groups."""
+        """A view's value: a number (``None`` for NULL), a tuple for a view with several columns
+        and no keys, or a dict of its nonzero groups (to tuples, with several columns)."""
         v = self.view(name)
-        return v.value if isinstance(v, ScalarView) else dict(v)
+        return v.value if isinstance(v, ScalarView) or (isinstance(v, TableView) and not v.key_names) else dict(v)
 
     def snapshot(self, views: str | Sequence[str] | None = None) -> Snapshot:
         """Frozen copies of ``views`` (a name, names, or every view) as of one input line
         boundary, never a half-applied line: a read-only :class:`~ddms.runtime.snapshot.Snapshot`
-        (numbers for scalar views, ``[key..., value]`` rows sorted by key for grouped views) whose
+        (numbers, None for NULL, for scalar views; ``[key..., value...]`` rows sorted by key for
+        grouped views; a view with several columns and no keys: its one row of values) whose
         ``position`` is that line.
 
         Safe from any thread while another thread runs :meth:`apply`: the request waits until the
@@ -292,7 +318,12 @@ class Engine:
         out: dict[str, Any] = {}
         for n in names:
             v = self.views[n]
-            out[n] = v.value if isinstance(v, ScalarView) else dict_dump(v._table)
+            if isinstance(v, ScalarView):
+                out[n] = v.value
+            elif isinstance(v, TableView):   # a few columns: read at the boundary in Python
+                out[n] = v.rows() if v.key_names else list(v.value or ())
+            else:
+                out[n] = dict_dump(v._table)
         return self.position, out
 
     def _build(self, position: int, raw: dict[str, Any]) -> Snapshot:
@@ -300,7 +331,7 @@ class Engine:
         values = {}
         for n, x in raw.items():
             v = self.views[n]
-            values[n] = x if isinstance(v, ScalarView) else grouped_rows(*x, v._types, v.decl.value_type)
+            values[n] = x if isinstance(v, ScalarView | TableView) else grouped_rows(*x, v._types, v.decl.value_type)
         return Snapshot(position, values)
 
     def _serve(self) -> None:
@@ -398,6 +429,7 @@ class Engine:
         that leave the value inside ``[below, above]`` never return to Python, so a strategy that
         reacts to a rare condition costs nothing between firings.  ``Subscription.retarget``
         moves the bounds (O(callbacks on the view))."""
+        self._watchable(view)
         sub = Subscription(self, view, callback, *self._band(view, above, below))
         self._callbacks.setdefault(view, []).append(sub)
         self._set_watch(view)
@@ -407,7 +439,7 @@ class Engine:
         """The quiet band ``(lo, hi)`` of a condition on ``view``: the callback fires when the new
         value is not in ``[lo, hi]``.  No condition is the empty band ``(inf, -inf)``: every
         change fires.  Conditions need a scalar view and ``below <= above``."""
-        v = self.view(view)
+        v = self._watchable(view)
         if above is None and below is None:
             return math.inf, -math.inf
         if not isinstance(v, ScalarView):
@@ -421,10 +453,10 @@ class Engine:
     def _set_watch(self, view: str) -> None:
         """A map is watched while any query on it has a callback (then compiled code compares
         its value before and after each line); see :meth:`_set_gate` for its band."""
-        name = self.views[view].decl.name
+        name = self._single[view].decl.name
         self._watch[self._mid[name]] = 1 if any(self._callbacks.get(q) for q in self._map_queries[name]) else 0
         self._watching[0] = 1 if any(self._callbacks.values()) else 0
-        live = [(n, self.views[n], tuple(cbs)) for n, cbs in self._callbacks.items() if cbs]
+        live = [(n, self._single[n], tuple(cbs)) for n, cbs in self._callbacks.items() if cbs]
         self._scalar_watch = [(v._cell, self._mid[v.decl.name], [(n, sub) for sub in subs])
                               for n, v, subs in live if isinstance(v, ScalarView)]
         self._grouped_watch = [(n, v) for n, v, _ in live if isinstance(v, GroupedView)]
@@ -438,7 +470,7 @@ class Engine:
         as soon as one callback is unconditional), so compiled code returns whenever at least
         one callback's condition can hold.  O(callbacks on the map); a strategy retargets a
         subscription at every crossing, so this is kept to a few list walks."""
-        name = self.views[view].decl.name
+        name = self._single[view].decl.name
         mid = self._mid[name]
         subs = [s for q in self._map_queries[name] for s in self._callbacks.get(q, ())]
         self._gate[mid, 0] = max((s.lo for s in subs), default=math.inf)
@@ -446,10 +478,13 @@ class Engine:
 
     def future(self, view: str, predicate: Callable[[Any], bool]) -> concurrent.futures.Future:
         """A Future resolved with a :class:`ViewEvent` when ``predicate(value)`` first holds
-        for the view's value (checked now and after every update that changes the view)."""
+        for the view's value (checked now and after every update that changes the view).  A
+        NULL scalar value (``None``: MIN/MAX of an empty book, and arithmetic over it) is never
+        passed to the predicate: a future never fires on NULL."""
         fut: concurrent.futures.Future = concurrent.futures.Future()
         fut.set_running_or_notify_cancel()
-        if predicate(self.value(view)):
+        self._watchable(view)
+        if self.value(view) is not None and predicate(self.value(view)):
             fut.set_result(ViewEvent(view, self.position, self.value(view)))
             return fut
         cancel: Callable[[], None] = lambda: None  # noqa: E731
@@ -459,7 +494,7 @@ class Engine:
                 cancel()
                 return
             value = self.value(view)
-            if predicate(value):
+            if value is not None and predicate(value):
                 cancel()
                 fut.set_result(ViewEvent(view, position, value))
         cancel = self.on(view, check)

@@ -66,6 +66,8 @@ def view_table(view) -> pa.Table:
     :class:`~ddms.runtime.views.GroupedView`) as an Arrow table: key columns, then the value
     column named after the view; one row for a scalar view."""
     import pyarrow as pa
+    if hasattr(view, "parts"):      # a TableView: several value columns
+        return _table_view_table(view)
     decl = view.decl
     if not decl.keys:
         return pa.table({view.name: _column([view.value], decl.value_type)})
@@ -76,6 +78,23 @@ def view_table(view) -> pa.Table:
         name = c.name if c.name not in cols and c.name != view.name else f"{c.name}_{i}"
         cols[name] = _column([r[i] for r in rows], c.type)
     cols[view.name] = _column([r[n] for r in rows], decl.value_type)
+    return pa.table(cols)
+
+
+def _table_view_table(view) -> pa.Table:
+    """A view with several value columns: key columns (typed as the columns' maps key them),
+    then one column per value column; one row without keys."""
+    import pyarrow as pa
+    parts = list(view.parts.values())
+    rows = view.rows()
+    n = len(view.key_names)
+    key_types = [c.type for c in parts[0].decl.keys] if n else []
+    cols: dict[str, Any] = {}
+    for i, (name, typ) in enumerate(zip(view.key_names, key_types, strict=True)):
+        cols[name if name not in cols else f"{name}_{i}"] = _column([r[i] for r in rows], typ)
+    for j, (name, part) in enumerate(view.parts.items()):
+        cols[name if name not in cols else f"{name}_{n + j}"] = _column([r[n + j] for r in rows],
+                                                                       part.decl.value_type)
     return pa.table(cols)
 
 

@@ -45,11 +45,13 @@ class Minus:
 
 @dataclass(frozen=True)
 class Agg:
-    """``SUM(arg)``, ``COUNT(*)`` / ``COUNT(arg)`` (arg None for ``*``), ``AVG(arg)``."""
+    """``SUM(arg)``, ``COUNT(*)`` / ``COUNT(arg)`` (arg None for ``*``), ``AVG(arg)``, ``MIN(arg)``,
+    ``MAX(arg)``."""
 
     func: str
     arg: SqlExpr | None
     text: str = field(default="", compare=False)
+    distinct: bool = False   # COUNT(DISTINCT x), SUM(DISTINCT x), AVG(DISTINCT x)
 
 
 @dataclass(frozen=True)
@@ -94,8 +96,53 @@ class Bool:
     text: str = field(default="", compare=False)
 
 
-SqlExpr = Col | Lit | Arith | Minus | Agg | Scalar
-Cond = Compare | And | Or | Not | Bool
+@dataclass(frozen=True)
+class Null:
+    """The SQL ``NULL`` literal."""
+
+    text: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class Case:
+    """``CASE WHEN c1 THEN v1 ... ELSE d END`` (no ELSE: NULL); ``COALESCE``, ``NULLIF``, ``ABS``,
+    ``GREATEST`` and ``LEAST`` are written as one by the front end."""
+
+    whens: tuple[tuple[Cond, SqlExpr], ...]
+    default: SqlExpr
+    text: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class IsNull:
+    """``x IS NULL`` (``IS NOT NULL`` is its ``Not``)."""
+
+    expr: SqlExpr
+    text: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class Exists:
+    """``EXISTS (SELECT ...)``; ``x IN (SELECT y ...)`` arrives as ``EXISTS`` with ``y = x`` added
+    to the subquery's conditions (``match``: the pair, kept apart until translation because
+    ``x`` is read in the enclosing query)."""
+
+    select: Select
+    match: tuple[SqlExpr, SqlExpr] | None = None
+    text: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class InList:
+    """``x IN (c1, c2, ...)`` over distinct numeric constants."""
+
+    expr: SqlExpr
+    values: tuple[float, ...]
+    text: str = field(default="", compare=False)
+
+
+SqlExpr = Col | Lit | Arith | Minus | Agg | Scalar | Null | Case
+Cond = Compare | And | Or | Not | Bool | IsNull | Exists | InList
 
 
 @dataclass(frozen=True)
@@ -132,6 +179,7 @@ class Select:
     group: tuple[Col, ...]
     text: str = field(default="", compare=False)
     offset: int = field(default=0, compare=False)  # where the statement starts in the file
+    having: Cond | None = None
 
 
 @dataclass(frozen=True)
@@ -152,13 +200,25 @@ class Script:
     text: str
 
 
-def has_agg(e: SqlExpr) -> bool:
-    """Whether a select-list expression contains an aggregate function."""
+def parts(e: SqlExpr | Cond) -> tuple:
+    """The direct subexpressions and subconditions of ``e`` (not entering subqueries)."""
     match e:
-        case Agg():
-            return True
-        case Arith(_, a, b):
-            return has_agg(a) or has_agg(b)
-        case Minus(x):
-            return has_agg(x)
-    return False
+        case Arith(_, a, b) | Compare(_, a, b):
+            return (a, b)
+        case Minus(x) | Not(x) | IsNull(x) | InList(x):
+            return (x,)
+        case And(items) | Or(items):
+            return items
+        case Case(whens, default):
+            return (*(x for w in whens for x in w), default)
+    return ()
+
+
+def has_agg(e: SqlExpr | Cond) -> bool:
+    """Whether a select-list expression contains an aggregate function."""
+    return isinstance(e, Agg) or any(has_agg(x) for x in parts(e))
+
+
+def has_scalar(e: SqlExpr | Cond) -> bool:
+    """Whether an expression reads a scalar subquery (outside aggregates' arguments)."""
+    return isinstance(e, Scalar) or (not isinstance(e, Agg) and any(has_scalar(x) for x in parts(e)))

@@ -28,16 +28,21 @@ from ddms.sql.ast import (
     And,
     Arith,
     Bool,
+    Case,
     Col,
     Compare,
     Cond,
+    Exists,
     FromItem,
     FromSelect,
     FromTable,
+    InList,
+    IsNull,
     Item,
     Lit,
     Minus,
     Not,
+    Null,
     Or,
     Scalar,
     Script,
@@ -45,12 +50,13 @@ from ddms.sql.ast import (
     SqlExpr,
     View,
     has_agg,
+    has_scalar,
 )
 
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}
 _CMP = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
-_AGG = {exp.Sum: "SUM", exp.Count: "COUNT", exp.Avg: "AVG"}
-_SELECT_ARGS_OK = {"expressions", "from_", "joins", "where", "group", "kind", "hint"}
+_AGG = {exp.Sum: "SUM", exp.Count: "COUNT", exp.Avg: "AVG", exp.Max: "MAX", exp.Min: "MIN"}
+_SELECT_ARGS_OK = {"expressions", "from_", "joins", "where", "group", "kind", "hint", "having", "with_"}
 
 
 def split_statements(text: str) -> list[tuple[int, str]]:
@@ -77,6 +83,23 @@ def split_statements(text: str) -> list[tuple[int, str]]:
     return [(o, s) for o, s in out if _strip_comments(s).strip()]
 
 
+_CREATE_VIEW = re.compile(r"CREATE\s+VIEW\s+(\w+)\s+AS\s+SELECT\b", re.IGNORECASE)
+
+
+def _code_start(stmt: str) -> int:
+    """Offset in ``stmt`` of its first token (after blanks and ``--`` comment lines)."""
+    i = 0
+    while i < len(stmt):
+        if stmt[i].isspace():
+            i += 1
+        elif stmt.startswith("--", i):
+            j = stmt.find("\n", i)
+            i = len(stmt) if j < 0 else j
+        else:
+            break
+    return i
+
+
 def _strip_comments(s: str) -> str:
     return "\n".join(line.split("--", 1)[0] for line in s.splitlines())
 
@@ -89,14 +112,21 @@ def parse_sql(text: str, source: str = "<sql>") -> Script:
     for offset, stmt in split_statements(text):
         body = _strip_comments(stmt).strip()
         head = body.split(None, 1)[0].upper() if body else ""
-        if head == "CREATE":
+        named = _CREATE_VIEW.match(body)
+        if named is not None:
+            # CREATE VIEW name AS SELECT ...: the view is named explicitly
+            raw = _CREATE_VIEW.search(stmt, _code_start(stmt))
+            start = raw.end() - len("SELECT") if raw is not None else _code_start(stmt)
+            select = _Converter(text, source, offset + start).statement(body[named.end() - len("SELECT"):])
+            views.append(View(named.group(1).upper(), select))
+        elif head == "CREATE":
             streams.append(_stream(stmt, text, offset, source))
-        elif head == "SELECT":
-            lead = len(stmt) - len(stmt.lstrip())
-            select = _Converter(text, source, offset + lead).statement(body)
+        elif head in ("SELECT", "WITH"):
+            # (errors are located from the first token, not inside a leading comment)
+            select = _Converter(text, source, offset + _code_start(stmt)).statement(body)
             views.append(View(_view_name(select, text, source), select))
         else:
-            raise SqlError(f"expected CREATE STREAM/TABLE or SELECT, found {head or 'nothing'!r}",
+            raise SqlError(f"expected CREATE STREAM/TABLE, CREATE VIEW or SELECT, found {head or 'nothing'!r}",
                            source, body.split("\n", 1)[0], text)
     if not views:
         raise SqlError("no SELECT view in the script", source)
@@ -139,9 +169,16 @@ def _check_orderbook(s: Stream, stmt: str, text: str, offset: int, source: str) 
 
 
 def _view_name(select: Select, text: str, source: str) -> str:
-    aggs = [it for it in select.items if has_agg(it.expr)]
-    if len(aggs) != 1:
-        raise SqlError("a view needs exactly one aggregate output (SUM, COUNT or AVG), named by its alias",
+    """A view is named by its output's alias, the first one when it has several (``CREATE VIEW
+    name AS SELECT`` names it explicitly)."""
+    aggs = [it for it in select.items if has_agg(it.expr) or has_scalar(it.expr)]
+    for it in select.items:
+        if not it.name:
+            raise SqlError("an output expression needs an alias (AS name): it names the view or its column",
+                           source, it.text, text, select.offset)
+    if not aggs:
+        raise SqlError("a view needs an aggregate output (SUM, COUNT, AVG, MIN or MAX, or arithmetic "
+                       "over them or over scalar subqueries), named by its alias",
                        source, "SELECT", text, select.offset)
     return aggs[0].name.upper()
 
@@ -153,6 +190,7 @@ class _Converter:
 
     def __init__(self, text: str, source: str, offset: int = 0) -> None:
         self.text, self.source, self.offset = text, source, offset
+        self.ctes: dict[str, exp.Select] = {}   # WITH name AS (SELECT ...): read as a subquery in FROM
 
     def fail(self, reason: str, node: exp.Expression | str) -> SqlError:
         frag = node if isinstance(node, str) else node.sql()
@@ -180,16 +218,24 @@ class _Converter:
         return SqlError(f"not valid SQL: {reason}", self.source, token, self.text, self.offset + found + len(before))
 
     # -- SELECT ---------------------------------------------------------------------------------
-    def select(self, node: exp.Select) -> Select:
+    def select(self, node: exp.Select, with_items: bool = True) -> Select:
+        """The SELECT ``node``; without ``with_items`` (EXISTS) its select list is not read."""
         for key, val in node.args.items():
             if val and key not in _SELECT_ARGS_OK:
                 raise self.fail(f"{key.upper()} is not supported in views", node)
         if node.args.get("kind"):
             raise self.fail("SELECT DISTINCT/ALL modifiers are not supported", node)
+        with_ = node.args.get("with_")
+        if with_ is not None:
+            if with_.args.get("recursive"):
+                raise self.fail("WITH RECURSIVE is not supported", with_)
+            for cte in with_.expressions:
+                if not isinstance(cte.this, exp.Select):
+                    raise self.fail("a WITH query must be a SELECT", cte)
+                self.ctes[cte.alias.lower()] = cte.this
         frm = node.args.get("from_")
-        if frm is None:
-            raise self.fail("a view needs a FROM clause", node)
-        sources = [self.source_item(frm.this)]
+        # no FROM: a view over scalar subqueries only (``translate`` checks that it is one)
+        sources = [self.source_item(frm.this)] if frm is not None else []
         conds: list[Cond] = []
         for j in node.args.get("joins") or []:
             side, kind = (j.args.get("side") or "").upper(), (j.args.get("kind") or "").upper()
@@ -208,9 +254,11 @@ class _Converter:
             if aliases.count(a) > 1:
                 raise self.fail(f"the alias {a!r} is used twice in one FROM", node)
         group = tuple(self.column(g) for g in (node.args["group"].expressions if node.args.get("group") else ()))
-        items = tuple(self.item(e) for e in node.expressions)
+        items = tuple(self.item(e) for e in node.expressions) if with_items else ()
         cond = None if not conds else conds[0] if len(conds) == 1 else And(tuple(conds))
-        return Select(items, tuple(sources), cond, group, node.sql(), self.offset)
+        having = node.args.get("having")
+        return Select(items, tuple(sources), cond, group, node.sql(), self.offset,
+                      self.cond(having.this) if having is not None else None)
 
     def source_item(self, node: exp.Expression) -> FromItem:
         if isinstance(node, exp.Table):
@@ -218,6 +266,8 @@ class _Converter:
                 raise self.fail("qualified table names are not supported", node)
             name = node.name
             alias = node.alias or name
+            if name.lower() in self.ctes:   # a WITH query: a subquery in FROM under its alias
+                return FromSelect(self.select(self.ctes[name.lower()]), alias.lower(), node.sql())
             return FromTable(name.upper(), alias.lower(), node.sql())
         if isinstance(node, exp.Subquery):
             if not isinstance(node.this, exp.Select):
@@ -237,7 +287,7 @@ class _Converter:
         e = self.expr(node)
         if isinstance(e, Agg):
             return Item(e, e.func.lower(), node.sql())
-        raise self.fail("an output expression needs an alias (AS name)", node)
+        return Item(e, "", node.sql())   # unnamed: fine in a scalar subquery, not as a view's column
 
     def column(self, node: exp.Expression) -> Col:
         if not isinstance(node, exp.Column):
@@ -262,20 +312,61 @@ class _Converter:
         if t in _ARITH:
             return Arith(_ARITH[t], self.expr(node.this), self.expr(node.expression), node.sql())
         if t in _AGG:
-            if node.args.get("distinct") or isinstance(node.this, exp.Distinct):
-                raise self.fail("DISTINCT aggregates are not supported", node)
+            distinct = bool(node.args.get("distinct")) or isinstance(node.this, exp.Distinct)
             arg = node.this
+            if isinstance(arg, exp.Distinct):
+                if len(arg.expressions) != 1:
+                    raise self.fail(f"{_AGG[t]}(DISTINCT ...) takes one argument", node)
+                arg = arg.expressions[0]
+            if distinct and t in (exp.Max, exp.Min):
+                distinct = False   # the same value
+            if node.args.get("expressions"):
+                raise self.fail(f"{_AGG[t]} takes one argument (GREATEST/LEAST compare several)", node)
             if isinstance(arg, exp.Star):
                 if t is not exp.Count:
                     raise self.fail(f"{_AGG[t]}(*) is not valid", node)
+                if distinct:
+                    raise self.fail("COUNT(DISTINCT *) is not valid", node)
                 return Agg("COUNT", None, node.sql())
-            return Agg(_AGG[t], self.expr(arg), node.sql())
+            return Agg(_AGG[t], self.expr(arg), node.sql(), distinct)
         if isinstance(node, exp.Subquery):
             if not isinstance(node.this, exp.Select):
                 raise self.fail("only SELECT subqueries are supported", node)
             return Scalar(self.select(node.this), node.sql())
         if isinstance(node, exp.Cast):
             return self.expr(node.this)
+        if isinstance(node, exp.Null):
+            return Null(node.sql())
+        if isinstance(node, exp.Case):
+            if node.this is not None:   # CASE x WHEN v THEN ...: CASE WHEN x = v THEN ...
+                x = self.expr(node.this)
+                whens = tuple((Compare("=", x, self.expr(i.this)), self.expr(i.args["true"])) for i in node.args["ifs"])
+            else:
+                whens = tuple((self.cond(i.this), self.expr(i.args["true"])) for i in node.args["ifs"])
+            d = node.args.get("default")
+            return Case(whens, self.expr(d) if d is not None else Null(), node.sql())
+        if isinstance(node, exp.Coalesce):
+            args = [self.expr(node.this), *(self.expr(a) for a in node.expressions)]
+            out = args[-1]
+            for a in reversed(args[:-1]):
+                out = Case(((Not(IsNull(a)), a),), out, node.sql())
+            return out
+        if isinstance(node, exp.Nullif):
+            a, b = self.expr(node.this), self.expr(node.expression)
+            return Case(((Compare("=", a, b), Null()),), a, node.sql())
+        if isinstance(node, exp.Abs):
+            a = self.expr(node.this)
+            return Case(((Compare("<", a, Lit(0.0)), Minus(a)),), a, node.sql())
+        if isinstance(node, exp.Greatest | exp.Least):
+            # NULL arguments are skipped, as DuckDB does: NULL only when all are NULL
+            op = ">=" if isinstance(node, exp.Greatest) else "<="
+            args = [self.expr(node.this), *(self.expr(a) for a in node.expressions)]
+            out = args[0]
+            for b in args[1:]:
+                out = Case(((IsNull(b), out), (IsNull(out), b), (Compare(op, out, b), out)), b, node.sql())
+            return out
+        if isinstance(node, exp.Mod):
+            raise self.fail("% is not supported (M3 has no integer division)", node)
         raise self.fail(f"unsupported expression ({node.key.upper()})", node)
 
     def cond(self, node: exp.Expression) -> Cond:
@@ -292,6 +383,32 @@ class _Converter:
             return Not(self.cond(node.this), node.sql())
         if isinstance(node, exp.Boolean):
             return Bool(bool(node.this), node.sql())
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+            return IsNull(self.expr(node.this), node.sql())
+        if isinstance(node, exp.Exists):
+            if not isinstance(node.this, exp.Select):
+                raise self.fail("EXISTS takes a SELECT", node)
+            return Exists(self.select(node.this, with_items=False), None, node.sql())
+        if isinstance(node, exp.In):
+            x = self.expr(node.this)
+            query = node.args.get("query")
+            if query is not None:
+                sub = query.this if isinstance(query, exp.Subquery) else query
+                if not isinstance(sub, exp.Select) or len(sub.expressions) != 1:
+                    raise self.fail("IN takes a SELECT of one column", node)
+                sel = self.select(sub)
+                if sel.group or sel.having is not None or has_agg(sel.items[0].expr):
+                    raise self.fail("IN (SELECT ...) with GROUP BY, HAVING or an aggregate is not supported", node)
+                return Exists(sel, (sel.items[0].expr, x), node.sql())
+            if not node.expressions or node.args.get("unnest") or node.args.get("field"):
+                raise self.fail("IN takes a list of values or a SELECT", node)
+            values = [self.expr(v) for v in node.expressions]
+            if all(isinstance(v, Lit) for v in values):
+                # distinct constants: the equalities exclude each other, so IN is their sum
+                # (x is one of them), not an OR's inclusion-exclusion (2**k terms)
+                return InList(x, tuple(dict.fromkeys(v.value for v in values)), node.sql())  # type: ignore[union-attr]
+            items = tuple(Compare("=", x, v) for v in values)
+            return items[0] if len(items) == 1 else Or(items, node.sql())
         if isinstance(node, exp.Between):
             x = self.expr(node.this)
             return And((Compare(">=", x, self.expr(node.args["low"])),

@@ -18,6 +18,15 @@ that combines them (``SUM(x) / COUNT(*)`` for AVG).
   refer to columns of an enclosing query, and a ``GROUP BY`` key of the enclosing query that is
   an aggregate column is bound by a lift ``(k ^= aggregate)`` (rejected when it can be NULL:
   NULL keys would need a group of their own);
+* ``MIN(x)``/``MAX(x)`` count the rows per value ``v`` of ``x`` (``(v ^= x)``, per group and
+  per outer key it is correlated on by equality) and take the extreme key: an ``ExtremeAgg``
+  nested, ``Extreme(kind, v, #i[group.., v])`` at top level; NULL over nothing;
+* ``CASE`` is a sum of branches, each value times its condition and "no earlier condition held"
+  as opaque 0/1 factors placed first (a branch not taken is 0 even if its value is NULL);
+  ``COALESCE``, ``NULLIF``, ``ABS``, ``GREATEST``, ``LEAST`` arrive as ``CASE``; ``HAVING``
+  multiplies every output by its condition over the aggregates; a SELECT without FROM is an
+  expression over scalar subqueries; a view may have several outputs (``ViewDef.columns``);
+* ``x / c`` for a nonzero constant ``c`` is ``x * (1 / c)``;
 * equalities between variables are removed by renaming (:func:`ddms.calculus.normal.unify`).
 
 Pure; cost linear in the SQL plus the multiplied-out terms (bounded by ``normal.MAX_TERMS``).
@@ -29,6 +38,7 @@ from dataclasses import dataclass, field
 
 from ddms.calculus.ir import (
     Exists,
+    ExtremeAgg,
     Query,
     Rel,
     Term,
@@ -36,32 +46,39 @@ from ddms.calculus.ir import (
     expr_vars,
     nullable,
     query_expr,
+    term_expr,
     term_vars,
     with_children,
 )
 from ddms.calculus.normal import check_budget, expand, merge_terms, simplify_term, unify
 from ddms.errors import SqlError
-from ddms.m3.ir import Add, Cmp, Const, Div, Expr, Lift, MapRef, Mul, Neg, Stream, Var
+from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Expr, Extreme, Lift, MapRef, Mul, Neg, Stream, Var
 from ddms.sql.ast import (
     Agg,
     And,
     Arith,
     Bool,
+    Case,
     Col,
     Compare,
     Cond,
     FromSelect,
     FromTable,
+    InList,
+    IsNull,
     Lit,
     Minus,
     Not,
+    Null,
     Or,
     Scalar,
     Script,
     Select,
     SqlExpr,
     has_agg,
+    has_scalar,
 )
+from ddms.sql.ast import Exists as SqlExists
 
 _NEGATE = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
@@ -77,6 +94,9 @@ class ViewDef:
     value: Expr
     domain: Query
     sql: str = field(compare=False, default="")
+    columns: tuple[tuple[str, Expr], ...] = ()
+    """With several outputs: (column name, value over the ``#i`` aggregates) each, ``value``
+    being the first's; empty for a view with one output (named after the view)."""
 
 
 @dataclass
@@ -113,6 +133,15 @@ class _Scope:
             raise fail(f"{c.text or c.name} is an aggregate computed by a subquery in FROM, not a column of a "
                        "relation: it cannot be used here", c.text)
         return hit
+
+    def outer_vars(self) -> set[str]:
+        """The variables of the enclosing queries' columns (what a subquery may correlate on)."""
+        out: set[str] = set()
+        scope = self.parent
+        while scope is not None:
+            out |= {v for cols in scope.tables.values() for v in cols.values() if isinstance(v, str)}
+            scope = scope.parent
+        return out
 
     def rebind(self, c: Col, var: str) -> None:
         """Make ``c`` read ``var`` from now on (an aggregate column lifted into a variable)."""
@@ -155,6 +184,10 @@ class _Translator:
         terms = [Term(1.0, (), ())]
         local: set[str] = set()
         for item in sel.sources:
+            if isinstance(item, FromSelect):
+                for it in item.select.items:
+                    if not it.name:
+                        raise self.fail("a column of a subquery in FROM needs a name (AS name)", it.text)
             if isinstance(item, FromTable):
                 s = self.streams.get(item.name)
                 if s is None:
@@ -197,6 +230,8 @@ class _Translator:
         column is the aggregate for the bound group (a nested ``AggSum`` correlated on ``g``).
         Cost: as translating the subquery once per aggregate column, plus once for its rows."""
         sub = item.select
+        if sub.having is not None:
+            raise self.fail("HAVING is supported in a view's top-level SELECT only", item.text)
         created_before = set(self.used)
         inner_scope, body, inner_local = self.from_items(sub, parent)
         if sub.where is not None:
@@ -249,6 +284,43 @@ class _Translator:
                 return [Term(1.0, (), ())] + [Term(-t.coef, t.atoms, t.factors) for t in self.cond(x, scope)]
             case Bool(v):
                 return [Term(1.0, (), ())] if v else []
+            case IsNull(x):
+                v = self.value(x, scope)
+                return [Term(1.0, (), (Cmp("=", Cmp("=", v, v), Const(0.0)),))] if nullable(v) else []
+            case InList(x, values):
+                v = self.value(x, scope)
+                return [Term(1.0, (), (Cmp("=", v, Const(c)),)) for c in values]
+            case SqlExists(sel, match):
+                # EXISTS: the subquery's row count (correlated like a scalar subquery) is nonzero
+                if sel.group or sel.having is not None:
+                    raise self.fail("EXISTS (SELECT ... GROUP BY / HAVING) is not supported", c.text)
+                inner, terms, local = self.from_items(sel, scope)
+                if sel.where is not None:
+                    terms = _times(terms, self.cond(sel.where, inner))
+                if match is not None:   # x IN (SELECT y ...): the rows with y = x
+                    terms = _times(terms, [Term(1.0, (), (Cmp("=", self.value(match[0], inner),
+                                                              self.value(match[1], scope)),))])
+                count = self.aggregate_expr(Agg("COUNT", None), inner, terms, local, (), nested=True)
+                return [Term(1.0, (), (Cmp("!=", count, Const(0.0)),))]
+        raise self.fail("unsupported condition", getattr(c, "text", ""))
+
+    def agg_cond(self, c: Cond, value) -> Expr:
+        """A condition over aggregates (HAVING, CASE over aggregates) as one 0/1 expression,
+        ``value`` translating its operands.  NULL compares false."""
+        match c:
+            case Compare(op, a, b):
+                return Cmp(op, value(a), value(b))
+            case And(items):
+                return Mul(tuple(self.agg_cond(x, value) for x in items))
+            case Or(items):
+                return Cmp("!=", Add(tuple(self.agg_cond(x, value) for x in items)), Const(0.0))
+            case Not(x):
+                return Cmp("=", self.agg_cond(x, value), Const(0.0))
+            case Bool(v):
+                return Const(1.0 if v else 0.0)
+            case IsNull(x):
+                v = value(x)
+                return Cmp("=", Cmp("=", v, v), Const(0.0)) if nullable(v) else Const(0.0)
         raise self.fail("unsupported condition", getattr(c, "text", ""))
 
     # -- values -----------------------------------------------------------------------------------
@@ -269,14 +341,21 @@ class _Translator:
                     return Add((x, Neg(y)))
                 if op == "*":
                     return Mul((x, y))
-                return Div(x, y)
+                return _divide(x, y)
             case Scalar(sel):
                 return self.scalar(sel, scope, e.text)
+            case Null():
+                return _NULL
+            case Case(whens, default):
+                return _case([(_factor(self.cond(c, scope)), self.value(v, scope)) for c, v in whens],
+                             self.value(default, scope))
             case Agg():
                 raise self.fail("an aggregate cannot appear here (only in the SELECT list)", e.text)
         raise self.fail("unsupported expression", getattr(e, "text", ""))
 
     def scalar(self, sel: Select, parent: _Scope, text: str) -> Expr:
+        if sel.having is not None:
+            raise self.fail("HAVING is supported in a view's top-level SELECT only", text)
         if sel.group:
             raise self.fail("a scalar subquery cannot have GROUP BY (it must return one row)", text)
         if len(sel.items) != 1 or not has_agg(sel.items[0].expr):
@@ -291,6 +370,8 @@ class _Translator:
         """The select-list expression ``e`` over aggregates of ``body``.  Nested: aggregates are
         inlined as ``AggSum`` expressions; top level: appended to ``out`` and read as ``#i``."""
         match e:
+            case Agg(func, arg, _, True):
+                return self.distinct(func, arg, scope, body, local, group, nested, out, e.text)
             case Agg(func, arg):
                 if func == "AVG":
                     s = self.aggregate_expr(Agg("SUM", arg, e.text), scope, body, local, group, nested, out)
@@ -301,6 +382,9 @@ class _Translator:
                 x = None if arg is None else self.value(arg, scope)
                 if x is not None and nullable(x):  # SQL aggregates skip NULL inputs
                     body = _times(body, [Term(1.0, (), (Cmp("=", x, x),))])
+                if func in ("MAX", "MIN"):
+                    assert x is not None
+                    return self.extreme(func.lower(), x, scope, body, local, group, nested, out, e.text)
                 terms = body if func == "COUNT" or x is None else _times(body, expand(x))
                 q = self.normalize(group, terms, local)
                 if nested:
@@ -312,12 +396,77 @@ class _Translator:
                 x = self.aggregate_expr(a, scope, body, local, group, nested, out)
                 y = self.aggregate_expr(b, scope, body, local, group, nested, out)
                 return {"+": lambda: Add((x, y)), "-": lambda: Add((x, Neg(y))), "*": lambda: Mul((x, y)),
-                        "/": lambda: Div(x, y)}[op]()
+                        "/": lambda: _divide(x, y)}[op]()
             case Minus(x):
                 return Neg(self.aggregate_expr(x, scope, body, local, group, nested, out))
             case Lit(v):
                 return Const(v)
+            case Scalar(sel):
+                # a scalar subquery beside aggregates: a nested aggregate, re-evaluated from maps
+                return self.scalar(sel, scope, e.text)
+            case Null():
+                return _NULL
+            case Case(whens, default):
+                def val(x: SqlExpr) -> Expr:
+                    return self.aggregate_expr(x, scope, body, local, group, nested, out)
+                return _case([(self.agg_cond(c, val), val(v)) for c, v in whens], val(default))
         raise self.fail("outside an aggregate, the SELECT list may name GROUP BY columns only", getattr(e, "text", ""))
+
+    def distinct(self, func: str, arg: SqlExpr, scope: _Scope, body: list[Term], local: set[str],
+                 group: tuple[str, ...], nested: bool, out: list[Query] | None, text: str) -> Expr:
+        """``COUNT/SUM/AVG(DISTINCT x)``: the rows counted per value ``v`` of ``x`` (per group), as
+        for MIN/MAX, then a sum over the values present, ``AggSum(g, C[g, v] / C[g, v])`` (times
+        ``v`` for SUM).  Not incremental: re-evaluated by a pass over the group's distinct values
+        (``ddms compile`` flags it)."""
+        if has_agg(arg):
+            raise self.fail("nested aggregate functions are not supported", text)
+        x = self.value(arg, scope)
+        if nullable(x):
+            body = _times(body, [Term(1.0, (), (Cmp("=", x, x),))])
+        v = self.fresh("distinct_value")
+        terms = _times(body, [Term(1.0, (), (Cmp("=", Var(v), x) if isinstance(x, Var) else Lift(v, x),))])
+        q = self.normalize(group + (v,), terms, local | {v})
+        outer = scope.outer_vars()
+        for t in q.terms:
+            loose = (term_vars(t) & outer) - {w for a in t.atoms for w in a.vars} - set(group)
+            if loose:
+                raise self.fail(f"{func}(DISTINCT ...) in a subquery correlated other than by equality is not "
+                                "supported", text)
+        if nested:
+            counts: Expr = query_expr(q)
+        else:
+            assert out is not None
+            out.append(q)
+            counts = MapRef(f"#{len(out) - 1}", q.group)
+        present = Div(counts, counts)   # 1 per value present (its rows' count is nonzero)
+        n = AggSum(group, present)
+        s = AggSum(group, Mul((present, Var(v))))
+        return {"COUNT": n, "SUM": s, "AVG": Div(s, n)}[func]
+
+    def extreme(self, kind: str, x: Expr, scope: _Scope, body: list[Term], local: set[str],
+                group: tuple[str, ...], nested: bool, out: list[Query] | None, text: str) -> Expr:
+        """``MAX(x)``/``MIN(x)`` over ``body``: the rows counted per value ``v`` of ``x`` (per
+        group), ``AggSum(group + (v,), body * (v ^= x))``, and the extreme key of those counts:
+        nested, an :class:`ExtremeAgg`; at top level, ``Extreme(kind, v, #i[group..., v])`` over
+        the placeholder of that count query.  Correlation with an enclosing query must be by
+        equality (the counts are then keyed by the outer column): the largest value below an
+        outer one is no tree extreme, so it is rejected here, at its place in the SQL."""
+        v = self.fresh(f"{kind}_value")
+        terms = _times(body, [Term(1.0, (), (Cmp("=", Var(v), x) if isinstance(x, Var) else Lift(v, x),))])
+        q = self.normalize(group + (v,), terms, local | {v})
+        outer = scope.outer_vars()
+        for t in q.terms:
+            in_atoms = {w for a in t.atoms for w in a.vars}
+            loose = (term_vars(t) & outer) - in_atoms - set(group)
+            if loose:
+                raise self.fail(f"{kind.upper()} in a subquery correlated other than by equality (on "
+                                f"{', '.join(sorted(loose))}) is not supported: only MIN/MAX per value of "
+                                "outer columns (b2.col = b1.col) are kept as range-tree extremes", text)
+        if nested:
+            return ExtremeAgg(kind, v, AggSum(q.group, query_expr(q).expr))
+        assert out is not None
+        out.append(q)
+        return Extreme(kind, v, MapRef(f"#{len(out) - 1}", q.group))  # type: ignore[arg-type]
 
     def normalize(self, group: tuple[str, ...], terms: list[Term], local: set[str]) -> Query:
         keep = set(group) | {v for t in terms for v in term_vars(t) if v not in local}
@@ -351,11 +500,22 @@ class _Translator:
         group = tuple(dict.fromkeys(group_vars))
         keys: list[str] = []
         key_vars: list[str] = []
-        value: Expr | None = None
+        outputs: list[tuple[str, Expr]] = []
         aggs: list[Query] = []
+        if not sel.sources and (sel.where is not None or sel.group):
+            raise self.fail("a view without FROM is an expression over scalar subqueries: it takes no WHERE "
+                            "or GROUP BY", sel.text)
         for it in sel.items:
-            if has_agg(it.expr):
-                value = self.aggregate_expr(it.expr, scope, body, local, group, False, aggs)
+            if not it.name:
+                raise self.fail("an output expression needs an alias (AS name): it names its column", it.text)
+            if any(it.name.upper() == o for o, _ in outputs) or it.name.upper() in keys:
+                raise self.fail(f"two output columns are named {it.name}: give each its own AS name", it.text)
+            if not sel.sources and not has_agg(it.expr):
+                # no FROM: one row, the expression over scalar subqueries (nested aggregates)
+                outputs.append((it.name.upper(), self.value(it.expr, scope)))
+            elif has_agg(it.expr) or has_scalar(it.expr):
+                outputs.append((it.name.upper(),
+                                self.aggregate_expr(it.expr, scope, body, local, group, False, aggs)))
             elif isinstance(it.expr, Col):
                 v = scope.resolve(it.expr, self.fail)
                 if v not in group:
@@ -366,21 +526,76 @@ class _Translator:
                 raise self.fail("outside an aggregate, the SELECT list may name GROUP BY columns only", it.text)
         if sorted(key_vars) != sorted(group):
             raise self.fail("every GROUP BY column must also be selected (it names the view's key)", sel.text)
-        assert value is not None
+        assert outputs
+        if sel.having is not None:
+            # HAVING: every output is 0 (no row) where the condition over aggregates fails; the
+            # test comes first, so a NULL output of a filtered group is dropped too
+            def val(x: SqlExpr) -> Expr:
+                return self.aggregate_expr(x, scope, body, local, group, False, aggs)
+            test = self.agg_cond(sel.having, val)
+            outputs = [(c, Mul((test, e))) for c, e in outputs]
         # the view's keys are in SELECT-list order
         order = tuple(key_vars)
-        aggs = [Query(order, q.terms) for q in aggs]
-        value = _regroup(value, order)
+        aggs = [Query(order + q.group[len(order):], q.terms) for q in aggs]  # (MIN/MAX: + their value)
+        columns = tuple((c, _regroup(e, order)) for c, e in outputs)
         domain = self.normalize(order, body, local)
-        return ViewDef(name, order, tuple(keys), tuple(aggs), value, domain, sel.text)
+        return ViewDef(name, order, tuple(keys), tuple(aggs), columns[0][1], domain, sel.text,
+                       columns if len(columns) > 1 else ())
 
 
 def _regroup(e: Expr, order: tuple[str, ...]) -> Expr:
     """``e`` with every aggregate placeholder (a ``#`` map) keyed by the view's keys in ``order``."""
     if isinstance(e, MapRef) and e.name.startswith("#"):
-        return MapRef(e.name, order)
+        return MapRef(e.name, order + e.keys[len(order):])
     kids = children(e)
     return with_children(e, tuple(_regroup(t, order) for t in kids)) if kids else e
+
+
+_NULL = Div(Const(0.0), Const(0.0))
+"""SQL NULL as an expression (0 / 0 is NaN, and a quotient counts as nullable)."""
+
+
+def _factor(terms: list[Term]) -> Expr:
+    """A condition's terms (0/1 valued, no relation atoms) as one opaque 0/1 factor: multiplied
+    into a branch, it is never distributed over it (``1 - {c}`` times a NULL value would add
+    NULL to the sum even where ``c`` holds)."""
+    if not terms:
+        return Const(0.0)
+    if len(terms) == 1 and terms[0].coef == 1.0 and not terms[0].atoms:
+        fs = terms[0].factors
+        if not fs:
+            return Const(1.0)
+        if len(fs) == 1 and isinstance(fs[0], Cmp):
+            return fs[0]
+    return Cmp("!=", Add(tuple(term_expr(t) for t in terms)), Const(0.0))
+
+
+def _case(branches: list[tuple[Expr, Expr]], default: Expr) -> Expr:
+    """``CASE WHEN c1 THEN v1 ... ELSE d END`` from 0/1 conditions: each value times its
+    condition and the test that no earlier one held (a NULL condition does not hold), tests
+    first so a branch not taken is 0 even when its value is NULL."""
+    parts: list[Expr] = []
+    earlier: list[Expr] = []
+    for c, v in branches + [(Const(1.0), default)]:
+        held = earlier[0] if len(earlier) == 1 else Add(tuple(earlier))
+        none_before = [Cmp("=", held, Const(0.0))] if earlier else []
+        if not (isinstance(v, Const) and v.value == 0.0) and c != Const(0.0):
+            parts.append(Mul(tuple(none_before + ([c] if c != Const(1.0) else []) + [v])))
+        earlier.append(c)
+    if not parts:
+        return Const(0.0)
+    return parts[0] if len(parts) == 1 else Add(tuple(parts))
+
+
+def _divide(x: Expr, y: Expr) -> Expr:
+    """``x / y``: a product when ``y`` is a nonzero constant (``x / 2`` is ``x * 0.5``), so the
+    quotient is neither NULL-guarded nor kept whole: it factorises like any product (a division by
+    a constant blocked that and ran two orders of magnitude slower); else a quotient."""
+    c = y.value if isinstance(y, Const) else -y.expr.value if isinstance(y, Neg) and isinstance(y.expr, Const) \
+        else None
+    if c is not None and c != 0.0:
+        return Mul((x, Const(1.0 / c)))
+    return Div(x, y)
 
 
 def _times(a: list[Term], b: list[Term]) -> list[Term]:

@@ -1,0 +1,8 @@
+-- notional (price * volume) of the asks within 1000 of the best ask
+CREATE STREAM bids(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)
+  FROM FILE '../../data/finance.csv' LINE DELIMITED orderbook (book := 'bids', brokers := '10', deterministic := 'yes');
+CREATE STREAM asks(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)
+  FROM FILE '../../data/finance.csv' LINE DELIMITED orderbook (book := 'asks', brokers := '10', deterministic := 'yes');
+
+SELECT SUM(price * volume) AS ask_notional_near_touch FROM asks
+WHERE price - (SELECT MIN(a2.price) FROM asks a2) <= 1000;

@@ -1,0 +1,8 @@
+-- number of orders at the best ask
+CREATE STREAM bids(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)
+  FROM FILE '../../data/finance.csv' LINE DELIMITED orderbook (book := 'bids', brokers := '10', deterministic := 'yes');
+CREATE STREAM asks(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)
+  FROM FILE '../../data/finance.csv' LINE DELIMITED orderbook (book := 'asks', brokers := '10', deterministic := 'yes');
+
+SELECT COUNT(*) AS ask_touch_orders FROM asks
+WHERE price = (SELECT MIN(a2.price) FROM asks a2);
