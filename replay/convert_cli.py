@@ -77,7 +77,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("convert", help="write order-book/LOBSTER/Binance/Parquet sources to one Parquet event file")
     p.add_argument("sources", nargs="+", metavar="SRC", help="data files (format detected from name and content)")
     p.add_argument("--out", required=True, metavar="X.parquet", help="the Parquet file to write")
-    p.add_argument("--kind", choices=KINDS, help="read every SRC as this format instead of detecting it")
+    p.add_argument("--kind", choices=KINDS, metavar="KIND",
+                   help=f"read every SRC as this format instead of detecting it: {', '.join(KINDS)}")
     p.add_argument("--brokers", type=int, default=10, help="order-book files: broker_id = id mod BROKERS")
     p.add_argument("--market", choices=("futures", "spot"), help="Binance captures: the market (default: detected)")
     p.add_argument("--allow-empty-start", action="store_true",

@@ -31,7 +31,7 @@ from ddms.m3.ir import Program
 from ddms.m3.parser import parse_program, read_source
 from ddms.m3.verify import verify
 from ddms.runtime.snapshot import Snapshot
-from ddms.runtime.typedio import dict_get, log_drain
+from ddms.runtime.typedio import dict_dump, dict_get, log_drain
 from ddms.runtime.views import GroupedView, ScalarView, TableView
 from ddms.streams.events import EventBatch, check_batch
 
@@ -313,8 +313,8 @@ class Engine:
         return run_query(self.program, self.relations(), sql)
 
     def _copy(self, names: list[str]) -> tuple[int, dict[str, Any]]:
-        """The position and raw copies of views ``names`` (compiled for grouped views)."""
-        from ddms.runtime.statecopy import dict_dump
+        """The position and raw copies of views ``names`` (compiled and cached for grouped views:
+        :mod:`ddms.runtime.typedio`)."""
         out: dict[str, Any] = {}
         for n in names:
             v = self.views[n]
@@ -323,7 +323,7 @@ class Engine:
             elif isinstance(v, TableView):   # a few columns: read at the boundary in Python
                 out[n] = v.rows() if v.key_names else list(v.value or ())
             else:
-                out[n] = dict_dump(v._table)
+                out[n] = dict_dump(v._table, len(v._types))
         return self.position, out
 
     def _build(self, position: int, raw: dict[str, Any]) -> Snapshot:
