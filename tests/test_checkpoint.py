@@ -74,9 +74,10 @@ def same_state(a: Engine, b: Engine) -> None:
 
 
 def views_bits(e: Engine) -> str:
-    """Every view, floats as their exact hex spelling (NaN equal to NaN)."""
+    """Every view, floats as their exact hex spelling (NaN equal to NaN; a NULL scalar view,
+    None, as NaN)."""
     def fx(x):
-        return float(x).hex()
+        return float("nan" if x is None else x).hex()
     return json.dumps({n: fx(v) if not isinstance(v, list) else [[fx(x) for x in r] for r in v]
                        for n, v in e.snapshot().items()})
 

@@ -38,9 +38,14 @@ def close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6)
 
 
+def num(x) -> float:
+    """A view value as a float: a NULL scalar view (None) is NaN."""
+    return math.nan if x is None else float(x)
+
+
 def bits(snap) -> dict:
     """A snapshot with floats as their exact hex spelling (NaN equal to NaN)."""
-    return {n: float(v).hex() if not isinstance(v, list) else [[float(x).hex() for x in r] for r in v]
+    return {n: num(v).hex() if not isinstance(v, list) else [[num(x).hex() for x in r] for r in v]
             for n, v in snap.items()}
 
 
@@ -52,7 +57,7 @@ def matches_interpreter(snap, interp_views: dict) -> bool:
             got = {tuple(float(x) for x in r[:-1]): float(r[-1]) for r in v}
             if set(got) != set(ref) or not all(close(got[k], ref[k]) for k in ref):
                 return False
-        elif not close(float(v), float(ref)):
+        elif not close(num(v), float(ref)):
             return False
     return True
 

@@ -40,7 +40,7 @@ from ddms.errors import CompileError, InputError, ViewError
 from ddms.m3.interpreter import Interpreter
 from ddms.m3.ir import Program
 from ddms.runtime.engine import Engine, load_program, stream_relmap
-from ddms.runtime.views import _py
+from ddms.runtime.views import _null, _py
 from ddms.streams.events import EventBatch, check_batch, split_lines
 
 POLL_SECONDS = 0.02
@@ -105,6 +105,10 @@ class WarmEngine:
                  on_ready: Callable[[Engine, float], None] | None = None) -> None:
         self._t0 = time.perf_counter()
         self.program = load_program(program)
+        several = [q.name for q in self.program.queries if q.columns]
+        if several:
+            raise ViewError(f"views with several columns ({', '.join(several)}) are not served while compiling yet: "
+                            "run without --first-results")
         self._job: CompileJob | None = (compile_job or BackgroundCompile)(self.program)
         self._on_ready = on_ready
         self.engine: Engine | None = None
@@ -236,7 +240,7 @@ class WarmEngine:
         q = self._query(name)
         decl = self.program.map(q.map)
         if not decl.keys:
-            return _py(self._interp.view(name), decl.value_type)
+            return _null(self._interp.view(name), decl.value_type)
         return {self._key(k, decl): _py(v, decl.value_type) for k, v in self._interp.view(name).items()}
 
     def snapshot(self) -> dict[str, Any]:

@@ -1,7 +1,7 @@
+-- bid VWAP over the top quarter of the book (DBToaster's finance query): the view is named by its alias, VWAP
 CREATE STREAM bids(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)
   FROM FILE '../../data/finance.csv' LINE DELIMITED orderbook (book := 'bids', brokers := '10', deterministic := 'yes');
 
--- bid VWAP over the top quarter of the book: the view is named by its alias, VWAP
 SELECT SUM(b1.price * b1.volume) AS vwap
 FROM   bids b1
 WHERE  0.25 * (SELECT SUM(b3.volume) FROM bids b3)
