@@ -13,6 +13,8 @@ from numba.core.extending import overload
 from numba.np.unsafe.ndarray import to_fixed_tuple
 from numba.typed import Dict
 
+from ddms.runtime.typedio import dict_dump as _dict_dump
+
 
 # -- compiled copies ------------------------------------------------------------------------------
 def key_len(d):  # pragma: no cover - typed by the overload
@@ -64,18 +66,10 @@ def set_field(obj, name, value):
     _set(obj, literally(name), value)
 
 
-@njit(cache=True)
 def dict_dump(d):
-    """Keys (n x arity) and values of a typed Dict, in its iteration order."""
-    n, a = len(d), key_len(d)
-    ks, vs = np.empty((n, a)), np.empty(n)
-    i = 0
-    for k, v in d.items():
-        for j in range(a):
-            ks[i, j] = k[j]
-        vs[i] = v
-        i += 1
-    return ks, vs
+    """Keys (n x arity) and values of a typed Dict, in its iteration order (the cached compiled
+    copy of :func:`ddms.runtime.typedio.dict_dump`)."""
+    return _dict_dump(d, d._dict_type.key_type.count)
 
 
 @njit(cache=True)

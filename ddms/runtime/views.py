@@ -32,7 +32,30 @@ def _null(x: float, typ: str) -> float | int | None:
     return None if x != x else _py(x, typ)
 
 
-class ScalarView:
+class _Exported:
+    """What every view class shares: copies out as Arrow and pandas tables
+    (:mod:`ddms.runtime.export`: key columns, then the value column(s); a scalar view is one
+    row).  Cost: O(rows) per copy."""
+
+    __slots__ = ()
+
+    def to_arrow(self):
+        """The view now, as a pyarrow Table."""
+        from ddms.runtime.export import view_table
+        return view_table(self)
+
+    def to_pandas(self):
+        """The view now, as a pandas DataFrame (pandas is optional: a DependencyError says how
+        to install it)."""
+        from ddms.runtime.export import to_pandas
+        return to_pandas(self.to_arrow())
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        """The Arrow C stream interface (``pa.table(view)``, polars, ``DataFrame.from_arrow``)."""
+        return self.to_arrow().__arrow_c_stream__(requested_schema)
+
+
+class ScalarView(_Exported):
     """A view without GROUP BY keys: ``.value`` is its current value, ``None`` for SQL NULL
     (``MAX`` over an empty book; NaN in the maps).  ``columns`` names its one value column.
     Cost: O(1) per read."""
@@ -55,23 +78,8 @@ class ScalarView:
     def __repr__(self) -> str:
         return f"ScalarView({self.name}={self.value!r})"
 
-    def to_arrow(self):
-        """The view now, as a pyarrow Table (see :mod:`ddms.runtime.export`)."""
-        from ddms.runtime.export import view_table
-        return view_table(self)
 
-    def to_pandas(self):
-        """The view now, as a pandas DataFrame (pandas is optional: a DependencyError says how
-        to install it)."""
-        from ddms.runtime.export import to_pandas
-        return to_pandas(self.to_arrow())
-
-    def __arrow_c_stream__(self, requested_schema=None):
-        """The Arrow C stream interface (``pa.table(view)``, polars, ``DataFrame.from_arrow``)."""
-        return self.to_arrow().__arrow_c_stream__(requested_schema)
-
-
-class GroupedView(Mapping):
+class GroupedView(_Exported, Mapping):
     """A grouped view as a read-only ``Mapping`` from key tuples to values (only nonzero groups
     are present).  Lookups cost one hash probe; iteration copies the live map's keys first
     (O(groups)).  Every read goes through :mod:`ddms.runtime.typedio` (cached compiled code)."""
@@ -128,22 +136,7 @@ class GroupedView(Mapping):
     def __repr__(self) -> str:
         return f"GroupedView({self.name}, {len(self)} groups)"
 
-    def to_arrow(self):
-        """The view now, as a pyarrow Table (see :mod:`ddms.runtime.export`)."""
-        from ddms.runtime.export import view_table
-        return view_table(self)
-
-    def to_pandas(self):
-        """The view now, as a pandas DataFrame (pandas is optional: a DependencyError says how
-        to install it)."""
-        from ddms.runtime.export import to_pandas
-        return to_pandas(self.to_arrow())
-
-    def __arrow_c_stream__(self, requested_schema=None):
-        """The Arrow C stream interface (``pa.table(view)``, polars, ``DataFrame.from_arrow``)."""
-        return self.to_arrow().__arrow_c_stream__(requested_schema)
-
-class TableView(Mapping):
+class TableView(_Exported, Mapping):
     """A view with several value columns (a SELECT with several aggregates): a read-only
     ``Mapping`` from key tuples (``()`` without GROUP BY) to tuples of column values, one entry per
     key present in any column (maps hold nonzero values: a row whose every column is 0 is
@@ -197,21 +190,6 @@ class TableView(Mapping):
 
     def __delitem__(self, key: Any) -> None:
         raise ViewError(f"view {self.name} is read-only")
-
-    def to_arrow(self):
-        """The view now, as a pyarrow Table: key columns, then one column per value column."""
-        from ddms.runtime.export import view_table
-        return view_table(self)
-
-    def to_pandas(self):
-        """The view now, as a pandas DataFrame (pandas is optional: a DependencyError says how
-        to install it)."""
-        from ddms.runtime.export import to_pandas
-        return to_pandas(self.to_arrow())
-
-    def __arrow_c_stream__(self, requested_schema=None):
-        """The Arrow C stream interface (``pa.table(view)``)."""
-        return self.to_arrow().__arrow_c_stream__(requested_schema)
 
     def __repr__(self) -> str:
         return f"TableView({self.name}, columns {list(self.columns)}, {len(self)} rows)"
