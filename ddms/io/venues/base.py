@@ -99,6 +99,16 @@ class VenueBooks:
         self._report(f"{symbol}: {reason}; resync", line, msg)
         return (Resync(symbol, reason, line),)
 
+    def _checksum(self, symbol: str, have: int, crc: int, line: int, msg: Any) -> tuple[Resync, ...] | None:
+        """Count a checksum check of ``symbol``'s book (``have``, computed) against the venue's
+        ``crc``: None when they agree, else the resync a mismatch calls for (never a guess)."""
+        st = self.status[symbol]
+        st.checksum_checked += 1
+        if have == crc:
+            return None
+        st.checksum_mismatch += 1
+        return self._resync(symbol, f"checksum mismatch: the book gives {have}, the message says {crc}", line, msg)
+
     def _after_update(self, symbol: str, line: int) -> None:
         book, st = self.books[symbol], self.status[symbol]
         if book.is_crossed():

@@ -134,12 +134,9 @@ class KrakenBooks(VenueBooks):
             return self._resync(symbol, f"malformed book update: {e}", line, msg, malformed=True)
         st.truncated += book.truncate(depth, line)
         if crc is not None:
-            st.checksum_checked += 1
-            have = kraken_checksum(book.top(ASKS, 10), book.top(BIDS, 10))
-            if have != crc:
-                st.checksum_mismatch += 1
-                return self._resync(symbol, f"checksum mismatch: the book gives {have}, the message says {crc}",
-                                    line, msg)
+            bad = self._checksum(symbol, kraken_checksum(book.top(ASKS, 10), book.top(BIDS, 10)), crc, line, msg)
+            if bad is not None:
+                return bad
         self._after_update(symbol, line)
         return ()
 

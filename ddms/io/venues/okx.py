@@ -146,11 +146,8 @@ class OkxBooks(VenueBooks):
             if seq is not None:
                 self.last_seq[symbol] = seq
             if crc is not None:
-                st.checksum_checked += 1
-                have = okx_checksum(book.top(BIDS, 25), book.top(ASKS, 25))
-                if have != crc:
-                    st.checksum_mismatch += 1
-                    return self._resync(symbol, f"checksum mismatch: the book gives {have}, the message says {crc}",
-                                        line, msg)
+                bad = self._checksum(symbol, okx_checksum(book.top(BIDS, 25), book.top(ASKS, 25)), crc, line, msg)
+                if bad is not None:
+                    return bad
         self._after_update(symbol, line)
         return ()
