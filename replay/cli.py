@@ -37,12 +37,14 @@ examples:
   ddms backtest DATA --strategy examples/strategies/imbalance.py:Imbalance
   ddms backtest DATA --strategy mypackage.module:MyStrategy --spark 'local[2]'
 
-DATA: order-book CSV, LOBSTER, Binance captures (.gz) or Parquet files from
-ddms convert, or synthetic:LINES[:SEED].  The sweep is every combination of the
---param values, on every file.  --strategy takes a name from --list (built in
-or installed under the ddms.strategies entry point group),
-package.module:Class, or path/to/file.py:Class.  Ctrl-C stops the sweep; with
---out, the runs finished so far are kept.
+DATA: order-book CSV, LOBSTER, Binance captures (.gz), cryptofeed captures,
+Databento DBN (MBO), tardis CSV (FILE#SYMBOL picks one symbol of a file that
+holds several), Parquet files from ddms convert, or synthetic:LINES[:SEED].
+The sweep is every combination of the --param values, on every file.
+--strategy takes a name from --list (built in or installed under the
+ddms.strategies entry point group), package.module:Class, or
+path/to/file.py:Class.  Ctrl-C stops the sweep; with --out, the runs finished
+so far are kept.
 """
 
 
@@ -440,7 +442,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("backtest", help="replay data through a strategy with simulated fills; sweep parameters",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("data", nargs="*", metavar="DATA",
-                   help="data files (order-book CSV, LOBSTER, Binance capture, Parquet) or synthetic:LINES[:SEED]")
+                   help="data files (any format ddms convert reads) or synthetic:LINES[:SEED]")
     p.add_argument("--strategy", default="sobi",
                    help="a strategy name (--list shows them), package.module:Class or path/to/file.py:Class; "
                         "default sobi")
