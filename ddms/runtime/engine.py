@@ -46,6 +46,15 @@ Callback = Callable[[str, tuple, float, float, int], Any]
 1-based input line (counted over everything the engine applied) of the update."""
 
 
+def _answer(requests: list[tuple[Callable[[], Any], concurrent.futures.Future]]) -> None:
+    """Run queued ``(take, future)`` requests, handing each result or exception to its future."""
+    for take, fut in requests:
+        try:
+            fut.set_result(take())
+        except BaseException as e:  # noqa: BLE001 - handed to the requesting thread
+            fut.set_exception(e)
+
+
 @dataclass(frozen=True)
 class ViewEvent:
     """What a future resolves to: the view, the position of the update, and the view's value
@@ -193,7 +202,6 @@ class Engine:
         self._writer: int | None = None
         self._requests: list[tuple[Callable[[], Any], concurrent.futures.Future]] = []
         self._relations: Any = None   # the base relations' rows, when kept (keep_relations)
-        self._rel_arity = np.array([len(s.columns) for s in self.program.streams] or [0], np.int64)
         self._compile()
         self.compile_seconds = time.perf_counter() - t0
         if restore is not None:
@@ -299,9 +307,7 @@ class Engine:
         if self._writer == threading.get_ident():
             raise ViewError("relations()/query() from a callback: the relations are brought up to date per "
                             "chunk, not per line; ask from outside the callback")
-        position, rows = self._at_boundary(lambda: (self.position, relation_rows(self.program, self._relations)))
-        self._relations_position = position
-        return rows
+        return self._at_boundary(lambda: relation_rows(self.program, self._relations))
 
     def query(self, sql: str):
         """Answer a one-time SQL query over the current base relations (tables named after the
@@ -338,11 +344,7 @@ class Engine:
         """Run the queued :meth:`_at_boundary` requests (writer thread, at a line boundary)."""
         with self._lock:
             requests, self._requests = self._requests, []
-        for take, fut in requests:
-            try:
-                fut.set_result(take())
-            except BaseException as e:  # noqa: BLE001 - handed to the requesting thread
-                fut.set_exception(e)
+        _answer(requests)
 
     def _check(self) -> None:
         """Assert every invariant of the program state (tests call it after each update):
@@ -537,11 +539,7 @@ class Engine:
                 with self._lock:   # requests made since the last chunk: served before anyone else runs
                     self._busy, self._writer = False, None
                     requests, self._requests = self._requests, []
-                    for take, fut in requests:
-                        try:
-                            fut.set_result(take())
-                        except BaseException as e:  # noqa: BLE001 - handed to the requesting thread
-                            fut.set_exception(e)
+                    _answer(requests)
 
     def _apply(self, batch: EventBatch, relmap: np.ndarray, until_line: int | None) -> None:
         if batch is not self._batch:
@@ -566,7 +564,7 @@ class Engine:
                                             self._prev, self._fire_c)
                 self._batch_pos = end
                 if self._relations is not None:
-                    self._rel_apply(self._relations, relmap, batch.rel, batch.sign, cols, start, end, self._rel_arity)
+                    self._rel_apply(self._relations, relmap, batch.rel, batch.sign, cols, start, end, self._arity)
                 if self._raised is not None:  # a callback raised: the batch stopped after its line
                     raised, self._raised = self._raised, None
                     self.position = base + int(line[end - 1])
