@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
+import time
 
 import pytest
 from conftest import EXAMPLES
@@ -84,8 +85,8 @@ def test_snapshots_under_a_concurrent_writer(program, monkeypatch):
         approx.append({q.name: interp.view(q.name) for q in ref.program.queries})
 
     eng = Engine(program)
-    for name in eng.views:   # the writer returns to Python after changed lines: the GIL changes hands
-        eng.on(name, lambda *_: None)
+    for name in eng.views:   # the writer returns to Python after changed lines and yields the GIL there
+        eng.on(name, lambda *_: time.sleep(0))
     snaps, done = [], threading.Event()
 
     def reader() -> None:
@@ -97,6 +98,8 @@ def test_snapshots_under_a_concurrent_writer(program, monkeypatch):
     try:
         t = threading.Thread(target=reader)
         t.start()
+        while not snaps:   # the reader is running before the writer starts (a loaded machine starts it late)
+            time.sleep(0.001)
         eng.apply(batch, relmap)
         done.set()
         t.join()
