@@ -24,3 +24,10 @@ def shared_file(*parts: str) -> Path:
 
 def data_file(size: str) -> Path:
     return shared_file("data", "orderbook", size, "finance.csv")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the files marked ``long`` first. With ``--dist loadfile`` xdist hands out files in
+    collection order, so a minutes-long file collected last (the README run, the wheel build)
+    used to start when the other worker was idle and set the suite's wall time alone."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -24,9 +24,12 @@ import time
 import zipfile
 from pathlib import Path
 
+import pytest
 from conftest import REPO
 
 from ddms.backend.cache import cache_dir
+
+pytestmark = pytest.mark.long   # minutes in CI: scheduled first
 
 BUILD_INPUTS = ("pyproject.toml", "README.md", "ddms", "strategies", "replay")
 

@@ -47,6 +47,8 @@ import pytest
 from conftest import REPO, SHARED
 from markdown_it import MarkdownIt
 
+pytestmark = pytest.mark.long   # minutes in CI: scheduled first
+
 README = REPO / "README.md"
 SHELL = ("sh", "bash")
 PYTHON = ("python",)
