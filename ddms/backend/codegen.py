@@ -50,6 +50,7 @@ from ddms.m3.ir import (
     Lift,
     MapDecl,
     MapRef,
+    Mod,
     Mul,
     Neg,
     Program,
@@ -306,6 +307,9 @@ class _Codegen:
             case Div(num, den):
                 a, b = self._inline(num, env), self._inline(den, env)
                 return None if a is None or b is None else f"div({a}, {b})"
+            case Mod(num, den):
+                a, b = self._inline(num, env), self._inline(den, env)
+                return None if a is None or b is None else f"mod({a}, {b})"
             case Cmp():
                 test = self._test(e, env)
                 return None if test is None else f"(1.0 if {test} else 0.0)"
@@ -476,6 +480,8 @@ class _Codegen:
                 self._emit(fn, x, env, lambda v, env2: k(f"(-{v})", env2))
             case Div(num, den):
                 self._emit(fn, num, env, lambda v, env2: k(f"div({v}, {self._value(fn, den, env2)})", env2))
+            case Mod(num, den):
+                self._emit(fn, num, env, lambda v, env2: k(f"mod({v}, {self._value(fn, den, env2)})", env2))
             case Cmp(op, a, b):
                 x, y = self._value(fn, a, env), self._value(fn, b, env)
                 fn.line(f"if ne({x}, {y}):" if op == "!=" else f"if {x} {_PY_CMP[op]} {y}:")
@@ -1029,7 +1035,7 @@ class _Codegen:
                   "from numba import njit, types\n"
                   "from numba.experimental import structref\n"
                   "from numba.typed import Dict, List\n\n"
-                  "from ddms.backend.rt import div, log_changed, ne\n"
+                  f"from ddms.backend.rt import div, log_changed, {'mod, ' if self._uses_mod() else ''}ne\n"
                   "from ddms.storage.btree import (\n"
                   "    btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max, btree_min,\n"
                   "    btree_big, btree_new, btree_prefetch, btree_set, range_sum, threshold_apply, threshold_cut,\n"
@@ -1060,6 +1066,11 @@ class _Codegen:
     def _index_table(self) -> dict[str, list[tuple[int, ...]]]:
         """Map name -> the key positions of each secondary index (what ``Engine._check`` verifies)."""
         return {m: sorted(pos) for m, pos in self.indexes.items() if pos}
+
+    def _uses_mod(self) -> bool:
+        """True if a statement computes SQL's ``%`` (the import of ``mod`` is emitted only then, so
+        the code of every program without it is unchanged)."""
+        return any(isinstance(x, Mod) for t in self.p.triggers for st in t.statements for x in walk(st.expr))
 
     def _max_arity(self) -> int:
         return max([len(m.keys) for m in self.p.maps] + [4])

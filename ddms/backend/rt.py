@@ -24,6 +24,14 @@ def div(a: float, b: float) -> float:
 
 
 @njit(cache=True, inline="always")
+def mod(a: float, b: float) -> float:
+    """SQL ``a % b`` on values: C's fmod (the sign of a, as DuckDB), NaN (NULL) when b is 0."""
+    if b == 0.0 or b != b or a - a != 0.0:
+        return np.nan
+    return np.fmod(a, b)
+
+
+@njit(cache=True, inline="always")
 def ne(a: float, b: float) -> bool:
     """SQL ``<>``: false when either side is NaN (NULL), like every other comparison."""
     return a == a and b == b and a != b

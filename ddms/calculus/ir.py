@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddms.m3 import ir as m3
-from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Lift, Mul, Neg, Var
+from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Lift, Mod, Mul, Neg, Var
 
 
 @dataclass(frozen=True)
@@ -121,9 +121,12 @@ def has_rel(e: Expr) -> bool:
 def nullable(e: Expr) -> bool:
     """Whether ``e`` can be SQL NULL (NaN): a quotient can (``AVG`` over nothing, ``x / 0``),
     and so can arithmetic over one; an aggregate cannot (``SUM`` skips NULL inputs and is 0 over
-    nothing), nor can a comparison (NULL compares false).  O(size of e), not entering aggregates."""
+    nothing), nor can a comparison (NULL compares false); ``x % c`` by a nonzero constant only
+    where ``x`` can.  O(size of e), not entering aggregates."""
     match e:
-        case Div() | m3.Extreme() | ExtremeAgg():
+        case Mod(a, Const(v)) if v != 0.0:
+            return nullable(a)
+        case Div() | Mod() | m3.Extreme() | ExtremeAgg():
             return True
         case AggSum() | Cmp() | Rel() | Exists():
             return False
@@ -179,6 +182,8 @@ def substitute(e: Expr, sub: dict[str, str]) -> Expr:
             return Neg(substitute(x, sub))
         case Div(a, b):
             return Div(substitute(a, sub), substitute(b, sub))
+        case Mod(a, b):
+            return Mod(substitute(a, sub), substitute(b, sub))
         case Cmp(op, a, b):
             return Cmp(op, substitute(a, sub), substitute(b, sub))
         case AggSum(g, x):

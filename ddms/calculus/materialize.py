@@ -69,6 +69,7 @@ from ddms.m3.ir import (
     Lift,
     MapDecl,
     MapRef,
+    Mod,
     Mul,
     Neg,
     Program,
@@ -286,6 +287,8 @@ class Compiler:
                 return Neg(self.materialize_nested(x, bound))
             case Div(a, b):
                 return Div(self.materialize_nested(a, bound), self.materialize_nested(b, bound))
+            case Mod(a, b):
+                return Mod(self.materialize_nested(a, bound), self.materialize_nested(b, bound))
             case Lift(v, x):
                 return Lift(v, self.materialize_nested(x, bound))
             case Rel():
@@ -483,7 +486,7 @@ def _binds_of(f: Expr) -> set[str]:
     match f:
         case MapRef(_, keys):
             return set(keys)
-        case Div(a, _):
+        case Div(a, _) | Mod(a, _):
             return _binds_of(a)
         case Lift(v, _):
             return {v}

@@ -33,6 +33,7 @@ from ddms.m3.ir import (
     Extreme,
     Lift,
     MapRef,
+    Mod,
     Mul,
     Neg,
     Program,
@@ -197,7 +198,7 @@ class _Chooser:
 
 def _binds(f: Expr) -> set[str]:
     match f:
-        case Div(a, _):
+        case Div(a, _) | Mod(a, _):
             return _binds(a)
         case Mul(fs):
             return set().union(*(_binds(x) for x in fs))
@@ -243,6 +244,8 @@ def choose_orders(program: Program) -> tuple[Program, list[str]]:
                 return Neg(fix(x))
             case Div(a, b):
                 return Div(fix(a), fix(b))
+            case Mod(a, b):
+                return Mod(fix(a), fix(b))
             case Cmp(op, a, b):
                 return Cmp(op, fix(a), fix(b))
             case AggSum(g, x):
@@ -291,6 +294,8 @@ def _deep_body(ch: _Chooser, e: Expr, bound: frozenset[str]) -> Expr:
             return Neg(_deep(ch, x, bound))
         case Div(a, b):
             return Div(_deep(ch, a, bound), _deep(ch, b, bound))
+        case Mod(a, b):
+            return Mod(_deep(ch, a, bound), _deep(ch, b, bound))
         case Cmp(op, a, b):
             return Cmp(op, _deep(ch, a, bound), _deep(ch, b, bound))
         case Lift(v, x):

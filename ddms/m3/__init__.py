@@ -13,6 +13,7 @@ from ddms.m3.ir import (
     Lift,
     MapDecl,
     MapRef,
+    Mod,
     Mul,
     Neg,
     Program,
@@ -29,6 +30,6 @@ from ddms.m3.verify import verify
 
 __all__ = [
     "Add", "AggSum", "Cmp", "Column", "Const", "Div", "Expr", "Extreme", "Lift", "MapDecl", "MapRef",
-    "Mul", "Neg", "Program", "Query", "Source", "Statement", "Stream", "Trigger", "Var",
+    "Mod", "Mul", "Neg", "Program", "Query", "Source", "Statement", "Stream", "Trigger", "Var",
     "parse_program", "print_expr", "print_program", "verify",
 ]

@@ -21,6 +21,7 @@ from ddms.m3.ir import (
     Extreme,
     Lift,
     MapRef,
+    Mod,
     Mul,
     Neg,
     Program,
@@ -58,6 +59,11 @@ def initial_values(program: Program) -> dict[str, float]:
                 out[m.name] = empty.maps[m.name][()] = v
     return out
 
+
+
+def _fmod(a: float, b: float) -> float:
+    """SQL's ``%``: C's fmod (the dividend's sign, as DuckDB), NaN (NULL) for a zero divisor."""
+    return math.fmod(a, b) if b != 0.0 and not math.isnan(b) and not math.isinf(a) else math.nan
 
 class Interpreter:
     """Holds the maps of one program and applies events to them one at a time."""
@@ -131,6 +137,11 @@ class Interpreter:
                 for b, v in self.eval(num, env):
                     d = self.value(den, env | b)
                     yield b, (v / d if d != 0.0 else math.nan)
+            case Mod(num, den) if not outputs(num, frozenset(env), self._map_arity):
+                yield {}, _fmod(self.value(num, env), self.value(den, env))
+            case Mod(num, den):
+                for b, v in self.eval(num, env):
+                    yield b, _fmod(v, self.value(den, env | b))
             case Cmp(op, a, b):
                 if compare(op, self.value(a, env), self.value(b, env)):
                     yield {}, 1.0

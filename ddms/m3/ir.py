@@ -14,7 +14,9 @@ bound variables, an expression yields a multiset of (new bindings, value) pairs:
 * ``Mul`` is a join: factors are evaluated left to right, each seeing the bindings of the ones
   before (sideways information passing); values multiply.
 * ``Add`` is a union: each term yields its own pairs (terms must bind the same variables).
-* ``Neg``/``Div`` negate/divide values (division by zero yields NaN, read as SQL NULL).
+* ``Neg``/``Div`` negate/divide values (division by zero yields NaN, read as SQL NULL);
+  ``Mod`` is SQL's ``%`` on values: C's ``fmod`` (the sign of the dividend, as DuckDB's ``%``),
+  NaN when the divisor is zero.
 * ``Cmp`` is 1 where the comparison holds and 0 otherwise; both sides must be bound.
 * ``AggSum(group, e)`` sums ``e`` over every loop variable not in ``group``.
 * ``Lift(x, e)`` (printed ``(x ^= e)``) binds ``x`` to the value of ``e`` with value 1; if ``x`` is
@@ -76,6 +78,12 @@ class Div:
 
 
 @dataclass(frozen=True)
+class Mod:
+    num: Expr
+    den: Expr
+
+
+@dataclass(frozen=True)
 class Cmp:
     op: str
     left: Expr
@@ -101,7 +109,7 @@ class Extreme:
     ref: MapRef
 
 
-Expr = Const | Var | MapRef | Add | Mul | Neg | Div | Cmp | AggSum | Lift | Extreme
+Expr = Const | Var | MapRef | Add | Mul | Neg | Div | Mod | Cmp | AggSum | Lift | Extreme
 
 
 @dataclass(frozen=True)
@@ -213,7 +221,7 @@ def children(e: Expr) -> tuple[Expr, ...]:
             return factors
         case Neg(x) | AggSum(_, x) | Lift(_, x):
             return (x,)
-        case Div(a, b) | Cmp(_, a, b):
+        case Div(a, b) | Mod(a, b) | Cmp(_, a, b):
             return (a, b)
         case Extreme(_, _, ref):
             return (ref,)
@@ -237,6 +245,8 @@ def with_children(e: Expr, kids: tuple[Expr, ...]) -> Expr:
             return Lift(var, kids[0])
         case Div():
             return Div(kids[0], kids[1])
+        case Mod():
+            return Mod(kids[0], kids[1])
         case Cmp(op, _, _):
             return Cmp(op, kids[0], kids[1])
         case Extreme(kind, var, _):

@@ -13,7 +13,7 @@ Grammar (``[...]`` optional, ``{...}`` repeated)::
     query     := DECLARE QUERY NAME ['[' names ']'] ':=' (NAME | '(' NAME ':=' NAME {',' ...} ')') ';'
     trigger   := ON ('+'|'-') NAME '(' [NAME {',' NAME}] ')' '{' { mapref ('+='|':=') expr ';' } '}'
     expr      := term { ('+'|'-') term }
-    term      := unary { ('*'|'/') unary }
+    term      := unary { ('*'|'/'|'%') unary }
     unary     := '-' unary | atom
     atom      := NUMBER | NAME | mapref | '(' expr ')' | '(' NAME '^=' expr ')'
                | '{' expr cmp expr '}' | AggSum '(' '[' names ']' ',' expr ')'
@@ -40,6 +40,7 @@ from ddms.m3.ir import (
     Lift,
     MapDecl,
     MapRef,
+    Mod,
     Mul,
     Neg,
     Program,
@@ -56,7 +57,7 @@ _TOKEN = re.compile(r"""
   | (?P<number>\d+\.\d*(?:[eE][-+]?\d+)?|\d*\.\d+(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+)
   | (?P<string>'(?:[^']|'')*')
   | (?P<name>[A-Za-z_][A-Za-z_0-9]*)
-  | (?P<op>\^=|:=|\+=|<=|>=|!=|<>|[-+*/=<>(){}\[\],;:])
+  | (?P<op>\^=|:=|\+=|<=|>=|!=|<>|[-+*/%=<>(){}\[\],;:])
 """, re.VERBOSE)
 
 
@@ -269,6 +270,9 @@ class _Parser:
             elif self._accept("/"):
                 num = factors[0] if len(factors) == 1 else Mul(tuple(factors))
                 factors = [Div(num, self._unary())]
+            elif self._accept("%"):
+                num = factors[0] if len(factors) == 1 else Mul(tuple(factors))
+                factors = [Mod(num, self._unary())]
             else:
                 break
         return factors[0] if len(factors) == 1 else Mul(tuple(factors))

@@ -14,6 +14,7 @@ from ddms.m3.ir import (
     Lift,
     MapDecl,
     MapRef,
+    Mod,
     Mul,
     Neg,
     Program,
@@ -38,7 +39,7 @@ def _prec(e: Expr) -> int:
     match e:
         case Add():
             return _PREC_ADD
-        case Mul() | Div():
+        case Mul() | Div() | Mod():
             return _PREC_MUL
         case Neg():
             return _PREC_NEG
@@ -67,6 +68,8 @@ def print_expr(e: Expr) -> str:
             return " * ".join(_wrap(f, _PREC_MUL + 1) for f in factors)
         case Div(num, den):
             return f"{_wrap(num, _PREC_MUL)} / {_wrap(den, _PREC_MUL + 1)}"
+        case Mod(num, den):
+            return f"{_wrap(num, _PREC_MUL)} % {_wrap(den, _PREC_MUL + 1)}"
         case Neg(x):
             # "-(...)" unless the operand is a plain name: "--" would start a comment and "-1.0"
             # would read back as a negative constant

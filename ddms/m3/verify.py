@@ -20,6 +20,7 @@ from ddms.m3.ir import (
     Extreme,
     Lift,
     MapRef,
+    Mod,
     Mul,
     Neg,
     Program,
@@ -74,7 +75,7 @@ def outputs(e: Expr, bound: frozenset[str], arity: dict[str, int], where: str = 
             return outs[0]
         case Neg(x):
             return outputs(x, bound, arity, where)
-        case Div(num, den):
+        case Div(num, den) | Mod(num, den):
             out = outputs(num, bound, arity, where)
             closed(den, bound | frozenset(out), "a divisor")
             return out

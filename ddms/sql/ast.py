@@ -29,7 +29,7 @@ class Lit:
 
 @dataclass(frozen=True)
 class Arith:
-    """``left op right`` with op one of ``+ - * /``."""
+    """``left op right`` with op one of ``+ - * / %``."""
 
     op: str
     left: SqlExpr

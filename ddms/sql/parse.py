@@ -53,7 +53,7 @@ from ddms.sql.ast import (
     has_scalar,
 )
 
-_ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}
+_ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
 _CMP = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 _AGG = {exp.Sum: "SUM", exp.Count: "COUNT", exp.Avg: "AVG", exp.Max: "MAX", exp.Min: "MIN"}
 _SELECT_ARGS_OK = {"expressions", "from_", "joins", "where", "group", "kind", "hint", "having", "with_"}
@@ -365,8 +365,6 @@ class _Converter:
             for b in args[1:]:
                 out = Case(((IsNull(b), out), (IsNull(out), b), (Compare(op, out, b), out)), b, node.sql())
             return out
-        if isinstance(node, exp.Mod):
-            raise self.fail("% is not supported (M3 has no integer division)", node)
         raise self.fail(f"unsupported expression ({node.key.upper()})", node)
 
     def cond(self, node: exp.Expression) -> Cond:

@@ -52,7 +52,7 @@ from ddms.calculus.ir import (
 )
 from ddms.calculus.normal import check_budget, expand, merge_terms, simplify_term, unify
 from ddms.errors import SqlError
-from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Expr, Extreme, Lift, MapRef, Mul, Neg, Stream, Var
+from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Expr, Extreme, Lift, MapRef, Mod, Mul, Neg, Stream, Var
 from ddms.sql.ast import (
     Agg,
     And,
@@ -341,6 +341,8 @@ class _Translator:
                     return Add((x, Neg(y)))
                 if op == "*":
                     return Mul((x, y))
+                if op == "%":
+                    return Mod(x, y)
                 return _divide(x, y)
             case Scalar(sel):
                 return self.scalar(sel, scope, e.text)
@@ -396,7 +398,7 @@ class _Translator:
                 x = self.aggregate_expr(a, scope, body, local, group, nested, out)
                 y = self.aggregate_expr(b, scope, body, local, group, nested, out)
                 return {"+": lambda: Add((x, y)), "-": lambda: Add((x, Neg(y))), "*": lambda: Mul((x, y)),
-                        "/": lambda: _divide(x, y)}[op]()
+                        "/": lambda: _divide(x, y), "%": lambda: Mod(x, y)}[op]()
             case Minus(x):
                 return Neg(self.aggregate_expr(x, scope, body, local, group, nested, out))
             case Lit(v):
