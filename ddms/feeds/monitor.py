@@ -153,6 +153,7 @@ class Monitor:
         self._record_file: TextIO | None = None
         self._wall0 = time.time_ns() - time.perf_counter_ns()    # perf_counter_ns -> unix ns
         self._lat_sym: list[tuple[int, str]] = []
+        self._yield_now = False                      # a subscription change waits to be sent
         self._snap_syms: dict[str, str] = {}         # snapshot URL in flight -> symbol
         if config.record:
             try:
@@ -297,8 +298,10 @@ class Monitor:
         for a in acts:
             if type(a) is SendText:
                 self._note("subscription", f"sending {a.text[:120]} ({a.reason})", text=a.text, reason=a.reason)
-                if client is not None and client.send(a.text) and self.recorder is not None:
-                    self.recorder.sent(self.config.url, time.time(), a.text)
+                if client is not None and client.send(a.text):
+                    self._yield_now = True       # the send task runs at the next await
+                    if self.recorder is not None:
+                        self.recorder.sent(self.config.url, time.time(), a.text)
             elif client is not None:
                 self._snap_syms[a.url] = a.symbol
                 self._note("snapshot_request", f"asking for a snapshot of {a.symbol} ({a.reason}): {a.url}",
@@ -601,7 +604,8 @@ class Monitor:
         that the reader, pings and the watchdog keep running under sustained load (a subclass
         may await here, e.g. a strategy that places orders)."""
         self._runs += 1
-        if not self._runs & 63:
+        if not self._runs & 63 or self._yield_now:
+            self._yield_now = False
             await asyncio.sleep(0)
 
     def stop(self) -> None:

@@ -498,6 +498,7 @@ class _Hub:
         self.arrived = asyncio.Event()
         self.snapshot_asked = asyncio.Event()
         self.connections = 0
+        self.last_request = 0.0            # monotonic time of the last client message or request
 
     def set_route(self, ws: ServerConnection, route: WsRoute | None) -> None:
         """Add, change (route) or remove (None) a client, and recompute :attr:`wanted`."""
@@ -526,6 +527,7 @@ async def serve_replay(core: ReplayCore | VenueReplay, config: ServeConfig, on_r
 
     def process_request(conn: ServerConnection, request: Request) -> Response | None:
         route = core.route(request.path)
+        hub.last_request = time.monotonic()
         if isinstance(route, HttpAnswer):
             if route.status == 200:
                 hub.snapshot_asked.set()
@@ -553,6 +555,7 @@ async def serve_replay(core: ReplayCore | VenueReplay, config: ServeConfig, on_r
         log(f"client {hub.connections} connected: {ws.request.path}")
         try:
             async for msg in ws:
+                hub.last_request = time.monotonic()
                 if core.protocol != "orders":
                     route, reply = core.subscribe(hub.clients[ws], msg)
                     hub.set_route(ws, route)
@@ -703,6 +706,8 @@ async def _run_timeline(core: ReplayCore | VenueReplay, hub: _Hub, config: Serve
             npend += 1
             if paced or npend >= _BATCH:
                 await flush()
+                if not paced:
+                    await asyncio.sleep(0)    # let the handlers read the clients' (re)subscriptions
             continue
         await flush()
         if type(act) is Close:
@@ -719,3 +724,19 @@ async def _run_timeline(core: ReplayCore | VenueReplay, hub: _Hub, config: Serve
             await asyncio.sleep(act.seconds)
             start = None
     await flush()
+    if hasattr(core, "symbols") and hub.clients:
+        await _linger(hub)
+
+
+async def _linger(hub: _Hub, quiet: float = 1.0, most: float = 10.0) -> None:
+    """After the last frame of a multi-symbol replay, keep the connections open until the
+    clients have been quiet for ``quiet`` seconds (at most ``most``): a client still working
+    through the frames in flight may resync a symbol (resubscribe, fetch a snapshot) and gets its
+    answer before the normal close.  Costs ``quiet`` seconds at the end of such a replay."""
+    t0 = time.monotonic()
+    hub.last_request = max(hub.last_request, t0)
+    while hub.clients and time.monotonic() - t0 < most:
+        left = hub.last_request + quiet - time.monotonic()
+        if left <= 0:
+            return
+        await asyncio.sleep(min(left, 0.1))

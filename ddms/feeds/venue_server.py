@@ -407,9 +407,11 @@ class VenueReplay:
 
     # -- the timeline -------------------------------------------------------------------------------
     def timeline(self, wanted: set[str] | None = None) -> Iterator[Action]:
-        """The actions of the whole replay, faults applied.  :attr:`position` advances only when
-        the transport asks for the next action (the previous frame is then in every subscribed
-        connection's queue), so a fresh snapshot never describes a frame a client will still get."""
+        """The actions of the whole replay, faults applied; :attr:`position` is the frame being
+        sent.  A fresh snapshot asked for while the transport still holds that frame includes it,
+        and the new subscriber may then get the frame too: harmless, since applying a book message
+        twice is idempotent on these venues (Kraken and Coinbase sizes are absolute; OKX drops
+        ``seqId <= last`` as stale)."""
         if self.venue != "binance":
             yield Hold(self.hold_seconds)          # until a client subscribes
         held: Send | None = None
@@ -447,6 +449,7 @@ class VenueReplay:
                         self.faults_done.append(label)
                         data = bad
                     fault = None
+            self.position = f.index
             if fault is None:
                 self.sent += 1
                 yield Send(f, data, label if data is not f.data else "")
@@ -469,9 +472,7 @@ class VenueReplay:
             elif fault.kind == "reorder":
                 self.faults_done.append(label)
                 held = Send(f, data, label)
-                self.position = f.index
                 continue
-            self.position = f.index
             if held is not None and f.counted and held.frame.symbol == f.symbol:
                 self.sent += 1
                 yield held
@@ -479,7 +480,6 @@ class VenueReplay:
         if held is not None:
             self.sent += 1
             yield held
-            self.position = held.frame.index
 
     def _check(self) -> None:
         assert all(f.index == k for k, f in enumerate(self.frames, 1)), "frames out of order"
