@@ -190,8 +190,10 @@ class Monitor:
         self.out.write(json.dumps(obj, default=str) + "\n")
 
     def _print_change(self, view: str, key: tuple, old: float, new: float, position: int) -> None:
-        self._emit({"event": "change", "view": view, "key": list(key), "old": _num(old), "new": _num(new),
-                    "line": position})
+        ev = {"event": "change", "view": view, "key": list(key), "old": _num(old), "new": _num(new), "line": position}
+        if self.session is not None:            # the views follow one symbol (see _start_session)
+            ev["symbol"] = self.session.symbols[0]
+        self._emit(ev)
 
     def _note(self, kind: str, say: str | None = None, **fields: Any) -> None:
         """Record a session event: one JSON line with ``--json``, else one line of text (``say``,
@@ -231,11 +233,16 @@ class Monitor:
         book = self.session.core if self.session is not None else self.book
         if book is None:
             return
+        syms = self.session.stats if self.session is not None else {}
         while book.reports:
             e = book.reports.popleft()
             self.problems += 1
+            extra = {}
+            head = e.reason.split(": ", 1)[0]
+            if head in syms:
+                extra["symbol"] = head
             self._note("problem", f"problem at message {e.line:,}: {e.reason}", message=e.line, reason=e.reason,
-                       text=e.text[:200])
+                       text=e.text[:200], **extra)
 
     # -- the protocol core ------------------------------------------------------------------
     def _make_book(self) -> None:
@@ -838,6 +845,8 @@ class _Display:
             (a, b), (c, d) = pairs[i], pairs[i + 1]
             head.add_row(a, str(b), c, str(d))
         parts: list[Any] = [head]
+        if mon.session is not None:
+            parts.append(_symbol_table(s))
         if mon.engine is not None:
             views = Table(title="views", expand=False)
             views.add_column("view")
@@ -862,3 +871,29 @@ class _Display:
             parts.append(Panel(Text("\n".join(list(mon.recent)[-8:]), overflow="fold"), title="events",
                                title_align="left"))
         return Group(*parts)
+
+
+def _symbol_table(s: dict[str, Any]) -> Any:
+    """The display's row per symbol: state, best bid/ask, message rate, gaps, resyncs, checksum
+    state (checked / mismatched; Coinbase: ticker agreement), latency of the last update."""
+    from rich.table import Table
+    t = Table(title="symbols", expand=False)
+    for col in ("symbol", "state", "best bid", "best ask", "msgs/s", "gaps", "resyncs", "checksum", "crossed",
+                "latency us"):
+        t.add_column(col, justify="left" if col in ("symbol", "state") else "right")
+    for sym, d in s.get("symbols", {}).items():
+        if d.get("checksum_checked") or d.get("checksum_mismatch"):
+            ck = f"{d['checksum_checked']:,} ok" if not d["checksum_mismatch"] else \
+                f"{d['checksum_mismatch']} bad / {d['checksum_checked']:,}"
+        elif d.get("ticker_checked"):
+            ck = f"ticker {d['ticker_checked'] - d.get('ticker_disagree', 0)}/{d['ticker_checked']}"
+        elif d.get("bookticker_checked"):
+            ck = f"bookTicker {d['bookticker_checked'] - d['bookticker_mismatch']}/{d['bookticker_checked']}"
+        else:
+            ck = "-"
+        rate = d.get("messages_per_s")
+        t.add_row(sym, "synced" if d.get("synced") else "resyncing", " x ".join(d["best_bid"]) if d.get("best_bid")
+                  else "-", " x ".join(d["best_ask"]) if d.get("best_ask") else "-",
+                  f"{rate:,.0f}" if rate is not None else "-", str(d.get("gaps", 0)), str(d.get("resyncs", 0)), ck,
+                  str(d.get("crossed", 0)), str(d.get("latency_us") if d.get("latency_us") is not None else "-"))
+    return t

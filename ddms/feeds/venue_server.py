@@ -28,7 +28,7 @@ What the server speaks (each venue's public websocket API, as the capture record
   recorded snapshot of that symbol while the replay is before it, afterwards the symbol's book at
   the replay position (futures: stamped ``U`` of its next depth event, see
   :mod:`ddms.feeds.server`).  An hftbacktest snapshot line names no symbol: it belongs to the
-  symbol whose next depth event straddles its ``lastUpdateId``.
+  symbol of the first depth event after it that it can start (:func:`load_binance_multi`).
 
 The handshake advertises ``X-DDMS-Protocol`` (the venue: ``kraken``, ``okx``, ``coinbase``,
 ``binance``), ``X-DDMS-Symbols`` (comma separated, as the venue spells them), ``X-DDMS-Market``
@@ -609,8 +609,9 @@ def load_cryptofeed_replay(path: str | os.PathLike, *, faults: tuple[Fault, ...]
 def load_binance_multi(path: Path, lines: Iterator[tuple[int, int, bytes]], *, faults: tuple[Fault, ...] = (),
                        skip_bad: bool = False) -> VenueReplay:
     """An hftbacktest capture (``(line, recv_ns, json)``) of several Binance symbols.  A snapshot
-    line names no symbol: it goes to the symbol whose next depth event straddles its
-    ``lastUpdateId`` (spot: ``U <= id + 1 <= u``; futures: ``U <= id <= u``)."""
+    line names no symbol: it goes to the symbol of the first depth event after it that the
+    snapshot can start (spot: ``U <= id + 1 <= u``; futures: ``U <= id + 1`` and ``id <= u``,
+    the first applied event of Binance's procedure)."""
     src = str(path)
     decoder = Decoder()
     frames: list[Frame] = []
@@ -636,7 +637,7 @@ def load_binance_multi(path: Path, lines: Iterator[tuple[int, int, bytes]], *, f
                     fut = rec.prev_final_id is not None
                     for j, (idx, snap) in enumerate(pending):
                         last = snap.last_update_id
-                        if rec.first_id <= (last if fut else last + 1) <= rec.final_id:
+                        if rec.first_id <= last + 1 and (last if fut else last + 1) <= rec.final_id:
                             old = frames[idx - 1]
                             frames[idx - 1] = Frame(old.index, old.line, old.ts_ns, None, old.data, -1, False, sym)
                             del pending[j]
