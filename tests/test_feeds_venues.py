@@ -317,3 +317,22 @@ def test_real_venue_capture_replays_clean(name):
         w = want["symbols"][sym]
         assert (d["depth_events"], d["checksum_checked"], d["bookticker_checked"]) == \
             (w["depth_events"], w["checksum_checked"], w.get("bookticker_checked", 0)), sym
+
+
+# ------------------------------------------------------------------------------------------
+# views on one symbol of a multi-symbol feed
+# ------------------------------------------------------------------------------------------
+
+def test_views_follow_the_chosen_symbol(tmp_path):
+    from conftest import REPO
+    path, truth, _ = write_venue_capture(tmp_path, "kraken", 11)
+    sym = sorted(truth)[0]
+    views = str(REPO / "examples" / "sql" / "best_bid.sql")
+    _, mon, s, lines = run(_session(path, views=views, symbols=(sym,)))
+    assert list(s["symbols"]) == [sym] and s["symbols"][sym]["synced"]
+    best = max(float(p) for p in truth[sym][BIDS])
+    assert mon.engine.snapshot()["BEST_BID"] == best
+    changes = [x for x in lines if x.get("event") == "change"]
+    assert changes and all(x["symbol"] == sym for x in changes)
+    with pytest.raises(Exception, match="choose one with --symbols"):
+        run(_session(path, views=views))
