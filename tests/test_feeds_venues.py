@@ -336,3 +336,48 @@ def test_views_follow_the_chosen_symbol(tmp_path):
     assert changes and all(x["symbol"] == sym for x in changes)
     with pytest.raises(Exception, match="choose one with --symbols"):
         run(_session(path, views=views))
+
+
+# ------------------------------------------------------------------------------------------
+# bad input: a clear located error or a counted skip, never a traceback
+# ------------------------------------------------------------------------------------------
+
+def _replay_offline(path: Path, skip_bad: bool) -> None:
+    """Load a capture and run its whole timeline without a network: subscribe every symbol at
+    the start, ask for fresh snapshots along the way (what the server does for its clients)."""
+    from ddms.feeds.server import Hold, WsRoute
+    core = load_replay(path, skip_bad=skip_bad)
+    if not isinstance(core, VenueReplay):
+        return
+    route = core.route(core.ws_path())
+    if isinstance(route, WsRoute) and core.venue != "binance":
+        sub = VenueSession(core.venue, list(core.symbols), "ws://x/").subscribe_messages()[0]
+        core.subscribe(route, sub)
+    for i, act in enumerate(core.timeline()):
+        if isinstance(act, Hold) and act.symbol:
+            core.route(f"{core.snapshot_path().replace('{symbol}', act.symbol)}")
+        if i % 97 == 0:
+            for sym in core.symbols:
+                if core.venue == "binance":
+                    core.route(core.snapshot_path().replace("{symbol}", sym))
+                else:
+                    core._fresh_snapshot(sym)
+    core._check()
+
+
+@pytest.mark.parametrize("venue", ["kraken", "okx", "coinbase", "binance"])
+@pytest.mark.parametrize("skip_bad", [False, True])
+def test_fuzz_venue_replay(tmp_path, venue, skip_bad):
+    from mutate import fuzz
+    if venue == "binance":
+        path, _ = write_binance_capture(tmp_path, 3, "futures", n=120)
+    else:
+        path, _, _ = write_venue_capture(tmp_path, venue, 3, n=120)
+    data = path.read_bytes()
+
+    def read(mutant: bytes) -> None:
+        path.write_bytes(mutant)
+        _replay_offline(path, skip_bad)
+
+    out = fuzz(read, data, 40, seed=13)
+    assert out["ok"] + out["error"] == 40
