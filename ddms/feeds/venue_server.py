@@ -147,7 +147,8 @@ class VenueReplay:
 
     def __init__(self, source: str, venue: str, frames: list[Frame], symbols: tuple[str, ...], *,
                  market: str | None = None, faults: tuple[Fault, ...] = (),
-                 first_snapshot: dict[str, int] | None = None, meta: dict[str, Any] | None = None) -> None:
+                 first_snapshot: dict[str, int] | None = None, meta: dict[str, Any] | None = None,
+                 answers: dict[str, list[int]] | None = None) -> None:
         self.source = source
         self.protocol = venue
         self.venue = venue
@@ -163,6 +164,8 @@ class VenueReplay:
         self.asked: set[str] = set()          # symbols a client asked a snapshot of / subscribed to
         self.first_snapshot = first_snapshot or {}     # symbol -> index of its first recorded snapshot
         self.meta = meta or {}                 # Kraken: symbol -> (channelID, channel name)
+        self.answers = answers or {}           # symbol -> recorded snapshots answering a recorded resubscription
+        self._subs: dict[str, int] = {}
         self.faults: dict[tuple[str | None, int], Fault] = {}
         for f in faults:
             key = (f.symbol.upper() if f.symbol else None, f.at)
@@ -266,13 +269,13 @@ class VenueReplay:
             return route, [json.dumps(self._error(f"unknown symbol(s) {', '.join(unknown)}; this capture has "
                                                   f"{', '.join(self.symbols)}"))]
         replies = [json.dumps(a) for a in ack]
-        if op == "unsubscribe":
-            current -= set(syms)
+        if op == "unsubscribe":     # a recording's own resubscription: its stream already says what followed
+            current -= {s for s in syms if not self._recorded_resub(s, op)}
         else:
             for s in syms:
                 current.add(s)
                 self.asked.add(s)
-                snap = self._fresh_snapshot(s)
+                snap = None if self._recorded_resub(s, op) else self._fresh_snapshot(s)
                 if snap is not None:
                     replies.append(snap)
         return WsRoute(frozenset(current), False), replies
@@ -348,6 +351,17 @@ class VenueReplay:
             core.take_events()
             core.reports.clear()
         return core
+
+    def _recorded_resub(self, sym: str, op: str) -> bool:
+        """Replaying a ``ddms monitor --record`` file whose client resubscribed ``sym``: the
+        client replaying it detects the same faults at the same messages, so its n-th
+        resubscription is the recorded n-th one, whose answer (a snapshot) is in the stream:
+        no fresh snapshot, and its unsubscribe does not cut the stream (the recording holds what
+        followed).  Counts subscriptions per symbol; O(1)."""
+        n = self._subs.get(sym, 0)          # subscriptions of sym so far; the first is not a resubscription
+        if op == "subscribe":
+            self._subs[sym] = n + 1
+        return 1 <= n <= len(self.answers.get(sym, ()))
 
     def _fresh_snapshot(self, sym: str) -> str | None:
         """A snapshot message of ``sym``'s book at :attr:`position`, or None when the replay has
@@ -493,6 +507,22 @@ class VenueReplay:
 # loading
 # ------------------------------------------------------------------------------------------
 
+def _subscribed(venue: str, payload: bytes) -> list[str]:
+    """The symbols a recorded client message subscribes to (Kraken, OKX, Coinbase)."""
+    try:
+        obj = json.loads(payload)
+        if venue == "kraken" and obj.get("event") == "subscribe":
+            return [str(p).upper() for p in obj.get("pair", [])]
+        if venue == "okx" and obj.get("op") == "subscribe":
+            return [str(a["instId"]).upper() for a in obj.get("args", [])
+                    if str(a.get("channel", "")).startswith("books")]
+        if venue == "coinbase" and obj.get("type") == "subscribe":
+            return [str(p).upper() for p in obj.get("product_ids", [])]
+    except (ValueError, UnicodeDecodeError, RecursionError, AttributeError, TypeError, KeyError):
+        pass
+    return []
+
+
 def _binance_market(url: str | None, venue: str, first_data: Any) -> str:
     u = (url or "").lower()
     if "dstream" in u or "dapi" in u or (isinstance(first_data, dict) and "ps" in first_data):
@@ -522,6 +552,8 @@ def load_cryptofeed_replay(path: str | os.PathLike, *, faults: tuple[Fault, ...]
     symbols: list[str] = []
     skipped = 0
     first_depth: Any = None
+    resubscribed: set[str] = set()     # symbols a recorded client (ddms monitor --record) subscribed again
+    answers: dict[str, list[int]] = {}
     streams = [_lines_of(f, i) for i, f in enumerate(files)]
     for _, tag, n, raw in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
         src = files[tag]
@@ -535,6 +567,8 @@ def load_cryptofeed_replay(path: str | os.PathLike, *, faults: tuple[Fault, ...]
                 venue = venue_of(u if kind in ("open", "sent") else None, ws)
                 if venue is None:
                     raise ReplayError("cannot tell the venue of this capture from its URL or file name", ws)
+            if kind == "sent" and frames and venue in VENUE_PATHS:
+                resubscribed.update(_subscribed(venue, payload))
             if kind in ("open", "sent"):
                 continue
             try:
@@ -580,6 +614,9 @@ def load_cryptofeed_replay(path: str | os.PathLike, *, faults: tuple[Fault, ...]
             frames.append(Frame(len(frames) + 1, n, ts_ns, sym, payload, -1, book, sym))
             if book and _is_snapshot(venue, msg):
                 first_snapshot.setdefault(sym, len(frames))
+                if sym in resubscribed:
+                    resubscribed.discard(sym)
+                    answers.setdefault(sym, []).append(len(frames))
                 if venue == "kraken":
                     meta.setdefault(sym, (msg[0], msg[-2]))
                     meta.setdefault(sym + "#pair", msg[-1])
@@ -601,7 +638,7 @@ def load_cryptofeed_replay(path: str | os.PathLike, *, faults: tuple[Fault, ...]
             raise ReplayError(f"no REST depth snapshot for {', '.join(missing)} (the .http. file beside the "
                               "capture): a client cannot build those books", ws)
     core = VenueReplay(ws, venue, frames, tuple(symbols), market=market, faults=faults,
-                       first_snapshot=first_snapshot, meta=meta)
+                       first_snapshot=first_snapshot, meta=meta, answers=answers)
     core.skipped = skipped
     return core
 
