@@ -1,13 +1,14 @@
 """`ddms serve-feed` and `ddms monitor`: the command-line faces of the feed transport (issue 5).
 
-    ddms serve-feed CAPTURE.gz|finance.csv [--speed X|max] [--rate N] [--port P] [--host H]
-                    [--empty-book] [--fault KIND@N ...]
+    ddms serve-feed CAPTURE|finance.csv [--speed X|max] [--rate N] [--port P] [--host H]
+                    [--empty-book] [--fault KIND@N[#SYMBOL] ...]
     ddms monitor URL [--views FILE.sql|FILE.m3] [--strategy NAME [--param K=V ...] [--orders-log FILE]]
                  [--json] [--once] [--reconnect N|forever] [--snapshot-url URL] [--market futures|spot]
-                 [--watchdog S]
+                 [--watchdog S] [--symbols A,B,...] [--record FILE]
 
 ``serve-feed`` prints the websocket URL to connect to as its first stdout line; ``monitor`` on
-that URL needs no other option (the server advertises protocol, market and snapshot endpoint).
+that URL needs no other option (the server advertises protocol or venue, symbols, market and
+snapshot endpoint).
 Imports of websockets, numba and rich happen inside the commands, so ``ddms --help`` stays fast.
 """
 

@@ -35,6 +35,11 @@ The handshake advertises ``X-DDMS-Protocol`` (the venue: ``kraken``, ``okx``, ``
 (Binance) and ``X-DDMS-Snapshot`` (Binance: the REST path with ``{symbol}`` to fill in), so
 ``ddms monitor URL`` needs no option.
 
+A ``ddms monitor --record`` file replays as the session it recorded: the client replaying it
+detects the same faults at the same messages, so its n-th resubscription of a symbol is the
+recorded n-th one, whose answer is already in the stream (no fresh snapshot is made for it, and
+its unsubscribe does not cut the stream).
+
 Faults (``KIND@N`` counts book messages of every symbol; ``KIND@N#SYMBOL`` the N-th book message
 of that symbol): drop, dup, reorder, corrupt (Binance: the JSON cut in half; other venues: the
 first price level's first field replaced by ``"corrupt"``, so the message still names its
