@@ -880,7 +880,7 @@ def _symbol_table(s: dict[str, Any]) -> Any:
     t = Table(title="symbols", expand=False)
     for col in ("symbol", "state", "best bid", "best ask", "msgs/s", "gaps", "resyncs", "checksum", "crossed",
                 "latency us"):
-        t.add_column(col, justify="left" if col in ("symbol", "state") else "right")
+        t.add_column(col, justify="left" if col in ("symbol", "state") else "right", no_wrap=True)
     for sym, d in s.get("symbols", {}).items():
         if d.get("checksum_checked") or d.get("checksum_mismatch"):
             ck = f"{d['checksum_checked']:,} ok" if not d["checksum_mismatch"] else \
