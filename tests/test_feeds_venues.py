@@ -386,3 +386,9 @@ def test_fuzz_venue_replay(tmp_path, venue, skip_bad):
 
     out = fuzz(read, data, 40, seed=13)
     assert out["ok"] + out["error"] == 40
+
+
+def test_rest_half_of_a_capture_is_refused_with_a_reason(tmp_path):
+    write_binance_capture(tmp_path, 2, "spot")
+    with pytest.raises(ReplayError, match="REST half"):
+        load_replay(tmp_path / "BINANCE.http.0.0")

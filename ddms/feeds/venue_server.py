@@ -548,6 +548,9 @@ def load_cryptofeed_replay(path: str | os.PathLike, *, faults: tuple[Fault, ...]
     ws, https = capture_files(path)
     if not os.path.exists(ws):
         raise ReplayError("no such file", ws)
+    if ".http." in os.path.basename(ws):
+        raise ReplayError("the REST half of a cryptofeed capture: serve its <EXCHANGE>.ws.* file, which finds this "
+                          "one beside it", ws)
     files = [ws, *https]
     frames: list[Frame] = []
     venue = None
