@@ -392,3 +392,12 @@ def test_rest_half_of_a_capture_is_refused_with_a_reason(tmp_path):
     write_binance_capture(tmp_path, 2, "spot")
     with pytest.raises(ReplayError, match="REST half"):
         load_replay(tmp_path / "BINANCE.http.0.0")
+
+
+def test_symbols_option_follows_only_the_chosen_binance_symbols(tmp_path):
+    path, truth = write_binance_capture(tmp_path, 12, "futures")
+    chosen = sorted(truth)[:2]
+    _, mon, s, _ = run(_session(path, symbols=tuple(chosen)))
+    assert sorted(s["symbols"]) == chosen and s["ignored"]["other_symbol"] > 0
+    _clean(s, chosen)
+    _books_equal_truth(mon, {k: truth[k] for k in chosen}, "binance")

@@ -213,9 +213,12 @@ class VenueSession:
             core.reports.append(InputError(f"malformed JSON: {e}", self.url, n,
                                            bytes(data[:200]).decode("utf-8", "replace")))
             return [], None
-        acts = core.feed(msg, n)
         sym = self._symbol_of(msg)
-        if sym is not None and sym in self.stats:
+        if sym is not None and sym not in self.stats:     # a symbol not chosen (--symbols): not followed
+            core.ignored["other_symbol"] = core.ignored.get("other_symbol", 0) + 1
+            return [], None
+        acts = core.feed(msg, n)
+        if sym is not None:
             self.stats[sym].received += 1
             if self._synced(sym):
                 self._inflight.discard(sym)
