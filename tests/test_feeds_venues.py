@@ -58,10 +58,12 @@ def write_venue_capture(tmp_path: Path, venue: str, seed: int, n: int = 300) -> 
 
 
 def write_binance_capture(tmp_path: Path, seed: int, market: str = "futures", coin_m: bool = False,
-                          form: str = "cryptofeed", n: int = 300) -> tuple[Path, dict]:
-    """A synthetic Binance capture of three symbols: cryptofeed (ws + http files) or hftbacktest
-    (``<ns> <json>`` lines, snapshots as bare lines)."""
-    msgs, truth, snaps = binance(random.Random(seed), n=n, market=market, coin_m=coin_m)
+                          form: str = "cryptofeed", n: int = 300, symbols: tuple[str, ...] | None = None
+                          ) -> tuple[Path, dict]:
+    """A synthetic Binance capture of three symbols (or ``symbols``): cryptofeed (ws + http
+    files) or hftbacktest (``<ns> <json>`` lines, snapshots as bare lines)."""
+    kw = {"symbols": symbols} if symbols else {}
+    msgs, truth, snaps = binance(random.Random(seed), n=n, market=market, coin_m=coin_m, **kw)
     at: dict[int, list] = {}
     for sym, (pos, snap) in snaps.items():
         at.setdefault(pos, []).append((sym, snap))
@@ -401,3 +403,13 @@ def test_symbols_option_follows_only_the_chosen_binance_symbols(tmp_path):
     assert sorted(s["symbols"]) == chosen and s["ignored"]["other_symbol"] > 0
     _clean(s, chosen)
     _books_equal_truth(mon, {k: truth[k] for k in chosen}, "binance")
+
+
+def test_coin_m_hftbacktest_capture_is_served_on_the_coin_m_paths(tmp_path):
+    path, truth = write_binance_capture(tmp_path, 4, "futures", coin_m=True, form="hftbacktest",
+                                        symbols=("BTCUSD_PERP",))
+    core, mon, s, _ = run(_session(path))
+    assert isinstance(core, VenueReplay) and core.market == "coinm"
+    assert core.headers()["X-DDMS-Snapshot"].startswith("/dapi/v1/depth")
+    _clean(s, truth)
+    _books_equal_truth(mon, truth, "binance")

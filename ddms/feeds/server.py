@@ -561,6 +561,9 @@ def _load_capture(p: Path, first: bytes, rest: Iterator[bytes], empty_book: bool
                     first_depth = rec
                     market = FUTURES if rec.prev_final_id is not None else SPOT
                     symbol = rec.symbol
+                    if b'"ps"' in js:     # COIN-M (its snapshots are on /dapi/v1/depth): the venue replay
+                        multi = True
+                        break
                 elif counted and not stream.lower().startswith((symbol or "").lower() + "@"):
                     multi = True      # a second symbol: the multi-symbol replay takes the capture
                     break

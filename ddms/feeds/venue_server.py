@@ -28,7 +28,7 @@ What the server speaks (each venue's public websocket API, as the capture record
   recorded snapshot of that symbol while the replay is before it, afterwards the symbol's book at
   the replay position (futures: stamped ``U`` of its next depth event, see
   :mod:`ddms.feeds.server`).  An hftbacktest snapshot line names no symbol: it belongs to the
-  symbol of the first depth event after it that it can start (:func:`load_binance_multi`).
+  symbol of the depth event nearest it that it can start (:func:`load_binance_multi`).
 
 The handshake advertises ``X-DDMS-Protocol`` (the venue: ``kraken``, ``okx``, ``coinbase``,
 ``binance``), ``X-DDMS-Symbols`` (comma separated, as the venue spells them), ``X-DDMS-Market``
@@ -653,14 +653,17 @@ def load_cryptofeed_replay(path: str | os.PathLike, *, faults: tuple[Fault, ...]
 
 def load_binance_multi(path: Path, lines: Iterator[tuple[int, int, bytes]], *, faults: tuple[Fault, ...] = (),
                        skip_bad: bool = False) -> VenueReplay:
-    """An hftbacktest capture (``(line, recv_ns, json)``) of several Binance symbols.  A snapshot
-    line names no symbol: it goes to the symbol of the first depth event after it that the
+    """An hftbacktest capture (``(line, recv_ns, json)``) of several Binance symbols (or of one
+    COIN-M symbol).  A snapshot line names no symbol: it goes to the symbol of the depth event
+    nearest the line (before or after it: the recorder buffers events while it fetches) that the
     snapshot can start (spot: ``U <= id + 1 <= u``; futures: ``U <= id + 1`` and ``id <= u``,
-    the first applied event of Binance's procedure)."""
+    the first applied event of Binance's procedure); with one symbol, to that symbol.  Cost:
+    O(snapshot lines x depth events) for that matching."""
     src = str(path)
     decoder = Decoder()
     frames: list[Frame] = []
-    pending: list[tuple[int, DepthSnapshot]] = []     # unattributed snapshot frames (frame index, record)
+    pending: list[tuple[int, DepthSnapshot]] = []     # snapshot frames (frame index, record): no symbol yet
+    depths: list[tuple[int, str, int, int, bool]] = []   # (frame index, symbol, U, u, futures) of depth events
     symbols: list[str] = []
     first_data: Any = None
     skipped = 0
@@ -679,14 +682,7 @@ def load_binance_multi(path: Path, lines: Iterator[tuple[int, int, bytes]], *, f
                         market = _binance_market(None, "", first_data)
                     if sym not in symbols:
                         symbols.append(sym)
-                    fut = rec.prev_final_id is not None
-                    for j, (idx, snap) in enumerate(pending):
-                        last = snap.last_update_id
-                        if rec.first_id <= last + 1 and (last if fut else last + 1) <= rec.final_id:
-                            old = frames[idx - 1]
-                            frames[idx - 1] = Frame(old.index, old.line, old.ts_ns, None, old.data, -1, False, sym)
-                            del pending[j]
-                            break
+                    depths.append((len(frames) + 1, sym, rec.first_id, rec.final_id, rec.prev_final_id is not None))
                 frames.append(Frame(len(frames) + 1, i, ts, stream, js, m.start(2), counted, sym))
                 continue
             rec = decoder.decode(js, src, i)
@@ -702,10 +698,13 @@ def load_binance_multi(path: Path, lines: Iterator[tuple[int, int, bytes]], *, f
             if not skip_bad:
                 raise
             skipped += 1
-    first_snapshot: dict[str, int] = {}
-    for f in frames:
-        if f.stream is None and f.symbol is not None:
-            first_snapshot.setdefault(f.symbol, f.index)
+    for idx, snap in pending:           # the symbol whose depth event nearest the line the snapshot can start
+        last = snap.last_update_id
+        fits = [(abs(i - idx), sym) for i, sym, first, final, fut in depths
+                if len(symbols) == 1 or (first <= last + 1 and (last if fut else last + 1) <= final)]
+        if fits:
+            old = frames[idx - 1]
+            frames[idx - 1] = Frame(old.index, old.line, old.ts_ns, None, old.data, -1, False, min(fits)[1])
     frames = [f for f in frames if not (f.stream is None and f.symbol is None)]    # snapshots of no symbol
     frames = [Frame(k, f.line, f.ts_ns, f.stream, f.data, f.payload_at, f.counted, f.symbol)
               for k, f in enumerate(frames, 1)]
