@@ -3,6 +3,9 @@
     binance.py     Binance diff-depth decoder and book builder (spot and USD-M futures rules)
     orderproto.py  our order-level JSON protocol (the live form of finance.csv): decoder, encoder
     capture.py     ``<recv_ts_ns> <json>`` capture lines -> typed records; a thin .gz reader
+    server.py      the replay core of ``serve-feed`` (one Binance symbol, finance.csv)
+    venue_server.py  the replay core for many symbols: Kraken, OKX, Coinbase, Binance (cryptofeed captures)
+    venue_session.py the monitor's many-symbol venue session (subscriptions, resyncs) and ``--record``
 
 The reconnect policy a client follows (:data:`DEFAULT_RETRIES`, :func:`retry_policy`) is stated
 here, free of I/O, so that ``ddms monitor --help`` can say it without importing websockets.

@@ -1,13 +1,14 @@
 """`ddms serve-feed` and `ddms monitor`: the command-line faces of the feed transport (issue 5).
 
-    ddms serve-feed CAPTURE.gz|finance.csv [--speed X|max] [--rate N] [--port P] [--host H]
-                    [--empty-book] [--fault KIND@N ...]
+    ddms serve-feed CAPTURE|finance.csv [--speed X|max] [--rate N] [--port P] [--host H]
+                    [--empty-book] [--fault KIND@N[#SYMBOL] ...]
     ddms monitor URL [--views FILE.sql|FILE.m3] [--strategy NAME [--param K=V ...] [--orders-log FILE]]
                  [--json] [--once] [--reconnect N|forever] [--snapshot-url URL] [--market futures|spot]
-                 [--watchdog S]
+                 [--watchdog S] [--symbols A,B,...] [--record FILE]
 
 ``serve-feed`` prints the websocket URL to connect to as its first stdout line; ``monitor`` on
-that URL needs no other option (the server advertises protocol, market and snapshot endpoint).
+that URL needs no other option (the server advertises protocol or venue, symbols, market and
+snapshot endpoint).
 Imports of websockets, numba and rich happen inside the commands, so ``ddms --help`` stays fast.
 """
 
@@ -18,6 +19,7 @@ import asyncio
 import json
 import sys
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from ddms.errors import DdmsError
 from ddms.feeds import DEFAULT_RETRIES, retry_policy
@@ -56,11 +58,17 @@ def cmd_serve_feed(args: argparse.Namespace) -> int:
 
     faults = tuple(parse_fault(f) for f in args.fault or ())
     core = load_replay(args.input, empty_book=args.empty_book, faults=faults, skip_bad=args.skip_bad)
-    what = (f"{core.market} {core.symbol}, streams {', '.join(core.streams)}" if core.protocol == "binance"
-            else "order protocol")
+    if core.protocol == "orders":
+        what = "order protocol"
+    elif core.protocol == "binance" and not hasattr(core, "symbols"):
+        what = f"{core.market} {core.symbol}, streams {', '.join(core.streams)}"
+    else:
+        syms = core.symbols
+        what = (f"{core.protocol}{' ' + core.market if core.market else ''}, {len(syms)} symbol"
+                f"{'s' if len(syms) != 1 else ''} ({', '.join(syms[:12])}{', ...' if len(syms) > 12 else ''})")
     skipped = f", {core.skipped:,} bad lines skipped" if core.skipped else ""
     print(f"serve-feed: {args.input}: {len(core.frames):,} messages ({core.counted_total():,} "
-          f"{'depth' if core.protocol == 'binance' else 'order'} messages), {what}{skipped}", file=sys.stderr,
+          f"{'order' if core.protocol == 'orders' else 'book'} messages), {what}{skipped}", file=sys.stderr,
           flush=True)
 
     def ready(url: str) -> None:
@@ -99,10 +107,14 @@ def monitor_config(args: argparse.Namespace) -> MonitorConfig:
         raise DdmsError("--param needs --strategy")
     if args.orders_log and not args.strategy:
         raise DdmsError("--orders-log needs --strategy")
+    if args.record and urlsplit(args.url).path.rstrip("/") == "/orders":
+        raise DdmsError("--record records venue feeds (Binance, Kraken, OKX, Coinbase), not the order protocol")
     return MonitorConfig(args.url, views=args.views, strategy=args.strategy, json=args.json, once=args.once,
                          snapshot_url=args.snapshot_url, market=args.market, watchdog=args.watchdog,
                          display=False if args.no_display else None, strategy_params=tuple(params),
-                         reconnect=args.reconnect, orders_log=args.orders_log)
+                         reconnect=args.reconnect, orders_log=args.orders_log,
+                         symbols=tuple(x.strip().upper() for x in (args.symbols or "").split(",") if x.strip()),
+                         record=args.record)
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
@@ -147,8 +159,11 @@ def _reconnect(text: str) -> int | None:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register the feed subcommands on the `ddms` parser."""
-    sf = sub.add_parser("serve-feed", help="serve a Binance capture or a finance.csv over a local websocket")
-    sf.add_argument("input", help="a Binance capture (.gz or text: '<recv_ts_ns> <json>' lines) or a finance.csv")
+    sf = sub.add_parser("serve-feed", help="replay a venue capture (Binance, Kraken, OKX, Coinbase) or a finance.csv "
+                        "over a local websocket speaking the venue's protocol")
+    sf.add_argument("input", help="an hftbacktest Binance capture ('<recv_ts_ns> <json>' lines, .gz or text), a "
+                    "cryptofeed capture (<EXCHANGE>.ws.* with its .http.* files beside it, or a ddms monitor --record "
+                    "file) of Kraken, OKX, Coinbase or Binance, many symbols each, or a finance.csv")
     sf.add_argument("--speed", type=_speed, default=1.0,
                     help="replay speed: 1 = as recorded, 10 = ten times faster, max = as fast as the client reads")
     sf.add_argument("--rate", type=_rate, default=0.0,
@@ -158,8 +173,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     sf.add_argument("--empty-book", action="store_true",
                     help="accept a capture without a depth snapshot: start from an empty book")
     sf.add_argument("--fault", action="append", metavar="KIND@N",
-                    help="inject a fault at the N-th depth message (finance.csv: message): drop, dup, reorder, "
-                         "corrupt, close, stall (stall@N:SECONDS); repeatable")
+                    help="inject a fault at the N-th book message (finance.csv: message): drop, dup, reorder, "
+                         "corrupt, checksum (Kraken, OKX: a wrong checksum), close, stall (stall@N:SECONDS); "
+                         "KIND@N#SYMBOL counts that symbol's book messages only; repeatable")
     sf.add_argument("--skip-bad", action="store_true", help="skip and count bad input lines instead of stopping")
     sf.set_defaults(func=cmd_serve_feed)
 
@@ -186,4 +202,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     mo.add_argument("--market", choices=("futures", "spot"), help="Binance market (default: advertised or detected)")
     mo.add_argument("--watchdog", type=float, default=30.0, help="reconnect after this many seconds without a message")
     mo.add_argument("--no-display", action="store_true", help="no live display (status lines on stderr)")
+    mo.add_argument("--symbols", metavar="A,B,...",
+                    help="symbols to subscribe to, as the venue spells them (default: every symbol a ddms serve-feed "
+                         "server advertises; needed for a live Kraken, OKX or Coinbase URL)")
+    mo.add_argument("--record", metavar="FILE",
+                    help="write every message received, as received, with receive times, the subscriptions sent and "
+                         "the REST snapshots fetched, as a cryptofeed capture that serve-feed, run, backtest and "
+                         "convert read")
     mo.set_defaults(func=cmd_monitor)

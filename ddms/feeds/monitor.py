@@ -73,6 +73,7 @@ from ddms.feeds.transport import (
     Overflow,
     SnapshotReply,
 )
+from ddms.feeds.venue_session import IN_STREAM_VENUES, FetchSnapshot, Recorder, SendText, VenueSession, venue_from_url
 
 __all__ = ["Monitor", "MonitorConfig", "load_strategy"]
 
@@ -109,6 +110,8 @@ class MonitorConfig:
     brokers: int = 10
     max_batch: int = 1024
     strategy_params: tuple[tuple[str, Any], ...] = ()
+    symbols: tuple[str, ...] = ()
+    record: str | None = None
 
 
 class Monitor:
@@ -145,6 +148,18 @@ class Monitor:
         self._resyncs_seen = 0
         self._checked_base = 0
         self.strategy_ctx: Any = None
+        self.session: VenueSession | None = None     # a multi-symbol venue feed (see venue_session.py)
+        self.recorder: Recorder | None = None
+        self._record_file: TextIO | None = None
+        self._wall0 = time.time_ns() - time.perf_counter_ns()    # perf_counter_ns -> unix ns
+        self._lat_sym: list[tuple[int, str]] = []
+        self._yield_now = False                      # a subscription change waits to be sent
+        self._snap_syms: dict[str, str] = {}         # snapshot URL in flight -> symbol
+        if config.record:
+            try:
+                self._record_file = open(config.record, "w", encoding="utf-8", errors="surrogateescape")
+            except OSError as e:
+                raise DdmsError(f"--record {config.record}: cannot write: {e.strerror or e}") from None
         if engine is None and config.views:
             from ddms.runtime.engine import Engine
             self.engine = Engine(config.views)
@@ -175,8 +190,10 @@ class Monitor:
         self.out.write(json.dumps(obj, default=str) + "\n")
 
     def _print_change(self, view: str, key: tuple, old: float, new: float, position: int) -> None:
-        self._emit({"event": "change", "view": view, "key": list(key), "old": _num(old), "new": _num(new),
-                    "line": position})
+        ev = {"event": "change", "view": view, "key": list(key), "old": _num(old), "new": _num(new), "line": position}
+        if self.session is not None:            # the views follow one symbol (see _start_session)
+            ev["symbol"] = self.session.symbols[0]
+        self._emit(ev)
 
     def _note(self, kind: str, say: str | None = None, **fields: Any) -> None:
         """Record a session event: one JSON line with ``--json``, else one line of text (``say``,
@@ -213,14 +230,19 @@ class Monitor:
             self._orders_log.flush()
 
     def _drain_reports(self) -> None:
-        book = self.book
+        book = self.session.core if self.session is not None else self.book
         if book is None:
             return
+        syms = self.session.stats if self.session is not None else {}
         while book.reports:
             e = book.reports.popleft()
             self.problems += 1
+            extra = {}
+            head = e.reason.split(": ", 1)[0]
+            if head in syms:
+                extra["symbol"] = head
             self._note("problem", f"problem at message {e.line:,}: {e.reason}", message=e.line, reason=e.reason,
-                       text=e.text[:200])
+                       text=e.text[:200], **extra)
 
     # -- the protocol core ------------------------------------------------------------------
     def _make_book(self) -> None:
@@ -247,7 +269,19 @@ class Monitor:
         if self.protocol == "orders" or self.market is not None:
             self._make_book()
 
+    def _wall(self, perf_ns: int) -> float:
+        return (perf_ns + self._wall0) / 1e9
+
     def _feed(self, recv: int, data: bytes) -> None:
+        if self.recorder is not None:
+            self.recorder.received(self._wall(recv), data)
+        if self.session is not None:
+            acts, sym = self.session.feed(data)
+            if sym is not None:
+                self._lat_sym.append((recv, sym))
+            if acts:
+                self._session_act(acts)
+            return
         book = self.book
         if book is None:
             self._pre.append((recv, data))
@@ -263,6 +297,46 @@ class Monitor:
             self._lat_pending.append(recv)
         if actions:
             self._act(actions)
+
+    def _session_act(self, acts: list[SendText | FetchSnapshot]) -> None:
+        """Perform a venue session's actions: send a subscription change, fetch a symbol's REST
+        snapshot.  Each is reported (the message that caused it and why)."""
+        client = self.client
+        for a in acts:
+            if type(a) is SendText:
+                self._note("subscription", f"sending {a.text[:120]} ({a.reason})", text=a.text, reason=a.reason)
+                if client is not None and client.send(a.text):
+                    self._yield_now = True       # the send task runs at the next await
+                    if self.recorder is not None:
+                        self.recorder.sent(self.config.url, time.time(), a.text)
+            elif client is not None:
+                self._snap_syms[a.url] = a.symbol
+                self._note("snapshot_request", f"asking for a snapshot of {a.symbol} ({a.reason}): {a.url}",
+                           symbol=a.symbol, reason=a.reason, url=a.url)
+                client.request_snapshot(a.url, 0.0)
+
+    def _start_session(self, h: dict[str, str]) -> None:
+        """Start a multi-symbol venue session when the handshake headers or the URL say the feed
+        is one (Kraken, OKX, Coinbase, Binance with several symbols)."""
+        c = self.config
+        venue = h.get("x-ddms-protocol") or c.protocol
+        syms = [s for s in h.get("x-ddms-symbols", "").split(",") if s]
+        if venue is None or (venue == "binance" and not syms):
+            venue, syms = venue_from_url(c.url)
+        if venue not in (*IN_STREAM_VENUES, "binance") or (venue == "binance" and not syms):
+            return
+        if c.symbols:
+            want = [s.upper() for s in c.symbols]
+            unknown = [s for s in want if syms and s not in syms]
+            if unknown:
+                raise DdmsError(f"--symbols: {', '.join(unknown)} not on this feed (it has {', '.join(syms)})")
+            syms = want
+        self.protocol = venue
+        self.market = h.get("x-ddms-market") or c.market or self.market
+        self.session = VenueSession(venue, syms, c.url, market=self.market, snapshot=h.get("x-ddms-snapshot"))
+        if self.engine is not None and len(syms) > 1:
+            raise DdmsError(f"--views/--strategy on {len(syms)} symbols: the bids/asks relations hold one book; "
+                            f"choose one with --symbols (this feed: {', '.join(syms)})")
 
     def _act(self, actions: tuple[NeedSnapshot, ...]) -> None:
         for a in actions:
@@ -297,6 +371,26 @@ class Monitor:
         self.client.request_snapshot(url, delay)
 
     def _on_snapshot(self, rep: SnapshotReply) -> None:
+        if rep.body is not None and self.recorder is not None:
+            self.recorder.rest(rep.url, self._wall(rep.recv_ns), rep.body)
+        if self.session is not None:
+            sym = self._snap_syms.pop(rep.url, None)
+            if sym is None:
+                return
+            if rep.body is None:
+                self._note("snapshot_error", f"snapshot request of {sym} failed: {rep.error}", symbol=sym,
+                           url=rep.url, reason=rep.error)
+                self._snap_syms[rep.url] = sym
+                if self.client is not None:
+                    self.client.request_snapshot(rep.url, 0.5)
+                return
+            acts = self.session.apply_snapshot(sym, rep.body)
+            synced = self.session._synced(sym)
+            self._note("snapshot", f"snapshot of {sym} {'applied; in sync' if synced else 'not usable'}", symbol=sym,
+                       url=rep.url, synced=synced)
+            if acts:
+                self._session_act(acts)
+            return
         self._snap_inflight = False
         book = self.book
         if book is None:
@@ -331,9 +425,14 @@ class Monitor:
                 self.market = h["x-ddms-market"]
             if "x-ddms-snapshot" in h:
                 self.advertised_snapshot = h["x-ddms-snapshot"]
+            if self.session is None and item.number == 1:
+                self._start_session(h)
             again = f" (connection {item.number})" if item.number > 1 else ""
             self._note("connected", f"connected to {item.url}{again}", number=item.number, url=item.url)
-            if self.book is None and self.protocol is not None and (self.protocol == "orders" or self.market):
+            self._open_recording(item.url)
+            if self.session is not None:
+                self._session_act(self.session.on_connect(item.number))
+            elif self.book is None and self.protocol is not None and (self.protocol == "orders" or self.market):
                 self._make_book()
             elif self.book is not None and item.number > 1:
                 self._act(self.book.resync(f"reconnected (connection {item.number}): messages may have been lost"))
@@ -343,7 +442,10 @@ class Monitor:
         elif t is Overflow:
             self._note("overflow", f"fell behind the feed: {item.dropped:,} messages dropped; resynchronizing",
                        dropped=item.dropped)
-            if self.book is not None:
+            if self.session is not None:
+                self._session_act(self.session.resync_all(f"the consumer did not keep up: {item.dropped} messages "
+                                                          "dropped"))
+            elif self.book is not None:
                 self._act(self.book.resync(f"the consumer did not keep up: {item.dropped} messages dropped"))
         elif t is SnapshotReply:
             self._on_snapshot(item)
@@ -352,6 +454,24 @@ class Monitor:
             self._note("ended", f"stopped: {item.reason}", reason=item.reason, normal=item.normal)
             return True
         return False
+
+    def _open_recording(self, url: str) -> None:
+        """``--record``: the connection line (the venue appended when the URL does not say it)."""
+        if self._record_file is None:
+            return
+        if self.recorder is None:
+            venue = self.protocol or "binance"
+            if venue == "orders":
+                self._note("problem", "--record: the order protocol is not a venue capture format; not recording",
+                           message=0, reason="--record needs a venue feed")
+                self._record_file.close()
+                self._record_file = None
+                return
+            if venue == "binance":
+                fut = (self.market or FUTURES) == FUTURES
+                venue = "binance_futures" if fut else "binance"
+            self.recorder = Recorder(self._record_file, venue)
+        self.recorder.opened(url, time.time())
 
     def _say_disconnected(self, d: Disconnected) -> str:
         """One line for a lost connection or a failed attempt: what happened and what comes next
@@ -374,8 +494,31 @@ class Monitor:
             text += f" (policy: {c.policy()}{'; ' if hints else ''}{', '.join(hints)})"
         return text
 
+    def _flush_session(self) -> None:
+        sess = self.session
+        assert sess is not None
+        for ev in sess.core.take_events():
+            if self.engine is not None:
+                self.engine.apply(ev.batch, self.relmap)
+        pend = self._lat_sym
+        if pend:
+            now = time.perf_counter_ns()
+            n = self._nlat
+            for r, sym in pend:
+                self._lat[n % _LAT_CAP] = now - r
+                sess.record_latency(sym, now - r)
+                n += 1
+            self._nlat = n
+            pend.clear()
+        if self.strategy_ctx is not None:
+            self._drain_orders()
+        self._drain_reports()
+
     def _flush(self) -> None:
         """Hand the queued events to the engine; record latencies."""
+        if self.session is not None:
+            self._flush_session()
+            return
         book = self.book
         if book is not None and self.engine is not None:
             batch = book.take_events()
@@ -468,7 +611,8 @@ class Monitor:
         that the reader, pings and the watchdog keep running under sustained load (a subclass
         may await here, e.g. a strategy that places orders)."""
         self._runs += 1
-        if not self._runs & 63:
+        if not self._runs & 63 or self._yield_now:
+            self._yield_now = False
             await asyncio.sleep(0)
 
     def stop(self) -> None:
@@ -483,6 +627,8 @@ class Monitor:
         self._drain_orders()
         if self._orders_log is not None:
             self._orders_log.close()
+        if self._record_file is not None:
+            self._record_file.close()
         if self.engine is not None and self.config.json:
             from ddms.cli import _jsonable
             self.out.write(json.dumps({"line": self.engine.position,
@@ -507,7 +653,10 @@ class Monitor:
         st = self.client.stats if self.client is not None else None
         out: dict[str, Any] = {"event": "summary", "url": self.config.url, "protocol": self.protocol,
                                "market": self.market}
-        if isinstance(book, BinanceBook):
+        active = (self._t_last - self._t_first) / 1e9 if self._t_first and self._t_last > self._t_first else 0.0
+        if self.session is not None:
+            out.update(self.session.summary(active))
+        elif isinstance(book, BinanceBook):
             out.update(book.counters())
             out["unknown_fields"] = book.unknown_fields
             bb, ba = book.best_bid(), book.best_ask()
@@ -515,6 +664,10 @@ class Monitor:
             out["best_bid"] = [str(x) for x in bb] if bb else None
             out["best_ask"] = [str(x) for x in ba] if ba else None
             out["synced"] = book.synced
+            out.update(checksum_checked=0, checksum_mismatch=0)    # Binance depth carries no checksum
+            sym = (book.symbol or "").upper() or "?"
+            out["symbols"] = {sym: {k: out.get(k, 0) for k in _SYMBOL_KEYS} | {
+                "synced": book.synced, "best_bid": out["best_bid"], "best_ask": out["best_ask"]}}
         else:
             keys = ("messages", "depth_events", "applied", "level_updates", "gaps", "resyncs", "stale", "malformed",
                     "crossed", "snapshots", "snapshots_rejected", "booktickers", "bookticker_checked",
@@ -532,7 +685,6 @@ class Monitor:
                         "dropped": st.dropped, "watchdog": st.watchdog, "received": st.messages,
                         "received_bytes": st.bytes})
         p50, p99 = self.latency_us()
-        active = (self._t_last - self._t_first) / 1e9 if self._t_first and self._t_last > self._t_first else 0.0
         out.update({"problems": self.problems, "latency_p50_us": p50, "latency_p99_us": p99,
                     "seconds": round(seconds, 3), "active_seconds": round(active, 3),
                     "messages_per_s": round(out.get("messages", 0) / active) if active > 0 else None,
@@ -550,6 +702,9 @@ class Monitor:
                 out["strategy"]["orders_log"] = self.config.orders_log
         return out
 
+
+_SYMBOL_KEYS = ("messages", "depth_events", "snapshots", "gaps", "resyncs", "stale", "malformed", "crossed",
+                "bookticker_checked", "bookticker_mismatch", "checksum_checked", "checksum_mismatch")
 
 _WARM = (b'{"lastUpdateId":10,"bids":[["100.0","1.0"]],"asks":[["101.0","1.0"]]}',
          b'{"stream":"x@depth","data":{"e":"depthUpdate","E":1,"T":1,"s":"X","U":9,"u":11,"pu":8,'
@@ -690,6 +845,8 @@ class _Display:
             (a, b), (c, d) = pairs[i], pairs[i + 1]
             head.add_row(a, str(b), c, str(d))
         parts: list[Any] = [head]
+        if mon.session is not None:
+            parts.append(_symbol_table(s))
         if mon.engine is not None:
             views = Table(title="views", expand=False)
             views.add_column("view")
@@ -714,3 +871,29 @@ class _Display:
             parts.append(Panel(Text("\n".join(list(mon.recent)[-8:]), overflow="fold"), title="events",
                                title_align="left"))
         return Group(*parts)
+
+
+def _symbol_table(s: dict[str, Any]) -> Any:
+    """The display's row per symbol: state, best bid/ask, message rate, gaps, resyncs, checksum
+    state (checked / mismatched; Coinbase: ticker agreement), latency of the last update."""
+    from rich.table import Table
+    t = Table(title="symbols", expand=False)
+    for col in ("symbol", "state", "best bid", "best ask", "msgs/s", "gaps", "resyncs", "checksum", "crossed",
+                "latency us"):
+        t.add_column(col, justify="left" if col in ("symbol", "state") else "right", no_wrap=True)
+    for sym, d in s.get("symbols", {}).items():
+        if d.get("checksum_checked") or d.get("checksum_mismatch"):
+            ck = f"{d['checksum_checked']:,} ok" if not d["checksum_mismatch"] else \
+                f"{d['checksum_mismatch']} bad / {d['checksum_checked']:,}"
+        elif d.get("ticker_checked"):
+            ck = f"ticker {d['ticker_checked'] - d.get('ticker_disagree', 0)}/{d['ticker_checked']}"
+        elif d.get("bookticker_checked"):
+            ck = f"bookTicker {d['bookticker_checked'] - d['bookticker_mismatch']}/{d['bookticker_checked']}"
+        else:
+            ck = "-"
+        rate = d.get("messages_per_s")
+        t.add_row(sym, "synced" if d.get("synced") else "resyncing", " x ".join(d["best_bid"]) if d.get("best_bid")
+                  else "-", " x ".join(d["best_ask"]) if d.get("best_ask") else "-",
+                  f"{rate:,.0f}" if rate is not None else "-", str(d.get("gaps", 0)), str(d.get("resyncs", 0)), ck,
+                  str(d.get("crossed", 0)), str(d.get("latency_us") if d.get("latency_us") is not None else "-"))
+    return t

@@ -53,7 +53,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ddms.errors import InputError, ReplayError
@@ -62,12 +62,15 @@ from ddms.feeds.capture import iter_lines, split_line
 from ddms.feeds.orderproto import OrderFeed, encode_line, format_message
 from ddms.streams.detect import detect_file
 
+if TYPE_CHECKING:
+    from ddms.feeds.venue_server import VenueReplay
+
 __all__ = [
     "FAULT_KINDS", "Close", "Fault", "Frame", "Hold", "HttpAnswer", "ReplayCore", "Send", "Stall", "WsRoute",
     "load_replay", "parse_fault",
 ]
 
-FAULT_KINDS = ("drop", "dup", "reorder", "corrupt", "close", "stall")
+FAULT_KINDS = ("drop", "dup", "reorder", "corrupt", "close", "stall", "checksum")
 NORMAL_CLOSE = 1000          # end of the replay: a client with --once stops
 FAULT_CLOSE = 1012           # "service restart": a client reconnects
 ORDERS_PATH = "/orders"
@@ -85,11 +88,15 @@ class Fault:
     kind: str
     at: int
     seconds: float = 0.0
+    symbol: str | None = None     # count that symbol's book messages only (multi-symbol captures)
 
 
 def parse_fault(text: str) -> Fault:
-    """``"drop@100"``, ``"stall@50:3"`` -> :class:`Fault`; raises ReplayError saying what is
-    wrong."""
+    """``"drop@100"``, ``"stall@50:3"``, ``"drop@7#XBT/CHF"`` (the 7th book message of that
+    symbol) -> :class:`Fault`; raises ReplayError saying what is wrong."""
+    text, hsep, symbol = text.partition("#")
+    if hsep and not symbol.strip():
+        raise ReplayError(f"fault {text}#: the symbol after # is missing", "--fault")
     kind, sep, rest = text.partition("@")
     kind = kind.strip().lower()
     if not sep or kind not in FAULT_KINDS:
@@ -104,7 +111,7 @@ def parse_fault(text: str) -> Fault:
         raise ReplayError(f"fault {text!r}: N must be >= 1 and seconds >= 0", "--fault")
     if sec_s and kind != "stall":
         raise ReplayError(f"fault {text!r}: only stall takes :SECONDS", "--fault")
-    return Fault(kind, at, seconds)
+    return Fault(kind, at, seconds, symbol.strip().upper() if hsep else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +130,7 @@ class Frame:
     data: bytes
     payload_at: int
     counted: bool
+    symbol: str | None = None     # the symbol the message belongs to (multi-symbol replays)
 
     def payload(self) -> bytes:
         return self.data if self.payload_at < 0 else self.data[self.payload_at:self.data.rindex(b"}")]
@@ -152,6 +160,7 @@ class Hold:
     far ahead of a client's first snapshot request, and the client starts from a later book."""
 
     seconds: float
+    symbol: str | None = None     # a multi-symbol replay: wait for a request of this symbol
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +210,12 @@ class ReplayCore:
         self.symbol = symbol
         self.snapshot_at = snapshot_at          # index of the capture's snapshot line (None: none)
         self.empty_snapshot = empty_snapshot    # synthetic empty snapshot before the first depth event
+        for f in faults:
+            if f.kind == "checksum":
+                raise ReplayError(f"fault checksum@{f.at}: a {protocol} feed carries no checksum", "--fault")
+            if f.symbol and f.symbol != (symbol or "").upper():
+                raise ReplayError(f"fault {f.kind}@{f.at}#{f.symbol}: no such symbol (this capture: {symbol})",
+                                  "--fault")
         self.faults = {f.at: f for f in faults}
         if len(self.faults) != len(faults):
             raise ReplayError("two faults at the same message", "--fault")
@@ -451,7 +466,7 @@ def _err(msg: str) -> str:
 # ------------------------------------------------------------------------------------------
 
 def load_replay(path: str | os.PathLike, *, empty_book: bool = False, faults: tuple[Fault, ...] = (),
-                skip_bad: bool = False) -> ReplayCore:
+                skip_bad: bool = False) -> ReplayCore | VenueReplay:
     """Read a capture (``.gz`` or plain ``<recv_ts_ns> <json>`` lines) or a finance.csv (the
     format told by :func:`ddms.streams.detect.detect_file`, as for every command).  Raises
     :class:`ReplayError` for an input that cannot be replayed and :class:`InputError` naming the
@@ -470,8 +485,12 @@ def load_replay(path: str | os.PathLike, *, empty_book: bool = False, faults: tu
         return _load_orders(p, first, lines, faults, skip_bad)
     if kind == "binance":
         return _load_capture(p, first, lines, empty_book, faults, skip_bad)
-    raise ReplayError(f"a {kind} file: serve-feed serves Binance captures and order-book CSV files "
-                      "(t,order_id,action,volume,price)", str(p))
+    if kind == "cryptofeed":
+        from ddms.feeds.venue_server import load_cryptofeed_replay
+        return load_cryptofeed_replay(p, faults=faults, skip_bad=skip_bad)
+    raise ReplayError(f"a {kind} file: serve-feed serves Binance captures (hftbacktest or cryptofeed), cryptofeed "
+                      "captures of Kraken, OKX and Coinbase, and order-book CSV files (t,order_id,action,volume,price)",
+                      str(p))
 
 
 def _load_orders(p: Path, first: bytes, rest: Iterator[bytes], faults: tuple[Fault, ...],
@@ -493,6 +512,21 @@ def _load_orders(p: Path, first: bytes, rest: Iterator[bytes], faults: tuple[Fau
     return core
 
 
+def _split_lines(lines: Iterator[bytes], src: str, skip_bad: bool) -> Iterator[tuple[int, int, bytes]]:
+    """``(line number, recv_ns, json)`` of a capture's non-blank lines (bad ones raise, or are
+    skipped with ``skip_bad``)."""
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            ts, js = split_line(line, i, src)
+        except InputError:
+            if not skip_bad:
+                raise
+            continue
+        yield i, ts, js
+
+
 def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
     yield first
     yield from rest
@@ -507,6 +541,7 @@ def _load_capture(p: Path, first: bytes, rest: Iterator[bytes], empty_book: bool
     market = symbol = None
     first_depth: DepthUpdate | None = None
     skipped = 0
+    multi = False
     for i, line in enumerate(_chain(first, rest), 1):
         if not line.strip():
             continue
@@ -526,6 +561,12 @@ def _load_capture(p: Path, first: bytes, rest: Iterator[bytes], empty_book: bool
                     first_depth = rec
                     market = FUTURES if rec.prev_final_id is not None else SPOT
                     symbol = rec.symbol
+                    if b'"ps"' in js:     # COIN-M (its snapshots are on /dapi/v1/depth): the venue replay
+                        multi = True
+                        break
+                elif counted and not stream.lower().startswith((symbol or "").lower() + "@"):
+                    multi = True      # a second symbol: the multi-symbol replay takes the capture
+                    break
                 continue
             rec = decoder.decode(js, src, i)      # raises InputError naming the line
             if isinstance(rec, Response):         # a recorded reply to a subscription: nothing to replay
@@ -542,6 +583,9 @@ def _load_capture(p: Path, first: bytes, rest: Iterator[bytes], empty_book: bool
                 raise
             del frames[n:]
             skipped += 1
+    if multi:
+        from ddms.feeds.venue_server import load_binance_multi
+        return load_binance_multi(p, _split_lines(iter_lines(p), src, skip_bad), faults=faults, skip_bad=skip_bad)
     if first_depth is None:
         raise ReplayError("the capture has no depth messages (@depth streams): no book to replay", src)
     empty = None

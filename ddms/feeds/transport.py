@@ -38,7 +38,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import websockets
@@ -50,6 +50,9 @@ from websockets.http11 import Request, Response
 from ddms.errors import DdmsError
 from ddms.feeds import DEFAULT_RETRIES, retry_policy
 from ddms.feeds.server import NORMAL_CLOSE, Close, Hold, HttpAnswer, ReplayCore, Send, Stall, WsRoute
+
+if TYPE_CHECKING:
+    from ddms.feeds.venue_server import VenueReplay
 
 __all__ = [
     "DEFAULT_RETRIES", "ClientConfig", "Connected", "Disconnected", "Ended", "FeedClient", "FeedError", "Overflow",
@@ -199,6 +202,7 @@ class FeedClient:
         self._last_recv = 0.0
         self._watchdog_fired = False
         self._tasks: set[asyncio.Task] = set()
+        self._send_lock = asyncio.Lock()
 
     # -- control --------------------------------------------------------------------------
     def stop(self) -> None:
@@ -218,6 +222,20 @@ class FeedClient:
         """Delay before reconnect attempt ``attempt`` (>= 1) in a row."""
         c = self.config
         return min(c.backoff_cap, c.backoff_base * 2 ** min(attempt - 1, 30)) * self._rng.uniform(0.5, 1.0)
+
+    def send(self, text: str) -> bool:
+        """Send ``text`` on the current connection (a subscription change), in call order;
+        False when there is no connection (the next connection subscribes anew)."""
+        ws = self._ws
+        if ws is None:
+            return False
+        self._spawn(self._send(ws, text))
+        return True
+
+    async def _send(self, ws: ClientConnection, text: str) -> None:
+        async with self._send_lock:
+            with contextlib.suppress(ConnectionClosed):
+                await ws.send(text)
 
     # -- snapshots --------------------------------------------------------------------------
     def request_snapshot(self, url: str, delay: float = 0.0) -> None:
@@ -480,6 +498,7 @@ class _Hub:
         self.arrived = asyncio.Event()
         self.snapshot_asked = asyncio.Event()
         self.connections = 0
+        self.last_request = 0.0            # monotonic time of the last client message or request
 
     def set_route(self, ws: ServerConnection, route: WsRoute | None) -> None:
         """Add, change (route) or remove (None) a client, and recompute :attr:`wanted`."""
@@ -498,7 +517,7 @@ def _log(msg: str) -> None:
     print(f"serve-feed: {msg}", file=sys.stderr, flush=True)
 
 
-async def serve_replay(core: ReplayCore, config: ServeConfig, on_ready: Callable[[str], None],
+async def serve_replay(core: ReplayCore | VenueReplay, config: ServeConfig, on_ready: Callable[[str], None],
                        log: Callable[[str], None] = _log) -> dict[str, Any]:
     """Serve ``core`` until its timeline ends (then close every client normally and return a
     summary).  ``on_ready(ws_url)`` is called once the socket listens."""
@@ -508,6 +527,7 @@ async def serve_replay(core: ReplayCore, config: ServeConfig, on_ready: Callable
 
     def process_request(conn: ServerConnection, request: Request) -> Response | None:
         route = core.route(request.path)
+        hub.last_request = time.monotonic()
         if isinstance(route, HttpAnswer):
             if route.status == 200:
                 hub.snapshot_asked.set()
@@ -535,11 +555,14 @@ async def serve_replay(core: ReplayCore, config: ServeConfig, on_ready: Callable
         log(f"client {hub.connections} connected: {ws.request.path}")
         try:
             async for msg in ws:
-                if core.protocol == "binance":
+                hub.last_request = time.monotonic()
+                if core.protocol != "orders":
                     route, reply = core.subscribe(hub.clients[ws], msg)
                     hub.set_route(ws, route)
-                    if reply is not None:
-                        await ws.send(reply)
+                    if route.streams and core.protocol in ("kraken", "okx", "coinbase"):
+                        hub.snapshot_asked.set()      # a venue subscription (its snapshot comes in-stream)
+                    for r in [reply] if isinstance(reply, str) else reply or ():
+                        await ws.send(r)
         except ConnectionClosed:
             pass
         finally:
@@ -600,7 +623,33 @@ async def _send_many(ws: ServerConnection, frames: list[bytes]) -> None:
 _BATCH = 64   # frames per write in an unthrottled replay
 
 
-async def _run_timeline(core: ReplayCore, hub: _Hub, config: ServeConfig, log: Callable[[str], None]) -> None:
+async def _hold(core: Any, hub: _Hub, act: Hold) -> None:
+    """Wait (at most ``act.seconds``) for what the replay needs before going on: a snapshot
+    request (of ``act.symbol`` when given) from a client that wants depth, or, on a venue whose
+    snapshots come in-stream (Kraken, OKX, Coinbase), a client's first subscription."""
+    in_stream = core.protocol in ("kraken", "okx", "coinbase")
+    wants_depth = in_stream or any(r.streams is None or any(core.is_depth(x) for x in r.streams)
+                                   for r in hub.clients.values())
+    if not wants_depth:
+        return
+    deadline = time.monotonic() + act.seconds
+    while True:
+        if act.symbol is None or in_stream:
+            if hub.snapshot_asked.is_set():
+                return
+        elif act.symbol in core.asked:
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        if act.symbol is not None and not in_stream:
+            hub.snapshot_asked.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(hub.snapshot_asked.wait(), min(left, 0.2))
+
+
+async def _run_timeline(core: ReplayCore | VenueReplay, hub: _Hub, config: ServeConfig,
+                        log: Callable[[str], None]) -> None:
     clock = time.perf_counter
     speed, rate = config.speed, config.rate
     paced = speed > 0 or rate > 0
@@ -657,6 +706,8 @@ async def _run_timeline(core: ReplayCore, hub: _Hub, config: ServeConfig, log: C
             npend += 1
             if paced or npend >= _BATCH:
                 await flush()
+                if not paced:
+                    await asyncio.sleep(0)    # let the handlers read the clients' (re)subscriptions
             continue
         await flush()
         if type(act) is Close:
@@ -666,14 +717,26 @@ async def _run_timeline(core: ReplayCore, hub: _Hub, config: ServeConfig, log: C
                     await ws.close(act.code, act.reason)
                 hub.set_route(ws, None)
         elif type(act) is Hold:
-            wants_depth = any(r.streams is None or any(core.is_depth(x) for x in r.streams)
-                              for r in hub.clients.values())
-            if wants_depth and not hub.snapshot_asked.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(hub.snapshot_asked.wait(), act.seconds)
+            await _hold(core, hub, act)
             start = None
         elif type(act) is Stall:
             log(f"stalling {act.seconds:g} s: {act.reason}")
             await asyncio.sleep(act.seconds)
             start = None
     await flush()
+    if hasattr(core, "symbols") and hub.clients:
+        await _linger(hub)
+
+
+async def _linger(hub: _Hub, quiet: float = 1.0, most: float = 10.0) -> None:
+    """After the last frame of a multi-symbol replay, keep the connections open until the
+    clients have been quiet for ``quiet`` seconds (at most ``most``): a client still working
+    through the frames in flight may resync a symbol (resubscribe, fetch a snapshot) and gets its
+    answer before the normal close.  Costs ``quiet`` seconds at the end of such a replay."""
+    t0 = time.monotonic()
+    hub.last_request = max(hub.last_request, t0)
+    while hub.clients and time.monotonic() - t0 < most:
+        left = hub.last_request + quiet - time.monotonic()
+        if left <= 0:
+            return
+        await asyncio.sleep(min(left, 0.1))

@@ -96,8 +96,12 @@ def _url(b: bytes, source: str, line: int, raw: bytes) -> str:
 
 
 def venue_of(url: str | None, name: str = "") -> str | None:
-    """The venue of a capture from its websocket URL, else from its file name (cryptofeed names
-    files by exchange: ``KRAKEN.ws.50.0``)."""
+    """The venue of a capture from its websocket URL (a ``#venue=<venue>`` fragment, written by
+    ``ddms monitor --record`` for a URL that does not tell it, comes first), else from its file
+    name (cryptofeed names files by exchange: ``KRAKEN.ws.50.0``)."""
+    frag = parse_qs(urlsplit(url).fragment).get("venue", [""])[0].lower() if url else ""
+    if frag in VENUES:
+        return frag
     u = (url or "").lower()
     for key, venue in (("kraken", "kraken"), ("okx.com", "okx"), ("okex.com", "okx"), ("coinbase", "coinbase"),
                        ("fstream.binance", "binance_futures"), ("dstream.binance", "binance_futures"),
