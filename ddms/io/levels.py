@@ -32,12 +32,11 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 from sortedcontainers import SortedList
 
-from ddms.streams.events import EventBatch
+from ddms.io.events import EventBatch
+from ddms.io.schema import ASKS, BIDS
 
 __all__ = ["ASKS", "BIDS", "KEY_DECIMALS", "LevelBook", "Resync", "SymbolEvents", "SymbolStatus", "price_key"]
 
-BIDS = 0
-ASKS = 1
 KEY_DECIMALS = 18
 """Price keys are integers at this many decimals (a venue sending more is refused)."""
 MAX_ID = 2**53

@@ -1,7 +1,7 @@
 """Sans-I/O order-book adaptor: ``t,order_id,action,volume,price`` lines -> bids/asks events.
 
 Why sans-I/O: the same parser serves files, sockets and tests.  :class:`OrderBookParser` takes
-bytes in arbitrary chunks (``feed``) and returns an :class:`~ddms.streams.events.EventBatch` of
+bytes in arbitrary chunks (``feed``) and returns an :class:`~ddms.io.events.EventBatch` of
 the complete lines seen so far; a trailing partial line is remembered for the next call, so the
 events never depend on where the chunks were cut.  :func:`read_orderbook` is the thin file
 transport and :func:`parse_orderbook_text` the convenience for strings.
@@ -61,17 +61,14 @@ import numpy as np
 from numba import njit
 
 from ddms.errors import DdmsError, InputError
-from ddms.streams.events import EventBatch
+from ddms.io.events import EventBatch
+from ddms.io.schema import ASKS, BIDS, COLUMNS, RELATIONS
 
 __all__ = [
     "ASKS", "BIDS", "COLUMNS", "MAX_BAD_SAMPLES", "RELATIONS", "OrderBookParser", "orderbook_rows",
     "parse_orderbook_text", "read_orderbook",
 ]
 
-BIDS = 0
-ASKS = 1
-RELATIONS = ("bids", "asks")
-COLUMNS = ("t", "id", "broker_id", "volume", "price")
 MAX_BAD_SAMPLES = 10
 
 _EMPTY = np.int64(-(2**63))          # key of a free hash slot (ids are limited to |id| <= 2**53)

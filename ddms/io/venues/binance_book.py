@@ -75,16 +75,15 @@ from numba import njit
 from sortedcontainers import SortedDict
 
 from ddms.errors import InputError
-from ddms.feeds import NeedSnapshot
-from ddms.streams.events import EventBatch
+from ddms.io.actions import NeedSnapshot
+from ddms.io.events import EventBatch
+from ddms.io.schema import ASKS, BIDS
 
 __all__ = [
     "ASKS", "BIDS", "FUTURES", "SPOT", "BinanceBook", "BookTicker", "Decoder", "DepthSnapshot", "DepthUpdate",
     "NeedSnapshot", "Record", "Response", "Trade", "decode_message", "format_units", "parse_units",
 ]
 
-BIDS = 0
-ASKS = 1
 SPOT = "spot"
 FUTURES = "futures"
 MAX_MANTISSA = 2**53
