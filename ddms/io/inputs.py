@@ -30,8 +30,8 @@ from ddms.errors import DdmsError, ProgramError, ReplayError
 from ddms.io.detect import GZIP_READERS, detect_kind, read_head
 from ddms.io.events import EventBatch, split_lines
 from ddms.io.orderbook import OrderBookParser, parse_chunks
-from ddms.io.sources import Source, open_source
 from ddms.io.schema import RELATIONS as BOOKS
+from ddms.io.sources import Source, open_source
 from ddms.m3.ir import Program, Stream
 
 if TYPE_CHECKING:
