@@ -107,7 +107,13 @@ from numba import njit
 from ddms.io.events import EventBatch
 
 # own orders live in the order-book adaptor's id table (same keys, 4 value columns)
-from ddms.io.orderbook import _EMPTY, _HMUL, _INIT_BITS, _find, _grow, _put, _remove
+from ddms.io.kernels.ordertable import EMPTY as _EMPTY
+from ddms.io.kernels.ordertable import HMUL as _HMUL
+from ddms.io.kernels.ordertable import INIT_BITS as _INIT_BITS
+from ddms.io.kernels.ordertable import find as _find
+from ddms.io.kernels.ordertable import grow as _grow
+from ddms.io.kernels.ordertable import put as _put
+from ddms.io.kernels.ordertable import remove as _remove
 
 __all__ = ["BUY", "SELL", "Fill", "FillSimulator", "Order"]
 

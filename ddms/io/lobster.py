@@ -69,9 +69,16 @@ from numba import njit
 
 from ddms.errors import DdmsError, InputError
 from ddms.io.events import EventBatch
-from ddms.io.orderbook import _EMPTY, _INIT_BITS, _find, _grow, _num, _put, _remove, parse_chunks
-from ddms.io.orderbook import _int as _ob_int
-from ddms.io.orderbook import _Out as _OrderBookOut
+from ddms.io.events import EventBuffer as _OrderBookOut
+from ddms.io.kernels.decimal import parse_int as _ob_int
+from ddms.io.kernels.decimal import parse_number as _num
+from ddms.io.kernels.ordertable import EMPTY as _EMPTY
+from ddms.io.kernels.ordertable import INIT_BITS as _INIT_BITS
+from ddms.io.kernels.ordertable import find as _find
+from ddms.io.kernels.ordertable import grow as _grow
+from ddms.io.kernels.ordertable import put as _put
+from ddms.io.kernels.ordertable import remove as _remove
+from ddms.io.orderbook import parse_chunks
 from ddms.io.schema import ASKS, BIDS
 
 __all__ = [
