@@ -28,7 +28,10 @@ INIT_BITS = 10
 
 
 def new_table(bits: int = INIT_BITS) -> tuple[np.ndarray, np.ndarray, int]:
-    """An empty table of ``2**bits`` slots: ``(keys, vals, shift)`` (``shift`` = 64 - bits)."""
+    """An empty table of ``2**bits`` slots: ``(keys, vals, shift)`` (``shift`` = 64 - bits).
+    ``bits >= 5``: :func:`home` shifts by ``shift + 4``, which must stay below 64."""
+    if not 5 <= bits <= 62:
+        raise ValueError(f"an order table needs 5 <= bits <= 62, not {bits}")
     return np.full(1 << bits, EMPTY, np.int64), np.zeros((1 << bits, 4), np.float64), 64 - bits
 
 
