@@ -96,3 +96,55 @@ def test_parse_int(n):
     else:
         assert stt == 0 and v == n and j == len(str(n))
     assert _parse(decimal.parse_int, "x1")[2] == 1
+
+
+# -- blocked sorted level arrays ------------------------------------------------------------------
+
+levels = st.lists(st.tuples(st.integers(0, 1), st.integers(1, 400), st.integers(0, 5)), max_size=400)
+
+
+@settings(max_examples=40, deadline=None)
+@given(levels, st.integers(1, 40))
+def test_level_arrays_equal_a_dict_and_emit_the_changes(script, per_msg):
+    """Random level updates (qty 0 removes) in messages of ``per_msg``: the arrays equal a dict
+    per side after every message, the rows are a delete of the old row and/or an insert of the
+    new one per change, and the returned best levels are right (blocks split and empty: 400
+    prices > BLOCK)."""
+    from ddms.io.kernels.levelarrays import apply_depth, level_arrays_check, levels_of, new_level_arrays
+
+    arrays = new_level_arrays(4)
+    ref: list[dict[int, int]] = [{}, {}]
+    oi = np.zeros((2 * len(script) + 2, 3), np.int64)
+    oc = np.zeros((2 * len(script) + 2, 5), np.float64)
+    k = 0
+    for m in range(0, len(script), per_msg):
+        msg = script[m:m + per_msg]
+        sides = [np.array([[px, q] for s, px, q in msg if s == side], np.int64).reshape(-1, 2) for side in (0, 1)]
+        need = max(len(sides[0]), len(sides[1])) + 1 + int(arrays[7][:, 3].max())
+        if need > arrays[0].shape[1]:                      # grow as BinanceBook does
+            new = max(2 * arrays[0].shape[1], need)
+            arrays = tuple(np.concatenate([a, np.zeros((2, new - a.shape[1]) + a.shape[2:], a.dtype)], axis=1)
+                           if a.ndim >= 2 and a.shape[0] == 2 and i < 7 else a for i, a in enumerate(arrays))
+        k0 = k
+        k, bp, bq, ap, aq, _ = apply_depth(*arrays, sides[0], sides[1], float(m), m + 1, oi, oc, k, 1.0, 1.0)
+        expect = []
+        for side in (0, 1):
+            for px, q in sides[side]:
+                old = ref[side].get(int(px))
+                if old is not None:
+                    expect.append((side, -1, float(px), float(old)))
+                if q > 0:
+                    ref[side][int(px)] = int(q)
+                    expect.append((side, 1, float(px), float(q)))
+                elif old is not None:
+                    del ref[side][int(px)]
+        got = [(int(oi[r, 0]), int(oi[r, 1]), oc[r, 1], oc[r, 3]) for r in range(k0, k)]
+        assert got == expect
+        level_arrays_check(arrays)
+        for side in (0, 1):
+            keys, qty, _ = levels_of(arrays, side)
+            px = sorted(ref[side])
+            assert (np.abs(keys) if side else keys).tolist() == (px[::-1] if side else px)
+            assert qty.tolist() == [ref[side][p] for p in (px[::-1] if side else px)]
+        assert (bp, bq) == ((max(ref[0]), ref[0][max(ref[0])]) if ref[0] else (-1, -1))
+        assert (ap, aq) == ((min(ref[1]), ref[1][min(ref[1])]) if ref[1] else (-1, -1))
