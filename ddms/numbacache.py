@@ -115,10 +115,18 @@ def import_closure(py_file: str) -> list[str]:
 
 
 def closure_hash(py_file: str) -> str:
-    """SHA-256 over the paths (relative to the source root) and bytes of :func:`import_closure`."""
+    """SHA-256 over the paths (relative to the source root) and bytes of :func:`import_closure`.
+    Memoized on the files' stamps (a module's kernels share one hash: a stat per file)."""
     root = source_root(py_file) or os.path.dirname(os.path.abspath(py_file))
+    files = import_closure(py_file)
+    stamps = tuple((p, (st := os.stat(p)).st_mtime_ns, st.st_size) for p in files)
+    return _hash_files(root, stamps)
+
+
+@functools.lru_cache(maxsize=1024)
+def _hash_files(root: str, stamps: tuple[tuple[str, int, int], ...]) -> str:
     h = hashlib.sha256()
-    for p in import_closure(py_file):
+    for p, _, _ in stamps:
         h.update(os.path.relpath(p, root).encode() + b"\0")
         with open(p, "rb") as f:
             h.update(f.read())
