@@ -9,7 +9,8 @@ would load the caller's stale machine code, with the old callee compiled in.
 :class:`ClosureLocator` is numba's user-directory locator with one change: the source stamp of a
 function in a package file is the hash of that file AND of every file of the same source tree
 it imports, directly or through others (``import``/``from`` statements anywhere in the file,
-found by an AST walk; relative imports resolved).  Editing any of them makes numba recompile
+found by an AST walk; relative imports resolved; only the file's own top-level package and
+ddms's, :data:`PROJECT_PACKAGES`, are followed).  Editing any of them makes numba recompile
 the caller and overwrite its cache entry.  It is installed by ``ddms/__init__.py`` through
 numba's ``NUMBA_CACHE_LOCATOR_CLASSES`` (before numba is imported), ahead of numba's own
 locators, which keep serving files outside a package (generated programs: their module name
@@ -29,12 +30,17 @@ import os
 from numba.core import config
 from numba.core.caching import UserProvidedCacheLocator
 
-__all__ = ["LOCATORS", "ClosureLocator", "import_closure", "source_root"]
+__all__ = ["LOCATORS", "PROJECT_PACKAGES", "ClosureLocator", "import_closure", "source_root"]
 
 LOCATORS = ("ddms.numbacache.ClosureLocator,UserProvidedCacheLocator,InTreeCacheLocator,"
             "UserWideCacheLocator,IPythonCacheLocator,ZipCacheLocator")
 """The value ``ddms/__init__.py`` gives ``NUMBA_CACHE_LOCATOR_CLASSES``: ours first, then
 numba's own list in numba's order."""
+
+
+PROJECT_PACKAGES = ("ddms", "replay", "strategies")
+"""Top-level packages followed through imports (besides the file's own): installed in
+site-packages, the source root also holds numpy, numba, ...; their files are not ours to hash."""
 
 
 def source_root(py_file: str) -> str | None:
@@ -68,9 +74,12 @@ def _imports(path: str, root: str, mtime_ns: int, size: int) -> tuple[str, ...]:
         tree = ast.parse(f.read(), path)
     found: list[str] = []
     pkg = _package_of(root, path)
+    tracked = {*PROJECT_PACKAGES, *pkg[:1]}
 
     def add(dotted: str) -> None:
         parts = dotted.split(".")
+        if parts[0] not in tracked:                 # a third-party package installed beside us
+            return
         for i in range(1, len(parts) + 1):          # a.b.c imports a, a.b and a.b.c
             f = _module_file(root, ".".join(parts[:i]))
             if f is not None:
@@ -89,6 +98,8 @@ def _imports(path: str, root: str, mtime_ns: int, size: int) -> tuple[str, ...]:
             if not mod:
                 continue
             add(mod)
+            if mod.split(".")[0] not in tracked:
+                continue
             for a in node.names:                      # from pkg import module
                 f = _module_file(root, f"{mod}.{a.name}")
                 if f is not None:
@@ -133,14 +144,29 @@ def _hash_files(root: str, stamps: tuple[tuple[str, int, int], ...]) -> str:
     return h.hexdigest()
 
 
+def claimed_packages() -> set[str]:
+    """Top-level packages whose kernels this locator serves: :data:`PROJECT_PACKAGES` plus the
+    comma-separated ``$DDMS_NUMBA_PACKAGES`` (your own package of kernels calling ours)."""
+    extra = os.environ.get("DDMS_NUMBA_PACKAGES", "")
+    return {*PROJECT_PACKAGES, *(p.strip() for p in extra.split(",") if p.strip())}
+
+
+def _top_package(py_file: str) -> str | None:
+    root = source_root(py_file)
+    if root is None:
+        return None
+    return os.path.relpath(os.path.abspath(py_file), root).split(os.sep)[0]
+
+
 class ClosureLocator(UserProvidedCacheLocator):
-    """numba's ``NUMBA_CACHE_DIR`` locator for functions defined in a package file, whose
-    source stamp covers the file's import closure (see the module docstring).  Other files
-    (scripts, generated modules outside a package) are left to numba's locators."""
+    """numba's ``NUMBA_CACHE_DIR`` locator for functions defined in a file of a claimed package
+    (:func:`claimed_packages`), whose source stamp covers the file's import closure (see the
+    module docstring).  Other files (scripts, generated modules outside a package, third-party
+    packages) are left to numba's locators."""
 
     @classmethod
     def from_function(cls, py_func, py_file):
-        if not config.CACHE_DIR or source_root(py_file) is None:
+        if not config.CACHE_DIR or _top_package(py_file) not in claimed_packages():
             return None
         return super().from_function(py_func, py_file)
 

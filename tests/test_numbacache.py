@@ -50,7 +50,7 @@ def _package(root: Path, factor: int) -> None:
 
 def _run(root: Path, cache: Path, locators: str) -> int:
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "NUMBA_CACHE_LOCATOR_CLASSES": locators,
-           "PYTHONPATH": os.pathsep.join([str(root), str(REPO)])}
+           "PYTHONPATH": os.pathsep.join([str(root), str(REPO)]), "DDMS_NUMBA_PACKAGES": "kpkg"}
     code = "from kpkg.caller import total; print(total(4))"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
@@ -92,3 +92,19 @@ def test_ddms_kernels_are_in_their_callers_closure():
     fills = {str(Path(p).relative_to(REPO)) for p in import_closure(str(REPO / "replay" / "fills.py"))}
     assert "ddms/io/kernels/ordertable.py" in fills
     assert os.environ.get("NUMBA_CACHE_LOCATOR_CLASSES") == LOCATORS   # set by ddms/__init__.py
+
+
+def test_only_claimed_packages_are_served(tmp_path, monkeypatch):
+    """Third-party packages keep numba's own locators (their files are not hashed)."""
+    from numba.core import config
+
+    from ddms.numbacache import ClosureLocator
+
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "cache"))   # from_function makes its folder
+    _package(tmp_path, 1)
+    caller = str(tmp_path / "kpkg" / "caller.py")
+    monkeypatch.delenv("DDMS_NUMBA_PACKAGES", raising=False)
+    assert ClosureLocator.from_function(_package, caller) is None
+    monkeypatch.setenv("DDMS_NUMBA_PACKAGES", "kpkg")
+    assert ClosureLocator.from_function(_package, caller) is not None
+    assert ClosureLocator.from_function(_package, str(REPO / "ddms" / "io" / "orderbook.py")) is not None
