@@ -17,6 +17,8 @@ Sections (``--only`` takes the name or the number):
               receive-to-callback latency p50/p99 at 100 and 1,000 depth messages/s (bench/feeds.py)
 11 checkpoint  checkpoint/restore time and size at 1k..1M resting orders, snapshot cost, overhead of
               --checkpoint-every 100000 on a 10M-line run (bench/checkpoint.py)
+12 ingest     every reader of ddms/io end to end: multi-symbol Binance, cryptofeed captures, the
+              hftbacktest-style L2 capture, MBO (DBN) records/s (bench/ingest.py)
 
 Every number in the table is measured by that run; throughput counts input lines.  Progress
 goes to stderr, the table to stdout.
@@ -43,6 +45,7 @@ from bench import (
     depth,
     duckdb_vwap,
     feeds,
+    ingest,
     kernel,
     spark_sweep,
     sql_finance,
@@ -62,6 +65,7 @@ SECTIONS = {
     "backtest": backtest.run,
     "feeds": feeds.run,
     "checkpoint": checkpoint.run,
+    "ingest": ingest.run,
 }
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 
 from bench.common import CHUNK, Row, Shared, n_lines, rate, time_apply
-from ddms.streams.orderbook import OrderBookParser, parse_chunks
+from ddms.io.orderbook import OrderBookParser, parse_chunks
 
 SECTION = "9 backtest"
 

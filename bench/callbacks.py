@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from bench.common import Row, Shared, Skip, engine, n_lines, parse_continue, time_apply
 from bench.synth import book_stream
-from ddms.streams.orderbook import OrderBookParser
+from ddms.io.orderbook import OrderBookParser
 
 SECTION = "5 callbacks"
 

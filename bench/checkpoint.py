@@ -23,9 +23,9 @@ from pathlib import Path
 from bench.common import Row, Shared, engine, parse_continue, time_apply
 from bench.depth import label
 from bench.synth import book_stream
+from ddms.io.orderbook import OrderBookParser
 from ddms.runtime.driver import replay
 from ddms.runtime.engine import Engine
-from ddms.streams.orderbook import OrderBookParser
 
 SECTION = "11 checkpoint"
 GROUPED_SQL = """
@@ -84,8 +84,8 @@ def _snapshot_rows() -> list[Row]:
 
 
 def _overhead_rows(sh: Shared, folder: Path) -> list[Row]:
+    from ddms.io.inputs import open_program_input
     from ddms.runtime.resume import CheckpointedRun
-    from ddms.streams.inputs import open_program_input
     from replay.synthetic import write_orderbook
     n = 1_000_000 if sh.sizes.quick else 10_000_000
     data = folder / "synthetic.csv"

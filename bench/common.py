@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ddms.io.events import EventBatch
+from ddms.io.orderbook import OrderBookParser
 from ddms.runtime.engine import Engine
-from ddms.streams.events import EventBatch
-from ddms.streams.orderbook import OrderBookParser
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

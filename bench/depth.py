@@ -23,9 +23,9 @@ import numpy as np
 
 from bench.common import Row, Shared, Sizes, engine, n_lines, parse_continue, time_apply
 from bench.synth import book_stream
+from ddms.io.events import EventBatch
+from ddms.io.orderbook import OrderBookParser
 from ddms.runtime.engine import Engine
-from ddms.streams.events import EventBatch
-from ddms.streams.orderbook import OrderBookParser
 
 SECTION = "4 depth"
 TICK_BAND = 2_000

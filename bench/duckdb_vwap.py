@@ -21,8 +21,8 @@ import pyarrow as pa
 from bench.common import VWAP_SQL, Row, Shared, Skip, engine, merge, n_lines, parse_continue, time_apply
 from bench.depth import label
 from bench.synth import book_stream
+from ddms.io.orderbook import COLUMNS, OrderBookParser, orderbook_rows
 from ddms.runtime.driver import split_lines
-from ddms.streams.orderbook import COLUMNS, OrderBookParser, orderbook_rows
 
 SECTION = "3 duckdb"
 

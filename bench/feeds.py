@@ -28,8 +28,8 @@ import tempfile
 from pathlib import Path
 
 from bench.common import REPO, SHARED, VWAP_M3, Row, Shared, Skip
-from ddms.feeds.capture import iter_lines
 from ddms.feeds.monitor import Monitor, MonitorConfig
+from ddms.io.capture import iter_lines
 
 SECTION = "feeds"
 CAPTURE = SHARED / "data" / "binance" / "usdm_btcusdt_20240808.gz"
@@ -124,7 +124,7 @@ def run(sh: Shared) -> list[Row]:
 
 def _monitor_warm() -> None:
     """Load the numba caches (decoder, book kernel, VWAP program) outside the timings."""
-    from ddms.feeds.binance import BinanceBook
+    from ddms.io.venues.binance_book import BinanceBook
     from ddms.runtime.engine import Engine
     Engine(VWAP_M3)
     bk = BinanceBook("futures")

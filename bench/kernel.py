@@ -51,7 +51,7 @@ import numpy as np
 from numba import int64, njit, uint64
 
 from bench.common import Row, Shared, Skip, engine, merge, n_lines, parse, rate, time_apply
-from ddms.streams.events import EventBatch
+from ddms.io.events import EventBatch
 
 SECTION = "2 vwap kernel"
 OFFLINE = "offline kernel (pre-scan)"

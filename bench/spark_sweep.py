@@ -2,7 +2,7 @@
 
 Readers: events/s of every source format (order-book CSV big/finance.csv, a LOBSTER message file
 made from the same lines, both Binance captures) and of their Parquet copies (``ddms convert``),
-each through :class:`replay.sources.Source` (best of 3).
+each through :class:`ddms.io.sources.Source` (best of 3).
 
 Sweep: the backtest sweep of issue 4 -- big/finance.csv and both Binance captures x 20 parameter
 sets x two strategies (SOBI, market maker), 120 tasks of ``replay.backtest.run_task``, sized so
@@ -75,7 +75,7 @@ def available_parallelism(n: int = 6_000_000) -> float:
 def _read_rate(path: str, reps: int) -> tuple[float, int]:
     """Best events/s of ``reps`` reads (at least 1 s of reading when ``reps`` > 1: reads of a
     few ms on a shared machine need many tries)."""
-    from replay.sources import open_source
+    from ddms.io.sources import open_source
     src = open_source(path)
     best, events, spent, n = float("inf"), 0, 0.0, 0
     while n < reps or (reps > 1 and spent < 1.0 and n < 50):
@@ -88,8 +88,8 @@ def _read_rate(path: str, reps: int) -> tuple[float, int]:
 
 
 def _readers(tmp: Path, reps: int) -> list[Row]:
-    from replay.columnar import convert
-    from replay.sources import open_source
+    from ddms.io.columnar import convert
+    from ddms.io.sources import open_source
 
     rows: list[Row] = []
     lob = tmp / "big_message.csv"

@@ -192,7 +192,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     notes: list[str] = []      # losses a --skip-bad replay let pass (gaps in a capture)
     if not demo:
         # the data files are checked (present, a file, text) here, before the numba compile
-        from ddms.streams.inputs import open_program_input
+        from ddms.io.inputs import open_program_input
         data = Path(args.data) if args.data else None
         inputs = open_program_input(target, program.parent, data=data, skip_bad=args.skip_bad,
                                     book_reader=lambda path, skip_bad: _read_book(path, skip_bad, notes))
@@ -206,7 +206,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     engine = engine or build_engine(target, program.name)
     spreads: list[float] = []
     if inputs is None:
-        from ddms.streams.orderbook import OrderBookParser, parse_chunks
+        from ddms.io.orderbook import OrderBookParser, parse_chunks
         from replay.synthetic import generate_orderbook
         label = f"demo ({args.demo_lines:,} synthetic lines)"
         parser = OrderBookParser(source="<synthetic>")
@@ -355,7 +355,7 @@ def _read_book(path: Path, skip_bad: bool, notes: list[str]) -> _NotedSource:
     """An order-book source that is not CSV text (LOBSTER, a Binance capture, Parquet), opened
     now (a Parquet footer that is not ours is an error before the compile) through the readers
     ``ddms backtest`` and ``ddms convert`` use."""
-    from replay.sources import open_source
+    from ddms.io.sources import open_source
     return _NotedSource(open_source(path, skip_bad=skip_bad), notes)
 
 
@@ -546,7 +546,7 @@ def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
     if all_commands:
         # Feed and backtest commands live beside their code; imported here, and skipped by
         # parse_args for `run` and `compile`, so that these do not pay for asyncio, numpy and
-        # replay.sources (start time).
+        # ddms.io.sources (start time).
         from ddms.feeds.cli import add_commands as add_feed_commands
         from replay.cli import add_commands as add_backtest_commands
 

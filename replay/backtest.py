@@ -33,7 +33,7 @@ import numpy as np
 
 import strategies
 from ddms.errors import ReplayError
-from ddms.streams.events import EventBatch
+from ddms.io.events import EventBatch
 from replay.fills import FillSimulator
 from replay.metrics import RunMetrics, equity_curve, summarize
 from strategies.api import OrderRecord, SimContext, Strategy
@@ -49,7 +49,7 @@ SYNTHETIC = "synthetic:"
 def open_partition(partition: str, *, skip_bad: bool = False) -> Iterator[EventBatch]:
     """The event batches (rel 0 = bids, 1 = asks) of ``partition``: a data file, or
     ``synthetic:LINES[:SEED]`` for the seeded generator of :mod:`replay.synthetic`.  Files go
-    through :func:`replay.sources.open_source` (order-book CSV, LOBSTER, Binance capture or
+    through :func:`ddms.io.sources.open_source` (order-book CSV, LOBSTER, Binance capture or
     Parquet, detected from the file).  A missing file or unknown format is a ReplayError naming
     it; a bad line an InputError naming file and line (``skip_bad``: skipped and counted in the
     batches' ``skipped``)."""
@@ -64,17 +64,17 @@ def _open(partition: str, skip_bad: bool = False) -> tuple[Iterator[EventBatch],
     are executions); LOBSTER batches say per event what traded."""
     if partition.startswith(SYNTHETIC):
         return _synthetic(partition), "reductions"
-    from replay.sources import open_source
+    from ddms.io.sources import open_source
     src = open_source(partition, skip_bad=skip_bad)
     kind = src.kind
     if kind == "parquet":
-        from replay.columnar import parquet_info
+        from ddms.io.columnar import parquet_info
         kind = parquet_info(src.path).kind
     return iter(src), ("none" if "binance" in kind else "reductions")
 
 
 def _synthetic(spec: str) -> Iterator[EventBatch]:
-    from ddms.streams.orderbook import OrderBookParser, parse_chunks
+    from ddms.io.orderbook import OrderBookParser, parse_chunks
     from replay.synthetic import generate_orderbook
     parts = spec[len(SYNTHETIC):].split(":")
     try:

@@ -136,7 +136,7 @@ def summary_table(rows: list[dict[str, object]], varied: list[str], title: str, 
     the best total PnL in bold.  A caption names the columns left out and where to find them."""
     from rich.table import Table
 
-    from replay.sources import partition_name
+    from ddms.io.sources import partition_name
     from replay.table import METRIC_PRIORITY, fit_columns, fmt
 
     header = ["#", "partition", *varied, *METRIC_PRIORITY]

@@ -1,7 +1,7 @@
 """`ddms convert SRC... --out X.parquet`: any replay source(s) to one columnar event file.
 
 Why a command: a sweep replays each partition once per parameter set, so paying the text or
-JSON parse once and replaying Parquet afterwards is the cheap path (see :mod:`replay.columnar`).
+JSON parse once and replaying Parquet afterwards is the cheap path (see :mod:`ddms.io.columnar`).
 Several sources are concatenated in order (their line numbers shifted so each line stays one
 atomic update).  The command prints what it wrote and the rate; errors are the sources' own
 (``file:line: reason``) and leave no output file.
@@ -20,8 +20,8 @@ __all__ = ["add_commands", "check_writable", "cmd_convert", "main"]
 
 def cmd_convert(args: argparse.Namespace) -> int:
     from ddms.errors import ReplayError
-    from replay.columnar import convert
-    from replay.sources import open_source
+    from ddms.io.columnar import convert
+    from ddms.io.sources import open_source
 
     out = args.out
     if not out.endswith(".parquet"):
@@ -72,7 +72,7 @@ def check_writable(out: str) -> None:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``convert`` on the ``ddms`` parser."""
-    from replay.sources import KINDS
+    from ddms.io.sources import KINDS
 
     p = sub.add_parser("convert", help="write order-book/LOBSTER/Binance/Parquet sources to one Parquet event file")
     p.add_argument("sources", nargs="+", metavar="SRC", help="data files (format detected from name and content)")

@@ -2,7 +2,7 @@
 without look-ahead.
 
 Why: a backtest must say what a strategy's orders *would* have done, from nothing but the
-``bids``/``asks`` insert/delete events every reader produces (:class:`~ddms.streams.events.EventBatch`:
+``bids``/``asks`` insert/delete events every reader produces (:class:`~ddms.io.events.EventBatch`:
 rel 0 = bids, 1 = asks, sign +1 insert / -1 delete, cols ``(t, id, broker_id, volume, price)``).
 The simulator keeps its own reconstruction of the book (per-order rows with a FIFO sequence
 number, per-price-level volume) and the strategy's orders, position, cash and fills.
@@ -62,7 +62,7 @@ and what was consumed from its level (clamped to the level volume).  Anything el
 another price) is a fresh order at the back of its queue.
 
 *Executions.*  The events say which rows disappear, not always why.  ``on_events(traded=...)``
-(or a batch with a ``traded`` array, such as :class:`replay.lobster.LobsterBatch`) gives, per
+(or a batch with a ``traded`` array, such as :class:`ddms.io.lobster.LobsterBatch`) gives, per
 event, the volume its delete traded.  Without it, ``trades=`` decides: ``"reductions"`` (the
 default: an in-place volume reduction is an execution of the difference -- right for the
 order-book format, whose in-place reductions are ``E`` lines (and the rare repeated ``B``/``S``
@@ -104,10 +104,16 @@ from typing import Literal
 import numpy as np
 from numba import njit
 
-from ddms.streams.events import EventBatch
+from ddms.io.events import EventBatch
 
 # own orders live in the order-book adaptor's id table (same keys, 4 value columns)
-from ddms.streams.orderbook import _EMPTY, _HMUL, _INIT_BITS, _find, _grow, _put, _remove
+from ddms.io.kernels.ordertable import EMPTY as _EMPTY
+from ddms.io.kernels.ordertable import HMUL as _HMUL
+from ddms.io.kernels.ordertable import INIT_BITS as _INIT_BITS
+from ddms.io.kernels.ordertable import find as _find
+from ddms.io.kernels.ordertable import grow as _grow
+from ddms.io.kernels.ordertable import put as _put
+from ddms.io.kernels.ordertable import remove as _remove
 
 __all__ = ["BUY", "SELL", "Fill", "FillSimulator", "Order"]
 

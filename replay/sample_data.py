@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ddms.feeds.binance import format_units
+from ddms.io.venues.binance_book import format_units
 from replay.synthetic import SyntheticOrderFlow, write_orderbook
 
 __all__ = ["SAMPLE_FILES", "SampleSizes", "binance_capture_lines", "lobster_lines", "write_sample_data"]
@@ -348,8 +348,8 @@ def write_sample_data(folder: str | os.PathLike, *, seed: int = 0, sizes: Sample
         done(root / rel, f"{n:,} order-book lines", t0)
 
     t0 = time.perf_counter()
-    from replay.columnar import convert
-    from replay.sources import open_source
+    from ddms.io.columnar import convert
+    from ddms.io.sources import open_source
     info = None
 
     def parquet(p: Path) -> None:

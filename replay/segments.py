@@ -35,7 +35,7 @@ def _program(path: str):
 
 
 def _inputs(program: str, data: str):
-    from ddms.streams.inputs import open_program_input
+    from ddms.io.inputs import open_program_input
     return open_program_input(_program(program), Path(program).parent, data=Path(data))
 
 
@@ -70,10 +70,10 @@ def _views_json(engine) -> str:
 def segment_task(partition: str, strategy: str, params: dict) -> dict[str, object]:
     """Replay one segment (see the module docstring); the row: ``start``, ``until`` and ``rows``
     (the JSON views printed in the segment)."""
+    from ddms.io.events import split_lines
     from ddms.runtime.driver import replay
     from ddms.runtime.engine import Engine
     from ddms.runtime.resume import batches_after
-    from ddms.streams.events import split_lines
     engine = Engine(_program(strategy))
     inputs = _inputs(strategy, partition)
     until, every = int(params["until"]), int(params["every"])

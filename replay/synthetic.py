@@ -34,7 +34,7 @@ fresh consecutive ids spread orders evenly over any number of brokers.
 Cost: about 100 ns per line on one core (~10M lines/s, ~26 bytes a line), one reused buffer of
 ``chunk_lines * 88`` bytes plus the returned chunk, 49 bytes per resting-order slot
 (``2 * depth + 64`` slots) and 32 bytes per price level of the window the mid can reach (about
-8,200 levels by default: 260 KB).  Feed the bytes to :class:`ddms.streams.orderbook.OrderBookParser`.
+8,200 levels by default: 260 KB).  Feed the bytes to :class:`ddms.io.orderbook.OrderBookParser`.
 """
 
 from __future__ import annotations

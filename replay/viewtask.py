@@ -48,12 +48,12 @@ def _program(path: str):
 
 
 def view_task(partition: str, strategy: str, params: dict[str, float]) -> dict[str, object]:
-    """Replay ``partition`` (any :func:`~replay.sources.open_source` file) through the program
+    """Replay ``partition`` (any :func:`~ddms.io.sources.open_source` file) through the program
     ``strategy`` and summarize its scalar views; see the module docstring."""
+    from ddms.io.sources import open_source
     from ddms.runtime.driver import replay
     from ddms.runtime.engine import Engine
     from ddms.runtime.views import ScalarView
-    from replay.sources import open_source
 
     unknown = set(params) - {"every", "level"}
     if unknown:

@@ -36,7 +36,7 @@ from typing import Any, ClassVar, TextIO
 import numpy as np
 
 from ddms.errors import DdmsError
-from ddms.streams.events import EventBatch
+from ddms.io.events import EventBatch
 
 PROGRAMS = Path(str(files("strategies") / "programs"))
 """The M3 programs strategies run on (compiled once, then loaded from numba's disk cache):

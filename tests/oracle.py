@@ -1,5 +1,5 @@
 """The independent oracle: a plain-Python replay of the order-book format (written separately
-from ddms.streams.orderbook) and DuckDB evaluating SQL over the current bids/asks."""
+from ddms.io.orderbook) and DuckDB evaluating SQL over the current bids/asks."""
 
 from __future__ import annotations
 

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from oracle import Book, Duck, top_fraction
 
 from ddms.errors import ViewError
+from ddms.io.events import split_lines
+from ddms.io.orderbook import OrderBookParser
 from ddms.runtime.adhoc import table_rows
 from ddms.runtime.engine import Engine
-from ddms.streams.events import split_lines
-from ddms.streams.orderbook import OrderBookParser
 
 PRICES = [1, 99, 100, 100.5, 101, 150, 1999999900]
 IDS = st.integers(1, 15)

@@ -16,7 +16,7 @@ import pytest
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
 import strategies
 from ddms.cli import main
-from ddms.streams.orderbook import parse_orderbook_text
+from ddms.io.orderbook import parse_orderbook_text
 from replay.backtest import METRICS, _cuts, open_partition, run_backtest, run_task
 from replay.metrics import summarize
 from replay.results import write_run

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from ddms.compiler import compile_sql
 from ddms.errors import CheckpointError, DdmsError
+from ddms.io.events import split_lines
+from ddms.io.orderbook import OrderBookParser
 from ddms.runtime.checkpoint import dump_state, read_file, write_file
 from ddms.runtime.engine import Engine
-from ddms.streams.events import split_lines
-from ddms.streams.orderbook import OrderBookParser
 
 PRICES = [1, 99, 100, 100.5, 101, 102, 150, 200, 1999999900]
 IDS = st.integers(1, 40)
@@ -129,8 +129,8 @@ def test_restore_in_a_new_process(tmp_path):
 import numpy as np
 from ddms.runtime.checkpoint import dump_state
 from ddms.runtime.engine import Engine
-from ddms.streams.events import split_lines
-from ddms.streams.orderbook import OrderBookParser
+from ddms.io.events import split_lines
+from ddms.io.orderbook import OrderBookParser
 e = Engine({str(prog)!r}, restore={str(tmp_path / 'c.arrow')!r})
 batch = OrderBookParser().feed(open({str(tmp_path / 'in.csv')!r}, 'rb').read())
 _, tail = split_lines(batch, e.position)

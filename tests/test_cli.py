@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from ddms.cli import main
+from ddms.io.orderbook import parse_orderbook_text
 from ddms.m3 import parse_program
 from ddms.m3.interpreter import Interpreter
-from ddms.streams.orderbook import parse_orderbook_text
 
 ROOT = Path(__file__).resolve().parents[1]
 VWAP_M3 = ROOT / "examples" / "m3" / "vwap.m3"

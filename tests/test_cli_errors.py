@@ -26,9 +26,9 @@ from conftest import EXAMPLES, SHARED
 
 from ddms.cli import _print_views, main
 from ddms.errors import ProgramError, ReplayError
-from ddms.feeds.capture import iter_lines
+from ddms.io.capture import iter_lines
+from ddms.io.inputs import open_program_input
 from ddms.m3 import parse_program
-from ddms.streams.inputs import open_program_input
 
 ROOT = Path(__file__).resolve().parents[1]
 VWAP_M3 = EXAMPLES / "vwap.m3"

@@ -20,10 +20,10 @@ from test_sql_minmax import HEADER, line
 from ddms.backend.codegen import generate
 from ddms.backend.cost import view_costs
 from ddms.compiler import compile_sql, compile_sql_file
+from ddms.io.orderbook import OrderBookParser
 from ddms.m3.interpreter import Interpreter
 from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
-from ddms.streams.orderbook import OrderBookParser
 
 FILES = sorted((REPO / "examples" / "sql").glob("*.sql"))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import REPO
 
+from ddms.io.orderbook import parse_orderbook_text
 from ddms.runtime.engine import Engine
-from ddms.streams.orderbook import parse_orderbook_text
 
 LINES = "".join(f"{i},{i},{'B' if i % 2 else 'S'},{i},{100 + i % 7}\n" for i in range(1, 40))
 

@@ -14,8 +14,8 @@ from oracle import Book
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
 from ddms.errors import DdmsError, DependencyError, ViewError
+from ddms.io.orderbook import parse_orderbook_text
 from ddms.runtime import Engine
-from ddms.streams.orderbook import parse_orderbook_text
 
 BOOK_M3 = Path(__file__).parent / "programs" / "book.m3"   # scalar, int, NaN-able, 1- and 2-key views
 

@@ -27,8 +27,10 @@ from hypothesis import strategies as st
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
 from ddms.errors import InputError
-from ddms.feeds import NeedSnapshot
-from ddms.feeds.binance import (
+from ddms.io.actions import NeedSnapshot
+from ddms.io.capture import CaptureParser, iter_lines, read_capture, split_line
+from ddms.io.events import EventBatch
+from ddms.io.venues.binance_book import (
     ASKS,
     BIDS,
     BinanceBook,
@@ -41,8 +43,6 @@ from ddms.feeds.binance import (
     format_units,
     parse_units,
 )
-from ddms.feeds.capture import CaptureParser, iter_lines, read_capture, split_line
-from ddms.streams.events import EventBatch
 
 BINANCE = SHARED / "data" / "binance"
 FUT = "usdm_btcusdt_20240808.gz"

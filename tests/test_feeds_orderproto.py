@@ -1,4 +1,4 @@
-"""Our order protocol against the finance.csv adaptor (ddms.streams.orderbook).
+"""Our order protocol against the finance.csv adaptor (ddms.io.orderbook).
 
 * encode finance.csv -> messages -> decode gives the adaptor's events line for line (rel, sign,
   every column, line) and the same final bids/asks, on tiny and standard, and on hypothesis
@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
 from ddms.errors import InputError
-from ddms.feeds import NeedSnapshot
-from ddms.feeds.orderproto import OrderEncoder, OrderFeed, encode_line, encode_orderbook, format_message
-from ddms.streams.events import EventBatch
-from ddms.streams.orderbook import OrderBookParser, orderbook_rows, parse_orderbook_text, read_orderbook
+from ddms.io.actions import NeedSnapshot
+from ddms.io.events import EventBatch
+from ddms.io.orderbook import OrderBookParser, orderbook_rows, parse_orderbook_text, read_orderbook
+from ddms.io.orderproto import OrderEncoder, OrderFeed, encode_line, encode_orderbook, format_message
 
 
 def concat(batches: list[EventBatch]) -> tuple[np.ndarray, ...]:

@@ -36,8 +36,6 @@ from conftest import REPO, SHARED, data_file
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
 from ddms.errors import DdmsError, ReplayError
 from ddms.feeds import DEFAULT_RETRIES, retry_policy
-from ddms.feeds.binance import ASKS, BIDS, BinanceBook
-from ddms.feeds.capture import iter_lines
 from ddms.feeds.monitor import Monitor, MonitorConfig
 from ddms.feeds.server import Fault, load_replay, parse_fault
 from ddms.feeds.transport import (
@@ -49,6 +47,8 @@ from ddms.feeds.transport import (
     http_get,
     serve_replay,
 )
+from ddms.io.capture import iter_lines
+from ddms.io.venues.binance_book import ASKS, BIDS, BinanceBook
 
 BINANCE = SHARED / "data" / "binance"
 FUT = "usdm_btcusdt_20240808.gz"
@@ -360,7 +360,7 @@ def test_finance_csv_views_equal_ddms_run(tmp_path, fault):
 
 
 def _ref_orders(path: Path) -> dict:
-    from ddms.feeds.orderproto import OrderEncoder
+    from ddms.io.orderproto import OrderEncoder
     enc = OrderEncoder()
     with open(path, "rb") as f:
         for line in f:

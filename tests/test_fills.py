@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from sortedcontainers import SortedDict, SortedList
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
-from ddms.streams.orderbook import OrderBookParser, parse_orderbook_text
+from ddms.io.lobster import LobsterParser
+from ddms.io.orderbook import OrderBookParser, parse_orderbook_text
 from replay.fills import Fill, FillSimulator
-from replay.lobster import LobsterParser
 from replay.synthetic import generate_orderbook
 
 

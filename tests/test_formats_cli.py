@@ -22,9 +22,9 @@ import pytest
 from conftest import EXAMPLES, SHARED
 
 from ddms.cli import main
-from ddms.streams.detect import detect_file
-from replay.columnar import parquet_info
-from replay.sources import open_source
+from ddms.io.columnar import parquet_info
+from ddms.io.detect import detect_file
+from ddms.io.sources import open_source
 from replay.synthetic import write_orderbook
 
 SOBI_M3 = EXAMPLES / "sobi.m3"
@@ -327,7 +327,7 @@ def test_run_shows_progress_on_readers_without_a_byte_count(monkeypatch, capsys)
     import types
 
     import ddms.cli as cli
-    from ddms.streams.events import EventBatch
+    from ddms.io.events import EventBatch
     clock = itertools.count(0, 3.0)                       # every look at the clock: 3 s later
     monkeypatch.setattr(cli, "time", types.SimpleNamespace(monotonic=lambda: next(clock)))
     empty = np.zeros((0, 5))

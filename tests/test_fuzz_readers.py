@@ -2,7 +2,7 @@
 
 Mutations (tests/mutate.py): flipped bits, non-UTF-8 bytes, truncated, dropped, duplicated and
 inserted lines, JSON junk, numbers out of range, a file cut short.  Each reader reads the whole
-mutant through ``replay.sources.open_source`` (the path ``ddms backtest`` and ``ddms convert``
+mutant through ``ddms.io.sources.open_source`` (the path ``ddms backtest`` and ``ddms convert``
 take), strict and with ``skip_bad``; Parquet files are mutated as bytes.  Real files from
 ../shared are used where present; small synthetic inputs always run.  (The readers of ddms/io
 are fuzzed in their own test files.)
@@ -19,7 +19,7 @@ from conftest import SHARED
 from mutate import fuzz
 
 from ddms.errors import DdmsError, InputError
-from replay.sources import open_source
+from ddms.io.sources import open_source
 
 ORDERBOOK = b"".join(f"{t},{t % 7 + 1},{'BSEFD'[t % 5]},{t % 13 + 1},{100 + t % 9}\n".encode() for t in range(60))
 LOBSTER = b"""34200.01,1,11,100,5853300,1
@@ -83,7 +83,7 @@ def test_fuzz_real_files(tmp_path, kind, sub, fname, name, lines, skip_bad):
 
 def test_fuzz_parquet(tmp_path):
     """Our Parquet event files: damaged bytes are a ReplayError naming the file, never pyarrow's own."""
-    from replay.columnar import convert
+    from ddms.io.columnar import convert
 
     (tmp_path / "b.csv").write_bytes(ORDERBOOK * 3)
     convert(open_source(tmp_path / "b.csv"), tmp_path / "b.parquet")

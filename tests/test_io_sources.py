@@ -1,4 +1,4 @@
-"""The ddms/io formats through replay.sources (the registration hook in ddms/io/formats.py):
+"""The ddms/io formats through ddms.io.sources (the registration hook in ddms/io/formats.py):
 detected by ``open_source``, one symbol's book per source, convertible to ddms Parquet."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from test_io_tardis import DELTAS
 from test_io_venues import synthetic_capture
 
 from ddms.errors import ReplayError
-from replay.columnar import convert, read_parquet
-from replay.sources import KINDS, detect_kind, open_source
+from ddms.io.columnar import convert, read_parquet
+from ddms.io.sources import KINDS, detect_kind, open_source
 
 
 def test_detect_kind_of_the_new_formats():

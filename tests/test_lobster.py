@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddms.errors import DdmsError, InputError
-from replay.lobster import LobsterBatch, LobsterParser, parse_lobster_text, read_lobster
+from ddms.io.lobster import LobsterBatch, LobsterParser, parse_lobster_text, read_lobster
 
 MESSAGES = """\
 34200.01,1,11,100,5853300,1
@@ -178,7 +178,7 @@ def test_read_lobster_file(tmp_path):
 
 def _model(lines: list[str]) -> tuple[list[tuple], int]:
     """Events of valid lines by the documented semantics; bad lines skipped and counted."""
-    from replay.lobster import _Bad, _validate
+    from ddms.io.lobster import _Bad, _validate
 
     orders: dict[int, list] = {}
     out: list[tuple] = []

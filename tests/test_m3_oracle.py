@@ -10,10 +10,10 @@ import pytest
 from conftest import EXAMPLES, data_file, shared_file
 from oracle import SOBI_SQL, SOBI_VIEWS, VWAP_SQL, Book, Duck, same
 
+from ddms.io.orderbook import OrderBookParser
 from ddms.m3.interpreter import Interpreter
 from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
-from ddms.streams.orderbook import OrderBookParser
 
 COMBINED_SQL = f"SELECT ({VWAP_SQL}), * FROM ({SOBI_SQL})"
 FINAL_VWAP = {"tiny": 491070000.0, "standard": 28916017900.0, "big": 82399928200.0}

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import SOBI_SQL, SOBI_VIEWS, VWAP_SQL, Book, Duck, same
 
+from ddms.io.orderbook import OrderBookParser
 from ddms.m3.interpreter import Interpreter
 from ddms.runtime.driver import replay
 from ddms.runtime.engine import Engine
-from ddms.streams.orderbook import OrderBookParser
 
 PRICES = [1, 99, 100, 101, 102, 150, 200, 1999999900]
 IDS = st.integers(1, 12)

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
 from ddms.errors import DdmsError, InputError
-from ddms.streams.events import EventBatch
-from ddms.streams.orderbook import (
+from ddms.io.events import EventBatch
+from ddms.io.orderbook import (
     ASKS,
     BIDS,
     MAX_BAD_SAMPLES,

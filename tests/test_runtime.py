@@ -25,12 +25,12 @@ import numpy as np
 import pytest
 
 from ddms.errors import DdmsError, InputError, ProgramError, ViewError
+from ddms.io.events import EventBatch
+from ddms.io.orderbook import OrderBookParser, parse_orderbook_text
 from ddms.m3 import parse_program
 from ddms.m3.interpreter import Interpreter
 from ddms.runtime import Engine, EventLoop, GroupedView, ScalarView
 from ddms.runtime.engine import ViewEvent
-from ddms.streams.events import EventBatch
-from ddms.streams.orderbook import OrderBookParser, parse_orderbook_text
 
 ROOT = Path(__file__).resolve().parents[1]
 VWAP_M3 = ROOT / "examples" / "m3" / "vwap.m3"

@@ -14,10 +14,10 @@ from oracle import Book
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
 from ddms.cli import main
-from ddms.feeds.binance import BinanceBook
-from ddms.feeds.capture import read_capture
+from ddms.io.capture import read_capture
+from ddms.io.sources import open_source
+from ddms.io.venues.binance_book import BinanceBook
 from replay.sample_data import LOBSTER_STEM, SAMPLE_FILES, SampleSizes, write_sample_data
-from replay.sources import open_source
 
 SMALL = SampleSizes(lines=4000, big_lines=12_000, futures_events=500, spot_events=200, lobster_messages=3000)
 

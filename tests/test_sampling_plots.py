@@ -11,12 +11,12 @@ import pytest
 from conftest import shared_file
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
-from ddms.streams.orderbook import OrderBookParser, parse_chunks
+from ddms.io.columnar import convert
+from ddms.io.orderbook import OrderBookParser, parse_chunks
+from ddms.io.sources import open_source
 from replay.backtest import identical, run_backtest, summary_row
-from replay.columnar import convert
 from replay.results import epoch_unit, figure, time_axis
 from replay.sample_data import binance_capture_lines
-from replay.sources import open_source
 from replay.synthetic import write_orderbook
 
 SOBI = {"threshold": 0.0001, "order_size": 1}

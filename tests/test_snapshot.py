@@ -17,10 +17,10 @@ from test_checkpoint import BROKER_SQL
 import ddms.runtime.engine as engine_mod
 from ddms.compiler import compile_sql
 from ddms.errors import ViewError
+from ddms.io.events import split_lines
+from ddms.io.orderbook import OrderBookParser
 from ddms.m3.interpreter import Interpreter
 from ddms.runtime.engine import Engine
-from ddms.streams.events import split_lines
-from ddms.streams.orderbook import OrderBookParser
 from replay.synthetic import generate_orderbook
 
 LINES = 3000

@@ -15,11 +15,11 @@ import pytest
 from conftest import EXAMPLES, SHARED, data_file
 
 from ddms.errors import DdmsError, InputError, ReplayError
-from ddms.feeds.binance import BinanceBook
-from ddms.feeds.capture import iter_lines, split_line
-from replay.columnar import convert, parquet_info, read_parquet, write_parquet
+from ddms.io.capture import iter_lines, split_line
+from ddms.io.columnar import convert, parquet_info, read_parquet, write_parquet
+from ddms.io.sources import Source, detect_kind, open_source, partition_name
+from ddms.io.venues.binance_book import BinanceBook
 from replay.convert_cli import main as convert_main
-from replay.sources import Source, detect_kind, open_source, partition_name
 
 BINANCE = SHARED / "data" / "binance"
 SPOT = BINANCE / "spot_btcusdt_20240808.gz"
@@ -172,7 +172,7 @@ def test_parquet_round_trip_orderbook(tmp_path, group_events):
 
 def test_parquet_round_trip_many_groups_line_spans(tmp_path):
     # chunks of 1 KB give many batches; row groups of 50 events end on batch (line) boundaries
-    from ddms.streams.orderbook import read_orderbook
+    from ddms.io.orderbook import read_orderbook
     path = data_file("standard")
     out = tmp_path / "std.parquet"
     info = write_parquet(read_orderbook(path, chunk_bytes=1024), out, kind="orderbook", name="s", group_events=50)

@@ -9,10 +9,10 @@ import pytest
 from conftest import EXAMPLES, data_file
 
 from ddms.errors import ReplayError
+from ddms.io.columnar import convert
+from ddms.io.sources import open_source
 from replay import spark
 from replay.backtest import identical
-from replay.columnar import convert
-from replay.sources import open_source
 from replay.viewtask import view_task
 
 VWAP = str(EXAMPLES / "vwap.m3")

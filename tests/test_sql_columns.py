@@ -18,13 +18,13 @@ from test_sql_minmax import HEADER, line
 
 from ddms.compiler import compile_sql
 from ddms.errors import ViewError
+from ddms.io.orderbook import OrderBookParser
 from ddms.m3.interpreter import Interpreter
 from ddms.m3.parser import parse_program
 from ddms.m3.printer import print_program
 from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
 from ddms.runtime.views import TableView
-from ddms.streams.orderbook import OrderBookParser
 
 VIEWS = {
     "STATS": "SELECT broker_id, SUM(volume) AS stats, COUNT(*) AS n, MAX(price) AS best FROM bids GROUP BY broker_id",

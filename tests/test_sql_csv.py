@@ -1,5 +1,5 @@
 """SQL views over CSV streams with their own schemas (``LINE DELIMITED CSV``): the run-time
-adaptor (:mod:`ddms.streams.csv`), the merge of several files (:mod:`ddms.streams.inputs`), and
+adaptor (:mod:`ddms.io.csv`), the merge of several files (:mod:`ddms.io.inputs`), and
 views checked against DuckDB running the same SQL on the tables the files describe, after every
 line (reference interpreter, hypothesis streams with deletions) and through ``ddms run``."""
 
@@ -20,9 +20,9 @@ from oracle import coalesce_sums, rows_of, same_view
 from ddms.cli import main
 from ddms.compiler import compile_sql
 from ddms.errors import InputError, ProgramError
+from ddms.io.csv import CsvParser
+from ddms.io.inputs import open_program_input
 from ddms.m3.interpreter import Interpreter
-from ddms.streams.csv import CsvParser
-from ddms.streams.inputs import open_program_input
 
 SCHEMA = """
 CREATE TABLE ITEMS(item INT, weight FLOAT) FROM FILE 'items.csv' LINE DELIMITED CSV;

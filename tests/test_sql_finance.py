@@ -18,9 +18,9 @@ from conftest import REPO, SHARED, data_file, shared_file
 from oracle import Book, Duck, duck_select, rows_of, same_view
 
 from ddms.compiler import compile_sql_file
+from ddms.io.orderbook import OrderBookParser
 from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
-from ddms.streams.orderbook import OrderBookParser
 
 FINANCE = SHARED / "queries" / "finance"
 QUERIES = ["vwap", "axfinder", "brokerspread", "brokervariance", "pricespread", "missedtrades", "chrissedtrades"]

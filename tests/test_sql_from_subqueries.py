@@ -19,10 +19,10 @@ from test_sql_general import HEADER, line
 
 from ddms.compiler import compile_sql
 from ddms.errors import SqlError
+from ddms.io.orderbook import OrderBookParser
 from ddms.m3.interpreter import Interpreter
 from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
-from ddms.streams.orderbook import OrderBookParser
 
 VIEWS = {
     # a GROUP BY subquery joined to a table on its key

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from oracle import Book, Duck, coalesce_sums, rows_of, same_view
 
 from ddms.compiler import compile_sql
+from ddms.io.orderbook import OrderBookParser
 from ddms.m3.interpreter import Interpreter
 from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
-from ddms.streams.orderbook import OrderBookParser
 
 HEADER = """
 CREATE STREAM bids(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)

@@ -10,7 +10,7 @@ import pytest
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
 import strategies
-from ddms.streams.orderbook import parse_orderbook_text
+from ddms.io.orderbook import parse_orderbook_text
 from replay.backtest import run_backtest
 from strategies.api import LiveContext, OrderRecord, StrategyError
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
-from ddms.streams.orderbook import OrderBookParser, orderbook_rows
+from ddms.io.orderbook import OrderBookParser, orderbook_rows
 from replay.synthetic import ACTIONS, SyntheticOrderFlow, generate_orderbook, write_orderbook
 
 

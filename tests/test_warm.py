@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from ddms.errors import InputError
+from ddms.io.events import EventBatch
+from ddms.io.orderbook import OrderBookParser, parse_chunks
 from ddms.runtime import warm
 from ddms.runtime.driver import replay
 from ddms.runtime.engine import Engine, load_program
 from ddms.runtime.warm import BackgroundCompile, WarmEngine
-from ddms.streams.events import EventBatch
-from ddms.streams.orderbook import OrderBookParser, parse_chunks
 from replay.synthetic import generate_orderbook
 from tests.conftest import EXAMPLES, REPO
 

@@ -1,11 +1,8 @@
-"""Sans-I/O feed protocol cores: messages in, engine bids/asks events (and actions) out.
-
-    binance.py     Binance diff-depth decoder and book builder (spot and USD-M futures rules)
-    orderproto.py  our order-level JSON protocol (the live form of finance.csv): decoder, encoder
-    capture.py     ``<recv_ts_ns> <json>`` capture lines -> typed records; a thin .gz reader
-    server.py      the replay core of ``serve-feed`` (one Binance symbol, finance.csv)
-    venue_server.py  the replay core for many symbols: Kraken, OKX, Coinbase, Binance (cryptofeed captures)
-    venue_session.py the monitor's many-symbol venue session (subscriptions, resyncs) and ``--record``
+"""Live feeds: ``ddms serve-feed`` (server.py), ``ddms monitor`` (monitor.py), the websocket
+transport (transport.py).  The protocol cores they drive live in the I/O layer (``ddms/io``:
+``venues/binance_book.py``, ``orderproto.py``, ``capture.py``, ``venues/``); the replay
+core of many-symbol venues is venue_server.py, the monitor's many-symbol session and ``--record``
+venue_session.py.
 
 The reconnect policy a client follows (:data:`DEFAULT_RETRIES`, :func:`retry_policy`) is stated
 here, free of I/O, so that ``ddms monitor --help`` can say it without importing websockets.
@@ -17,20 +14,7 @@ depth snapshot, resynchronize).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-__all__ = ["DEFAULT_RETRIES", "NeedSnapshot", "retry_policy"]
-
-
-@dataclass(frozen=True, slots=True)
-class NeedSnapshot:
-    """Action returned by a protocol core: fetch a fresh snapshot (Binance: the REST depth
-    snapshot; our order protocol: a ``snapshot`` message of the resting orders) and hand it to the
-    core's ``apply_snapshot``.  ``message`` is the number of the message that made the core ask
-    (0: not a message)."""
-
-    reason: str
-    message: int
+__all__ = ["DEFAULT_RETRIES", "retry_policy"]
 
 
 DEFAULT_RETRIES = 8

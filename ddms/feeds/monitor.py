@@ -1,8 +1,8 @@
 """``ddms monitor``: follow a live feed, maintain the book and the views, check them, show them.
 
 The monitor is the consumer side of :mod:`ddms.feeds.transport`: it takes the queue's records in
-order, feeds messages to the protocol core (:class:`~ddms.feeds.binance.BinanceBook` or
-:class:`~ddms.feeds.orderproto.OrderFeed`), performs the actions the core asks for (fetch a
+order, feeds messages to the protocol core (:class:`~ddms.io.venues.binance_book.BinanceBook` or
+:class:`~ddms.io.orderproto.OrderFeed`), performs the actions the core asks for (fetch a
 snapshot), resynchronizes after a reconnect or a queue overflow, and hands the core's events to
 the engine once per drained run of the queue (one ``Engine.apply`` per run: at low rates a run is
 one message, so latency stays low; at high rates runs grow and the per-call cost is shared).
@@ -59,9 +59,6 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import numpy as np
 
 from ddms.errors import DdmsError
-from ddms.feeds import NeedSnapshot
-from ddms.feeds.binance import FUTURES, SPOT, BinanceBook, Decoder, DepthUpdate
-from ddms.feeds.orderproto import OrderFeed
 from ddms.feeds.server import DEPTH_PATHS, NORMAL_CLOSE, ORDERS_PATH, ORDERS_SNAPSHOT_PATH
 from ddms.feeds.transport import (
     DEFAULT_RETRIES,
@@ -74,6 +71,9 @@ from ddms.feeds.transport import (
     SnapshotReply,
 )
 from ddms.feeds.venue_session import IN_STREAM_VENUES, FetchSnapshot, Recorder, SendText, VenueSession, venue_from_url
+from ddms.io.actions import NeedSnapshot
+from ddms.io.orderproto import OrderFeed
+from ddms.io.venues.binance_book import FUTURES, SPOT, BinanceBook, Decoder, DepthUpdate
 
 __all__ = ["Monitor", "MonitorConfig", "load_strategy"]
 

@@ -13,13 +13,13 @@ Two sources:
   and as the bare payload on ``/ws/a/b`` (Binance's two URL forms; only the requested streams).
   The REST depth snapshot line is not sent: ``GET /fapi/v1/depth`` (futures) or
   ``/api/v3/depth`` (spot) answers it while the replay is before that line, and afterwards the book
-  at the replay position, rebuilt from the capture by a :class:`~ddms.feeds.binance.BinanceBook`
+  at the replay position, rebuilt from the capture by a :class:`~ddms.io.venues.binance_book.BinanceBook`
   (lazily: only when a snapshot is asked for, O(depth messages since the last request)).  A
   capture without a snapshot line is refused unless ``empty_book`` is set, which starts the book
   empty just before the first depth event (the top of book is then wrong until every level has
   been updated once, and bookTicker checks will say so).
 * a finance.csv: each line becomes one message of our order protocol
-  (:mod:`ddms.feeds.orderproto`, ``seq`` = line) on ``/orders``; ``GET /orders/snapshot``
+  (:mod:`ddms.io.orderproto`, ``seq`` = line) on ``/orders``; ``GET /orders/snapshot``
   answers a ``snapshot`` message of the resting orders at the replay position.
 
 Why the futures snapshot says ``lastUpdateId = U`` of the *next* depth event: Binance's rule for
@@ -57,10 +57,10 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ddms.errors import InputError, ReplayError
-from ddms.feeds.binance import FUTURES, SPOT, BinanceBook, Decoder, DepthSnapshot, DepthUpdate, Response
-from ddms.feeds.capture import iter_lines, split_line
-from ddms.feeds.orderproto import OrderFeed, encode_line, format_message
-from ddms.streams.detect import detect_file
+from ddms.io.capture import iter_lines, split_line
+from ddms.io.detect import detect_file
+from ddms.io.orderproto import OrderFeed, encode_line, format_message
+from ddms.io.venues.binance_book import FUTURES, SPOT, BinanceBook, Decoder, DepthSnapshot, DepthUpdate, Response
 
 if TYPE_CHECKING:
     from ddms.feeds.venue_server import VenueReplay
@@ -468,7 +468,7 @@ def _err(msg: str) -> str:
 def load_replay(path: str | os.PathLike, *, empty_book: bool = False, faults: tuple[Fault, ...] = (),
                 skip_bad: bool = False) -> ReplayCore | VenueReplay:
     """Read a capture (``.gz`` or plain ``<recv_ts_ns> <json>`` lines) or a finance.csv (the
-    format told by :func:`ddms.streams.detect.detect_file`, as for every command).  Raises
+    format told by :func:`ddms.io.detect.detect_file`, as for every command).  Raises
     :class:`ReplayError` for an input that cannot be replayed and :class:`InputError` naming the
     line for a bad line; ``skip_bad`` skips and counts bad lines instead (``core.skipped``; an
     order stream's ``seq`` then stays consecutive, one per message sent).  Cost: one pass over

@@ -61,7 +61,6 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ddms.errors import InputError, ReplayError
-from ddms.feeds.binance import FUTURES, SPOT, Decoder, DepthSnapshot, DepthUpdate, Response
 from ddms.feeds.server import (
     FAULT_CLOSE,
     Action,
@@ -76,6 +75,7 @@ from ddms.feeds.server import (
     _err,
 )
 from ddms.io.levels import ASKS, BIDS
+from ddms.io.venues.binance_book import FUTURES, SPOT, Decoder, DepthSnapshot, DepthUpdate, Response
 
 __all__ = ["BINANCE_DEPTH_PATHS", "VENUE_PATHS", "VenueReplay", "load_cryptofeed_replay", "load_binance_multi"]
 

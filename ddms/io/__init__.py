@@ -1,19 +1,29 @@
 """The I/O layer: every input format as a sans-I/O core plus a thin file transport.
 
-This package is where the readers are converging (issue 22); the older readers still live in
-``ddms/streams``, ``ddms/feeds`` and ``replay``.  Here so far:
+Every reader yields bids/asks rows of the one book event schema (:mod:`ddms.io.schema`) in
+:class:`~ddms.io.events.EventBatch` objects; the applications (CLI, monitor, backtests,
+strategies, ``replay/``) sit on top and nothing here imports them (tests/test_layers.py).
 
+    schema.py      the book event schema: BIDS/ASKS, relation and column names (declared once)
+    events.py      EventBatch, the columnar insert/delete batch every reader yields; its checks
+    actions.py     actions a protocol core returns to its transport (NeedSnapshot)
+    detect.py      which format a file is in: the one place every command asks
+    sources.py     open_source(path): any format as a replayable, picklable source
+    inputs.py      a program's declared ``FROM FILE`` inputs, read and merged
+    orderbook.py   DBToaster order-book CSV ``t,order_id,action,volume,price`` (numba)
+    csv.py         DBToaster ``LINE DELIMITED CSV`` streams
+    lobster.py     LOBSTER message files (numba)
+    columnar.py    ddms Parquet event files (``ddms convert``)
+    capture.py     ``<recv_ts_ns> <json>`` capture lines (hftbacktest recorder format)
+    orderproto.py  our order-level JSON protocol (the live form of finance.csv)
     levels.py      exact price-level books per symbol, SymbolStatus counters, SymbolEvents, Resync
-    venues/        venue protocol cores (Kraken, OKX, Coinbase, Binance multi-symbol)
+    venues/        venue protocol cores (Binance book builder, Kraken, OKX, Coinbase, multi-symbol Binance)
     cryptofeed.py  cryptofeed raw-data captures (``*.ws.*`` + ``*.http.*``) -> per-symbol events
-    dbn.py         Databento DBN market-by-order files -> order-level events (the only module
-                   importing ``databento_dbn``)
+    dbn.py         Databento DBN market-by-order files (the only module importing ``databento_dbn``)
     tardis.py      tardis.dev ``incremental_book_L2`` CSV -> per-symbol price-level events
-    formats.py     their detection and one-symbol sources (registered in ddms/streams/detect.py
-                   and replay/sources.py, so every command reads them)
+    formats.py     detection and one-symbol sources of the last three
+    kernels/       numba kernels shared between formats (order-id table, decimal parsing, level arrays)
 
-Every reader yields :class:`~ddms.io.levels.SymbolEvents` (venue, symbol, an
-:class:`~ddms.streams.events.EventBatch` of ``bids``/``asks`` rows), so a ``symbol`` column can
-be added from the batch later.  Bad input is an :class:`~ddms.errors.InputError`
-(``file:line: reason``) or, with ``skip_bad``, a counted skip.
+Bad input is an :class:`~ddms.errors.InputError` (``file:line: reason``) or, with ``skip_bad``, a
+counted skip.
 """

@@ -40,7 +40,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ddms.errors import InputError, ReplayError
-from ddms.feeds.capture import iter_lines
+from ddms.io.capture import iter_lines
 from ddms.io.levels import SymbolEvents
 
 __all__ = ["VENUES", "CryptofeedParser", "Line", "capture_files", "parse_line", "read_cryptofeed", "venue_of"]

@@ -55,8 +55,8 @@ import numpy as np
 from sortedcontainers import SortedList
 
 from ddms.errors import InputError, ReplayError
+from ddms.io.events import EventBatch
 from ddms.io.levels import ASKS, BIDS, SymbolEvents
-from ddms.streams.events import EventBatch
 
 __all__ = ["F_LAST", "F_SNAPSHOT", "MboBook", "MboStatus", "read_dbn"]
 

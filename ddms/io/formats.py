@@ -1,7 +1,7 @@
 """The formats of ddms/io as replay sources: detection from a file's name and first bytes, and a
 single-book event stream (``bids``/``asks`` :class:`EventBatch` objects) for one symbol.
 
-Why here: ``replay.sources`` (format detection for ``ddms convert``/``backtest``) registers
+Why here: ``ddms.io.sources`` (format detection for ``ddms convert``/``backtest``) registers
 these through :data:`FORMATS` without knowing the readers, and nothing in ddms imports replay.
 
 Until the relations carry a ``symbol`` column, a source is ONE book: :func:`symbol_batches`
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ddms.errors import ReplayError
+from ddms.io.events import EventBatch
 from ddms.io.levels import SymbolEvents
-from ddms.streams.events import EventBatch
 
 __all__ = ["FORMATS", "Format", "detect", "symbol_batches"]
 

@@ -26,18 +26,18 @@ Cost: a level update is a dict lookup plus, when a level appears or disappears, 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field, fields
 
 import numpy as np
 from sortedcontainers import SortedList
 
-from ddms.streams.events import EventBatch
+from ddms.io.events import EventBatch
+from ddms.io.schema import ASKS, BIDS
 
 __all__ = ["ASKS", "BIDS", "KEY_DECIMALS", "LevelBook", "Resync", "SymbolEvents", "SymbolStatus", "price_key"]
 
-BIDS = 0
-ASKS = 1
 KEY_DECIMALS = 18
 """Price keys are integers at this many decimals (a venue sending more is refused)."""
 MAX_ID = 2**53
@@ -47,8 +47,16 @@ _DEC = re.compile(r"([0-9]+)(?:\.([0-9]*))?\Z")
 def price_key(text: str) -> tuple[int, int]:
     """``"123.4500"`` -> ``(123450000000000000000, 4)``: the value times ``10**KEY_DECIMALS``
     (exact) and the number of decimals as written.  Raises ValueError for anything but a plain
-    non-negative decimal with at most :data:`KEY_DECIMALS` decimals.  O(len(text))."""
-    m = _DEC.match(text) if isinstance(text, str) else None
+    non-negative decimal with at most :data:`KEY_DECIMALS` decimals.  O(len(text)); memoized
+    (a feed repeats its price and size strings: a hit is one dict lookup)."""
+    if type(text) is not str:
+        raise ValueError(f"not a plain decimal string: {text!r}")
+    return _price_key(text)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _price_key(text: str) -> tuple[int, int]:
+    m = _DEC.match(text)
     if m is None:
         raise ValueError(f"not a plain decimal string: {text!r}")
     frac = m.group(2) or ""
@@ -173,7 +181,8 @@ class LevelBook:
         qkey, _ = price_key(qty)
         scale = max(dec, self.scale)
         f = 10 ** (KEY_DECIMALS - scale)
-        top = max([key, *(ks[-1] for ks in self.keys if ks)])
+        # at an unchanged scale the resting keys were checked when set: only the new one can fail
+        top = max([key, *(ks[-1] for ks in self.keys if ks)]) if dec > self.scale else key
         if top // f >= MAX_ID:
             raise ValueError(f"price {px} (or a level of the book) at {scale} decimals is not exact in float64")
         if dec > self.scale:

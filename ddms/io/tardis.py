@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 
 from ddms.errors import InputError, ReplayError
-from ddms.feeds.capture import iter_lines
+from ddms.io.capture import iter_lines
 from ddms.io.levels import ASKS, BIDS, LevelBook, SymbolEvents, SymbolStatus, price_key
 
 __all__ = ["HEADER", "TardisParser", "read_tardis"]

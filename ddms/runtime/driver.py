@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from ddms.io.events import EventBatch, split_lines
 from ddms.runtime.engine import Engine
-from ddms.streams.events import EventBatch, split_lines
 
 __all__ = ["replay", "split_lines"]
 

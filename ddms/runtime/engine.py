@@ -26,6 +26,7 @@ import numpy as np
 from ddms.backend.cache import compiled_before, load_module
 from ddms.backend.codegen import Generated, generate
 from ddms.errors import DdmsError, InputError, ProgramError, ViewError
+from ddms.io.events import EventBatch, check_batch
 from ddms.m3.interpreter import initial_values
 from ddms.m3.ir import Program
 from ddms.m3.parser import parse_program, read_source
@@ -33,7 +34,6 @@ from ddms.m3.verify import verify
 from ddms.runtime.snapshot import Snapshot
 from ddms.runtime.typedio import dict_dump, dict_get, log_drain
 from ddms.runtime.views import GroupedView, ScalarView, TableView
-from ddms.streams.events import EventBatch, check_batch
 
 CHUNK_EVENTS = 1 << 15
 """``apply`` runs compiled code over at most about this many events at a time (extended to the end

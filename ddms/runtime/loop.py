@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ddms.io.events import EventBatch
 from ddms.runtime.engine import Engine
-from ddms.streams.events import EventBatch
 
 
 @dataclass

@@ -41,11 +41,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ddms.errors import CheckpointError
+from ddms.io.events import EventBatch
+from ddms.io.inputs import ProgramInput
+from ddms.io.orderbook import parse_chunks
 from ddms.runtime.checkpoint import capture, commit, encode, write_temp
 from ddms.runtime.engine import Engine
-from ddms.streams.events import EventBatch
-from ddms.streams.inputs import ProgramInput
-from ddms.streams.orderbook import parse_chunks
 
 PREFIX, SUFFIX = "ckpt-", ".arrow"
 KEEP = 2

@@ -37,11 +37,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from ddms.errors import CompileError, InputError, ViewError
+from ddms.io.events import EventBatch, check_batch, split_lines
 from ddms.m3.interpreter import Interpreter
 from ddms.m3.ir import Program
 from ddms.runtime.engine import Engine, load_program, stream_relmap
 from ddms.runtime.views import _null, _py
-from ddms.streams.events import EventBatch, check_batch, split_lines
 
 POLL_SECONDS = 0.02
 """How often (at most) the interpreter asks, between two lines of a batch, whether the compile

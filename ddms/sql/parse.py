@@ -154,11 +154,11 @@ def _stream(stmt: str, text: str, offset: int, source: str) -> Stream:
 
 
 def _check_orderbook(s: Stream, stmt: str, text: str, offset: int, source: str) -> None:
-    """Reject orderbook options that cannot work (:func:`ddms.streams.inputs.orderbook_problem`)
+    """Reject orderbook options that cannot work (:func:`ddms.io.inputs.orderbook_problem`)
     here, where the line is known and before any compile, pointing at the option."""
     if s.source is None or s.source.adaptor.lower() != "orderbook":
         return
-    from ddms.streams.inputs import orderbook_problem
+    from ddms.io.inputs import orderbook_problem
     problem = orderbook_problem(s)
     if problem is None:
         return

@@ -1,6 +1,6 @@
 """Binance spot, USD-M and COIN-M futures, many symbols on one combined stream (sans-I/O).
 
-One :class:`~ddms.feeds.binance.BinanceBook` per symbol does the whole diff-depth procedure
+One :class:`~ddms.io.venues.binance_book.BinanceBook` per symbol does the whole diff-depth procedure
 (buffering, the snapshot straddle, ``U``/``pu`` continuity, stale events, bookTicker checks:
 ``../shared/data/binance/README.md``); this module only routes: depth updates and bookTickers by
 their ``s``, REST snapshots by the ``symbol=`` of the request, and renumbers each symbol's rows
@@ -24,9 +24,18 @@ from typing import Any
 import numpy as np
 
 from ddms.errors import InputError
-from ddms.feeds.binance import FUTURES, SPOT, BinanceBook, BookTicker, Decoder, DepthSnapshot, DepthUpdate, Trade
+from ddms.io.events import EventBatch
 from ddms.io.levels import Resync, SymbolEvents
-from ddms.streams.events import EventBatch
+from ddms.io.venues.binance_book import (
+    FUTURES,
+    SPOT,
+    BinanceBook,
+    BookTicker,
+    Decoder,
+    DepthSnapshot,
+    DepthUpdate,
+    Trade,
+)
 
 __all__ = ["BinanceBooks", "market_of"]
 

@@ -25,6 +25,7 @@ Cost per update: the level updates, the truncation, and O(20) for the checksum t
 
 from __future__ import annotations
 
+import functools
 import zlib
 from typing import Any
 
@@ -34,6 +35,7 @@ from ddms.io.venues.base import VenueBooks
 __all__ = ["KrakenBooks", "kraken_checksum"]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _strip(s: str) -> str:
     return s.replace(".", "").lstrip("0")
 

@@ -8,10 +8,10 @@ Order of events (deterministic, so ``--every N`` checkpoints are reproducible):
    then the second line of each, ...), a chunk of each file at a time.
 
 One ``orderbook`` file feeds every stream that names it (``book := 'bids'|'asks'``); a ``csv``
-file feeds one stream.  An ``orderbook`` file may be in any format :mod:`ddms.streams.detect`
+file feeds one stream.  An ``orderbook`` file may be in any format :mod:`ddms.io.detect`
 knows (order-book CSV, LOBSTER, a Binance capture, ddms Parquet): CSV text is parsed here, the
-others are read by the ``book_reader`` the application passes (their readers live in ``replay/``,
-above this package).  The merged batches number relations by :attr:`ProgramInput.names` and
+others by :func:`ddms.io.sources.open_source` (or the ``book_reader`` the application passes, to
+collect notes).  The merged batches number relations by :attr:`ProgramInput.names` and
 lines globally (position = lines consumed over all files).  With a single source (the common case)
 its batches pass through untouched: merging costs nothing then, and O(events) numpy work per
 round otherwise.
@@ -27,17 +27,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ddms.errors import DdmsError, ProgramError, ReplayError
+from ddms.io.detect import GZIP_READERS, detect_kind, read_head
+from ddms.io.events import EventBatch, split_lines
+from ddms.io.orderbook import OrderBookParser, parse_chunks
+from ddms.io.schema import RELATIONS as BOOKS
+from ddms.io.sources import Source, open_source
 from ddms.m3.ir import Program, Stream
-from ddms.streams.detect import GZIP_READERS, detect_kind, read_head
-from ddms.streams.events import EventBatch, split_lines
-from ddms.streams.orderbook import OrderBookParser, parse_chunks
 
 if TYPE_CHECKING:
     # imported where a csv stream is opened: the csv adaptor loads pyarrow (start time)
-    from ddms.streams.csv import CsvParser
+    from ddms.io.csv import CsvParser
 
 ADAPTORS = ("orderbook", "csv")
-BOOKS = ("bids", "asks")
 
 BookReader = Callable[[Path, bool], Iterable[EventBatch]]
 """``reader(path, skip_bad)``: an order-book source that is not CSV text (LOBSTER, a Binance
@@ -194,8 +195,8 @@ def open_program_input(program: Program, base: Path, *, data: Path | None = None
     """The sources ``program`` declares (paths relative to ``base``, the program's folder).
     ``data`` replaces the file of every orderbook stream (``ddms run --data``), or of the only
     stream when there is one source.  Streams without a FROM clause get no input.  Orderbook
-    files that are not CSV text are read by ``book_reader`` (an error naming the file without
-    one).  Cost: the first 64 KiB of every file, read to detect its format."""
+    files that are not CSV text are read by ``book_reader`` (default
+    :func:`ddms.io.sources.open_source`).  Cost: the first 64 KiB of every file, read to detect its format."""
     declared = [s for s in program.streams if s.source is not None]
     for s in declared:
         if s.source.adaptor.lower() not in ADAPTORS:
@@ -224,7 +225,7 @@ def open_program_input(program: Program, base: Path, *, data: Path | None = None
         if adaptor == "orderbook":
             sources.append(_orderbook_source(program, streams, path, skip_bad, kind, book_reader))
         else:
-            from ddms.streams.csv import CsvParser  # here, not at the top: pyarrow (start time)
+            from ddms.io.csv import CsvParser  # here, not at the top: pyarrow (start time)
             s = streams[0]
             sources.append(_Source(path, (s.name,), CsvParser.for_stream(s, source=str(path), skip_bad=skip_bad),
                                    s.kind == "TABLE"))
@@ -239,7 +240,7 @@ _WHAT = {"parquet": "a Parquet file", "binance": "a Binance capture ('<recv_ts_n
 
 
 def _data_kind(path: Path, adaptor: str = "orderbook", by: str = "") -> str:
-    """The format of a data file, from :func:`ddms.streams.detect.detect_kind` (the one place
+    """The format of a data file, from :func:`ddms.io.detect.detect_kind` (the one place
     formats are recognised): ``"orderbook"`` for CSV text an order-book stream parses (or text of
     no known shape: the parser then names its first bad line), ``"csv"`` for a CSV stream's
     text, else the detected kind (``lobster``, ``binance``, ``parquet``: order-book streams only).
@@ -303,6 +304,11 @@ def orderbook_options(stream: Stream) -> tuple[str, int]:
     return (book or stream.name).lower(), int(brokers)
 
 
+def _open_book(path: Path, skip_bad: bool) -> Source:
+    """The default reader of an order-book file that is not CSV text: :func:`ddms.io.sources.open_source`."""
+    return open_source(path, skip_bad=skip_bad)
+
+
 def _orderbook_source(program: Program, streams: list[Stream], path: Path, skip_bad: bool,
                       kind: str = "orderbook", book_reader: BookReader | None = None) -> _Source:
     """One order-book file feeds its bids and asks streams (by ``book :=``, else by name): CSV
@@ -317,9 +323,7 @@ def _orderbook_source(program: Program, streams: list[Stream], path: Path, skip_
     names = (by_book["bids"], by_book["asks"])
     table = any(s.kind == "TABLE" for s in streams)
     if kind != "orderbook":
-        if book_reader is None:
-            raise ReplayError(f"{_WHAT.get(kind, kind)}: reading it needs a book reader (ddms run has one)", str(path))
-        source = book_reader(path, skip_bad)
+        source = (book_reader or _open_book)(path, skip_bad)
         return _Source(path, names, _Counted(), table, read=lambda: iter(source))
     parser = OrderBookParser(brokers=brokers.pop(), source=str(path), skip_bad=skip_bad)
     return _Source(path, names, parser, table)

@@ -11,7 +11,7 @@ File layout (one row per event, in replay order)::
     | line int64 | traded float64 (only for LOBSTER sources: the volume a delete traded)
 
 Row groups end on input-line boundaries (all events of one line are in one group, so a group
-is one atomic :class:`~ddms.streams.events.EventBatch`).  The footer's key-value metadata holds
+is one atomic :class:`~ddms.io.events.EventBatch`).  The footer's key-value metadata holds
 ``ddms.format`` (:data:`FORMAT`), the source's ``kind``, ``name`` and ``path``, the relations,
 the total ``events``/``first_line``/``last_line``/``skipped``, and ``ddms.spans``: per row group the
 ``[first_line, last_line]`` span of input lines it covers (lines without events included), so
@@ -38,12 +38,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ddms.errors import ReplayError
-from ddms.streams.events import EventBatch
+from ddms.io.events import EventBatch
+from ddms.io.schema import COLUMNS
 
 __all__ = ["FORMAT", "ParquetInfo", "convert", "parquet_info", "read_parquet", "write_parquet"]
 
 FORMAT = "ddms-events/1"
-COLUMNS = ("t", "id", "broker_id", "volume", "price")
 _KEY = "ddms."
 _BASE_FIELDS = [pa.field("rel", pa.int8(), nullable=False), pa.field("sign", pa.int8(), nullable=False)] + [
     pa.field(c, pa.float64(), nullable=False) for c in COLUMNS] + [pa.field("line", pa.int64(), nullable=False)]
@@ -163,9 +163,9 @@ def write_parquet(batches: Iterable[EventBatch], out: str | os.PathLike, *, kind
 
 
 def convert(sources: Iterable, out: str | os.PathLike, *, notes: list[str] | None = None, **kw) -> ParquetInfo:
-    """Write one :class:`~replay.sources.Source` (or several, concatenated in order with their
+    """Write one :class:`~ddms.io.sources.Source` (or several, concatenated in order with their
     lines renumbered consecutively) to ``out``.  ``notes`` collects the sources' warnings about
-    data lost without an error (see :meth:`~replay.sources.Source.batches`).  Other keyword
+    data lost without an error (see :meth:`~ddms.io.sources.Source.batches`).  Other keyword
     arguments go to :func:`write_parquet`."""
     srcs = list(sources) if not hasattr(sources, "batches") else [sources]
     if not srcs:
@@ -243,14 +243,14 @@ def parquet_info(path: str | os.PathLike) -> ParquetInfo:
 
 def read_parquet(path: str | os.PathLike) -> Iterator[EventBatch]:
     """Replay a columnar event file: one batch per row group (a
-    :class:`~replay.lobster.LobsterBatch` when the file has ``traded``), with the original line
+    :class:`~ddms.io.lobster.LobsterBatch` when the file has ``traded``), with the original line
     numbers and line spans.  Raises :class:`ReplayError` naming the file and row group for
     damaged data.  Cost: decompression plus one copy of the columns (no parsing)."""
     p = os.fspath(path)
     pf = _open(p)
     info = _info(p, pf)
     if info.traded:
-        from replay.lobster import LobsterBatch
+        from ddms.io.lobster import LobsterBatch
     names = [f.name for f in _BASE_FIELDS] + (["traded"] if info.traded else [])
     last = len(info.spans) - 1
     prev_line = info.first_line - 1

@@ -1,7 +1,7 @@
 """Sans-I/O order-book adaptor: ``t,order_id,action,volume,price`` lines -> bids/asks events.
 
 Why sans-I/O: the same parser serves files, sockets and tests.  :class:`OrderBookParser` takes
-bytes in arbitrary chunks (``feed``) and returns an :class:`~ddms.streams.events.EventBatch` of
+bytes in arbitrary chunks (``feed``) and returns an :class:`~ddms.io.events.EventBatch` of
 the complete lines seen so far; a trailing partial line is remembered for the next call, so the
 events never depend on where the chunks were cut.  :func:`read_orderbook` is the thin file
 transport and :func:`parse_orderbook_text` the convenience for strings.
@@ -61,23 +61,25 @@ import numpy as np
 from numba import njit
 
 from ddms.errors import DdmsError, InputError
-from ddms.streams.events import EventBatch
+from ddms.io.events import EventBatch
+from ddms.io.events import EventBuffer as _Out
+from ddms.io.kernels.decimal import parse_int as _int
+from ddms.io.kernels.decimal import parse_number as _num
+from ddms.io.kernels.ordertable import EMPTY as _EMPTY
+from ddms.io.kernels.ordertable import INIT_BITS as _INIT_BITS
+from ddms.io.kernels.ordertable import find as _find
+from ddms.io.kernels.ordertable import grow as _grow
+from ddms.io.kernels.ordertable import put as _put
+from ddms.io.kernels.ordertable import remove as _remove
+from ddms.io.schema import ASKS, BIDS, COLUMNS, RELATIONS
 
 __all__ = [
     "ASKS", "BIDS", "COLUMNS", "MAX_BAD_SAMPLES", "RELATIONS", "OrderBookParser", "orderbook_rows",
     "parse_orderbook_text", "read_orderbook",
 ]
 
-BIDS = 0
-ASKS = 1
-RELATIONS = ("bids", "asks")
-COLUMNS = ("t", "id", "broker_id", "volume", "price")
 MAX_BAD_SAMPLES = 10
 
-_EMPTY = np.int64(-(2**63))          # key of a free hash slot (ids are limited to |id| <= 2**53)
-_HMUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing multiplier
-_P10 = np.array([10.0**i for i in range(23)])  # exact powers of ten for the Clinger fast path
-_INIT_BITS = 10
 
 # kernel status / reason codes (shared with the Python side that turns them into messages)
 _DONE, _BAD, _SLOW, _GROW, _FULL = 0, 1, 2, 3, 4
@@ -99,136 +101,6 @@ _REASONS = {
 # ------------------------------------------------------------------------------------------
 # numba kernels
 # ------------------------------------------------------------------------------------------
-
-@njit(cache=True, _nrt=False, inline="always")
-def _num(buf, i, end):  # pragma: no cover - compiled
-    """Parse a decimal number at ``buf[i:]``.  Returns ``(value, j, st)`` with ``j`` the first
-    byte after it and ``st`` 0 = exact value, 1 = not a number, 2 = valid but needs Python float.
-
-    Callers guarantee a non-digit byte (the line's newline) before ``end``, so the hot loop for
-    plain unsigned integers (every field of the real data) runs without bounds checks."""
-    s = i
-    m = np.int64(0)
-    while True:
-        d = np.int64(buf[i]) - 48
-        if np.uint64(d) > 9:
-            break
-        m = m * 10 + d
-        i += 1
-    c = buf[i]
-    if 0 < i - s <= 15 and c != 46 and c != 101 and c != 69:
-        return float(m), i, 0
-    return _num_general(buf, s, end)
-
-
-@njit(cache=True, _nrt=False)
-def _num_general(buf, i, end):  # pragma: no cover - compiled
-    """The full grammar ``[+-](digits[.digits]|.digits)[(e|E)[+-]digits]`` (see ``_num``)."""
-    neg = False
-    if i < end and (buf[i] == 45 or buf[i] == 43):
-        neg = buf[i] == 45
-        i += 1
-    m = np.int64(0)
-    nd = 0        # significant digits kept in m (<= 18 keeps m < 2**63)
-    ndig = 0      # digits seen in the mantissa
-    exp = 0
-    inexact = False
-    while i < end:
-        d = np.int64(buf[i]) - 48
-        if d < 0 or d > 9:
-            break
-        ndig += 1
-        if nd < 18:
-            m = m * 10 + d
-            if m != 0:
-                nd += 1
-        else:
-            exp += 1
-            if d != 0:
-                inexact = True
-        i += 1
-    if i < end and buf[i] == 46:
-        i += 1
-        while i < end:
-            d = np.int64(buf[i]) - 48
-            if d < 0 or d > 9:
-                break
-            ndig += 1
-            if nd < 18:
-                m = m * 10 + d
-                exp -= 1
-                if m != 0:
-                    nd += 1
-            elif d != 0:
-                inexact = True
-            i += 1
-    if ndig == 0:
-        return 0.0, i, 1
-    if i < end and (buf[i] == 101 or buf[i] == 69):
-        i += 1
-        eneg = False
-        if i < end and (buf[i] == 45 or buf[i] == 43):
-            eneg = buf[i] == 45
-            i += 1
-        e = 0
-        ne = 0
-        while i < end:
-            d = np.int64(buf[i]) - 48
-            if d < 0 or d > 9:
-                break
-            if e < 100000:
-                e = e * 10 + d
-            ne += 1
-            i += 1
-        if ne == 0:
-            return 0.0, i, 1
-        exp += -e if eneg else e
-    if m == 0 and not inexact:
-        return (-0.0 if neg else 0.0), i, 0
-    if inexact or m > 9007199254740992 or exp > 22 or exp < -22:
-        return 0.0, i, 2
-    v = m * _P10[exp] if exp >= 0 else m / _P10[-exp]
-    return (-v if neg else v), i, 0
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _int(buf, i, end):  # pragma: no cover - compiled
-    """Parse ``[+-]digits`` at ``buf[i:]``: ``(value, j, st)``, st 0 ok, 1 not an integer,
-    3 an integer with ``|value| > 2**53``."""
-    s = i
-    v = np.int64(0)
-    while True:
-        d = np.int64(buf[i]) - 48
-        if np.uint64(d) > 9:
-            break
-        v = v * 10 + d
-        i += 1
-    if 0 < i - s <= 15:
-        return v, i, 0
-    i = s
-    neg = False
-    if i < end and (buf[i] == 45 or buf[i] == 43):
-        neg = buf[i] == 45
-        i += 1
-    v = np.int64(0)
-    nd = 0
-    big = False
-    while i < end:
-        d = np.int64(buf[i]) - 48
-        if d < 0 or d > 9:
-            break
-        nd += 1
-        if not big:
-            v = v * 10 + d
-            if v > 9007199254740992:
-                big = True
-        i += 1
-    if nd == 0:
-        return np.int64(0), i, 1
-    if big:
-        return np.int64(0), i, 3
-    return (-v if neg else v), i, 0
-
 
 @njit(cache=True, _nrt=False)
 def _classify(buf, s, e):  # pragma: no cover - compiled
@@ -274,86 +146,6 @@ def _classify(buf, s, e):  # pragma: no cover - compiled
     if slow:
         return _R_NEEDS_PY, 0
     return _OK, 0
-
-
-@njit(cache=True, _nrt=False)
-def _home(key, shift):  # pragma: no cover - compiled
-    """Home slot: blocks of 16 consecutive ids share a run of 16 slots (ids arrive nearly in
-    order, so recent orders share cache lines); blocks are scattered by Fibonacci hashing, so
-    strided or clustered ids still spread evenly."""
-    u = np.uint64(key)
-    return np.int64((((u >> np.uint64(4)) * _HMUL) >> np.uint64(shift + 4)) << np.uint64(4)
-                    | (u & np.uint64(15)))
-
-
-@njit(cache=True, _nrt=False)
-def _find(keys, shift, key):  # pragma: no cover - compiled
-    mask = keys.shape[0] - 1
-    i = _home(key, shift)
-    while True:
-        k = keys[i]
-        if k == key:
-            return i
-        if k == _EMPTY:
-            return -1
-        i = (i + 1) & mask
-
-
-@njit(cache=True, _nrt=False)
-def _put(keys, vals, shift, key, t, vol, px, book):  # pragma: no cover - compiled
-    """Insert a key known to be absent."""
-    mask = keys.shape[0] - 1
-    i = _home(key, shift)
-    while keys[i] != _EMPTY:
-        i = (i + 1) & mask
-    keys[i] = key
-    vals[i, 0] = t
-    vals[i, 1] = vol
-    vals[i, 2] = px
-    vals[i, 3] = book
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _remove(keys, vals, shift, slot):  # pragma: no cover - compiled
-    """Backward-shift deletion: keeps probe chains intact without tombstones."""
-    mask = keys.shape[0] - 1
-    i = slot
-    j = slot
-    while True:
-        j = (j + 1) & mask
-        kj = keys[j]
-        if kj == _EMPTY:
-            break
-        h = _home(kj, shift)
-        # kj may move to the hole i unless its home lies cyclically in (i, j]
-        if i <= j:
-            stays = i < h <= j
-        else:
-            stays = h > i or h <= j
-        if not stays:
-            keys[i] = kj
-            vals[i, 0] = vals[j, 0]
-            vals[i, 1] = vals[j, 1]
-            vals[i, 2] = vals[j, 2]
-            vals[i, 3] = vals[j, 3]
-            i = j
-    keys[i] = _EMPTY
-
-
-@njit(cache=True)
-def _grow(keys, vals, meta, at):  # pragma: no cover - compiled
-    """Double the table (amortized O(1) per insert); returns the new arrays.  ``meta[at]`` is
-    the table's hash shift (the order tables of the fill simulator and the LOBSTER reader are
-    this same table with their own meta layouts)."""
-    cap = keys.shape[0] * 2
-    shift = meta[at] - 1
-    nkeys = np.full(cap, _EMPTY, np.int64)
-    nvals = np.zeros((cap, 4), np.float64)
-    for i in range(keys.shape[0]):
-        if keys[i] != _EMPTY:
-            _put(nkeys, nvals, shift, keys[i], vals[i, 0], vals[i, 1], vals[i, 2], vals[i, 3])
-    meta[at] = shift
-    return nkeys, nvals
 
 
 @njit(cache=True, _nrt=False)
@@ -487,28 +279,6 @@ def _as_readonly_u8(data: bytes | bytearray | memoryview) -> np.ndarray:
         arr = arr.view()
         arr.flags.writeable = False
     return arr
-
-
-class _Out:
-    """Output columns of one ``feed``/``close`` call; grows by doubling (copy) when a chunk
-    has more events than the initial guess."""
-
-    __slots__ = ("rel", "sign", "cols", "line")
-    COLUMNS: tuple[str, ...] = __slots__   # every output column, subclasses included
-
-    def __init__(self, n: int) -> None:
-        self.rel = np.empty(n, np.int8)
-        self.sign = np.empty(n, np.int8)
-        self.cols = np.empty((n, 5), np.float64)
-        self.line = np.empty(n, np.int64)
-
-    def grow(self, k: int, need: int) -> None:
-        n = max(2 * self.rel.shape[0], k + need)
-        for name in self.COLUMNS:
-            old = getattr(self, name)
-            new = np.empty((n,) + old.shape[1:], old.dtype)
-            new[:k] = old[:k]
-            setattr(self, name, new)
 
 
 class OrderBookParser:

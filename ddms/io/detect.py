@@ -2,9 +2,9 @@
 ``convert``) asks.
 
 Why one place: a user hands any command any file, and the answer must not depend on the command
-(a capture accepted by ``backtest`` and refused by ``run`` was a bug).  The readers live beside
-their protocols (order-book CSV in :mod:`ddms.streams.orderbook`, LOBSTER and Parquet under
-``replay/``, Binance captures in :mod:`ddms.feeds`); this module only names the format.
+(a capture accepted by ``backtest`` and refused by ``run`` was a bug).  The readers all live in
+this package (order-book CSV :mod:`ddms.io.orderbook`, LOBSTER :mod:`ddms.io.lobster`, Parquet
+:mod:`ddms.io.columnar`, Binance captures :mod:`ddms.io.capture`); this module only names the format.
 
 Rules (:func:`detect_kind`, sans-I/O: a file name and its first bytes in, a kind out): the
 Parquet magic ``PAR1``; a first line ``<digits> {`` (after gzip decompression) -> a Binance

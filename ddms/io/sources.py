@@ -2,20 +2,20 @@
 
 Why: a backtest partition is just a file name, and any view or strategy must run on any data.
 Every source yields the same relations ``bids`` (rel 0) and ``asks`` (rel 1) with the schema
-``(t, id, broker_id, volume, price)`` as :class:`~ddms.streams.events.EventBatch` objects, so the
+``(t, id, broker_id, volume, price)`` as :class:`~ddms.io.events.EventBatch` objects, so the
 engine, the fill simulator and the Spark sweep never look at the format.  The readers themselves
 live beside their protocols and are only dispatched to here:
 
 =============  ==========================================  =======================================
 kind           files                                       reader
 =============  ==========================================  =======================================
-``orderbook``  DBToaster ``t,order_id,action,volume,price``  :func:`ddms.streams.orderbook.read_orderbook`
-``lobster``    LOBSTER ``*message*.csv`` (6 fields)        :func:`replay.lobster.read_lobster`
-               (batches are :class:`~replay.lobster.LobsterBatch`, with ``traded``)
-``binance``    ``<recv_ts_ns> <json>`` captures (.gz or    :class:`ddms.feeds.binance.BinanceBook`
+``orderbook``  DBToaster ``t,order_id,action,volume,price``  :func:`ddms.io.orderbook.read_orderbook`
+``lobster``    LOBSTER ``*message*.csv`` (6 fields)        :func:`ddms.io.lobster.read_lobster`
+               (batches are :class:`~ddms.io.lobster.LobsterBatch`, with ``traded``)
+``binance``    ``<recv_ts_ns> <json>`` captures (.gz or    :class:`ddms.io.venues.binance_book.BinanceBook`
                plain): one row per price level, id = price
                * 10**px_decimals, broker 0
-``parquet``    our columnar event files (``ddms convert``)  :func:`replay.columnar.read_parquet`
+``parquet``    our columnar event files (``ddms convert``)  :func:`ddms.io.columnar.read_parquet`
 ``cryptofeed`` cryptofeed ``<EXCH>.ws.*`` captures (+ the   :func:`ddms.io.cryptofeed.read_cryptofeed`
                ``.http.`` files beside them)
 ``dbn``        Databento DBN market-by-order (.dbn[.zst])  :func:`ddms.io.dbn.read_dbn` (order level)
@@ -25,7 +25,7 @@ kind           files                                       reader
 The last three are registered by :mod:`ddms.io.formats` (detection and reading live there); a
 file of them is one symbol's book: ``symbol=`` chooses it (needed when the file holds several).
 
-Detection is :mod:`ddms.streams.detect` (the one place every command asks: Parquet magic, a
+Detection is :mod:`ddms.io.detect` (the one place every command asks: Parquet magic, a
 ``<digits> {`` capture line, else the first line's field count); ``kind=`` overrides it.  A bad
 record later in a file is the reader's :class:`~ddms.errors.InputError` (``file:line: reason``).
 
@@ -48,12 +48,12 @@ import numpy as np
 
 from ddms.errors import InputError, ReplayError
 from ddms.io import formats as io_formats
-from ddms.streams.detect import KINDS, detect_file, detect_kind
-from ddms.streams.events import EventBatch
+from ddms.io.detect import KINDS, detect_file, detect_kind
+from ddms.io.events import EventBatch
+from ddms.io.schema import RELATIONS
 
 __all__ = ["KINDS", "RELATIONS", "Source", "detect_kind", "open_source", "partition_name"]
 
-RELATIONS = ("bids", "asks")
 _IO_FORMATS = {f.kind: f for f in io_formats.FORMATS}   # cryptofeed, dbn, tardis (ddms/io)
 _MAX_PENDING = 100_000   # capture messages held while the market (spot/futures) is still unknown
 
@@ -103,15 +103,15 @@ class Source:
         for each loss that ``skip_bad`` let pass silently beyond the skipped lines themselves: a
         gap in a Binance capture's depth updates and how many updates it cost."""
         if self.kind == "orderbook":
-            from ddms.streams.orderbook import read_orderbook
+            from ddms.io.orderbook import read_orderbook
             return read_orderbook(self.path, brokers=self.brokers, skip_bad=self.skip_bad)
         if self.kind == "lobster":
-            from replay.lobster import read_lobster
+            from ddms.io.lobster import read_lobster
             return read_lobster(self.path, skip_bad=self.skip_bad)
         if self.kind == "binance":
             return _binance_batches(self, notes)
         if self.kind == "parquet":
-            from replay.columnar import read_parquet
+            from ddms.io.columnar import read_parquet
             return read_parquet(self.path)
         if self.kind in _IO_FORMATS:
             return io_formats.symbol_batches(_IO_FORMATS[self.kind], self.path, symbol=self.symbol,
@@ -137,7 +137,7 @@ def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str |
     if brokers < 1:
         raise ReplayError(f"brokers must be >= 1, got {brokers}", p)
     if found == "parquet":
-        from replay.columnar import parquet_info
+        from ddms.io.columnar import parquet_info
         parquet_info(p)  # validates the footer and our metadata now, not in a Spark worker
     return Source(p, found, name or partition_name(p), RELATIONS, brokers, skip_bad,
                   market or (_market_from_name(p) if found == "binance" else None), allow_empty_start,
@@ -167,8 +167,8 @@ def _binance_batches(src: Source, notes: list[str] | None = None) -> Iterator[Ev
     (often the rest of the capture): :func:`_gap_notes` tells ``notes``.  A capture whose book never
     started (no usable snapshot) raises :class:`ReplayError` unless ``allow_empty_start``.  Cost:
     the capture parser's decode plus one numba call per depth event (about 1M level updates/s)."""
-    from ddms.feeds.binance import BinanceBook, DepthSnapshot, DepthUpdate
-    from ddms.feeds.capture import CaptureParser, iter_lines
+    from ddms.io.capture import CaptureParser, iter_lines
+    from ddms.io.venues.binance_book import BinanceBook, DepthSnapshot, DepthUpdate
 
     parser = CaptureParser(src.path, skip_bad=src.skip_bad)
     market = src.market

@@ -6,14 +6,14 @@ per line after its local receive time in ns: stream messages in the combined-str
 
 :func:`split_line` only splits a line (for consumers that forward or decode the JSON themselves,
 e.g. a replay server, or :meth:`BinanceBook.feed_message` which counts bad messages instead of
-raising); :class:`CaptureParser` also decodes it into a record of :mod:`ddms.feeds.binance`
+raising); :class:`CaptureParser` also decodes it into a record of :mod:`ddms.io.venues.binance_book`
 (:class:`DepthUpdate`, :class:`BookTicker`, :class:`Trade`, :class:`DepthSnapshot`).  Errors are
 :class:`InputError` naming the source and the 1-based line.  :func:`read_capture` is the thin file
 transport (gzip or plain text, chosen by the file's magic bytes; damaged gzip data is a
 :class:`ReplayError`).
 
 Cost: splitting is a ``bytes.partition`` and an ``int``; decoding is
-:class:`~ddms.feeds.binance.Decoder`'s (one numba scan per message).
+:class:`~ddms.io.venues.binance_book.Decoder`'s (one numba scan per message).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ddms.errors import InputError, ReplayError
-from ddms.feeds.binance import Decoder, Record
+from ddms.io.venues.binance_book import Decoder, Record
 
 __all__ = ["CaptureParser", "Captured", "iter_lines", "read_capture", "split_line"]
 

@@ -75,16 +75,17 @@ from numba import njit
 from sortedcontainers import SortedDict
 
 from ddms.errors import InputError
-from ddms.feeds import NeedSnapshot
-from ddms.streams.events import EventBatch
+from ddms.io.actions import NeedSnapshot
+from ddms.io.events import EventBatch
+from ddms.io.kernels.levelarrays import BLOCK as _BLOCK
+from ddms.io.kernels.levelarrays import apply_depth as _apply_depth
+from ddms.io.schema import ASKS, BIDS
 
 __all__ = [
     "ASKS", "BIDS", "FUTURES", "SPOT", "BinanceBook", "BookTicker", "Decoder", "DepthSnapshot", "DepthUpdate",
     "NeedSnapshot", "Record", "Response", "Trade", "decode_message", "format_units", "parse_units",
 ]
 
-BIDS = 0
-ASKS = 1
 SPOT = "spot"
 FUTURES = "futures"
 MAX_MANTISSA = 2**53
@@ -889,174 +890,6 @@ def decode_message(msg: bytes | str | Mapping, source: str = "<binance>", line: 
 # the book builder
 # ------------------------------------------------------------------------------------------
 
-_BLOCK = 64
-"""Levels per block of the book's blocked sorted arrays (a split leaves two half-full blocks)."""
-
-
-@njit(cache=True, nogil=True)
-def _alloc(meta, free, side):  # pragma: no cover - compiled
-    if meta[side, 1] > 0:
-        meta[side, 1] -= 1
-        return free[side, meta[side, 1]]
-    b = meta[side, 3]
-    meta[side, 3] += 1
-    return b
-
-
-@njit(cache=True, nogil=True)
-def _apply_side(bk, bq, bt, bn, order, bmax, free, meta, side, lv, neg, t, line, oi, oc, k,
-                pscale, qscale):  # pragma: no cover - compiled
-    """Apply the levels ``lv`` (rows ``(price_id, qty_units)``, in message order) to ``side`` of
-    the book and append each change's delete/insert rows at ``k``; returns the new ``k``.
-
-    A side is a blocked sorted array: blocks of at most ``_BLOCK`` levels (``bk`` keys, ``bq``
-    quantities, ``bt`` row times, ``bn`` counts), ``order[:nblk]`` the blocks in key order and
-    ``bmax`` their largest keys; keys are ``price_id`` (bids) or ``-price_id`` (asks), so the best
-    level is the last key of the last block.  ``meta[side]`` = (blocks in order, free blocks,
-    levels, blocks ever allocated); ``free`` the stack of emptied blocks.  A level costs two
-    binary searches plus moving at most ``_BLOCK`` levels (a split or an emptied block also
-    shifts ``order``: one entry per block).  The caller guarantees ``len(lv) + 1`` allocatable
-    blocks and room for ``2 * len(lv)`` rows."""
-    B = bk.shape[2]
-    for r in range(lv.shape[0]):
-        px = lv[r, 0]
-        q = lv[r, 1]
-        key = -px if neg else px
-        nblk = meta[side, 0]
-        lo = 0
-        hi = nblk
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if bmax[side, mid] < key:
-                lo = mid + 1
-            else:
-                hi = mid
-        p = lo
-        found = False
-        b = -1
-        i = 0
-        n = 0
-        if nblk > 0:
-            if p == nblk:
-                p = nblk - 1
-            b = order[side, p]
-            n = bn[side, b]
-            lo = 0
-            hi = n
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if bk[side, b, mid] < key:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            i = lo
-            found = i < n and bk[side, b, i] == key
-        if found:
-            oi[k, 0] = side
-            oi[k, 1] = -1
-            oi[k, 2] = line
-            oc[k, 0] = bt[side, b, i]
-            oc[k, 1] = px
-            oc[k, 2] = 0.0
-            oc[k, 3] = bq[side, b, i] / qscale
-            oc[k, 4] = px / pscale
-            k += 1
-            if q > 0:
-                bq[side, b, i] = q
-                bt[side, b, i] = t
-            else:
-                for j in range(i, n - 1):
-                    bk[side, b, j] = bk[side, b, j + 1]
-                    bq[side, b, j] = bq[side, b, j + 1]
-                    bt[side, b, j] = bt[side, b, j + 1]
-                n -= 1
-                bn[side, b] = n
-                meta[side, 2] -= 1
-                if n == 0:                       # drop the emptied block from the order
-                    for j in range(p, nblk - 1):
-                        order[side, j] = order[side, j + 1]
-                        bmax[side, j] = bmax[side, j + 1]
-                    meta[side, 0] = nblk - 1
-                    free[side, meta[side, 1]] = b
-                    meta[side, 1] += 1
-                elif i == n:
-                    bmax[side, p] = bk[side, b, n - 1]
-                continue
-        elif q > 0:
-            if nblk == 0:
-                b = _alloc(meta, free, side)
-                bn[side, b] = 0
-                order[side, 0] = b
-                bmax[side, 0] = key
-                meta[side, 0] = 1
-                p = 0
-                n = 0
-                i = 0
-            elif n == B:                          # split the full block into two halves
-                h = B // 2
-                b2 = _alloc(meta, free, side)
-                for j in range(h, B):
-                    bk[side, b2, j - h] = bk[side, b, j]
-                    bq[side, b2, j - h] = bq[side, b, j]
-                    bt[side, b2, j - h] = bt[side, b, j]
-                bn[side, b] = h
-                bn[side, b2] = B - h
-                for j in range(nblk, p + 1, -1):
-                    order[side, j] = order[side, j - 1]
-                    bmax[side, j] = bmax[side, j - 1]
-                order[side, p + 1] = b2
-                bmax[side, p + 1] = bmax[side, p]
-                bmax[side, p] = bk[side, b, h - 1]
-                meta[side, 0] = nblk + 1
-                if i > h:
-                    b = b2
-                    i -= h
-                    p += 1
-                n = bn[side, b]
-            for j in range(n, i, -1):
-                bk[side, b, j] = bk[side, b, j - 1]
-                bq[side, b, j] = bq[side, b, j - 1]
-                bt[side, b, j] = bt[side, b, j - 1]
-            bk[side, b, i] = key
-            bq[side, b, i] = q
-            bt[side, b, i] = t
-            bn[side, b] = n + 1
-            if i == n:
-                bmax[side, p] = key
-            meta[side, 2] += 1
-        else:
-            continue
-        oi[k, 0] = side
-        oi[k, 1] = 1
-        oi[k, 2] = line
-        oc[k, 0] = t
-        oc[k, 1] = px
-        oc[k, 2] = 0.0
-        oc[k, 3] = q / qscale
-        oc[k, 4] = px / pscale
-        k += 1
-    return k
-
-
-@njit(cache=True, nogil=True)
-def _apply_depth(bk, bq, bt, bn, order, bmax, free, meta, bl, al, t, line, oi, oc, k,
-                 pscale, qscale):  # pragma: no cover - compiled
-    """Apply one depth event (both sides); returns ``(k, best bid id, its qty, best ask id, its
-    qty, blocks allocated on the fuller side)`` (-1 for an empty side)."""
-    k = _apply_side(bk, bq, bt, bn, order, bmax, free, meta, 0, bl, False, t, line, oi, oc, k, pscale, qscale)
-    k = _apply_side(bk, bq, bt, bn, order, bmax, free, meta, 1, al, True, t, line, oi, oc, k, pscale, qscale)
-    bp, bqty, ap, aqty = np.int64(-1), np.int64(-1), np.int64(-1), np.int64(-1)
-    if meta[0, 0] > 0:
-        b = order[0, meta[0, 0] - 1]
-        bp = bk[0, b, bn[0, b] - 1]
-        bqty = bq[0, b, bn[0, b] - 1]
-    if meta[1, 0] > 0:
-        b = order[1, meta[1, 0] - 1]
-        ap = -bk[1, b, bn[1, b] - 1]
-        aqty = bq[1, b, bn[1, b] - 1]
-    return k, bp, bqty, ap, aqty, max(meta[0, 3], meta[1, 3])
-
-
 _WAIT, _FIRST, _SYNCED = 0, 1, 2
 _NO_ACTIONS: tuple = ()
 _COUNTERS = ("messages", "depth_events", "applied", "level_updates", "gaps", "resyncs", "stale", "malformed", "crossed",
@@ -1132,7 +965,7 @@ class BinanceBook:
             setattr(self, c, 0)
 
     def _new_book(self, nblocks: int) -> None:
-        """Empty blocked sorted arrays for both sides (see :func:`_apply_side`)."""
+        """Empty blocked sorted arrays for both sides (see :func:`ddms.io.kernels.levelarrays.apply_side`)."""
         self._bk = np.zeros((2, nblocks, _BLOCK), np.int64)    # keys: price_id (bids), -price_id (asks)
         self._bq = np.zeros((2, nblocks, _BLOCK), np.int64)    # qty_units
         self._bt = np.zeros((2, nblocks, _BLOCK), np.float64)  # t of the level's row

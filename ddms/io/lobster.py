@@ -1,7 +1,7 @@
 """Sans-I/O LOBSTER message-file reader: ``time,type,order_id,size,price,direction`` lines ->
 bids/asks events with the schema every reader shares, ``(t, id, broker_id, volume, price)``.
 
-Why sans-I/O: like :mod:`ddms.streams.orderbook`, the same parser serves files, sockets and
+Why sans-I/O: like :mod:`ddms.io.orderbook`, the same parser serves files, sockets and
 tests.  :class:`LobsterParser` takes bytes in arbitrary chunks (``feed``) and returns a
 :class:`LobsterBatch` for the complete lines seen so far (a trailing partial line waits for the
 next chunk, so the events never depend on where the chunks were cut); :func:`read_lobster` is
@@ -68,17 +68,23 @@ import numpy as np
 from numba import njit
 
 from ddms.errors import DdmsError, InputError
-from ddms.streams.events import EventBatch
-from ddms.streams.orderbook import _EMPTY, _INIT_BITS, _find, _grow, _num, _put, _remove, parse_chunks
-from ddms.streams.orderbook import _int as _ob_int
-from ddms.streams.orderbook import _Out as _OrderBookOut
+from ddms.io.events import EventBatch
+from ddms.io.events import EventBuffer as _OrderBookOut
+from ddms.io.kernels.decimal import parse_int as _ob_int
+from ddms.io.kernels.decimal import parse_number as _num
+from ddms.io.kernels.ordertable import EMPTY as _EMPTY
+from ddms.io.kernels.ordertable import INIT_BITS as _INIT_BITS
+from ddms.io.kernels.ordertable import find as _find
+from ddms.io.kernels.ordertable import grow as _grow
+from ddms.io.kernels.ordertable import put as _put
+from ddms.io.kernels.ordertable import remove as _remove
+from ddms.io.orderbook import parse_chunks
+from ddms.io.schema import ASKS, BIDS
 
 __all__ = [
     "MAX_BAD_SAMPLES", "LobsterBatch", "LobsterParser", "parse_lobster_chunks", "parse_lobster_text", "read_lobster",
 ]
 
-BIDS = 0
-ASKS = 1
 MAX_BAD_SAMPLES = 10
 _MAX_ID = 2**53
 _NUM = re.compile(rb"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
@@ -423,7 +429,7 @@ def _validate(text: bytes) -> tuple[float, int, int, float, float, int]:
 
 
 def parse_lobster_chunks(parser: LobsterParser, chunks: Iterable[bytes]) -> Iterator[LobsterBatch]:
-    """Feed ``chunks`` to ``parser`` and close it (:func:`ddms.streams.orderbook.parse_chunks`:
+    """Feed ``chunks`` to ``parser`` and close it (:func:`ddms.io.orderbook.parse_chunks`:
     in strict mode the batch carrying a bad line's ``error`` is yielded, then the error is raised;
     batches that consumed no line are not yielded)."""
     return parse_chunks(parser, chunks)  # type: ignore[arg-type]

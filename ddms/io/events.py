@@ -112,3 +112,27 @@ def split_lines(batch: EventBatch, line: int) -> tuple[EventBatch, EventBatch]:
     tail = EventBatch(batch.rel[cut:], batch.sign[cut:], batch.cols[cut:], batch.line[cut:],
                       line + 1, batch.last_line, batch.skipped, batch.error)
     return head, tail
+
+
+class EventBuffer:
+    """Output columns a reader's kernel writes events into (``rel``, ``sign``, ``cols``,
+    ``line``; subclasses add columns and list them in ``COLUMNS``); :meth:`grow` doubles them
+    (copy) when a chunk has more events than the initial guess.  Shared by the order-book and
+    LOBSTER readers."""
+
+    __slots__ = ("rel", "sign", "cols", "line")
+    COLUMNS: tuple[str, ...] = __slots__   # every output column, subclasses included
+
+    def __init__(self, n: int) -> None:
+        self.rel = np.empty(n, np.int8)
+        self.sign = np.empty(n, np.int8)
+        self.cols = np.empty((n, 5), np.float64)
+        self.line = np.empty(n, np.int64)
+
+    def grow(self, k: int, need: int) -> None:
+        n = max(2 * self.rel.shape[0], k + need)
+        for name in self.COLUMNS:
+            old = getattr(self, name)
+            new = np.empty((n,) + old.shape[1:], old.dtype)
+            new[:k] = old[:k]
+            setattr(self, name, new)

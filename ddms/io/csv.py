@@ -29,8 +29,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from ddms.errors import DdmsError, InputError, ProgramError
+from ddms.io.events import EventBatch
 from ddms.m3.ir import Stream
-from ddms.streams.events import EventBatch
 
 _INT_TYPES = {"int", "integer", "long", "bigint", "smallint", "tinyint"}
 _FLOAT_TYPES = {"float", "double", "real", "decimal", "numeric"}

@@ -15,7 +15,7 @@ starts from an empty book; the encoder uses the finance.csv line number):
     the resting orders after message ``n`` (the next message is ``n + 1``): sent by a server when
     a client (re)joins; applying it replaces the whole book.
 
-The semantics are exactly :mod:`ddms.streams.orderbook`'s (``/shared/data/orderbook/README.md``):
+The semantics are exactly :mod:`ddms.io.orderbook`'s (``/shared/data/orderbook/README.md``):
 relations ``bids`` (0) and ``asks`` (1) with schema ``(t, id, broker_id, volume, price)``,
 ``broker_id = id mod brokers``; add = insert (after a delete of the id's old row, if resting);
 execute = delete the old row and, if ``old volume - v > 0``, insert it again with the rest (same
@@ -23,12 +23,12 @@ t, price, broker); delete = delete the row; an id that is not resting changes no
 message is one atomic line: ``EventBatch.line`` numbers the applied updates (messages and
 snapshots), which is the message's ``seq`` on a stream that starts at 1 and never resyncs, so
 :class:`OrderFeed` on :func:`encode_orderbook`'s output produces the same events, line for line,
-as :class:`~ddms.streams.orderbook.OrderBookParser` on the file.
+as :class:`~ddms.io.orderbook.OrderBookParser` on the file.
 
 Sequencing: a message with ``seq == last + 1`` is applied; ``seq <= last`` is stale (a duplicate
 or late message, already applied): counted, reported, dropped; ``seq > last + 1`` is a gap: the
 book is discarded (its rows stay in the engine until a snapshot replaces them), later messages
-are buffered and the decoder returns :class:`~ddms.feeds.NeedSnapshot`.  A snapshot at ``n`` is
+are buffered and the decoder returns :class:`~ddms.io.actions.NeedSnapshot`.  A snapshot at ``n`` is
 accepted when the buffered messages (those with ``seq > n``) continue at ``n + 1``; older
 buffered messages are dropped.  A stream whose first message is not ``seq`` 1 or a snapshot also
 waits for a snapshot.
@@ -50,13 +50,12 @@ from typing import Any
 import numpy as np
 
 from ddms.errors import InputError
-from ddms.feeds import NeedSnapshot
-from ddms.streams.events import EventBatch
+from ddms.io.actions import NeedSnapshot
+from ddms.io.events import EventBatch
+from ddms.io.schema import ASKS, BIDS
 
 __all__ = ["ASKS", "BIDS", "OrderEncoder", "OrderFeed", "encode_line", "encode_orderbook", "format_message"]
 
-BIDS = 0
-ASKS = 1
 _SIDES = {"bid": BIDS, "ask": ASKS}
 _SIDE_NAMES = ("bid", "ask")
 _MAX_ID = 2**53

@@ -1,0 +1,125 @@
+"""The order-id table: an open-addressing hash table of plain numpy arrays (numba kernels).
+
+Why shared: the order-book CSV reader, the LOBSTER reader and the fill simulator all map an
+order id to its resting row with this table (each with its own ``meta`` layout: ``meta[at]`` is
+the table's hash shift).  Layout: ``keys`` int64 (``EMPTY`` marks a free slot; ids are limited
+to ``|id| <= 2**53``), ``vals`` float64 ``(capacity, 4)`` (the caller's four fields).  Linear
+probing, backward-shift deletion (no tombstones); capacity a power of two, doubled by
+:func:`grow` (amortized O(1) per insert) before the load factor passes the caller's limit.
+
+The probing kernels are compiled with ``_nrt=False``: they never allocate (only ``grow`` does),
+so they can be inlined into the callers' per-line loops without reference counting.
+Cost: O(1) expected per find/put/remove.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["EMPTY", "HMUL", "INIT_BITS", "find", "grow", "home", "new_table", "put", "remove", "table_check"]
+
+EMPTY = np.int64(-(2**63))
+"""Key of a free slot."""
+HMUL = np.uint64(0x9E3779B97F4A7C15)
+"""Fibonacci hashing multiplier."""
+INIT_BITS = 10
+"""log2 of a new table's capacity."""
+
+
+def new_table(bits: int = INIT_BITS) -> tuple[np.ndarray, np.ndarray, int]:
+    """An empty table of ``2**bits`` slots: ``(keys, vals, shift)`` (``shift`` = 64 - bits).
+    ``bits >= 5``: :func:`home` shifts by ``shift + 4``, which must stay below 64."""
+    if not 5 <= bits <= 62:
+        raise ValueError(f"an order table needs 5 <= bits <= 62, not {bits}")
+    return np.full(1 << bits, EMPTY, np.int64), np.zeros((1 << bits, 4), np.float64), 64 - bits
+
+
+def table_check(keys: np.ndarray, vals: np.ndarray, shift: int) -> None:
+    """Invariants (tests call it): capacity a power of two matching ``shift``, and every key
+    reachable from its home slot by probing (no hole between home and slot)."""
+    cap = keys.shape[0]
+    assert cap & (cap - 1) == 0 and cap == 1 << (64 - shift), "capacity does not match the shift"
+    assert vals.shape == (cap, 4)
+    for slot in np.flatnonzero(keys != EMPTY):
+        assert find(keys, shift, keys[slot]) == slot, f"key {keys[slot]} not reachable by probing"
+
+
+@njit(cache=True, _nrt=False)
+def home(key, shift):  # pragma: no cover - compiled
+    """Home slot: blocks of 16 consecutive ids share a run of 16 slots (ids arrive nearly in
+    order, so recent orders share cache lines); blocks are scattered by Fibonacci hashing, so
+    strided or clustered ids still spread evenly."""
+    u = np.uint64(key)
+    return np.int64((((u >> np.uint64(4)) * HMUL) >> np.uint64(shift + 4)) << np.uint64(4)
+                    | (u & np.uint64(15)))
+
+
+@njit(cache=True, _nrt=False)
+def find(keys, shift, key):  # pragma: no cover - compiled
+    mask = keys.shape[0] - 1
+    i = home(key, shift)
+    while True:
+        k = keys[i]
+        if k == key:
+            return i
+        if k == EMPTY:
+            return -1
+        i = (i + 1) & mask
+
+
+@njit(cache=True, _nrt=False)
+def put(keys, vals, shift, key, t, vol, px, book):  # pragma: no cover - compiled
+    """Insert a key known to be absent."""
+    mask = keys.shape[0] - 1
+    i = home(key, shift)
+    while keys[i] != EMPTY:
+        i = (i + 1) & mask
+    keys[i] = key
+    vals[i, 0] = t
+    vals[i, 1] = vol
+    vals[i, 2] = px
+    vals[i, 3] = book
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def remove(keys, vals, shift, slot):  # pragma: no cover - compiled
+    """Backward-shift deletion: keeps probe chains intact without tombstones."""
+    mask = keys.shape[0] - 1
+    i = slot
+    j = slot
+    while True:
+        j = (j + 1) & mask
+        kj = keys[j]
+        if kj == EMPTY:
+            break
+        h = home(kj, shift)
+        # kj may move to the hole i unless its home lies cyclically in (i, j]
+        if i <= j:
+            stays = i < h <= j
+        else:
+            stays = h > i or h <= j
+        if not stays:
+            keys[i] = kj
+            vals[i, 0] = vals[j, 0]
+            vals[i, 1] = vals[j, 1]
+            vals[i, 2] = vals[j, 2]
+            vals[i, 3] = vals[j, 3]
+            i = j
+    keys[i] = EMPTY
+
+
+@njit(cache=True)
+def grow(keys, vals, meta, at):  # pragma: no cover - compiled
+    """Double the table (amortized O(1) per insert); returns the new arrays.  ``meta[at]`` is
+    the table's hash shift (the order tables of the fill simulator and the LOBSTER reader are
+    this same table with their own meta layouts)."""
+    cap = keys.shape[0] * 2
+    shift = meta[at] - 1
+    nkeys = np.full(cap, EMPTY, np.int64)
+    nvals = np.zeros((cap, 4), np.float64)
+    for i in range(keys.shape[0]):
+        if keys[i] != EMPTY:
+            put(nkeys, nvals, shift, keys[i], vals[i, 0], vals[i, 1], vals[i, 2], vals[i, 3])
+    meta[at] = shift
+    return nkeys, nvals

@@ -1,0 +1,174 @@
+"""numba's disk cache, keyed on a kernel's whole import closure instead of its own file.
+
+Why: numba (``cache=True``) reuses machine code while the *function's own file* is unchanged
+(its index is stamped with that file's hash).  A kernel inlines or calls kernels of other files
+(the order-id table of :mod:`ddms.io.kernels.ordertable`, the decimal parser of
+:mod:`ddms.io.kernels.decimal`), and an edit there leaves the caller's file untouched: numba
+would load the caller's stale machine code, with the old callee compiled in.
+
+:class:`ClosureLocator` is numba's user-directory locator with one change: the source stamp of a
+function in a package file is the hash of that file AND of every file of the same source tree
+it imports, directly or through others (``import``/``from`` statements anywhere in the file,
+found by an AST walk; relative imports resolved; only the file's own top-level package and
+ddms's, :data:`PROJECT_PACKAGES`, are followed).  Editing any of them makes numba recompile
+the caller and overwrite its cache entry.  It is installed by ``ddms/__init__.py`` through
+numba's ``NUMBA_CACHE_LOCATOR_CLASSES`` (before numba is imported), ahead of numba's own
+locators, which keep serving files outside a package (generated programs: their module name
+carries a digest of the run-time libraries instead, :mod:`ddms.backend.codegen`).
+
+Cost: the closure is parsed once per process per file (a few ms a file, a few dozen files),
+when the first cached kernel of a file is loaded or compiled; never at import.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import os
+
+from numba.core import config
+from numba.core.caching import UserProvidedCacheLocator
+
+__all__ = ["LOCATORS", "PROJECT_PACKAGES", "ClosureLocator", "import_closure", "source_root"]
+
+LOCATORS = ("ddms.numbacache.ClosureLocator,UserProvidedCacheLocator,InTreeCacheLocator,"
+            "UserWideCacheLocator,IPythonCacheLocator,ZipCacheLocator")
+"""The value ``ddms/__init__.py`` gives ``NUMBA_CACHE_LOCATOR_CLASSES``: ours first, then
+numba's own list in numba's order."""
+
+
+PROJECT_PACKAGES = ("ddms", "replay", "strategies")
+"""Top-level packages followed through imports (besides the file's own): installed in
+site-packages, the source root also holds numpy, numba, ...; their files are not ours to hash."""
+
+
+def source_root(py_file: str) -> str | None:
+    """The directory holding ``py_file``'s top-level package (walk up while ``__init__.py``
+    exists), or None for a file outside any package."""
+    d = os.path.dirname(os.path.abspath(py_file))
+    if not os.path.exists(os.path.join(d, "__init__.py")):
+        return None
+    while os.path.exists(os.path.join(os.path.dirname(d), "__init__.py")):
+        d = os.path.dirname(d)
+    return os.path.dirname(d)
+
+
+def _module_file(root: str, dotted: str) -> str | None:
+    base = os.path.join(root, *dotted.split("."))
+    for cand in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(cand):
+            return cand
+    return None
+
+
+def _package_of(root: str, path: str) -> list[str]:
+    rel = os.path.relpath(path, root)[:-3].split(os.sep)
+    return rel[:-1] if rel[-1] != "__init__" else rel[:-1]
+
+
+@functools.cache
+def _imports(path: str, root: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    """Files under ``root`` that ``path`` imports (keyed on its stamp: an edit re-parses)."""
+    with open(path, "rb") as f:
+        tree = ast.parse(f.read(), path)
+    found: list[str] = []
+    pkg = _package_of(root, path)
+    tracked = {*PROJECT_PACKAGES, *pkg[:1]}
+
+    def add(dotted: str) -> None:
+        parts = dotted.split(".")
+        if parts[0] not in tracked:                 # a third-party package installed beside us
+            return
+        for i in range(1, len(parts) + 1):          # a.b.c imports a, a.b and a.b.c
+            f = _module_file(root, ".".join(parts[:i]))
+            if f is not None:
+                found.append(f)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                add(a.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg[: len(pkg) - node.level + 1] if node.level > 1 else pkg
+                mod = ".".join([*base, node.module] if node.module else base)
+            else:
+                mod = node.module or ""
+            if not mod:
+                continue
+            add(mod)
+            if mod.split(".")[0] not in tracked:
+                continue
+            for a in node.names:                      # from pkg import module
+                f = _module_file(root, f"{mod}.{a.name}")
+                if f is not None:
+                    found.append(f)
+    return tuple(sorted(set(found)))
+
+
+def import_closure(py_file: str) -> list[str]:
+    """``py_file`` and every file of its source tree it imports, transitively (sorted)."""
+    root = source_root(py_file)
+    start = os.path.abspath(py_file)
+    if root is None:
+        return [start]
+    seen = {start}
+    todo = [start]
+    while todo:
+        p = todo.pop()
+        st = os.stat(p)
+        for q in _imports(p, root, st.st_mtime_ns, st.st_size):
+            if q not in seen:
+                seen.add(q)
+                todo.append(q)
+    return sorted(seen)
+
+
+def closure_hash(py_file: str) -> str:
+    """SHA-256 over the paths (relative to the source root) and bytes of :func:`import_closure`.
+    Memoized on the files' stamps (a module's kernels share one hash: a stat per file)."""
+    root = source_root(py_file) or os.path.dirname(os.path.abspath(py_file))
+    files = import_closure(py_file)
+    stamps = tuple((p, (st := os.stat(p)).st_mtime_ns, st.st_size) for p in files)
+    return _hash_files(root, stamps)
+
+
+@functools.lru_cache(maxsize=1024)
+def _hash_files(root: str, stamps: tuple[tuple[str, int, int], ...]) -> str:
+    h = hashlib.sha256()
+    for p, _, _ in stamps:
+        h.update(os.path.relpath(p, root).encode() + b"\0")
+        with open(p, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def claimed_packages() -> set[str]:
+    """Top-level packages whose kernels this locator serves: :data:`PROJECT_PACKAGES` plus the
+    comma-separated ``$DDMS_NUMBA_PACKAGES`` (your own package of kernels calling ours)."""
+    extra = os.environ.get("DDMS_NUMBA_PACKAGES", "")
+    return {*PROJECT_PACKAGES, *(p.strip() for p in extra.split(",") if p.strip())}
+
+
+def _top_package(py_file: str) -> str | None:
+    root = source_root(py_file)
+    if root is None:
+        return None
+    return os.path.relpath(os.path.abspath(py_file), root).split(os.sep)[0]
+
+
+class ClosureLocator(UserProvidedCacheLocator):
+    """numba's ``NUMBA_CACHE_DIR`` locator for functions defined in a file of a claimed package
+    (:func:`claimed_packages`), whose source stamp covers the file's import closure (see the
+    module docstring).  Other files (scripts, generated modules outside a package, third-party
+    packages) are left to numba's locators."""
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if not config.CACHE_DIR or _top_package(py_file) not in claimed_packages():
+            return None
+        return super().from_function(py_func, py_file)
+
+    def get_source_stamp(self):
+        return (super().get_source_stamp(), closure_hash(self._py_file))

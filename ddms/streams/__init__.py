@@ -1,1 +1,0 @@
-"""Sans-I/O stream adaptors: bytes or lines in, columnar insert/delete event batches out."""

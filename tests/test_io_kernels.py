@@ -1,0 +1,150 @@
+"""The shared numba kernels of ddms/io/kernels on their own: the order-id table against a dict,
+the decimal parser against Python's float (hypothesis)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddms.io.kernels import decimal, ordertable
+from ddms.io.kernels.ordertable import EMPTY, find, grow, new_table, put, remove, table_check
+
+ops = st.lists(st.tuples(st.sampled_from("pr"), st.integers(-(2**53), 2**53) | st.integers(0, 40)), max_size=300)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops)
+def test_order_table_equals_a_dict(script):
+    keys, vals, shift = new_table(5)
+    meta = np.array([0, shift], np.int64)          # [resting, shift]: grow() updates meta[1]
+    ref: dict[int, float] = {}
+    for op, k in script:
+        slot = find(keys, meta[1], k)
+        assert (slot >= 0) == (k in ref)
+        if op == "p" and k not in ref:
+            if 2 * (len(ref) + 1) > keys.shape[0]:
+                keys, vals = grow(keys, vals, meta, 1)
+            put(keys, vals, meta[1], k, 1.0, float(len(ref)), 2.0, 0.0)
+            ref[k] = float(len(ref))
+        elif op == "r" and k in ref:
+            remove(keys, vals, meta[1], slot)
+            del ref[k]
+        table_check(keys, vals, int(meta[1]))
+    assert int((keys != EMPTY).sum()) == len(ref)
+    for k, v in ref.items():
+        assert vals[find(keys, meta[1], k), 1] == v
+
+
+def test_new_table_refuses_a_size_home_cannot_address():
+    import pytest
+    with pytest.raises(ValueError, match="5 <= bits"):
+        new_table(4)
+
+
+def test_grow_keeps_every_key_and_doubles():
+    keys, vals, shift = new_table(ordertable.INIT_BITS)
+    meta = np.array([0, shift], np.int64)
+    for k in range(300):
+        put(keys, vals, meta[1], k * 16, float(k), 0.0, 0.0, 0.0)
+    keys2, vals2 = grow(keys, vals, meta, 1)
+    assert keys2.shape[0] == 2 * keys.shape[0] and meta[1] == shift - 1
+    table_check(keys2, vals2, int(meta[1]))
+    assert all(vals2[find(keys2, meta[1], k * 16), 0] == k for k in range(300))
+
+
+def _parse(fn, text: str):
+    buf = np.frombuffer(text.encode() + b"\n", np.uint8)
+    return fn(buf, 0, len(buf) - 1)
+
+
+numbers = st.one_of(
+    st.integers(-(10**20), 10**20).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr).filter(lambda s: "inf" not in s),
+    st.from_regex(r"\A[+-]?([0-9]{1,25}(\.[0-9]{0,25})?|\.[0-9]{1,25})([eE][+-]?[0-9]{1,3})?\Z"),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(numbers)
+def test_parse_number_is_exact_or_defers(text):
+    v, j, stt = _parse(decimal.parse_number, text)
+    assert stt in (0, 2)
+    assert j == len(text)
+    if stt == 0:
+        assert v == float(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet="0123456789+-.eE x", max_size=8))
+def test_parse_number_rejects_or_matches(text):
+    v, j, stt = _parse(decimal.parse_number, text)
+    try:
+        ref = float(text[:j]) if j else None
+    except ValueError:
+        ref = None
+    if stt == 0:
+        assert ref is not None and v == ref
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-(2**60), 2**60))
+def test_parse_int(n):
+    v, j, stt = _parse(decimal.parse_int, str(n))
+    if abs(n) > 2**53:
+        assert stt == 3
+    else:
+        assert stt == 0 and v == n and j == len(str(n))
+    assert _parse(decimal.parse_int, "x1")[2] == 1
+
+
+# -- blocked sorted level arrays ------------------------------------------------------------------
+
+levels = st.lists(st.tuples(st.integers(0, 1), st.integers(1, 400), st.integers(0, 5)), max_size=400)
+
+
+@settings(max_examples=40, deadline=None)
+@given(levels, st.integers(1, 40))
+def test_level_arrays_equal_a_dict_and_emit_the_changes(script, per_msg):
+    """Random level updates (qty 0 removes) in messages of ``per_msg``: the arrays equal a dict
+    per side after every message, the rows are a delete of the old row and/or an insert of the
+    new one per change, and the returned best levels are right (blocks split and empty: 400
+    prices > BLOCK)."""
+    from ddms.io.kernels.levelarrays import apply_depth, level_arrays_check, levels_of, new_level_arrays
+
+    arrays = new_level_arrays(4)
+    ref: list[dict[int, int]] = [{}, {}]
+    oi = np.zeros((2 * len(script) + 2, 3), np.int64)
+    oc = np.zeros((2 * len(script) + 2, 5), np.float64)
+    k = 0
+    for m in range(0, len(script), per_msg):
+        msg = script[m:m + per_msg]
+        sides = [np.array([[px, q] for s, px, q in msg if s == side], np.int64).reshape(-1, 2) for side in (0, 1)]
+        need = max(len(sides[0]), len(sides[1])) + 1 + int(arrays[7][:, 3].max())
+        if need > arrays[0].shape[1]:                      # grow as BinanceBook does
+            new = max(2 * arrays[0].shape[1], need)
+            arrays = tuple(np.concatenate([a, np.zeros((2, new - a.shape[1]) + a.shape[2:], a.dtype)], axis=1)
+                           if a.ndim >= 2 and a.shape[0] == 2 and i < 7 else a for i, a in enumerate(arrays))
+        k0 = k
+        k, bp, bq, ap, aq, _ = apply_depth(*arrays, sides[0], sides[1], float(m), m + 1, oi, oc, k, 1.0, 1.0)
+        expect = []
+        for side in (0, 1):
+            for px, q in sides[side]:
+                old = ref[side].get(int(px))
+                if old is not None:
+                    expect.append((side, -1, float(px), float(old)))
+                if q > 0:
+                    ref[side][int(px)] = int(q)
+                    expect.append((side, 1, float(px), float(q)))
+                elif old is not None:
+                    del ref[side][int(px)]
+        got = [(int(oi[r, 0]), int(oi[r, 1]), oc[r, 1], oc[r, 3]) for r in range(k0, k)]
+        assert got == expect
+        level_arrays_check(arrays)
+        for side in (0, 1):
+            keys, qty, _ = levels_of(arrays, side)
+            px = sorted(ref[side])
+            assert (np.abs(keys) if side else keys).tolist() == (px[::-1] if side else px)
+            assert qty.tolist() == [ref[side][p] for p in (px[::-1] if side else px)]
+        assert (bp, bq) == ((max(ref[0]), ref[0][max(ref[0])]) if ref[0] else (-1, -1))
+        assert (ap, aq) == ((min(ref[1]), ref[1][min(ref[1])]) if ref[1] else (-1, -1))

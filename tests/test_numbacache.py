@@ -1,0 +1,110 @@
+"""An edited kernel never runs stale from numba's cache (ddms/numbacache.py).
+
+Each case runs a fresh interpreter twice over a temp copy of a two-file package: the caller
+(``caller.py``, cached, file untouched) inlines a callee of another file (``callee.py``); between
+the runs only the callee is edited.  With ddms's locator the second run must see the edit; with
+numba's own locators it does not (the control proves the test can fail).  ~10 s (4 small compiles).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddms.numbacache import LOCATORS, closure_hash, import_closure, source_root
+
+REPO = Path(__file__).resolve().parent.parent
+
+CALLER = """from numba import njit
+
+from kpkg.callee import value
+
+
+@njit(cache=True)
+def total(n):
+    s = 0
+    for i in range(n):
+        s += value(i)
+    return s
+"""
+CALLEE = """from numba import njit
+
+
+@njit(cache=True, inline="always")
+def value(i):
+    return i * {factor}
+"""
+
+
+def _package(root: Path, factor: int) -> None:
+    pkg = root / "kpkg"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "caller.py").write_text(CALLER)
+    (pkg / "callee.py").write_text(CALLEE.format(factor=factor))
+
+
+def _run(root: Path, cache: Path, locators: str) -> int:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "NUMBA_CACHE_LOCATOR_CLASSES": locators,
+           "PYTHONPATH": os.pathsep.join([str(root), str(REPO)]), "DDMS_NUMBA_PACKAGES": "kpkg"}
+    code = "from kpkg.caller import total; print(total(4))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("locators, stale", [(LOCATORS, False), ("", True)], ids=["ddms", "numba-default"])
+def test_edited_callee_recompiles_cached_caller(tmp_path, locators, stale):
+    src, cache = tmp_path / "src", tmp_path / "cache"
+    src.mkdir()
+    _package(src, 1)
+    assert _run(src, cache, locators) == 0 + 1 + 2 + 3
+    assert any(cache.rglob("caller.total-*.nbi")), "the caller was not cached"
+    (src / "kpkg" / "callee.py").write_text(CALLEE.format(factor=10))
+    assert _run(src, cache, locators) == (6 if stale else 60)
+
+
+def test_closure_covers_transitive_and_relative_imports(tmp_path):
+    pkg = tmp_path / "p"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from .sub import b\n")
+    (pkg / "sub" / "b.py").write_text("from p.sub.c import x\n")
+    (pkg / "sub" / "c.py").write_text("import os\nx = 1\n")
+    (tmp_path / "loose.py").write_text("import p.a\n")
+    assert source_root(str(pkg / "a.py")) == str(tmp_path)
+    assert source_root(str(tmp_path / "loose.py")) is None
+    names = [str(Path(p).relative_to(tmp_path)) for p in import_closure(str(pkg / "a.py"))]
+    assert names == ["p/__init__.py", "p/a.py", "p/sub/__init__.py", "p/sub/b.py", "p/sub/c.py"]
+    before = closure_hash(str(pkg / "a.py"))
+    (pkg / "sub" / "c.py").write_text("import os\nx = 2\n")
+    assert closure_hash(str(pkg / "a.py")) != before
+
+
+def test_ddms_kernels_are_in_their_callers_closure():
+    closure = {str(Path(p).relative_to(REPO)) for p in import_closure(str(REPO / "ddms" / "io" / "lobster.py"))}
+    assert {"ddms/io/kernels/ordertable.py", "ddms/io/kernels/decimal.py", "ddms/io/orderbook.py"} <= closure
+    fills = {str(Path(p).relative_to(REPO)) for p in import_closure(str(REPO / "replay" / "fills.py"))}
+    assert "ddms/io/kernels/ordertable.py" in fills
+    assert os.environ.get("NUMBA_CACHE_LOCATOR_CLASSES") == LOCATORS   # set by ddms/__init__.py
+
+
+def test_only_claimed_packages_are_served(tmp_path, monkeypatch):
+    """Third-party packages keep numba's own locators (their files are not hashed)."""
+    from numba.core import config
+
+    from ddms.numbacache import ClosureLocator
+
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "cache"))   # from_function makes its folder
+    _package(tmp_path, 1)
+    caller = str(tmp_path / "kpkg" / "caller.py")
+    monkeypatch.delenv("DDMS_NUMBA_PACKAGES", raising=False)
+    assert ClosureLocator.from_function(_package, caller) is None
+    monkeypatch.setenv("DDMS_NUMBA_PACKAGES", "kpkg")
+    assert ClosureLocator.from_function(_package, caller) is not None
+    assert ClosureLocator.from_function(_package, str(REPO / "ddms" / "io" / "orderbook.py")) is not None
