@@ -17,6 +17,10 @@ Sections (``--only`` takes the name or the number):
               receive-to-callback latency p50/p99 at 100 and 1,000 depth messages/s (bench/feeds.py)
 11 checkpoint  checkpoint/restore time and size at 1k..1M resting orders, snapshot cost, overhead of
               --checkpoint-every 100000 on a 10M-line run (bench/checkpoint.py)
+12 e2e        speed as a user sees it, through ``ddms run``: end to end beside apply only for every
+              finance query (1M generated lines and big/finance.csv), x DBToaster from the end-to-end
+              rate, readers' share, cached start of every program against the floor, first result of a
+              never-compiled view (bench/e2e.py; ``python -m bench e2e [--quick]``, a few minutes)
 
 Every number in the table is measured by that run; throughput counts input lines.  Progress
 goes to stderr, the table to stdout.
@@ -42,6 +46,7 @@ from bench import (
     compile_time,
     depth,
     duckdb_vwap,
+    e2e,
     feeds,
     kernel,
     spark_sweep,
@@ -62,6 +67,7 @@ SECTIONS = {
     "backtest": backtest.run,
     "feeds": feeds.run,
     "checkpoint": checkpoint.run,
+    "e2e": e2e.run,
 }
 
 
@@ -98,6 +104,7 @@ def table(rows: list[Row], title: str) -> Table:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    ap.add_argument("section", nargs="?", help="the section to run (as --only)")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run of a minute or two")
     ap.add_argument("--only", metavar="NAME", help="run one section: " + ", ".join(
         f"{i} {n}" for i, n in enumerate(SECTIONS, 1)))
@@ -106,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="lines of the synthetic stream (default 10M, 1M with --quick)")
     args = ap.parse_args(argv)
     names = list(SECTIONS)
+    if args.section and args.only:
+        ap.error("give the section once: as an argument or with --only")
+    args.only = args.only or args.section
     if args.only:
         key = args.only.strip().lower()
         if key.isdigit() and 1 <= int(key) <= len(names):
