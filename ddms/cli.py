@@ -49,6 +49,16 @@ BAR_DELAY = 0.5
 """Seconds a run lasts before :func:`_progress_chunks` draws its bar (the bar is transient)."""
 
 
+def _stderr_is_terminal() -> bool:
+    """Whether a progress bar can be drawn.  Asked before importing rich: its import (0.1-0.3 s)
+    fell inside the timed part of every run longer than :data:`BAR_DELAY` seconds, also when
+    stderr is a file or a pipe and no bar is drawn (a tenth of a 1M-line run of a fast view)."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):   # replaced or closed stderr
+        return False
+
+
 def _progress_chunks(chunks: Iterator[bytes], total: int | None, label: str) -> Iterator[bytes]:
     """Pass chunks through, drawing a progress bar on stderr (rich) when stderr is a terminal,
     else a line every few seconds.  Nothing is drawn before the run has lasted :data:`BAR_DELAY`
@@ -64,10 +74,10 @@ def _progress_chunks(chunks: Iterator[bytes], total: int | None, label: str) -> 
             break
     else:
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
-    console = Console(stderr=True)
-    if console.is_terminal:
+    if _stderr_is_terminal():
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+        console = Console(stderr=True)
         with Progress(TextColumn(label), BarColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
                       console=console, transient=True) as bar:
             task = bar.add_task(label, total=total, completed=done)
@@ -333,10 +343,10 @@ def _progress_batches(batches: Iterator, label: str) -> Iterator:
             break
     else:
         return
-    from rich.console import Console
-    from rich.progress import Progress, TextColumn, TimeElapsedColumn
-    console = Console(stderr=True)
-    if console.is_terminal:
+    if _stderr_is_terminal():
+        from rich.console import Console
+        from rich.progress import Progress, TextColumn, TimeElapsedColumn
+        console = Console(stderr=True)
         with Progress(TextColumn(label), TextColumn("{task.fields[lines]} lines"), TimeElapsedColumn(),
                       console=console, transient=True) as bar:
             task = bar.add_task(label, total=None, lines=f"{b.last_line:,}")

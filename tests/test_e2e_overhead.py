@@ -1,0 +1,75 @@
+"""What ``ddms run`` times is parsing and applying: the compiled code numba loads lazily is loaded
+before the clock starts (:func:`ddms.runtime.driver.warm`), and the progress display does not
+import rich when stderr is not a terminal.  Each check runs in a fresh process, where nothing
+is loaded yet."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VWAP = REPO / "examples" / "m3" / "vwap.m3"
+
+WARM = textwrap.dedent(f"""
+    import sys
+    from numba.core.registry import CPUDispatcher
+    from ddms.runtime.driver import warm
+    from ddms.runtime.engine import Engine
+    from ddms.streams.orderbook import OrderBookParser
+    from replay.synthetic import generate_orderbook
+
+    engine = Engine({str(VWAP)!r})
+    parser = OrderBookParser(source="<synthetic>")
+    warm(engine, [parser])
+
+    def loaded():
+        out = {{}}
+        for name, mod in list(sys.modules.items()):
+            if name.startswith(("ddms", "ddms_prog")):
+                for attr, f in list(vars(mod).items()):
+                    if isinstance(f, CPUDispatcher):
+                        out[name + "." + attr] = len(f.overloads)
+        return out
+
+    before = loaded()
+    relmap = engine.relmap(("bids", "asks"))
+    for chunk in generate_orderbook(3000, seed=5):
+        engine.apply(parser.feed(chunk), relmap)
+    engine.apply(parser.close(), relmap)
+    engine.snapshot()
+    after = loaded()
+    assert engine.position == 3000, engine.position
+    grown = sorted(k for k in after if after[k] != before.get(k, 0))
+    print("LOADED IN THE RUN", grown)
+""")
+
+
+def _python(code: str) -> str:
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_warm_loads_every_kernel_a_run_calls():
+    """After ``warm``, parsing and applying 3,000 lines and reading the views load no further
+    compiled function (before it, the parser's kernels, the input check and the view readers
+    were loaded inside the first timed batch)."""
+    assert "LOADED IN THE RUN []" in _python(WARM)
+
+
+def test_progress_without_a_terminal_does_not_import_rich():
+    """A run longer than the bar delay with stderr redirected prints progress lines without
+    importing rich (its import fell inside the timed part of the run)."""
+    code = textwrap.dedent("""
+        import sys
+        import ddms.cli as cli
+        cli.BAR_DELAY = 0.0
+        chunks = [b"1,1,B,10,100\\n"] * 5
+        assert list(cli._progress_chunks(iter(chunks), 65, "x")) == chunks
+        assert list(cli._progress_batches(iter([1, 2, 3]), "y")) == [1, 2, 3]
+        print("RICH", "rich" in sys.modules)
+    """)
+    assert "RICH False" in _python(code)
