@@ -190,11 +190,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         from ddms.programs import program_path
         program = program_path("sobi.m3")         # package data: also in a wheel
-    if program.suffix == ".sql":
-        from ddms.compiler import compile_sql_file
-        sql = compile_sql_file(program)
-        print(f"SQL -> M3 in {sql.compile_seconds:.3f} s ({len(sql.program.maps)} maps)", file=sys.stderr)
-        target = sql.program
+    if program.suffix == ".sql":   # compiled before: from the cache, without importing the SQL compiler
+        from ddms.backend.sqlcache import sql_program
+        target, sql_seconds, hit = sql_program(program)
+        print(f"SQL -> M3 {'from the cache ' if hit else ''}in {sql_seconds:.3f} s ({len(target.maps)} maps)",
+              file=sys.stderr)
     else:
         target = load_program(program)
     demo = args.program is None and args.data is None

@@ -73,3 +73,47 @@ def test_progress_without_a_terminal_does_not_import_rich():
         print("RICH", "rich" in sys.modules)
     """)
     assert "RICH False" in _python(code)
+
+
+SQL = sorted((REPO / "examples" / "sql").glob("*.sql"))
+
+
+def test_sql_cache_gives_the_compiled_program(tmp_path, monkeypatch):
+    """The program read back from the SQL cache equals the compiler's, for every cookbook view
+    (so the generated module, and numba's cache of it, are the same); a changed SQL text is a
+    miss, compiled again."""
+    from ddms.backend import sqlcache
+    from ddms.compiler import compile_sql_file
+    monkeypatch.setenv("DDMS_CACHE_DIR", str(tmp_path))
+    for path in SQL:
+        want = compile_sql_file(path).program
+        first, _, hit1 = sqlcache.sql_program(path)
+        again, _, hit2 = sqlcache.sql_program(path)
+        assert (hit1, hit2) == (False, True)
+        assert first == want and again == want, path.name
+    changed = tmp_path / "v.sql"
+    changed.write_text(SQL[0].read_text().replace("SELECT", "SELECT", 1))
+    assert sqlcache.sql_program(changed)[2] is False
+    changed.write_text(SQL[1].read_text())   # same file name, other text
+    program, _, hit = sqlcache.sql_program(changed)
+    assert not hit and program == compile_sql_file(changed).program
+
+
+def test_cached_sql_run_does_not_import_the_sql_compiler(tmp_path):
+    """``ddms run QUERY.sql`` compiled before starts without importing sqlglot (0.1-0.3 s)."""
+    import os
+    view = REPO / "examples" / "sql" / "spread.sql"
+    data = tmp_path / "book.csv"
+    data.write_text("1,1,B,10,100\n2,2,S,5,101\n")
+    code = textwrap.dedent(f"""
+        import sys
+        from ddms.cli import main
+        assert main(["run", {str(view)!r}, "--data", {str(data)!r}, "--json"]) == 0
+        print("SQLGLOT", "sqlglot" in sys.modules)
+    """)
+    env = dict(os.environ)
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                             timeout=900, env=env)
+        assert out.returncode == 0, out.stderr
+    assert "SQLGLOT False" in out.stdout and "from the cache" in out.stderr
