@@ -181,7 +181,7 @@ def _note_background_compile(engine, name: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ddms.runtime.driver import replay, warm
+    from ddms.runtime.driver import prefetch, replay, warm
     from ddms.runtime.engine import load_program
 
     # read_source (behind both readers) names a missing, directory or non-UTF-8 program file
@@ -234,6 +234,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         engine.keep_relations()   # after a resume: only if the checkpoint kept them (else a clear error)
     if ckpt is not None:
         batches = ckpt.batches(lambda chunks, size: _progress_chunks(chunks, size, label))
+    elif not demo:   # parse the next chunk on another core while this one is applied
+        batches = prefetch(batches)
 
     def checkpoint(pos: int) -> None:
         snap = _report(engine, pos, args)

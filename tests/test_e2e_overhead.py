@@ -117,3 +117,69 @@ def test_cached_sql_run_does_not_import_the_sql_compiler(tmp_path):
                              timeout=900, env=env)
         assert out.returncode == 0, out.stderr
     assert "SQLGLOT False" in out.stdout and "from the cache" in out.stderr
+
+
+def test_prefetch_keeps_order_errors_and_stops_early():
+    """``prefetch`` yields the batches in order, raises a reader's exception where it happened
+    (after the batches before it), and closing it early stops its thread."""
+    import threading
+
+    import pytest
+
+    from ddms.errors import InputError
+    from ddms.runtime.driver import prefetch
+
+    assert list(prefetch(iter(range(100)), depth=2)) == list(range(100))
+    assert list(prefetch(iter([]))) == []
+
+    def failing():
+        yield 1
+        yield 2
+        raise InputError("bad line", "f.csv", 3, "x")
+
+    got = []
+    with pytest.raises(InputError, match="bad line"):
+        for b in prefetch(failing()):
+            got.append(b)
+    assert got == [1, 2]
+
+    read = []
+
+    def endless():
+        i = 0
+        while True:
+            read.append(i)
+            yield i
+            i += 1
+    it = prefetch(endless(), depth=2)
+    assert [next(it) for _ in range(5)] == [0, 1, 2, 3, 4]
+    it.close()
+    assert not any(t.name == "ddms-prefetch" and t.is_alive() for t in threading.enumerate())
+    assert len(read) <= 5 + 2 + 2     # never more than the queue's depth (and one in hand) ahead
+
+
+def test_ddms_run_with_prefetch_prints_what_a_sequential_run_prints(tmp_path, capsys, monkeypatch):
+    """``ddms run`` parses ahead in a thread: the views printed every few lines, the error of a bad
+    line and the views before it are those of a run without the thread."""
+    from ddms import cli
+    from ddms.runtime import driver
+    data = tmp_path / "book.csv"
+    lines = b"".join(b"%d,%d,B,%d,%d\n" % (i, i, 1 + i % 7, 100 + i % 13) for i in range(1, 3000))
+    data.write_bytes(lines + b"3000,1,D,0,0\nnot a line\n3001,5,D,0,0\n")
+    args = ["run", str(REPO / "examples" / "sql" / "bid_touch_volume.sql"), "--data", str(data),
+            "--every", "250", "--json"]
+
+    def run() -> tuple[int, str, str]:
+        try:
+            code = cli.main(args)
+        except SystemExit as e:
+            code = e.code
+        out = capsys.readouterr()
+        return code, out.out, out.err.splitlines()[-1]
+    monkeypatch.setattr(cli, "_file_chunks", lambda p, size=0: (p.read_bytes()[i:i + 4096]   # many batches
+                                                                for i in range(0, p.stat().st_size, 4096)))
+    threaded = run()
+    monkeypatch.setattr(driver, "prefetch", lambda batches, depth=2: batches)
+    sequential = run()
+    assert threaded == sequential
+    assert threaded[0] != 0 and "not a line" in threaded[2] and threaded[1].count("\n") == 12

@@ -5,7 +5,9 @@ Used by ``ddms run``, the tests and the benchmarks, so that they all cut input t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -14,7 +16,7 @@ import numpy as np
 from ddms.runtime.engine import Engine
 from ddms.streams.events import EventBatch, split_lines
 
-__all__ = ["replay", "split_lines", "warm"]
+__all__ = ["prefetch", "replay", "split_lines", "warm"]
 
 
 def replay(engine: Engine, batches: Iterable[EventBatch], relmap: np.ndarray, *, every: int = 0,
@@ -63,3 +65,53 @@ def warm(engine: Any, parsers: Sequence[Any]) -> None:
             throwaway.feed(WARM_ORDERBOOK)
             throwaway.close()
     engine.snapshot()
+
+
+def prefetch(batches: Iterable[EventBatch], depth: int = 2) -> Iterator[EventBatch]:
+    """``batches``, read (parsed) by a background thread up to ``depth`` batches ahead, so that
+    parsing the next chunk of a file overlaps applying this one: the order-book parser's kernel
+    releases the GIL, and the engine holds it only inside each compiled chunk, so with a second
+    core end to end approaches the slower of parsing and applying instead of their sum.
+
+    Order, errors and the end of input are as without it: a batch carrying an error is yielded
+    in its place, and an exception of the reader is raised here at the point it happened.
+    Closing the generator early (an error or Ctrl-C while applying) stops the thread after the
+    batch it is reading.  Not for runs that save the reader's state with the engine's
+    (checkpoints): the reader is ahead of the engine by up to ``depth`` batches.
+    Cost: one thread and a queue hand-off per batch (~10 us; batches are 4 MiB of input)."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for b in batches:
+                if not put((b, None)):
+                    return
+        except BaseException as e:  # noqa: BLE001 - re-raised in the consuming thread
+            put((None, e))
+            return
+        put((done, None))
+
+    thread = threading.Thread(target=read, name="ddms-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, error = q.get()
+            if error is not None:
+                raise error
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join()
