@@ -242,7 +242,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if demo:
             spreads.append(snap.get("SPREAD", math.nan))
 
-    warm(engine, parsers)   # kernels numba loads lazily: loaded before the clock starts
+    if getattr(engine, "compiled", True):   # (a WarmEngine interpreting: first results come first)
+        warm(engine, parsers)   # kernels numba loads lazily: loaded before the clock starts
     t0 = time.perf_counter()
     stop = _StopOnInterrupt()
     try:
