@@ -111,6 +111,12 @@ def _at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+RUN_CHUNK = 1 << 20
+"""Bytes ``ddms run`` reads (and parses ahead, :func:`~ddms.runtime.driver.prefetch`) at a time: 1 MiB,
+about 40k order-book lines, so that even a file of a few MB is several chunks whose parsing
+overlaps the applying of the one before (a call per chunk costs microseconds)."""
+
+
 def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
     with open(path, "rb") as f:
         while chunk := f.read(size):
@@ -227,7 +233,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         names, parsers = inputs.names, inputs.parsers
         label = ", ".join(s.path.name for s in inputs.sources)
-        batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p), p.stat().st_size, p.name))
+        batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p, RUN_CHUNK), p.stat().st_size, p.name))
         every = args.every
     ckpt = _checkpointed(args, engine, inputs)   # --checkpoint / --resume (None without them)
     if getattr(args, "query", None):
