@@ -1,4 +1,4 @@
-"""``python -m bench [--quick] [--only NAME] [--lines N] [--json FILE]``: measure, then print one table.
+"""``python -m bench [SECTION] [--quick] [--only NAME] [--lines N] [--json FILE]``: measure, then print one table.
 
 Sections (``--only`` takes the name or the number):
 
