@@ -1,4 +1,4 @@
-"""``python -m bench [--quick] [--only NAME] [--lines N] [--json FILE]``: measure, then print one table.
+"""``python -m bench [SECTION] [--quick] [--only NAME] [--lines N] [--json FILE]``: measure, then print one table.
 
 Sections (``--only`` takes the name or the number):
 
@@ -19,6 +19,10 @@ Sections (``--only`` takes the name or the number):
               --checkpoint-every 100000 on a 10M-line run (bench/checkpoint.py)
 12 ingest     every reader of ddms/io end to end: multi-symbol Binance, cryptofeed captures, the
               hftbacktest-style L2 capture, MBO (DBN) records/s (bench/ingest.py)
+13 e2e        speed as a user sees it, through ``ddms run``: end to end beside apply only for every
+              finance query (1M generated lines and big/finance.csv), x DBToaster from the end-to-end
+              rate, readers' share, cached start of every program against the floor, first result of a
+              never-compiled view (bench/e2e.py; ``python -m bench e2e [--quick]``, a few minutes)
 
 Every number in the table is measured by that run; throughput counts input lines.  Progress
 goes to stderr, the table to stdout.
@@ -44,6 +48,7 @@ from bench import (
     compile_time,
     depth,
     duckdb_vwap,
+    e2e,
     feeds,
     ingest,
     kernel,
@@ -66,6 +71,7 @@ SECTIONS = {
     "feeds": feeds.run,
     "checkpoint": checkpoint.run,
     "ingest": ingest.run,
+    "e2e": e2e.run,
 }
 
 
@@ -102,6 +108,7 @@ def table(rows: list[Row], title: str) -> Table:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    ap.add_argument("section", nargs="?", help="the section to run (as --only)")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run of a minute or two")
     ap.add_argument("--only", metavar="NAME", help="run one section: " + ", ".join(
         f"{i} {n}" for i, n in enumerate(SECTIONS, 1)))
@@ -110,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="lines of the synthetic stream (default 10M, 1M with --quick)")
     args = ap.parse_args(argv)
     names = list(SECTIONS)
+    if args.section and args.only:
+        ap.error("give the section once: as an argument or with --only")
+    args.only = args.only or args.section
     if args.only:
         key = args.only.strip().lower()
         if key.isdigit() and 1 <= int(key) <= len(names):

@@ -27,3 +27,43 @@ _os.environ.setdefault("NUMBA_CACHE_LOCATOR_CLASSES",
                        "UserWideCacheLocator,IPythonCacheLocator,ZipCacheLocator")
 
 __version__ = "0.1.0"
+
+
+class _ArraymathWithoutScipy:
+    """A one-shot import hook: while ``numba.np.arraymath`` is first imported (numba does it when
+    it loads its first compiled function, cached or not), ``scipy.linalg`` reads as absent, so
+    numba does not import it (0.25 s of every ddms start, about half the distance between the
+    floor of Python + numba and the 0.7 s start target).  arraymath only asks whether a BLAS
+    exists (by importing ``scipy.linalg.cython_blas``), for the inner product of
+    ``np.correlate``/``np.convolve`` in compiled code (a plain loop instead; ddms calls neither);
+    ``np.dot`` and ``np.linalg`` look for SciPy again when they are compiled, and a
+    ``scipy.linalg`` imported before is used as is.  ``DDMS_NUMBA_SCIPY=1`` turns the hook off."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "numba.np.arraymath":
+            return None
+        import importlib.machinery
+        import sys
+
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or "scipy.linalg" in sys.modules:
+            return spec
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            sys.modules["scipy.linalg"] = None   # ``import scipy.linalg...`` raises ImportError meanwhile
+            try:
+                load(module)
+            finally:
+                if "scipy.linalg" in sys.modules and sys.modules["scipy.linalg"] is None:
+                    del sys.modules["scipy.linalg"]
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if _os.environ.get("DDMS_NUMBA_SCIPY") != "1":
+    import sys as _sys
+
+    if "numba.np.arraymath" not in _sys.modules:
+        _sys.meta_path.insert(0, _ArraymathWithoutScipy())

@@ -49,6 +49,16 @@ BAR_DELAY = 0.5
 """Seconds a run lasts before :func:`_progress_chunks` draws its bar (the bar is transient)."""
 
 
+def _stderr_is_terminal() -> bool:
+    """Whether a progress bar can be drawn.  Asked before importing rich: its import (0.1-0.3 s)
+    fell inside the timed part of every run longer than :data:`BAR_DELAY` seconds, also when
+    stderr is a file or a pipe and no bar is drawn (a tenth of a 1M-line run of a fast view)."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):   # replaced or closed stderr
+        return False
+
+
 def _progress_chunks(chunks: Iterator[bytes], total: int | None, label: str) -> Iterator[bytes]:
     """Pass chunks through, drawing a progress bar on stderr (rich) when stderr is a terminal,
     else a line every few seconds.  Nothing is drawn before the run has lasted :data:`BAR_DELAY`
@@ -64,10 +74,10 @@ def _progress_chunks(chunks: Iterator[bytes], total: int | None, label: str) -> 
             break
     else:
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
-    console = Console(stderr=True)
-    if console.is_terminal:
+    if _stderr_is_terminal():
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+        console = Console(stderr=True)
         with Progress(TextColumn(label), BarColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
                       console=console, transient=True) as bar:
             task = bar.add_task(label, total=total, completed=done)
@@ -99,6 +109,12 @@ def _at_least(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
         return v
     return parse
+
+
+RUN_CHUNK = 1 << 20
+"""Bytes ``ddms run`` reads (and parses ahead, :func:`~ddms.runtime.driver.prefetch`) at a time: 1 MiB,
+about 40k order-book lines, so that even a file of a few MB is several chunks whose parsing
+overlaps the applying of the one before (a call per chunk costs microseconds)."""
 
 
 def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
@@ -171,7 +187,7 @@ def _note_background_compile(engine, name: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ddms.runtime.driver import replay
+    from ddms.runtime.driver import prefetch, replay, warm
     from ddms.runtime.engine import load_program
 
     # read_source (behind both readers) names a missing, directory or non-UTF-8 program file
@@ -180,11 +196,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         from ddms.programs import program_path
         program = program_path("sobi.m3")         # package data: also in a wheel
-    if program.suffix == ".sql":
-        from ddms.compiler import compile_sql_file
-        sql = compile_sql_file(program)
-        print(f"SQL -> M3 in {sql.compile_seconds:.3f} s ({len(sql.program.maps)} maps)", file=sys.stderr)
-        target = sql.program
+    if program.suffix == ".sql":   # compiled before: from the cache, without importing the SQL compiler
+        from ddms.backend.sqlcache import sql_program
+        target, sql_seconds, hit = sql_program(program)
+        print(f"SQL -> M3 {'from the cache ' if hit else ''}in {sql_seconds:.3f} s ({len(target.maps)} maps)",
+              file=sys.stderr)
     else:
         target = load_program(program)
     demo = args.program is None and args.data is None
@@ -217,19 +233,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         names, parsers = inputs.names, inputs.parsers
         label = ", ".join(s.path.name for s in inputs.sources)
-        batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p), p.stat().st_size, p.name))
+        batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p, RUN_CHUNK), p.stat().st_size, p.name))
         every = args.every
     ckpt = _checkpointed(args, engine, inputs)   # --checkpoint / --resume (None without them)
     if getattr(args, "query", None):
         engine.keep_relations()   # after a resume: only if the checkpoint kept them (else a clear error)
     if ckpt is not None:
         batches = ckpt.batches(lambda chunks, size: _progress_chunks(chunks, size, label))
+    elif not demo:   # parse the next chunk on another core while this one is applied
+        batches = prefetch(batches)
 
     def checkpoint(pos: int) -> None:
         snap = _report(engine, pos, args)
         if demo:
             spreads.append(snap.get("SPREAD", math.nan))
 
+    if getattr(engine, "compiled", True):   # (a WarmEngine interpreting: first results come first)
+        warm(engine, parsers)   # kernels numba loads lazily: loaded before the clock starts
     t0 = time.perf_counter()
     stop = _StopOnInterrupt()
     try:
@@ -332,10 +352,10 @@ def _progress_batches(batches: Iterator, label: str) -> Iterator:
             break
     else:
         return
-    from rich.console import Console
-    from rich.progress import Progress, TextColumn, TimeElapsedColumn
-    console = Console(stderr=True)
-    if console.is_terminal:
+    if _stderr_is_terminal():
+        from rich.console import Console
+        from rich.progress import Progress, TextColumn, TimeElapsedColumn
+        console = Console(stderr=True)
         with Progress(TextColumn(label), TextColumn("{task.fields[lines]} lines"), TimeElapsedColumn(),
                       console=console, transient=True) as bar:
             task = bar.add_task(label, total=None, lines=f"{b.last_line:,}")

@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 BOOK = REPO / "tests" / "programs" / "book.m3"   # grouped views with one and two keys
 
@@ -52,3 +54,43 @@ def _run() -> str:
 def test_cached_program_compiles_nothing_when_its_views_are_read():
     _run()                            # compiles (or loads) the program and the helpers once
     assert "COMPILED []" in _run()    # a second process loads everything from numba's cache
+
+
+RUN = textwrap.dedent("""
+    import sys
+    import numba.core.event as ev
+
+    compiled = []
+
+    class Listener(ev.Listener):
+        def on_start(self, event):
+            compiled.append(str(event.data["dispatcher"]))
+
+        def on_end(self, event):
+            pass
+
+    ev.register("numba:compile", Listener())
+    from ddms.cli import main
+    assert main(["run", sys.argv[1], "--data", sys.argv[2], "--every", "2", "--json"]) == 0
+    print("COMPILED", compiled)
+""")
+
+KINDS = {"hand-written M3 (vwap)": REPO / "examples" / "m3" / "vwap.m3",
+         "hand-written M3 (sobi)": REPO / "examples" / "m3" / "sobi.m3",
+         "SQL scalar view": REPO / "examples" / "sql" / "spread.sql",
+         "SQL grouped view, several columns, MIN/MAX": REPO / "examples" / "sql" / "broker_book.sql",
+         "SQL grouped view with a range condition": REPO / "examples" / "sql" / "cumulative_bid_depth.sql"}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_cached_ddms_run_compiles_nothing(kind, tmp_path):
+    """``ddms run`` of a program compiled before (every kind: hand-written M3, SQL scalar and
+    grouped views) compiles nothing in the whole process: not the triggers, not the parser,
+    not the input check, not the typed-container reads of the printed views."""
+    data = tmp_path / "book.csv"
+    data.write_text("1,1,B,10,100\n1,2,S,10,200\n2,3,B,5,101\n2,1,E,5,0\n3,2,D,0,0\n4,4,S,2,150\n")
+    cmd = [sys.executable, "-c", RUN, str(KINDS[kind]), str(data)]
+    for _ in range(2):   # the first run compiles (or loads) everything once
+        out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
+        assert out.returncode == 0, out.stderr
+    assert "COMPILED []" in out.stdout, out.stdout

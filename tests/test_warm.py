@@ -267,3 +267,37 @@ def test_failed_compile_is_reported_at_the_hand_over(compiled):
         w.apply(bs[1], relmap)
     assert not w.compiled and w.position == bs[0].last_line
     assert same(w.snapshot(), want[w.position - 1][1])
+
+
+SEVERAL = ("book_totals", "broker_book")   # several columns: one row without keys / rows per broker
+
+
+@pytest.fixture(scope="module", params=SEVERAL)
+def several(request):
+    """(program, per-line snapshots of a compiled-only run) of a cookbook view with several
+    output columns."""
+    from ddms.compiler import compile_sql_file
+    program = compile_sql_file(REPO / "examples" / "sql" / f"{request.param}.sql").program
+    assert any(q.columns for q in program.queries)
+    engine = Engine(program)
+    snaps: list = []
+    replay(engine, batches(), engine.relmap(("bids", "asks")), every=1,
+           checkpoint=lambda pos: snaps.append(engine.snapshot()))
+    return program, snaps, engine
+
+
+@pytest.mark.parametrize("after", [None, 90])
+def test_views_with_several_columns_served_while_compiling(several, monkeypatch, after):
+    """A view with several output columns (keyed or not, with MAX/MIN columns that are NULL on
+    an empty book) is served by the interpreter while compiling: after every line its snapshot
+    and value equal the compiled engine's, before and after the hand-over."""
+    program, want, ref = several
+    monkeypatch.setattr(warm, "POLL_SECONDS", 0.0)
+    w, served = run_warm(program, Job(after))
+    assert len(served) == len(want) == LINES
+    for (pos, _, got), exp in zip(served, want, strict=True):
+        assert same(got, dict(exp)), f"line {pos}: {got} != {exp}"
+    assert any(not c for _, c, _ in served)            # some lines were served by the interpreter
+    assert w.compiled == (after is not None)
+    for q in program.queries:
+        assert same(w.value(q.name), ref.value(q.name))

@@ -193,7 +193,7 @@ def _apply(act, t, oid, vol, px, line, brokers, keys, vals, meta,
     return k
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, nogil=True)   # nogil: ddms run parses ahead in a thread (driver.prefetch)
 def _run(buf, pos, end, line_no, brokers, skip_bad, keys, vals, meta,
          o_rel, o_sign, o_cols, o_line, k, bad, nbad):  # pragma: no cover - compiled
     """Parse and apply the lines of ``buf[pos:end]`` (which ends with a newline).

@@ -213,6 +213,9 @@ class Engine:
         empty = EventBatch.empty(1)
         self.module.run_batch(self.state, np.zeros(1, np.int64), empty.rel, empty.sign,
                               np.zeros((0, 1)), empty.line, 0, 0, self._prev, self._fire_c)
+        # apply's input check is compiled too: numba loads its machine code on the first call,
+        # which would otherwise land in the first timed batch (~10-50 ms of LLVM loading)
+        check_batch(empty, self._arity[:1])
 
     # -- views ------------------------------------------------------------------------------
     def export(self, views: Sequence[str] | None = None, *, pandas: bool = False) -> dict[str, Any]:

@@ -105,10 +105,6 @@ class WarmEngine:
                  on_ready: Callable[[Engine, float], None] | None = None) -> None:
         self._t0 = time.perf_counter()
         self.program = load_program(program)
-        several = [q.name for q in self.program.queries if q.columns]
-        if several:
-            raise ViewError(f"views with several columns ({', '.join(several)}) are not served while compiling yet: "
-                            "run without --first-results")
         self._job: CompileJob | None = (compile_job or BackgroundCompile)(self.program)
         self._on_ready = on_ready
         self.engine: Engine | None = None
@@ -234,10 +230,22 @@ class WarmEngine:
 
     # -- views --------------------------------------------------------------------------------
     def value(self, name: str) -> Any:
-        """A view's value: a number, or a dict of its nonzero groups (as :meth:`Engine.value`)."""
+        """A view's value as :meth:`Engine.value` gives it: a number; a dict of its nonzero
+        groups; for a view with several columns a tuple of them (``None`` for a NULL column), or
+        a dict from every key present in any column to such tuples (0.0 for a column without
+        the key, NaN for NULL), as :class:`~ddms.runtime.views.TableView` reads them."""
         if self.engine is not None:
             return self.engine.value(name)
         q = self._query(name)
+        assert self._interp is not None
+        if q.columns:
+            decls = [self.program.map(m) for _, m in q.columns]
+            maps = [self._interp.maps[d.name] for d in decls]
+            if not q.keys:
+                return tuple(_null(m.get((), 0.0), d.value_type) for m, d in zip(maps, decls, strict=True))
+            keys = dict.fromkeys(k for m in maps for k in m)
+            return {self._key(k, decls[0]): tuple(_py(m[k], d.value_type) if k in m else 0.0
+                                                 for m, d in zip(maps, decls, strict=True)) for k in keys}
         decl = self.program.map(q.map)
         if not decl.keys:
             return _null(self._interp.view(name), decl.value_type)
@@ -245,13 +253,17 @@ class WarmEngine:
 
     def snapshot(self) -> dict[str, Any]:
         """Every view as :meth:`Engine.snapshot` shows it: numbers for scalar views, ``[key...,
-        value]`` rows sorted by key else.  Cost: O(groups) per grouped view."""
+        value...]`` rows sorted by key for grouped ones, the one row of values of a view with
+        several columns and no keys.  Cost: O(groups) per grouped view."""
         if self.engine is not None:
             return self.engine.snapshot()
         out: dict[str, Any] = {}
         for q in self.program.queries:
             v = self.value(q.name)
-            out[q.name] = sorted([*k, x] for k, x in v.items()) if isinstance(v, dict) else v
+            if isinstance(v, dict):
+                out[q.name] = sorted([*k, *(x if isinstance(x, tuple) else (x,))] for k, x in v.items())
+            else:
+                out[q.name] = list(v) if isinstance(v, tuple) else v
         return out
 
     def _query(self, name: str):

@@ -1,0 +1,185 @@
+"""What ``ddms run`` times is parsing and applying: the compiled code numba loads lazily is loaded
+before the clock starts (:func:`ddms.runtime.driver.warm`), and the progress display does not
+import rich when stderr is not a terminal.  Each check runs in a fresh process, where nothing
+is loaded yet."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VWAP = REPO / "examples" / "m3" / "vwap.m3"
+
+WARM = textwrap.dedent(f"""
+    import sys
+    from numba.core.registry import CPUDispatcher
+    from ddms.runtime.driver import warm
+    from ddms.runtime.engine import Engine
+    from ddms.io.orderbook import OrderBookParser
+    from replay.synthetic import generate_orderbook
+
+    engine = Engine({str(VWAP)!r})
+    parser = OrderBookParser(source="<synthetic>")
+    warm(engine, [parser])
+
+    def loaded():
+        out = {{}}
+        for name, mod in list(sys.modules.items()):
+            if name.startswith(("ddms", "ddms_prog")):
+                for attr, f in list(vars(mod).items()):
+                    if isinstance(f, CPUDispatcher):
+                        out[name + "." + attr] = len(f.overloads)
+        return out
+
+    before = loaded()
+    relmap = engine.relmap(("bids", "asks"))
+    for chunk in generate_orderbook(3000, seed=5):
+        engine.apply(parser.feed(chunk), relmap)
+    engine.apply(parser.close(), relmap)
+    engine.snapshot()
+    after = loaded()
+    assert engine.position == 3000, engine.position
+    grown = sorted(k for k in after if after[k] != before.get(k, 0))
+    print("LOADED IN THE RUN", grown)
+""")
+
+
+def _python(code: str) -> str:
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_warm_loads_every_kernel_a_run_calls():
+    """After ``warm``, parsing and applying 3,000 lines and reading the views load no further
+    compiled function (before it, the parser's kernels, the input check and the view readers
+    were loaded inside the first timed batch)."""
+    assert "LOADED IN THE RUN []" in _python(WARM)
+
+
+def test_progress_without_a_terminal_does_not_import_rich():
+    """A run longer than the bar delay with stderr redirected prints progress lines without
+    importing rich (its import fell inside the timed part of the run)."""
+    code = textwrap.dedent("""
+        import sys
+        import ddms.cli as cli
+        cli.BAR_DELAY = 0.0
+        chunks = [b"1,1,B,10,100\\n"] * 5
+        assert list(cli._progress_chunks(iter(chunks), 65, "x")) == chunks
+        assert list(cli._progress_batches(iter([1, 2, 3]), "y")) == [1, 2, 3]
+        print("RICH", "rich" in sys.modules)
+    """)
+    assert "RICH False" in _python(code)
+
+
+SQL = sorted((REPO / "examples" / "sql").glob("*.sql"))
+
+
+def test_sql_cache_gives_the_compiled_program(tmp_path, monkeypatch):
+    """The program read back from the SQL cache equals the compiler's, for every cookbook view
+    (so the generated module, and numba's cache of it, are the same); a changed SQL text is a
+    miss, compiled again."""
+    from ddms.backend import sqlcache
+    from ddms.compiler import compile_sql_file
+    monkeypatch.setenv("DDMS_CACHE_DIR", str(tmp_path))
+    for path in SQL:
+        want = compile_sql_file(path).program
+        first, _, hit1 = sqlcache.sql_program(path)
+        again, _, hit2 = sqlcache.sql_program(path)
+        assert (hit1, hit2) == (False, True)
+        assert first == want and again == want, path.name
+    changed = tmp_path / "v.sql"
+    changed.write_text(SQL[0].read_text().replace("SELECT", "SELECT", 1))
+    assert sqlcache.sql_program(changed)[2] is False
+    changed.write_text(SQL[1].read_text())   # same file name, other text
+    program, _, hit = sqlcache.sql_program(changed)
+    assert not hit and program == compile_sql_file(changed).program
+
+
+def test_cached_sql_run_does_not_import_the_sql_compiler(tmp_path):
+    """``ddms run QUERY.sql`` compiled before starts without importing sqlglot (0.1-0.3 s)."""
+    import os
+    view = REPO / "examples" / "sql" / "spread.sql"
+    data = tmp_path / "book.csv"
+    data.write_text("1,1,B,10,100\n2,2,S,5,101\n")
+    code = textwrap.dedent(f"""
+        import sys
+        from ddms.cli import main
+        assert main(["run", {str(view)!r}, "--data", {str(data)!r}, "--json"]) == 0
+        print("SQLGLOT", "sqlglot" in sys.modules)
+    """)
+    env = dict(os.environ)
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                             timeout=900, env=env)
+        assert out.returncode == 0, out.stderr
+    assert "SQLGLOT False" in out.stdout and "from the cache" in out.stderr
+
+
+def test_prefetch_keeps_order_errors_and_stops_early():
+    """``prefetch`` yields the batches in order, raises a reader's exception where it happened
+    (after the batches before it), and closing it early stops its thread."""
+    import threading
+
+    import pytest
+
+    from ddms.errors import InputError
+    from ddms.runtime.driver import prefetch
+
+    assert list(prefetch(iter(range(100)), depth=2)) == list(range(100))
+    assert list(prefetch(iter([]))) == []
+
+    def failing():
+        yield 1
+        yield 2
+        raise InputError("bad line", "f.csv", 3, "x")
+
+    got = []
+    with pytest.raises(InputError, match="bad line"):
+        for b in prefetch(failing()):
+            got.append(b)
+    assert got == [1, 2]
+
+    read = []
+
+    def endless():
+        i = 0
+        while True:
+            read.append(i)
+            yield i
+            i += 1
+    it = prefetch(endless(), depth=2)
+    assert [next(it) for _ in range(5)] == [0, 1, 2, 3, 4]
+    it.close()
+    assert not any(t.name == "ddms-prefetch" and t.is_alive() for t in threading.enumerate())
+    assert len(read) <= 5 + 2 + 2     # never more than the queue's depth (and one in hand) ahead
+
+
+def test_ddms_run_with_prefetch_prints_what_a_sequential_run_prints(tmp_path, capsys, monkeypatch):
+    """``ddms run`` parses ahead in a thread: the views printed every few lines, the error of a bad
+    line and the views before it are those of a run without the thread."""
+    from ddms import cli
+    from ddms.runtime import driver
+    data = tmp_path / "book.csv"
+    lines = b"".join(b"%d,%d,B,%d,%d\n" % (i, i, 1 + i % 7, 100 + i % 13) for i in range(1, 3000))
+    data.write_bytes(lines + b"3000,1,D,0,0\nnot a line\n3001,5,D,0,0\n")
+    args = ["run", str(REPO / "examples" / "sql" / "bid_touch_volume.sql"), "--data", str(data),
+            "--every", "250", "--json"]
+
+    def run() -> tuple[int, str, str]:
+        try:
+            code = cli.main(args)
+        except SystemExit as e:
+            code = e.code
+        out = capsys.readouterr()
+        return code, out.out, out.err.splitlines()[-1]
+    monkeypatch.setattr(cli, "_file_chunks", lambda p, size=0: (p.read_bytes()[i:i + 4096]   # many batches
+                                                                for i in range(0, p.stat().st_size, 4096)))
+    threaded = run()
+    monkeypatch.setattr(driver, "prefetch", lambda batches, depth=2: batches)
+    sequential = run()
+    assert threaded == sequential
+    assert threaded[0] != 0 and "not a line" in threaded[2] and threaded[1].count("\n") == 12
