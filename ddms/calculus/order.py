@@ -249,8 +249,8 @@ def choose_orders(program: Program) -> tuple[Program, list[str]]:
                 return AggSum(g, fix(x))
             case Lift(v, x):
                 return Lift(v, fix(x))
-            case Extreme(k, v, ref):
-                return Extreme(k, v, fix(ref))
+            case Extreme(k, v, ref, n):
+                return Extreme(k, v, fix(ref), n)
         return e
     triggers = [Trigger(t.sign, t.stream, t.args,
                         tuple(Statement(fix(s.target), s.op, fix(s.expr)) for s in t.statements))

@@ -46,6 +46,7 @@ from ddms.calculus.ir import (
     expr_vars,
     nullable,
     query_expr,
+    substitute,
     term_expr,
     term_vars,
     with_children,
@@ -161,6 +162,7 @@ class _Translator:
         self.at = 0  # offset of the statement being translated (error locations)
         # trigger arguments are named STREAM_COLUMN (see ddms.calculus.materialize): never reuse them
         self.used: set[str] = {f"{s.name}_{c.name}" for s in script.streams for c in s.columns}
+        self.covered: set[Exists] = set()   # rows of top-N groups a term may drop (normalize)
 
     def fail(self, reason: str, fragment: str = "") -> SqlError:
         return SqlError(reason, self.script.source, fragment, self.script.text, self.at)
@@ -200,6 +202,12 @@ class _Translator:
             else:
                 assert isinstance(item, FromSelect)
                 sub = item.select
+                if sub.top is not None:
+                    top_cols, sub_terms, sub_local = self.top_source(item, parent)
+                    scope.tables[item.alias] = top_cols
+                    local |= sub_local
+                    terms = _times(terms, sub_terms)
+                    continue
                 if any(has_agg(it.expr) for it in sub.items) or sub.group:
                     agg_cols, sub_terms, sub_local = self.aggregate_source(item, parent)
                     scope.tables[item.alias] = agg_cols
@@ -261,6 +269,60 @@ class _Translator:
                             item.text)
         count = self.normalize(group, body, inner_local)
         return cols, [Term(1.0, (), (Exists(group, query_expr(count)),))], set(group)
+
+    def top_source(self, item: FromSelect, parent: _Scope | None
+                   ) -> tuple[dict[str, str | Expr], list[Term], set[str]]:
+        """A top-N subquery in FROM (:class:`ddms.sql.ast.TopN`) over price levels: ``GROUP BY
+        [p..,] k`` ordered by the key ``k`` (per partition ``p``) keeps the groups whose ``k`` is
+        at or above the n-th largest ``k`` present (DESC; at or below the n-th smallest for ASC):
+        the rows of :meth:`aggregate_source` times ``{k >= ExtremeAgg(max, v, count per [p.., v],
+        n)}``, a select by rank in the tree of group counts, O(log n).  Group keys are distinct,
+        so the cut has no ties.
+
+        Rows of orders (no GROUP BY) are rejected: ``ORDER BY price LIMIT n`` over orders that
+        tie at the n-th price keeps an arbitrary subset of them (SQL leaves it open), so a sum of
+        their volumes has no one answer.  The groups' row factor ``Exists`` is registered in
+        ``covered``: a term that also reads one of the groups' sums drops it (:meth:`normalize`),
+        so "volume of the 5 best levels" is a range sum, not a pass over the groups."""
+        sub = item.select
+        top = sub.top
+        assert top is not None
+        if not sub.group:
+            raise self.fail("ORDER BY ... LIMIT over single rows is not supported: rows that tie at the cut "
+                            "make the result depend on which of them SQL keeps; keep the first n price levels "
+                            "instead (SELECT price, SUM(volume) ... GROUP BY price ORDER BY price DESC LIMIT n)",
+                            top.text or item.text)
+        cols, terms, sub_local = self.aggregate_source(item, parent)
+        exists = terms[0].factors[0]
+        assert isinstance(exists, Exists) and isinstance(exists.body, AggSum)
+        # GROUP BY columns by their names and by the names they are selected under
+        names: dict[str, str] = {}
+        if len(sub.group) == len(exists.group):
+            names = {g.name.upper(): v for g, v in zip(sub.group, exists.group, strict=True)}
+        for it in sub.items:
+            if isinstance(it.expr, Col) and it.expr.name.upper() in names:
+                names.setdefault(it.name.upper(), names[it.expr.name.upper()])
+
+        def var_of(c: Col) -> str:
+            if c.name.upper() not in names:
+                raise self.fail("a top-N over groups is ordered and partitioned by its GROUP BY columns (the n "
+                                "best price levels: GROUP BY price ... ORDER BY price DESC LIMIT n)",
+                                c.text or top.text)
+            return names[c.name.upper()]
+        key = var_of(top.key)
+        part = tuple(dict.fromkeys(var_of(c) for c in top.partition))
+        if set(exists.group) != set(part) | {key} or key in part:
+            raise self.fail("a top-N over groups orders by the GROUP BY column that is not a PARTITION BY "
+                            "column, and partitions by the others (GROUP BY broker_id, price with PARTITION BY "
+                            "broker_id ORDER BY price)", top.text or item.text)
+        kind = "max" if top.desc else "min"
+        v = self.fresh(f"{kind}_rank")
+        counts = substitute(exists.body, {key: v})
+        assert isinstance(counts, AggSum)
+        cut = ExtremeAgg(kind, v, AggSum(part + (v,), counts.expr), top.n) if top.n >= 1 else _NULL
+        keep = Cmp(">=" if top.desc else "<=", Var(key), cut)
+        self.covered.add(exists)
+        return cols, [Term(1.0, (), (exists, keep))], sub_local
 
     # -- conditions -------------------------------------------------------------------------------
     def cond(self, c: Cond, scope: _Scope) -> list[Term]:
@@ -474,7 +536,7 @@ class _Translator:
         for t in terms:
             t = simplify_term(unify(t, local, keep))
             if t is not None:
-                out.append(t)
+                out.append(_uncover(t, self.covered) if self.covered else t)
         return Query(group, tuple(merge_terms(out)))
 
     # -- views ------------------------------------------------------------------------------------
@@ -541,6 +603,38 @@ class _Translator:
         domain = self.normalize(order, body, local)
         return ViewDef(name, order, tuple(keys), tuple(aggs), columns[0][1], domain, sel.text,
                        columns if len(columns) > 1 else ())
+
+
+def _uncover(t: Term, covered: set[Exists]) -> Term:
+    """``t`` without the row factor ``Exists(g, AggSum(g, C))`` of top-N groups (``covered``)
+    when another factor is a sum over the rows of the same groups, ``AggSum(g, B)`` with every
+    term of ``B`` the one term of ``C`` times more factors: that sum is 0 where the group has no
+    row, so the factor changes nothing, and without it the sum over the groups is a range sum
+    of ``B``'s map instead of a pass over the groups (volume of the n best levels: O(log n)).
+    Conservative: any other shape keeps the factor (exact, slower).  O(size of t)."""
+    for i, f in enumerate(t.factors):
+        if not (isinstance(f, Exists) and f in covered and isinstance(f.body, AggSum)):
+            continue
+        base = expand(f.body.expr)
+        if len(base) != 1 or base[0].coef != 1.0:
+            continue
+        need = base[0]
+        for g in t.factors:
+            if not (isinstance(g, AggSum) and tuple(g.group) == tuple(f.group) and g is not f):
+                continue
+            parts = expand(g.expr)
+            if parts and all(p.atoms == need.atoms and _contains(p.factors, need.factors) for p in parts):
+                return Term(t.coef, t.atoms, t.factors[:i] + t.factors[i + 1:])
+    return t
+
+
+def _contains(big: tuple[Expr, ...], small: tuple[Expr, ...]) -> bool:
+    rest = list(big)
+    for x in small:
+        if x not in rest:
+            return False
+        rest.remove(x)
+    return True
 
 
 def _regroup(e: Expr, order: tuple[str, ...]) -> Expr:
