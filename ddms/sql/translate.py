@@ -44,11 +44,13 @@ from ddms.calculus.ir import (
     Term,
     children,
     expr_vars,
+    has_rel,
     nullable,
     query_expr,
     substitute,
     term_expr,
     term_vars,
+    walk,
     with_children,
 )
 from ddms.calculus.normal import check_budget, expand, merge_terms, simplify_term, unify
@@ -319,7 +321,9 @@ class _Translator:
         v = self.fresh(f"{kind}_rank")
         counts = substitute(exists.body, {key: v})
         assert isinstance(counts, AggSum)
-        cut = ExtremeAgg(kind, v, AggSum(part + (v,), counts.expr), top.n) if top.n >= 1 else _NULL
+        if top.n < 1:   # LIMIT 0: no row
+            return cols, [], sub_local
+        cut = ExtremeAgg(kind, v, AggSum(part + (v,), counts.expr), top.n)
         keep = Cmp(">=" if top.desc else "<=", Var(key), cut)
         self.covered.add(exists)
         return cols, [Term(1.0, (), (exists, keep))], sub_local
@@ -612,7 +616,7 @@ def _uncover(t: Term, covered: set[Exists]) -> Term:
     row, so the factor changes nothing, and without it the sum over the groups is a range sum
     of ``B``'s map instead of a pass over the groups (volume of the n best levels: O(log n)).
     Conservative: any other shape keeps the factor (exact, slower).  O(size of t)."""
-    for i, f in enumerate(t.factors):
+    for f in t.factors:
         if not (isinstance(f, Exists) and f in covered and isinstance(f.body, AggSum)):
             continue
         base = expand(f.body.expr)
@@ -624,7 +628,15 @@ def _uncover(t: Term, covered: set[Exists]) -> Term:
                 continue
             parts = expand(g.expr)
             if parts and all(p.atoms == need.atoms and _contains(p.factors, need.factors) for p in parts):
-                return Term(t.coef, t.atoms, t.factors[:i] + t.factors[i + 1:])
+                # factors over the group keys alone (the level's price) are constant in the
+                # group: moved into its sum (sum of price * volume per level), so that the sum
+                # over the levels is still one range sum
+                keyed = [h for h in t.factors if h is not f and h is not g and not has_rel(h)
+                         and not any(isinstance(x, AggSum | Exists | ExtremeAgg) for x in walk(h))
+                         and expr_vars(h) <= set(f.group)]
+                inner = AggSum(g.group, Mul((*keyed, g.expr))) if keyed else g
+                rest = [inner if h is g else h for h in t.factors if h is not f and h not in keyed]
+                return Term(t.coef, t.atoms, tuple(rest))
     return t
 
 
