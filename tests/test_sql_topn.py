@@ -137,3 +137,47 @@ def test_rejected_with_location(sql: str, reason: str) -> None:
         compile_sql(HEADER + sql + ";", "v.sql")
     msg = str(e.value)
     assert reason in msg and "v.sql:6:" in msg and "^" in msg, msg
+
+
+def test_standard_every_25th_line(engine_program) -> None:
+    """Every top-N view against DuckDB after every 25th line of the standard data, and the last."""
+    from conftest import shared_file
+    from oracle import Book, Duck, coalesce_sums, rows_of, same_view
+
+    from ddms.runtime.driver import split_lines
+    from ddms.streams.orderbook import OrderBookParser
+    lines = shared_file("data", "orderbook", "standard", "finance.csv").read_text().splitlines()
+    engine = Engine(engine_program)
+    relmap = engine.relmap(("bids", "asks"))
+    batch = OrderBookParser(brokers=10).feed(("\n".join(lines) + "\n").encode())
+    book, duck = Book(), Duck()
+    queries = {name: coalesce_sums(sql) for name, sql in VIEWS.items()}
+    i = 0
+    for n, text in enumerate(lines, start=1):
+        j = i
+        while j < len(batch) and batch.line[j] == n:
+            j += 1
+        if j > i:
+            head, _ = split_lines(batch, n)
+            engine.apply(type(batch)(head.rel[i:], head.sign[i:], head.cols[i:], head.line[i:], n, n), relmap)
+        i = j
+        book.line(text)
+        if n % 25 and n != len(lines):
+            continue
+        for name, sql in queries.items():
+            want = rows_of(duck.query(book, sql))
+            v = engine.views[name]
+            got = v.value if not engine_program.map(name).keys else dict(v)
+            assert same_view(got, want), f"{name} line {n}: engine {got} != DuckDB {want}"
+    engine._check()
+
+
+def test_rank_in_m3_text() -> None:
+    """``Max(x, m[x], n)`` prints and parses back; a rank must be a positive integer."""
+    from ddms.errors import M3SyntaxError
+    from ddms.m3.parser import parse_program
+    prog = compile_sql(HEADER + VIEWS["BROKER_TOP2"] + ";").program
+    text = print_program(prog)
+    assert print_program(parse_program(text)) == text
+    with pytest.raises(M3SyntaxError, match="rank"):
+        parse_program(text.replace(", 2)}", ", 0)}", 1))
