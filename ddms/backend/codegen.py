@@ -24,7 +24,8 @@ shapes are recognised and compiled to O(log n) range-map calls instead of loops:
 * threshold sum ``AggSum([], A[.., P] * {X cmp RS(P)})``  A ORDERED on P, RS(P) a range sum over
   an ORDERED B compared with P, X independent of P (VWAP's "volume above me below k * total")
 
-``Max/Min`` over the ordered key of an ORDERED map reads the tree's extreme key.  Every other
+``Max/Min`` over the ordered key of an ORDERED map reads the tree's extreme key, ``Max(x, M[x], n)``
+its n-th key (``btree_nth``: a select by rank, the cut of a top-N).  Every other
 shape compiles to loops over hash maps and their indexes; ``plan`` lists which was chosen.
 """
 

@@ -297,10 +297,11 @@ def _deep_body(ch: _Chooser, e: Expr, bound: frozenset[str]) -> Expr:
             return Lift(v, _deep(ch, x, bound))
         case AggSum():
             return _deep(ch, e, bound)
-        case Extreme(_, v, ref):
-            # MIN/MAX: the extreme key of a slice is the first/last key of its range tree
+        case Extreme(_, v, ref, n):
+            # MIN/MAX: the extreme key of a slice is the first/last key of its range tree (the
+            # n-th key of a top-N's cut: a select by rank in that tree)
             if ref.keys.count(v) == 1 and all(k in bound for k in ref.keys if k != v):
-                ch.wish(ref, v, "tree extreme")
+                ch.wish(ref, v, "tree extreme" if n == 1 else "select by rank")
             return e
     return e
 

@@ -26,6 +26,11 @@ that combines them (``SUM(x) / COUNT(*)`` for AVG).
   ``COALESCE``, ``NULLIF``, ``ABS``, ``GREATEST``, ``LEAST`` arrive as ``CASE``; ``HAVING``
   multiplies every output by its condition over the aggregates; a SELECT without FROM is an
   expression over scalar subqueries; a view may have several outputs (``ViewDef.columns``);
+* a **top-N** subquery in FROM (``GROUP BY price ORDER BY price DESC LIMIT n``, or
+  ``ROW_NUMBER() OVER ([PARTITION BY ..] ORDER BY price DESC) <= n``) keeps the groups at or
+  above the n-th largest key, ``ExtremeAgg(max, v, counts, n)`` (:meth:`_Translator.top_source`);
+  a sum over the kept groups of their sums drops the groups' row factor (:func:`_uncover`), so
+  it is a range sum up to the cut; top-N over single rows is rejected (ties at the cut);
 * ``x / c`` for a nonzero constant ``c`` is ``x * (1 / c)``;
 * equalities between variables are removed by renaming (:func:`ddms.calculus.normal.unify`).
 
@@ -309,7 +314,7 @@ class _Translator:
             if c.name.upper() not in names:
                 raise self.fail("a top-N over groups is ordered and partitioned by its GROUP BY columns (the n "
                                 "best price levels: GROUP BY price ... ORDER BY price DESC LIMIT n)",
-                                c.text or top.text)
+                                top.text or c.text)
             return names[c.name.upper()]
         key = var_of(top.key)
         part = tuple(dict.fromkeys(var_of(c) for c in top.partition))
