@@ -43,6 +43,8 @@ VIEWS = {
     "CUT3": f"SELECT MIN(t.price) AS cut3 FROM ({BID_LEVELS} ORDER BY price DESC LIMIT 3) t",
     "BIG3": "SELECT SUM(t.v) AS big3 FROM (SELECT price, SUM(volume) AS v FROM bids WHERE volume > 10 "
             "GROUP BY price ORDER BY price DESC LIMIT 3) t WHERE t.v > 15",
+    # a level's sum read twice, times its price: the key moves into one of the two sums
+    "SQUARES2": f"SELECT SUM(t.price * t.v * t.v) AS squares2 FROM ({BID_LEVELS} ORDER BY price DESC LIMIT 2) t",
     "TOP1": f"SELECT SUM(t.v) AS top1 FROM ({ASK_LEVELS} ORDER BY price LIMIT 1) t",
     "NONE": f"SELECT SUM(t.v) AS none FROM ({BID_LEVELS} ORDER BY price DESC LIMIT 0) t",
 }

@@ -639,8 +639,9 @@ def _uncover(t: Term, covered: set[Exists]) -> Term:
                 keyed = [h for h in t.factors if h is not f and h is not g and not has_rel(h)
                          and not any(isinstance(x, AggSum | Exists | ExtremeAgg) for x in walk(h))
                          and expr_vars(h) <= set(f.group)]
-                inner = AggSum(g.group, Mul((*keyed, g.expr))) if keyed else g
-                rest = [inner if h is g else h for h in t.factors if h is not f and h not in keyed]
+                rest = [h for h in t.factors if h is not f and not any(h is k for k in keyed)]
+                if keyed:   # (into one occurrence of the sum: SUM(t.v * t.v) reads it twice)
+                    rest[next(j for j, h in enumerate(rest) if h is g)] = AggSum(g.group, Mul((*keyed, g.expr)))
                 return Term(t.coef, t.atoms, tuple(rest))
     return t
 
