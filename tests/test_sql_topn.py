@@ -45,6 +45,11 @@ VIEWS = {
             "GROUP BY price ORDER BY price DESC LIMIT 3) t WHERE t.v > 15",
     # a level's sum read twice, times its price: the key moves into one of the two sums
     "SQUARES2": f"SELECT SUM(t.price * t.v * t.v) AS squares2 FROM ({BID_LEVELS} ORDER BY price DESC LIMIT 2) t",
+    # the cut over a plain selection of a GROUP BY subquery's columns (renamed on the way)
+    "NESTED_RN": "SELECT SUM(t.vol) AS nested_rn FROM (SELECT l.price AS px, l.v AS vol, ROW_NUMBER() OVER "
+                 f"(ORDER BY l.price DESC) AS rn FROM ({BID_LEVELS}) l) t WHERE t.rn <= 2",
+    "NESTED_LIMIT": f"SELECT SUM(t.px * t.v) AS nested_limit FROM (SELECT l.price AS px, l.v FROM ({ASK_LEVELS}) l "
+                    "ORDER BY l.price LIMIT 2) t",
     "TOP1": f"SELECT SUM(t.v) AS top1 FROM ({ASK_LEVELS} ORDER BY price LIMIT 1) t",
     "NONE": f"SELECT SUM(t.v) AS none FROM ({BID_LEVELS} ORDER BY price DESC LIMIT 0) t",
 }

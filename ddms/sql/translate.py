@@ -39,7 +39,7 @@ Pure; cost linear in the SQL plus the multiplied-out terms (bounded by ``normal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ddms.calculus.ir import (
     Exists,
@@ -221,18 +221,25 @@ class _Translator:
                     local |= sub_local
                     terms = _times(terms, sub_terms)
                     continue
-                inner_scope, inner_terms, inner_local = self.from_items(sub, parent)
-                if sub.where is not None:
-                    inner_terms = _times(inner_terms, self.cond(sub.where, inner_scope))
-                cols: dict[str, str | Expr] = {}
-                for it in sub.items:
-                    if not isinstance(it.expr, Col):
-                        raise self.fail("a subquery in FROM may select plain columns only", it.text)
-                    cols[it.name.upper()] = inner_scope.lookup(it.expr, self.fail)
+                cols, inner_terms, inner_local = self.plain_source(item, parent)
                 scope.tables[item.alias] = cols
                 local |= inner_local
                 terms = _times(terms, inner_terms)
         return scope, terms, local
+
+    def plain_source(self, item: FromSelect, parent: _Scope | None
+                     ) -> tuple[dict[str, str | Expr], list[Term], set[str]]:
+        """A plain (aggregate-free) subquery in FROM, inlined: its columns, terms and variables."""
+        sub = item.select
+        inner_scope, inner_terms, inner_local = self.from_items(sub, parent)
+        if sub.where is not None:
+            inner_terms = _times(inner_terms, self.cond(sub.where, inner_scope))
+        cols: dict[str, str | Expr] = {}
+        for it in sub.items:
+            if not isinstance(it.expr, Col):
+                raise self.fail("a subquery in FROM may select plain columns only", it.text)
+            cols[it.name.upper()] = inner_scope.lookup(it.expr, self.fail)
+        return cols, inner_terms, inner_local
 
     def aggregate_source(self, item: FromSelect, parent: _Scope | None
                          ) -> tuple[dict[str, str | Expr], list[Term], set[str]]:
@@ -294,6 +301,9 @@ class _Translator:
         sub = item.select
         top = sub.top
         assert top is not None
+        pushed = _push_top(item)
+        if pushed is not None:   # a plain selection over a GROUP BY subquery: cut the groups
+            return self.plain_source(pushed, parent)
         if not sub.group:
             raise self.fail("ORDER BY ... LIMIT over single rows is not supported: rows that tie at the cut "
                             "make the result depend on which of them SQL keeps; keep the first n price levels "
@@ -612,6 +622,35 @@ class _Translator:
         domain = self.normalize(order, body, local)
         return ViewDef(name, order, tuple(keys), tuple(aggs), columns[0][1], domain, sel.text,
                        columns if len(columns) > 1 else ())
+
+
+def _push_top(item: FromSelect) -> FromSelect | None:
+    """A top-N over a plain selection of one GROUP BY subquery's columns (``SELECT l.price, l.v,
+    ROW_NUMBER() OVER (ORDER BY l.price DESC) AS rn FROM (... GROUP BY price) l``) as the same
+    selection over that subquery cut to its first groups, or None for another shape.  The order
+    and partition columns must be selected GROUP BY columns of the inner subquery, named through
+    the selection.  O(size of the selection)."""
+    sub, top = item.select, item.select.top
+    if top is None or sub.group or sub.where is not None or len(sub.sources) != 1 \
+            or not isinstance(sub.sources[0], FromSelect) or not all(isinstance(it.expr, Col) for it in sub.items):
+        return None
+    inner = sub.sources[0]
+    if inner.select.top is not None or not inner.select.group:
+        return None
+
+    def through(c: Col) -> Col | None:
+        for it in sub.items:
+            assert isinstance(it.expr, Col)
+            if (c.table in (None, inner.alias) and c.name == it.expr.name) or (c.table is None and c.name == it.name):
+                if it.expr.table in (None, inner.alias):
+                    return Col(None, it.expr.name, c.text)
+        return None
+    key, part = through(top.key), [through(c) for c in top.partition]
+    if key is None or any(c is None for c in part):
+        return None
+    cut = replace(top, key=key, partition=tuple(c for c in part if c is not None))
+    return FromSelect(replace(sub, sources=(FromSelect(replace(inner.select, top=cut), inner.alias, inner.text),),
+                              top=None), item.alias, item.text)
 
 
 def _uncover(t: Term, covered: set[Exists]) -> Term:
