@@ -50,6 +50,10 @@ VIEWS = {
                  f"(ORDER BY l.price DESC) AS rn FROM ({BID_LEVELS}) l) t WHERE t.rn <= 2",
     "NESTED_LIMIT": f"SELECT SUM(t.px * t.v) AS nested_limit FROM (SELECT l.price AS px, l.v FROM ({ASK_LEVELS}) l "
                     "ORDER BY l.price LIMIT 2) t",
+    # a WITH query read twice, each reference cut by its own filter
+    "CTE_RN": "WITH lv AS (SELECT price, SUM(volume) AS v, ROW_NUMBER() OVER (ORDER BY price DESC) AS rn FROM bids "
+              "GROUP BY price) SELECT (SELECT SUM(a.v) FROM lv a WHERE a.rn <= 3) - (SELECT SUM(b.v) FROM lv b "
+              "WHERE b.rn <= 1) AS cte_rn",
     "TOP1": f"SELECT SUM(t.v) AS top1 FROM ({ASK_LEVELS} ORDER BY price LIMIT 1) t",
     "NONE": f"SELECT SUM(t.v) AS none FROM ({BID_LEVELS} ORDER BY price DESC LIMIT 0) t",
 }

@@ -194,6 +194,7 @@ class _Converter:
         self.text, self.source, self.offset = text, source, offset
         self.ctes: dict[str, exp.Select] = {}   # WITH name AS (SELECT ...): read as a subquery in FROM
         self.pending: dict[int, TopN] = {}   # id of a subquery's SELECT -> its ROW_NUMBER() <= n cut
+        self.cte_cuts: dict[int, exp.Select] = {}   # id of a FROM reference to a WITH query -> its cut copy
 
     def fail(self, reason: str, node: exp.Expression | str) -> SqlError:
         frag = node if isinstance(node, str) else node.sql()
@@ -233,7 +234,6 @@ class _Converter:
         top = self._top(node) if in_from else None
         if top is None:
             top = self.pending.pop(id(node), None)
-        self._fold_row_numbers(node)
         if node.args.get("kind"):
             raise self.fail("SELECT DISTINCT/ALL modifiers are not supported", node)
         with_ = node.args.get("with_")
@@ -244,6 +244,7 @@ class _Converter:
                 if not isinstance(cte.this, exp.Select):
                     raise self.fail("a WITH query must be a SELECT", cte)
                 self.ctes[cte.alias.lower()] = cte.this
+        self._fold_row_numbers(node)
         frm = node.args.get("from_")
         # no FROM: a view over scalar subqueries only (``translate`` checks that it is one)
         sources = [self.source_item(frm.this)] if frm is not None else []
@@ -308,9 +309,13 @@ class _Converter:
         frm = node.args.get("from_")
         items = ([frm.this] if frm is not None else []) + [j.this for j in node.args.get("joins") or []]
         for sq in items:
-            if not isinstance(sq, exp.Subquery) or not isinstance(sq.this, exp.Select):
+            if isinstance(sq, exp.Table) and sq.name.lower() in self.ctes:
+                inner = self.ctes[sq.name.lower()].copy()   # (each reference is cut by its own WHERE)
+                self.cte_cuts[id(sq)] = inner
+            elif isinstance(sq, exp.Subquery) and isinstance(sq.this, exp.Select):
+                inner = sq.this
+            else:
                 continue
-            inner = sq.this
             wins = [e for e in inner.expressions if isinstance(e, exp.Alias) and isinstance(e.this, exp.Window)]
             if not wins:
                 continue
@@ -327,7 +332,7 @@ class _Converter:
                 raise self.fail("ROW_NUMBER() needs ORDER BY (the order of the top-N)", w)
             key, desc = self._order_key(w.args["order"])
             partition = tuple(self.column(c) for c in w.args.get("partition_by") or ())
-            rn, table = alias.alias.lower(), (sq.alias or "").lower()
+            rn, table = alias.alias.lower(), (sq.alias or sq.name or "").lower()
             where = node.args.get("where")
             conj = [] if where is None else list(where.this.flatten()) if isinstance(where.this, exp.And) \
                 else [where.this]
@@ -351,7 +356,8 @@ class _Converter:
             name = node.name
             alias = node.alias or name
             if name.lower() in self.ctes:   # a WITH query: a subquery in FROM under its alias
-                return FromSelect(self.select(self.ctes[name.lower()], in_from=True), alias.lower(), node.sql())
+                sel = self.cte_cuts.pop(id(node), None) or self.ctes[name.lower()]
+                return FromSelect(self.select(sel, in_from=True), alias.lower(), node.sql())
             return FromTable(name.upper(), alias.lower(), node.sql())
         if isinstance(node, exp.Subquery):
             if not isinstance(node.this, exp.Select):
