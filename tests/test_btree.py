@@ -42,7 +42,7 @@ from ddms.storage.btree import (
 )
 
 NAMES = ["new", "add", "addv", "set", "get", "total", "len", "negatives", "sum_lt", "sum_le", "sum_gt",
-         "sum_ge", "first_prefix", "min", "max", "items", "free", "check", "big", "prefetch", "flush"]
+         "sum_ge", "first_prefix", "min", "max", "nth", "items", "free", "check", "big", "prefetch", "flush"]
 
 
 # -- the model (a SortedDict) ---------------------------------------------------------------
@@ -173,8 +173,18 @@ def verify(b: SimpleNamespace, pool, root: int, model: SortedDict, c: int = 0, f
                 got = b.first_prefix(pool, root, y, strict, c)
                 assert same(got, expect), (y, strict, got, expect)
 
+    def nth() -> None:
+        # select by rank: the n-th largest / smallest key, clamped to the last one, none for n < 1
+        for n in (-1, 0, 1, 2, 3, len(mk) - 1, len(mk), len(mk) + 1, len(mk) + 40):
+            for largest in (True, False):
+                want = (False, math.nan) if n < 1 or not mk else \
+                    (True, (mk[::-1] if largest else mk)[min(n, len(mk)) - 1])
+                got = b.nth(pool, root, n, largest, c)
+                assert same(got, want), (n, largest, got, want)
+
     kinds = [
         lambda: sums(b.get, lambda i, j: mv[i] if j > i else 0.0),
+        lambda: nth(),
         lambda: sums(b.sum_lt, lambda i, j: prefix[i]),
         lambda: sums(b.sum_le, lambda i, j: prefix[j]),
         lambda: sums(b.sum_gt, lambda i, j: total - prefix[j]),

@@ -71,7 +71,8 @@ exprs = st.recursive(leaf, lambda sub: st.one_of(
     st.builds(Cmp, st.sampled_from(["=", "!=", "<", "<=", ">", ">="]), sub, sub),
     st.builds(lambda g, x: AggSum(tuple(g), x), st.lists(NAMES, max_size=2, unique=True), sub),
     st.builds(Lift, NAMES, sub),
-    st.builds(lambda k, v: Extreme(k, v, MapRef("M1", (v,))), st.sampled_from(["max", "min"]), NAMES),
+    st.builds(lambda k, v, n: Extreme(k, v, MapRef("M1", (v,)), n), st.sampled_from(["max", "min"]), NAMES,
+              st.sampled_from([1, 1, 2, 10])),
 ), max_leaves=12)
 
 

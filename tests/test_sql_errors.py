@@ -16,8 +16,8 @@ HEADER = ("CREATE STREAM bids(t FLOAT, id INT, broker_id INT, volume FLOAT, pric
 CASES = [
     ("SELECT DISTINCT SUM(volume) AS m FROM bids", "DISTINCT is not supported in views", "SELECT"),
     ("SELECT SUM(b.volume) AS v FROM bids b LEFT JOIN bids c ON b.id = c.id", "LEFT JOIN", "LEFT JOIN"),
-    ("SELECT SUM(volume) AS v FROM bids ORDER BY v", "ORDER is not supported", "SELECT"),
-    ("SELECT SUM(volume) AS v FROM bids LIMIT 3", "LIMIT is not supported", "SELECT"),
+    ("SELECT SUM(volume) AS v FROM bids ORDER BY v", "in a subquery in FROM only", "ORDER BY v"),
+    ("SELECT SUM(volume) AS v FROM bids LIMIT 3", "in a subquery in FROM only", "LIMIT 3"),
     ("SELECT SUM(b.qty) AS v FROM bids b", "bids has no column qty" if False else "b has no column qty", "b.qty"),
     ("SELECT SUM(volume) AS v FROM trades", "unknown stream or table TRADES", "trades"),
     ("SELECT price FROM bids", "needs an aggregate output", "SELECT price"),

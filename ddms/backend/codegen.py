@@ -24,7 +24,8 @@ shapes are recognised and compiled to O(log n) range-map calls instead of loops:
 * threshold sum ``AggSum([], A[.., P] * {X cmp RS(P)})``  A ORDERED on P, RS(P) a range sum over
   an ORDERED B compared with P, X independent of P (VWAP's "volume above me below k * total")
 
-``Max/Min`` over the ordered key of an ORDERED map reads the tree's extreme key.  Every other
+``Max/Min`` over the ordered key of an ORDERED map reads the tree's extreme key, ``Max(x, M[x], n)``
+its n-th key (``btree_nth``: a select by rank, the cut of a top-N).  Every other
 shape compiles to loops over hash maps and their indexes; ``plan`` lists which was chosen.
 """
 
@@ -190,6 +191,7 @@ class _Codegen:
         self.columns = {g[0]: len(g) for g in self.groups}   # tree -> its number of columns
         self._prefetch: list[tuple[str, str]] = []   # the trigger being generated: (tree, key) it updates
         self.prefetch: dict[str, list[tuple[str, str]]] = {}   # trigger function -> the same
+        self._ranks = False   # whether some read is a select by rank (imports btree_nth)
 
     # -- helpers ------------------------------------------------------------------------------
     def _m(self, name: str) -> MapDecl:
@@ -344,8 +346,15 @@ class _Codegen:
             if self._ordered_slice(ref, env) and ref.keys[-1] == e.var:
                 f, k = fn.temp("found"), fn.temp("key")
                 root = self._root(self._m(ref.name), env, ref.keys)
-                fn.line(f"{f}, {k} = btree_{e.kind}({self._pool(ref.name)}, {root}{self._col(ref.name)})")
-                self.plan.append(f"  {e.kind}({ref.name}) via range map: O(log n)")
+                if e.n == 1:
+                    fn.line(f"{f}, {k} = btree_{e.kind}({self._pool(ref.name)}, {root}{self._col(ref.name)})")
+                    self.plan.append(f"  {e.kind}({ref.name}) via range map: O(log n)")
+                else:   # the cut of a top-N: select by rank
+                    self._ranks = True
+                    col = self._col(ref.name)
+                    fn.line(f"{f}, {k} = btree_nth({self._pool(ref.name)}, {root}, {e.n}, "
+                            f"{e.kind == 'max'}{col})")
+                    self.plan.append(f"  {e.kind}({ref.name}, rank {e.n}) via range map: O(log n)")
                 return f"({k} if {f} else np.nan)"
             return None
         if not isinstance(e, AggSum) or any(g not in env for g in e.group):
@@ -504,6 +513,20 @@ class _Codegen:
                     name = fn.temp("lift")
                     fn.line(f"{name} = {v}")
                     k("1.0", {**env, var: name})
+            case Extreme(kind, var, ref, n) if n != 1:
+                v = self._special(fn, e, env)
+                if v is None:  # no range map to ask: sort the slice's keys, O(slice log slice)
+                    v, ks = fn.temp("ext"), fn.temp("keys")
+                    fn.line(f"{ks} = [0.0 for _ in range(0)]")
+
+                    def collect(_val: str, env2: dict[str, str]) -> None:
+                        fn.line(f"{ks}.append({env2[var]})")
+                    self._emit_loop(fn, ref.name, ref.keys, env, collect)
+                    fn.line(f"{ks} = sorted(set({ks}))")
+                    pick = f"min({n}, len({ks}))"
+                    fn.line(f"{v} = ({ks}[-{pick}] if {kind == 'max'} else {ks}[{pick} - 1]) if {ks} else np.nan")
+                    self.plan.append(f"  {kind}({ref.name}, rank {n}) by sorting its keys: O(n)")
+                k(v, env)
             case Extreme(kind, var, ref):
                 v = self._special(fn, e, env)
                 if v is None:  # no range map to ask: scan the slice, O(slice)
@@ -1040,7 +1063,8 @@ class _Codegen:
                   "    btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max, btree_min,\n"
                   "    btree_big, btree_new, btree_prefetch, btree_set, range_sum, threshold_apply, threshold_cut,\n"
                   "    threshold_sum,\n)\n"
-                  "from ddms.storage.hashtab import ht_get, ht_new, ht_pop, ht_set\n\n\n"
+                  + ("from ddms.storage.btree import btree_nth\n" if self._ranks else "")
+                  + "from ddms.storage.hashtab import ht_get, ht_new, ht_pop, ht_set\n\n\n"
                   + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
                             for i in range(1, self._max_arity() + 1)) + "\n\n"
                   "@structref.register\n"

@@ -51,11 +51,16 @@ class ExtremeAgg:
     on, which are bound where it is read); the aggregate is NaN (SQL NULL) when no row is
     counted.  Materialized as ``Extreme(kind, var, C[group..., var])`` over a map ``C`` of those
     counts, maintained by deltas and ORDERED on ``var`` (``ddms.calculus.order``), so the extreme
-    is one descent of a range tree, O(log n), under inserts and deletes alike."""
+    is one descent of a range tree, O(log n), under inserts and deletes alike.
+
+    With ``n`` above 1 it is the ``n``-th largest/smallest value (the last when fewer than ``n``
+    values are counted): the cut of a top-N, ``Extreme(kind, var, C[..], n)``, a select by rank
+    in the same tree, O(log n)."""
 
     kind: str   # "max" or "min"
     var: str
     body: m3.AggSum
+    n: int = 1
 
 
 Expr = m3.Expr | Rel | Exists | ExtremeAgg
@@ -87,7 +92,7 @@ def with_children(e: Expr, kids: tuple[Expr, ...]) -> Expr:
     if isinstance(e, Exists):
         return Exists(e.group, kids[0])
     if isinstance(e, ExtremeAgg):
-        return ExtremeAgg(e.kind, e.var, kids[0])
+        return ExtremeAgg(e.kind, e.var, kids[0], e.n)
     return m3.with_children(e, kids)
 
 
@@ -190,12 +195,12 @@ def substitute(e: Expr, sub: dict[str, str]) -> Expr:
             return AggSum(tuple(sub.get(v, v) for v in g), substitute(x, sub))
         case Lift(v, x):
             return Lift(sub.get(v, v), substitute(x, sub))
-        case m3.Extreme(kind, v, ref):
-            return m3.Extreme(kind, sub.get(v, v), substitute(ref, sub))
+        case m3.Extreme(kind, v, ref, n):
+            return m3.Extreme(kind, sub.get(v, v), substitute(ref, sub), n)
         case Exists(g, x):
             return Exists(tuple(sub.get(v, v) for v in g), substitute(x, sub))
-        case ExtremeAgg(kind, v, x):
-            return ExtremeAgg(kind, sub.get(v, v), substitute(x, sub))
+        case ExtremeAgg(kind, v, x, n):
+            return ExtremeAgg(kind, sub.get(v, v), substitute(x, sub), n)
     raise TypeError(e)
 
 

@@ -252,8 +252,8 @@ def choose_orders(program: Program) -> tuple[Program, list[str]]:
                 return AggSum(g, fix(x))
             case Lift(v, x):
                 return Lift(v, fix(x))
-            case Extreme(k, v, ref):
-                return Extreme(k, v, fix(ref))
+            case Extreme(k, v, ref, n):
+                return Extreme(k, v, fix(ref), n)
         return e
     triggers = [Trigger(t.sign, t.stream, t.args,
                         tuple(Statement(fix(s.target), s.op, fix(s.expr)) for s in t.statements))
@@ -302,10 +302,11 @@ def _deep_body(ch: _Chooser, e: Expr, bound: frozenset[str]) -> Expr:
             return Lift(v, _deep(ch, x, bound))
         case AggSum():
             return _deep(ch, e, bound)
-        case Extreme(_, v, ref):
-            # MIN/MAX: the extreme key of a slice is the first/last key of its range tree
+        case Extreme(_, v, ref, n):
+            # MIN/MAX: the extreme key of a slice is the first/last key of its range tree (the
+            # n-th key of a top-N's cut: a select by rank in that tree)
             if ref.keys.count(v) == 1 and all(k in bound for k in ref.keys if k != v):
-                ch.wish(ref, v, "tree extreme")
+                ch.wish(ref, v, "tree extreme" if n == 1 else "select by rank")
             return e
     return e
 

@@ -160,9 +160,10 @@ class Interpreter:
                         yield {}, 1.0
                 else:
                     yield {var: v}, 1.0
-            case Extreme(kind, var, ref):
-                found = [b[var] for b, v in self._read(ref.name, ref.keys, env) if v != 0.0]
-                yield {}, ((max if kind == "max" else min)(found) if found else math.nan)
+            case Extreme(kind, var, ref, n):
+                found = sorted({b[var] for b, v in self._read(ref.name, ref.keys, env) if v != 0.0},
+                               reverse=kind == "max")
+                yield {}, (found[min(n, len(found)) - 1] if found else math.nan)
             case _:
                 raise ProgramError(f"not an M3 expression: {e!r}")
 

@@ -22,7 +22,8 @@ bound variables, an expression yields a multiset of (new bindings, value) pairs:
 * ``Lift(x, e)`` (printed ``(x ^= e)``) binds ``x`` to the value of ``e`` with value 1; if ``x`` is
   already bound it is 1 where ``x`` equals ``e`` and 0 otherwise.
 * ``Extreme('max'|'min', x, ref)`` is the largest/smallest key ``x`` among the nonzero entries of
-  the map slice ``ref`` (NaN when the slice is empty): best bid and best ask.
+  the map slice ``ref`` (NaN when the slice is empty): best bid and best ask.  ``Extreme(.., n)``
+  (printed ``Max(x, ref, n)``) is the ``n``-th largest/smallest, the last when there are fewer.
 
 A statement's target keys are either bound by the trigger's arguments or are output variables of
 its right-hand side; ``:=`` replaces the target slice (entries the right-hand side does not produce
@@ -104,9 +105,14 @@ class Lift:
 
 @dataclass(frozen=True)
 class Extreme:
+    """The largest/smallest key ``var`` of the nonzero entries of the slice ``ref``; with ``n``
+    above 1, the ``n``-th largest/smallest (select by rank: the cut of a top-N), the last key of
+    that order when the slice holds fewer than ``n``.  NaN when the slice is empty."""
+
     kind: Literal["max", "min"]
     var: str
     ref: MapRef
+    n: int = 1
 
 
 Expr = Const | Var | MapRef | Add | Mul | Neg | Div | Mod | Cmp | AggSum | Lift | Extreme
@@ -249,8 +255,8 @@ def with_children(e: Expr, kids: tuple[Expr, ...]) -> Expr:
             return Mod(kids[0], kids[1])
         case Cmp(op, _, _):
             return Cmp(op, kids[0], kids[1])
-        case Extreme(kind, var, _):
-            return Extreme(kind, var, kids[0])
+        case Extreme(kind, var, _, n):
+            return Extreme(kind, var, kids[0], n)
     return e
 
 

@@ -334,8 +334,15 @@ class _Parser:
             var = self._name()
             self._expect(",")
             ref = self._mapref(self._name())
+            n = 1
+            if self._accept(","):   # Max(x, ref, n): the n-th largest
+                t = self.tok
+                if t.kind != "number" or not t.text.isdigit() or int(t.text) < 1:
+                    self._fail(f"expected a rank (a positive integer), found {t.text or 'end of input'!r}")
+                n = int(t.text)
+                self.i += 1
             self._expect(")")
-            return Extreme(name.lower(), var, ref)
+            return Extreme(name.lower(), var, ref, n)
         if self._is("["):
             return self._mapref(name)
         return Var(name)

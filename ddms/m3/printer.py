@@ -80,8 +80,9 @@ def print_expr(e: Expr) -> str:
             return f"AggSum([{', '.join(group)}], {print_expr(x)})"
         case Lift(var, x):
             return f"({var} ^= {print_expr(x)})"
-        case Extreme(kind, var, ref):
-            return f"{kind.capitalize()}({var}, {print_expr(ref)})"
+        case Extreme(kind, var, ref, n):
+            rank = f", {n}" if n != 1 else ""
+            return f"{kind.capitalize()}({var}, {print_expr(ref)}{rank})"
     raise TypeError(f"not an M3 expression: {e!r}")
 
 

@@ -172,6 +172,20 @@ class Item:
 
 
 @dataclass(frozen=True)
+class TopN:
+    """The first ``n`` rows of a subquery in FROM by ``key`` (descending when ``desc``), per
+    value of the ``partition`` columns: ``ORDER BY key DESC LIMIT n`` (Materialize's shape) or
+    ``ROW_NUMBER() OVER (PARTITION BY .. ORDER BY key DESC) AS rn`` filtered ``rn <= n`` by the
+    enclosing WHERE (Feldera's shape), which the front end folds into this one node."""
+
+    key: Col
+    desc: bool
+    n: int
+    partition: tuple[Col, ...] = ()
+    text: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
 class Select:
     items: tuple[Item, ...]
     sources: tuple[FromItem, ...]
@@ -180,6 +194,7 @@ class Select:
     text: str = field(default="", compare=False)
     offset: int = field(default=0, compare=False)  # where the statement starts in the file
     having: Cond | None = None
+    top: TopN | None = None   # a subquery in FROM cut to its first rows (ORDER BY .. LIMIT)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ Cost: linear in the text (sqlglot's parser), plus the M3 parser for declarations
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 
@@ -48,6 +49,7 @@ from ddms.sql.ast import (
     Script,
     Select,
     SqlExpr,
+    TopN,
     View,
     has_agg,
     has_scalar,
@@ -191,6 +193,8 @@ class _Converter:
     def __init__(self, text: str, source: str, offset: int = 0) -> None:
         self.text, self.source, self.offset = text, source, offset
         self.ctes: dict[str, exp.Select] = {}   # WITH name AS (SELECT ...): read as a subquery in FROM
+        self.pending: dict[int, TopN] = {}   # id of a subquery's SELECT -> its ROW_NUMBER() <= n cut
+        self.cte_cuts: dict[int, exp.Select] = {}   # id of a FROM reference to a WITH query -> its cut copy
 
     def fail(self, reason: str, node: exp.Expression | str) -> SqlError:
         frag = node if isinstance(node, str) else node.sql()
@@ -218,11 +222,18 @@ class _Converter:
         return SqlError(f"not valid SQL: {reason}", self.source, token, self.text, self.offset + found + len(before))
 
     # -- SELECT ---------------------------------------------------------------------------------
-    def select(self, node: exp.Select, with_items: bool = True) -> Select:
-        """The SELECT ``node``; without ``with_items`` (EXISTS) its select list is not read."""
+    def select(self, node: exp.Select, with_items: bool = True, in_from: bool = False) -> Select:
+        """The SELECT ``node``; without ``with_items`` (EXISTS) its select list is not read.
+        ``in_from``: a subquery in FROM, which may be cut to its first rows (a top-N)."""
         for key, val in node.args.items():
-            if val and key not in _SELECT_ARGS_OK:
+            if val and key in ("order", "limit") and not in_from:
+                raise self.fail("ORDER BY ... LIMIT is supported in a subquery in FROM only (the first n rows "
+                                "of it, then aggregated outside)", val)
+            if val and key not in _SELECT_ARGS_OK | {"order", "limit"}:
                 raise self.fail(f"{key.upper()} is not supported in views", node)
+        top = self._top(node) if in_from else None
+        if top is None:
+            top = self.pending.pop(id(node), None)
         if node.args.get("kind"):
             raise self.fail("SELECT DISTINCT/ALL modifiers are not supported", node)
         with_ = node.args.get("with_")
@@ -233,6 +244,7 @@ class _Converter:
                 if not isinstance(cte.this, exp.Select):
                     raise self.fail("a WITH query must be a SELECT", cte)
                 self.ctes[cte.alias.lower()] = cte.this
+        self._fold_row_numbers(node)
         frm = node.args.get("from_")
         # no FROM: a view over scalar subqueries only (``translate`` checks that it is one)
         sources = [self.source_item(frm.this)] if frm is not None else []
@@ -258,7 +270,84 @@ class _Converter:
         cond = None if not conds else conds[0] if len(conds) == 1 else And(tuple(conds))
         having = node.args.get("having")
         return Select(items, tuple(sources), cond, group, node.sql(), self.offset,
-                      self.cond(having.this) if having is not None else None)
+                      self.cond(having.this) if having is not None else None, top)
+
+    # -- top-N ----------------------------------------------------------------------------------
+    def _top(self, node: exp.Select) -> TopN | None:
+        """``ORDER BY key [DESC] LIMIT n`` of a subquery in FROM, or None without them."""
+        order, limit = node.args.get("order"), node.args.get("limit")
+        if order is None and limit is None:
+            return None
+        if limit is None:
+            raise self.fail("ORDER BY without LIMIT in a subquery changes no aggregate: remove it, or add "
+                            "LIMIT n to keep the first n rows", order)
+        if order is None:
+            raise self.fail("LIMIT without ORDER BY keeps arbitrary rows: order them (ORDER BY price DESC "
+                            "LIMIT n)", limit)
+        if limit.args.get("offset") or limit.args.get("expressions"):
+            raise self.fail("LIMIT takes one count (no OFFSET)", limit)
+        n = limit.expression
+        if not (isinstance(n, exp.Literal) and not n.is_string and n.this.isdigit()):
+            raise self.fail("LIMIT takes a whole number", limit)
+        key, desc = self._order_key(order)
+        return TopN(key, desc, int(n.this), (), order.sql())
+
+    def _order_key(self, order: exp.Order) -> tuple[Col, bool]:
+        """The one column a top-N is ordered by, and whether descending."""
+        keys = order.expressions
+        if len(keys) != 1 or not isinstance(keys[0], exp.Ordered) or not isinstance(keys[0].this, exp.Column):
+            raise self.fail("a top-N is ordered by one column (ORDER BY price DESC): its cut is the n-th value "
+                            "of that column", order)
+        return self.column(keys[0].this), bool(keys[0].args.get("desc"))
+
+    def _fold_row_numbers(self, node: exp.Select) -> None:
+        """Feldera's top-N: a subquery in FROM selecting ``ROW_NUMBER() OVER (PARTITION BY p ORDER
+        BY k DESC) AS rn``, filtered ``rn <= n`` (or ``rn < n``, ``n >= rn``, ``rn = 1``) by one
+        conjunct of this SELECT's WHERE, becomes the subquery's :class:`TopN`: the conjunct and
+        the column are removed from the sqlglot tree and the cut waits in ``pending`` for the
+        subquery's conversion.  Any other use of ``rn`` is rejected at its place."""
+        frm = node.args.get("from_")
+        items = ([frm.this] if frm is not None else []) + [j.this for j in node.args.get("joins") or []]
+        for sq in items:
+            if isinstance(sq, exp.Table) and sq.name.lower() in self.ctes:
+                inner = self.ctes[sq.name.lower()].copy()   # (each reference is cut by its own WHERE)
+                self.cte_cuts[id(sq)] = inner
+            elif isinstance(sq, exp.Subquery) and isinstance(sq.this, exp.Select):
+                inner = sq.this
+            else:
+                continue
+            wins = [e for e in inner.expressions if isinstance(e, exp.Alias) and isinstance(e.this, exp.Window)]
+            if not wins:
+                continue
+            if len(wins) > 1:
+                raise self.fail("one ROW_NUMBER() per subquery", wins[1])
+            alias, w = wins[0], wins[0].this
+            if not isinstance(w.this, exp.RowNumber):
+                raise self.fail("of the window functions, ROW_NUMBER() (a top-N) is supported", w)
+            if w.args.get("spec") or w.args.get("alias"):
+                raise self.fail("ROW_NUMBER() takes no window frame", w)
+            if inner.args.get("order") or inner.args.get("limit"):
+                raise self.fail("ROW_NUMBER() and ORDER BY ... LIMIT in one subquery: use one of them", w)
+            if w.args.get("order") is None:
+                raise self.fail("ROW_NUMBER() needs ORDER BY (the order of the top-N)", w)
+            key, desc = self._order_key(w.args["order"])
+            partition = tuple(self.column(c) for c in w.args.get("partition_by") or ())
+            rn, table = alias.alias.lower(), (sq.alias or sq.name or "").lower()
+            where = node.args.get("where")
+            conj = [] if where is None else list(where.this.flatten()) if isinstance(where.this, exp.And) \
+                else [where.this]
+            hits = [(c, k) for c in conj if (k := _rank_bound(c, rn, table)) is not None]
+            if len(hits) != 1:
+                raise self.fail(f"ROW_NUMBER() AS {rn} keeps the first rows of a top-N: filter it once, {rn} <= n, "
+                                "in the enclosing WHERE (a conjunct joined by AND)", alias)
+            rest = [c for c in conj if c is not hits[0][0]]
+            node.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
+            inner.set("expressions", [e for e in inner.expressions if e is not alias])
+            for col in node.find_all(exp.Column):
+                if col.name.lower() == rn and col.table.lower() in ("", table) and not _inside(col, sq):
+                    raise self.fail(f"{rn} is the ROW_NUMBER() of a top-N: it can only be filtered, {rn} <= n "
+                                    "(it is not a column the view can read)", col)
+            self.pending[id(inner)] = TopN(key, desc, hits[0][1], partition, w.sql())
 
     def source_item(self, node: exp.Expression) -> FromItem:
         if isinstance(node, exp.Table):
@@ -267,14 +356,15 @@ class _Converter:
             name = node.name
             alias = node.alias or name
             if name.lower() in self.ctes:   # a WITH query: a subquery in FROM under its alias
-                return FromSelect(self.select(self.ctes[name.lower()]), alias.lower(), node.sql())
+                sel = self.cte_cuts.pop(id(node), None) or self.ctes[name.lower()]
+                return FromSelect(self.select(sel, in_from=True), alias.lower(), node.sql())
             return FromTable(name.upper(), alias.lower(), node.sql())
         if isinstance(node, exp.Subquery):
             if not isinstance(node.this, exp.Select):
                 raise self.fail("only SELECT subqueries are supported in FROM", node)
             if not node.alias:
                 raise self.fail("a subquery in FROM needs an alias", node)
-            return FromSelect(self.select(node.this), node.alias.lower(), node.sql())
+            return FromSelect(self.select(node.this, in_from=True), node.alias.lower(), node.sql())
         raise self.fail(f"unsupported FROM item ({node.key})", node)
 
     def item(self, node: exp.Expression) -> Item:
@@ -365,6 +455,9 @@ class _Converter:
             for b in args[1:]:
                 out = Case(((IsNull(b), out), (IsNull(out), b), (Compare(op, out, b), out)), b, node.sql())
             return out
+        if isinstance(node, exp.Window):
+            raise self.fail("a window function is supported as ROW_NUMBER() OVER (ORDER BY ...) AS rn in a "
+                            "subquery in FROM, filtered rn <= n by the enclosing WHERE (a top-N)", node)
         raise self.fail(f"unsupported expression ({node.key.upper()})", node)
 
     def cond(self, node: exp.Expression) -> Cond:
@@ -412,3 +505,32 @@ class _Converter:
             return And((Compare(">=", x, self.expr(node.args["low"])),
                         Compare("<=", x, self.expr(node.args["high"]))), node.sql())
         raise self.fail(f"unsupported condition ({node.key.upper()})", node)
+
+
+_RANK_CMP = (exp.LTE, exp.LT, exp.EQ)
+_RANK_FLIP = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ}
+
+
+def _rank_bound(c: exp.Expression, rn: str, table: str) -> int | None:
+    """n when ``c`` keeps the row numbers ``rn`` 1..n (``rn <= n``, ``rn < n + 1``, ``n >= rn``,
+    ``rn = 1``), else None."""
+    kind, a, b = type(c), c.args.get("this"), c.args.get("expression")
+    if isinstance(b, exp.Column) and kind in _RANK_FLIP:
+        kind, a, b = _RANK_FLIP[kind], b, a
+    if kind not in _RANK_CMP or not isinstance(a, exp.Column) or a.name.lower() != rn \
+            or a.table.lower() not in ("", table):
+        return None
+    if not isinstance(b, exp.Literal) or b.is_string:
+        return None
+    x = float(b.this)
+    if kind is exp.EQ:
+        return 1 if x == 1.0 else None
+    return max(0, math.floor(x) if kind is exp.LTE else math.ceil(x) - 1)
+
+
+def _inside(node: exp.Expression, ancestor: exp.Expression) -> bool:
+    while node is not None:
+        if node is ancestor:
+            return True
+        node = node.parent
+    return False

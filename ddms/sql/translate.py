@@ -26,6 +26,11 @@ that combines them (``SUM(x) / COUNT(*)`` for AVG).
   ``COALESCE``, ``NULLIF``, ``ABS``, ``GREATEST``, ``LEAST`` arrive as ``CASE``; ``HAVING``
   multiplies every output by its condition over the aggregates; a SELECT without FROM is an
   expression over scalar subqueries; a view may have several outputs (``ViewDef.columns``);
+* a **top-N** subquery in FROM (``GROUP BY price ORDER BY price DESC LIMIT n``, or
+  ``ROW_NUMBER() OVER ([PARTITION BY ..] ORDER BY price DESC) <= n``) keeps the groups at or
+  above the n-th largest key, ``ExtremeAgg(max, v, counts, n)`` (:meth:`_Translator.top_source`);
+  a sum over the kept groups of their sums drops the groups' row factor (:func:`_uncover`), so
+  it is a range sum up to the cut; top-N over single rows is rejected (ties at the cut);
 * ``x / c`` for a nonzero constant ``c`` is ``x * (1 / c)``;
 * equalities between variables are removed by renaming (:func:`ddms.calculus.normal.unify`).
 
@@ -34,7 +39,7 @@ Pure; cost linear in the SQL plus the multiplied-out terms (bounded by ``normal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ddms.calculus.ir import (
     Exists,
@@ -44,10 +49,13 @@ from ddms.calculus.ir import (
     Term,
     children,
     expr_vars,
+    has_rel,
     nullable,
     query_expr,
+    substitute,
     term_expr,
     term_vars,
+    walk,
     with_children,
 )
 from ddms.calculus.normal import check_budget, expand, merge_terms, simplify_term, unify
@@ -161,6 +169,7 @@ class _Translator:
         self.at = 0  # offset of the statement being translated (error locations)
         # trigger arguments are named STREAM_COLUMN (see ddms.calculus.materialize): never reuse them
         self.used: set[str] = {f"{s.name}_{c.name}" for s in script.streams for c in s.columns}
+        self.covered: set[Exists] = set()   # rows of top-N groups a term may drop (normalize)
 
     def fail(self, reason: str, fragment: str = "") -> SqlError:
         return SqlError(reason, self.script.source, fragment, self.script.text, self.at)
@@ -200,24 +209,37 @@ class _Translator:
             else:
                 assert isinstance(item, FromSelect)
                 sub = item.select
+                if sub.top is not None:
+                    top_cols, sub_terms, sub_local = self.top_source(item, parent)
+                    scope.tables[item.alias] = top_cols
+                    local |= sub_local
+                    terms = _times(terms, sub_terms)
+                    continue
                 if any(has_agg(it.expr) for it in sub.items) or sub.group:
                     agg_cols, sub_terms, sub_local = self.aggregate_source(item, parent)
                     scope.tables[item.alias] = agg_cols
                     local |= sub_local
                     terms = _times(terms, sub_terms)
                     continue
-                inner_scope, inner_terms, inner_local = self.from_items(sub, parent)
-                if sub.where is not None:
-                    inner_terms = _times(inner_terms, self.cond(sub.where, inner_scope))
-                cols: dict[str, str | Expr] = {}
-                for it in sub.items:
-                    if not isinstance(it.expr, Col):
-                        raise self.fail("a subquery in FROM may select plain columns only", it.text)
-                    cols[it.name.upper()] = inner_scope.lookup(it.expr, self.fail)
+                cols, inner_terms, inner_local = self.plain_source(item, parent)
                 scope.tables[item.alias] = cols
                 local |= inner_local
                 terms = _times(terms, inner_terms)
         return scope, terms, local
+
+    def plain_source(self, item: FromSelect, parent: _Scope | None
+                     ) -> tuple[dict[str, str | Expr], list[Term], set[str]]:
+        """A plain (aggregate-free) subquery in FROM, inlined: its columns, terms and variables."""
+        sub = item.select
+        inner_scope, inner_terms, inner_local = self.from_items(sub, parent)
+        if sub.where is not None:
+            inner_terms = _times(inner_terms, self.cond(sub.where, inner_scope))
+        cols: dict[str, str | Expr] = {}
+        for it in sub.items:
+            if not isinstance(it.expr, Col):
+                raise self.fail("a subquery in FROM may select plain columns only", it.text)
+            cols[it.name.upper()] = inner_scope.lookup(it.expr, self.fail)
+        return cols, inner_terms, inner_local
 
     def aggregate_source(self, item: FromSelect, parent: _Scope | None
                          ) -> tuple[dict[str, str | Expr], list[Term], set[str]]:
@@ -261,6 +283,65 @@ class _Translator:
                             item.text)
         count = self.normalize(group, body, inner_local)
         return cols, [Term(1.0, (), (Exists(group, query_expr(count)),))], set(group)
+
+    def top_source(self, item: FromSelect, parent: _Scope | None
+                   ) -> tuple[dict[str, str | Expr], list[Term], set[str]]:
+        """A top-N subquery in FROM (:class:`ddms.sql.ast.TopN`) over price levels: ``GROUP BY
+        [p..,] k`` ordered by the key ``k`` (per partition ``p``) keeps the groups whose ``k`` is
+        at or above the n-th largest ``k`` present (DESC; at or below the n-th smallest for ASC):
+        the rows of :meth:`aggregate_source` times ``{k >= ExtremeAgg(max, v, count per [p.., v],
+        n)}``, a select by rank in the tree of group counts, O(log n).  Group keys are distinct,
+        so the cut has no ties.
+
+        Rows of orders (no GROUP BY) are rejected: ``ORDER BY price LIMIT n`` over orders that
+        tie at the n-th price keeps an arbitrary subset of them (SQL leaves it open), so a sum of
+        their volumes has no one answer.  The groups' row factor ``Exists`` is registered in
+        ``covered``: a term that also reads one of the groups' sums drops it (:meth:`normalize`),
+        so "volume of the 5 best levels" is a range sum, not a pass over the groups."""
+        sub = item.select
+        top = sub.top
+        assert top is not None
+        pushed = _push_top(item)
+        if pushed is not None:   # a plain selection over a GROUP BY subquery: cut the groups
+            return self.plain_source(pushed, parent)
+        if not sub.group:
+            raise self.fail("ORDER BY ... LIMIT over single rows is not supported: rows that tie at the cut "
+                            "make the result depend on which of them SQL keeps; keep the first n price levels "
+                            "instead (SELECT price, SUM(volume) ... GROUP BY price ORDER BY price DESC LIMIT n)",
+                            top.text or item.text)
+        cols, terms, sub_local = self.aggregate_source(item, parent)
+        exists = terms[0].factors[0]
+        assert isinstance(exists, Exists) and isinstance(exists.body, AggSum)
+        # GROUP BY columns by their names and by the names they are selected under
+        names: dict[str, str] = {}
+        if len(sub.group) == len(exists.group):
+            names = {g.name.upper(): v for g, v in zip(sub.group, exists.group, strict=True)}
+        for it in sub.items:
+            if isinstance(it.expr, Col) and it.expr.name.upper() in names:
+                names.setdefault(it.name.upper(), names[it.expr.name.upper()])
+
+        def var_of(c: Col) -> str:
+            if c.name.upper() not in names:
+                raise self.fail("a top-N over groups is ordered and partitioned by its GROUP BY columns (the n "
+                                "best price levels: GROUP BY price ... ORDER BY price DESC LIMIT n)",
+                                top.text or c.text)
+            return names[c.name.upper()]
+        key = var_of(top.key)
+        part = tuple(dict.fromkeys(var_of(c) for c in top.partition))
+        if set(exists.group) != set(part) | {key} or key in part:
+            raise self.fail("a top-N over groups orders by the GROUP BY column that is not a PARTITION BY "
+                            "column, and partitions by the others (GROUP BY broker_id, price with PARTITION BY "
+                            "broker_id ORDER BY price)", top.text or item.text)
+        kind = "max" if top.desc else "min"
+        v = self.fresh(f"{kind}_rank")
+        counts = substitute(exists.body, {key: v})
+        assert isinstance(counts, AggSum)
+        if top.n < 1:   # LIMIT 0: no row
+            return cols, [], sub_local
+        cut = ExtremeAgg(kind, v, AggSum(part + (v,), counts.expr), top.n)
+        keep = Cmp(">=" if top.desc else "<=", Var(key), cut)
+        self.covered.add(exists)
+        return cols, [Term(1.0, (), (exists, keep))], sub_local
 
     # -- conditions -------------------------------------------------------------------------------
     def cond(self, c: Cond, scope: _Scope) -> list[Term]:
@@ -476,7 +557,7 @@ class _Translator:
         for t in terms:
             t = simplify_term(unify(t, local, keep))
             if t is not None:
-                out.append(t)
+                out.append(_uncover(t, self.covered) if self.covered else t)
         return Query(group, tuple(merge_terms(out)))
 
     # -- views ------------------------------------------------------------------------------------
@@ -543,6 +624,76 @@ class _Translator:
         domain = self.normalize(order, body, local)
         return ViewDef(name, order, tuple(keys), tuple(aggs), columns[0][1], domain, sel.text,
                        columns if len(columns) > 1 else ())
+
+
+def _push_top(item: FromSelect) -> FromSelect | None:
+    """A top-N over a plain selection of one GROUP BY subquery's columns (``SELECT l.price, l.v,
+    ROW_NUMBER() OVER (ORDER BY l.price DESC) AS rn FROM (... GROUP BY price) l``) as the same
+    selection over that subquery cut to its first groups, or None for another shape.  The order
+    and partition columns must be selected GROUP BY columns of the inner subquery, named through
+    the selection.  O(size of the selection)."""
+    sub, top = item.select, item.select.top
+    if top is None or sub.group or sub.where is not None or len(sub.sources) != 1 \
+            or not isinstance(sub.sources[0], FromSelect) or not all(isinstance(it.expr, Col) for it in sub.items):
+        return None
+    inner = sub.sources[0]
+    if inner.select.top is not None or not inner.select.group:
+        return None
+
+    def through(c: Col) -> Col | None:
+        for it in sub.items:
+            assert isinstance(it.expr, Col)
+            if (c.table in (None, inner.alias) and c.name == it.expr.name) or (c.table is None and c.name == it.name):
+                if it.expr.table in (None, inner.alias):
+                    return Col(None, it.expr.name, c.text)
+        return None
+    key, part = through(top.key), [through(c) for c in top.partition]
+    if key is None or any(c is None for c in part):
+        return None
+    cut = replace(top, key=key, partition=tuple(c for c in part if c is not None))
+    return FromSelect(replace(sub, sources=(FromSelect(replace(inner.select, top=cut), inner.alias, inner.text),),
+                              top=None), item.alias, item.text)
+
+
+def _uncover(t: Term, covered: set[Exists]) -> Term:
+    """``t`` without the row factor ``Exists(g, AggSum(g, C))`` of top-N groups (``covered``)
+    when another factor is a sum over the rows of the same groups, ``AggSum(g, B)`` with every
+    term of ``B`` the one term of ``C`` times more factors: that sum is 0 where the group has no
+    row, so the factor changes nothing, and without it the sum over the groups is a range sum
+    of ``B``'s map instead of a pass over the groups (volume of the n best levels: O(log n)).
+    Conservative: any other shape keeps the factor (exact, slower).  O(size of t)."""
+    for f in t.factors:
+        if not (isinstance(f, Exists) and f in covered and isinstance(f.body, AggSum)):
+            continue
+        base = expand(f.body.expr)
+        if len(base) != 1 or base[0].coef != 1.0:
+            continue
+        need = base[0]
+        for g in t.factors:
+            if not (isinstance(g, AggSum) and tuple(g.group) == tuple(f.group) and g is not f):
+                continue
+            parts = expand(g.expr)
+            if parts and all(p.atoms == need.atoms and _contains(p.factors, need.factors) for p in parts):
+                # factors over the group keys alone (the level's price) are constant in the
+                # group: moved into its sum (sum of price * volume per level), so that the sum
+                # over the levels is still one range sum
+                keyed = [h for h in t.factors if h is not f and h is not g and not has_rel(h)
+                         and not any(isinstance(x, AggSum | Exists | ExtremeAgg) for x in walk(h))
+                         and expr_vars(h) <= set(f.group)]
+                rest = [h for h in t.factors if h is not f and not any(h is k for k in keyed)]
+                if keyed:   # (into one occurrence of the sum: SUM(t.v * t.v) reads it twice)
+                    rest[next(j for j, h in enumerate(rest) if h is g)] = AggSum(g.group, Mul((*keyed, g.expr)))
+                return Term(t.coef, t.atoms, tuple(rest))
+    return t
+
+
+def _contains(big: tuple[Expr, ...], small: tuple[Expr, ...]) -> bool:
+    rest = list(big)
+    for x in small:
+        if x not in rest:
+            return False
+        rest.remove(x)
+    return True
 
 
 def _regroup(e: Expr, order: tuple[str, ...]) -> Expr:

@@ -1253,6 +1253,52 @@ def btree_max(pool: BTreePool, root: int, c: int = 0) -> tuple[bool, float]:
 
 
 @njit(cache=True)
+def btree_nth(pool: BTreePool, root: int, n: int, largest: bool, c: int = 0) -> tuple[bool, float]:
+    """Select by rank: (True, the n-th largest / smallest key with a nonzero value in column c,
+    counting from 1), the last key of that order (smallest / largest) when the column holds
+    fewer than n keys, or (False, nan) when it is empty or n < 1.  n = 1 is :func:`btree_max` /
+    :func:`btree_min`.  This is the cut of a top-N: the N best price levels are the keys >= the
+    N-th largest (the whole book when it has fewer than N).
+
+    One descent by the nonzero counts of the internal entries (kept exact by deltas): at each
+    node, skip the children (from the right when ``largest``) whose counts sum to less than the
+    rank left, and enter the one that holds it.  O(F log_F n)."""
+    _flush(pool)
+    _column(pool, c)
+    if root == -1 or n < 1:
+        return False, np.nan
+    total = btree_len(pool, root, c)
+    if total == 0:
+        return False, np.nan
+    left = min(n, total)   # rank still to skip, among the keys of the current subtree
+    ik = pool.ik
+    ii = pool.ii
+    lf = pool.lf
+    _, lw, iw = _widths(pool)
+    r = root
+    while r & 1:
+        i = r >> 1
+        m = pool.in_[i]
+        j = m - 1 if largest else 0
+        for t in range(m):
+            u = m - 1 - t if largest else t
+            k = ii[i, 2 * c * FI + u]
+            j = u
+            if k >= left:
+                break
+            left -= k
+        r = _child(ik, iw, i, j)
+    x = pool.ln[r >> 1]
+    for t in range(x):
+        u = x - 1 - t if largest else t
+        if lf[r >> 1, FL * (1 + c) + u] != 0.0:
+            left -= 1
+            if left == 0:
+                return True, lf[r >> 1, u]
+    return False, np.nan   # (unreachable: the counts are exact)
+
+
+@njit(cache=True)
 def btree_items(pool: BTreePool, root: int, c: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(keys, values) of column c (its nonzero values) as new float64 arrays in increasing key
     order.  O(n), iterative walk."""
