@@ -158,8 +158,8 @@ def test_standard_every_25th_line(engine_program) -> None:
     from conftest import shared_file
     from oracle import Book, Duck, coalesce_sums, rows_of, same_view
 
-    from ddms.runtime.driver import split_lines
     from ddms.io.orderbook import OrderBookParser
+    from ddms.runtime.driver import split_lines
     lines = shared_file("data", "orderbook", "standard", "finance.csv").read_text().splitlines()
     engine = Engine(engine_program)
     relmap = engine.relmap(("bids", "asks"))
