@@ -226,6 +226,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         engine.keep_relations()   # after a resume: only if the checkpoint kept them (else a clear error)
     if ckpt is not None:
         batches = ckpt.batches(lambda chunks, size: _progress_chunks(chunks, size, label))
+    if args.until:
+        batches = _until(batches, args.until)
 
     def checkpoint(pos: int) -> None:
         snap = _report(engine, pos, args)
@@ -403,15 +405,37 @@ def _checkpointed(args: argparse.Namespace, engine, inputs):
     folder = args.resume or args.checkpoint
     if folder is None:
         return None
+    if inputs is None:
+        raise DdmsError("--checkpoint/--resume need a program and its input (--data FILE), not the demo")
+    if args.resume and Path(args.resume).is_file():   # one chosen checkpoint: replay from it, writing none
+        if args.checkpoint:
+            raise DdmsError("--resume FILE replays from one checkpoint and writes none: omit --checkpoint")
+        from ddms.runtime.resume import CheckpointedRun, describe_resume
+        run = CheckpointedRun(engine, inputs, Path(args.resume).parent, every=1, start=args.resume)
+        describe_resume(run)
+        return run
     if args.resume and args.checkpoint and Path(args.resume) != Path(args.checkpoint):
         raise DdmsError("--resume DIR continues checkpointing into DIR: give --checkpoint the same folder or omit it")
     if inputs is None:
         raise DdmsError("--checkpoint/--resume need a program and its input (--data FILE), not the demo")
     from ddms.runtime.resume import CheckpointedRun, describe_resume
-    run = CheckpointedRun(engine, inputs, folder, every=args.checkpoint_every, resume=bool(args.resume))
+    run = CheckpointedRun(engine, inputs, folder, every=args.checkpoint_every, resume=bool(args.resume),
+                          keep=args.checkpoint_keep or None)
     if args.resume:
         describe_resume(run)
     return run
+
+
+def _until(batches: Iterator, line: int) -> Iterator:
+    """``batches`` up to and including input line ``line`` (``ddms run --until``)."""
+    from ddms.streams.events import split_lines
+    for b in batches:
+        if b.first_line > line:
+            return
+        if b.last_line > line:
+            yield split_lines(b, line)[0]
+            return
+        yield b
 
 
 def _run_split(args: argparse.Namespace, program: Path, inputs) -> int:
@@ -482,9 +506,15 @@ def add_durable_options(run: argparse.ArgumentParser) -> None:
                           "the end")
     run.add_argument("--checkpoint-every", type=_at_least(1), default=1_000_000, metavar="N",
                      help="a checkpoint at the first chunk boundary after every N input lines (default 1,000,000)")
+    run.add_argument("--checkpoint-keep", type=_at_least(0), default=2, metavar="N",
+                     help="keep the N newest checkpoints in DIR (default 2; 0 keeps every one, for --resume FILE)")
+    run.add_argument("--until", type=_at_least(1), default=0, metavar="LINE",
+                     help="stop after input line LINE (the views printed there), e.g. to replay a recorded session "
+                          "from a checkpoint (--resume FILE) to a chosen point")
     run.add_argument("--resume", metavar="DIR",
                      help="continue from the newest complete checkpoint in DIR (from the start if none), printing "
-                          "what the uninterrupted run prints after it, and keep checkpointing into DIR")
+                          "what the uninterrupted run prints after it, and keep checkpointing into DIR; or from one "
+                          "checkpoint FILE (any of DIR's), writing none")
     run.add_argument("--segments", type=_at_least(1), default=0, metavar="N",
                      help="split the input into N segments: a first pass keeps a checkpoint at each boundary (in "
                           "--checkpoint DIR if given, reused by the next run), then the segments replay from them "

@@ -279,3 +279,28 @@ def test_checkpoint_refuses_a_capture(tmp_path):
     p = ddms(str(EXAMPLES / "sobi.m3"), "--data", str(cap), "--checkpoint", str(tmp_path / "ck"))
     _, err = p.communicate()
     assert p.returncode == 2 and "cap.gz: checkpoints need order-book CSV or CSV input" in err.decode()
+
+
+def test_replay_from_any_checkpoint_to_any_line(data, tmp_path):
+    """A recorded input plus its kept checkpoints (``--checkpoint-keep 0``) replay from any
+    checkpoint (``--resume FILE``, which writes none) to any line (``--until``): the output equals
+    the uninterrupted run's after that checkpoint, up to that line."""
+    prog = str(EXAMPLES / "sobi.m3")
+    common = [prog, "--data", str(data), "--every", "7000", "--json"]
+    folder = tmp_path / "all"
+    finish(ddms(*common, "--checkpoint", str(folder), "--checkpoint-every", "10000", "--checkpoint-keep", "0"))
+    found = checkpoints(folder)   # a due checkpoint waits while the previous one is written: >= 2
+    assert [line for line, _ in found][-1] == 150_000 and len(found) >= 2
+    before = sorted(p.name for p in folder.iterdir())
+    rng = random.Random(4)
+    for line, path in {found[0], found[(len(found) - 1) // 2]}:
+        until = rng.randint(line + 1, 150_000)
+        want, _ = finish(ddms(*common, "--until", str(until)))
+        assert line_of(want[-1]) == until
+        got, err = finish(ddms(*common, "--resume", str(path), "--until", str(until)))
+        assert resume_point(err) == line
+        assert got == [x for x in want if line_of(x) > line]
+    assert sorted(p.name for p in folder.iterdir()) == before   # --resume FILE wrote nothing
+    p = ddms(*common, "--resume", str(found[0][1]), "--checkpoint", str(folder))
+    _, err = p.communicate()
+    assert p.returncode == 2 and "omit --checkpoint" in err.decode()

@@ -107,7 +107,8 @@ class CheckpointedRun:
     from the newest complete checkpoint there (from the start if there is none).  ``keep``: how
     many of the newest checkpoints to keep (None: all); ``defer=False`` waits for a write in
     progress instead of taking a due checkpoint at a later chunk (regular boundaries for a split
-    replay).
+    replay).  ``start``: a checkpoint file to continue from (any one, not only the newest), writing
+    no checkpoints (a replay of a recorded session from a chosen point).
 
     Several input files: TABLE files are read completely first (no checkpoint falls inside
     them: a resumed run skips them, their rows being in the state), then the STREAM files
@@ -121,7 +122,13 @@ class CheckpointedRun:
     for, i.e. after the engine applied the batch before (and after a driver printed its views)."""
 
     def __init__(self, engine: Engine, inputs: ProgramInput, folder: str | os.PathLike, *, every: int,
-                 resume: bool = False, keep: int | None = KEEP, defer: bool = True) -> None:
+                 resume: bool = False, keep: int | None = KEEP, defer: bool = True,
+                 start: str | os.PathLike | None = None) -> None:
+        if start is not None:   # one chosen checkpoint: replay from it, writing none
+            start = Path(start)
+            if not start.is_file():
+                raise CheckpointError(f"{start}: no such checkpoint file")
+            folder, every, resume = start.parent, 1 << 62, False
         if every < 1:
             raise CheckpointError(f"checkpoint interval must be >= 1 line, got {every}")
         self.streams = _stream_sources(inputs)
@@ -140,6 +147,10 @@ class CheckpointedRun:
         self.written = 0   # checkpoints taken by this run
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ddms-checkpoint")
         self._pending: concurrent.futures.Future | None = None
+        self.readonly = start is not None
+        if start is not None:
+            self.restore(start)
+            return
         found = checkpoints(self.folder)
         if found and not resume:
             raise CheckpointError(f"{self.folder} holds checkpoints (newest at line {found[-1][0]:,}): "
@@ -240,12 +251,12 @@ class CheckpointedRun:
                 # due, and the previous file written (else at a later chunk: never wait on fsync);
                 # never inside the TABLE files, nor before a bad line the merge holds
                 writing = self.defer and self._pending is not None and not self._pending.done()
-                if (self.engine.position >= due and not writing and self.base is not None
+                if (self.engine.position >= due and not writing and self.base is not None and not self.readonly
                         and all(b.error is None for b in self.pending.values())):
                     self.write()
                     last = self.engine.position
                     due = (last // self.every + 1) * self.every
-            if self.engine.position > last or not checkpoints(self.folder):
+            if not self.readonly and (self.engine.position > last or not checkpoints(self.folder)):
                 self.write()
             self.wait()
         finally:
