@@ -452,12 +452,12 @@ def _run_split(args: argparse.Namespace, program: Path, inputs) -> int:
                         "and --first-results")
     import tempfile
 
-    from ddms.runtime.resume import _stream_sources
+    from ddms.runtime.resume import stream_sources
     from replay.segments import run_split
     if len(inputs.sources) != 1:
         raise DdmsError("--segments splits one input file; this program reads "
                         f"{', '.join(str(s.path) for s in inputs.sources)}")
-    _stream_sources(inputs)   # a CSV file (a checkpoint holds its reader's position), else a clear error
+    stream_sources(inputs)   # a CSV file (a checkpoint holds its reader's position), else a clear error
     data = str(inputs.sources[0].path)
 
     def say(msg: str) -> None:

@@ -1,4 +1,4 @@
-"""Checkpointed replay of one input file, and resuming it after the process died.
+"""Checkpointed replay of a program's input files, and resuming it after the process died.
 
 A run writes a checkpoint after every ``every`` input lines and at the end into a folder, as
 ``ckpt-<line>.arrow`` (:mod:`ddms.runtime.checkpoint`: written atomically, so a process killed at
@@ -83,7 +83,7 @@ def _tail_hash(path: Path, offset: int, last: tuple[int, bytes] | None = None) -
         return hashlib.sha256(f.read(offset - lo)).hexdigest()[:20]
 
 
-def _stream_sources(inputs: ProgramInput) -> list:
+def stream_sources(inputs: ProgramInput) -> list:
     """The STREAM sources of ``inputs``, checked to be readers whose state a checkpoint can hold
     (the order-book CSV and CSV adaptors); a :class:`CheckpointError` names any other."""
     for s in inputs.sources:
@@ -131,7 +131,7 @@ class CheckpointedRun:
             folder, every, resume = start.parent, 1 << 62, False
         if every < 1:
             raise CheckpointError(f"checkpoint interval must be >= 1 line, got {every}")
-        self.streams = _stream_sources(inputs)
+        self.streams = stream_sources(inputs)
         self.engine, self.inputs, self.every, self.keep, self.defer = engine, inputs, every, keep, defer
         self.source = self.streams[0]
         self.folder = Path(folder)
@@ -276,7 +276,7 @@ def restore_readers(engine: Engine, inputs: ProgramInput,
     the line where the streams start (after the TABLE files).  Refuses
     (:class:`CheckpointError`) a checkpoint of another program, of other input files or
     adaptors, or an input file that differs before its offset."""
-    streams = _stream_sources(inputs)
+    streams = stream_sources(inputs)
     extra, arrays = engine.restore(path)
     readers = extra.get("readers")
     if not isinstance(readers, list):
