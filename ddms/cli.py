@@ -215,6 +215,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if demo:
         every = args.every or max(args.demo_lines // 10, 1)
         print(DEMO_INTRO.format(lines=args.demo_lines, seed=args.seed, every=every), file=sys.stderr, flush=True)
+    if args.segments or args.spark:
+        return _run_split(args, program, inputs)
     if args.first_results and (args.checkpoint or args.resume or args.query):
         raise DdmsError("--first-results serves views from the interpreter, which keeps no checkpoints and no "
                         "relations: run --checkpoint/--resume/--query without it")
@@ -242,6 +244,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         batches = ckpt.batches(lambda chunks, size: _progress_chunks(chunks, size, label))
     elif not demo:   # parse the next chunk on another core while this one is applied
         batches = prefetch(batches)
+    if args.until:
+        batches = _until(batches, args.until)
 
     def checkpoint(pos: int) -> None:
         snap = _report(engine, pos, args)
@@ -421,15 +425,77 @@ def _checkpointed(args: argparse.Namespace, engine, inputs):
     folder = args.resume or args.checkpoint
     if folder is None:
         return None
+    if inputs is None:
+        raise DdmsError("--checkpoint/--resume need a program and its input (--data FILE), not the demo")
+    if args.resume and Path(args.resume).is_file():   # one chosen checkpoint: replay from it, writing none
+        if args.checkpoint:
+            raise DdmsError("--resume FILE replays from one checkpoint and writes none: omit --checkpoint")
+        from ddms.runtime.resume import CheckpointedRun, describe_resume
+        run = CheckpointedRun(engine, inputs, Path(args.resume).parent, every=1, start=args.resume)
+        describe_resume(run)
+        return run
     if args.resume and args.checkpoint and Path(args.resume) != Path(args.checkpoint):
         raise DdmsError("--resume DIR continues checkpointing into DIR: give --checkpoint the same folder or omit it")
     if inputs is None:
         raise DdmsError("--checkpoint/--resume need a program and its input (--data FILE), not the demo")
     from ddms.runtime.resume import CheckpointedRun, describe_resume
-    run = CheckpointedRun(engine, inputs, folder, every=args.checkpoint_every, resume=bool(args.resume))
+    run = CheckpointedRun(engine, inputs, folder, every=args.checkpoint_every, resume=bool(args.resume),
+                          keep=args.checkpoint_keep or None)
     if args.resume:
         describe_resume(run)
     return run
+
+
+def _until(batches: Iterator, line: int) -> Iterator:
+    """``batches`` up to and including input line ``line`` (``ddms run --until``)."""
+    from ddms.io.events import split_lines
+    for b in batches:
+        if b.first_line > line:
+            return
+        if b.last_line > line:
+            yield split_lines(b, line)[0]
+            return
+        yield b
+
+
+def _run_split(args: argparse.Namespace, program: Path, inputs) -> int:
+    """``ddms run PROGRAM --data FILE --segments N [--spark MASTER] [--checkpoint DIR]``: one
+    history split into N segments that start from the checkpoints of a first pass
+    (:func:`replay.segments.run_split`), printed as the sequential run prints them; the first
+    pass's cost and the segments' time on stderr."""
+    if args.spark and not args.segments:
+        raise DdmsError("--spark runs the segments of a split replay: give --segments N too")
+    if inputs is None or not args.program:
+        raise DdmsError("--segments needs a program and its input (--data FILE), not the demo")
+    if args.resume or args.query or args.first_results:
+        raise DdmsError("--segments replays from a first pass's checkpoints: run it without --resume, --query "
+                        "and --first-results")
+    import tempfile
+
+    from ddms.runtime.resume import stream_sources
+    from replay.segments import run_split
+    if len(inputs.sources) != 1:
+        raise DdmsError("--segments splits one input file; this program reads "
+                        f"{', '.join(str(s.path) for s in inputs.sources)}")
+    stream_sources(inputs)   # a CSV file (a checkpoint holds its reader's position), else a clear error
+    data = str(inputs.sources[0].path)
+
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="ddms-split-") as tmp:
+        folder = Path(args.checkpoint) if args.checkpoint else Path(tmp)
+        run = run_split(str(program.resolve()), data, folder, segments=args.segments, every=args.every,
+                        master=args.spark, progress=say)
+    for row in run.rows:
+        d = json.loads(row)
+        _print_views(d["line"], d["views"], args.json)
+    where = f"Spark {run.master}" if run.master else "this process, one after the other"
+    first = ("reused the checkpoints in " + str(args.checkpoint) if run.reused else
+             f"first pass (a sequential replay writing the checkpoints) {run.first_pass_seconds:.2f} s")
+    ratio = (f" (speedup {run.first_pass_seconds / run.segments_seconds:.2f}x over the sequential first pass)"
+             if run.first_pass_seconds and run.segments_seconds else "")
+    say(f"split replay: {first}; {run.segments} segments on {where} {run.segments_seconds:.2f} s{ratio}")
+    return 0
 
 
 def _report(engine, position: int, args: argparse.Namespace):
@@ -460,9 +526,21 @@ def add_durable_options(run: argparse.ArgumentParser) -> None:
                           "the end")
     run.add_argument("--checkpoint-every", type=_at_least(1), default=1_000_000, metavar="N",
                      help="a checkpoint at the first chunk boundary after every N input lines (default 1,000,000)")
+    run.add_argument("--checkpoint-keep", type=_at_least(0), default=2, metavar="N",
+                     help="keep the N newest checkpoints in DIR (default 2; 0 keeps every one, for --resume FILE)")
+    run.add_argument("--until", type=_at_least(1), default=0, metavar="LINE",
+                     help="stop after input line LINE (the views printed there), e.g. to replay a recorded session "
+                          "from a checkpoint (--resume FILE) to a chosen point")
     run.add_argument("--resume", metavar="DIR",
                      help="continue from the newest complete checkpoint in DIR (from the start if none), printing "
-                          "what the uninterrupted run prints after it, and keep checkpointing into DIR")
+                          "what the uninterrupted run prints after it, and keep checkpointing into DIR; or from one "
+                          "checkpoint FILE (any of DIR's), writing none")
+    run.add_argument("--segments", type=_at_least(1), default=0, metavar="N",
+                     help="split the input into N segments: a first pass keeps a checkpoint at each boundary (in "
+                          "--checkpoint DIR if given, reused by the next run), then the segments replay from them "
+                          "(on --spark MASTER, else one after the other); prints what the sequential run prints")
+    run.add_argument("--spark", metavar="MASTER",
+                     help="run the --segments as Spark tasks on MASTER (e.g. local[2])")
     run.add_argument("--query", metavar="SQL",
                      help="also answer this SQL over the base relations (tables named after the streams: bids, asks) "
                           "with the views, by DuckDB; the engine keeps the relations (one hash probe an event)")

@@ -114,3 +114,66 @@ def test_cli_query(tmp_path):
             done += 1
         assert p["query"]["columns"] == ["n", "v"]
         assert same_rows([tuple(r) for r in p["query"]["rows"]], duck.query(book, sql))
+
+
+VIEWS_SQL = """
+CREATE STREAM bids(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)
+  FROM FILE 'finance.csv' LINE DELIMITED orderbook (book := 'bids', brokers := '10', deterministic := 'yes');
+CREATE STREAM asks(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)
+  FROM FILE 'finance.csv' LINE DELIMITED orderbook (book := 'asks', brokers := '10', deterministic := 'yes');
+SELECT broker_id, SUM(volume) AS vol FROM bids GROUP BY broker_id;
+SELECT SUM(b1.price * b1.volume) AS vwap FROM bids b1
+  WHERE 0.25 * (SELECT SUM(b3.volume) FROM bids b3) > (SELECT SUM(b2.volume) FROM bids b2 WHERE b2.price > b1.price);
+SELECT MAX(price) AS best FROM bids;
+SELECT broker_id, SUM(volume) AS avol, COUNT(*) AS n FROM asks GROUP BY broker_id;
+"""
+# (ad-hoc query, the view that answers it, the query DuckDB answers the same: views read a SUM
+# over no rows as 0, DuckDB as NULL, so DuckDB's form spells every SUM as COALESCE(SUM(..), 0))
+VWAP_Q = ("SELECT {s}(x.price * x.volume){e} AS w FROM bids x WHERE 0.25 * (SELECT {s}(y.volume){e} FROM bids y) "
+          "> (SELECT {s}(z.volume){e} FROM bids z WHERE z.price > x.price)")
+VIEW_QUERIES = [
+    ("select broker_id, sum(volume) as v from bids group by broker_id", "VOL", None),
+    (VWAP_Q.format(s="SUM", e=""), "VWAP", VWAP_Q.format(s="COALESCE(SUM", e=", 0)")),
+    ("SELECT MAX(price) AS m FROM bids", "BEST", None),
+    ("SELECT broker_id, SUM(volume) AS a, COUNT(*) AS b FROM asks GROUP BY broker_id", "AVOL", None),
+]
+
+
+@pytest.fixture(scope="module")
+def views_program():
+    from ddms.compiler import compile_sql
+    return compile_sql(VIEWS_SQL).program
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=st.lists(line, min_size=1, max_size=50), cut=st.floats(0, 1))
+def test_query_of_a_view_is_answered_from_it(views_program, stream, cut):
+    """A query that compiles to a maintained view (other aliases, case, names) is answered from
+    that view, without DuckDB, and equals DuckDB's answer over the relations; a query of another
+    shape goes to DuckDB."""
+    import ddms.runtime.adhoc as adhoc
+    lines = [f"{i},{oid},{a},{v},{p}" for i, (a, oid, v, p) in enumerate(stream)]
+    eng = Engine(views_program)
+    eng.keep_relations()
+    head, _ = split_lines(OrderBookParser().feed(("\n".join(lines) + "\n").encode()), int(cut * len(lines)))
+    eng.apply(head, eng.relmap(("bids", "asks")))
+    real = adhoc.run_query
+    for sql, view, duck in VIEW_QUERIES:
+        want = sorted(table_rows(eng.query(duck or sql, from_views=False)))
+        adhoc.run_query = None   # DuckDB must not be asked
+        try:
+            got = eng.query(sql)
+        finally:
+            adhoc.run_query = real
+        assert got.schema.metadata == {b"ddms.view": view.encode()}, sql
+        assert same_rows(table_rows(got), want), (sql, table_rows(got), want)
+    other = eng.query("SELECT MAX(price) AS m FROM asks")   # no such view: DuckDB
+    assert not other.schema.metadata
+
+
+def test_view_answer_needs_no_kept_relations(views_program):
+    eng = Engine(views_program)
+    eng.apply(OrderBookParser().feed(b"1,1,B,10,100\n2,2,B,5,101\n"), eng.relmap(("bids", "asks")))
+    assert table_rows(eng.query("SELECT MAX(price) AS m FROM bids")) == [(101.0,)]
+    with pytest.raises(ViewError, match="keep_relations"):
+        eng.query("SELECT MAX(price) AS m FROM asks")

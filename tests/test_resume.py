@@ -175,10 +175,132 @@ def test_kill_and_resume_csv_stream(tmp_path):
         p.communicate()
         resumed, err = finish(ddms(*args, "--resume", str(folder)))
         check_resumed(full, resumed, resume_point(err))
-    two = tmp_path / "two.sql"
-    two.write_text(CSV_SQL.replace("SELECT", "CREATE STREAM S(b INT, c FLOAT) FROM FILE 's.csv' LINE DELIMITED CSV;\n"
-                                   "SELECT", 1))
-    (tmp_path / "s.csv").write_text("1,2.0\n")
-    p = ddms(str(two), "--checkpoint", str(tmp_path / "ck2"))
+
+
+MULTI_SQL = """CREATE STREAM R(a INT, b INT, x FLOAT) FROM FILE 'r.csv'
+  LINE DELIMITED CSV (delimiter := '|', deletions := 'true');
+CREATE STREAM S(b INT, c FLOAT) FROM FILE 's.csv' LINE DELIMITED CSV (delimiter := '|', deletions := 'true');
+CREATE TABLE T(b INT, w FLOAT) FROM FILE 't.csv' LINE DELIMITED CSV;
+CREATE STREAM bids(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)
+  FROM FILE 'book.csv' LINE DELIMITED orderbook (book := 'bids', brokers := '10', deterministic := 'yes');
+SELECT r.a, SUM(r.x * s.c * t.w) AS sx FROM R r, S s, T t WHERE r.b = s.b AND s.b = t.b GROUP BY r.a;
+SELECT b.broker_id, SUM(b.volume * r.x) AS bv FROM bids b, R r WHERE b.broker_id = r.b GROUP BY b.broker_id;
+SELECT COUNT(*) AS n FROM R r;
+"""
+
+
+def _csv_rows(path: Path, n: int, rng: random.Random, cols) -> None:
+    rows, lines = [], []
+    for _ in range(n):
+        if rows and rng.random() < 0.3:
+            lines.append("0|" + rows.pop(rng.randrange(len(rows))))
+        else:
+            row = "|".join(cols())
+            rows.append(row)
+            lines.append("1|" + row)
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def multi(tmp_path_factory) -> Path:
+    """A program over three interleaved STREAM files of different lengths (two CSV, one order
+    book, so one reader with an order table) and a TABLE file."""
+    folder = tmp_path_factory.mktemp("multi")
+    rng = random.Random(5)
+    _csv_rows(folder / "r.csv", 40_000, rng, lambda: [str(rng.randint(0, 50)), str(rng.randint(1, 9)),
+                                                       str(rng.randint(1, 1000) / 8)])
+    _csv_rows(folder / "s.csv", 27_000, rng, lambda: [str(rng.randint(1, 9)), str(rng.randint(1, 100) / 4)])
+    (folder / "t.csv").write_text("".join(f"{b},{b * 1.5}\n" for b in range(1, 10)))
+    write_orderbook(folder / "book.csv", 33_000, seed=13, depth=300)
+    (folder / "views.sql").write_text(MULTI_SQL)
+    return folder / "views.sql"
+
+
+def test_multi_file_resume_from_every_checkpoint(multi, tmp_path):
+    """Checkpoints every 7,000 lines of a merged input, all kept; resuming from each one gives
+    the views of the uninterrupted run after every 3,000 lines and at the end, bit for bit."""
+    from ddms.compiler import compile_sql_file
+    from ddms.io.inputs import open_program_input
+    from ddms.runtime.driver import replay
+    from ddms.runtime.engine import Engine
+    from ddms.runtime.resume import CheckpointedRun
+    prog = compile_sql_file(multi).program
+
+    def run(folder: Path | None, resume: bool = False) -> list[tuple[int, str]]:
+        engine = Engine(prog)
+        inputs = open_program_input(prog, multi.parent)
+        out: list[tuple[int, str]] = []
+        if folder is None:
+            batches = inputs.batches(lambda p: [p.read_bytes()])
+        else:
+            batches = CheckpointedRun(engine, inputs, folder, every=7_000, keep=None, resume=resume).batches()
+        replay(engine, batches, engine.relmap(inputs.names), every=3_000,
+               checkpoint=lambda pos: out.append((pos, json.dumps(dict(engine.snapshot())))))
+        engine._check()
+        return [*out, (engine.position, json.dumps(dict(engine.snapshot())))]
+
+    full = run(None)
+    assert full[-1][0] == 9 + 40_000 + 27_000 + 33_000
+    assert run(tmp_path / "all") == full   # checkpointing changes nothing
+    found = checkpoints(tmp_path / "all")
+    assert len(found) >= 10
+    for line, path in found:
+        folder = tmp_path / f"from{line}"
+        folder.mkdir()
+        (folder / path.name).write_bytes(path.read_bytes())
+        assert run(folder, resume=True) == [x for x in full if x[0] > line] or [full[-1]], line
+
+
+def test_multi_file_kill_and_resume(multi, tmp_path):
+    common = [str(multi), "--every", "5000", "--json"]
+    full, _ = finish(ddms(*common))
+    for n, delay in enumerate((0.0, 0.15)):
+        folder = tmp_path / f"ck{n}"
+        args = [*common, "--checkpoint-every", "8000"]
+        p = ddms(*args, "--checkpoint", str(folder), env={PAUSE_ENV: "0.05"})
+        deadline = time.monotonic() + 300
+        while p.poll() is None and time.monotonic() < deadline and not checkpoints(folder):
+            time.sleep(0.01)
+        time.sleep(delay)
+        p.send_signal(signal.SIGKILL)
+        p.communicate()
+        resumed, err = finish(ddms(*args, "--resume", str(folder)))
+        check_resumed(full, resumed, resume_point(err))
+
+
+def test_checkpoint_refuses_a_capture(tmp_path):
+    """A reader whose position a checkpoint cannot hold (a Binance capture) is refused by name."""
+    import gzip
+
+    from replay.sample_data import binance_capture_lines
+    cap = tmp_path / "cap.gz"
+    with gzip.open(cap, "wt") as f:
+        f.writelines(line + "\n" for line in binance_capture_lines("futures", 200, seed=1))
+    p = ddms(str(EXAMPLES / "sobi.m3"), "--data", str(cap), "--checkpoint", str(tmp_path / "ck"))
     _, err = p.communicate()
-    assert p.returncode == 2 and "checkpoints need a program that reads one input file" in err.decode()
+    assert p.returncode == 2 and "cap.gz: checkpoints need order-book CSV or CSV input" in err.decode()
+
+
+def test_replay_from_any_checkpoint_to_any_line(data, tmp_path):
+    """A recorded input plus its kept checkpoints (``--checkpoint-keep 0``) replay from any
+    checkpoint (``--resume FILE``, which writes none) to any line (``--until``): the output equals
+    the uninterrupted run's after that checkpoint, up to that line."""
+    prog = str(EXAMPLES / "sobi.m3")
+    common = [prog, "--data", str(data), "--every", "7000", "--json"]
+    folder = tmp_path / "all"
+    finish(ddms(*common, "--checkpoint", str(folder), "--checkpoint-every", "10000", "--checkpoint-keep", "0"))
+    found = checkpoints(folder)   # a due checkpoint waits while the previous one is written: >= 2
+    assert [line for line, _ in found][-1] == 150_000 and len(found) >= 2
+    before = sorted(p.name for p in folder.iterdir())
+    rng = random.Random(4)
+    for line, path in {found[0], found[(len(found) - 1) // 2]}:
+        until = rng.randint(line + 1, 150_000)
+        want, _ = finish(ddms(*common, "--until", str(until)))
+        assert line_of(want[-1]) == until
+        got, err = finish(ddms(*common, "--resume", str(path), "--until", str(until)))
+        assert resume_point(err) == line
+        assert got == [x for x in want if line_of(x) > line]
+    assert sorted(p.name for p in folder.iterdir()) == before   # --resume FILE wrote nothing
+    p = ddms(*common, "--resume", str(found[0][1]), "--checkpoint", str(folder))
+    _, err = p.communicate()
+    assert p.returncode == 2 and "omit --checkpoint" in err.decode()

@@ -36,3 +36,41 @@ def test_segments_on_spark(split):
     prog, data, tasks = split
     rows = spark.run_sweep(tasks, "local[2]", fn=segment_task)
     assert [x for r in rows for x in r["rows"]] == sequential_rows(prog, data, every=3_000)
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    p = subprocess.run([sys.executable, "-m", "ddms", "run", *args], cwd=REPO, capture_output=True, text=True,
+                       timeout=900)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("spark", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_cli_split_prints_what_the_sequential_run_prints(split, tmp_path, spark):
+    """``ddms run --segments N [--spark MASTER]``: the printed views equal the sequential run's,
+    the first pass's cost and the speedup are reported; with ``--checkpoint DIR`` a second run
+    reuses the first pass's checkpoints."""
+    prog, data, _ = split
+    common = [prog, "--data", data, "--every", "7000", "--json"]
+    rc, want, _ = _cli(*common)
+    assert rc == 0 and len(want.splitlines()) == 9   # 8 multiples of 7,000 and the end
+    extra = ["--spark", "local[2]"] if spark else []
+    rc, got, err = _cli(*common, "--segments", "3", "--checkpoint", str(tmp_path / "ck"), *extra)
+    assert rc == 0, err
+    assert got == want
+    assert "first pass (a sequential replay writing the checkpoints)" in err and "speedup" in err
+    rc, again, err = _cli(*common, "--segments", "3", "--checkpoint", str(tmp_path / "ck"), *extra)
+    assert rc == 0 and again == want and "reused the checkpoints" in err
+    rc, got, _ = _cli(prog, "--data", data, "--json", "--segments", "2")   # no --every: the final views only
+    assert rc == 0 and got.splitlines() == [want.splitlines()[-1]]
+
+
+def test_cli_split_refusals(split):
+    prog, data, _ = split
+    rc, _, err = _cli(prog, "--data", data, "--spark", "local[2]")
+    assert rc == 2 and "--spark runs the segments of a split replay: give --segments N too" in err
+    rc, _, err = _cli(prog, "--data", data, "--segments", "2", "--query", "SELECT 1")
+    assert rc == 2 and "without --resume, --query" in err

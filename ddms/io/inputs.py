@@ -116,13 +116,17 @@ class ProgramInput:
         return b
 
 
-def _interleave(pi: ProgramInput, streams: list[_Source], offset: int) -> Iterator[EventBatch]:
+def _interleave(pi: ProgramInput, streams: list[_Source], offset: int,
+                pending: dict[int, EventBatch] | None = None) -> Iterator[EventBatch]:
     """Round-robin by line.  Each round tops up every unfinished source's pending lines to at
     least one line, takes the same number ``m`` (the smallest pending count) of lines from each and
     orders them (local line j, source s); the rest waits for the next round.  A source whose
-    pending lines stop at a bad line ends the merge right before that line's merged position."""
+    pending lines stop at a bad line ends the merge right before that line's merged position.
+    ``pending`` (source number -> its lines read but not merged yet) is the merge's whole state
+    between two yields: a caller passing its own dict can save it there (a checkpoint) and
+    continue a merge from a saved one (:mod:`ddms.runtime.resume`)."""
     width = pi.width
-    pending: dict[int, EventBatch] = {}
+    pending = {} if pending is None else pending
     active = list(range(len(streams)))
     while active:
         for k in list(active):

@@ -312,12 +312,20 @@ class Engine:
                             "chunk, not per line; ask from outside the callback")
         return self._at_boundary(lambda: relation_rows(self.program, self._relations))
 
-    def query(self, sql: str):
+    def query(self, sql: str, *, from_views: bool = True):
         """Answer a one-time SQL query over the current base relations (tables named after the
         streams, e.g. ``bids``/``asks``, columns as declared, all float64) as of one input line
-        boundary, evaluated by DuckDB; returns a ``pyarrow.Table``.  Needs :meth:`keep_relations`.
+        boundary; returns a ``pyarrow.Table``.  A query that compiles to one of the program's
+        views is answered from that view (:mod:`ddms.runtime.viewmatch`: no relations needed,
+        the schema metadata ``ddms.view`` names it; ``from_views=False`` asks DuckDB anyway);
+        any other is evaluated by DuckDB, which needs :meth:`keep_relations`.
         Cost: a copy of the relations (O(rows)) and DuckDB's evaluation; a thread applying
         meanwhile pauses only for the compiled copy."""
+        if from_views:
+            from ddms.runtime.viewmatch import answer_from_view
+            table = answer_from_view(self, sql)
+            if table is not None:
+                return table
         from ddms.runtime.adhoc import run_query
         return run_query(self.program, self.relations(), sql)
 
