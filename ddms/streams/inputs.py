@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ddms.errors import DdmsError, ProgramError, ReplayError
+from ddms.io.symbols import symbol_id, with_symbol
 from ddms.m3.ir import Program, Stream
 from ddms.streams.detect import GZIP_READERS, detect_kind, read_head
 from ddms.streams.events import EventBatch, split_lines
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
 ADAPTORS = ("orderbook", "csv")
 BOOKS = ("bids", "asks")
+BOOK_COLUMNS = ("t", "id", "broker_id", "volume", "price")
 
 BookReader = Callable[[Path, bool], Iterable[EventBatch]]
 """``reader(path, skip_bad)``: an order-book source that is not CSV text (LOBSTER, a Binance
@@ -64,6 +66,8 @@ class _Source:
     table: bool
     batches: Iterator[EventBatch] | None = None
     read: Callable[[], Iterable[EventBatch]] | None = None   # the batches of a BookReader's source
+    symbol: int | None = None   # CSV text of one instrument whose streams declare a symbol column: its id
+    width: int = 5              # columns of its batches (6 with the symbol column)
 
 
 @dataclass
@@ -90,6 +94,8 @@ class ProgramInput:
         after the events before it (strict parsers) with the :class:`InputError` naming it."""
         for s in self.sources:
             s.batches = parse_chunks(s.parser, chunks(s.path)) if s.read is None else _counted(s.parser, s.read())
+            if s.symbol is not None:
+                s.batches = _with_symbol(s.batches, s.symbol)
         offset = 0
         for s in (s for s in self.sources if s.table):
             last = offset
@@ -171,8 +177,15 @@ def _counted(counter: _Counted, batches: Iterable[EventBatch]) -> Iterator[Event
         yield b
 
 
+def _with_symbol(batches: Iterator[EventBatch], sid: int) -> Iterator[EventBatch]:
+    for b in batches:
+        yield replace(b, cols=with_symbol(b.cols, sid))
+
+
 def _width(s: _Source) -> int:
-    return len(s.parser.stream.columns) if hasattr(s.parser, "stream") else 5
+    if hasattr(s.parser, "stream"):
+        return len(s.parser.stream.columns)
+    return s.width
 
 
 def _lines(b: EventBatch) -> int:
@@ -281,6 +294,10 @@ def orderbook_problem(stream: Stream) -> tuple[str | None, str] | None:
         return None, f"stream {stream.name} needs book := 'bids' or 'asks' (or the name bids or asks)"
     if book is not None and book.lower() not in BOOKS:
         return "book", f"book := {book!r} must be 'bids' or 'asks'"
+    cols = stream.columns
+    if len(cols) > len(BOOK_COLUMNS) and (len(cols) > len(BOOK_COLUMNS) + 1 or cols[-1].type != "string"):
+        return None, (f"stream {stream.name} has columns {', '.join(c.name for c in cols)}: an order-book stream has "
+                      "t, id, broker_id, volume, price and optionally a sixth column of symbols (symbol VARCHAR)")
     raw = stream.source.option("brokers", "10") if stream.source is not None else "10"
     try:
         brokers = int(raw)
@@ -316,10 +333,22 @@ def _orderbook_source(program: Program, streams: list[Stream], path: Path, skip_
         by_book[options[s.name][0] if s.name in options else s.name.lower()] = s.name
     names = (by_book["bids"], by_book["asks"])
     table = any(s.kind == "TABLE" for s in streams)
+    symbols = any(len(s.columns) > len(BOOK_COLUMNS) for s in streams)
+    width = len(BOOK_COLUMNS) + symbols
     if kind != "orderbook":
         if book_reader is None:
             raise ReplayError(f"{_WHAT.get(kind, kind)}: reading it needs a book reader (ddms run has one)", str(path))
-        source = book_reader(path, skip_bad)
-        return _Source(path, names, _Counted(), table, read=lambda: iter(source))
+        # (only a program with a symbol column asks for one: readers of single-book programs stay as they were)
+        source = book_reader(path, skip_bad, symbols=True) if symbols else book_reader(path, skip_bad)
+        return _Source(path, names, _Counted(), table, read=lambda: iter(source), width=width)
+    sid = None
+    if symbols:
+        declared = {s.source.option("symbol") for s in streams if s.source is not None} - {None}
+        if len(declared) > 1:
+            raise ProgramError(f"{path}: order-book streams disagree on symbol := ...")
+        if not path.exists() and "#" in path.name:        # FILE#SYMBOL
+            path, named = Path(str(path).rsplit("#", 1)[0]), str(path).rsplit("#", 1)[1]
+            declared = declared or {named}
+        sid = symbol_id(declared.pop() if declared else path.name.split(".", 1)[0].upper())
     parser = OrderBookParser(brokers=brokers.pop(), source=str(path), skip_bad=skip_bad)
-    return _Source(path, names, parser, table)
+    return _Source(path, names, parser, table, symbol=sid, width=width)
