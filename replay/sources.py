@@ -52,7 +52,8 @@ from ddms.io.symbols import symbol_id, with_symbol
 from ddms.streams.detect import KINDS, detect_file, detect_kind
 from ddms.streams.events import EventBatch
 
-__all__ = ["KINDS", "RELATIONS", "Source", "detect_kind", "open_source", "partition_name"]
+__all__ = ["KINDS", "RELATIONS", "Source", "detect_kind", "file_symbol", "file_symbols", "open_source",
+           "partition_name"]
 
 RELATIONS = ("bids", "asks")
 _IO_FORMATS = {f.kind: f for f in io_formats.FORMATS}   # cryptofeed, dbn, tardis (ddms/io)
@@ -150,6 +151,21 @@ def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str |
     return Source(p, found, name or partition_name(p), RELATIONS, brokers, skip_bad,
                   market or (_market_from_name(p) if found == "binance" else None), allow_empty_start,
                   symbol=symbol, symbols=symbols)
+
+
+def file_symbols(path: str | os.PathLike) -> list[str]:
+    """The symbols a multi-symbol file holds (ddms/io formats: cryptofeed captures, DBN,
+    tardis), in order of first appearance; ``[]`` for the one-book formats and for a
+    ``FILE#SYMBOL`` (already one symbol).  Why: a backtest or a Spark sweep over such a file runs
+    one partition per symbol (``FILE#SYMBOL``), each with its own positions.  Cost: one pass of
+    the reader over the file."""
+    src = open_source(path)
+    if src.kind not in _IO_FORMATS or src.symbol is not None:
+        return []
+    seen: dict[str, None] = {}
+    for ev in _IO_FORMATS[src.kind].read(src.path, src.skip_bad):
+        seen.setdefault(ev.symbol, None)
+    return list(seen)
 
 
 def file_symbol(path: str) -> str:
