@@ -168,11 +168,14 @@ def file_symbols(path: str | os.PathLike) -> list[str]:
     return list(seen)
 
 
-def file_symbol(path: str) -> str:
-    """The symbol of a one-instrument file that does not name its instrument (order-book CSV,
-    LOBSTER, ddms Parquet): its file name without the extensions, in upper case
-    (``data/AAPL_message_10.csv`` -> ``AAPL_MESSAGE_10``)."""
-    return Path(path).name.split(".", 1)[0].upper() or "BOOK"
+def file_symbol(path: str, kind: str | None = None) -> str:
+    """The symbol of a one-instrument file that does not name its instrument inside: its file
+    name without the extensions, in upper case (``data/aapl.csv`` -> ``AAPL``); a LOBSTER file
+    (``kind="lobster"``) by its convention ``TICKER_date_start_end_message_N.csv`` -> ``TICKER``."""
+    stem = Path(path).name.split(".", 1)[0]
+    if kind == "lobster":
+        stem = stem.split("_", 1)[0]
+    return stem.upper() or "BOOK"
 
 
 def _symbol_batches(src: Source, notes: list[str] | None) -> Iterator[EventBatch]:
@@ -184,7 +187,7 @@ def _symbol_batches(src: Source, notes: list[str] | None) -> Iterator[EventBatch
     if src.kind == "binance":
         yield from _binance_batches(src, notes, symbols=True)
         return
-    sid = symbol_id(src.symbol or file_symbol(src.path))
+    sid = symbol_id(src.symbol or file_symbol(src.path, src.kind))
     for b in replace(src, symbols=False).batches(notes):
         yield replace(b, cols=with_symbol(b.cols, sid))
 

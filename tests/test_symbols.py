@@ -370,9 +370,14 @@ def test_orderbook_csv_symbol_from_option_or_file_name(engines, tmp_path) -> Non
     [b] = list(pi.batches(lambda p: [p.read_bytes()]))
     assert set(b.cols[:, 5].tolist()) == {symbol_id("MSFT")}
     e = Engine(program)
+    fired = []
+    e.on("SYMBOL_BEST_BID", lambda view, key, old, new, line: fired.append((key, new, line)))
     pi = open_program_input(program, tmp_path, data=data)
     for batch in pi.batches(lambda p: [p.read_bytes()]):
         e.apply(batch, e.relmap(pi.names))
+    assert fired == [(("AAPL",), 100.0, 1)]
+    e.insert("BIDS", 3, 9, 0, 1, 105, "MSFT")            # a symbol column takes the name
+    assert e.views["SYMBOL_BEST_BID"]["MSFT"] == 105.0 and fired[-1][0] == ("MSFT",)
     assert e.snapshot()["SYMBOL_BEST_BID"] == [["AAPL", 100.0]]
     assert dict(e.views["SYMBOL_BEST_ASK"]) == {("AAPL",): 101.0}
     assert e.views["SYMBOL_BEST_ASK"]["AAPL"] == 101.0
@@ -404,3 +409,25 @@ def test_cli_prints_symbol_names(tmp_path) -> None:
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["views"] == {"SYMBOL_BEST_BID": [["IBM", 102.0]]}
     assert re.search(r"IBM", out.stdout)
+
+
+def test_file_symbol_names() -> None:
+    from replay.sources import file_symbol
+    assert file_symbol("data/aapl.csv") == "AAPL" and file_symbol("x/book.parquet") == "BOOK"
+    assert file_symbol("x/AAPL_2012-06-21_34200000_57600000_message_10.csv", "lobster") == "AAPL"
+
+
+@pytest.mark.parametrize("parts", [("mbo", "esh4-glbx-mdp3-20231224.mbo.dbn.zst"),
+                                   ("tardis", "deribit_incremental_book_L2_BTC-PERPETUAL.csv"),
+                                   ("venues", "OKX.ws.1.0"), ("venues", "BINANCE_FUTURES.ws.1.0")])
+def test_every_multi_symbol_reader_fills_the_column(parts) -> None:
+    """DBN (by instrument), tardis and cryptofeed captures: the column holds exactly the symbols
+    the reader reports, row by row in its order."""
+    from replay.sources import _IO_FORMATS, open_source
+    path = shared_file("data", *parts)
+    src = open_source(path, symbols=True)
+    want = [(ev.symbol, ev.batch.cols) for ev in _IO_FORMATS[src.kind].read(str(path), False)]
+    got = np.concatenate([b.cols for b in src])
+    assert got.shape == (sum(len(c) for _, c in want), 6)
+    assert np.array_equal(got[:, :5], np.concatenate([c for _, c in want]))
+    assert got[:, 5].tolist() == [float(symbol_id(s)) for s, c in want for _ in range(len(c))]

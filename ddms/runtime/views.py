@@ -90,6 +90,7 @@ class GroupedView(_Exported, Mapping):
     def __init__(self, name: str, decl: MapDecl, table) -> None:
         self.name, self.decl, self._table = name, decl, table
         self._types = [c.type for c in decl.keys]
+        self._strings = "string" in self._types
         self.columns: tuple[str, ...] = (*(c.name for c in decl.keys), name)
         """The names of the key columns, then of the value column."""
 
@@ -99,6 +100,13 @@ class GroupedView(_Exported, Mapping):
         if len(key) != len(self._types):
             raise KeyError(key)
         return tuple(symbol_value(k) if t == "string" else float(k) for k, t in zip(key, self._types, strict=True))
+
+    def show_key(self, key: tuple[float, ...]) -> tuple:
+        """A key as the maps hold it, as callbacks receive it: symbol ids become names (other
+        keys stay floats, as they always were).  O(1) without a symbol key."""
+        if not self._strings:
+            return key
+        return tuple(symbol_name(x) if t == "string" else x for x, t in zip(key, self._types, strict=True))
 
     def __getitem__(self, key: Any) -> float | int:
         found, value = dict_get(self._table, self._key(key))
