@@ -376,13 +376,13 @@ def test_orderbook_csv_symbol_from_option_or_file_name(engines, tmp_path) -> Non
     for batch in pi.batches(lambda p: [p.read_bytes()]):
         e.apply(batch, e.relmap(pi.names))
     assert fired == [(("AAPL",), 100.0, 1)]
-    e.insert("BIDS", 3, 9, 0, 1, 105, "MSFT")            # a symbol column takes the name
-    assert e.views["SYMBOL_BEST_BID"]["MSFT"] == 105.0 and fired[-1][0] == ("MSFT",)
     assert e.snapshot()["SYMBOL_BEST_BID"] == [["AAPL", 100.0]]
     assert dict(e.views["SYMBOL_BEST_ASK"]) == {("AAPL",): 101.0}
     assert e.views["SYMBOL_BEST_ASK"]["AAPL"] == 101.0
     table = e.views["SYMBOL_BEST_BID"].to_arrow()
     assert table.column(0).to_pylist() == ["AAPL"] and table.schema.field(0).type == pa.string()
+    e.insert("BIDS", 3, 9, 0, 1, 105, "MSFT")            # a symbol column takes the name
+    assert e.views["SYMBOL_BEST_BID"]["MSFT"] == 105.0 and fired[-1][0] == ("MSFT",)
 
 
 def test_a_single_book_program_refuses_nothing_and_sees_five_columns(tmp_path) -> None:
