@@ -211,7 +211,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from ddms.io.inputs import open_program_input
         data = Path(args.data) if args.data else None
         inputs = open_program_input(target, program.parent, data=data, skip_bad=args.skip_bad,
-                                    book_reader=lambda path, skip_bad: _read_book(path, skip_bad, notes))
+                                    book_reader=lambda path, skip_bad, symbols=False: _read_book(path, skip_bad, notes,
+                                                                                                 symbols))
     if demo:
         every = args.every or max(args.demo_lines // 10, 1)
         print(DEMO_INTRO.format(lines=args.demo_lines, seed=args.seed, every=every), file=sys.stderr, flush=True)
@@ -375,12 +376,13 @@ def _progress_batches(batches: Iterator, label: str) -> Iterator:
             print(f"{label}: {b.last_line:,} lines", file=sys.stderr, flush=True)
 
 
-def _read_book(path: Path, skip_bad: bool, notes: list[str]) -> _NotedSource:
+def _read_book(path: Path, skip_bad: bool, notes: list[str], symbols: bool = False) -> _NotedSource:
     """An order-book source that is not CSV text (LOBSTER, a Binance capture, Parquet), opened
     now (a Parquet footer that is not ours is an error before the compile) through the readers
-    ``ddms backtest`` and ``ddms convert`` use."""
+    ``ddms backtest`` and ``ddms convert`` use; ``symbols``: with the symbol column (every
+    symbol of a multi-symbol file)."""
     from ddms.io.sources import open_source
-    return _NotedSource(open_source(path, skip_bad=skip_bad), notes)
+    return _NotedSource(open_source(path, skip_bad=skip_bad, symbols=symbols), notes)
 
 
 class _StopOnInterrupt:

@@ -38,7 +38,8 @@ from replay.fills import FillSimulator
 from replay.metrics import RunMetrics, equity_curve, summarize
 from strategies.api import OrderRecord, SimContext, Strategy
 
-__all__ = ["BacktestResult", "METRICS", "identical", "open_partition", "run_backtest", "run_task", "summary_row"]
+__all__ = ["BacktestResult", "METRICS", "identical", "open_partition", "partition_symbol", "run_backtest", "run_task",
+           "summary_row", "symbol_partitions"]
 
 METRICS: tuple[str, ...] = tuple(RunMetrics.__dataclass_fields__) + ("lines", "orders")
 """The metric columns of a summary row, after the partition and the parameters."""
@@ -71,6 +72,28 @@ def _open(partition: str, skip_bad: bool = False) -> tuple[Iterator[EventBatch],
         from ddms.io.columnar import parquet_info
         kind = parquet_info(src.path).kind
     return iter(src), ("none" if "binance" in kind else "reductions")
+
+
+def symbol_partitions(partitions: Iterable[str]) -> list[str]:
+    """``partitions`` with every file that holds several symbols (cryptofeed captures, DBN,
+    tardis) replaced by one ``FILE#SYMBOL`` partition per symbol, in order of first appearance:
+    a backtest trades each instrument on its own (its own engine, fill simulator, position and
+    metrics; one Spark task per (file, symbol) and parameter set).  Cost: one read of each such
+    file to list its symbols."""
+    from ddms.io.sources import file_symbols
+    out: list[str] = []
+    for p in partitions:
+        symbols = [] if p.startswith(SYNTHETIC) else file_symbols(p)
+        out.extend([f"{p}#{s}" for s in symbols] if len(symbols) > 1 else [p])
+    return out
+
+
+def partition_symbol(partition: str) -> str | None:
+    """The symbol a ``FILE#SYMBOL`` partition names (None for a whole file or synthetic data)."""
+    import os
+    if partition.startswith(SYNTHETIC) or "#" not in partition or os.path.exists(partition):
+        return None
+    return partition.rsplit("#", 1)[1]
 
 
 def _synthetic(spec: str) -> Iterator[EventBatch]:
@@ -201,6 +224,7 @@ def run_backtest(partition: str | Iterable[EventBatch], strategy: str | Strategy
     sim = FillSimulator(latency=p["latency"], maker_fee=p["maker_fee"], taker_fee=p["taker_fee"],
                          trades=trades or auto)
     ctx = SimContext(engine, sim)
+    ctx.symbol = partition_symbol(partition) if isinstance(partition, str) else None
     strat.attach(engine, ctx)
     relmap = engine.relmap(("bids", "asks"))
     start = engine.position

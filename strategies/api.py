@@ -155,6 +155,7 @@ class Context:
         self.orders: list[OrderRecord] = []
         self.origin = 0          # engine position before the first data line (set by Strategy.attach)
         self.line = 0            # data line of the current callback: engine position - origin
+        self.symbol: str | None = None   # the instrument traded (a FILE#SYMBOL partition's), None if unnamed
 
     # -- views and callbacks
     def on(self, view: str, fn: StrategyCallback, *, above: float | None = None, below: float | None = None):

@@ -34,7 +34,9 @@ def select_of(path) -> str:
     return sel
 
 
-VIEWS = {p.stem.upper(): select_of(p) for p in FILES}
+# per-symbol views (streams with a symbol column) are checked in test_symbols.py
+SYMBOL_FILES = [p for p in FILES if re.search(r"\bsymbol\s+VARCHAR\b", p.read_text(), re.IGNORECASE)]
+VIEWS = {p.stem.upper(): select_of(p) for p in FILES if p not in SYMBOL_FILES}
 
 
 def test_every_file_is_a_documented_view() -> None:

@@ -25,8 +25,9 @@ import numpy as np
 from ddms.errors import ReplayError
 from ddms.io.events import EventBatch
 from ddms.io.levels import SymbolEvents
+from ddms.io.symbols import symbol_id, with_symbol
 
-__all__ = ["FORMATS", "Format", "detect", "symbol_batches"]
+__all__ = ["FORMATS", "Format", "all_symbol_batches", "detect", "symbol_batches"]
 
 _CRYPTOFEED_FIRST = re.compile(rb"^(?:wss?|https?)://\S+ (?:<->|<-|->) [0-9]+(?:\.[0-9]*)?(?::|\s*$)")
 _CRYPTOFEED_RECV = re.compile(rb"^[0-9]+\.[0-9]*: [\[{]")
@@ -118,14 +119,46 @@ def symbol_batches(fmt: Format, path: str, *, symbol: str | None = None, skip_ba
         if ev.symbol != want:
             continue
         b = ev.batch
-        src = b.line
-        new = np.empty(len(src), np.int64)
-        for i, x in enumerate(src.tolist()):     # consecutive numbers per distinct source line
-            if x != last_src:
-                line += 1
-                last_src = x
-            new[i] = line
+        new, line, last_src = _renumber(b.line, line, last_src)
         yield EventBatch(b.rel, b.sign, b.cols, new, int(new[0]) if len(new) else line + 1, line)
     if symbol is not None and want not in seen:
         shown = ", ".join(seen[:20]) or "none"
         raise ReplayError(f"no events for symbol {symbol!r} (symbols in the file: {shown})", path)
+
+
+def all_symbol_batches(fmt: Format, path: str, *, symbol: str | None = None, skip_bad: bool = False
+                       ) -> Iterator[EventBatch]:
+    """Every symbol's events in the reader's order, as six-column rows ``(t, id, broker_id,
+    volume, price, symbol)`` whose last column is the :func:`~ddms.io.symbols.symbol_id` of the
+    symbol (streams that declare a ``symbol VARCHAR`` column).  ``symbol`` keeps one symbol only
+    (``FILE#SYMBOL``; a :class:`ReplayError` when it never appears).  Lines are renumbered 1, 2,
+    ... over the messages kept (each message one atomic update, whatever its symbol).  Cost:
+    the reader's, plus one copy of the rows to add the column."""
+    want = symbol.upper() if symbol is not None else None
+    ids: dict[str, int] = {}
+    line = 0
+    last_src = None
+    for ev in fmt.read(path, skip_bad):
+        sid = ids.get(ev.symbol)
+        if sid is None:
+            sid = ids[ev.symbol] = symbol_id(ev.symbol)
+        if want is not None and ev.symbol != want:
+            continue
+        b = ev.batch
+        new, line, last_src = _renumber(b.line, line, last_src)
+        yield EventBatch(b.rel, b.sign, with_symbol(b.cols, sid), new, int(new[0]) if len(new) else line + 1, line,
+                         b.skipped)
+    if want is not None and want not in ids:
+        shown = ", ".join(list(ids)[:20]) or "none"
+        raise ReplayError(f"no events for symbol {symbol!r} (symbols in the file: {shown})", path)
+
+
+def _renumber(src: np.ndarray, line: int, last_src) -> tuple[np.ndarray, int, object]:
+    """Consecutive line numbers after ``line``, one per distinct consecutive source line."""
+    new = np.empty(len(src), np.int64)
+    for i, x in enumerate(src.tolist()):
+        if x != last_src:
+            line += 1
+            last_src = x
+        new[i] = line
+    return new, line, last_src

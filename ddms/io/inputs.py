@@ -30,8 +30,10 @@ from ddms.errors import DdmsError, ProgramError, ReplayError
 from ddms.io.detect import GZIP_READERS, detect_kind, read_head
 from ddms.io.events import EventBatch, split_lines
 from ddms.io.orderbook import OrderBookParser, parse_chunks
+from ddms.io.schema import COLUMNS
 from ddms.io.schema import RELATIONS as BOOKS
 from ddms.io.sources import Source, open_source
+from ddms.io.symbols import symbol_id, with_symbol
 from ddms.m3.ir import Program, Stream
 
 if TYPE_CHECKING:
@@ -65,6 +67,8 @@ class _Source:
     table: bool
     batches: Iterator[EventBatch] | None = None
     read: Callable[[], Iterable[EventBatch]] | None = None   # the batches of a BookReader's source
+    symbol: int | None = None   # CSV text of one instrument whose streams declare a symbol column: its id
+    width: int = 5              # columns of its batches (6 with the symbol column)
 
 
 @dataclass
@@ -91,6 +95,8 @@ class ProgramInput:
         after the events before it (strict parsers) with the :class:`InputError` naming it."""
         for s in self.sources:
             s.batches = parse_chunks(s.parser, chunks(s.path)) if s.read is None else _counted(s.parser, s.read())
+            if s.symbol is not None:
+                s.batches = _with_symbol(s.batches, s.symbol)
         offset = 0
         for s in (s for s in self.sources if s.table):
             last = offset
@@ -176,8 +182,15 @@ def _counted(counter: _Counted, batches: Iterable[EventBatch]) -> Iterator[Event
         yield b
 
 
+def _with_symbol(batches: Iterator[EventBatch], sid: int) -> Iterator[EventBatch]:
+    for b in batches:
+        yield replace(b, cols=with_symbol(b.cols, sid))
+
+
 def _width(s: _Source) -> int:
-    return len(s.parser.stream.columns) if hasattr(s.parser, "stream") else 5
+    if hasattr(s.parser, "stream"):
+        return len(s.parser.stream.columns)
+    return s.width
 
 
 def _lines(b: EventBatch) -> int:
@@ -286,6 +299,10 @@ def orderbook_problem(stream: Stream) -> tuple[str | None, str] | None:
         return None, f"stream {stream.name} needs book := 'bids' or 'asks' (or the name bids or asks)"
     if book is not None and book.lower() not in BOOKS:
         return "book", f"book := {book!r} must be 'bids' or 'asks'"
+    cols = stream.columns
+    if len(cols) > len(COLUMNS) and (len(cols) > len(COLUMNS) + 1 or cols[-1].type != "string"):
+        return None, (f"stream {stream.name} has columns {', '.join(c.name for c in cols)}: an order-book stream has "
+                      "t, id, broker_id, volume, price and optionally a sixth column of symbols (symbol VARCHAR)")
     raw = stream.source.option("brokers", "10") if stream.source is not None else "10"
     try:
         brokers = int(raw)
@@ -308,9 +325,10 @@ def orderbook_options(stream: Stream) -> tuple[str, int]:
     return (book or stream.name).lower(), int(brokers)
 
 
-def _open_book(path: Path, skip_bad: bool) -> Source:
-    """The default reader of an order-book file that is not CSV text: :func:`ddms.io.sources.open_source`."""
-    return open_source(path, skip_bad=skip_bad)
+def _open_book(path: Path, skip_bad: bool, symbols: bool = False) -> Source:
+    """The default reader of an order-book file that is not CSV text: :func:`ddms.io.sources.open_source`
+    (``symbols``: rows carry the symbol column)."""
+    return open_source(path, skip_bad=skip_bad, symbols=symbols)
 
 
 def _orderbook_source(program: Program, streams: list[Stream], path: Path, skip_bad: bool,
@@ -326,8 +344,21 @@ def _orderbook_source(program: Program, streams: list[Stream], path: Path, skip_
         by_book[options[s.name][0] if s.name in options else s.name.lower()] = s.name
     names = (by_book["bids"], by_book["asks"])
     table = any(s.kind == "TABLE" for s in streams)
+    symbols = any(len(s.columns) > len(COLUMNS) for s in streams)
+    width = len(COLUMNS) + symbols
     if kind != "orderbook":
-        source = (book_reader or _open_book)(path, skip_bad)
-        return _Source(path, names, _Counted(), table, read=lambda: iter(source))
+        reader = book_reader or _open_book
+        # (only a program with a symbol column asks for one: readers of single-book programs stay as they were)
+        source = reader(path, skip_bad, symbols=True) if symbols else reader(path, skip_bad)
+        return _Source(path, names, _Counted(), table, read=lambda: iter(source), width=width)
+    sid = None
+    if symbols:
+        declared = {s.source.option("symbol") for s in streams if s.source is not None} - {None}
+        if len(declared) > 1:
+            raise ProgramError(f"{path}: order-book streams disagree on symbol := ...")
+        if not path.exists() and "#" in path.name:        # FILE#SYMBOL
+            path, named = Path(str(path).rsplit("#", 1)[0]), str(path).rsplit("#", 1)[1]
+            declared = declared or {named}
+        sid = symbol_id(declared.pop() if declared else path.name.split(".", 1)[0].upper())
     parser = OrderBookParser(brokers=brokers.pop(), source=str(path), skip_bad=skip_bad)
-    return _Source(path, names, parser, table)
+    return _Source(path, names, parser, table, symbol=sid, width=width)

@@ -51,8 +51,10 @@ from ddms.io import formats as io_formats
 from ddms.io.detect import KINDS, detect_file, detect_kind
 from ddms.io.events import EventBatch
 from ddms.io.schema import RELATIONS
+from ddms.io.symbols import symbol_id, with_symbol
 
-__all__ = ["KINDS", "RELATIONS", "Source", "detect_kind", "open_source", "partition_name"]
+__all__ = ["KINDS", "RELATIONS", "Source", "detect_kind", "file_symbol", "file_symbols", "open_source",
+           "partition_name"]
 
 _IO_FORMATS = {f.kind: f for f in io_formats.FORMATS}   # cryptofeed, dbn, tardis (ddms/io)
 _MAX_PENDING = 100_000   # capture messages held while the market (spot/futures) is still unknown
@@ -81,7 +83,10 @@ class Source:
     waiting for the capture's REST snapshot -- a capture without one then replays instead of
     failing; a snapshot later in the capture is ignored as unsolicited), ``batch_updates`` (Binance: book updates
     per batch), ``symbol`` (ddms/io formats: the instrument whose book to read; default the
-    file's only one).  Each iteration re-reads the file."""
+    file's only one), ``symbols`` (rows of six columns, the last the
+    :func:`~ddms.io.symbols.symbol_id` of the instrument: every symbol of a multi-symbol file,
+    else the file's one symbol -- a Binance capture's, or ``symbol``, or the file name's stem in
+    upper case).  Each iteration re-reads the file."""
 
     path: str
     kind: str
@@ -93,6 +98,7 @@ class Source:
     allow_empty_start: bool = False
     batch_updates: int = 4096
     symbol: str | None = None
+    symbols: bool = False
 
     def __iter__(self) -> Iterator[EventBatch]:
         return self.batches()
@@ -102,6 +108,8 @@ class Source:
         (its ``error`` set), then the error is raised.  ``notes``, when given, receives a line
         for each loss that ``skip_bad`` let pass silently beyond the skipped lines themselves: a
         gap in a Binance capture's depth updates and how many updates it cost."""
+        if self.symbols:
+            return _symbol_batches(self, notes)
         if self.kind == "orderbook":
             from ddms.io.orderbook import read_orderbook
             return read_orderbook(self.path, brokers=self.brokers, skip_bad=self.skip_bad)
@@ -121,12 +129,13 @@ class Source:
 
 def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str | None = None,
                 brokers: int = 10, skip_bad: bool = False, market: str | None = None,
-                allow_empty_start: bool = False, symbol: str | None = None) -> Source:
+                allow_empty_start: bool = False, symbol: str | None = None, symbols: bool = False) -> Source:
     """Detect the format of ``path`` (or take ``kind``) and return its :class:`Source`.  Raises
     :class:`ReplayError` for a missing file, an unknown or mismatching format, a Parquet file that
     is not ours; reading nothing but the first 64 KiB (Parquet: the footer).  ``FILE#SYMBOL``
     (a file that does not exist under that whole name) chooses the symbol of a multi-symbol
-    capture, so every command and a Spark partition name can say it without an option."""
+    capture, so every command and a Spark partition name can say it without an option.
+    ``symbols``: batches carry the symbol column (:class:`Source`)."""
     p = os.fspath(path)
     if symbol is None and "#" in p and not os.path.exists(p):
         p, symbol = p.rsplit("#", 1)
@@ -141,7 +150,46 @@ def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str |
         parquet_info(p)  # validates the footer and our metadata now, not in a Spark worker
     return Source(p, found, name or partition_name(p), RELATIONS, brokers, skip_bad,
                   market or (_market_from_name(p) if found == "binance" else None), allow_empty_start,
-                  symbol=symbol)
+                  symbol=symbol, symbols=symbols)
+
+
+def file_symbols(path: str | os.PathLike) -> list[str]:
+    """The symbols a multi-symbol file holds (ddms/io formats: cryptofeed captures, DBN,
+    tardis), in order of first appearance; ``[]`` for the one-book formats and for a
+    ``FILE#SYMBOL`` (already one symbol).  Why: a backtest or a Spark sweep over such a file runs
+    one partition per symbol (``FILE#SYMBOL``), each with its own positions.  Cost: one pass of
+    the reader over the file."""
+    src = open_source(path)
+    if src.kind not in _IO_FORMATS or src.symbol is not None:
+        return []
+    seen: dict[str, None] = {}
+    for ev in _IO_FORMATS[src.kind].read(src.path, src.skip_bad):
+        seen.setdefault(ev.symbol, None)
+    return list(seen)
+
+
+def file_symbol(path: str, kind: str | None = None) -> str:
+    """The symbol of a one-instrument file that does not name its instrument inside: its file
+    name without the extensions, in upper case (``data/aapl.csv`` -> ``AAPL``); a LOBSTER file
+    (``kind="lobster"``) by its convention ``TICKER_date_start_end_message_N.csv`` -> ``TICKER``."""
+    stem = Path(path).name.split(".", 1)[0]
+    if kind == "lobster":
+        stem = stem.split("_", 1)[0]
+    return stem.upper() or "BOOK"
+
+
+def _symbol_batches(src: Source, notes: list[str] | None) -> Iterator[EventBatch]:
+    """The batches of ``src`` with the symbol column (see :class:`Source`)."""
+    if src.kind in _IO_FORMATS:
+        yield from io_formats.all_symbol_batches(_IO_FORMATS[src.kind], src.path, symbol=src.symbol,
+                                                 skip_bad=src.skip_bad)
+        return
+    if src.kind == "binance":
+        yield from _binance_batches(src, notes, symbols=True)
+        return
+    sid = symbol_id(src.symbol or file_symbol(src.path, src.kind))
+    for b in replace(src, symbols=False).batches(notes):
+        yield replace(b, cols=with_symbol(b.cols, sid))
 
 
 # ------------------------------------------------------------------------------------------
@@ -157,7 +205,7 @@ def _market_from_name(path: str) -> str | None:
     return None
 
 
-def _binance_batches(src: Source, notes: list[str] | None = None) -> Iterator[EventBatch]:
+def _binance_batches(src: Source, notes: list[str] | None = None, symbols: bool = False) -> Iterator[EventBatch]:
     """Replay a capture through :class:`BinanceBook`: every message in file order (the REST
     snapshot recorded in the capture answers the book's first request), batches of at most
     ``batch_updates`` applied updates.  Strict mode raises :class:`InputError` (file:line) on the
@@ -166,7 +214,8 @@ def _binance_batches(src: Source, notes: list[str] | None = None) -> Iterator[Ev
     lets the book wait for a snapshot after a gap, losing every depth update until one arrives
     (often the rest of the capture): :func:`_gap_notes` tells ``notes``.  A capture whose book never
     started (no usable snapshot) raises :class:`ReplayError` unless ``allow_empty_start``.  Cost:
-    the capture parser's decode plus one numba call per depth event (about 1M level updates/s)."""
+    the capture parser's decode plus one numba call per depth event (about 1M level updates/s).
+    ``symbols``: rows carry the capture's symbol (from its depth updates) as a sixth column."""
     from ddms.io.capture import CaptureParser, iter_lines
     from ddms.io.venues.binance_book import BinanceBook, DepthSnapshot, DepthUpdate
 
@@ -178,6 +227,12 @@ def _binance_batches(src: Source, notes: list[str] | None = None) -> Iterator[Ev
     depth_seen = 0
     gap_marks: list[tuple] = []   # per gap (skip_bad): line, reason, depth updates seen, applied, snapshots before it
     empty = np.zeros((0, 2), np.int64)
+
+    def take() -> EventBatch:
+        b = book.take_events()
+        if symbols:      # the capture's symbol, once a depth update named it
+            b = replace(b, cols=with_symbol(b.cols, symbol_id(book.symbol or src.symbol or file_symbol(src.path))))
+        return b
 
     def feed(cap) -> None:
         nonlocal depth_seen
@@ -210,7 +265,7 @@ def _binance_batches(src: Source, notes: list[str] | None = None) -> Iterator[Ev
                 break
             except InputError as e:
                 if book is not None:
-                    batch = book.take_events()
+                    batch = take()
                     if len(batch):
                         yield replace(batch, error=e)
                 raise
@@ -231,13 +286,13 @@ def _binance_batches(src: Source, notes: list[str] | None = None) -> Iterator[Ev
             try:
                 feed(cap)
             except InputError as e:
-                batch = book.take_events()
+                batch = take()
                 if len(batch):
                     yield replace(batch, error=e)
                 raise
             if book.updates - taken >= src.batch_updates:
                 taken = book.updates
-                yield book.take_events()
+                yield take()
     finally:
         lines.close()
     if book is None or book.snapshots == 0:
@@ -249,7 +304,7 @@ def _binance_batches(src: Source, notes: list[str] | None = None) -> Iterator[Ev
         if parser.unknown_fields:   # a venue's new fields: ignored, but say so once per file
             shown = ", ".join(f"{k} ({v:,} lines)" for k, v in sorted(parser.unknown_fields.items()))
             notes.append(f"{src.path}: unknown message fields ignored: {shown}")
-    batch = book.take_events()
+    batch = take()
     if len(batch) or batch.last_line >= batch.first_line:
         yield replace(batch, skipped=parser.bad_lines)
 

@@ -35,8 +35,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Type = Literal["float", "int"]
-TYPES: tuple[str, ...] = ("float", "int")
+Type = Literal["float", "int", "string"]
+TYPES: tuple[str, ...] = ("float", "int", "string")
+"""``string`` (SQL ``VARCHAR``): a stream column or map key of instrument symbols, held as the
+ids of :mod:`ddms.io.symbols` and shown as names; compared by equality only."""
+STRING_ALIASES: tuple[str, ...] = ("string", "varchar", "char", "text")
 CMP_OPS: tuple[str, ...] = ("=", "!=", "<", "<=", ">", ">=")
 
 

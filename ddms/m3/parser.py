@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ddms.errors import M3SyntaxError, ProgramError
 from ddms.m3.ir import (
+    STRING_ALIASES,
     TYPES,
     Add,
     AggSum,
@@ -130,6 +131,13 @@ class _Parser:
 
     def _type(self) -> str:
         t = self._name().lower()
+        if t in STRING_ALIASES:       # SQL VARCHAR, VARCHAR(n), CHAR(n), TEXT: symbol ids
+            if self._accept("("):     # the length: symbols are ids, any length fits
+                if self.tok.kind != "number":
+                    self._fail(f"expected a length, found {self.tok.text or 'end of input'!r}")
+                self.i += 1
+                self._expect(")")
+            return "string"
         if t not in TYPES:
             self._fail(f"unknown type {t!r} (expected one of {', '.join(TYPES)})", self.toks[self.i - 1].pos)
         return t

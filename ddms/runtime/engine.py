@@ -27,6 +27,7 @@ from ddms.backend.cache import compiled_before, load_module
 from ddms.backend.codegen import Generated, generate
 from ddms.errors import DdmsError, InputError, ProgramError, ViewError
 from ddms.io.events import EventBatch, check_batch
+from ddms.io.symbols import symbol_value
 from ddms.m3.interpreter import initial_values
 from ddms.m3.ir import Program
 from ddms.m3.parser import parse_program, read_source
@@ -666,14 +667,16 @@ class Engine:
             for k, old in changes[v.decl.name].items():
                 new = float(dict_get(v._table, k)[1])
                 if not _same(old, new):
+                    shown = v.show_key(k)      # symbol ids as names
                     for sub in tuple(self._callbacks.get(view, ())):
                         if sub.live:
-                            sub.fn(view, k, old, new, position)
+                            sub.fn(view, shown, old, new, position)
 
     def event(self, sign: str, stream: str, values: Sequence[float]) -> None:
         """Apply one insert (``sign='+'``) or delete (``'-'``) as its own input line.  Values must
         be finite numbers (as the stream adaptors require): a NaN or infinite value is rejected
-        before anything is applied, since it would poison every sum it enters for good."""
+        before anything is applied, since it would poison every sum it enters for good.  A
+        ``string`` (symbol) column takes the symbol's name."""
         if sign not in ("+", "-"):
             raise ProgramError(f"event sign {sign!r} is neither '+' (insert) nor '-' (delete)")
         if stream not in self._streams:
@@ -682,6 +685,10 @@ class Engine:
         if len(values) != arity:
             raise ProgramError(f"stream {stream} has {arity} columns, got {len(values)}")
         where = f"{sign}{stream}"
+        columns = self.program.streams[self._streams[stream]].columns
+        if any(isinstance(v, str) for v in values):   # a symbol column takes the name
+            values = [symbol_value(v) if isinstance(v, str) and c.type == "string" else v
+                      for v, c in zip(values, columns, strict=True)]
         for i, v in enumerate(values):
             try:
                 x = float(v)

@@ -47,13 +47,15 @@ def to_pandas(table: pa.Table):
 
 def _arrow_type(typ: str):
     import pyarrow as pa
-    return pa.int64() if typ == "int" else pa.float64()
+    return pa.int64() if typ == "int" else pa.string() if typ == "string" else pa.float64()
 
 
 def _column(values: list | np.ndarray, typ: str):
     """An Arrow column of ``typ`` ("int"/"float"); NaN is null, and an int column holding a
     NaN (SQL NULL of an integer expression) stays an integer column with nulls."""
     import pyarrow as pa
+    if typ == "string":      # symbol names (the views convert ids to names)
+        return pa.array(list(values), pa.string())
     arr = np.asarray(values, dtype=np.float64)
     nulls = np.isnan(arr)
     if typ == "int":

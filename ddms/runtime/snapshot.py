@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from ddms.errors import ViewError
+from ddms.io.symbols import symbol_name
 
 
 def _frozen(*_a: Any, **_k: Any) -> NoReturn:
@@ -61,7 +62,9 @@ class Snapshot(dict):
         return f"Snapshot(line {self.position}, {dict.__repr__(self)})"
 
 
-def _py(x: float, typ: str) -> float | int:
+def _py(x: float, typ: str) -> float | int | str:
+    if typ == "string":        # a symbol column: its name (ddms.io.symbols)
+        return symbol_name(x)
     return int(x) if typ == "int" and not math.isnan(x) else float(x)
 
 

@@ -19,11 +19,14 @@ from typing import Any
 import numpy as np
 
 from ddms.errors import ViewError
+from ddms.io.symbols import symbol_name, symbol_value
 from ddms.m3.ir import MapDecl
 from ddms.runtime.typedio import dict_dump, dict_get, dict_len
 
 
-def _py(x: float, typ: str) -> float | int:
+def _py(x: float, typ: str) -> float | int | str:
+    if typ == "string":        # a symbol column: its name (ddms.io.symbols)
+        return symbol_name(x)
     return int(x) if typ == "int" and not math.isnan(x) else float(x)
 
 
@@ -87,6 +90,7 @@ class GroupedView(_Exported, Mapping):
     def __init__(self, name: str, decl: MapDecl, table) -> None:
         self.name, self.decl, self._table = name, decl, table
         self._types = [c.type for c in decl.keys]
+        self._strings = "string" in self._types
         self.columns: tuple[str, ...] = (*(c.name for c in decl.keys), name)
         """The names of the key columns, then of the value column."""
 
@@ -95,7 +99,14 @@ class GroupedView(_Exported, Mapping):
             key = (key,)
         if len(key) != len(self._types):
             raise KeyError(key)
-        return tuple(float(k) for k in key)
+        return tuple(symbol_value(k) if t == "string" else float(k) for k, t in zip(key, self._types, strict=True))
+
+    def show_key(self, key: tuple[float, ...]) -> tuple:
+        """A key as the maps hold it, as callbacks receive it: symbol ids become names (other
+        keys stay floats, as they always were).  O(1) without a symbol key."""
+        if not self._strings:
+            return key
+        return tuple(symbol_name(x) if t == "string" else x for x, t in zip(key, self._types, strict=True))
 
     def __getitem__(self, key: Any) -> float | int:
         found, value = dict_get(self._table, self._key(key))
