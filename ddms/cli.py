@@ -186,6 +186,19 @@ def _note_background_compile(engine, name: str) -> None:
               f"(pid {engine.job.pid}) and the next run loads {name} from the cache", file=sys.stderr)
 
 
+def _first_results(args: argparse.Namespace, demo: bool) -> bool:
+    """Whether ``ddms run`` serves an uncompiled program's views with the interpreter while numba
+    compiles it: asked for (``--first-results``), refused (``--no-first-results``), or by default
+    (neither) whenever it can: not for the demo, checkpoints, resumes or ``--query`` (the
+    interpreter keeps no checkpoints and no relations), and not where ``DDMS_FIRST_RESULTS=0``
+    (the test suite sets it, so that its runs compile in the foreground, one compile per program)."""
+    if args.first_results is not None:
+        return args.first_results
+    if demo or args.checkpoint or args.resume or args.query:
+        return False
+    return os.environ.get("DDMS_FIRST_RESULTS", "1") != "0"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from ddms.runtime.driver import prefetch, replay, warm
     from ddms.runtime.engine import load_program
@@ -221,7 +234,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.first_results and (args.checkpoint or args.resume or args.query):
         raise DdmsError("--first-results serves views from the interpreter, which keeps no checkpoints and no "
                         "relations: run --checkpoint/--resume/--query without it")
-    engine = build_warm_engine(target, program.name) if args.first_results else None
+    engine = build_warm_engine(target, program.name) if _first_results(args, demo) else None
     engine = engine or build_engine(target, program.name)
     spreads: list[float] = []
     if inputs is None:
@@ -616,10 +629,12 @@ def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
                      help="print the views after every N input lines (0: at the end only)")
     run.add_argument("--json", action="store_true", help="print JSON lines")
     run.add_argument("--skip-bad", action="store_true", help="skip and count bad input lines instead of stopping")
-    run.add_argument("--first-results", action="store_true",
+    run.add_argument("--first-results", action=argparse.BooleanOptionalAction, default=None,
                      help="a program numba has not compiled yet: serve its views with the M3 interpreter from the "
                           "first line while numba compiles it in the background, then continue compiled (same "
-                          "results; first results in a second or two instead of 10 s to a minute or more)")
+                          "results; first results in a second or two instead of 10 s to a minute or more). The "
+                          "default except with --checkpoint, --resume, --query and the demo; "
+                          "--no-first-results compiles first")
     run.add_argument("--demo-lines", type=_at_least(1), default=1_000_000, help="size of the synthetic demo stream")
     run.add_argument("--seed", type=int, default=0, help="seed of the synthetic demo stream")
     add_durable_options(run)

@@ -3,6 +3,7 @@ makes every later Engine of the same program cheap)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     collection order, so a minutes-long file collected last (the README run, the wheel build)
     used to start when the other worker was idle and set the suite's wall time alone."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
+# ``ddms run`` serves an uncompiled program with the interpreter while numba compiles it in the
+# background by default; the suite's runs (in process and in subprocesses, README blocks included)
+# compile in the foreground instead, so that each program is compiled once, not once per run that
+# starts before the background compile has filled the cache.  tests/test_warm.py checks the default.
+os.environ.setdefault("DDMS_FIRST_RESULTS", "0")

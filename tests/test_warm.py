@@ -205,6 +205,30 @@ def test_cli_first_results_prints_what_a_compiled_run_prints(tmp_path, capsys, m
     assert ("all interpreted" in err) == (after is None) and "compile time excluded" not in err
 
 
+
+def test_first_results_is_the_default(tmp_path, capsys, monkeypatch):
+    """Without ``--first-results`` an uncompiled program is served by the interpreter while numba
+    compiles (the test suite turns that off with DDMS_FIRST_RESULTS=0); ``--no-first-results``, a
+    checkpointed run and the suite's setting compile first."""
+    from tests.test_cli import run_cli
+    data = tmp_path / "book.csv"
+    data.write_bytes(b"".join(generate_orderbook(60, seed=3)))
+    prog = str(PROGRAMS["vwap"])
+    code, want, _ = run_cli(capsys, "run", prog, "--data", str(data), "--json")
+    assert code == 0
+    monkeypatch.setattr("ddms.backend.cache.compiled_before", lambda digest: False)
+    monkeypatch.setattr(warm, "BackgroundCompile", lambda program: PidJob(2))
+    monkeypatch.setattr(warm, "POLL_SECONDS", 0.0)
+    monkeypatch.delenv("DDMS_FIRST_RESULTS", raising=False)
+    code, got, err = run_cli(capsys, "run", prog, "--data", str(data), "--json")
+    assert code == 0 and got == want and "the interpreter serves the views" in err, err
+    for extra in (["--no-first-results"], ["--checkpoint", str(tmp_path / "ck")]):
+        code, got, err = run_cli(capsys, "run", prog, "--data", str(data), "--json", *extra)
+        assert code == 0 and got == want and "the interpreter serves the views" not in err, (extra, err)
+    monkeypatch.setenv("DDMS_FIRST_RESULTS", "0")
+    code, got, err = run_cli(capsys, "run", prog, "--data", str(data), "--json")
+    assert code == 0 and got == want and "the interpreter serves the views" not in err, err
+
 SLOW = pytest.mark.slow   # the interpreter takes 15-35 s on these (its nested loops over the book)
 FINANCE = ("axfinder", "brokerspread", "brokervariance", pytest.param("chrissedtrades", marks=SLOW),
            pytest.param("missedtrades", marks=SLOW), "pricespread", "vwap")
