@@ -17,6 +17,8 @@ Sections (``--only`` takes the name or the number):
               receive-to-callback latency p50/p99 at 100 and 1,000 depth messages/s (bench/feeds.py)
 11 checkpoint  checkpoint/restore time and size at 1k..1M resting orders, snapshot cost, overhead of
               --checkpoint-every 100000 on a 10M-line run (bench/checkpoint.py)
+12 depth_sql  each cookbook view (examples/sql): cost class, ns/line at 1k..1M resting orders, growth,
+              MIN/MAX view / its SUM twin (bench/depth_sql.py; DDMS_BENCH_VIEWS=stem,.. limits the views)
 
 Every number in the table is measured by that run; throughput counts input lines.  Progress
 goes to stderr, the table to stdout.
@@ -41,6 +43,7 @@ from bench import (
     checkpoint,
     compile_time,
     depth,
+    depth_sql,
     duckdb_vwap,
     feeds,
     kernel,
@@ -62,6 +65,7 @@ SECTIONS = {
     "backtest": backtest.run,
     "feeds": feeds.run,
     "checkpoint": checkpoint.run,
+    "depth_sql": depth_sql.run,
 }
 
 
