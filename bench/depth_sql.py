@@ -129,6 +129,10 @@ def measure(files: list[Path], sizes: Sizes, steady: int, progress=None) -> list
     rows: list[Row] = []
     for _, band in MODELS:   # compile the generator outside the timing
         book_stream(8, 8, both_sides=True, tick_band=band)
+    def add(row: Row) -> None:   # (told as it comes: a long run cut short keeps what it measured)
+        rows.append(row)
+        if progress:
+            progress(f"{row.case}: {row.value if row.value is None else round(row.value, 3)} {row.unit} {row.verdict}")
     for case in cases(files):
         for prog in (case.program, case.twin):
             if prog is not None:
@@ -143,19 +147,19 @@ def measure(files: list[Path], sizes: Sizes, steady: int, progress=None) -> list
             bounded = case.cost in ("O(1)", "O(log n)")
             verdict = (f"{'PASS' if growth <= GROWTH_TARGET else 'FAIL'}: " if bounded else "") + \
                 f"{case.cost}; ns/line {per_depth}"
-            rows.append(Row(SECTION, f"{case.name} ({model}): cost({label(hi)}) / cost({label(lo)})", growth, "x",
+            add(Row(SECTION, f"{case.name} ({model}): cost({label(hi)}) / cost({label(lo)})", growth, "x",
                             f"<= {GROWTH_TARGET:g}x" if bounded else "(not O(log n))", verdict))
             if case.twin is not None:
                 twin = costs(case.twin, sizes, steady, band)
                 ratios = {d: got[d] / twin[d] for d in got}
                 worst = max(ratios, key=ratios.get)
                 detail = "; ".join(f"{label(d)} {r:.2f}x" for d, r in ratios.items())
-                rows.append(Row(SECTION, f"{case.name} ({model}): / SUM twin, worst at {label(worst)}",
+                add(Row(SECTION, f"{case.name} ({model}): / SUM twin, worst at {label(worst)}",
                                 ratios[worst], "x", f"<= {RATIO_TARGET:g}x",
                                 f"{'PASS' if ratios[worst] <= RATIO_TARGET else 'FAIL'}: {detail}; "
                                 "SUM twin ns/line " + "; ".join(f"{label(d)} {c:,.0f}" for d, c in twin.items())))
             elif case.twin_note:
-                rows.append(Row(SECTION, f"{case.name} ({model}): / SUM twin", None, "", verdict=case.twin_note))
+                add(Row(SECTION, f"{case.name} ({model}): / SUM twin", None, "", verdict=case.twin_note))
     return rows
 
 
