@@ -204,3 +204,22 @@ def test_grouped_extremes_watched_in_one_batch(grouped, stream):
     assert list(dict.fromkeys(p for p, _ in seen)) == changed   # (a callback per changed key)
     for position, got in seen:
         assert {tuple(float(x) for x in k): v for k, v in got.items()} == want[position]
+
+
+TWO_ARITIES = KEYED_HEADER + """DECLARE MAP C2(float)[K: float, P: float];
+DECLARE MAP G2(float)[K: float, P: float];
+DECLARE QUERY G2 := G2;
+ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { C[BROKER_ID] += VOLUME; C2[BROKER_ID, PRICE] += 1;
+  G[BROKER_ID] := C[BROKER_ID] * 2; G2[BROKER_ID, PRICE] := C2[BROKER_ID, PRICE] * 3; }
+ON - BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { C[BROKER_ID] += -VOLUME; C2[BROKER_ID, PRICE] += -1;
+  G[BROKER_ID] := C[BROKER_ID] * 2; G2[BROKER_ID, PRICE] := C2[BROKER_ID, PRICE] * 3; }
+"""
+
+
+@SETTINGS
+@given(streams)
+def test_keyed_groups_of_two_arities(stream):
+    """Two groups deferred per key, keyed by one and by two event values, in one program."""
+    program = parse_program(TWO_ARITIES)
+    assert keyed_deferred(program, deferred_maps(program)) == {"G", "G2"}
+    drive(program, render(stream), agree_with_interpreter)

@@ -958,9 +958,9 @@ class _Codegen:
                             + ("    lz = st.lazy\n" if groups else "")
                             + "".join(f"    if lz[{g}]:\n        lz[{g}] = 0\n        lazy_{g}(st)\n"
                                       for g in range(len(groups)))
-                            + "".join(f"    dk = st.dirty_{g}\n    if len(dk):\n        for k in dk:\n"
+                            + "".join(f"    dk{g} = st.dirty_{g}\n    if len(dk{g}):\n        for k in dk{g}:\n"
                                       f"            lazy_k{g}(st, {', '.join(f'k[{j}]' for j in range(len(t.args)))})\n"
-                                      "        dk.clear()\n" for g, t in enumerate(keyed_lazies)))
+                                      f"        dk{g}.clear()\n" for g, t in enumerate(keyed_lazies)))
         self.lazy_groups = len(groups)
         flushes = bool(lazy or keyed)   # run_batch calls flush
         clears = []
