@@ -157,7 +157,8 @@ def test_keyed_deferral_conditions(body, keyed):
 GROUPED_MINMAX = """
 CREATE STREAM bids(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)
   FROM FILE 'finance.csv' LINE DELIMITED orderbook (book := 'bids', brokers := '10', deterministic := 'yes');
-SELECT broker_id, MAX(price) AS best, MIN(price) AS worst, SUM(volume) AS vol FROM bids GROUP BY broker_id;
+SELECT broker_id, MAX(price) AS best FROM bids GROUP BY broker_id;
+SELECT broker_id, MIN(price) AS worst FROM bids GROUP BY broker_id;
 SELECT broker_id, MAX(price) AS broker_best FROM bids WHERE volume > 2 GROUP BY broker_id;
 """
 
@@ -170,7 +171,7 @@ def grouped():
 def test_grouped_extremes_are_deferred_per_key(grouped):
     plan = [p for p in Engine(grouped).generated.plan if "deferred per key" in p]
     assert plan and all("(BIDS_BROKER_ID)" in p for p in plan)
-    assert "BROKER_BEST" in " ".join(plan) and "BEST__WORST" in " ".join(plan)
+    assert plan[0].endswith("BEST, WORST, BROKER_BEST")
 
 
 @SETTINGS
