@@ -23,6 +23,8 @@ Sections (``--only`` takes the name or the number):
               finance query (1M generated lines and big/finance.csv), x DBToaster from the end-to-end
               rate, readers' share, cached start of every program against the floor, first result of a
               never-compiled view (bench/e2e.py; ``python -m bench e2e [--quick]``, a few minutes)
+14 depth_sql  each cookbook view (examples/sql): cost class, ns/line at 1k..1M resting orders, growth,
+              MIN/MAX view / its SUM twin (bench/depth_sql.py; DDMS_BENCH_VIEWS=stem,.. limits the views)
 
 Every number in the table is measured by that run; throughput counts input lines.  Progress
 goes to stderr, the table to stdout.
@@ -47,6 +49,7 @@ from bench import (
     checkpoint,
     compile_time,
     depth,
+    depth_sql,
     duckdb_vwap,
     e2e,
     feeds,
@@ -72,6 +75,7 @@ SECTIONS = {
     "checkpoint": checkpoint.run,
     "ingest": ingest.run,
     "e2e": e2e.run,
+    "depth_sql": depth_sql.run,
 }
 
 

@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ddms.backend.deferral import deferred_maps
+from ddms.backend.deferral import deferred_maps, keyed_deferred
 from ddms.backend.fusion import runs, tree_groups
 from ddms.errors import CompileError, ProgramError
 from ddms.m3.ir import (
@@ -183,7 +183,9 @@ class _Codegen:
         self._hoisted = 0
         self._known: dict[str, str] = {}   # hash probe code -> the loop value that holds it
         self.deferred = deferred_maps(program)
+        self.keyed = keyed_deferred(program, self.deferred)   # deferred per key (deferral.py)
         self.lazy_groups = 0
+        self.keyed_groups: list[int] = []   # per group deferred per key: its number of keys
         # maps stored as the columns of one range tree (fusion.py): map -> (tree, column), the
         # tree named after its first map; maps absent here have a tree of their own
         self.groups = tree_groups(program, tree_only)
@@ -937,7 +939,26 @@ class _Codegen:
         lazy: dict[int, int] = {}   # trigger index -> its group of deferred statements (deferral.py)
         groups: dict[tuple[Statement, ...], int] = {}   # deferred statements -> group (inserts and deletes share)
         lazies: list[Trigger] = []   # group -> a trigger running its statements
-        now = [tuple(s for s in t.statements if s.target.name not in self.deferred) for t in p.triggers]
+        keyed_groups: dict[tuple, int] = {}   # (key variables, statements) -> group deferred per key
+        keyed_lazies: list[Trigger] = []
+        keyed: dict[int, list[tuple[int, tuple[int, ...]]]] = {}   # trigger -> (group, key columns)
+        for n, t in enumerate(p.triggers):
+            by_key: dict[tuple[str, ...], list[Statement]] = {}
+            for s in t.statements:
+                if s.target.name in self.keyed and self._single_entry(s, s.target.keys):
+                    by_key.setdefault(s.target.keys, []).append(s)
+            for kv, ss in by_key.items():
+                if (kv, tuple(ss)) not in keyed_groups:
+                    keyed_groups[(kv, tuple(ss))] = len(keyed_groups)
+                    keyed_lazies.append(replace(t, args=kv, statements=tuple(ss)))
+                g = keyed_groups[(kv, tuple(ss))]
+                keyed.setdefault(n, []).append((g, tuple(t.args.index(k) for k in kv)))
+                self.plan.append(f"{_trigger_name(t)}: deferred per key ({', '.join(kv)}) to the end of the line "
+                                 f"(views watched) or batch, keyed group {g}: "
+                                 + ", ".join(dict.fromkeys(s.target.name for s in ss)))
+        later_keyed = {s for t in keyed_lazies for s in t.statements}
+        now = [tuple(s for s in t.statements if s.target.name not in self.deferred and s not in later_keyed)
+               for t in p.triggers]
         inline_now = _inlined([len(ss) for ss in now])
         for n, t in enumerate(p.triggers):
             tname = _trigger_name(t)
@@ -954,13 +975,23 @@ class _Codegen:
         inline_lazy = _inlined([len(t.statements) for t in lazies])
         for g, t in enumerate(lazies):
             trig_fns += self._trigger_functions(f"lazy_{g}", t, g in inline_lazy)
-        if groups:
+        inline_keyed = _inlined([len(t.statements) for t in keyed_lazies])
+        for g, t in enumerate(keyed_lazies):
+            trig_fns += self._trigger_functions(f"lazy_k{g}", t, g in inline_keyed)
+        self.keyed_groups = [len(t.args) for t in keyed_lazies]
+        if groups or keyed_lazies:
+            # a group deferred per key runs once per distinct key recorded since the last flush;
+            # its statements read no deferred map (deferral.keyed_deferred), so it may run last
             trig_fns.append("@njit(cache=True)\ndef flush(st):\n"
                             "    \"\"\"Run the deferred statements of the triggers fired since the last flush.\"\"\"\n"
-                            "    lz = st.lazy\n"
+                            + ("    lz = st.lazy\n" if groups else "")
                             + "".join(f"    if lz[{g}]:\n        lz[{g}] = 0\n        lazy_{g}(st)\n"
-                                      for g in range(len(groups))))
+                                      for g in range(len(groups)))
+                            + "".join(f"    dk{g} = st.dirty_{g}\n    if len(dk{g}):\n        for k in dk{g}:\n"
+                                      f"            lazy_k{g}(st, {', '.join(f'k[{j}]' for j in range(len(t.args)))})\n"
+                                      f"        dk{g}.clear()\n" for g, t in enumerate(keyed_lazies)))
         self.lazy_groups = len(groups)
+        flushes = bool(lazy or keyed)   # run_batch calls flush
         clears = []
         for stmt_map, pos in self._clear_patterns():
             clears.append(self.clear_function(self._m(stmt_map), pos))
@@ -976,7 +1007,9 @@ class _Codegen:
                 pf_args = ", ".join(f"cols[j, {c}]" for c in range(len(t.args)))
                 pf_dispatch.append(f"    if r == {si} and s == {sign}:\n        pf_{tname}(st, {pf_args})")
             dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}(st, {args})"
-                            + (f"\n                lz[{lazy[n]}] = 1" if n in lazy else ""))
+                            + (f"\n                lz[{lazy[n]}] = 1" if n in lazy else "")
+                            + "".join(f"\n                dk_{g}[{self._tuple([f'cols[i, {c}]' for c in cs])}] = 1.0"
+                                      for g, cs in keyed.get(n, ())))
         changed = []
         exposed = [name for q in p.queries for name in q.maps]   # every view's value maps
         for qmap in exposed:
@@ -1025,7 +1058,8 @@ class _Codegen:
                "    i = start\n"
                "    watching = st.watching[0]\n"
                "    watch = st.watch\n"
-               "    gate = st.gate\n" + ("    lz = st.lazy\n" if lazy else "") + hoist + big +
+               "    gate = st.gate\n" + ("    lz = st.lazy\n" if self.lazy_groups else "")
+               + "".join(f"    dk_{g} = st.dirty_{g}\n" for g in range(len(self.keyed_groups))) + hoist + big +
                "    while i < end:\n"
                "        ln = line[i]\n"
                "        if watching:\n" + ("\n".join(snap) if snap else "            pass") + "\n"
@@ -1037,13 +1071,13 @@ class _Codegen:
                + ("\n".join(dispatch) if dispatch else "            pass") + "\n"
                "            i += 1\n"
                "        if watching:\n"
-               + ("            flush(st)\n" if lazy else "") +
+               + ("            flush(st)\n" if flushes else "") +
                "            changed = False\n"
                "            nch = 0\n            cs = -1\n            co = 0.0\n            cn = 0.0\n"
                + ("\n".join("    " + c.replace("\n", "\n    ") for c in changed) if changed else "            pass")
                + "\n            if changed:\n                if nch != 1:\n                    cs = -1\n"
                "                if fire(ln, cs, co, cn) != 0:\n                    return i\n"
-               + ("    flush(st)\n" if lazy else "") +
+               + ("    flush(st)\n" if flushes else "") +
                "    return i\n")
         if pf_dispatch:
             trig_fns.append("@njit(cache=True, inline='always')\n"
@@ -1116,6 +1150,9 @@ class _Codegen:
         if self.lazy_groups:   # dirty flags of the groups of deferred statements
             fields.append("lazy")
             inits.append(f"np.zeros({self.lazy_groups}, np.int8)")
+        for g, n in enumerate(self.keyed_groups):   # keys of the groups deferred per key, as a set
+            fields.append(f"dirty_{g}")
+            inits.append(f"Dict.empty(key_type=K{n}, value_type=types.float64)")
         for m in self.p.maps:
             n = len(m.keys)
             fields.append(f"m_{m.name}")

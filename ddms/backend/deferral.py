@@ -74,3 +74,56 @@ def _holds(program: Program, m: str, cand: set[str]) -> bool:
         if not own or own[-1] < writes[-1]:
             return False
     return True
+
+
+def keyed_deferred(program: Program, deferred: frozenset[str]) -> frozenset[str]:
+    """Names of the maps whose statements may be deferred *per key*: recorded as dirty keys when
+    their triggers fire and re-evaluated once per distinct key at the end of the line (views
+    watched) or batch -- a grouped view re-evaluated at the event's group (``BEST[broker] :=
+    Max(...)``, a best bid per broker), which reads its inputs once per group per batch instead of
+    once per event.
+
+    ``M`` qualifies when (1') every statement writing it is the one ``M[k..] := e`` (the same in
+    every trigger), its target keys distinct arguments of the trigger and ``e`` using no other
+    argument, so it re-evaluates exactly the entry its keys name from maps alone; (2') ``e`` does
+    not read ``M`` nor any deferred map, and no statement reads ``M`` (only queries do); (3) as
+    for :func:`deferred_maps`, every trigger writing a map ``e`` reads contains the statement
+    after those writes.  Running it later for a key then computes what its last run for that key
+    would have computed over the maps of the line's (batch's) end, which is the value the eager
+    program holds for every key it re-evaluated.  Pure; O(statements x maps)."""
+    writers: dict[str, set[Statement]] = {}
+    bad: set[str] = set(deferred)
+    read_by_statements: set[str] = set()
+    for t in program.triggers:
+        for s in t.statements:
+            writers.setdefault(s.target.name, set()).add(s)
+            read_by_statements |= map_reads(s.expr)
+            keys = s.target.keys
+            args = set(t.args)
+            if not (s.op == ":=" and keys and len(set(keys)) == len(keys) and set(keys) <= args
+                    and variables(s.expr) & args <= set(keys)):
+                bad.add(s.target.name)
+    out = set()
+    for m, ws in writers.items():
+        if m in bad or m in read_by_statements or len(ws) != 1:
+            continue
+        [s] = ws
+        reads = map_reads(s.expr)
+        if m in reads or reads & deferred:
+            continue
+        if _placed_after_writes(program, m, reads):
+            out.add(m)
+    return frozenset(out)
+
+
+def _placed_after_writes(program: Program, m: str, reads: set[str]) -> bool:
+    """Condition 3: every trigger writing a map of ``reads`` runs a statement writing ``m``
+    after all those writes."""
+    for t in program.triggers:
+        writes = [j for j, s in enumerate(t.statements) if s.target.name in reads]
+        if not writes:
+            continue
+        own = [j for j, s in enumerate(t.statements) if s.target.name == m]
+        if not own or own[-1] < writes[-1]:
+            return False
+    return True

@@ -374,6 +374,9 @@ class Engine:
             assert ((keys[:, 0] >= 0) & (keys[:, 0] < len(self.program.streams))).all(), "a base row of no stream"
         if "lazy" in mod.FIELDS:
             assert not st.lazy.any(), f"deferred statements pending after a batch: groups {st.lazy}"
+        for f in mod.FIELDS:   # keys of statements deferred per key: none left after a batch
+            if f.startswith("dirty_"):
+                assert len(getattr(st, f)) == 0, f"{f}: keys of deferred statements pending after a batch"
         for m in self.program.maps:
             if not m.keys:
                 continue
