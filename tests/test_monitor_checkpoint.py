@@ -1,0 +1,205 @@
+"""``ddms monitor --checkpoint DIR``: killed with SIGKILL mid-stream, restarted with the same DIR.
+
+* order protocol, restarted against a server that replays from the start: the messages up to
+  the checkpoint's ``seq`` are dropped as stale, the rest applied once: the final views *and*
+  the engine's line equal ``ddms run`` on the same file (nothing applied twice, nothing skipped);
+* order protocol, restarted while the same server goes on: a gap, a snapshot replaces the
+  restored orders (one engine line), the final views equal ``ddms run``'s;
+* Binance price levels (a capture slice; skipped without the reference data): the restored book
+  resynchronizes from a fresh snapshot; the final book equals the capture's own book and the
+  final views equal an uninterrupted monitor's;
+* misuse is refused with a clear message (no --views, --strategy, a ``ddms run`` checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, SHARED
+
+import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
+from ddms.errors import CheckpointError
+from ddms.feeds.checkpoints import MonitorCheckpoints
+from ddms.io.orderproto import OrderFeed
+from ddms.runtime.resume import checkpoints
+
+PROGRAM = REPO / "examples" / "m3" / "vwap.m3"
+BINANCE = SHARED / "data" / "binance"
+
+
+def _cli(*args: str, **kw) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "ddms.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, cwd=REPO, **kw)
+
+
+def _book(tmp_path: Path, n: int) -> Path:
+    """An order-book CSV with adds on both sides, partial executions and deletes."""
+    lines = []
+    for i in range(1, n + 1):
+        if i % 7 == 0 and i > 14:
+            lines.append(f"{i},{i - 14},D,0,0")
+        elif i % 5 == 0 and i > 10:
+            lines.append(f"{i},{i - 10},E,1,0")
+        else:
+            side, price = ("B", 1000 - i % 13) if i % 2 else ("S", 1010 + i % 11)
+            lines.append(f"{i},{i},{side},{10 + i % 9},{price}")
+    path = tmp_path / "book.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _serve(path: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    server = _cli("serve-feed", str(path), *extra)
+    url = server.stdout.readline().decode().strip()
+    assert url.startswith("ws://127.0.0.1:"), server.stderr.read().decode()
+    return server, url
+
+
+def _ddms_run(data: Path) -> dict:
+    p = _cli("run", str(PROGRAM), "--data", str(data), "--json")
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err.decode()
+    return json.loads(out.decode().splitlines()[-1])
+
+
+def _monitor_killed(url: str, folder: Path, every: int) -> None:
+    """Run the monitor with checkpoints until one exists and more messages followed, then SIGKILL it."""
+    mon = _cli("monitor", url, "--views", str(PROGRAM), "--json", "--once", "--checkpoint", str(folder),
+               "--checkpoint-every", str(every))
+    try:
+        deadline = time.monotonic() + 600
+        while not checkpoints(folder) and time.monotonic() < deadline and mon.poll() is None:
+            time.sleep(0.05)
+        assert checkpoints(folder), mon.communicate()[1].decode()[-2000:]
+        time.sleep(0.3)
+        assert mon.poll() is None, "the monitor ended before it was killed"
+        mon.send_signal(signal.SIGKILL)
+        mon.wait(timeout=30)
+    finally:
+        mon.kill()
+
+
+def _monitor(url: str, folder: Path | None, every: int = 100) -> list[dict]:
+    args = ["monitor", url, "--views", str(PROGRAM), "--json", "--once"]
+    if folder is not None:
+        args += ["--checkpoint", str(folder), "--checkpoint-every", str(every)]
+    mon = _cli(*args)
+    out, err = mon.communicate(timeout=600)
+    assert mon.returncode == 0, err.decode()[-3000:]
+    return [json.loads(x) for x in out.decode().splitlines()]
+
+
+def _restored(lines: list[dict]) -> dict:
+    ev = [x for x in lines if x.get("event") == "restored"]
+    assert len(ev) == 1, lines[:5]
+    return ev[0]
+
+
+def test_order_protocol_resumes_from_its_sequence(tmp_path):
+    data = _book(tmp_path, 3000)
+    want = _ddms_run(data)
+    folder = tmp_path / "ck"
+    server, url = _serve(data, "--rate", "1500")
+    try:
+        _monitor_killed(url, folder, 200)
+    finally:
+        server.kill()
+    line = checkpoints(folder)[-1][0]
+    server, url = _serve(data, "--speed", "max")    # a new server: the stream from seq 1 again
+    try:
+        lines = _monitor(url, folder)
+    finally:
+        server.kill()
+    r = _restored(lines)
+    assert r["line"] == line
+    s = lines[-1]
+    views = [x for x in lines if "views" in x][-1]
+    assert views == want                            # same views at the same engine line
+    assert s["gaps"] == s["snapshots"] == 0 and s["synced"]
+    assert s["stale"] == line and s["applied"] == 3000 - line   # dropped exactly what was applied before
+    final = checkpoints(folder)[-1]
+    assert final[0] == 3000
+
+
+def test_order_protocol_resyncs_by_snapshot_after_a_gap(tmp_path):
+    data = _book(tmp_path, 3000)
+    want = _ddms_run(data)
+    folder = tmp_path / "ck"
+    server, url = _serve(data, "--rate", "250")     # ~12 s: still running when the monitor comes back
+    try:
+        _monitor_killed(url, folder, 100)
+        lines = _monitor(url, folder)
+    finally:
+        server.kill()
+    r = _restored(lines)
+    s = lines[-1]
+    views = [x for x in lines if "views" in x][-1]
+    assert views["views"] == want["views"]
+    assert s["gaps"] == 1 and s["snapshots"] == 1 and s["synced"]
+    assert views["line"] == r["line"] + 1 + s["applied"]   # the snapshot is one engine line
+    assert s["resting_orders"] == len(_orders(data))
+
+
+def _orders(path: Path) -> dict:
+    from ddms.io.orderproto import OrderEncoder
+    enc = OrderEncoder()
+    with open(path, "rb") as f:
+        for line in f:
+            enc.encode(line)
+    return enc._book.orders
+
+
+def test_binance_book_resyncs_from_a_fresh_snapshot(tmp_path):
+    src = BINANCE / "spot_btcusdt_20240808.gz"
+    if not src.exists():
+        pytest.skip(f"{src} not available")
+    from ddms.io.capture import iter_lines
+    data = tmp_path / "slice.txt"
+    with open(data, "wb") as f:
+        for i, line in enumerate(iter_lines(src)):
+            if i >= 8000:
+                break
+            f.write(line)
+    server, url = _serve(data, "--speed", "max")
+    try:
+        want = _monitor(url, None)
+    finally:
+        server.kill()
+    folder = tmp_path / "ck"
+    server, url = _serve(data, "--rate", "100")
+    try:
+        _monitor_killed(url, folder, 20)
+    finally:
+        server.kill()
+    server, url = _serve(data, "--speed", "max")
+    try:
+        lines = _monitor(url, folder)
+    finally:
+        server.kill()
+    _restored(lines)
+    s, w = lines[-1], want[-1]
+    assert s["synced"] and s["snapshots"] == 1 and s["resyncs"] == 1
+    assert (s["best_bid"], s["best_ask"]) == (w["best_bid"], w["best_ask"])
+    assert [x for x in lines if "views" in x][-1]["views"] == [x for x in want if "views" in x][-1]["views"]
+
+
+def test_misuse_is_refused(tmp_path):
+    with pytest.raises(CheckpointError, match="needs --views"):
+        MonitorCheckpoints(tmp_path / "a", None)
+    with pytest.raises(CheckpointError, match=">= 1"):
+        MonitorCheckpoints(tmp_path / "a", object(), every=0)
+
+
+def test_restore_core_refuses_another_feed_kind(tmp_path):
+    ck = MonitorCheckpoints.__new__(MonitorCheckpoints)
+    ck.feed, ck._arrays, ck.restored_from, ck.engine = {"kind": "binance"}, {}, tmp_path / "x", None
+    with pytest.raises(CheckpointError, match="binance feed, this feed is orders"):
+        ck.restore_core(OrderFeed())
