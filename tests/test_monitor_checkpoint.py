@@ -200,6 +200,7 @@ def test_misuse_is_refused(tmp_path):
 
 def test_restore_core_refuses_another_feed_kind(tmp_path):
     ck = MonitorCheckpoints.__new__(MonitorCheckpoints)
-    ck.feed, ck._arrays, ck.restored_from, ck.engine = {"kind": "binance"}, {}, tmp_path / "x", None
+    ck.feed, ck._arrays, ck.restored_from = {"kind": "binance"}, {}, tmp_path / "x"
+    ck.engine = type("E", (), {"position": 5})()
     with pytest.raises(CheckpointError, match="binance feed, this feed is orders"):
         ck.restore_core(OrderFeed())
