@@ -321,3 +321,13 @@ def test_checkpoint_while_waiting_for_a_snapshot(tmp_path, engines, seed):
     for m in msgs:
         whole.feed_message(m)
     assert fb.orders == whole.orders
+
+
+def test_a_ddms_run_checkpoint_is_refused(tmp_path, engines):
+    from ddms.runtime.checkpoint import save
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    eng = _fresh(engines[0])
+    save(eng, folder / "ckpt-000000000000000.arrow", extra={"readers": []})
+    with pytest.raises(CheckpointError, match="not a ddms monitor checkpoint"):
+        MonitorCheckpoints(folder, eng)
