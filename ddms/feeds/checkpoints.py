@@ -30,9 +30,11 @@ Counters (messages, gaps, ...) start again at 0 in the restarted process; the en
 numbers continue.  Not saved: a strategy's own state (refused with ``--strategy``), and
 multi-symbol venue sessions (Kraken, OKX, Coinbase, Binance with several symbols: refused).
 
-Cost: a checkpoint is O(engine state + resting orders or levels), written on the monitor's
-thread (the copy in compiled code; the file's fsync ~10-20 ms): with ``every`` = 10,000 messages
-this is well under 1% of a session at 100k messages/s.
+Cost: a checkpoint is O(engine state + resting orders or levels), written synchronously on the
+monitor's thread (messages queue meanwhile; the transport's bounded queue absorbs the pause).
+Measured with ``vwap.m3`` on the order protocol (2 loaded cores, load ~6): 1,000 resting orders
+3.7 ms and 57 KB per checkpoint; 100,000 orders 112 ms and 3.3 MB; restoring 90-170 ms.  At the
+default ``every`` = 10,000 messages a book of 1,000 orders costs under 1 ms per 1,000 messages.
 """
 
 from __future__ import annotations

@@ -29,6 +29,10 @@ states the policy; the first retry's line states it to the user), then the sessi
 stream the server ended (exit 0) when the last connection was closed normally, else as a lost
 feed (exit 3).
 
+Checkpoints (``checkpoint``: a folder): the engine's and the feed's state every
+``checkpoint_every`` messages and at the end, restored when the monitor starts again with the
+same folder (:mod:`ddms.feeds.checkpoints` says what is saved and how a restored feed resumes).
+
 Strategy orders (``LiveContext.orders``) are drained after each engine update and go to the
 display's orders panel, ``order`` JSON events, or stderr lines, and to ``orders_log`` (CSV) when
 given -- never onto the display's own stream, where they would garble it.
