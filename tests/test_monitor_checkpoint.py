@@ -130,11 +130,12 @@ def test_order_protocol_resumes_from_its_sequence(tmp_path):
     assert final[0] == 3000
 
 
+@pytest.mark.slow      # ~20 s, and it needs the restart to come back while the server still runs
 def test_order_protocol_resyncs_by_snapshot_after_a_gap(tmp_path):
     data = _book(tmp_path, 3000)
     want = _ddms_run(data)
     folder = tmp_path / "ck"
-    server, url = _serve(data, "--rate", "250")     # ~12 s: still running when the monitor comes back
+    server, url = _serve(data, "--rate", "200")     # ~15 s: still running when the monitor comes back
     try:
         _monitor_killed(url, folder, 100)
         lines = _monitor(url, folder)
