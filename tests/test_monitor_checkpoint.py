@@ -71,21 +71,33 @@ def _ddms_run(data: Path) -> dict:
     return json.loads(out.decode().splitlines()[-1])
 
 
-def _monitor_killed(url: str, folder: Path, every: int) -> None:
-    """Run the monitor with checkpoints until one exists and more messages followed, then SIGKILL it."""
-    mon = _cli("monitor", url, "--views", str(PROGRAM), "--json", "--once", "--checkpoint", str(folder),
-               "--checkpoint-every", str(every))
+def _monitor_killed(url: str, folder: Path, every: int, *, during_write: bool = False) -> None:
+    """Run the monitor with checkpoints until one exists and more messages followed, then SIGKILL
+    it; ``during_write``: each write pauses before its rename, and the kill lands in a write (a
+    temporary file exists beside a complete checkpoint)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if during_write:
+        env["DDMS_CHECKPOINT_PAUSE"] = "0.5"
+    mon = subprocess.Popen([sys.executable, "-m", "ddms.cli", "monitor", url, "--views", str(PROGRAM), "--json",
+                            "--once", "--checkpoint", str(folder), "--checkpoint-every", str(every)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=REPO)
+
+    def ready() -> bool:
+        return bool(checkpoints(folder)) and (not during_write or any(folder.glob(".*.tmp")))
     try:
         deadline = time.monotonic() + 600
-        while not checkpoints(folder) and time.monotonic() < deadline and mon.poll() is None:
-            time.sleep(0.05)
-        assert checkpoints(folder), mon.communicate()[1].decode()[-2000:]
-        time.sleep(0.3)
+        while not ready() and time.monotonic() < deadline and mon.poll() is None:
+            time.sleep(0.01)
+        assert ready(), mon.communicate()[1].decode()[-2000:]
+        if not during_write:
+            time.sleep(0.3)
         assert mon.poll() is None, "the monitor ended before it was killed"
         mon.send_signal(signal.SIGKILL)
         mon.wait(timeout=30)
     finally:
         mon.kill()
+    if during_write:
+        assert any(folder.glob(".*.tmp"))     # the write was cut short
 
 
 def _monitor(url: str, folder: Path | None, every: int = 100) -> list[dict]:
@@ -104,13 +116,14 @@ def _restored(lines: list[dict]) -> dict:
     return ev[0]
 
 
-def test_order_protocol_resumes_from_its_sequence(tmp_path):
+@pytest.mark.parametrize("during_write", [False, True])
+def test_order_protocol_resumes_from_its_sequence(tmp_path, during_write):
     data = _book(tmp_path, 3000)
     want = _ddms_run(data)
     folder = tmp_path / "ck"
     server, url = _serve(data, "--rate", "1500")
     try:
-        _monitor_killed(url, folder, 200)
+        _monitor_killed(url, folder, 200, during_write=during_write)
     finally:
         server.kill()
     line = checkpoints(folder)[-1][0]
@@ -120,7 +133,7 @@ def test_order_protocol_resumes_from_its_sequence(tmp_path):
     finally:
         server.kill()
     r = _restored(lines)
-    assert r["line"] == line
+    assert r["line"] == line and not any(folder.glob(".*.tmp"))
     s = lines[-1]
     views = [x for x in lines if "views" in x][-1]
     assert views == want                            # same views at the same engine line
