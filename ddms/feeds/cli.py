@@ -4,7 +4,7 @@
                     [--empty-book] [--fault KIND@N[#SYMBOL] ...]
     ddms monitor URL [--views FILE.sql|FILE.m3] [--strategy NAME [--param K=V ...] [--orders-log FILE]]
                  [--json] [--once] [--reconnect N|forever] [--snapshot-url URL] [--market futures|spot]
-                 [--watchdog S] [--symbols A,B,...] [--record FILE]
+                 [--watchdog S] [--symbols A,B,...] [--record FILE] [--checkpoint DIR [--checkpoint-every N]]
 
 ``serve-feed`` prints the websocket URL to connect to as its first stdout line; ``monitor`` on
 that URL needs no other option (the server advertises protocol or venue, symbols, market and
@@ -114,7 +114,7 @@ def monitor_config(args: argparse.Namespace) -> MonitorConfig:
                          display=False if args.no_display else None, strategy_params=tuple(params),
                          reconnect=args.reconnect, orders_log=args.orders_log,
                          symbols=tuple(x.strip().upper() for x in (args.symbols or "").split(",") if x.strip()),
-                         record=args.record)
+                         record=args.record, checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every)
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
@@ -209,4 +209,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                     help="write every message received, as received, with receive times, the subscriptions sent and "
                          "the REST snapshots fetched, as a cryptofeed capture that serve-feed, run, backtest and "
                          "convert read")
+    mo.add_argument("--checkpoint", metavar="DIR",
+                    help="write checkpoints (the engine's state and the feed's position) into DIR every "
+                         "--checkpoint-every messages and at the end; started again with the same DIR, the monitor "
+                         "restores the newest one, then continues the order protocol from its sequence number "
+                         "(a snapshot replaces the book after a gap) or resynchronizes a Binance book from a fresh "
+                         "snapshot.  Needs --views")
+    mo.add_argument("--checkpoint-every", type=int, default=10_000, metavar="N",
+                    help="messages between checkpoints (default 10000)")
     mo.set_defaults(func=cmd_monitor)

@@ -29,6 +29,10 @@ states the policy; the first retry's line states it to the user), then the sessi
 stream the server ended (exit 0) when the last connection was closed normally, else as a lost
 feed (exit 3).
 
+Checkpoints (``checkpoint``: a folder): the engine's and the feed's state every
+``checkpoint_every`` messages and at the end, restored when the monitor starts again with the
+same folder (:mod:`ddms.feeds.checkpoints` says what is saved and how a restored feed resumes).
+
 Strategy orders (``LiveContext.orders``) are drained after each engine update and go to the
 display's orders panel, ``order`` JSON events, or stderr lines, and to ``orders_log`` (CSV) when
 given -- never onto the display's own stream, where they would garble it.
@@ -112,6 +116,8 @@ class MonitorConfig:
     strategy_params: tuple[tuple[str, Any], ...] = ()
     symbols: tuple[str, ...] = ()
     record: str | None = None
+    checkpoint: str | None = None
+    checkpoint_every: int = 10_000
 
 
 class Monitor:
@@ -179,6 +185,12 @@ class Monitor:
             self._orders_csv = csv.writer(self._orders_log)
             self._orders_csv.writerow(ORDERS_LOG_COLUMNS)
             self._orders_log.flush()
+        self.checkpoints: Any = None            # --checkpoint (see ddms.feeds.checkpoints)
+        if config.checkpoint:
+            if config.strategy:
+                raise DdmsError("--checkpoint with --strategy: a strategy's own state is not checkpointed")
+            from ddms.feeds.checkpoints import MonitorCheckpoints
+            self.checkpoints = MonitorCheckpoints(config.checkpoint, self.engine, every=config.checkpoint_every)
         if self.engine is not None:
             self.relmap = self.engine.relmap(("bids", "asks"))
             if config.json:
@@ -250,6 +262,13 @@ class Monitor:
             self.book = OrderFeed(brokers=self.config.brokers, source=self.config.url)
         else:
             self.book = BinanceBook(self.market or FUTURES, source=self.config.url)
+        if self.checkpoints is not None:
+            said = self.checkpoints.restore_core(self.book)
+            if said:
+                self._note("restored", said, checkpoint=str(self.checkpoints.restored_from),
+                           line=self.engine.position)
+                if self.book.needs_snapshot:
+                    self._request_snapshot("restored a checkpoint taken while waiting for a snapshot")
         pre, self._pre = self._pre, []
         for recv, data in pre:
             self._feed(recv, data)
@@ -331,6 +350,9 @@ class Monitor:
             if unknown:
                 raise DdmsError(f"--symbols: {', '.join(unknown)} not on this feed (it has {', '.join(syms)})")
             syms = want
+        if self.checkpoints is not None:
+            raise DdmsError(f"--checkpoint: {venue} sessions ({', '.join(syms)}) are not checkpointed yet; only the "
+                            "order protocol and single-symbol Binance feeds are")
         self.protocol = venue
         self.market = h.get("x-ddms-market") or c.market or self.market
         self.session = VenueSession(venue, syms, c.url, market=self.market, snapshot=h.get("x-ddms-snapshot"))
@@ -584,6 +606,8 @@ class Monitor:
                         break
                     item = q.get_nowait()
                 self._flush()
+                if self.checkpoints is not None and self.book is not None:
+                    self.checkpoints.after_flush(self.book, self.book.messages)
                 self._t_last = time.perf_counter_ns()
                 if display is not None:
                     display.tick()
@@ -625,6 +649,8 @@ class Monitor:
         summary."""
         self._drain_reports()
         self._drain_orders()
+        if self.checkpoints is not None:
+            self.checkpoints.write(self.book)
         if self._orders_log is not None:
             self._orders_log.close()
         if self._record_file is not None:
