@@ -317,7 +317,7 @@ def test_serve_feed_skip_bad(tmp_path):
     assert core.skipped == 1 and len(core.frames) == len(load_replay(cap).frames) == n
     lob = tmp_path / "AAPL_message_5.csv"
     lob.write_text(LOBSTER)
-    with pytest.raises(ReplayError, match="a lobster file: serve-feed serves Binance captures and order-book CSV"):
+    with pytest.raises(ReplayError, match="a lobster file: serve-feed serves Binance captures"):
         load_replay(lob)
 
 
