@@ -292,14 +292,7 @@ class ReplayCore:
                                     f"{DEPTH_PATHS[self.market or FUTURES]}"))
 
     def _streams_route(self, names: list[str], envelope: bool) -> WsRoute | HttpAnswer:
-        known = {s.lower(): s for s in self.streams}
-        unknown = [n for n in names if n.lower() not in known]
-        if unknown:
-            return HttpAnswer(404, _err(f"unknown stream(s) {', '.join(unknown)}; this capture has "
-                                        f"{', '.join(self.streams)}"))
-        if not names and not envelope:
-            return WsRoute(frozenset(), False)    # /ws: subscribe later with SUBSCRIBE
-        return WsRoute(frozenset(known[n.lower()] for n in names) if names else None, envelope)
+        return streams_route(self.streams, names, envelope)
 
     def subscribe(self, route: WsRoute, message: bytes | str) -> tuple[WsRoute, str | None]:
         """Handle a client message on a Binance route (``{"method": "SUBSCRIBE"|"UNSUBSCRIBE",
@@ -600,3 +593,16 @@ def _load_capture(p: Path, first: bytes, rest: Iterator[bytes], empty_book: bool
                       empty_snapshot=empty, faults=faults)
     core.skipped = skipped
     return core
+
+
+def streams_route(streams, names: list[str], envelope: bool) -> WsRoute | HttpAnswer:
+    """Binance's stream paths (``/stream?streams=a/b``: ``envelope``; ``/ws/a/b``) over the capture's
+    ``streams``: the route, or a 404 naming the unknown streams.  Shared by the one-symbol replay
+    and the many-symbol venue replay."""
+    known = {s.lower(): s for s in streams}
+    unknown = [n for n in names if n.lower() not in known]
+    if unknown:
+        return HttpAnswer(404, _err(f"unknown stream(s) {', '.join(unknown)}; this capture has {', '.join(streams)}"))
+    if not names and not envelope:
+        return WsRoute(frozenset(), False)    # /ws: subscribe later with SUBSCRIBE
+    return WsRoute(frozenset(known[n.lower()] for n in names) if names else None, envelope)

@@ -73,6 +73,7 @@ from ddms.feeds.server import (
     Stall,
     WsRoute,
     _err,
+    streams_route,
 )
 from ddms.io.levels import ASKS, BIDS
 from ddms.io.venues.binance_book import FUTURES, SPOT, Decoder, DepthSnapshot, DepthUpdate, Response
@@ -245,14 +246,7 @@ class VenueReplay:
                                     f"snapshots on {BINANCE_DEPTH_PATHS[self.market or 'usdm']}"))
 
     def _streams_route(self, names: list[str], envelope: bool) -> WsRoute | HttpAnswer:
-        known = {s.lower(): s for s in self.streams}
-        unknown = [n for n in names if n.lower() not in known]
-        if unknown:
-            return HttpAnswer(404, _err(f"unknown stream(s) {', '.join(unknown)}; this capture has "
-                                        f"{', '.join(self.streams)}"))
-        if not names and not envelope:
-            return WsRoute(frozenset(), False)
-        return WsRoute(frozenset(known[n.lower()] for n in names) if names else None, envelope)
+        return streams_route(self.streams, names, envelope)
 
     def subscribe(self, route: WsRoute, message: bytes | str) -> tuple[WsRoute, list[str]]:
         """A client message: the new route and the replies (acks, fresh snapshots) in order."""
