@@ -332,34 +332,52 @@ class ChunkLane:
         """Counters, top-of-book history, bookTicker checks and events of the kernel's messages
         ``i0..i1`` (rows ``0..k`` of the chunk output), as the Python path does them."""
         core = self.core
+        m = i1 - i0
+        r = res[:m]
+        ends = r[:, 1]
         rel = self._oi[:k, 0].astype(np.int8)
         sign = self._oi[:k, 1].astype(np.int8)
         cols = self._oc[:k].copy()
-        books, syms, st = self._books, self._sym, self._st
+        lines_in = np.asarray(lines[i0:i1], np.int64)
+        line_col = np.repeat(lines_in, np.diff(ends, prepend=0))
+        books, syms = self._books, self._sym
         start = 0
         venue = core.venue
-        for j, (s, end, u, bp, bq, ap, aq, nlev) in enumerate(res[: i1 - i0].tolist()):
+        for s, end, u, bp, bq, ap, aq, nlev, line in zip(*r.T.tolist(), lines_in.tolist(), strict=True):
             bk = books[s]
-            line = lines[i0 + j]
-            core._line = line
             bk.messages += 1
-            bk.depth_events += 1
             bk.updates += 1
-            bk._taken = bk.updates
-            bk.applied += 1
             bk.level_updates += nlev
             bk.last_u = u
-            bk._top = (bp, bq, ap, aq)
-            bk._after_update(bk.messages, u, True)
-            if bk.reports:
-                core._copy_reports(bk)
+            top = bk._top = (bp, bq, ap, aq)
+            if bk._pending or (bp >= 0 and ap >= 0 and bp >= ap):
+                core._line = line
+                bk._after_update(bk.messages, u, True)     # tickers to check, or a crossed book to report
+                if bk.reports:
+                    core._copy_reports(bk)
+            else:   # BinanceBook._after_update without a crossed book or waiting tickers
+                bk._crossed_now = False
+                hist = bk._hist
+                if u not in hist:
+                    order = bk._hist_order
+                    order.append(u)
+                    if len(order) > bk.history:
+                        del hist[order.popleft()]
+                hist[u] = top
             if end > start:
                 events.append(SymbolEvents(venue, syms[s], EventBatch(
-                    rel[start:end], sign[start:end], cols[start:end], np.full(end - start, line, np.int64),
-                    line, line)))
+                    rel[start:end], sign[start:end], cols[start:end], line_col[start:end], line, line)))
             start = end
-        for s in set(res[: i1 - i0, 0].tolist()):
-            books[s]._blocks_hint = int(st[s, 4])
+        if m:
+            core._line = int(lines_in[-1])
+        counts = np.bincount(r[:, 0], minlength=len(books))
+        for s in np.flatnonzero(counts).tolist():
+            bk = books[s]
+            c = int(counts[s])
+            bk.depth_events += c
+            bk.applied += c
+            bk._taken = bk.updates
+            bk._blocks_hint = int(self._st[s, 4])
         self.fast_messages += i1 - i0
 
 
