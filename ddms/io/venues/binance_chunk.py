@@ -154,10 +154,10 @@ def _run(buf, offs, i0, futures, slots, lv, unk, table, symtab, symlen, st, stf,
                 return i, _STOP_SLOW, k
         elif first != last + 1:
             return i, _STOP_SLOW, k
-        if pd != st[s, 2] or qd != st[s, 3]:
-            return i, _STOP_SLOW, k
         b1, nb = slots[_K_b, 1], slots[_K_b, 2]
         a1, na = slots[_K_a, 1], slots[_K_a, 2]
+        if nb + na > 0 and (pd != st[s, 2] or qd != st[s, 3]):
+            return i, _STOP_SLOW, k     # a message at another scale: BinanceBook._scaled decides
         mx = nb if nb > na else na
         if st[s, 4] + mx + 1 > st[s, 5]:
             return i, _STOP_SLOW, k
