@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddms.io.venues.binance import BinanceBooks
+from ddms.io.venues.binance_chunk import ChunkLane
 from tests.conftest import SHARED, shared_file
 
 Op = tuple  # ("msg", bytes) | ("snap", symbol, bytes)
@@ -41,8 +42,10 @@ def _run_single(market: str, ops: list[Op]) -> tuple[list, list, BinanceBooks]:
     return actions, events, core
 
 
-def _run_chunked(market: str, ops: list[Op], sizes: list[int]) -> tuple[list, list, BinanceBooks]:
+def _run_chunked(market: str, ops: list[Op], sizes: list[int], rows: int = 1 << 14
+                 ) -> tuple[list, list, BinanceBooks]:
     core = BinanceBooks(market, "<t>")
+    core._lane = ChunkLane(core, rows=rows)
     actions: list = []
     events: list = []
     i, k = 0, 0
@@ -208,8 +211,9 @@ def test_chunk_lane_takes_the_fast_path() -> None:
 
 
 def test_chunk_lane_grows_outputs() -> None:
-    """Level scratch and row output growth (a message of 600 levels), and a book that needs more
-    blocks than it has (the Python path grows it), give the same result."""
+    """Level scratch and row output growth (a message of 600 levels; a full output handed out
+    mid-chunk), and a book that needs more blocks than it has (the Python path grows it), give
+    the same result."""
     rng = random.Random(3)
     bids = [[f"{1000 - i * 0.01:.2f}", "1.00"] for i in range(1, 40)]
     ops: list[Op] = [("snap", "AUSDT", json.dumps({"lastUpdateId": 1, "bids": bids, "asks": []}).encode())]
@@ -221,7 +225,10 @@ def test_chunk_lane_grows_outputs() -> None:
         d = {"e": "depthUpdate", "E": m, "s": "AUSDT", "U": u + 1, "u": u + 1, "b": lv, "a": []}
         u += 1
         ops.append(("msg", json.dumps(d).encode()))
-    _same(_run_single("spot", ops), _run_chunked("spot", ops, [5, 100]))
+    for rows in (1, 50, 1 << 14):
+        chunked = _run_chunked("spot", ops, [5, 100], rows)
+        _same(_run_single("spot", ops), chunked)
+        assert chunked[2]._lane.fast_messages > 20
 
 
 # ------------------------------------------------------------------------------------------

@@ -189,15 +189,17 @@ class ChunkLane:
     are refreshed from the books at the start of every chunk and after every message that took
     the Python path, so the books stay the single source of truth between calls."""
 
-    def __init__(self, books: BinanceBooks) -> None:
+    def __init__(self, books: BinanceBooks, *, rows: int = 1 << 14) -> None:
+        """``rows``: the initial capacity of the chunk output (doubled when a message does not
+        fit; a full output is handed out and reused)."""
         self.core = books
         self.fast_messages = 0
         """Messages applied by the kernel (the rest took the Python path)."""
         self._slots = np.zeros((_NK, 4), np.int64)
         self._lv = np.zeros((256, 4), np.int64)
         self._unk = np.zeros((_MAX_UNKNOWN + 1, 2), np.int64)
-        self._oi = np.zeros((1 << 14, 3), np.int64)
-        self._oc = np.zeros((1 << 14, 5), np.float64)
+        self._oi = np.zeros((max(rows, 1), 3), np.int64)
+        self._oc = np.zeros((max(rows, 1), 5), np.float64)
         self._sym: list[str] = []
         self._slot_of: dict[str, int] = {}
         self._books: list[BinanceBook] = []
