@@ -145,7 +145,11 @@ def _gen(seed: int, market: str, nsym: int, nmsg: int, p_bad: float, p_snap: flo
         b, a = levels(rng.randint(0, 6))
         r = rng.random()
         if r >= p_bad:
-            ops.append(("msg", depth(s, u0, u1, last[s], b, a, env=rng.random() < 0.9)))
+            raw = depth(s, u0, u1, last[s], b, a, env=rng.random() < 0.9)
+            if p_bad and rng.random() < 0.05:   # parsed or str messages take the Python path
+                ops.append(("msg", json.loads(raw) if rng.random() < 0.5 else raw.decode()))
+            else:
+                ops.append(("msg", raw))
             recent[s].append(u1)
             last[s] = u1
             continue

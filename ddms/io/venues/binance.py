@@ -129,9 +129,10 @@ class BinanceBooks:
         self.ignored[kind] = self.ignored.get(kind, 0) + 1
         return ()
 
-    def feed_chunk(self, msgs: Sequence[bytes], lines: Sequence[int] | None = None, recv_ns: int = 0
+    def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int] | None = None, recv_ns: int = 0
                    ) -> tuple[list[Resync], list[SymbolEvents]]:
-        """Feed many raw messages (bytes) at once: ``(actions, events)`` exactly as from calling
+        """Feed many messages at once (raw bytes take the fast lane; str or parsed messages
+        take :meth:`feed`): ``(actions, events)`` exactly as from calling
         :meth:`feed` then :meth:`take_events` per message (``lines[i]`` is message i's line,
         default 1, 2, ...), preceded by the events queued before the call.  In-sequence depth
         updates of synchronized books are applied by one numba call for many messages

@@ -27,7 +27,7 @@ message; O(symbols) per chunk to refresh the slot states.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numba import njit
@@ -282,7 +282,7 @@ class ChunkLane:
             self._refresh(s)
 
     # -- the chunk -------------------------------------------------------------------------------
-    def feed_chunk(self, msgs: Sequence[bytes], lines: Sequence[int], recv_ns: int = 0
+    def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int = 0
                    ) -> tuple[list[Resync], list[SymbolEvents]]:
         """See :meth:`BinanceBooks.feed_chunk`."""
         core = self.core
@@ -291,9 +291,12 @@ class ChunkLane:
         if not msgs:
             return actions, events
         self._sync_books()
-        buf = np.frombuffer(b"".join(msgs), np.uint8)
+        # only bytes go through the kernel; anything else (str, a parsed dict) is an empty message
+        # there, which the scan refuses: it takes BinanceBooks.feed as it is
+        raw = [m if type(m) is bytes else b"" for m in msgs]
+        buf = np.frombuffer(b"".join(raw), np.uint8)
         offs = np.zeros(len(msgs) + 1, np.int64)
-        np.cumsum([len(m) for m in msgs], out=offs[1:])
+        np.cumsum([len(m) for m in raw], out=offs[1:])
         res = np.zeros((len(msgs), 8), np.int64)
         futures = core.market == "futures"
         i = 0
