@@ -6,8 +6,10 @@ so numba compile/cache-load time is excluded; the machine is shared, so state it
 
 * ``binance multi-symbol``: a generated Binance combined stream (``{"stream":..,"data":..}``
   raw JSON lines, spot U/u continuity) of S symbols, each with its REST snapshot, through
-  :class:`ddms.io.venues.binance.BinanceBooks` (the multi-symbol core: decode -> per-symbol book
-  -> rows renumbered by message): price-level updates/s and messages/s;
+  :meth:`ddms.io.venues.binance.BinanceBooks.feed_chunk` (8,192 raw messages per call: the
+  numba chunk lane of :mod:`ddms.io.venues.binance_chunk`, the rest through the per-message
+  path): price-level updates/s and messages/s, end to end including the snapshots; interleaved
+  with the same feed one message per :meth:`~ddms.io.venues.binance.BinanceBooks.feed` call;
 * ``hftbacktest-style L2``: the Binance USD-M capture (``<ns> <json>`` lines, gzip) through
   :func:`ddms.io.sources.open_source` (the reader ``ddms run``/``backtest`` use): level
   updates/s;
