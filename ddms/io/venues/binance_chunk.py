@@ -183,6 +183,54 @@ def _run(buf, offs, i0, futures, slots, lv, unk, table, symtab, symlen, st, stf,
     return nmsg, _STOP_SLOW, k
 
 
+@njit(cache=True)
+def _new_lists(bk, bq, bt, bn, order, bmax, free, meta):  # pragma: no cover - compiled
+    """Typed lists of the eight level arrays holding one book's (slot 0).  Built and updated in
+    compiled, disk-cached code: typed-list methods called from Python compile on first use in
+    every process (about a second)."""
+    a = List()
+    a.append(bk)
+    b = List()
+    b.append(bq)
+    c = List()
+    c.append(bt)
+    d = List()
+    d.append(bn)
+    e = List()
+    e.append(order)
+    f = List()
+    f.append(bmax)
+    g = List()
+    g.append(free)
+    h = List()
+    h.append(meta)
+    return a, b, c, d, e, f, g, h
+
+
+@njit(cache=True)
+def _put(lists, s, bk, bq, bt, bn, order, bmax, free, meta):  # pragma: no cover - compiled
+    """Slot ``s`` of the lists := the arrays (appended when ``s`` is the next slot)."""
+    a, b, c, d, e, f, g, h = lists
+    if s == len(a):
+        a.append(bk)
+        b.append(bq)
+        c.append(bt)
+        d.append(bn)
+        e.append(order)
+        f.append(bmax)
+        g.append(free)
+        h.append(meta)
+    else:
+        a[s] = bk
+        b[s] = bq
+        c[s] = bt
+        d[s] = bn
+        e[s] = order
+        f[s] = bmax
+        g[s] = free
+        h[s] = meta
+
+
 class ChunkLane:
     """The fast lane's state for one :class:`~ddms.io.venues.binance.BinanceBooks`: a slot per
     book (symbol bytes, hash table, state arrays, typed lists of the book's level arrays).  Slots
@@ -209,7 +257,7 @@ class ChunkLane:
         self._st = np.zeros((0, 7), np.int64)
         self._stf = np.zeros((0, 2), np.float64)
         self._held: list[tuple[np.ndarray, ...]] = []
-        self._lists = tuple(List.empty_list(t) for t in _LIST_TYPES)
+        self._lists: Any = None      # typed lists of every book's level arrays, by slot
 
     # -- slots ---------------------------------------------------------------------------------
     def _add(self, sym: str, bk: BinanceBook) -> None:
@@ -230,8 +278,10 @@ class ChunkLane:
             self._symtab[s, :len(raw)] = np.frombuffer(raw, np.uint8)
         held = tuple(getattr(bk, name) for name in _ARRAYS)
         self._held.append(held)
-        for lst, arr in zip(self._lists, held, strict=True):
-            lst.append(arr)
+        if self._lists is None:
+            self._lists = _new_lists(*held)
+        else:
+            _put(self._lists, s, *held)
         if 2 * len(self._sym) > self._table.shape[0]:
             self._rehash()
         elif ok:
@@ -268,8 +318,7 @@ class ChunkLane:
         self._stf[s] = (bk._pscale, bk._qscale)
         if bk._bk is not self._held[s][0] or bk._meta is not self._held[s][7]:
             held = self._held[s] = tuple(getattr(bk, name) for name in _ARRAYS)
-            for lst, arr in zip(self._lists, held, strict=True):
-                lst[s] = arr
+            _put(self._lists, s, *held)
 
     def _sync_books(self) -> None:
         """Register new books, refresh every slot.  O(symbols)."""
@@ -302,9 +351,12 @@ class ChunkLane:
         i = 0
         n = len(msgs)
         while i < n:
-            stop, code, k = _run(buf, offs, i, futures, self._slots, self._lv, self._unk, self._table,
-                                 self._symtab, self._symlen, self._st, self._stf, *self._lists,
-                                 self._oi, self._oc, res[i:])
+            if self._lists is None:     # no book yet: nothing the kernel could apply
+                stop, code, k = i, _STOP_SLOW, 0
+            else:
+                stop, code, k = _run(buf, offs, i, futures, self._slots, self._lv, self._unk, self._table,
+                                     self._symtab, self._symlen, self._st, self._stf, *self._lists,
+                                     self._oi, self._oc, res[i:])
             if stop > i:
                 self._emit(i, stop, k, res[i:], lines, events)
             i = stop
@@ -387,14 +439,3 @@ class ChunkLane:
 
 
 _ARRAYS = ("_bk", "_bq", "_bt", "_bn", "_order", "_bmax", "_free", "_meta")
-
-
-def _list_types() -> tuple:
-    from numba import typeof
-    return tuple(typeof(a) for a in (np.zeros((2, 1, 1), np.int64), np.zeros((2, 1, 1), np.int64),
-                                      np.zeros((2, 1, 1), np.float64), np.zeros((2, 1), np.int64),
-                                      np.zeros((2, 1), np.int64), np.zeros((2, 1), np.int64),
-                                      np.zeros((2, 1), np.int64), np.zeros((2, 4), np.int64)))
-
-
-_LIST_TYPES = _list_types()
