@@ -79,6 +79,7 @@ def _same(a: tuple[list, list, BinanceBooks], b: tuple[list, list, BinanceBooks]
             u, v = getattr(x.batch, f), getattr(y.batch, f)
             assert u.dtype == v.dtype and np.array_equal(u, v), f
     assert ca.summary() == cb.summary()
+    cb._check()
     assert [(r.reason, r.line, r.text) for r in ca.reports] == [(r.reason, r.line, r.text) for r in cb.reports]
     assert ca.books.keys() == cb.books.keys()
     for sym, bk in ca.books.items():

@@ -204,3 +204,5 @@ class BinanceBooks:
     def _check(self) -> None:
         for bk in self.books.values():
             bk._check()
+        if self._lane is not None:
+            self._lane._check()

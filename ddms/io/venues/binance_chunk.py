@@ -306,16 +306,19 @@ class ChunkLane:
         for s in range(len(self._sym)):
             self._insert(s)
 
+    @staticmethod
+    def _state_of(bk: BinanceBook) -> tuple[tuple[int, ...], tuple[float, float]]:
+        synced = bk._state == _SYNCED and bk.px_decimals is not None and bk.qty_decimals is not None
+        return ((1 if synced else 0, bk.last_u if bk.last_u is not None else -1,
+                 bk.px_decimals if bk.px_decimals is not None else -1,
+                 bk.qty_decimals if bk.qty_decimals is not None else -1,
+                 bk._blocks_hint, bk._bk.shape[1], bk.updates), (bk._pscale, bk._qscale))
+
     def _refresh(self, s: int) -> None:
         """Copy book ``s``'s sequencing state into the slot arrays (and its level arrays into
         the typed lists when the book replaced them).  O(1)."""
         bk = self._books[s]
-        synced = bk._state == _SYNCED and bk.px_decimals is not None and bk.qty_decimals is not None
-        self._st[s] = (1 if synced else 0, bk.last_u if bk.last_u is not None else -1,
-                       bk.px_decimals if bk.px_decimals is not None else -1,
-                       bk.qty_decimals if bk.qty_decimals is not None else -1,
-                       bk._blocks_hint, bk._bk.shape[1], bk.updates)
-        self._stf[s] = (bk._pscale, bk._qscale)
+        self._st[s], self._stf[s] = self._state_of(bk)
         if bk._bk is not self._held[s][0] or bk._meta is not self._held[s][7]:
             held = self._held[s] = tuple(getattr(bk, name) for name in _ARRAYS)
             _put(self._lists, s, *held)
@@ -330,6 +333,21 @@ class ChunkLane:
         for s in range(len(self._sym)):
             self._refresh(s)
 
+    def _check(self) -> None:
+        """Every slot names a book of the core and the hash table finds it; right after
+        :meth:`feed_chunk` (before anything else touches the books) each slot's state equals its
+        book's (the kernel and :meth:`_emit` keep them in step) and the typed lists hold the
+        book's current arrays.  O(symbols)."""
+        assert len(self._sym) == len(self._books) == len(self._held) == len(self._slot_of)
+        for s, (sym, bk) in enumerate(zip(self._sym, self._books, strict=True)):
+            assert self.core.books[sym] is bk and self._slot_of[sym] == s
+            n = int(self._symlen[s])
+            if n >= 0:
+                assert _find(self._symtab[s, :n].copy(), 0, n, self._table, self._symtab, self._symlen) == s
+            st, stf = self._state_of(bk)
+            assert tuple(self._st[s].tolist()) == st and tuple(self._stf[s].tolist()) == stf, (sym, st)
+            assert all(getattr(bk, name) is a for name, a in zip(_ARRAYS, self._held[s], strict=True))
+
     # -- the chunk -------------------------------------------------------------------------------
     def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int = 0
                    ) -> tuple[list[Resync], list[SymbolEvents]]:
@@ -337,9 +355,9 @@ class ChunkLane:
         core = self.core
         events = core.take_events()
         actions: list[Resync] = []
+        self._sync_books()
         if not msgs:
             return actions, events
-        self._sync_books()
         # only bytes go through the kernel; anything else (str, a parsed dict) is an empty message
         # there, which the scan refuses: it takes BinanceBooks.feed as it is
         raw = [m if type(m) is bytes else b"" for m in msgs]
