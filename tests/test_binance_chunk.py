@@ -42,10 +42,11 @@ def _run_single(market: str, ops: list[Op]) -> tuple[list, list, BinanceBooks]:
     return actions, events, core
 
 
-def _run_chunked(market: str, ops: list[Op], sizes: list[int], rows: int = 1 << 14
+def _run_chunked(market: str, ops: list[Op], sizes: list[int], rows: int = 1 << 14, adaptive: bool = False
                  ) -> tuple[list, list, BinanceBooks]:
+    """``adaptive`` False: every message is offered to the kernel first (the lane never rests)."""
     core = BinanceBooks(market, "<t>")
-    core._lane = ChunkLane(core, rows=rows)
+    core._lane = ChunkLane(core, rows=rows, adaptive=adaptive)
     actions: list = []
     events: list = []
     i, k = 0, 0
@@ -201,7 +202,7 @@ def _gen(seed: int, market: str, nsym: int, nmsg: int, p_bad: float, p_snap: flo
 def test_chunk_equals_per_message(seed: int, market: str, nsym: int, nmsg: int, p_bad: float,
                                   sizes: list[int]) -> None:
     ops = _gen(seed, market, nsym, nmsg, p_bad)
-    _same(_run_single(market, ops), _run_chunked(market, ops, sizes))
+    _same(_run_single(market, ops), _run_chunked(market, ops, sizes, adaptive=seed % 3 == 0))
 
 
 def test_chunk_lane_takes_the_fast_path() -> None:
@@ -258,9 +259,11 @@ def test_chunk_equals_per_message_on_hftbacktest_captures(name: str) -> None:
     path = shared_file("data", "binance", name)
     market = "spot" if name.startswith("spot") else "futures"
     ops = _hft_ops(path, 40_000)
+    single = _run_single(market, ops)
     chunked = _run_chunked(market, ops, [1000, 37])
-    _same(_run_single(market, ops), chunked)
+    _same(single, chunked)
     assert chunked[2].summary()["gaps"] == 0 and chunked[2]._lane.fast_messages > 1000
+    _same(single, _run_chunked(market, ops, [5000], adaptive=True))   # resting after short runs
 
 
 def _cryptofeed_ops(ws: Path, http: Path) -> list[Op]:

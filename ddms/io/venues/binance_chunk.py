@@ -69,6 +69,13 @@ _B_STREAM = _mask("stream")
 _B_PU = _mask("pu")
 _SYMW = 32          # symbol bytes kept per slot (longer symbols take the Python path)
 
+_MIN_RUN, _REST, _MAX_REST = 8, 64, 4096
+"""A kernel call that applies fewer than ``_MIN_RUN`` messages (a stream where depth updates
+alternate with bookTickers and trades, as in single-symbol captures) costs more than feeding
+them one by one: the lane then rests for ``_REST`` messages, doubling up to ``_MAX_REST`` while
+the runs stay short (those messages take the per-message path; the output is the same either
+way)."""
+
 # stop codes of _run (besides "message i needs the Python path")
 _STOP_SLOW, _STOP_LV, _STOP_ROWS = 0, 1, 2
 
@@ -237,10 +244,12 @@ class ChunkLane:
     are refreshed from the books at the start of every chunk and after every message that took
     the Python path, so the books stay the single source of truth between calls."""
 
-    def __init__(self, books: BinanceBooks, *, rows: int = 1 << 14) -> None:
+    def __init__(self, books: BinanceBooks, *, rows: int = 1 << 14, adaptive: bool = True) -> None:
         """``rows``: the initial capacity of the chunk output (doubled when a message does not
-        fit; a full output is handed out and reused)."""
+        fit; a full output is handed out and reused).  ``adaptive``: rest after short kernel
+        runs (see :data:`_MIN_RUN`; tests turn it off to drive every message at the kernel)."""
         self.core = books
+        self.adaptive = adaptive
         self.fast_messages = 0
         """Messages applied by the kernel (the rest took the Python path)."""
         self._slots = np.zeros((_NK, 4), np.int64)
@@ -257,6 +266,8 @@ class ChunkLane:
         self._st = np.zeros((0, 7), np.int64)
         self._stf = np.zeros((0, 2), np.float64)
         self._held: list[tuple[np.ndarray, ...]] = []
+        self._cool = 0                # messages left to feed one by one (see _MIN_RUN)
+        self._rest = _REST // 2       # the next rest (doubles after each short run)
         self._lists: Any = None      # typed lists of every book's level arrays, by slot
 
     # -- slots ---------------------------------------------------------------------------------
@@ -368,13 +379,27 @@ class ChunkLane:
         futures = core.market == "futures"
         i = 0
         n = len(msgs)
+        stale: set[int] = set()
         while i < n:
-            if self._lists is None:     # no book yet: nothing the kernel could apply
+            if self._lists is None or self._cool > 0:   # no book yet, or the lane is resting
                 stop, code, k = i, _STOP_SLOW, 0
+                self._cool = max(self._cool - 1, 0)
             else:
+                if stale:
+                    for s in stale:
+                        self._refresh(s)
+                    stale.clear()
                 stop, code, k = _run(buf, offs, i, futures, self._slots, self._lv, self._unk, self._table,
                                      self._symtab, self._symlen, self._st, self._stf, *self._lists,
                                      self._oi, self._oc, res[i:])
+                if not self.adaptive:
+                    pass
+                elif stop - i < _MIN_RUN and code == _STOP_SLOW:
+                    # short runs cost more than the per-message path: rest, longer each time
+                    self._rest = min(2 * self._rest, _MAX_REST)
+                    self._cool = self._rest
+                elif stop - i >= _MIN_RUN:
+                    self._rest = _REST // 2
             if stop > i:
                 self._emit(i, stop, k, res[i:], lines, events)
             i = stop
@@ -391,15 +416,16 @@ class ChunkLane:
                 continue
             # the Python path for message i, then refresh the slots it touched
             actions.extend(core.feed(msgs[i], lines[i], recv_ns))
-            touched = list(dict.fromkeys(core._dirty))
-            events.extend(core.take_events())
-            for sym in touched:
+            for sym in core._dirty:
                 s = self._slot_of.get(sym)
                 if s is None:
                     self._add(sym, core.books[sym])
                 else:
-                    self._refresh(s)
+                    stale.add(s)     # refreshed before the next kernel call
+            events.extend(core.take_events())
             i += 1
+        for s in stale:
+            self._refresh(s)
         return actions, events
 
     def _emit(self, i0: int, i1: int, k: int, res: np.ndarray, lines: Sequence[int],
