@@ -11,8 +11,9 @@ numba typed lists), writing all rows into one chunk output.
 
 It stops at the first message it cannot handle *exactly* as the Python path would: anything but
 a well-formed ``depthUpdate`` of a known symbol (bookTickers, trades, snapshots, unknown fields,
-an unknown or lower-case symbol, non-ASCII stream names), a book that is not synchronized, a
-continuity break (gap or stale), a scale change, a book that needs more blocks.  The caller
+an unknown or lower-case symbol, non-ASCII stream names), a book that waits for a snapshot, a
+continuity break (gap or stale; after a snapshot: an event that does not straddle it), a scale
+change, a book that needs more blocks.  The caller
 (:meth:`ChunkLane.feed_chunk`) then feeds that one message through the Python path, refreshes
 that symbol's slot, and resumes the kernel after it: the output -- events, actions, counters,
 reports, bookTicker checks -- is the one of feeding the messages one by one (tests/
@@ -37,6 +38,7 @@ from ddms.io.events import EventBatch
 from ddms.io.kernels.levelarrays import apply_depth
 from ddms.io.levels import Resync, SymbolEvents
 from ddms.io.venues.binance_book import (
+    _FIRST,
     _GROW,
     _K_E,
     _K_U,
@@ -115,9 +117,11 @@ def _find(buf, a, b, table, symtab, symlen):  # pragma: no cover - compiled
 def _run(buf, offs, i0, futures, slots, lv, unk, table, symtab, symlen, st, stf,
          L_bk, L_bq, L_bt, L_bn, L_order, L_bmax, L_free, L_meta, oi, oc, res):  # pragma: no cover - compiled
     """Apply messages ``i0..`` (``buf[offs[i]:offs[i+1]]``) while each is a plain in-sequence
-    depth update of a synchronized book.  ``st[slot]`` = (synced, last u, px_dec, qty_dec,
+    depth update of a synchronized book (or the first one straddling its snapshot).  ``st[slot]``
+    = (0 waiting / 1 synchronized / 2 after the snapshot, last u, px_dec, qty_dec,
     blocks hint, blocks allocated, updates); ``stf[slot]`` = (pscale, qscale).  Per applied
-    message ``res[i - i0]`` = (slot, end row, u, best bid, qty, best ask, qty, levels).
+    message ``res[i - i0]`` = (slot, end row, u, best bid, qty, best ask, qty, levels, 1 if it
+    synchronized the book).
     Returns ``(stop message, stop code, rows)``."""
     k = 0
     nmsg = offs.shape[0] - 1
@@ -149,15 +153,21 @@ def _run(buf, offs, i0, futures, slots, lv, unk, table, symtab, symlen, st, stf,
             if m[ea + j] != _DEPTH[j]:
                 return i, _STOP_SLOW, k
         s = _find(m, slots[_K_s, 1], slots[_K_s, 2], table, symtab, symlen)
-        if s < 0 or st[s, 0] != 1:
+        if s < 0 or st[s, 0] == 0:
             return i, _STOP_SLOW, k
         first = slots[_K_U, 1]
         final = slots[_K_u, 1]
         last = st[s, 1]
-        if first > final:
+        if first > final or (futures and not im & _B_PU):
             return i, _STOP_SLOW, k
-        if futures:
-            if not im & _B_PU or slots[_K_pu, 1] != last:
+        if st[s, 0] == 2:     # the first event after the snapshot: it must straddle it
+            if futures:
+                if not (first <= last <= final):
+                    return i, _STOP_SLOW, k
+            elif not (first <= last + 1 <= final):
+                return i, _STOP_SLOW, k
+        elif futures:
+            if slots[_K_pu, 1] != last:
                 return i, _STOP_SLOW, k
         elif first != last + 1:
             return i, _STOP_SLOW, k
@@ -179,6 +189,8 @@ def _run(buf, offs, i0, futures, slots, lv, unk, table, symtab, symlen, st, stf,
         st[s, 4] = hint
         st[s, 1] = final
         o = res[i - i0]
+        o[8] = 1 if st[s, 0] == 2 else 0
+        st[s, 0] = 1
         o[0] = s
         o[1] = k
         o[2] = final
@@ -319,8 +331,9 @@ class ChunkLane:
 
     @staticmethod
     def _state_of(bk: BinanceBook) -> tuple[tuple[int, ...], tuple[float, float]]:
-        synced = bk._state == _SYNCED and bk.px_decimals is not None and bk.qty_decimals is not None
-        return ((1 if synced else 0, bk.last_u if bk.last_u is not None else -1,
+        scaled = bk.px_decimals is not None and bk.qty_decimals is not None
+        code = (1 if bk._state == _SYNCED else 2 if bk._state == _FIRST else 0) if scaled else 0
+        return ((code, bk.last_u if bk.last_u is not None else -1,
                  bk.px_decimals if bk.px_decimals is not None else -1,
                  bk.qty_decimals if bk.qty_decimals is not None else -1,
                  bk._blocks_hint, bk._bk.shape[1], bk.updates), (bk._pscale, bk._qscale))
@@ -375,7 +388,7 @@ class ChunkLane:
         buf = np.frombuffer(b"".join(raw), np.uint8)
         offs = np.zeros(len(msgs) + 1, np.int64)
         np.cumsum([len(m) for m in raw], out=offs[1:])
-        res = np.zeros((len(msgs), 8), np.int64)
+        res = np.zeros((len(msgs), 9), np.int64)
         futures = core.market == "futures"
         i = 0
         n = len(msgs)
@@ -444,8 +457,10 @@ class ChunkLane:
         books, syms = self._books, self._sym
         start = 0
         venue = core.venue
-        for s, end, u, bp, bq, ap, aq, nlev, line in zip(*r.T.tolist(), lines_in.tolist(), strict=True):
+        for s, end, u, bp, bq, ap, aq, nlev, first, line in zip(*r.T.tolist(), lines_in.tolist(), strict=True):
             bk = books[s]
+            if first:
+                bk._state = _SYNCED
             bk.messages += 1
             bk.updates += 1
             bk.level_updates += nlev
