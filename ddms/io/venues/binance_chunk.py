@@ -394,9 +394,14 @@ class ChunkLane:
         n = len(msgs)
         stale: set[int] = set()
         while i < n:
-            if self._lists is None or self._cool > 0:   # no book yet, or the lane is resting
+            if self._cool > 0:    # the lane rests: a run of messages through the per-message path
+                j = min(n, i + self._cool)
+                self._cool -= j - i
+                self._fallback(msgs, lines, recv_ns, i, j, actions, events, stale)
+                i = j
+                continue
+            if self._lists is None:   # no book yet: nothing the kernel could apply
                 stop, code, k = i, _STOP_SLOW, 0
-                self._cool = max(self._cool - 1, 0)
             else:
                 if stale:
                     for s in stale:
@@ -427,19 +432,27 @@ class ChunkLane:
                 self._oi = np.zeros((2 * self._oi.shape[0], 3), np.int64)
                 self._oc = np.zeros((2 * self._oc.shape[0], 5), np.float64)
                 continue
-            # the Python path for message i, then refresh the slots it touched
-            actions.extend(core.feed(msgs[i], lines[i], recv_ns))
-            for sym in core._dirty:
-                s = self._slot_of.get(sym)
-                if s is None:
-                    self._add(sym, core.books[sym])
-                else:
-                    stale.add(s)     # refreshed before the next kernel call
-            events.extend(core.take_events())
+            self._fallback(msgs, lines, recv_ns, i, i + 1, actions, events, stale)
             i += 1
         for s in stale:
             self._refresh(s)
         return actions, events
+
+    def _fallback(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int, i: int, j: int,
+                  actions: list[Resync], events: list[SymbolEvents], stale: set[int]) -> None:
+        """Messages ``i..j`` through :meth:`BinanceBooks.feed`; the slots of the books they
+        touched go to ``stale`` (refreshed before the next kernel call), new books get a slot."""
+        core = self.core
+        feed, take, dirty, slot_of = core.feed, core.take_events, core._dirty, self._slot_of
+        for t in range(i, j):
+            actions.extend(feed(msgs[t], lines[t], recv_ns))
+            for sym in dirty:
+                s = slot_of.get(sym)
+                if s is None:
+                    self._add(sym, core.books[sym])
+                else:
+                    stale.add(s)
+            events.extend(take())
 
     def _emit(self, i0: int, i1: int, k: int, res: np.ndarray, lines: Sequence[int],
               events: list[SymbolEvents]) -> None:
