@@ -6,8 +6,10 @@ so numba compile/cache-load time is excluded; the machine is shared, so state it
 
 * ``binance multi-symbol``: a generated Binance combined stream (``{"stream":..,"data":..}``
   raw JSON lines, spot U/u continuity) of S symbols, each with its REST snapshot, through
-  :class:`ddms.io.venues.binance.BinanceBooks` (the multi-symbol core: decode -> per-symbol book
-  -> rows renumbered by message): price-level updates/s and messages/s;
+  :meth:`ddms.io.venues.binance.BinanceBooks.feed_chunk` (8,192 raw messages per call: the
+  numba chunk lane of :mod:`ddms.io.venues.binance_chunk`, the rest through the per-message
+  path): price-level updates/s and messages/s, end to end including the snapshots; interleaved
+  with the same feed one message per :meth:`~ddms.io.venues.binance.BinanceBooks.feed` call;
 * ``hftbacktest-style L2``: the Binance USD-M capture (``<ns> <json>`` lines, gzip) through
   :func:`ddms.io.sources.open_source` (the reader ``ddms run``/``backtest`` use): level
   updates/s;
@@ -84,6 +86,37 @@ def _binance_multi(snaps: dict[str, bytes], msgs: list[bytes]) -> tuple[int, int
     return summ["level_updates"], len(msgs), rows
 
 
+def _binance_chunked(snaps: dict[str, bytes], msgs: list[bytes], chunk: int = 8192) -> tuple[int, int, int]:
+    from ddms.io.venues.binance import BinanceBooks
+    core = BinanceBooks("spot", "<bench>")
+    for s, body in snaps.items():
+        core.apply_snapshot(s, body, 0)
+    core.take_events()
+    rows = 0
+    for c in range(0, len(msgs), chunk):
+        _, events = core.feed_chunk(msgs[c:c + chunk], range(c + 1, c + 1 + len(msgs[c:c + chunk])))
+        for ev in events:
+            rows += len(ev.batch)
+    summ = core.summary()
+    assert summ["gaps"] == 0 and summ["resyncs"] == 0, summ
+    return summ["level_updates"], len(msgs), rows
+
+
+def _interleaved(fns: list[Callable[[], tuple[int, int, int]]], reps: int
+                 ) -> list[tuple[float, tuple[int, int, int], list[float]]]:
+    """:func:`_best` of several functions run A, B, A, B, ... (the load changes between runs)."""
+    for fn in fns:
+        fn()
+    times: list[list[float]] = [[] for _ in fns]
+    res: list = [None] * len(fns)
+    for _ in range(reps):
+        for j, fn in enumerate(fns):
+            t = time.perf_counter()
+            res[j] = fn()
+            times[j].append(time.perf_counter() - t)
+    return [(min(ts), r, ts) for ts, r in zip(times, res, strict=True)]
+
+
 def _cryptofeed(path: Path) -> tuple[int, int, int]:
     from ddms.io.cryptofeed import CryptofeedParser, read_cryptofeed
     rows = 0
@@ -133,11 +166,14 @@ def measure(quick: bool = False) -> list[Row]:
     rows: list[Row] = []
     syms, nmsg, lv = (100, 20_000, 20) if quick else (1000, 100_000, 20)
     snaps, msgs = binance_feed(syms, nmsg, lv)
-    dt, (levels, messages, out), times = _best(lambda: _binance_multi(snaps, msgs), reps)
-    rows.append(Row(SECTION, f"binance multi-symbol: {syms} symbols, {nmsg:,} generated msgs (BinanceBooks)",
+    (dt0, (lv0, _, _), times0), (dt, (levels, messages, out), times) = _interleaved(
+        [lambda: _binance_multi(snaps, msgs), lambda: _binance_chunked(snaps, msgs)], reps)
+    rows.append(Row(SECTION, f"binance multi-symbol: {syms} symbols, {nmsg:,} generated msgs (feed_chunk)",
                     levels / dt, "level updates/s", ">= 1M", _verdict(levels / dt, 1e6, times)))
     rows.append(Row(SECTION, "  same run: messages/s, rows/s", messages / dt, "msgs/s", "",
                     f"{out / dt:,.0f} rows/s"))
+    rows.append(Row(SECTION, "  same feed, one message per call (feed), interleaved", lv0 / dt0,
+                    "level updates/s", "", _verdict(0, 0, times0)))
     if USDM.exists():
         dt, (levels, _, _), times = _best(lambda: _l2(USDM), reps)
         rows.append(Row(SECTION, "hftbacktest-style L2: usdm capture via open_source", levels / dt, "level rows/s",

@@ -1,0 +1,513 @@
+"""Chunked fast lane for multi-symbol Binance depth streams: many messages per numba call.
+
+Why: :meth:`BinanceBooks.feed <ddms.io.venues.binance.BinanceBooks.feed>` pays, per message, a
+decoder call, a record object, a book-kernel call with 17 array arguments and Python sequencing:
+with 1,000 symbols and 20 levels a message that fixed cost (~20-60 us) dominated ingestion.
+:func:`_run` instead scans the raw messages of a chunk one after another inside one numba call
+(the decoder's own :func:`~ddms.io.venues.binance_book._scan`), looks the symbol up in a hash
+table of book slots, checks continuity against per-slot state arrays and applies the levels with
+the book's own :func:`~ddms.io.kernels.levelarrays.apply_depth` on that symbol's arrays (held in
+numba typed lists), writing all rows into one chunk output.
+
+It stops at the first message it cannot handle *exactly* as the Python path would: anything but
+a well-formed ``depthUpdate`` of a known symbol (bookTickers, trades, snapshots, unknown fields,
+an unknown or lower-case symbol, non-ASCII stream names), a book that waits for a snapshot, a
+continuity break (gap or stale; after a snapshot: an event that does not straddle it), a scale
+change, a book that needs more blocks.  The caller
+(:meth:`ChunkLane.feed_chunk`) then feeds that one message through the Python path, refreshes
+that symbol's slot, and resumes the kernel after it: the output -- events, actions, counters,
+reports, bookTicker checks -- is the one of feeding the messages one by one (tests/
+test_binance_chunk.py checks it on generated streams and the real captures).
+
+What stays in Python per fast message: the book's counters, its top-of-book history and pending
+bookTicker checks (:meth:`BinanceBook._after_update`), and one :class:`SymbolEvents` (views of
+the chunk output).  Cost: O(bytes + levels) in numba per chunk plus ~3-5 us of Python per
+message; O(symbols) per chunk to refresh the slot states.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numba import njit
+from numba.typed import List
+
+from ddms.io.events import EventBatch
+from ddms.io.kernels.levelarrays import apply_depth
+from ddms.io.levels import Resync, SymbolEvents
+from ddms.io.venues.binance_book import (
+    _FIRST,
+    _GROW,
+    _K_E,
+    _K_U,
+    _MAX_UNKNOWN,
+    _NK,
+    _SYNCED,
+    _K_a,
+    _K_b,
+    _K_e,
+    _K_pu,
+    _K_s,
+    _K_stream,
+    _K_u,
+    _mask,
+    _scan,
+)
+
+if TYPE_CHECKING:
+    from ddms.io.venues.binance import BinanceBooks
+    from ddms.io.venues.binance_book import BinanceBook
+
+__all__ = ["ChunkLane"]
+
+_DEPTH = np.frombuffer(b"depthUpdate", np.uint8).copy()
+_S_REQ = _mask("e", "s")
+_I_REQ = _mask("E", "U", "u")
+_I_ALL = _mask("E", "U", "u", "T", "pu")
+_L_REQ = _mask("b", "a")
+_B_STREAM = _mask("stream")
+_B_PU = _mask("pu")
+_SYMW = 32          # symbol bytes kept per slot (longer symbols take the Python path)
+
+_MIN_RUN, _REST, _MAX_REST = 8, 64, 4096
+"""A kernel call that applies fewer than ``_MIN_RUN`` messages (a stream where depth updates
+alternate with bookTickers and trades, as in single-symbol captures) costs more than feeding
+them one by one: the lane then rests for ``_REST`` messages, doubling up to ``_MAX_REST`` while
+the runs stay short (those messages take the per-message path; the output is the same either
+way)."""
+
+# stop codes of _run (besides "message i needs the Python path")
+_STOP_SLOW, _STOP_LV, _STOP_ROWS = 0, 1, 2
+
+
+@njit(cache=True, nogil=True)
+def _hash(buf, a, b):  # pragma: no cover - compiled
+    h = np.uint64(14695981039346656037)
+    for j in range(a, b):
+        h = (h ^ np.uint64(buf[j])) * np.uint64(1099511628211)
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _find(buf, a, b, table, symtab, symlen):  # pragma: no cover - compiled
+    """Slot of the symbol ``buf[a:b]`` (open addressing on its FNV-1a hash), -1 if unknown."""
+    ln = b - a
+    if ln > symtab.shape[1]:
+        return -1
+    mask = table.shape[0] - 1
+    i = np.int64(_hash(buf, a, b) & np.uint64(mask))
+    while True:
+        s = table[i]
+        if s < 0:
+            return -1
+        if symlen[s] == ln:
+            ok = True
+            for j in range(ln):
+                if symtab[s, j] != buf[a + j]:
+                    ok = False
+                    break
+            if ok:
+                return s
+        i = (i + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def _run(buf, offs, i0, futures, slots, lv, unk, table, symtab, symlen, st, stf,
+         L_bk, L_bq, L_bt, L_bn, L_order, L_bmax, L_free, L_meta, oi, oc, res):  # pragma: no cover - compiled
+    """Apply messages ``i0..`` (``buf[offs[i]:offs[i+1]]``) while each is a plain in-sequence
+    depth update of a synchronized book (or the first one straddling its snapshot).  ``st[slot]``
+    = (0 waiting / 1 synchronized / 2 after the snapshot, last u, px_dec, qty_dec,
+    blocks hint, blocks allocated, updates); ``stf[slot]`` = (pscale, qscale).  Per applied
+    message ``res[i - i0]`` = (slot, end row, u, best bid, qty, best ask, qty, levels, 1 if it
+    synchronized the book).
+    Returns ``(stop message, stop code, rows)``."""
+    k = 0
+    nmsg = offs.shape[0] - 1
+    for i in range(i0, nmsg):
+        a0 = offs[i]
+        b0 = offs[i + 1]
+        m = buf[a0:b0]
+        r = _scan(m, slots, lv, unk)
+        if r[0] == _GROW:
+            return i, _STOP_LV, k
+        if r[0] != 0 or unk[0, 0] != 0:
+            return i, _STOP_SLOW, k
+        env, pd, qd, sm, im, bm, lm = r[1], r[2], r[3], r[4], r[5], r[6], r[7]
+        if env:
+            if not sm & _B_STREAM:
+                return i, _STOP_SLOW, k
+            for j in range(slots[_K_stream, 1], slots[_K_stream, 2]):
+                if m[j] > 127:
+                    return i, _STOP_SLOW, k
+            sm &= ~_B_STREAM
+        elif (sm | im | bm | lm) & _B_STREAM:
+            return i, _STOP_SLOW, k
+        if sm != _S_REQ or im & _I_REQ != _I_REQ or im & ~_I_ALL or bm != 0 or lm != _L_REQ:
+            return i, _STOP_SLOW, k
+        ea, eb = slots[_K_e, 1], slots[_K_e, 2]
+        if eb - ea != _DEPTH.shape[0]:
+            return i, _STOP_SLOW, k
+        for j in range(eb - ea):
+            if m[ea + j] != _DEPTH[j]:
+                return i, _STOP_SLOW, k
+        s = _find(m, slots[_K_s, 1], slots[_K_s, 2], table, symtab, symlen)
+        if s < 0 or st[s, 0] == 0:
+            return i, _STOP_SLOW, k
+        first = slots[_K_U, 1]
+        final = slots[_K_u, 1]
+        last = st[s, 1]
+        if first > final or (futures and not im & _B_PU):
+            return i, _STOP_SLOW, k
+        if st[s, 0] == 2:     # the first event after the snapshot: it must straddle it
+            if futures:
+                if not (first <= last <= final):
+                    return i, _STOP_SLOW, k
+            elif not (first <= last + 1 <= final):
+                return i, _STOP_SLOW, k
+        elif futures:
+            if slots[_K_pu, 1] != last:
+                return i, _STOP_SLOW, k
+        elif first != last + 1:
+            return i, _STOP_SLOW, k
+        b1, nb = slots[_K_b, 1], slots[_K_b, 2]
+        a1, na = slots[_K_a, 1], slots[_K_a, 2]
+        if nb + na > 0 and (pd != st[s, 2] or qd != st[s, 3]):
+            return i, _STOP_SLOW, k     # a message at another scale: BinanceBook._scaled decides
+        mx = nb if nb > na else na
+        if st[s, 4] + mx + 1 > st[s, 5]:
+            return i, _STOP_SLOW, k
+        if k + 2 * (nb + na) > oi.shape[0]:
+            return i, _STOP_ROWS, k
+        bl = lv[b1:b1 + nb, :2].copy()
+        al = lv[a1:a1 + na, :2].copy()
+        st[s, 6] += 1
+        k, bp, bq, ap, aq, hint = apply_depth(
+            L_bk[s], L_bq[s], L_bt[s], L_bn[s], L_order[s], L_bmax[s], L_free[s], L_meta[s], bl, al,
+            float(slots[_K_E, 1]), st[s, 6], oi, oc, k, stf[s, 0], stf[s, 1])
+        st[s, 4] = hint
+        st[s, 1] = final
+        o = res[i - i0]
+        o[8] = 1 if st[s, 0] == 2 else 0
+        st[s, 0] = 1
+        o[0] = s
+        o[1] = k
+        o[2] = final
+        o[3] = bp
+        o[4] = bq
+        o[5] = ap
+        o[6] = aq
+        o[7] = nb + na
+    return nmsg, _STOP_SLOW, k
+
+
+@njit(cache=True)
+def _new_lists(bk, bq, bt, bn, order, bmax, free, meta):  # pragma: no cover - compiled
+    """Typed lists of the eight level arrays holding one book's (slot 0).  Built and updated in
+    compiled, disk-cached code: typed-list methods called from Python compile on first use in
+    every process (about a second)."""
+    a = List()
+    a.append(bk)
+    b = List()
+    b.append(bq)
+    c = List()
+    c.append(bt)
+    d = List()
+    d.append(bn)
+    e = List()
+    e.append(order)
+    f = List()
+    f.append(bmax)
+    g = List()
+    g.append(free)
+    h = List()
+    h.append(meta)
+    return a, b, c, d, e, f, g, h
+
+
+@njit(cache=True)
+def _put(lists, s, bk, bq, bt, bn, order, bmax, free, meta):  # pragma: no cover - compiled
+    """Slot ``s`` of the lists := the arrays (appended when ``s`` is the next slot)."""
+    a, b, c, d, e, f, g, h = lists
+    if s == len(a):
+        a.append(bk)
+        b.append(bq)
+        c.append(bt)
+        d.append(bn)
+        e.append(order)
+        f.append(bmax)
+        g.append(free)
+        h.append(meta)
+    else:
+        a[s] = bk
+        b[s] = bq
+        c[s] = bt
+        d[s] = bn
+        e[s] = order
+        f[s] = bmax
+        g[s] = free
+        h[s] = meta
+
+
+class ChunkLane:
+    """The fast lane's state for one :class:`~ddms.io.venues.binance.BinanceBooks`: a slot per
+    book (symbol bytes, hash table, state arrays, typed lists of the book's level arrays).  Slots
+    are refreshed from the books at the start of every chunk and after every message that took
+    the Python path, so the books stay the single source of truth between calls."""
+
+    def __init__(self, books: BinanceBooks, *, rows: int = 1 << 14, adaptive: bool = True) -> None:
+        """``rows``: the initial capacity of the chunk output (doubled when a message does not
+        fit; a full output is handed out and reused).  ``adaptive``: rest after short kernel
+        runs (see :data:`_MIN_RUN`; tests turn it off to drive every message at the kernel)."""
+        self.core = books
+        self.adaptive = adaptive
+        self.fast_messages = 0
+        """Messages applied by the kernel (the rest took the Python path)."""
+        self._slots = np.zeros((_NK, 4), np.int64)
+        self._lv = np.zeros((256, 4), np.int64)
+        self._unk = np.zeros((_MAX_UNKNOWN + 1, 2), np.int64)
+        self._oi = np.zeros((max(rows, 1), 3), np.int64)
+        self._oc = np.zeros((max(rows, 1), 5), np.float64)
+        self._sym: list[str] = []
+        self._slot_of: dict[str, int] = {}
+        self._books: list[BinanceBook] = []
+        self._symtab = np.zeros((0, _SYMW), np.uint8)
+        self._symlen = np.zeros(0, np.int64)
+        self._table = np.full(8, -1, np.int64)
+        self._st = np.zeros((0, 7), np.int64)
+        self._stf = np.zeros((0, 2), np.float64)
+        self._held: list[tuple[np.ndarray, ...]] = []
+        self._cool = 0                # messages left to feed one by one (see _MIN_RUN)
+        self._rest = _REST // 2       # the next rest (doubles after each short run)
+        self._lists: Any = None      # typed lists of every book's level arrays, by slot
+
+    # -- slots ---------------------------------------------------------------------------------
+    def _add(self, sym: str, bk: BinanceBook) -> None:
+        s = len(self._sym)
+        self._sym.append(sym)
+        self._slot_of[sym] = s
+        self._books.append(bk)
+        raw = sym.encode()
+        if s >= self._symtab.shape[0]:
+            cap = max(8, 2 * self._symtab.shape[0])
+            self._symtab = np.resize(self._symtab, (cap, _SYMW))
+            self._symlen = np.resize(self._symlen, cap)
+            self._st = np.resize(self._st, (cap, 7))
+            self._stf = np.resize(self._stf, (cap, 2))
+        ok = len(raw) <= _SYMW and raw.isascii()
+        self._symlen[s] = len(raw) if ok else -1     # -1: never matches, the Python path serves it
+        if ok:
+            self._symtab[s, :len(raw)] = np.frombuffer(raw, np.uint8)
+        held = tuple(getattr(bk, name) for name in _ARRAYS)
+        self._held.append(held)
+        if self._lists is None:
+            self._lists = _new_lists(*held)
+        else:
+            _put(self._lists, s, *held)
+        if 2 * len(self._sym) > self._table.shape[0]:
+            self._rehash()
+        elif ok:
+            self._insert(s)
+        self._refresh(s)
+
+    def _insert(self, s: int) -> None:
+        n = int(self._symlen[s])
+        if n < 0:
+            return
+        mask = self._table.shape[0] - 1
+        i = int(_hash(self._symtab[s], 0, n)) & mask
+        while self._table[i] >= 0:
+            i = (i + 1) & mask
+        self._table[i] = s
+
+    def _rehash(self) -> None:
+        cap = 8
+        while cap < 4 * len(self._sym):
+            cap *= 2
+        self._table = np.full(cap, -1, np.int64)
+        for s in range(len(self._sym)):
+            self._insert(s)
+
+    @staticmethod
+    def _state_of(bk: BinanceBook) -> tuple[tuple[int, ...], tuple[float, float]]:
+        scaled = bk.px_decimals is not None and bk.qty_decimals is not None
+        code = (1 if bk._state == _SYNCED else 2 if bk._state == _FIRST else 0) if scaled else 0
+        return ((code, bk.last_u if bk.last_u is not None else -1,
+                 bk.px_decimals if bk.px_decimals is not None else -1,
+                 bk.qty_decimals if bk.qty_decimals is not None else -1,
+                 bk._blocks_hint, bk._bk.shape[1], bk.updates), (bk._pscale, bk._qscale))
+
+    def _refresh(self, s: int) -> None:
+        """Copy book ``s``'s sequencing state into the slot arrays (and its level arrays into
+        the typed lists when the book replaced them).  O(1)."""
+        bk = self._books[s]
+        self._st[s], self._stf[s] = self._state_of(bk)
+        if bk._bk is not self._held[s][0] or bk._meta is not self._held[s][7]:
+            held = self._held[s] = tuple(getattr(bk, name) for name in _ARRAYS)
+            _put(self._lists, s, *held)
+
+    def _sync_books(self) -> None:
+        """Register new books, refresh every slot.  O(symbols)."""
+        books = self.core.books
+        if len(books) != len(self._sym):
+            for sym, bk in books.items():
+                if sym not in self._slot_of:
+                    self._add(sym, bk)
+        for s in range(len(self._sym)):
+            self._refresh(s)
+
+    def _check(self) -> None:
+        """Every slot names a book of the core and the hash table finds it; right after
+        :meth:`feed_chunk` (before anything else touches the books) each slot's state equals its
+        book's (the kernel and :meth:`_emit` keep them in step) and the typed lists hold the
+        book's current arrays.  O(symbols)."""
+        assert len(self._sym) == len(self._books) == len(self._held) == len(self._slot_of)
+        for s, (sym, bk) in enumerate(zip(self._sym, self._books, strict=True)):
+            assert self.core.books[sym] is bk and self._slot_of[sym] == s
+            n = int(self._symlen[s])
+            if n >= 0:
+                assert _find(self._symtab[s, :n].copy(), 0, n, self._table, self._symtab, self._symlen) == s
+            st, stf = self._state_of(bk)
+            assert tuple(self._st[s].tolist()) == st and tuple(self._stf[s].tolist()) == stf, (sym, st)
+            assert all(getattr(bk, name) is a for name, a in zip(_ARRAYS, self._held[s], strict=True))
+
+    # -- the chunk -------------------------------------------------------------------------------
+    def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int = 0
+                   ) -> tuple[list[Resync], list[SymbolEvents]]:
+        """See :meth:`BinanceBooks.feed_chunk`."""
+        core = self.core
+        events = core.take_events()
+        actions: list[Resync] = []
+        self._sync_books()
+        if not msgs:
+            return actions, events
+        # only bytes go through the kernel; anything else (str, a parsed dict) is an empty message
+        # there, which the scan refuses: it takes BinanceBooks.feed as it is
+        raw = [m if type(m) is bytes else b"" for m in msgs]
+        buf = np.frombuffer(b"".join(raw), np.uint8)
+        offs = np.zeros(len(msgs) + 1, np.int64)
+        np.cumsum([len(m) for m in raw], out=offs[1:])
+        res = np.zeros((len(msgs), 9), np.int64)
+        futures = core.market == "futures"
+        i = 0
+        n = len(msgs)
+        stale: set[int] = set()
+        while i < n:
+            if self._cool > 0:    # the lane rests: a run of messages through the per-message path
+                j = min(n, i + self._cool)
+                self._cool -= j - i
+                self._fallback(msgs, lines, recv_ns, i, j, actions, events, stale)
+                i = j
+                continue
+            if self._lists is None:   # no book yet: nothing the kernel could apply
+                stop, code, k = i, _STOP_SLOW, 0
+            else:
+                if stale:
+                    for s in stale:
+                        self._refresh(s)
+                    stale.clear()
+                stop, code, k = _run(buf, offs, i, futures, self._slots, self._lv, self._unk, self._table,
+                                     self._symtab, self._symlen, self._st, self._stf, *self._lists,
+                                     self._oi, self._oc, res[i:])
+                if not self.adaptive:
+                    pass
+                elif stop - i < _MIN_RUN and code == _STOP_SLOW:
+                    # short runs cost more than the per-message path: rest, longer each time
+                    self._rest = min(2 * self._rest, _MAX_REST)
+                    self._cool = self._rest
+                elif stop - i >= _MIN_RUN:
+                    self._rest = _REST // 2
+            if stop > i:
+                self._emit(i, stop, k, res[i:], lines, events)
+            i = stop
+            if i >= n:
+                break
+            if code == _STOP_LV:
+                self._lv = np.zeros((2 * self._lv.shape[0], 4), np.int64)
+                continue
+            if code == _STOP_ROWS and k > 0:
+                continue   # the output was flushed by _emit: retry the message with an empty output
+            if code == _STOP_ROWS:
+                self._oi = np.zeros((2 * self._oi.shape[0], 3), np.int64)
+                self._oc = np.zeros((2 * self._oc.shape[0], 5), np.float64)
+                continue
+            self._fallback(msgs, lines, recv_ns, i, i + 1, actions, events, stale)
+            i += 1
+        for s in stale:
+            self._refresh(s)
+        return actions, events
+
+    def _fallback(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int, i: int, j: int,
+                  actions: list[Resync], events: list[SymbolEvents], stale: set[int]) -> None:
+        """Messages ``i..j`` through :meth:`BinanceBooks.feed`; the slots of the books they
+        touched go to ``stale`` (refreshed before the next kernel call), new books get a slot."""
+        core = self.core
+        feed, take, dirty, slot_of = core.feed, core.take_events, core._dirty, self._slot_of
+        for t in range(i, j):
+            actions.extend(feed(msgs[t], lines[t], recv_ns))
+            for sym in dirty:
+                s = slot_of.get(sym)
+                if s is None:
+                    self._add(sym, core.books[sym])
+                else:
+                    stale.add(s)
+            events.extend(take())
+
+    def _emit(self, i0: int, i1: int, k: int, res: np.ndarray, lines: Sequence[int],
+              events: list[SymbolEvents]) -> None:
+        """Counters, top-of-book history, bookTicker checks and events of the kernel's messages
+        ``i0..i1`` (rows ``0..k`` of the chunk output), as the Python path does them."""
+        core = self.core
+        m = i1 - i0
+        r = res[:m]
+        ends = r[:, 1]
+        rel = self._oi[:k, 0].astype(np.int8)
+        sign = self._oi[:k, 1].astype(np.int8)
+        cols = self._oc[:k].copy()
+        lines_in = np.asarray(lines[i0:i1], np.int64)
+        line_col = np.repeat(lines_in, np.diff(ends, prepend=0))
+        books, syms = self._books, self._sym
+        start = 0
+        venue = core.venue
+        for s, end, u, bp, bq, ap, aq, nlev, first, line in zip(*r.T.tolist(), lines_in.tolist(), strict=True):
+            bk = books[s]
+            if first:
+                bk._state = _SYNCED
+            bk.messages += 1
+            bk.updates += 1
+            bk.level_updates += nlev
+            bk.last_u = u
+            top = bk._top = (bp, bq, ap, aq)
+            if bk._pending or (bp >= 0 and ap >= 0 and bp >= ap):
+                core._line = line
+                bk._after_update(bk.messages, u, True)     # tickers to check, or a crossed book to report
+                if bk.reports:
+                    core._copy_reports(bk)
+            else:   # BinanceBook._after_update without a crossed book or waiting tickers
+                bk._crossed_now = False
+                hist = bk._hist
+                if u not in hist:
+                    order = bk._hist_order
+                    order.append(u)
+                    if len(order) > bk.history:
+                        del hist[order.popleft()]
+                hist[u] = top
+            if end > start:
+                events.append(SymbolEvents(venue, syms[s], EventBatch(
+                    rel[start:end], sign[start:end], cols[start:end], line_col[start:end], line, line)))
+            start = end
+        if m:
+            core._line = int(lines_in[-1])
+        counts = np.bincount(r[:, 0], minlength=len(books))
+        for s in np.flatnonzero(counts).tolist():
+            bk = books[s]
+            c = int(counts[s])
+            bk.depth_events += c
+            bk.applied += c
+            bk._taken = bk.updates
+            bk._blocks_hint = int(self._st[s, 4])
+        self.fast_messages += i1 - i0
+
+
+_ARRAYS = ("_bk", "_bq", "_bt", "_bn", "_order", "_bmax", "_free", "_meta")
