@@ -14,7 +14,9 @@ Layout of the generated module:
   views are watched, returns to Python after a line that changed one (and only then);
 * ``flush``: the deferred ``:=`` statements (``deferral.py``) of the triggers that fired, grouped
   by identical statement lists (an insert and a delete trigger usually share one), run by
-  ``run_batch`` after each line while views are watched and at the end of the batch.
+  ``run_batch`` after each line while views are watched and at the end of the batch; a group of
+  keyed statements (a per-symbol view) runs once for each key (symbol) recorded since, in a set
+  per group (``lazy_keys_<g>``).
 
 Expressions compile by continuation: ``_emit(e, env, k)`` writes the loops that enumerate the
 bindings of ``e`` and calls ``k(value, env)`` to write the code that consumes each value.  Two
@@ -37,7 +39,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ddms.backend.deferral import deferred_maps
+from ddms.backend.deferral import deferred_maps, keyed_deferred_maps, statement_key
 from ddms.backend.fusion import runs, tree_groups
 from ddms.errors import CompileError, ProgramError
 from ddms.m3.ir import (
@@ -183,7 +185,9 @@ class _Codegen:
         self._hoisted = 0
         self._known: dict[str, str] = {}   # hash probe code -> the loop value that holds it
         self.deferred = deferred_maps(program)
+        self.keyed = keyed_deferred_maps(program)   # deferred per touched key (disjoint from deferred)
         self.lazy_groups = 0
+        self.keyed_groups = 0
         # maps stored as the columns of one range tree (fusion.py): map -> (tree, column), the
         # tree named after its first map; maps absent here have a tree of their own
         self.groups = tree_groups(program, tree_only)
@@ -937,12 +941,30 @@ class _Codegen:
         lazy: dict[int, int] = {}   # trigger index -> its group of deferred statements (deferral.py)
         groups: dict[tuple[Statement, ...], int] = {}   # deferred statements -> group (inserts and deletes share)
         lazies: list[Trigger] = []   # group -> a trigger running its statements
-        now = [tuple(s for s in t.statements if s.target.name not in self.deferred) for t in p.triggers]
+        # keyed groups (statements of one key argument): trigger index -> [(group, key column)]
+        klazy: dict[int, list[tuple[int, int]]] = {}
+        kgroups: dict[tuple[str, tuple[Statement, ...]], int] = {}
+        klazies: list[Trigger] = []   # keyed group -> a trigger of the key argument alone running it
+        now = [tuple(s for s in t.statements if s.target.name not in self.deferred | self.keyed)
+               for t in p.triggers]
         inline_now = _inlined([len(ss) for ss in now])
         for n, t in enumerate(p.triggers):
             tname = _trigger_name(t)
             later = tuple(s for s in t.statements if s.target.name in self.deferred)
             trig_fns += self._trigger_functions(tname, replace(t, statements=now[n]), n in inline_now)
+            by_key: dict[str, list[Statement]] = {}
+            for s in t.statements:
+                if s.target.name in self.keyed:
+                    by_key.setdefault(statement_key(s, t) or "", []).append(s)
+            for a, ss in by_key.items():
+                gk = (a, tuple(ss))
+                if gk not in kgroups:
+                    kgroups[gk] = len(kgroups)
+                    klazies.append(replace(t, args=(a,), statements=tuple(ss)))
+                klazy.setdefault(n, []).append((kgroups[gk], t.args.index(a)))
+                self.plan.append(f"{tname}: deferred to the end of the line (views watched) or batch, once "
+                                 f"per value of {a} seen, keyed group {kgroups[gk]}: "
+                                 + ", ".join(dict.fromkeys(s.target.name for s in ss)))
             if not later:
                 continue
             if later not in groups:
@@ -951,16 +973,22 @@ class _Codegen:
             lazy[n] = groups[later]
             self.plan.append(f"{tname}: deferred to the end of the line (views watched) or batch, group "
                              f"{lazy[n]}: " + ", ".join(dict.fromkeys(s.target.name for s in later)))
-        inline_lazy = _inlined([len(t.statements) for t in lazies])
+        inline_lazy = _inlined([len(t.statements) for t in lazies + klazies])
         for g, t in enumerate(lazies):
             trig_fns += self._trigger_functions(f"lazy_{g}", t, g in inline_lazy)
-        if groups:
+        for g, t in enumerate(klazies):
+            trig_fns += self._trigger_functions(f"lazyk_{g}", t, len(lazies) + g in inline_lazy)
+        if groups or kgroups:
             trig_fns.append("@njit(cache=True)\ndef flush(st):\n"
                             "    \"\"\"Run the deferred statements of the triggers fired since the last flush.\"\"\"\n"
-                            "    lz = st.lazy\n"
+                            + ("    lz = st.lazy\n" if groups else "")
                             + "".join(f"    if lz[{g}]:\n        lz[{g}] = 0\n        lazy_{g}(st)\n"
-                                      for g in range(len(groups))))
+                                      for g in range(len(groups)))
+                            + "".join(f"    kz = st.lazy_keys_{g}\n    if len(kz) > 0:\n"
+                                      f"        for k in kz.keys():\n            lazyk_{g}(st, k[0])\n"
+                                      "        kz.clear()\n" for g in range(len(kgroups))))
         self.lazy_groups = len(groups)
+        self.keyed_groups = len(kgroups)
         clears = []
         for stmt_map, pos in self._clear_patterns():
             clears.append(self.clear_function(self._m(stmt_map), pos))
@@ -976,7 +1004,8 @@ class _Codegen:
                 pf_args = ", ".join(f"cols[j, {c}]" for c in range(len(t.args)))
                 pf_dispatch.append(f"    if r == {si} and s == {sign}:\n        pf_{tname}(st, {pf_args})")
             dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}(st, {args})"
-                            + (f"\n                lz[{lazy[n]}] = 1" if n in lazy else ""))
+                            + (f"\n                lz[{lazy[n]}] = 1" if n in lazy else "")
+                            + "".join(f"\n                kz{g}[(cols[i, {c}],)] = 1.0" for g, c in klazy.get(n, [])))
         changed = []
         exposed = [name for q in p.queries for name in q.maps]   # every view's value maps
         for qmap in exposed:
@@ -1009,6 +1038,8 @@ class _Codegen:
         # the state's arrays read once per batch, not once per line (structref field loads)
         hoist = "".join(f"    mv_{name} = st.m_{name}\n" for name in dict.fromkeys(
             qmap for qmap in exposed if not self._m(qmap).keys))
+        hoist += "".join(f"    kz{g} = st.lazy_keys_{g}\n" for g in range(len(kgroups)))
+        flushes = bool(lazy or klazy)
         # prefetch only for trees past the caches' size (tested once per batch)
         pf_trees = sorted({tree for pairs in self.prefetch.values() for tree, _ in pairs})
         big = ("    big = " + " or ".join(f"btree_big(st.op_{t})" for t in pf_trees) + "\n" if pf_trees else "")
@@ -1037,13 +1068,13 @@ class _Codegen:
                + ("\n".join(dispatch) if dispatch else "            pass") + "\n"
                "            i += 1\n"
                "        if watching:\n"
-               + ("            flush(st)\n" if lazy else "") +
+               + ("            flush(st)\n" if flushes else "") +
                "            changed = False\n"
                "            nch = 0\n            cs = -1\n            co = 0.0\n            cn = 0.0\n"
                + ("\n".join("    " + c.replace("\n", "\n    ") for c in changed) if changed else "            pass")
                + "\n            if changed:\n                if nch != 1:\n                    cs = -1\n"
                "                if fire(ln, cs, co, cn) != 0:\n                    return i\n"
-               + ("    flush(st)\n" if lazy else "") +
+               + ("    flush(st)\n" if flushes else "") +
                "    return i\n")
         if pf_dispatch:
             trig_fns.append("@njit(cache=True, inline='always')\n"
@@ -1116,6 +1147,9 @@ class _Codegen:
         if self.lazy_groups:   # dirty flags of the groups of deferred statements
             fields.append("lazy")
             inits.append(f"np.zeros({self.lazy_groups}, np.int8)")
+        for g in range(self.keyed_groups):   # the keys each keyed group has seen since the last flush
+            fields.append(f"lazy_keys_{g}")
+            inits.append("Dict.empty(key_type=K1, value_type=types.float64)")
         for m in self.p.maps:
             n = len(m.keys)
             fields.append(f"m_{m.name}")
