@@ -10,7 +10,7 @@ from hypothesis import given
 from test_m3_properties import SETTINGS, agree_with_interpreter, drive, render, streams
 from test_runtime import REL, batch_of, oracle, same
 
-from ddms.backend.deferral import deferred_maps
+from ddms.backend.deferral import deferred_maps, keyed_deferred_maps
 from ddms.m3.parser import parse_program
 from ddms.runtime.engine import Engine, load_program
 
@@ -114,3 +114,69 @@ def test_first_bid_evaluates_deferred_statements_not_before(program):
     engine.insert("BIDS", 2, 2, 1, 7, 100)
     assert engine.value("X") == 8.0 and engine.value("Z") == 16.0 and engine.value("Y") == 12.0
     engine._check()
+
+
+# -- keyed statements (a per-symbol or per-broker view re-evaluated at the event's key) -----------
+
+KEYED_HEADER = """CREATE STREAM BIDS(T float, ID int, BROKER_ID int, VOLUME float, PRICE float);
+CREATE STREAM ASKS(T float, ID int, BROKER_ID int, VOLUME float, PRICE float);
+DECLARE MAP A(float)[K: int];
+DECLARE MAP C(float)[K: int];
+DECLARE MAP T(float)[];
+DECLARE MAP X(float)[K: int];
+DECLARE MAP Y(float)[K: int];
+DECLARE QUERY X := X;
+DECLARE QUERY Y := Y;
+"""
+
+
+@pytest.mark.parametrize(("body", "keyed"), [
+    ("ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { A[BROKER_ID] += VOLUME; X[BROKER_ID] := A[BROKER_ID] * 2; }",
+     {"X"}),
+    # the same statement in two triggers whose arguments are named differently
+    ("ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { A[BROKER_ID] += VOLUME; X[BROKER_ID] := A[BROKER_ID]; }\n"
+     "ON + ASKS(T2, ID2, B2, V2, P2) { A[B2] += V2; X[B2] := A[B2]; }", {"X"}),
+    # another event value in the expression
+    ("ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { A[BROKER_ID] += VOLUME; X[BROKER_ID] := A[BROKER_ID] * VOLUME; }",
+     set()),
+    # reads a map every event writes (not partitioned by the key): the value of a key the line
+    # touched first would differ at the end of the line
+    ("ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { T[] += VOLUME; A[BROKER_ID] += VOLUME; "
+     "X[BROKER_ID] := A[BROKER_ID] + T[]; }", set()),
+    # A written at another key than the statement's (ID, not BROKER_ID)
+    ("ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { A[ID] += VOLUME; X[BROKER_ID] := A[BROKER_ID]; }", set()),
+    # ... or in another trigger at another key
+    ("ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { A[BROKER_ID] += VOLUME; X[BROKER_ID] := A[BROKER_ID]; }\n"
+     "ON + ASKS(T2, ID2, B2, V2, P2) { A[ID2] += V2; X[B2] := A[B2]; }", set()),
+    # placed before the write of what it reads: stale by one event on purpose, stays per event
+    ("ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { X[BROKER_ID] := A[BROKER_ID]; A[BROKER_ID] += VOLUME; }", set()),
+    # a chain of keyed statements is deferred together; a += reader keeps X per event
+    ("ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { A[BROKER_ID] += VOLUME; X[BROKER_ID] := A[BROKER_ID]; "
+     "Y[BROKER_ID] := X[BROKER_ID] + 1; }", {"X", "Y"}),
+    ("ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { A[BROKER_ID] += VOLUME; X[BROKER_ID] := A[BROKER_ID]; "
+     "C[BROKER_ID] += X[BROKER_ID]; }", set()),
+    # reads its own target
+    ("ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { A[BROKER_ID] += VOLUME; X[BROKER_ID] := A[BROKER_ID] + "
+     "X[BROKER_ID]; }", set()),
+    # a whole-map statement (Y) is deferred as before, not as a keyed one
+    ("ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { T[] += VOLUME; A[BROKER_ID] += VOLUME; "
+     "X[BROKER_ID] := A[BROKER_ID]; Y[K] := A[K] * 2; }", {"X"}),
+])
+def test_keyed_deferral_conditions(body, keyed):
+    program = parse_program(KEYED_HEADER + body)
+    assert keyed_deferred_maps(program) == keyed
+    assert not keyed_deferred_maps(program) & deferred_maps(program)
+    if "Y[K]" in body:
+        assert deferred_maps(program) == {"Y"}
+
+
+def test_keyed_deferred_maps_of_the_examples():
+    from ddms.compiler import compile_sql_file
+    sql = REPO / "examples" / "sql"
+    # single-book programs: nothing keyed, their generated code is what it was
+    for name in ("vwap.m3", "sobi.m3"):
+        assert keyed_deferred_maps(load_program(EXAMPLES / name)) == frozenset()
+    vwap = compile_sql_file(sql / "symbol_bid_vwap_top_quarter.sql").program
+    assert keyed_deferred_maps(vwap) == {f"SYMBOL_BID_VWAP_TOP_QUARTER{s}" for s in ("", "_m1", "_m6", "_m7")}
+    sobi = compile_sql_file(sql / "symbol_sobi.sql").program
+    assert keyed_deferred_maps(sobi) == {"SYMBOL_SOBI", "SYMBOL_SOBI_m9"}
