@@ -14,6 +14,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 
 __all__ = ["add_commands", "check_writable", "cmd_convert", "main"]
 
@@ -21,7 +22,7 @@ __all__ = ["add_commands", "check_writable", "cmd_convert", "main"]
 def cmd_convert(args: argparse.Namespace) -> int:
     from ddms.errors import ReplayError
     from ddms.io.columnar import convert
-    from ddms.io.sources import open_source
+    from ddms.io.sources import names_symbols, open_source
 
     out = args.out
     if not out.endswith(".parquet"):
@@ -37,6 +38,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
         raise ReplayError("is also an input", out)
     sources = [open_source(s, kind=args.kind, brokers=args.brokers, skip_bad=args.skip_bad, market=args.market,
                            allow_empty_start=args.allow_empty_start, symbol=args.symbol) for s in args.sources]
+    # a source of instruments named inside (captures, DBN, tardis, a Parquet file with a symbol
+    # column) keeps its symbol column, unless one symbol was chosen (--symbol or FILE#SYMBOL)
+    sources = [replace(s, symbols=True) if s.symbol is None and names_symbols(s) else s for s in sources]
     t0 = time.perf_counter()
     notes: list[str] = []
     info = convert(sources, out, group_events=args.group_events, notes=notes)

@@ -431,3 +431,54 @@ def test_every_multi_symbol_reader_fills_the_column(parts) -> None:
     assert got.shape == (sum(len(c) for _, c in want), 6)
     assert np.array_equal(got[:, :5], np.concatenate([c for _, c in want]))
     assert got[:, 5].tolist() == [float(symbol_id(s)) for s, c in want for _ in range(len(c))]
+
+
+# -- keyed deferral: per-symbol statements run once per touched symbol per line ------------------
+
+def test_per_symbol_statements_are_deferred_per_key(program) -> None:
+    """Every per-symbol view's keyed re-evaluation leaves the per-event triggers
+    (deferral.keyed_deferred_maps): the plan names each view in a keyed group of its symbol."""
+    plan = [p for p in generate(program).plan if "once per value of" in p]
+    for name in VIEWS:
+        assert any(re.search(rf"[:,] {name}(,|$)", p) for p in plan), name
+    assert all(re.search(r"once per value of (BIDS|ASKS)_SYMBOL seen", p) for p in plan)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=st.lists(LINE, min_size=1, max_size=30))
+def test_watched_per_symbol_views_fire_after_every_line(engines, stream) -> None:
+    """The whole stream in ONE batch with per-symbol views watched: the keyed statements then
+    run at the end of each line (not of the batch), so a callback reading every view sees
+    DuckDB's rows after its line, and every line that changed a watched view fires."""
+    program, _ = engines
+    parsers: dict[str, OrderBookParser] = {}
+    parts = []
+    for i, (sym, (a, oid, v, p)) in enumerate(stream):
+        b = parsers.setdefault(sym, OrderBookParser(brokers=10)).feed(f"{i},{oid},{a},{v},{p}\n".encode())
+        parts.append((b.rel, b.sign, with_symbol(b.cols, symbol_id(sym)), np.full(len(b), i + 1, np.int64)))
+    rel, sign, cols, line = (np.concatenate([x[j] for x in parts]) for j in range(4))
+    cols = cols.reshape(-1, 6)
+    batch = EventBatch(rel.astype(np.int8), sign.astype(np.int8), np.ascontiguousarray(cols), line, 1, len(stream))
+    engine = Engine(program)
+    seen: dict[int, dict[str, dict]] = {}
+
+    def snapshot(_view, _key, _old, _new, position):
+        seen[position] = {n: {k[0]: v for k, v in dict(engine.views[n]).items()} for n in VIEWS}
+    watched = ("SYMBOL_SOBI", "SYMBOL_BID_VWAP_TOP_QUARTER", "SYMBOL_BEST_ASK")
+    for name in watched:
+        engine.on(name, snapshot)
+    engine.apply(batch, engine.relmap(("bids", "asks")))
+    engine._check()
+    books, duck = SymbolBooks(), Duck()
+    queries = {n: coalesce_sums(sql) for n, sql in VIEWS.items()}
+    before = {n: {} for n in VIEWS}
+    for i, (sym, (a, oid, v, p)) in enumerate(stream):
+        books.line(sym, f"{i},{oid},{a},{v},{p}")
+        want = {n: duck_rows(duck, books, sql) for n, sql in queries.items()}
+        if any(not _same_rows(want[n], before[n]) for n in watched):
+            assert i + 1 in seen, f"line {i + 1}: a watched view changed, no callback"
+        if i + 1 in seen:
+            for n in VIEWS:
+                got = _nonzero(seen[i + 1][n])
+                assert _same_rows(got, want[n]), f"{n} line {i + 1}: callback saw {got}, DuckDB {want[n]}"
+        before = want

@@ -14,7 +14,9 @@ Layout of the generated module:
   views are watched, returns to Python after a line that changed one (and only then);
 * ``flush``: the deferred ``:=`` statements (``deferral.py``) of the triggers that fired, grouped
   by identical statement lists (an insert and a delete trigger usually share one), run by
-  ``run_batch`` after each line while views are watched and at the end of the batch.
+  ``run_batch`` after each line while views are watched and at the end of the batch; a group of
+  keyed statements (a per-symbol view) runs once for each key (symbol) recorded since, in a set
+  per group (``lazy_keys_<g>``).
 
 Expressions compile by continuation: ``_emit(e, env, k)`` writes the loops that enumerate the
 bindings of ``e`` and calls ``k(value, env)`` to write the code that consumes each value.  Two
@@ -37,7 +39,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ddms.backend.deferral import deferred_maps, keyed_deferred
+from ddms.backend.deferral import deferred_maps, keyed_deferred_maps, statement_key
 from ddms.backend.fusion import runs, tree_groups
 from ddms.errors import CompileError, ProgramError
 from ddms.m3.ir import (
@@ -183,9 +185,9 @@ class _Codegen:
         self._hoisted = 0
         self._known: dict[str, str] = {}   # hash probe code -> the loop value that holds it
         self.deferred = deferred_maps(program)
-        self.keyed = keyed_deferred(program, self.deferred)   # deferred per key (deferral.py)
+        self.keyed = keyed_deferred_maps(program)   # deferred per touched key (disjoint from deferred)
         self.lazy_groups = 0
-        self.keyed_groups: list[int] = []   # per group deferred per key: its number of keys
+        self.keyed_groups = 0
         # maps stored as the columns of one range tree (fusion.py): map -> (tree, column), the
         # tree named after its first map; maps absent here have a tree of their own
         self.groups = tree_groups(program, tree_only)
@@ -939,31 +941,30 @@ class _Codegen:
         lazy: dict[int, int] = {}   # trigger index -> its group of deferred statements (deferral.py)
         groups: dict[tuple[Statement, ...], int] = {}   # deferred statements -> group (inserts and deletes share)
         lazies: list[Trigger] = []   # group -> a trigger running its statements
-        keyed_groups: dict[tuple, int] = {}   # (key variables, statements) -> group deferred per key
-        keyed_lazies: list[Trigger] = []
-        keyed: dict[int, list[tuple[int, tuple[int, ...]]]] = {}   # trigger -> (group, key columns)
-        for n, t in enumerate(p.triggers):
-            by_key: dict[tuple[str, ...], list[Statement]] = {}
-            for s in t.statements:
-                if s.target.name in self.keyed and self._single_entry(s, s.target.keys):
-                    by_key.setdefault(s.target.keys, []).append(s)
-            for kv, ss in by_key.items():
-                if (kv, tuple(ss)) not in keyed_groups:
-                    keyed_groups[(kv, tuple(ss))] = len(keyed_groups)
-                    keyed_lazies.append(replace(t, args=kv, statements=tuple(ss)))
-                g = keyed_groups[(kv, tuple(ss))]
-                keyed.setdefault(n, []).append((g, tuple(t.args.index(k) for k in kv)))
-                self.plan.append(f"{_trigger_name(t)}: deferred per key ({', '.join(kv)}) to the end of the line "
-                                 f"(views watched) or batch, keyed group {g}: "
-                                 + ", ".join(dict.fromkeys(s.target.name for s in ss)))
-        later_keyed = {s for t in keyed_lazies for s in t.statements}
-        now = [tuple(s for s in t.statements if s.target.name not in self.deferred and s not in later_keyed)
+        # keyed groups (statements of one key argument): trigger index -> [(group, key column)]
+        klazy: dict[int, list[tuple[int, int]]] = {}
+        kgroups: dict[tuple[str, tuple[Statement, ...]], int] = {}
+        klazies: list[Trigger] = []   # keyed group -> a trigger of the key argument alone running it
+        now = [tuple(s for s in t.statements if s.target.name not in self.deferred | self.keyed)
                for t in p.triggers]
         inline_now = _inlined([len(ss) for ss in now])
         for n, t in enumerate(p.triggers):
             tname = _trigger_name(t)
             later = tuple(s for s in t.statements if s.target.name in self.deferred)
             trig_fns += self._trigger_functions(tname, replace(t, statements=now[n]), n in inline_now)
+            by_key: dict[str, list[Statement]] = {}
+            for s in t.statements:
+                if s.target.name in self.keyed:
+                    by_key.setdefault(statement_key(s, t) or "", []).append(s)
+            for a, ss in by_key.items():
+                gk = (a, tuple(ss))
+                if gk not in kgroups:
+                    kgroups[gk] = len(kgroups)
+                    klazies.append(replace(t, args=(a,), statements=tuple(ss)))
+                klazy.setdefault(n, []).append((kgroups[gk], t.args.index(a)))
+                self.plan.append(f"{tname}: deferred to the end of the line (views watched) or batch, once "
+                                 f"per value of {a} seen, keyed group {kgroups[gk]}: "
+                                 + ", ".join(dict.fromkeys(s.target.name for s in ss)))
             if not later:
                 continue
             if later not in groups:
@@ -972,26 +973,22 @@ class _Codegen:
             lazy[n] = groups[later]
             self.plan.append(f"{tname}: deferred to the end of the line (views watched) or batch, group "
                              f"{lazy[n]}: " + ", ".join(dict.fromkeys(s.target.name for s in later)))
-        inline_lazy = _inlined([len(t.statements) for t in lazies])
+        inline_lazy = _inlined([len(t.statements) for t in lazies + klazies])
         for g, t in enumerate(lazies):
             trig_fns += self._trigger_functions(f"lazy_{g}", t, g in inline_lazy)
-        inline_keyed = _inlined([len(t.statements) for t in keyed_lazies])
-        for g, t in enumerate(keyed_lazies):
-            trig_fns += self._trigger_functions(f"lazy_k{g}", t, g in inline_keyed)
-        self.keyed_groups = [len(t.args) for t in keyed_lazies]
-        if groups or keyed_lazies:
-            # a group deferred per key runs once per distinct key recorded since the last flush;
-            # its statements read no deferred map (deferral.keyed_deferred), so it may run last
+        for g, t in enumerate(klazies):
+            trig_fns += self._trigger_functions(f"lazyk_{g}", t, len(lazies) + g in inline_lazy)
+        if groups or kgroups:
             trig_fns.append("@njit(cache=True)\ndef flush(st):\n"
                             "    \"\"\"Run the deferred statements of the triggers fired since the last flush.\"\"\"\n"
                             + ("    lz = st.lazy\n" if groups else "")
                             + "".join(f"    if lz[{g}]:\n        lz[{g}] = 0\n        lazy_{g}(st)\n"
                                       for g in range(len(groups)))
-                            + "".join(f"    dk{g} = st.dirty_{g}\n    if len(dk{g}):\n        for k in dk{g}:\n"
-                                      f"            lazy_k{g}(st, {', '.join(f'k[{j}]' for j in range(len(t.args)))})\n"
-                                      f"        dk{g}.clear()\n" for g, t in enumerate(keyed_lazies)))
+                            + "".join(f"    kz = st.lazy_keys_{g}\n    if len(kz) > 0:\n"
+                                      f"        for k in kz.keys():\n            lazyk_{g}(st, k[0])\n"
+                                      "        kz.clear()\n" for g in range(len(kgroups))))
         self.lazy_groups = len(groups)
-        flushes = bool(lazy or keyed)   # run_batch calls flush
+        self.keyed_groups = len(kgroups)
         clears = []
         for stmt_map, pos in self._clear_patterns():
             clears.append(self.clear_function(self._m(stmt_map), pos))
@@ -1008,8 +1005,7 @@ class _Codegen:
                 pf_dispatch.append(f"    if r == {si} and s == {sign}:\n        pf_{tname}(st, {pf_args})")
             dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}(st, {args})"
                             + (f"\n                lz[{lazy[n]}] = 1" if n in lazy else "")
-                            + "".join(f"\n                dk_{g}[{self._tuple([f'cols[i, {c}]' for c in cs])}] = 1.0"
-                                      for g, cs in keyed.get(n, ())))
+                            + "".join(f"\n                kz{g}[(cols[i, {c}],)] = 1.0" for g, c in klazy.get(n, [])))
         changed = []
         exposed = [name for q in p.queries for name in q.maps]   # every view's value maps
         for qmap in exposed:
@@ -1042,6 +1038,8 @@ class _Codegen:
         # the state's arrays read once per batch, not once per line (structref field loads)
         hoist = "".join(f"    mv_{name} = st.m_{name}\n" for name in dict.fromkeys(
             qmap for qmap in exposed if not self._m(qmap).keys))
+        hoist += "".join(f"    kz{g} = st.lazy_keys_{g}\n" for g in range(len(kgroups)))
+        flushes = bool(lazy or klazy)
         # prefetch only for trees past the caches' size (tested once per batch)
         pf_trees = sorted({tree for pairs in self.prefetch.values() for tree, _ in pairs})
         big = ("    big = " + " or ".join(f"btree_big(st.op_{t})" for t in pf_trees) + "\n" if pf_trees else "")
@@ -1058,8 +1056,7 @@ class _Codegen:
                "    i = start\n"
                "    watching = st.watching[0]\n"
                "    watch = st.watch\n"
-               "    gate = st.gate\n" + ("    lz = st.lazy\n" if self.lazy_groups else "")
-               + "".join(f"    dk_{g} = st.dirty_{g}\n" for g in range(len(self.keyed_groups))) + hoist + big +
+               "    gate = st.gate\n" + ("    lz = st.lazy\n" if lazy else "") + hoist + big +
                "    while i < end:\n"
                "        ln = line[i]\n"
                "        if watching:\n" + ("\n".join(snap) if snap else "            pass") + "\n"
@@ -1150,9 +1147,9 @@ class _Codegen:
         if self.lazy_groups:   # dirty flags of the groups of deferred statements
             fields.append("lazy")
             inits.append(f"np.zeros({self.lazy_groups}, np.int8)")
-        for g, n in enumerate(self.keyed_groups):   # keys of the groups deferred per key, as a set
-            fields.append(f"dirty_{g}")
-            inits.append(f"Dict.empty(key_type=K{n}, value_type=types.float64)")
+        for g in range(self.keyed_groups):   # the keys each keyed group has seen since the last flush
+            fields.append(f"lazy_keys_{g}")
+            inits.append("Dict.empty(key_type=K1, value_type=types.float64)")
         for m in self.p.maps:
             n = len(m.keys)
             fields.append(f"m_{m.name}")

@@ -24,11 +24,50 @@ line; deferred statements that read other deferred targets run, within each trig
 trigger's own order, after the targets they read (also by 3).  Statements not meeting these
 conditions run per event as before.  Cost of the analysis: O(statements x maps) per fixpoint
 round, at most one round per statement.
+
+**Keyed statements** (:func:`keyed_deferred_maps`).  A per-symbol view re-evaluates one entry per
+event, keyed by the event's symbol: ``V[BIDS_SYMBOL] := e(BIDS_SYMBOL)``.  Condition 1 fails (the
+key is an argument), yet the statement can still run once per *touched key* per line: the
+generated ``run_batch`` records the key (the argument's value) in a per-group set when the trigger
+fires, and ``flush`` re-runs the group once per recorded key.  Exact for a statement ``S`` =
+``M[.., a, ..] := e`` of trigger ``t`` such that:
+
+1'. ``a`` is the only argument of ``t`` that ``S`` uses, and a target key of ``S``;
+2'. every statement writing ``M`` is such a statement, all the same up to the name of ``a``;
+    ``e`` does not read ``M``; every statement reading ``M`` is keyed-deferred itself;
+3'. condition 3 above (placement after the writes of what ``e`` reads), and **partition**: for
+    each map ``X`` that ``e`` reads there is a key position ``p`` at which every reference to ``X``
+    in ``e`` names ``a``, and every statement of any trigger writing ``X`` writes at position
+    ``p`` that trigger's own key argument.
+
+By 3', ``e(k)`` reads only entries that events of key ``k`` write, so events of other keys leave
+it unchanged: the value at the end of a line equals the one after the line's last event of key
+``k`` (when ``S`` last ran per event), and keys the line did not touch keep their values in both
+schemes.  Keyed and whole-map deferred statements never read each other's targets (each one's
+readers must be of its own kind), so ``flush`` may run the two kinds in any order.
 """
 
 from __future__ import annotations
 
-from ddms.m3.ir import Program, Statement, Trigger, map_reads, variables
+from ddms.m3.ir import (
+    AggSum,
+    Expr,
+    Extreme,
+    Lift,
+    MapRef,
+    Program,
+    Statement,
+    Trigger,
+    Var,
+    children,
+    map_reads,
+    variables,
+    walk,
+    with_children,
+)
+
+KEY = "\x00key"
+"""The name the key argument takes in a keyed statement's normal form (no M3 variable has it)."""
 
 
 def _candidate(s: Statement, t: Trigger) -> bool:
@@ -76,54 +115,97 @@ def _holds(program: Program, m: str, cand: set[str]) -> bool:
     return True
 
 
-def keyed_deferred(program: Program, deferred: frozenset[str]) -> frozenset[str]:
-    """Names of the maps whose statements may be deferred *per key*: recorded as dirty keys when
-    their triggers fire and re-evaluated once per distinct key at the end of the line (views
-    watched) or batch -- a grouped view re-evaluated at the event's group (``BEST[broker] :=
-    Max(...)``, a best bid per broker), which reads its inputs once per group per batch instead of
-    once per event.
+# -- keyed statements -----------------------------------------------------------------------------
+def statement_key(s: Statement, t: Trigger) -> str | None:
+    """The one argument of ``t`` that ``s`` (a ``:=``) uses, if it is also a target key (condition
+    1'), else None.  O(size of s)."""
+    if s.op != ":=":
+        return None
+    used = (set(s.target.keys) | variables(s.expr)) & set(t.args)
+    if len(used) != 1:
+        return None
+    (a,) = used
+    return a if a in s.target.keys else None
 
-    ``M`` qualifies when (1') every statement writing it is the one ``M[k..] := e`` (the same in
-    every trigger), its target keys distinct arguments of the trigger and ``e`` using no other
-    argument, so it re-evaluates exactly the entry its keys name from maps alone; (2') ``e`` does
-    not read ``M`` nor any deferred map, and no statement reads ``M`` (only queries do); (3) as
-    for :func:`deferred_maps`, every trigger writing a map ``e`` reads contains the statement
-    after those writes.  Running it later for a key then computes what its last run for that key
-    would have computed over the maps of the line's (batch's) end, which is the value the eager
-    program holds for every key it re-evaluated.  Pure; O(statements x maps)."""
-    writers: dict[str, set[Statement]] = {}
-    bad: set[str] = set(deferred)
-    read_by_statements: set[str] = set()
+
+def _rename(e: Expr, old: str, new: str) -> Expr:
+    """``e`` with variable ``old`` named ``new`` wherever it occurs (free or bound).  O(size)."""
+    e = with_children(e, tuple(_rename(c, old, new) for c in children(e)))
+
+    def r(v: str) -> str:
+        return new if v == old else v
+    match e:
+        case Var(name):
+            return Var(r(name))
+        case MapRef(name, keys):
+            return MapRef(name, tuple(map(r, keys)))
+        case AggSum(group, x):
+            return AggSum(tuple(map(r, group)), x)
+        case Lift(v, x):
+            return Lift(r(v), x)
+        case Extreme(kind, v, ref, n):
+            return Extreme(kind, r(v), ref, n)
+    return e
+
+
+def _normal(s: Statement, a: str) -> Statement:
+    """``s`` with its key argument ``a`` renamed :data:`KEY`: equal for the same statement of
+    two triggers whose arguments are named after their streams."""
+    target = _rename(s.target, a, KEY)
+    assert isinstance(target, MapRef)
+    return Statement(target, s.op, _rename(s.expr, a, KEY))
+
+
+def keyed_deferred_maps(program: Program) -> frozenset[str]:
+    """Names of the maps whose keyed ``:=`` statements may run once per touched key per line (or
+    batch) instead of once per event (conditions 1'-3' of the module docstring).  Disjoint from
+    :func:`deferred_maps`.  Pure; O(rounds x statements x maps)."""
+    forms: dict[str, set[Statement]] = {}   # target -> normal forms of its writers
+    key_of: dict[tuple[int, str], str] = {}   # (trigger, target) -> the key argument there
+    bad: set[str] = set()
+    for i, t in enumerate(program.triggers):
+        for s in t.statements:
+            name = s.target.name
+            a = statement_key(s, t)
+            if a is None:
+                bad.add(name)
+                continue
+            forms.setdefault(name, set()).add(_normal(s, a))
+            key_of[(i, name)] = a
+    cand = {m for m, f in forms.items() if m not in bad and len(f) == 1}
+    while True:
+        drop = {m for m in cand if not _holds_keyed(program, m, cand, next(iter(forms[m])), key_of)}
+        if not drop:
+            return frozenset(cand)
+        cand -= drop
+
+
+def _holds_keyed(program: Program, m: str, cand: set[str], form: Statement,
+                 key_of: dict[tuple[int, str], str]) -> bool:
+    """Conditions 2' (readers) and 3' (placement, partition) for the keyed statements writing ``m``,
+    whose normal form is ``form``."""
+    reads = map_reads(form.expr)
+    if m in reads:
+        return False
     for t in program.triggers:
         for s in t.statements:
-            writers.setdefault(s.target.name, set()).add(s)
-            read_by_statements |= map_reads(s.expr)
-            keys = s.target.keys
-            args = set(t.args)
-            if not (s.op == ":=" and keys and len(set(keys)) == len(keys) and set(keys) <= args
-                    and variables(s.expr) & args <= set(keys)):
-                bad.add(s.target.name)
-    out = set()
-    for m, ws in writers.items():
-        if m in bad or m in read_by_statements or len(ws) != 1:
-            continue
-        [s] = ws
-        reads = map_reads(s.expr)
-        if m in reads or reads & deferred:
-            continue
-        if _placed_after_writes(program, m, reads):
-            out.add(m)
-    return frozenset(out)
-
-
-def _placed_after_writes(program: Program, m: str, reads: set[str]) -> bool:
-    """Condition 3: every trigger writing a map of ``reads`` runs a statement writing ``m``
-    after all those writes."""
-    for t in program.triggers:
+            if m in map_reads(s.expr) and s.target.name not in cand:
+                return False
+    # partition: the key positions at which every reference to X in e names the key
+    positions: dict[str, set[int]] = {}
+    for x in walk(form.expr):
+        if isinstance(x, MapRef):
+            at = {p for p, k in enumerate(x.keys) if k == KEY}
+            positions[x.name] = positions.get(x.name, at) & at
+    for i, t in enumerate(program.triggers):
         writes = [j for j, s in enumerate(t.statements) if s.target.name in reads]
         if not writes:
             continue
         own = [j for j, s in enumerate(t.statements) if s.target.name == m]
         if not own or own[-1] < writes[-1]:
             return False
-    return True
+        a = key_of[(i, m)]
+        for j in writes:
+            target = t.statements[j].target
+            positions[target.name] = {p for p in positions[target.name] if target.keys[p] == a}
+    return all(positions[x] for x in reads)

@@ -9,13 +9,18 @@ File layout (one row per event, in replay order)::
 
     rel int8 (0 bids, 1 asks) | sign int8 (+1/-1) | t, id, broker_id, volume, price float64
     | line int64 | traded float64 (only for LOBSTER sources: the volume a delete traded)
+    | symbol string (only for sources read with their symbol column: the instrument's name)
 
 Row groups end on input-line boundaries (all events of one line are in one group, so a group
 is one atomic :class:`~ddms.io.events.EventBatch`).  The footer's key-value metadata holds
 ``ddms.format`` (:data:`FORMAT`), the source's ``kind``, ``name`` and ``path``, the relations,
 the total ``events``/``first_line``/``last_line``/``skipped``, and ``ddms.spans``: per row group the
 ``[first_line, last_line]`` span of input lines it covers (lines without events included), so
-the replayed batches advance an engine's position exactly as the original reader did.
+the replayed batches advance an engine's position exactly as the original reader did.  A file
+with a ``symbol`` column lists its symbols in ``ddms.symbols`` (JSON, in order of appearance);
+reading it back gives the symbol ids (:func:`~ddms.io.symbols.symbol_id` of the names) as the
+sixth column when asked (``symbols=True``), and refuses to mix the books of several symbols into
+five columns otherwise.
 
 Writing goes to a temporary file renamed into place at the end: a failing source (a bad line in
 strict mode) leaves no partial output.  Reading validates the metadata, the schema and, per
@@ -40,6 +45,7 @@ import pyarrow.parquet as pq
 from ddms.errors import ReplayError
 from ddms.io.events import EventBatch
 from ddms.io.schema import COLUMNS
+from ddms.io.symbols import symbol_id, symbol_name
 
 __all__ = ["FORMAT", "ParquetInfo", "convert", "parquet_info", "read_parquet", "write_parquet"]
 
@@ -48,6 +54,7 @@ _KEY = "ddms."
 _BASE_FIELDS = [pa.field("rel", pa.int8(), nullable=False), pa.field("sign", pa.int8(), nullable=False)] + [
     pa.field(c, pa.float64(), nullable=False) for c in COLUMNS] + [pa.field("line", pa.int64(), nullable=False)]
 _TRADED = pa.field("traded", pa.float64(), nullable=False)
+_SYMBOL = pa.field("symbol", pa.string(), nullable=False)
 
 
 @dataclass(frozen=True)
@@ -66,15 +73,17 @@ class ParquetInfo:
     skipped: int
     spans: tuple[tuple[int, int], ...]
     traded: bool
+    symbols: tuple[str, ...] | None = None   # the symbol column's names (None: no column)
 
 
 class _Writer:
     """Accumulates batches and writes row groups of about ``group_events`` events, cut only
     between batches (readers never split an input line across batches)."""
 
-    def __init__(self, path: str, traded: bool, compression: str) -> None:
-        self.schema = pa.schema(_BASE_FIELDS + ([_TRADED] if traded else []))
+    def __init__(self, path: str, traded: bool, compression: str, symbols: bool = False) -> None:
+        self.schema = pa.schema(_BASE_FIELDS + ([_TRADED] if traded else []) + ([_SYMBOL] if symbols else []))
         self.traded = traded
+        self.symbols: dict[str, None] | None = {} if symbols else None   # names, in order of appearance
         self.pw = pq.ParquetWriter(path, self.schema, compression=compression)
         self.parts: list[EventBatch] = []
         self.n = 0
@@ -96,6 +105,15 @@ class _Writer:
         arrays.append(pa.array(np.concatenate([p.line for p in parts]).astype(np.int64, copy=False)))
         if self.traded:
             arrays.append(pa.array(np.concatenate([_traded_of(p) for p in parts])))
+        if self.symbols is not None:
+            ids, first, inverse = np.unique(cols[:, 5], return_index=True, return_inverse=True)
+            names = [symbol_name(float(x)) for x in ids]
+            for x, nm in zip(ids, names, strict=True):
+                if nm.startswith("#"):
+                    raise ReplayError(f"symbol id {x!r} has no name: a symbol column needs instrument names")
+            self.symbols.update(dict.fromkeys(names[i] for i in np.argsort(first, kind="stable")))
+            arrays.append(pa.DictionaryArray.from_arrays(pa.array(inverse.astype(np.int32)),
+                                                         pa.array(names, pa.string())).dictionary_decode())
         self.pw.write_table(pa.Table.from_arrays(arrays, schema=self.schema), row_group_size=max(n, 1))
         self.spans.append((parts[0].first_line, parts[-1].last_line))
         self.events += n
@@ -124,11 +142,15 @@ def write_parquet(batches: Iterable[EventBatch], out: str | os.PathLike, *, kind
             if b.error is not None:
                 raise b.error
             if w is None:
-                w = _Writer(tmp, getattr(b, "traded", None) is not None if traded is None else traded, compression)
+                w = _Writer(tmp, getattr(b, "traded", None) is not None if traded is None else traded, compression,
+                            symbols=b.cols.ndim == 2 and b.cols.shape[1] == 6)
                 first_line = b.first_line
-            if b.rel.shape[0] != b.cols.shape[0] or b.cols.ndim != 2 or b.cols.shape[1] != 5:
-                raise ReplayError(f"batch of lines {b.first_line}..{b.last_line} does not have the (t, id, broker_id, "
-                                  "volume, price) shape", source or out)
+            width = 5 if w.symbols is None else 6
+            if b.rel.shape[0] != b.cols.shape[0] or b.cols.ndim != 2 or b.cols.shape[1] != width:
+                shape = "(t, id, broker_id, volume, price" + (", symbol)" if width == 6 else ")")
+                raise ReplayError(f"batch of lines {b.first_line}..{b.last_line} does not have the {shape} shape "
+                                  "of the first batch (sources with and without a symbol column do not mix)",
+                                  source or out)
             last_line = max(last_line, b.last_line)
             skipped += b.skipped
             w.add(b)
@@ -147,6 +169,8 @@ def write_parquet(batches: Iterable[EventBatch], out: str | os.PathLike, *, kind
         meta = {"format": FORMAT, "kind": kind, "name": name, "source": source, "relations": ",".join(relations),
                 "events": str(w.events), "first_line": str(first_line), "last_line": str(last_line),
                 "skipped": str(skipped), "spans": json.dumps(spans)}
+        if w.symbols is not None:
+            meta["symbols"] = json.dumps(list(w.symbols))
         w.pw.add_key_value_metadata({_KEY + k: v for k, v in meta.items()})
         w.pw.close()
         os.replace(tmp, out)
@@ -212,10 +236,11 @@ def _info(path: str, pf: pq.ParquetFile) -> ParquetInfo:
                           "write one with `ddms convert`)", path)
     names = pf.schema_arrow.names
     want = [f.name for f in _BASE_FIELDS]
-    traded = names == want + ["traded"]
-    if names != want and not traded:
-        raise ReplayError(f"unexpected columns {names} (want {want} [+ traded])", path)
-    for f in _BASE_FIELDS + ([_TRADED] if traded else []):
+    with_symbol = names[-1:] == ["symbol"]
+    traded = names[:len(names) - with_symbol] == want + ["traded"]
+    if names[:len(names) - with_symbol] != want and not traded:
+        raise ReplayError(f"unexpected columns {names} (want {want} [+ traded] [+ symbol])", path)
+    for f in _BASE_FIELDS + ([_TRADED] if traded else []) + ([_SYMBOL] if with_symbol else []):
         got = pf.schema_arrow.field(f.name).type
         if got != f.type:
             raise ReplayError(f"column {f.name!r} has type {got}, want {f.type}", path)
@@ -223,7 +248,8 @@ def _info(path: str, pf: pq.ParquetFile) -> ParquetInfo:
         spans = tuple((int(a), int(b)) for a, b in json.loads(meta["spans"]))
         info = ParquetInfo(path, meta["kind"], meta["name"], meta.get("source", ""),
                            tuple(meta["relations"].split(",")), int(meta["events"]), int(meta["first_line"]),
-                           int(meta["last_line"]), int(meta["skipped"]), spans, traded)
+                           int(meta["last_line"]), int(meta["skipped"]), spans, traded,
+                           tuple(str(x) for x in json.loads(meta["symbols"])) if with_symbol else None)
     except (KeyError, ValueError, TypeError) as e:
         raise ReplayError(f"damaged ddms metadata ({type(e).__name__}: {e})", path) from None
     n_groups = pf.metadata.num_row_groups
@@ -241,17 +267,25 @@ def parquet_info(path: str | os.PathLike) -> ParquetInfo:
     return _info(p, _open(p))
 
 
-def read_parquet(path: str | os.PathLike) -> Iterator[EventBatch]:
+def read_parquet(path: str | os.PathLike, *, symbols: bool = False) -> Iterator[EventBatch]:
     """Replay a columnar event file: one batch per row group (a
     :class:`~ddms.io.lobster.LobsterBatch` when the file has ``traded``), with the original line
-    numbers and line spans.  Raises :class:`ReplayError` naming the file and row group for
-    damaged data.  Cost: decompression plus one copy of the columns (no parsing)."""
+    numbers and line spans.  ``symbols``: with the symbol ids as a sixth column (the file must
+    have a symbol column); without, a file holding several symbols is refused (their books
+    would mix).  Raises :class:`ReplayError` naming the file and row group for damaged data.
+    Cost: decompression plus one copy of the columns (no parsing)."""
     p = os.fspath(path)
     pf = _open(p)
     info = _info(p, pf)
+    if symbols and info.symbols is None:
+        raise ReplayError("has no symbol column (convert a multi-symbol source to keep one)", p)
+    if not symbols and info.symbols is not None and len(info.symbols) > 1:
+        raise ReplayError(f"holds the books of {len(info.symbols)} symbols ({', '.join(info.symbols[:5])}"
+                          f"{', ...' if len(info.symbols) > 5 else ''}): read it with its symbol column (a "
+                          "program whose streams declare `symbol VARCHAR`) or choose one as FILE#SYMBOL", p)
     if info.traded:
         from ddms.io.lobster import LobsterBatch
-    names = [f.name for f in _BASE_FIELDS] + (["traded"] if info.traded else [])
+    names = [f.name for f in _BASE_FIELDS] + (["traded"] if info.traded else []) + (["symbol"] if symbols else [])
     last = len(info.spans) - 1
     prev_line = info.first_line - 1
     for g, (lo, hi) in enumerate(info.spans):
@@ -267,12 +301,22 @@ def read_parquet(path: str | os.PathLike) -> Iterator[EventBatch]:
         rel = _column(tbl, "rel", np.int8, p)
         sign = _column(tbl, "sign", np.int8, p)
         line = _column(tbl, "line", np.int64, p)
-        cols = np.empty((n, 5), np.float64)
+        cols = np.empty((n, 6 if symbols else 5), np.float64)
         for j, c in enumerate(COLUMNS):
             col = tbl.column(c)
             if col.null_count:
                 raise ReplayError(f"row group {g}: column {c!r} has nulls", p)
             cols[:, j] = col.to_numpy()
+        if symbols:
+            col = tbl.column("symbol")
+            if col.null_count:
+                raise ReplayError(f"row group {g}: column 'symbol' has nulls", p)
+            enc = col.combine_chunks().dictionary_encode()
+            try:
+                ids = np.array([symbol_id(x) for x in enc.dictionary.to_pylist()] + [0], np.float64)
+            except ValueError as e:
+                raise ReplayError(f"row group {g}: bad symbol ({e})", p) from None
+            cols[:, 5] = ids[np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)] if n else 0.0
         where = f"row group {g}"
         if n:
             if (rel.view(np.uint8) > 1).any():

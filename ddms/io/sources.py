@@ -40,7 +40,7 @@ import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before the first numba import)
 
 # isort: split
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -119,7 +119,9 @@ class Source:
         if self.kind == "binance":
             return _binance_batches(self, notes)
         if self.kind == "parquet":
-            from ddms.io.columnar import read_parquet
+            from ddms.io.columnar import parquet_info, read_parquet
+            if self.symbol is not None and parquet_info(self.path).symbols is not None:
+                return _one_symbol(read_parquet(self.path, symbols=True), self.symbol, keep=False)
             return read_parquet(self.path)
         if self.kind in _IO_FORMATS:
             return io_formats.symbol_batches(_IO_FORMATS[self.kind], self.path, symbol=self.symbol,
@@ -168,6 +170,16 @@ def file_symbols(path: str | os.PathLike) -> list[str]:
     return list(seen)
 
 
+def names_symbols(src: Source) -> bool:
+    """Whether ``src``'s format names the instrument of each record (venue captures, DBN,
+    tardis, a Parquet file written with its symbol column): read with ``symbols=True`` it keeps
+    them; the one-book formats (order-book CSV, LOBSTER) only get a symbol from the file name."""
+    if src.kind == "parquet":
+        from ddms.io.columnar import parquet_info
+        return parquet_info(src.path).symbols is not None
+    return src.kind in _IO_FORMATS or src.kind == "binance"
+
+
 def file_symbol(path: str, kind: str | None = None) -> str:
     """The symbol of a one-instrument file that does not name its instrument inside: its file
     name without the extensions, in upper case (``data/aapl.csv`` -> ``AAPL``); a LOBSTER file
@@ -187,9 +199,26 @@ def _symbol_batches(src: Source, notes: list[str] | None) -> Iterator[EventBatch
     if src.kind == "binance":
         yield from _binance_batches(src, notes, symbols=True)
         return
+    if src.kind == "parquet":
+        from ddms.io.columnar import parquet_info, read_parquet
+        if parquet_info(src.path).symbols is not None:   # a file converted with its symbol column
+            batches = read_parquet(src.path, symbols=True)
+            yield from batches if src.symbol is None else _one_symbol(batches, src.symbol, keep=True)
+            return
     sid = symbol_id(src.symbol or file_symbol(src.path, src.kind))
     for b in replace(src, symbols=False).batches(notes):
         yield replace(b, cols=with_symbol(b.cols, sid))
+
+
+def _one_symbol(batches: Iterable[EventBatch], symbol: str, *, keep: bool) -> Iterator[EventBatch]:
+    """The rows of ``symbol`` in batches with a symbol column (kept as the sixth column if
+    ``keep``), every batch kept (its line span advances the position).  O(events)."""
+    sid = float(symbol_id(symbol))
+    for b in batches:
+        m = b.cols[:, 5] == sid
+        extra = {"traded": b.traded[m]} if getattr(b, "traded", None) is not None else {}
+        yield replace(b, rel=b.rel[m], sign=b.sign[m], cols=np.ascontiguousarray(b.cols[m] if keep else b.cols[m, :5]),
+                      line=b.line[m], **extra)
 
 
 # ------------------------------------------------------------------------------------------

@@ -362,7 +362,8 @@ class Engine:
         """Assert every invariant of the program state (tests call it after each update):
         hash maps hold no zero values; every secondary index holds exactly the keys of its map,
         grouped by its key positions; every range tree passes ``btree_check`` and holds exactly
-        its map's entries (per prefix); no deferred statement is left pending between batches.
+        its map's entries (per prefix); no deferred statement (nor key of a keyed one) is left
+        pending between batches.
         Cost: O(total map size)."""
         from ddms.storage.btree import btree_check, btree_items, btree_len
         from ddms.storage.hashtab import ht_check, ht_dict
@@ -374,9 +375,9 @@ class Engine:
             assert ((keys[:, 0] >= 0) & (keys[:, 0] < len(self.program.streams))).all(), "a base row of no stream"
         if "lazy" in mod.FIELDS:
             assert not st.lazy.any(), f"deferred statements pending after a batch: groups {st.lazy}"
-        for f in mod.FIELDS:   # keys of statements deferred per key: none left after a batch
-            if f.startswith("dirty_"):
-                assert len(getattr(st, f)) == 0, f"{f}: keys of deferred statements pending after a batch"
+        for f in mod.FIELDS:
+            if f.startswith("lazy_keys_"):
+                assert len(getattr(st, f)) == 0, f"keyed deferred statements pending after a batch: {f}"
         for m in self.program.maps:
             if not m.keys:
                 continue
