@@ -40,7 +40,7 @@ from ddms.io.orderbook import OrderBookParser
 from ddms.m3.ir import Program
 from ddms.runtime.engine import Engine
 
-SECTION = "depth_sql"
+SECTION = "14 depth_sql"
 VIEWS_DIR = REPO / "examples" / "sql"
 GROWTH_TARGET = 3.0
 RATIO_TARGET = 2.0

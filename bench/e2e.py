@@ -1,4 +1,4 @@
-"""Section 12 e2e: speed as a user sees it, measured with the ``ddms`` command itself.
+"""Section 13 e2e: speed as a user sees it, measured with the ``ddms`` command itself.
 
 * **End to end against apply only**, every finance query (``../shared/queries/finance``): the
   rate ``ddms run QUERY --data FILE --json`` prints itself ("N lines in X s (R lines/s, ...)":
@@ -41,7 +41,7 @@ from bench.sql_finance import DBTOASTER, QUERIES, TARGET
 from ddms.compiler import compile_sql_file
 from ddms.runtime.engine import Engine
 
-SECTION = "12 e2e"
+SECTION = "13 e2e"
 FINANCE = SHARED / "queries" / "finance"
 BIG = SHARED / "data" / "orderbook" / "big" / "finance.csv"
 TINY = SHARED / "data" / "orderbook" / "tiny" / "finance.csv"

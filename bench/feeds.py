@@ -31,7 +31,7 @@ from bench.common import REPO, SHARED, VWAP_M3, Row, Shared, Skip
 from ddms.feeds.monitor import Monitor, MonitorConfig
 from ddms.io.capture import iter_lines
 
-SECTION = "feeds"
+SECTION = "10 feeds"
 CAPTURE = SHARED / "data" / "binance" / "usdm_btcusdt_20240808.gz"
 DEPTH_ONLY = "/stream?streams=btcusdt@depth@0ms"
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from bench.common import SHARED, Row, Shared
 
-SECTION = "ingest"
+SECTION = "12 ingest"
 VENUES = SHARED / "data" / "venues"
 USDM = SHARED / "data" / "binance" / "usdm_btcusdt_20240808.gz"
 MBO = SHARED / "data" / "mbo" / "esh4-glbx-mdp3-20231225.mbo.dbn.zst"
