@@ -14,6 +14,8 @@ from ddms.compiler import compile_sql
 from ddms.errors import SqlError
 from ddms.runtime.engine import Engine
 
+pytestmark = pytest.mark.long   # minutes of cold numba compile in CI: scheduled first
+
 BB = "(SELECT MAX(price) FROM bids)"
 BA = "(SELECT MIN(price) FROM asks)"
 

@@ -42,6 +42,8 @@ from ddms.m3.keytypes import infer_key_types
 from ddms.m3.parser import parse_program
 from ddms.runtime.engine import Engine
 
+pytestmark = pytest.mark.long   # minutes of cold numba compile in CI: scheduled first
+
 SQL = REPO / "examples" / "sql"
 SYMBOL_FILES = sorted(SQL.glob("symbol_*.sql"))
 # the single-book cookbook view each per-symbol view equals, symbol by symbol
