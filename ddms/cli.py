@@ -222,7 +222,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not demo:
         # the data files are checked (present, a file, text) here, before the numba compile
         from ddms.io.inputs import open_program_input
-        data = Path(args.data) if args.data else None
+        data = [Path(d) for d in args.data] if args.data else None
         inputs = open_program_input(target, program.parent, data=data, skip_bad=args.skip_bad,
                                     book_reader=lambda path, skip_bad, symbols=False: _read_book(path, skip_bad, notes,
                                                                                                  symbols))
@@ -622,9 +622,11 @@ def build_parser(*, all_commands: bool = True) -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="replay an order-book file through a program (no arguments: demo)")
     run.add_argument("program", nargs="?", help="an M3 program (.m3) or SQL views (.sql); default: the SOBI demo")
-    run.add_argument("--data", metavar="FILE",
+    run.add_argument("--data", metavar="FILE", action="append",
                      help="data for the order-book streams, replacing the files the program names: order-book CSV "
-                          "(t,order_id,action,volume,price), LOBSTER, a Binance capture (.gz) or ddms Parquet")
+                          "(t,order_id,action,volume,price), LOBSTER, a Binance capture (.gz), a cryptofeed capture, "
+                          "DBN, tardis CSV or ddms Parquet; repeat it for several captures (streams with a symbol "
+                          "column), merged by receive timestamp")
     run.add_argument("--every", type=_at_least(0), default=0,
                      help="print the views after every N input lines (0: at the end only)")
     run.add_argument("--json", action="store_true", help="print JSON lines")

@@ -3,7 +3,9 @@
 Why a command: a sweep replays each partition once per parameter set, so paying the text or
 JSON parse once and replaying Parquet afterwards is the cheap path (see :mod:`ddms.io.columnar`).
 Several sources are concatenated in order (their line numbers shifted so each line stays one
-atomic update).  The command prints what it wrote and the rate; errors are the sources' own
+atomic update), or, when every one records receive timestamps (captures, DBN, tardis), merged by
+receive time with their symbol columns (:mod:`ddms.io.merge`).
+The command prints what it wrote and the rate; errors are the sources' own
 (``file:line: reason``) and leave no output file.
 """
 
@@ -22,7 +24,7 @@ __all__ = ["add_commands", "check_writable", "cmd_convert", "main"]
 def cmd_convert(args: argparse.Namespace) -> int:
     from ddms.errors import ReplayError
     from ddms.io.columnar import convert
-    from ddms.io.sources import names_symbols, open_source
+    from ddms.io.sources import RECEIVE_TIMED, names_symbols, open_source
 
     out = args.out
     if not out.endswith(".parquet"):
@@ -41,9 +43,18 @@ def cmd_convert(args: argparse.Namespace) -> int:
     # a source of instruments named inside (captures, DBN, tardis, a Parquet file with a symbol
     # column) keeps its symbol column, unless one symbol was chosen (--symbol or FILE#SYMBOL)
     sources = [replace(s, symbols=True) if s.symbol is None and names_symbols(s) else s for s in sources]
+    # several captures (every one with receive timestamps) merge by receive time, each keeping its
+    # symbol column (one book per instrument); files without receive times are concatenated
+    merge = len(sources) > 1 and all(s.kind in RECEIVE_TIMED for s in sources)
+    if merge:
+        sources = [replace(s, symbols=True) for s in sources]
+    elif len(sources) > 1:
+        untimed = next(s.path for s in sources if s.kind not in RECEIVE_TIMED)
+        print(f"note: {untimed} has no receive timestamps: the sources are concatenated in the order given "
+              f"(captures of {', '.join(RECEIVE_TIMED)} alone are merged by receive time)", file=sys.stderr)
     t0 = time.perf_counter()
     notes: list[str] = []
-    info = convert(sources, out, group_events=args.group_events, notes=notes)
+    info = convert(sources, out, group_events=args.group_events, notes=notes, merge=merge)
     sec = time.perf_counter() - t0
     rate = info.events / sec if sec > 0 else float("inf")
     skipped = f", {info.skipped:,} bad lines skipped" if info.skipped else ""

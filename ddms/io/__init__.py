@@ -10,6 +10,7 @@ strategies, ``replay/``) sit on top and nothing here imports them (tests/test_la
     detect.py      which format a file is in: the one place every command asks
     sources.py     open_source(path): any format as a replayable, picklable source
     inputs.py      a program's declared ``FROM FILE`` inputs, read and merged
+    merge.py       several inputs merged into one stream by receive timestamp
     orderbook.py   DBToaster order-book CSV ``t,order_id,action,volume,price`` (numba)
     csv.py         DBToaster ``LINE DELIMITED CSV`` streams
     lobster.py     LOBSTER message files (numba)

@@ -186,9 +186,11 @@ def write_parquet(batches: Iterable[EventBatch], out: str | os.PathLike, *, kind
     return parquet_info(out)
 
 
-def convert(sources: Iterable, out: str | os.PathLike, *, notes: list[str] | None = None, **kw) -> ParquetInfo:
+def convert(sources: Iterable, out: str | os.PathLike, *, notes: list[str] | None = None, merge: bool = False,
+            **kw) -> ParquetInfo:
     """Write one :class:`~ddms.io.sources.Source` (or several, concatenated in order with their
-    lines renumbered consecutively) to ``out``.  ``notes`` collects the sources' warnings about
+    lines renumbered consecutively, or with ``merge`` merged by receive time:
+    :mod:`ddms.io.merge`) to ``out``.  ``notes`` collects the sources' warnings about
     data lost without an error (see :meth:`~ddms.io.sources.Source.batches`).  Other keyword
     arguments go to :func:`write_parquet`."""
     srcs = list(sources) if not hasattr(sources, "batches") else [sources]
@@ -200,6 +202,11 @@ def convert(sources: Iterable, out: str | os.PathLike, *, notes: list[str] | Non
     kw.setdefault("source", os.pathsep.join(s.path for s in srcs))
     if len(srcs) > 1 and "traded" not in kw:
         kw["traded"] = any(s.kind == "lobster" or (s.kind == "parquet" and parquet_info(s.path).traded) for s in srcs)
+    if merge and len(srcs) > 1:
+        from ddms.io.merge import TimedInput, merge_by_receive_time
+        width = 6 if all(s.symbols for s in srcs) else 5
+        batches = merge_by_receive_time([TimedInput(s.batches(notes), s.path) for s in srcs], width=width)
+        return write_parquet(batches, out, **kw)
     return write_parquet(_chain(srcs, notes), out, **kw)
 
 
@@ -328,7 +335,7 @@ def read_parquet(path: str | os.PathLike, *, symbols: bool = False) -> Iterator[
             prev_line = int(line[-1])
         if info.traded:
             yield LobsterBatch(rel, sign, cols, line, lo, hi, info.skipped if g == last else 0, None,
-                               _column(tbl, "traded", np.float64, p))
+                               traded=_column(tbl, "traded", np.float64, p))
         else:
             yield EventBatch(rel, sign, cols, line, lo, hi, info.skipped if g == last else 0)
 

@@ -36,8 +36,11 @@ import json
 import os
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+import numpy as np
 
 from ddms.errors import InputError, ReplayError
 from ddms.io.capture import iter_lines
@@ -304,5 +307,7 @@ def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = Non
     files = [ws] + (list(http) if http is not None else found)
     p = parser or CryptofeedParser(ws, venue=venue, skip_bad=skip_bad)
     streams = [_lines_of(f, i) for i, f in enumerate(files)]
-    for _, tag, n, raw in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
-        yield from p.feed(raw, n, None if tag == 0 else files[tag])
+    for t, tag, n, raw in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
+        for ev in p.feed(raw, n, None if tag == 0 else files[tag]):
+            # the line's receive time (the files' running maximum) for merges with other inputs
+            yield replace(ev, batch=replace(ev.batch, recv=np.full(len(ev.batch), int(t * 1e9), np.int64)))

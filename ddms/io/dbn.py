@@ -32,7 +32,8 @@ symbol in ``crossed`` (CME's pre-open auction can show a crossed book: reported,
 
 Rows (relations ``bids`` = 0, ``asks`` = 1, schema ``(t, id, broker_id, volume, price)``): ``id``
 the order id (exact in float64: ids >= 2**53 are an error), ``broker_id`` 0, ``volume`` the size,
-``price`` ``price * 1e-9`` (DBN prices are int64 units of 1e-9), ``t`` ``ts_event`` in ms.
+``price`` ``price * 1e-9`` (DBN prices are int64 units of 1e-9), ``t`` ``ts_event`` in ms; the
+batches' ``recv`` is the ``ts_recv`` (ns) of the event's last record (how inputs are merged).
 
 Bad input: a semantic error above, an unknown action or side, a price or size out of range is an
 :class:`~ddms.errors.InputError` naming the file and the 1-based record number, or with
@@ -100,6 +101,7 @@ class _Instrument:
     levels: tuple[dict, dict] = field(default_factory=lambda: ({}, {}))            # price -> total size
     prices: tuple[SortedList, SortedList] = field(default_factory=lambda: (SortedList(), SortedList()))
     in_snapshot: bool = False
+    recv: int = 0            # ts_recv (ns) of the instrument's last record: its event's receive time
     status: MboStatus = field(default_factory=MboStatus)
 
 
@@ -124,7 +126,7 @@ class MboBook:
         self.other_records = 0         # records of other schemas (a transport counts them)
         self.schema: str | None = None   # the file's schema, from its metadata
         self._meta_seen = False
-        self._rows: list = []          # rows of ended events: (rel, sign, t, id, broker, volume, price, line, iid)
+        self._rows: list = []   # rows of ended events: (rel, sign, t, id, broker, volume, price, line, iid, recv)
 
     # -- input ----------------------------------------------------------------------------------
     def _inst(self, iid: int) -> _Instrument:
@@ -140,6 +142,7 @@ class MboBook:
         n = self.records
         iid, flags = int(rec.instrument_id), int(rec.flags)
         inst = self._inst(iid)
+        inst.recv = int(getattr(rec, "ts_recv", 0))
         try:
             try:
                 action = str(rec.action.value if hasattr(rec.action, "value") else rec.action)
@@ -262,8 +265,8 @@ class MboBook:
         self.events += 1
         inst.status.events += 1
         if inst.pending:
-            line, iid = self.events, inst.iid
-            self._rows.extend((*r, line, iid) for r in inst.pending)
+            line, iid, recv = self.events, inst.iid, inst.recv
+            self._rows.extend((*r, line, iid, recv) for r in inst.pending)
             inst.pending.clear()
         b, a = inst.prices
         if b and a and b[-1] >= a[0]:
@@ -291,6 +294,7 @@ class MboBook:
         out = []
         a = np.array([r[:8] for r in rows], np.float64)
         inst_of = [r[8] for r in rows]
+        recv = np.array([r[9] for r in rows], np.int64)
         start = 0
         for i in range(1, len(rows) + 1):
             if i == len(rows) or inst_of[i] != inst_of[start]:
@@ -298,7 +302,7 @@ class MboBook:
                 line = seg[:, 7].astype(np.int64)
                 out.append(SymbolEvents(self.venue, self.instruments[inst_of[start]].symbol, EventBatch(
                     seg[:, 0].astype(np.int8), seg[:, 1].astype(np.int8), np.ascontiguousarray(seg[:, 2:7]), line,
-                    int(line[0]), int(line[-1]))))
+                    int(line[0]), int(line[-1]), recv=recv[start:i])))
                 start = i
         return out
 

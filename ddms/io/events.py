@@ -21,7 +21,10 @@ class EventBatch:
     """``rel[i]`` stream index, ``sign[i]`` +1 insert / -1 delete, ``cols[i, :]`` the tuple,
     ``line[i]`` its input line.  ``first_line``..``last_line`` is the span of input lines the
     batch consumed (lines without events included); ``skipped`` counts bad lines skipped in it;
-    ``error`` is set when a bad line stopped the batch (its events are those before the line)."""
+    ``error`` is set when a bad line stopped the batch (its events are those before the line);
+    ``recv[i]``, when the format records one, is the receive timestamp (ns since the epoch, int64)
+    of event i's line: what :mod:`ddms.io.merge` orders several inputs by (None: the format has
+    none, e.g. order-book CSV, whose ``t`` is not a receive time)."""
 
     rel: np.ndarray
     sign: np.ndarray
@@ -31,6 +34,7 @@ class EventBatch:
     last_line: int
     skipped: int = 0
     error: InputError | None = field(default=None)
+    recv: np.ndarray | None = field(default=None)
 
     def __len__(self) -> int:
         return int(self.rel.shape[0])
@@ -107,10 +111,11 @@ def split_lines(batch: EventBatch, line: int) -> tuple[EventBatch, EventBatch]:
     """``batch`` cut after input line ``line``: (lines up to it, the rest).  O(log n) to find the
     cut; the pieces are views, not copies.  The error (if any) stays with the tail."""
     cut = int(np.searchsorted(batch.line, line, side="right"))
+    recv = batch.recv
     head = EventBatch(batch.rel[:cut], batch.sign[:cut], batch.cols[:cut], batch.line[:cut],
-                      batch.first_line, line, 0, None)
+                      batch.first_line, line, 0, None, None if recv is None else recv[:cut])
     tail = EventBatch(batch.rel[cut:], batch.sign[cut:], batch.cols[cut:], batch.line[cut:],
-                      line + 1, batch.last_line, batch.skipped, batch.error)
+                      line + 1, batch.last_line, batch.skipped, batch.error, None if recv is None else recv[cut:])
     return head, tail
 
 

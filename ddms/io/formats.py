@@ -120,7 +120,7 @@ def symbol_batches(fmt: Format, path: str, *, symbol: str | None = None, skip_ba
             continue
         b = ev.batch
         new, line, last_src = _renumber(b.line, line, last_src)
-        yield EventBatch(b.rel, b.sign, b.cols, new, int(new[0]) if len(new) else line + 1, line)
+        yield EventBatch(b.rel, b.sign, b.cols, new, int(new[0]) if len(new) else line + 1, line, recv=b.recv)
     if symbol is not None and want not in seen:
         shown = ", ".join(seen[:20]) or "none"
         raise ReplayError(f"no events for symbol {symbol!r} (symbols in the file: {shown})", path)
@@ -147,7 +147,7 @@ def all_symbol_batches(fmt: Format, path: str, *, symbol: str | None = None, ski
         b = ev.batch
         new, line, last_src = _renumber(b.line, line, last_src)
         yield EventBatch(b.rel, b.sign, with_symbol(b.cols, sid), new, int(new[0]) if len(new) else line + 1, line,
-                         b.skipped)
+                         b.skipped, recv=b.recv)
     if want is not None and want not in ids:
         shown = ", ".join(list(ids)[:20]) or "none"
         raise ReplayError(f"no events for symbol {symbol!r} (symbols in the file: {shown})", path)

@@ -4,8 +4,16 @@ their adaptors and merged into one sequence of event batches.
 Order of events (deterministic, so ``--every N`` checkpoints are reproducible):
 
 1. every TABLE source, completely, in declaration order (DBToaster loads static tables first);
-2. the STREAM sources interleaved line by line in declaration order (first line of each file,
-   then the second line of each, ...), a chunk of each file at a time.
+2. the STREAM sources: when every one of them records receive timestamps (captures, DBN, tardis:
+   :data:`ddms.io.sources.RECEIVE_TIMED`), merged by receive time (:mod:`ddms.io.merge`: sorted by
+   receive time, then by source, then by position, each source's atomic updates kept whole);
+   else interleaved line by line in declaration order (first line of each file, then the second
+   line of each, ...), a chunk of each file at a time.
+
+Several ``--data`` files (``data=[A, B, ...]``) each feed every order-book stream: they must be
+formats with receive timestamps (an order-book CSV is refused naming it: its ``t`` is not a
+receive time, so no merge order would be right) and the streams must declare the ``symbol``
+column (one book per instrument; an instrument in two files is refused when it shows up).
 
 One ``orderbook`` file feeds every stream that names it (``book := 'bids'|'asks'``); a ``csv``
 file feeds one stream.  An ``orderbook`` file may be in any format :mod:`ddms.io.detect`
@@ -19,7 +27,7 @@ round otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,10 +37,11 @@ import numpy as np
 from ddms.errors import DdmsError, ProgramError, ReplayError
 from ddms.io.detect import GZIP_READERS, detect_kind, read_head
 from ddms.io.events import EventBatch, split_lines
+from ddms.io.merge import TimedInput, merge_by_receive_time
 from ddms.io.orderbook import OrderBookParser, parse_chunks
 from ddms.io.schema import COLUMNS
 from ddms.io.schema import RELATIONS as BOOKS
-from ddms.io.sources import Source, open_source
+from ddms.io.sources import RECEIVE_TIMED, Source, open_source
 from ddms.io.symbols import symbol_id, with_symbol
 from ddms.m3.ir import Program, Stream
 
@@ -69,6 +78,7 @@ class _Source:
     read: Callable[[], Iterable[EventBatch]] | None = None   # the batches of a BookReader's source
     symbol: int | None = None   # CSV text of one instrument whose streams declare a symbol column: its id
     width: int = 5              # columns of its batches (6 with the symbol column)
+    timed: bool = False         # its batches carry receive timestamps (EventBatch.recv)
 
 
 @dataclass
@@ -110,7 +120,18 @@ class ProgramInput:
             for b in streams[0].batches:
                 yield self._renumber(streams[0], b, offset)
             return
+        if self.merged:
+            yield from merge_by_receive_time(
+                [TimedInput(s.batches, str(s.path), self.names.index(s.names[0])) for s in streams],
+                width=self.width, offset=offset)
+            return
         yield from _interleave(self, streams, offset)
+
+    @property
+    def merged(self) -> bool:
+        """Whether the stream sources merge by receive time (several, every one timed)."""
+        streams = [s for s in self.sources if not s.table]
+        return len(streams) > 1 and all(s.timed for s in streams)
 
     def _renumber(self, s: _Source, b: EventBatch, offset: int) -> EventBatch:
         """Relations to global numbers (identity for the first source), lines shifted by ``offset``."""
@@ -207,13 +228,18 @@ def _global(j: np.ndarray, k: int, counts: np.ndarray) -> np.ndarray:
     return before
 
 
-def open_program_input(program: Program, base: Path, *, data: Path | None = None, skip_bad: bool = False,
-                       book_reader: BookReader | None = None) -> ProgramInput:
+def open_program_input(program: Program, base: Path, *, data: Path | Sequence[Path] | None = None,
+                       skip_bad: bool = False, book_reader: BookReader | None = None) -> ProgramInput:
     """The sources ``program`` declares (paths relative to ``base``, the program's folder).
     ``data`` replaces the file of every orderbook stream (``ddms run --data``), or of the only
-    stream when there is one source.  Streams without a FROM clause get no input.  Orderbook
-    files that are not CSV text are read by ``book_reader`` (default
+    stream when there is one source; several ``data`` files each feed every orderbook stream,
+    merged by receive time (module docstring).  Streams without a FROM clause get no input.
+    Orderbook files that are not CSV text are read by ``book_reader`` (default
     :func:`ddms.io.sources.open_source`).  Cost: the first 64 KiB of every file, read to detect its format."""
+    datas = [data] if isinstance(data, Path) else list(data or [])
+    if len(datas) > 1:
+        return _several(program, base, datas, skip_bad, book_reader)
+    data = datas[0] if datas else None
     declared = [s for s in program.streams if s.source is not None]
     for s in declared:
         if s.source.adaptor.lower() not in ADAPTORS:
@@ -248,7 +274,39 @@ def open_program_input(program: Program, base: Path, *, data: Path | None = None
                                    s.kind == "TABLE"))
     # tables first, then streams, each in declaration order; relation numbers follow that order
     sources.sort(key=lambda s: not s.table)
-    names = tuple(n for s in sources for n in s.names)
+    names = tuple(dict.fromkeys(n for s in sources for n in s.names))   # (files feeding the same streams)
+    return ProgramInput(names, sources)
+
+
+def _several(program: Program, base: Path, datas: list[Path], skip_bad: bool,
+             book_reader: BookReader | None) -> ProgramInput:
+    """Several ``--data`` files: each one feeds every orderbook stream (the others keep their
+    declared files), merged by receive time.  Refused, naming the culprit, before any compile: a
+    program whose orderbook streams lack the symbol column, a file without receive timestamps."""
+    books = [s for s in program.streams if s.source is None or s.source.adaptor.lower() == "orderbook"]
+    if not books:
+        raise DdmsError("several --data files replace the files of order-book streams, and this program declares "
+                        "none")
+    if not any(len(s.columns) > len(COLUMNS) for s in books):
+        names = ", ".join(s.name for s in books)
+        raise ProgramError(f"several --data files are several books: the order-book streams ({names}) need the "
+                           "symbol column, e.g. bids(t, id, broker_id, volume, price, symbol VARCHAR)")
+    kinds = [_data_kind(d) for d in datas]
+    for d, kind in zip(datas, kinds, strict=True):
+        if kind not in RECEIVE_TIMED:
+            what = _WHAT.get(kind, "an order-book CSV file" if kind == "orderbook" else f"a {kind} file")
+            raise ReplayError(f"{what} has no receive timestamps, and several --data files are merged by receive time "
+                              f"(files that record one: {', '.join(RECEIVE_TIMED)}); give it alone, or declare it "
+                              "with FROM FILE in the program (stream files without receive times are interleaved "
+                              "line by line)", str(d))
+    others = [s for s in program.streams if s.source is not None and s.source.adaptor.lower() != "orderbook"]
+    sources = [_orderbook_source(program, books, d.resolve() if d.exists() else d, skip_bad, kind, book_reader)
+               for d, kind in zip(datas, kinds, strict=True)]
+    if others:
+        rest = open_program_input(replace(program, streams=tuple(others)), base, skip_bad=skip_bad)
+        sources = rest.sources + sources
+    sources.sort(key=lambda s: not s.table)
+    names = tuple(dict.fromkeys(n for s in sources for n in s.names))
     return ProgramInput(names, sources)
 
 
@@ -350,7 +408,8 @@ def _orderbook_source(program: Program, streams: list[Stream], path: Path, skip_
         reader = book_reader or _open_book
         # (only a program with a symbol column asks for one: readers of single-book programs stay as they were)
         source = reader(path, skip_bad, symbols=True) if symbols else reader(path, skip_bad)
-        return _Source(path, names, _Counted(), table, read=lambda: iter(source), width=width)
+        return _Source(path, names, _Counted(), table, read=lambda: iter(source), width=width,
+                       timed=kind in RECEIVE_TIMED)
     sid = None
     if symbols:
         declared = {s.source.option("symbol") for s in streams if s.source is not None} - {None}

@@ -371,7 +371,7 @@ class LobsterParser:
             self.lines_consumed = line
             pos = nl + 1
         return LobsterBatch(out.rel[:k], out.sign[:k], out.cols[:k], out.line[:k], first + 1, self.lines_consumed,
-                            skipped, err, out.tr[:k])
+                            skipped, err, traded=out.tr[:k])
 
     def _slow_line(self, text: bytes, line: int, out: _Out, k: int) -> int:
         """Validate one line in Python (raises :class:`_Bad` with the reason) and apply it."""
@@ -475,4 +475,4 @@ def _concat(a: LobsterBatch, b: LobsterBatch) -> LobsterBatch:
     return LobsterBatch(np.concatenate([a.rel, b.rel]), np.concatenate([a.sign, b.sign]),
                         np.concatenate([a.cols, b.cols]), np.concatenate([a.line, b.line]), a.first_line,
                         b.last_line, a.skipped + b.skipped, b.error,
-                        np.concatenate([a.traded, b.traded]))
+                        traded=np.concatenate([a.traded, b.traded]))

@@ -53,8 +53,13 @@ from ddms.io.events import EventBatch
 from ddms.io.schema import RELATIONS
 from ddms.io.symbols import symbol_id, with_symbol
 
-__all__ = ["KINDS", "RELATIONS", "Source", "detect_kind", "file_symbol", "file_symbols", "open_source",
-           "partition_name"]
+__all__ = ["KINDS", "RECEIVE_TIMED", "RELATIONS", "Source", "detect_kind", "file_symbol", "file_symbols",
+           "open_source", "partition_name"]
+
+RECEIVE_TIMED = ("binance", "cryptofeed", "dbn", "tardis")
+"""The kinds whose batches carry receive timestamps (``EventBatch.recv``), so that several files
+of them merge by receive time (:mod:`ddms.io.merge`).  Not order-book CSV (its ``t`` is a
+sequence or event time), LOBSTER (exchange time after midnight) or Parquet (not stored)."""
 
 _IO_FORMATS = {f.kind: f for f in io_formats.FORMATS}   # cryptofeed, dbn, tardis (ddms/io)
 _MAX_PENDING = 100_000   # capture messages held while the market (spot/futures) is still unknown
@@ -217,6 +222,8 @@ def _one_symbol(batches: Iterable[EventBatch], symbol: str, *, keep: bool) -> It
     for b in batches:
         m = b.cols[:, 5] == sid
         extra = {"traded": b.traded[m]} if getattr(b, "traded", None) is not None else {}
+        if b.recv is not None:
+            extra["recv"] = b.recv[m]
         yield replace(b, rel=b.rel[m], sign=b.sign[m], cols=np.ascontiguousarray(b.cols[m] if keep else b.cols[m, :5]),
                       line=b.line[m], **extra)
 
@@ -257,8 +264,16 @@ def _binance_batches(src: Source, notes: list[str] | None = None, symbols: bool 
     gap_marks: list[tuple] = []   # per gap (skip_bad): line, reason, depth updates seen, applied, snapshots before it
     empty = np.zeros((0, 2), np.int64)
 
+    marks_u: list[int] = []   # book.updates after a message that applied updates, and its receive time:
+    marks_t: list[int] = []   # the receive timestamps of the rows taken next (cleared by take)
+
     def take() -> EventBatch:
         b = book.take_events()
+        if len(b) and marks_t:   # (an update applied by a message that then failed: the last time known)
+            at = np.searchsorted(np.asarray(marks_u, np.int64), b.line)
+            b = replace(b, recv=np.asarray(marks_t, np.int64)[np.minimum(at, len(marks_t) - 1)])
+        marks_u.clear()
+        marks_t.clear()
         if symbols:      # the capture's symbol, once a depth update named it
             b = replace(b, cols=with_symbol(b.cols, symbol_id(book.symbol or src.symbol or file_symbol(src.path))))
         return b
@@ -273,8 +288,11 @@ def _binance_batches(src: Source, notes: list[str] | None = None, symbols: bool 
                 last = rec.first_id if book.futures else rec.first_id - 1
                 book.apply_snapshot(DepthSnapshot(last, empty, empty, rec.px_dec, rec.qty_dec, rec.event_ms),
                                     cap.recv_ts_ns)
-        gaps, malformed = book.gaps, book.malformed
+        gaps, malformed, updates = book.gaps, book.malformed, book.updates
         book.feed_message(rec, cap.recv_ts_ns)
+        if book.updates > updates:   # an update is received when the message that applied it was
+            marks_u.append(book.updates)
+            marks_t.append(cap.recv_ts_ns)
         if book.malformed > malformed and not src.skip_bad:
             raise InputError(book.reports[-1].reason, src.path, cap.line, cap.raw.decode("utf-8", "replace"))
         if book.gaps > gaps:

@@ -26,7 +26,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from decimal import Decimal, InvalidOperation
+
+import numpy as np
 
 from ddms.errors import InputError, ReplayError
 from ddms.io.capture import iter_lines
@@ -148,7 +151,7 @@ class TardisParser:
     def _end_message(self) -> list[SymbolEvents]:
         if self._msg is None:
             return []
-        symbol = self._msg[0]
+        symbol, local = self._msg
         self._msg = None
         book, st = self.books.get(symbol), self.status.get(symbol)
         if book is None:
@@ -157,7 +160,11 @@ class TardisParser:
         if book.is_crossed():
             st.crossed += 1
         batch = book.take()
-        return [] if batch is None else [SymbolEvents(self.venue[symbol], symbol, batch)]
+        if batch is None:
+            return []
+        # every row of a message was received at its local_timestamp (us): the receive time in ns
+        recv = np.full(len(batch), int(local) * 1000, np.int64)
+        return [SymbolEvents(self.venue[symbol], symbol, replace(batch, recv=recv))]
 
     def flush(self) -> list[SymbolEvents]:
         """The events of the last message (call at the end of the input)."""
