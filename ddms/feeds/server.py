@@ -50,7 +50,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -66,8 +66,8 @@ if TYPE_CHECKING:
     from ddms.feeds.venue_server import VenueReplay
 
 __all__ = [
-    "FAULT_KINDS", "Close", "Fault", "Frame", "Hold", "HttpAnswer", "ReplayCore", "Send", "Stall", "WsRoute",
-    "load_replay", "parse_fault",
+    "FAULT_KINDS", "Close", "Fault", "FaultRules", "Frame", "Hold", "HttpAnswer", "ReplayCore", "Send", "Stall",
+    "WsRoute", "fault_timeline", "load_replay", "parse_fault",
 ]
 
 FAULT_KINDS = ("drop", "dup", "reorder", "corrupt", "close", "stall", "checksum")
@@ -172,6 +172,98 @@ class Stall:
 
 
 Action = Send | Close | Hold | Stall
+
+
+@dataclass(frozen=True)
+class FaultRules:
+    """What differs between the replay servers' timelines (everything else is
+    :func:`fault_timeline`, one loop for both): ``fault(frame, k, n)`` the fault at a counted
+    frame (the k-th counted overall, the n-th of its symbol), ``rest(frame)`` the actions for a
+    frame that is served over HTTP, not sent (a capture's snapshot line), ``after_send(frame)``
+    the actions after a frame is sent, ``corrupt(data)`` a corrupted message,
+    ``bad_checksum(data)`` the message with a wrong checksum (None: it carries none),
+    ``same_stream(held, frame)`` whether a reordered frame is released after ``frame`` (the next
+    counted frame of its own stream: the same symbol)."""
+
+    fault: Callable[[Frame, int, int], Fault | None]
+    rest: Callable[[Frame], Iterator[Action]]
+    after_send: Callable[[Frame], Iterator[Action]] = lambda frame: iter(())
+    corrupt: Callable[[bytes], bytes] = lambda data: data[: len(data) // 2]
+    bad_checksum: Callable[[bytes], bytes | None] = lambda data: None
+    same_stream: Callable[[Frame, Frame], bool] = lambda held, frame: True
+
+
+def fault_timeline(core, frames: list[Frame], rules: FaultRules, wanted: set[str] | None) -> Iterator[Action]:
+    """The actions of a replay of ``frames`` with its faults applied, for either server
+    (``core``: a :class:`ReplayCore` or a venue replay; its ``position``, ``sent`` and
+    ``faults_done`` advance).  Frames of streams no client wants (``wanted``, read at every frame;
+    empty: nothing skipped) are passed over without an action.  Faults: ``drop`` sends nothing,
+    ``dup`` sends twice, ``corrupt`` sends :attr:`FaultRules.corrupt`'s message, ``reorder`` holds
+    the frame until after the next counted frame of the same stream, ``close`` closes every
+    connection then sends the frame to the clients that come back, ``stall`` waits then sends,
+    ``checksum`` sends the message with a wrong checksum (nothing happens for a message without
+    one).  Cost: a dict lookup per counted frame on top of the send."""
+    held: Send | None = None
+    k = 0
+    per: dict[str, int] = {}
+    for f in frames:
+        if f.stream is None:                   # served over HTTP (a REST snapshot), not sent
+            yield from rules.rest(f)
+            core.position = f.index
+            continue
+        fault = None
+        if f.counted:
+            k += 1
+            per[f.symbol or ""] = n = per.get(f.symbol or "", 0) + 1
+            fault = rules.fault(f, k, n)
+        if fault is None and wanted and f.stream not in wanted and not (held and f.counted):
+            core.position = f.index
+            continue
+        data = f.data
+        label = ""
+        if fault is not None:
+            label = f"{fault.kind}@{fault.at}{'#' + fault.symbol if fault.symbol else ''} (line {f.line})"
+            if fault.kind == "close":
+                core.faults_done.append(label)
+                yield Close(FAULT_CLOSE, f"fault injection: {label}")
+                fault = None
+            elif fault.kind == "stall":
+                core.faults_done.append(label)
+                yield Stall(fault.seconds, f"fault injection: {label}")
+                fault = None
+            elif fault.kind == "checksum":
+                bad = rules.bad_checksum(f.data)
+                if bad is not None:
+                    core.faults_done.append(label)
+                    data = bad
+                fault = None
+        core.position = f.index
+        if fault is None:
+            core.sent += 1
+            yield Send(f, data, label if data is not f.data else "")
+            yield from rules.after_send(f)
+        elif fault.kind == "drop":
+            core.faults_done.append(label)
+        elif fault.kind == "dup":
+            core.faults_done.append(label)
+            core.sent += 2
+            yield Send(f, data)
+            yield Send(f, data, label)
+        elif fault.kind == "corrupt":
+            core.faults_done.append(label)
+            core.sent += 1
+            yield Send(f, rules.corrupt(data), label)
+        elif fault.kind == "reorder":
+            core.faults_done.append(label)
+            held = Send(f, data, label)
+            continue
+        if held is not None and f.counted and rules.same_stream(held.frame, f):
+            core.sent += 1
+            yield held
+            held = None
+    if held is not None:
+        core.sent += 1
+        yield held
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,58 +478,19 @@ class ReplayCore:
         client subscribes to (empty: no client yet, nothing is skipped); frames of other streams
         are passed over without an action (an unthrottled replay of the depth stream alone skips
         14 other frames per depth frame)."""
-        held: Send | None = None
-        k = 0
-        for f in self.frames:
-            if f.stream is None:          # the capture's snapshot line: served over HTTP, not sent
-                if f.index == self.snapshot_at:
-                    yield Hold(self.hold_seconds)
-                self.position = f.index
-                continue
-            fault = None
-            if f.counted:
-                k += 1
-                fault = self.faults.get(k)
-            if fault is None and wanted and f.stream not in wanted and not (held and f.counted):
-                self.position = f.index
-                continue
-            if fault is not None:
-                label = f"{fault.kind}@{k} (line {f.line})"
-                if fault.kind == "close":
-                    self.faults_done.append(label)
-                    yield Close(FAULT_CLOSE, f"fault injection: {label}")
-                elif fault.kind == "stall":
-                    self.faults_done.append(label)
-                    yield Stall(fault.seconds, f"fault injection: {label}")
-                    fault = None
-            self.position = f.index
-            if fault is None or fault.kind in ("close", "stall"):
-                self.sent += 1
-                yield Send(f, f.data)
-                if f.index == self._first_depth and self.snapshot_at is None and self.protocol == "binance":
-                    yield Hold(self.hold_seconds)    # an empty-book start: wait for the client's request
-            elif fault.kind == "drop":
-                self.faults_done.append(label)
-            elif fault.kind == "dup":
-                self.faults_done.append(label)
-                self.sent += 2
-                yield Send(f, f.data)
-                yield Send(f, f.data, label)
-            elif fault.kind == "corrupt":
-                self.faults_done.append(label)
-                self.sent += 1
-                yield Send(f, f.data[: len(f.data) // 2], label)
-            elif fault.kind == "reorder":
-                self.faults_done.append(label)
-                held = Send(f, f.data, label)
-                continue
-            if held is not None and f.counted:     # after the next counted message
-                self.sent += 1
-                yield held
-                held = None
-        if held is not None:
-            self.sent += 1
-            yield held
+        rules = FaultRules(fault=lambda f, k, n: self.faults.get(k) if self.faults else None,
+                           rest=self._rest_frame, after_send=self._after_send)
+        return fault_timeline(self, self.frames, rules, wanted)
+
+    def _rest_frame(self, f: Frame) -> Iterator[Action]:
+        """The capture's snapshot line: wait there for the client's snapshot request."""
+        if f.index == self.snapshot_at:
+            yield Hold(self.hold_seconds)
+
+    def _after_send(self, f: Frame) -> Iterator[Action]:
+        """An empty-book start: after the first depth frame, wait for the client's request."""
+        if f.index == self._first_depth and self.snapshot_at is None and self.protocol == "binance":
+            yield Hold(self.hold_seconds)
 
     def _check(self) -> None:
         """Invariants: frames numbered in input order; a capture's counted frames are depth

@@ -62,17 +62,15 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from ddms.errors import InputError, ReplayError
 from ddms.feeds.server import (
-    FAULT_CLOSE,
     Action,
-    Close,
     Fault,
+    FaultRules,
     Frame,
     Hold,
     HttpAnswer,
-    Send,
-    Stall,
     WsRoute,
     _err,
+    fault_timeline,
     streams_route,
 )
 from ddms.io.levels import ASKS, BIDS
@@ -427,72 +425,26 @@ class VenueReplay:
         ``seqId <= last`` as stale)."""
         if self.venue != "binance":
             yield Hold(self.hold_seconds)          # until a client subscribes
-        held: Send | None = None
-        k = 0
-        per: dict[str, int] = {}
-        for f in self.frames:
-            if f.stream is None:                   # a Binance REST snapshot: served over HTTP
-                if f.index == self.first_snapshot.get(f.symbol or ""):
-                    yield Hold(self.hold_seconds, f.symbol)
-                self.position = f.index
-                continue
-            fault = None
-            if f.counted:
-                k += 1
-                per[f.symbol or ""] = n = per.get(f.symbol or "", 0) + 1
-                fault = self.faults.get((None, k)) or self.faults.get((f.symbol, n))
-            if fault is None and wanted and f.stream not in wanted and not (held and f.counted):
-                self.position = f.index
-                continue
-            data = f.data
-            label = ""
-            if fault is not None:
-                label = f"{fault.kind}@{fault.at}{'#' + fault.symbol if fault.symbol else ''} (line {f.line})"
-                if fault.kind == "close":
-                    self.faults_done.append(label)
-                    yield Close(FAULT_CLOSE, f"fault injection: {label}")
-                    fault = None
-                elif fault.kind == "stall":
-                    self.faults_done.append(label)
-                    yield Stall(fault.seconds, f"fault injection: {label}")
-                    fault = None
-                elif fault.kind == "checksum":
-                    bad = _bad_checksum(self.venue, f.data)
-                    if bad is not None:
-                        self.faults_done.append(label)
-                        data = bad
-                    fault = None
-            self.position = f.index
-            if fault is None:
-                self.sent += 1
-                yield Send(f, data, label if data is not f.data else "")
-            elif fault.kind == "drop":
-                self.faults_done.append(label)
-            elif fault.kind == "dup":
-                self.faults_done.append(label)
-                self.sent += 2
-                yield Send(f, data)
-                yield Send(f, data, label)
-            elif fault.kind == "corrupt":
-                self.faults_done.append(label)
-                self.sent += 1
-                if self.venue == "binance":
-                    yield Send(f, data[: len(data) // 2], label)
-                else:
-                    msg = json.loads(data)
-                    _corrupt_levels(msg)
-                    yield Send(f, _compact(msg), label)
-            elif fault.kind == "reorder":
-                self.faults_done.append(label)
-                held = Send(f, data, label)
-                continue
-            if held is not None and f.counted and held.frame.symbol == f.symbol:
-                self.sent += 1
-                yield held
-                held = None
-        if held is not None:
-            self.sent += 1
-            yield held
+        faults = self.faults
+        rules = FaultRules(
+            fault=lambda f, k, n: (faults.get((None, k)) or faults.get((f.symbol, n))) if faults else None,
+            rest=self._rest_frame, corrupt=self._corrupt, bad_checksum=lambda data: _bad_checksum(self.venue, data),
+            same_stream=lambda held, f: held.symbol == f.symbol)
+        yield from fault_timeline(self, self.frames, rules, wanted)
+
+    def _rest_frame(self, f: Frame) -> Iterator[Action]:
+        """A Binance REST snapshot (served over HTTP): the first of its symbol waits for a request."""
+        if f.index == self.first_snapshot.get(f.symbol or ""):
+            yield Hold(self.hold_seconds, f.symbol)
+
+    def _corrupt(self, data: bytes) -> bytes:
+        """Binance: a message cut in half (undecodable); other venues: levels with wrong sizes in
+        valid JSON (caught by the checksum or by the book's checks)."""
+        if self.venue == "binance":
+            return data[: len(data) // 2]
+        msg = json.loads(data)
+        _corrupt_levels(msg)
+        return _compact(msg)
 
     def _check(self) -> None:
         assert all(f.index == k for k, f in enumerate(self.frames, 1)), "frames out of order"
