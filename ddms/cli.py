@@ -36,13 +36,15 @@ def _jsonable(x):
     return x
 
 
-def _print_views(position: int, snapshot: dict, as_json: bool) -> None:
+def _print_views(position: int, snapshot: dict, as_json: bool, partition: str | None = None) -> None:
+    """One printed row of ``ddms run``; ``partition`` tags the rows of ``--spark`` replays."""
     views = {k: _jsonable(v) for k, v in snapshot.items()}
     if as_json:
-        print(json.dumps({"line": position, "views": views}), flush=True)
+        tag = {} if partition is None else {"partition": partition}
+        print(json.dumps({**tag, "line": position, "views": views}), flush=True)
     else:
         parts = ", ".join(f"{k}={v if not isinstance(v, list) else f'<{len(v)} rows>'}" for k, v in views.items())
-        print(f"line {position}: {parts}", flush=True)
+        print(f"{'' if partition is None else partition + ' '}line {position}: {parts}", flush=True)
 
 
 BAR_DELAY = 0.5
@@ -217,6 +219,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         target = load_program(program)
     demo = args.program is None and args.data is None
+    if args.spark and not args.segments:   # one replay per partition: the files are not merged
+        return _run_partitions(args, program)
     inputs = None
     notes: list[str] = []      # losses a --skip-bad replay let pass (gaps in a capture)
     if not demo:
@@ -473,13 +477,40 @@ def _until(batches: Iterator, line: int) -> Iterator:
         yield b
 
 
+def _run_partitions(args: argparse.Namespace, program: Path) -> int:
+    """``ddms run PROGRAM --data FILE... --spark MASTER`` (without ``--segments``): one Spark task
+    per (file, symbol) partition (a multi-symbol file is one ``FILE#SYMBOL`` partition per symbol),
+    each a replay of that partition alone (:func:`replay.viewtask.partition_views`); prints, in
+    partition order, exactly what ``ddms run PROGRAM --data PARTITION`` prints, each row tagged
+    with its partition.  The files are not merged (each partition has its own engine)."""
+    if not args.program or not args.data:
+        raise DdmsError("--spark replays the --data files' partitions: give a program and --data FILE...")
+    if args.resume or args.checkpoint or args.query or args.first_results or args.until:
+        raise DdmsError("--spark runs one replay per partition: run it without --checkpoint, --resume, --query, "
+                        "--until and --first-results")
+    from replay.backtest import symbol_partitions
+    from replay.spark import run_sweep
+    from replay.viewtask import partition_views
+    parts = symbol_partitions(args.data)
+    tasks = [(p, str(program.resolve()), {"every": args.every}) for p in parts]
+    t0 = time.perf_counter()
+    out = run_sweep(tasks, master=args.spark, fn=partition_views,
+                    progress=lambda done, n: print(f"spark: {done}/{n} partitions done", file=sys.stderr, flush=True))
+    for row in out:
+        for text in row["rows"]:
+            d = json.loads(text)
+            _print_views(d["line"], d["views"], args.json, partition=row["partition"])
+    lines = sum(r["lines"] for r in out)
+    print(f"{len(parts)} partitions ({lines:,} lines) on Spark {args.spark} in {time.perf_counter() - t0:.2f} s",
+          file=sys.stderr)
+    return 0
+
+
 def _run_split(args: argparse.Namespace, program: Path, inputs) -> int:
     """``ddms run PROGRAM --data FILE --segments N [--spark MASTER] [--checkpoint DIR]``: one
     history split into N segments that start from the checkpoints of a first pass
     (:func:`replay.segments.run_split`), printed as the sequential run prints them; the first
     pass's cost and the segments' time on stderr."""
-    if args.spark and not args.segments:
-        raise DdmsError("--spark runs the segments of a split replay: give --segments N too")
     if inputs is None or not args.program:
         raise DdmsError("--segments needs a program and its input (--data FILE), not the demo")
     if args.resume or args.query or args.first_results:
@@ -555,7 +586,8 @@ def add_durable_options(run: argparse.ArgumentParser) -> None:
                           "--checkpoint DIR if given, reused by the next run), then the segments replay from them "
                           "(on --spark MASTER, else one after the other); prints what the sequential run prints")
     run.add_argument("--spark", metavar="MASTER",
-                     help="run the --segments as Spark tasks on MASTER (e.g. local[2])")
+                     help="run the --segments as Spark tasks on MASTER (e.g. local[2]); without --segments, one Spark "
+                          "task per (--data file, symbol) partition, each printing what a run of it alone prints")
     run.add_argument("--query", metavar="SQL",
                      help="also answer this SQL over the base relations (tables named after the streams: bids, asks) "
                           "with the views, by DuckDB; the engine keeps the relations (one hash probe an event)")

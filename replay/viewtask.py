@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ddms.errors import DdmsError, ReplayError
 
-__all__ = ["view_task"]
+__all__ = ["partition_views", "view_task"]
 
 _PROGRAMS: dict[str, object] = {}   # program path -> parsed Program (SQL compiled once per process)
 
@@ -99,3 +99,38 @@ def view_task(partition: str, strategy: str, params: dict[str, float]) -> dict[s
         row[f"{n}_max"] = hi if c else math.nan
         row[f"{n}_above"] = above
     return row
+
+
+def partition_views(partition: str, strategy: str, params: dict[str, float]) -> dict[str, object]:
+    """``ddms run STRATEGY --data PARTITION --every N --json`` as a task: the JSON rows that run
+    prints (the views after every ``every`` lines, 0: none, and at the end), for one partition (a
+    file, or ``FILE#SYMBOL`` of a multi-symbol file).  The row: ``partition``, ``lines``, ``rows``
+    (JSON strings, NaN spelled ``NaN``: the printer makes it ``null``).  Sequential and Spark
+    runs give the same rows (a deterministic function of the file and the program).  Cost: the
+    replay; the compiled program is loaded once per worker process."""
+    import json
+
+    from ddms.io.inputs import open_program_input
+    from ddms.runtime.driver import replay
+    from ddms.runtime.engine import Engine
+
+    unknown = set(params) - {"every"}
+    if unknown:
+        raise ReplayError(f"unknown parameter(s) {sorted(unknown)} (partition_views takes every)", strategy)
+    every = int(params.get("every", 0))
+    program = _program(strategy)
+    inputs = open_program_input(program, Path(strategy).parent, data=Path(partition))
+    engine = Engine(program)
+    rows: list[str] = []
+
+    def show(_position: int) -> None:
+        rows.append(json.dumps({"line": engine.position, "views": dict(engine.snapshot())}))
+
+    def chunks(path: Path):
+        with open(path, "rb") as f:
+            while data := f.read(1 << 22):
+                yield data
+    replay(engine, inputs.batches(chunks), engine.relmap(inputs.names), every=every, checkpoint=show)
+    if not every or engine.position % every:   # (as ddms run: the end, unless just printed)
+        show(engine.position)
+    return {"partition": partition, "lines": engine.position, "rows": rows}

@@ -70,7 +70,7 @@ def test_cli_split_prints_what_the_sequential_run_prints(split, tmp_path, spark)
 
 def test_cli_split_refusals(split):
     prog, data, _ = split
-    rc, _, err = _cli(prog, "--data", data, "--spark", "local[2]")
-    assert rc == 2 and "--spark runs the segments of a split replay: give --segments N too" in err
+    rc, _, err = _cli(prog, "--data", data, "--spark", "local[2]", "--query", "SELECT 1")
+    assert rc == 2 and "--spark runs one replay per partition" in err   # (without --segments: per partition)
     rc, _, err = _cli(prog, "--data", data, "--segments", "2", "--query", "SELECT 1")
     assert rc == 2 and "without --resume, --query" in err

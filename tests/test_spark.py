@@ -3,6 +3,7 @@ order; failed tasks and malformed task lists give clear errors."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -155,3 +156,35 @@ def test_rows_as_tasks_finish_and_ctrl_c(session, tmp_path, capsys, monkeypatch)
     assert len(kept) == 2 and sorted(float(r["threshold"]) for r in kept) == sorted(
         tasks[i][2]["threshold"] for i in seen)
     assert not (out / "runs").exists()                       # no best run replayed after an interruption
+
+
+def _tardis_file(path, rows):
+    header = "exchange,symbol,timestamp,local_timestamp,is_snapshot,side,price,amount\n"
+    path.write_text(header + "\n".join(rows) + "\n")
+    return str(path)
+
+
+def test_run_spark_one_task_per_file_and_symbol(session, tmp_path, capsys):
+    """``ddms run PROG --data FILE... --spark local[2]``: one task per (file, symbol); the rows
+    printed equal, partition by partition and row for row, what ``ddms run PROG --data
+    FILE#SYMBOL`` prints alone (tagged with the partition)."""
+    from ddms.cli import main
+    prog = str(EXAMPLES.parent / "sql" / "symbol_best_bid.sql")
+    rows_a = []
+    for i in range(12):
+        sym = ("AAA", "BBB")[i % 2]
+        snap = "true" if i < 2 else "false"
+        rows_a += [f"ex,{sym},{1000 + i},{1000 + i},{snap},bid,{10 + i % 5},{1 + i % 3}",
+                   f"ex,{sym},{1000 + i},{1000 + i},{snap},ask,{30 + i % 4},1"]
+    a = _tardis_file(tmp_path / "a.csv", rows_a)
+    b = _tardis_file(tmp_path / "b.csv", [f"ex,CCC,{2000 + i},{2000 + i},{'true' if i == 0 else 'false'},bid,{5 + i},2"
+                                          for i in range(7)])
+    assert main(["run", prog, "--data", a, "--data", b, "--spark", "local[2]", "--every", "2", "--json"]) == 0
+    got = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [r["partition"] for r in got if r["line"] == 2] == [f"{a}#AAA", f"{a}#BBB", b]
+    for part in (f"{a}#AAA", f"{a}#BBB", b):
+        assert main(["run", prog, "--data", part, "--every", "2", "--json"]) == 0
+        want = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+        assert len(want) >= 3
+        assert [{k: v for k, v in r.items() if k != "partition"} for r in got if r["partition"] == part] == want
+    assert any(r["views"]["SYMBOL_BEST_BID"] == [["CCC", 11.0]] for r in got)

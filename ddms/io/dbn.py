@@ -67,6 +67,7 @@ PRICE_SCALE = 1e-9
 UNDEF_PRICE = int(dbn.UNDEF_PRICE)
 _SIDE = {"B": BIDS, "A": ASKS}
 _MAX_ID = 2**53
+_MAX_TS = 2**63 - 1       # receive times as int64 (EventBatch.recv)
 
 
 @dataclass
@@ -142,7 +143,7 @@ class MboBook:
         n = self.records
         iid, flags = int(rec.instrument_id), int(rec.flags)
         inst = self._inst(iid)
-        inst.recv = int(getattr(rec, "ts_recv", 0))
+        inst.recv = min(int(getattr(rec, "ts_recv", 0)), _MAX_TS)   # (uint64; UNDEF_TIMESTAMP is 2**64 - 1)
         try:
             try:
                 action = str(rec.action.value if hasattr(rec.action, "value") else rec.action)
