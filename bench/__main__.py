@@ -25,6 +25,8 @@ Sections (``--only`` takes the name or the number):
               never-compiled view (bench/e2e.py; ``python -m bench e2e [--quick]``, a few minutes)
 14 depth_sql  each cookbook view (examples/sql): cost class, ns/line at 1k..1M resting orders, growth,
               MIN/MAX view / its SUM twin (bench/depth_sql.py; DDMS_BENCH_VIEWS=stem,.. limits the views)
+15 mbo        MBO (CME DBN) replay in events/s next to hftbacktest-style L2 (Binance capture): reader,
+              apply only, end to end through a per-symbol view, CPU time (bench/mbo.py)
 
 Every number in the table is measured by that run; throughput counts input lines.  Progress
 goes to stderr, the table to stdout.
@@ -55,6 +57,7 @@ from bench import (
     feeds,
     ingest,
     kernel,
+    mbo,
     spark_sweep,
     sql_finance,
     throughput,
@@ -76,6 +79,7 @@ SECTIONS = {
     "ingest": ingest.run,
     "e2e": e2e.run,
     "depth_sql": depth_sql.run,
+    "mbo": mbo.run,
 }
 
 
