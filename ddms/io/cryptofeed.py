@@ -278,6 +278,9 @@ def capture_files(path: str | os.PathLike) -> tuple[str, list[str]]:
     return p, https
 
 
+_MAX_NS = 2**63 - 1
+
+
 def _lines_of(path: str, tag: int) -> Iterator[tuple[float, int, int, bytes]]:
     """(receive time or -1 when unknown, file tag, line number, raw) of each line; a line whose
     time cannot be read keeps the previous line's (the parser then says what is wrong)."""
@@ -310,4 +313,6 @@ def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = Non
     for t, tag, n, raw in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
         for ev in p.feed(raw, n, None if tag == 0 else files[tag]):
             # the line's receive time (the files' running maximum) for merges with other inputs
-            yield replace(ev, batch=replace(ev.batch, recv=np.full(len(ev.batch), int(t * 1e9), np.int64)))
+            # (ns as int64: a time beyond year 2262 is clamped, the parser judges such a line)
+            recv = min(int(t * 1e9), _MAX_NS)
+            yield replace(ev, batch=replace(ev.batch, recv=np.full(len(ev.batch), recv, np.int64)))

@@ -292,7 +292,7 @@ def _binance_batches(src: Source, notes: list[str] | None = None, symbols: bool 
         book.feed_message(rec, cap.recv_ts_ns)
         if book.updates > updates:   # an update is received when the message that applied it was
             marks_u.append(book.updates)
-            marks_t.append(cap.recv_ts_ns)
+            marks_t.append(min(cap.recv_ts_ns, 2**63 - 1))   # (int64 ns; any digits are a valid capture time)
         if book.malformed > malformed and not src.skip_bad:
             raise InputError(book.reports[-1].reason, src.path, cap.line, cap.raw.decode("utf-8", "replace"))
         if book.gaps > gaps:

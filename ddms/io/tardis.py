@@ -163,7 +163,7 @@ class TardisParser:
         if batch is None:
             return []
         # every row of a message was received at its local_timestamp (us): the receive time in ns
-        recv = np.full(len(batch), int(local) * 1000, np.int64)
+        recv = np.full(len(batch), min(int(local) * 1000, 2**63 - 1), np.int64)   # (clamped to int64 ns)
         return [SymbolEvents(self.venue[symbol], symbol, replace(batch, recv=recv))]
 
     def flush(self) -> list[SymbolEvents]:
