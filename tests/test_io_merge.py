@@ -310,3 +310,27 @@ def test_cli_data_option_is_repeatable():
     args = build_parser(all_commands=False).parse_args(["run", "p.sql", "--data", "a", "--data", "b"])
     assert args.data == ["a", "b"]
     assert json.dumps(args.data)
+
+
+def test_binance_capture_and_cryptofeed_capture_merge(tmp_path, symbol_program):
+    """Two formats at once (an hftbacktest-recorder capture and a cryptofeed capture): the
+    Binance rows carry the receive time of the message that applied them (one per line, taken
+    from the capture's own lines), and the merge is the sort."""
+    import gzip
+    spot, kraken = BINANCE / "spot_btcusdt_20240808.gz", VENUES / "KRAKEN.ws.50.0"
+    if not (spot.exists() and kraken.exists()):
+        pytest.skip("../shared/data not present")
+    with gzip.open(spot, "rb") as f:
+        stamps = {int(line.split(b" ", 1)[0]) for line in f if line.strip()}
+    batches = list(open_source(spot, symbols=True).batches())
+    recv = np.concatenate([b.recv for b in batches])
+    line = np.concatenate([b.line for b in batches])
+    assert set(np.unique(recv).tolist()) <= stamps
+    assert np.all(np.diff(recv) >= 0)                      # the capture's messages are in receive order
+    for ln in np.unique(line)[:2000]:
+        assert len(set(recv[line == ln].tolist())) == 1    # one receive time per atomic update
+    per_input = [input_lines(batches), input_lines(open_source(kraken, symbols=True).batches())]
+    pi = open_program_input(symbol_program, tmp_path, data=[spot, kraken])
+    got = merged_lines(pi.batches(lambda p: iter([p.read_bytes()])))
+    assert got == expected_lines(per_input, 6)
+    assert got[0][0][-1] < 1.7e18 < got[-1][0][-1]         # Kraken's 2021 session first, Binance's 2024 after
