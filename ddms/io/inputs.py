@@ -27,6 +27,7 @@ round otherwise.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -228,7 +229,7 @@ def _global(j: np.ndarray, k: int, counts: np.ndarray) -> np.ndarray:
     return before
 
 
-def open_program_input(program: Program, base: Path, *, data: Path | Sequence[Path] | None = None,
+def open_program_input(program: Program, base: Path, *, data: str | os.PathLike | Sequence[Path] | None = None,
                        skip_bad: bool = False, book_reader: BookReader | None = None) -> ProgramInput:
     """The sources ``program`` declares (paths relative to ``base``, the program's folder).
     ``data`` replaces the file of every orderbook stream (``ddms run --data``), or of the only
@@ -236,7 +237,7 @@ def open_program_input(program: Program, base: Path, *, data: Path | Sequence[Pa
     merged by receive time (module docstring).  Streams without a FROM clause get no input.
     Orderbook files that are not CSV text are read by ``book_reader`` (default
     :func:`ddms.io.sources.open_source`).  Cost: the first 64 KiB of every file, read to detect its format."""
-    datas = [data] if isinstance(data, Path) else list(data or [])
+    datas = [Path(data)] if isinstance(data, str | os.PathLike) else [Path(d) for d in data or []]
     if len(datas) > 1:
         return _several(program, base, datas, skip_bad, book_reader)
     data = datas[0] if datas else None
