@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from ddms.cli import main
 from ddms.compiler import compile_sql
-from ddms.errors import InputError, ProgramError, ReplayError
+from ddms.errors import DdmsError, InputError, ProgramError, ReplayError
 from ddms.io.events import EventBatch
 from ddms.io.inputs import open_program_input
 from ddms.io.merge import TimedInput, merge_by_receive_time
@@ -273,6 +273,12 @@ def test_run_refuses_several_files_without_receive_times(tmp_path, capsys):
     assert main(["run", str(sql), "--data", str(cap), "--data", str(csv)]) == 2
     err = capsys.readouterr().err
     assert "book.csv" in err and "no receive timestamps" in err and "Traceback" not in err
+
+
+def test_the_same_file_twice_is_refused(tmp_path, symbol_program):
+    a = _tardis(tmp_path / "a.csv", "AAA", 5)
+    with pytest.raises(DdmsError, match="given twice"):
+        open_program_input(symbol_program, tmp_path, data=[a, tmp_path / "." / "a.csv"])
 
 
 def test_run_refuses_several_files_for_streams_without_symbols(tmp_path, capsys):

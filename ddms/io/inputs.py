@@ -292,6 +292,11 @@ def _several(program: Program, base: Path, datas: list[Path], skip_bad: bool,
         names = ", ".join(s.name for s in books)
         raise ProgramError(f"several --data files are several books: the order-book streams ({names}) need the "
                            "symbol column, e.g. bids(t, id, broker_id, volume, price, symbol VARCHAR)")
+    seen: set[Path] = set()
+    for d in datas:
+        if d.exists() and d.resolve() in seen:
+            raise DdmsError(f"{d}: given twice as --data (each file's books would be merged with themselves)")
+        seen.add(d.resolve() if d.exists() else d)
     kinds = [_data_kind(d) for d in datas]
     for d, kind in zip(datas, kinds, strict=True):
         if kind not in RECEIVE_TIMED:
