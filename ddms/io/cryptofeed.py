@@ -192,6 +192,95 @@ class CryptofeedParser:
             return out + self._dispatch(line, parsed, src)
         return self._dispatch(line, parsed, src)
 
+    # -- input in chunks (Binance) ---------------------------------------------------------------
+    def chunkable(self) -> bool:
+        """Whether :meth:`feed_lines` applies chunks through the numba lane (a Binance capture
+        whose venue core exists); otherwise it feeds line by line."""
+        from ddms.io.venues.binance import BinanceBooks
+        return type(self.core) is BinanceBooks
+
+    def feed_lines(self, items: list[tuple[bytes, int, str | None]]) -> Iterator[SymbolEvents]:
+        """Many lines ``(raw, line, source)`` in order: exactly what :meth:`feed` per line yields
+        (events, counters, reports, errors), but runs of received websocket messages of a
+        Binance capture go through :meth:`BinanceBooks.feed_chunk
+        <ddms.io.venues.binance.BinanceBooks.feed_chunk>` (in-sequence depth updates of many
+        symbols applied in one numba call; every other message is parsed and fed as
+        :meth:`feed` does).  A bad line in strict mode raises after the events of the lines
+        before it were yielded.  Cost: one :func:`parse_line` per line plus the lane's."""
+        run: list[tuple[bytes, int, str, float]] = []     # (payload, line, source, ts) of received messages
+        for raw, line, source in items:
+            if self.core is None or not self.chunkable():
+                yield from self._flush(run)
+                yield from self.feed(raw, line, source)
+                continue
+            src = source or self.source
+            try:
+                parsed = parse_line(raw, line, src)
+            except InputError as e:
+                yield from self._flush(run)
+                self._fail(e)
+                continue
+            if parsed is None:
+                continue
+            if parsed[0] == "recv":
+                run.append((parsed[3], line, src, parsed[2]))
+                continue
+            yield from self._flush(run)
+            yield from self._dispatch(line, parsed, src)
+        yield from self._flush(run)
+
+    def _flush(self, run: list[tuple[bytes, int, str, float]]) -> Iterator[SymbolEvents]:
+        """Received messages ``run`` through the chunk lane (then ``run`` is emptied)."""
+        if not run:
+            return
+        import numpy as np
+        core = self.core
+        items = list(run)
+        run.clear()
+        numbers = np.arange(self.messages + 1, self.messages + 1 + len(items), dtype=np.int64)
+        failed: list[InputError] = []
+        failed_acts: list = []
+
+        def fallback(t: int) -> tuple:
+            payload, line, src, ts = items[t]
+            try:
+                msg = json.loads(payload)
+            except (ValueError, UnicodeDecodeError, RecursionError) as e:
+                numbers[t + 1:] -= 1          # not a message: the later ones keep their numbers
+                self._fail_or_stop(InputError(f"malformed JSON: {e}", src, line, _shown(payload)), failed)
+                return ()
+            self.messages = int(numbers[t])
+            before = core.bad_messages
+            acts = core.feed(msg, self.messages, int(ts * 1e9))
+            if core.bad_messages > before:
+                r = core.reports[-1] if core.reports else None
+                err = InputError(r.reason if r else "malformed message", src, line, _shown(payload))
+                if not self.skip_bad:
+                    failed_acts.extend(acts)     # after the actions of the messages before it
+                    core.take_events()           # as feed: a bad message's rows are not handed out
+                self._fail_or_stop(err, failed)
+            return acts
+
+        def on_fast(slots: np.ndarray) -> None:
+            self.messages += len(slots)
+
+        acts, events = core.feed_chunk([it[0] for it in items], numbers, fallback=fallback, on_fast=on_fast)
+        self.actions.extend(acts)
+        self.actions.extend(failed_acts)
+        yield from events
+        if failed:
+            raise failed[0]
+
+    def _fail_or_stop(self, err: InputError, failed: list[InputError]) -> None:
+        """:meth:`_fail` inside a chunk: in strict mode the chunk ends at this message (the
+        error is raised after the events before it are handed out)."""
+        if self.skip_bad:
+            self._fail(err)
+            return
+        from ddms.io.venues.binance_chunk import StopChunk
+        failed.append(err)
+        raise StopChunk
+
     def _note_streams(self, kind: str, url: str | None, payload: bytes) -> None:
         """Binance depth streams of this connection, from the URL (``streams=a@depth/...``) or a
         sent SUBSCRIBE: the REST files of a capture may hold snapshots of other connections'."""
@@ -291,10 +380,13 @@ def _lines_of(path: str, tag: int) -> Iterator[tuple[float, int, int, bytes]]:
 
 
 def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = None, venue: str | None = None,
-                    skip_bad: bool = False, parser: CryptofeedParser | None = None) -> Iterator[SymbolEvents]:
+                    skip_bad: bool = False, parser: CryptofeedParser | None = None, chunk: int = 4096
+                    ) -> Iterator[SymbolEvents]:
     """Read a cryptofeed websocket capture and its REST files (``http``; default: the
     ``<EXCHANGE>.http.*`` files beside it), merged by receive time; yield the events.  Pass a
-    ``parser`` to read its :meth:`~CryptofeedParser.summary` afterwards."""
+    ``parser`` to read its :meth:`~CryptofeedParser.summary` afterwards.  Lines go to
+    :meth:`CryptofeedParser.feed_lines` ``chunk`` at a time (``chunk=1``: line by line; the
+    output is the same)."""
     ws, found = capture_files(path)
     if not os.path.exists(ws):
         raise ReplayError("no such file", ws)
@@ -304,5 +396,15 @@ def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = Non
     files = [ws] + (list(http) if http is not None else found)
     p = parser or CryptofeedParser(ws, venue=venue, skip_bad=skip_bad)
     streams = [_lines_of(f, i) for i, f in enumerate(files)]
-    for _, tag, n, raw in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
-        yield from p.feed(raw, n, None if tag == 0 else files[tag])
+    items: list[tuple[bytes, int, str | None]] = []
+    try:
+        for _, tag, n, raw in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
+            items.append((raw, n, None if tag == 0 else files[tag]))
+            if len(items) >= chunk:
+                batch, items = items, []
+                yield from p.feed_lines(batch)
+    except ReplayError:      # damaged gzip data: the lines before the damage count first
+        batch, items = items, []
+        yield from p.feed_lines(batch)
+        raise
+    yield from p.feed_lines(items)

@@ -435,7 +435,7 @@ class ChunkLane:
         try:
             self._chunk(msgs, lines, recv_ns, fallback, on_fast, actions, events)
         except StopChunk:
-            pass
+            self._sync_books()     # whatever the fallback did to the core (e.g. took its events)
         return actions, events
 
     @property
