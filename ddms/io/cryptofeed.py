@@ -267,7 +267,7 @@ class CryptofeedParser:
                 self._fail_or_stop(err, failed)
             return acts
 
-        def on_fast(slots: np.ndarray) -> None:
+        def on_fast(i0: int, slots: np.ndarray) -> None:
             self.messages += len(slots)
 
         acts, events = core.feed_chunk([it[0] for it in items], numbers, fallback=fallback, on_fast=on_fast)

@@ -131,7 +131,7 @@ class BinanceBooks:
 
     def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int] | None = None, recv_ns: int = 0, *,
                    fallback: Callable[[int], Sequence[Resync]] | None = None,
-                   on_fast: Callable[[np.ndarray], None] | None = None
+                   on_fast: Callable[[int, np.ndarray], None] | None = None
                    ) -> tuple[list[Resync], list[SymbolEvents]]:
         """Feed many messages at once (raw bytes take the fast lane; str or parsed messages
         take :meth:`feed`): ``(actions, events)`` exactly as from calling

@@ -294,12 +294,17 @@ class ChunkLane:
     are refreshed from the books at the start of every chunk and after every message that took
     the Python path, so the books stay the single source of truth between calls."""
 
-    def __init__(self, books: BinanceBooks, *, rows: int = 1 << 14, adaptive: bool = True) -> None:
+    def __init__(self, books: BinanceBooks, *, rows: int = 1 << 14, adaptive: bool = True,
+                 follow: Callable[[str], bool] | None = None) -> None:
         """``rows``: the initial capacity of the chunk output (doubled when a message does not
         fit; a full output is handed out and reused).  ``adaptive``: rest after short kernel
-        runs (see :data:`_MIN_RUN`; tests turn it off to drive every message at the kernel)."""
+        runs (see :data:`_MIN_RUN`; tests turn it off to drive every message at the kernel).
+        ``follow``: which symbols' messages the kernel may apply (default all); the others'
+        always take the per-message path (a monitor session filters symbols it does not follow
+        before the core sees them)."""
         self.core = books
         self.adaptive = adaptive
+        self.follow = follow
         self.fast_messages = 0
         """Messages applied by the kernel (the rest took the Python path)."""
         self._slots = np.zeros((_NK, 4), np.int64)
@@ -336,7 +341,7 @@ class ChunkLane:
             self._symlen = np.resize(self._symlen, cap)
             self._st = np.resize(self._st, (cap, 7))
             self._stf = np.resize(self._stf, (cap, 2))
-        ok = len(raw) <= _SYMW and raw.isascii()
+        ok = len(raw) <= _SYMW and raw.isascii() and (self.follow is None or self.follow(sym))
         self._symlen[s] = len(raw) if ok else -1     # -1: never matches, the Python path serves it
         if ok:
             self._symtab[s, :len(raw)] = np.frombuffer(raw, np.uint8)
@@ -416,15 +421,16 @@ class ChunkLane:
     # -- the chunk -------------------------------------------------------------------------------
     def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int = 0, *,
                    fallback: Callable[[int], Sequence[Resync]] | None = None,
-                   on_fast: Callable[[np.ndarray], None] | None = None
+                   on_fast: Callable[[int, np.ndarray], None] | None = None
                    ) -> tuple[list[Resync], list[SymbolEvents]]:
         """See :meth:`BinanceBooks.feed_chunk`.  ``fallback(t)``, when given, handles message
         ``t`` instead of ``core.feed(msgs[t], lines[t], recv_ns)`` (a caller that feeds parsed
         messages, counts its own errors, ...) and returns its actions; it may raise
-        :class:`StopChunk` to end the chunk after message ``t``.  ``on_fast(slots)`` is called
-        after each kernel run with the slot (index into :attr:`symbols`) of every message the
-        kernel applied, in order, before any later message is handled.  ``lines`` is read
-        lazily: a fallback may renumber the messages after its own."""
+        :class:`StopChunk` to end the chunk after message ``t``.  ``on_fast(i, slots)`` is called
+        after each kernel run with its first message ``i`` and the slot (index into
+        :attr:`symbols`) of every message the kernel applied from there, in order, before any
+        later message is handled.  ``lines`` is read lazily: a fallback may renumber the
+        messages after its own."""
         core = self.core
         events = core.take_events()
         actions: list[Resync] = []
@@ -444,7 +450,7 @@ class ChunkLane:
         return self._sym
 
     def _chunk(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int,
-               fallback: Callable[[int], Sequence[Resync]] | None, on_fast: Callable[[np.ndarray], None] | None,
+               fallback: Callable[[int], Sequence[Resync]] | None, on_fast: Callable[[int, np.ndarray], None] | None,
                actions: list[Resync], events: list[SymbolEvents]) -> None:
         # only bytes go through the kernel; anything else (str, a parsed dict) is an empty message
         # there, which the scan refuses: it takes BinanceBooks.feed as it is
@@ -495,7 +501,7 @@ class ChunkLane:
                 self._emit(i, stop, k, res[i:], lines, events)
                 self.consumed = stop
                 if on_fast is not None:
-                    on_fast(res[i:stop, 0])
+                    on_fast(i, res[i:stop, 0])
             i = stop
             if i >= n:
                 break
