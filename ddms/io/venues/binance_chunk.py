@@ -324,6 +324,7 @@ class ChunkLane:
         self._cool = 0                # messages left to feed one by one (see _MIN_RUN)
         self._rest = _REST // 2       # the next rest (doubles after each short run)
         self._lists: Any = None      # typed lists of every book's level arrays, by slot
+        self._marks: dict[str, tuple[int, int, int, int]] = {}   # per book, at the end of the last chunk
         self.consumed = 0
         """Messages the last :meth:`feed_chunk` consumed (all of them unless a fallback raised
         :class:`StopChunk`)."""
@@ -404,16 +405,19 @@ class ChunkLane:
             self._refresh(s)
 
     def _check(self) -> None:
-        """Every slot names a book of the core and the hash table finds it; right after
-        :meth:`feed_chunk` (before anything else touches the books) each slot's state equals its
-        book's (the kernel and :meth:`_emit` keep them in step) and the typed lists hold the
-        book's current arrays.  O(symbols)."""
+        """Every slot names a book of the core and the hash table finds it; each slot whose book
+        nothing fed since the last :meth:`feed_chunk` has its book's state (the kernel and
+        :meth:`_emit` keep them in step) and the typed lists hold the book's current arrays
+        (a book fed elsewhere since, e.g. a snapshot, is refreshed at the next chunk).
+        O(symbols)."""
         assert len(self._sym) == len(self._books) == len(self._held) == len(self._slot_of)
         for s, (sym, bk) in enumerate(zip(self._sym, self._books, strict=True)):
             assert self.core.books[sym] is bk and self._slot_of[sym] == s
             n = int(self._symlen[s])
             if n >= 0:
                 assert _find(self._symtab[s, :n].copy(), 0, n, self._table, self._symtab, self._symlen) == s
+            if self._marks.get(sym) != self._mark(bk):
+                continue     # fed elsewhere since the last chunk (a snapshot, a resync): refreshed at the next
             st, stf = self._state_of(bk)
             assert tuple(self._st[s].tolist()) == st and tuple(self._stf[s].tolist()) == stf, (sym, st)
             assert all(getattr(bk, name) is a for name, a in zip(_ARRAYS, self._held[s], strict=True))
@@ -437,12 +441,19 @@ class ChunkLane:
         self._sync_books()
         self.consumed = 0
         if not msgs:
+            self._marks = {sym: self._mark(bk) for sym, bk in zip(self._sym, self._books, strict=True)}
             return actions, events
         try:
             self._chunk(msgs, lines, recv_ns, fallback, on_fast, actions, events)
         except StopChunk:
             self._sync_books()     # whatever the fallback did to the core (e.g. took its events)
+        self._marks = {sym: self._mark(bk) for sym, bk in zip(self._sym, self._books, strict=True)}
         return actions, events
+
+    @staticmethod
+    def _mark(bk: BinanceBook) -> tuple[int, int, int, int]:
+        """Changes whenever anything feeds ``bk`` (a message, a snapshot, a resync)."""
+        return (bk.messages, bk.updates, bk.resyncs, bk.snapshots_rejected)
 
     @property
     def symbols(self) -> list[str]:
