@@ -324,7 +324,8 @@ class ChunkLane:
         self._cool = 0                # messages left to feed one by one (see _MIN_RUN)
         self._rest = _REST // 2       # the next rest (doubles after each short run)
         self._lists: Any = None      # typed lists of every book's level arrays, by slot
-        self._marks: dict[str, tuple[int, int, int, int]] = {}   # per book, at the end of the last chunk
+        self._marks: dict[str, tuple[int, int, int, int]] = {}   # per book, when a chunk last touched it
+        self._touched: set[int] = set()                             # slots the current chunk touched
         self.consumed = 0
         """Messages the last :meth:`feed_chunk` consumed (all of them unless a fallback raised
         :class:`StopChunk`)."""
@@ -443,11 +444,15 @@ class ChunkLane:
         if not msgs:
             self._marks = {sym: self._mark(bk) for sym, bk in zip(self._sym, self._books, strict=True)}
             return actions, events
+        self._touched.clear()
         try:
             self._chunk(msgs, lines, recv_ns, fallback, on_fast, actions, events)
         except StopChunk:
             self._sync_books()     # whatever the fallback did to the core (e.g. took its events)
-        self._marks = {sym: self._mark(bk) for sym, bk in zip(self._sym, self._books, strict=True)}
+            self._touched.update(range(len(self._sym)))
+        marks, books, syms = self._marks, self._books, self._sym
+        for s in self._touched:   # the others keep theirs: a book fed elsewhere since no longer matches
+            marks[syms[s]] = self._mark(books[s])
         return actions, events
 
     @staticmethod
@@ -547,8 +552,10 @@ class ChunkLane:
                 s = slot_of.get(sym)
                 if s is None:
                     self._add(sym, core.books[sym])
+                    self._touched.add(slot_of[sym])
                 else:
                     stale.add(s)
+                    self._touched.add(s)
             events.extend(take())
             if stop:
                 raise StopChunk
@@ -599,7 +606,9 @@ class ChunkLane:
         if m:
             core._line = int(lines_in[-1])
         counts = np.bincount(r[:, 0], minlength=len(books))
-        for s in np.flatnonzero(counts).tolist():
+        hit = np.flatnonzero(counts).tolist()
+        self._touched.update(hit)
+        for s in hit:
             bk = books[s]
             c = int(counts[s])
             bk.depth_events += c
