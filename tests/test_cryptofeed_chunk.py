@@ -190,3 +190,19 @@ def test_snapshot_from_bytes_equals_snapshot_from_dict(body: bytes) -> None:
         out.append((acts, core.summary(), [(r.reason, r.line, r.text) for r in core.reports],
                     [(e.symbol, e.batch.cols.tolist(), e.batch.line.tolist()) for e in ev]))
     assert out[0] == out[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(src=st.lists(st.integers(0, 6), max_size=12).map(sorted), line=st.integers(0, 5),
+       last=st.one_of(st.none(), st.integers(0, 6)))
+def test_renumber_equals_the_loop(src: list[int], line: int, last: int | None) -> None:
+    """formats._renumber (numpy) against the per-row loop it replaced."""
+    from ddms.io.formats import _renumber
+    want, ln, ls = [], line, last
+    for x in src:
+        if x != ls:
+            ln += 1
+            ls = x
+        want.append(ln)
+    new, got_line, got_last = _renumber(np.array(src, np.int64), line, last)
+    assert new.tolist() == want and new.dtype == np.int64 and (got_line, got_last) == (ln, ls)
