@@ -10,6 +10,13 @@ so numba compile/cache-load time is excluded; the machine is shared, so state it
   numba chunk lane of :mod:`ddms.io.venues.binance_chunk`, the rest through the per-message
   path): price-level updates/s and messages/s, end to end including the snapshots; interleaved
   with the same feed one message per :meth:`~ddms.io.venues.binance.BinanceBooks.feed` call;
+* ``end to end``: the same feed written as a capture file in the cryptofeed format ``ddms monitor
+  --record`` writes (connection line, REST snapshots inline, ``<ts>: <raw>`` lines), read by
+  :func:`ddms.io.cryptofeed.read_cryptofeed` (the reader of ``ddms run``/``backtest``/``convert``:
+  line split, merge with REST lines, chunk lane), and through :func:`ddms.io.sources.open_source`
+  (``symbols=True``: six-column batches) into an :class:`~ddms.runtime.engine.Engine` running
+  ``examples/sql/symbol_best_bid.sql`` (best bid per symbol); CPU seconds of this process
+  (``time.process_time``: one core), interleaved with the kernel row;
 * ``hftbacktest-style L2``: the Binance USD-M capture (``<ns> <json>`` lines, gzip) through
   :func:`ddms.io.sources.open_source` (the reader ``ddms run``/``backtest`` use): level
   updates/s;
@@ -30,6 +37,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench.common import SHARED, Row, Shared
 
@@ -102,6 +110,64 @@ def _binance_chunked(snaps: dict[str, bytes], msgs: list[bytes], chunk: int = 81
     return summ["level_updates"], len(msgs), rows
 
 
+def write_capture(path: Path, snaps: dict[str, bytes], msgs: list[bytes], spot: bool = True) -> None:
+    """The feed as a one-file cryptofeed capture (what ``ddms monitor --record`` writes): the
+    connection line naming every symbol's depth stream, each REST snapshot inline, then the
+    messages, 0.1 ms apart."""
+    host = "stream.binance.com:9443" if spot else "fstream.binance.com"
+    rest = "https://api.binance.com/api/v3/depth" if spot else "https://fapi.binance.com/fapi/v1/depth"
+    streams = "/".join(f"{s.lower()}@depth@100ms" for s in snaps)
+    t = 1_700_000_000.0
+    with open(path, "wb") as f:
+        f.write(f"wss://{host}/stream?streams={streams} <-> {t:.4f}\n".encode())
+        for s, body in snaps.items():
+            t += 1e-4
+            f.write(f"{rest}?symbol={s}&limit=1000 -> {t:.4f}: ".encode() + body + b"\n")
+        for m in msgs:
+            t += 1e-4
+            f.write(f"{t:.4f}: ".encode() + m + b"\n")
+
+
+def _capture_reader(path: Path) -> tuple[int, int, int]:
+    from ddms.io.cryptofeed import CryptofeedParser, read_cryptofeed
+    p = CryptofeedParser(str(path))
+    rows = 0
+    for ev in read_cryptofeed(path, parser=p):
+        rows += len(ev.batch)
+    summ = p.summary()
+    assert summ["gaps"] == 0 and summ["synced"], summ
+    return summ["level_updates"], summ["messages_read"], rows
+
+
+def _capture_engine(path: Path, program: Any, levels: int) -> tuple[int, int, int]:
+    from ddms.io.sources import open_source
+    from ddms.runtime.engine import Engine
+    e = Engine(program)
+    relmap = e.relmap(("bids", "asks"))
+    rows = 0
+    for b in open_source(str(path), symbols=True).batches():
+        e.apply(b, relmap)
+        rows += len(b)
+    assert len(e.views["SYMBOL_BEST_BID"].values()) > 0
+    return levels, 0, rows
+
+
+def _interleaved_cpu(fns: list[Callable[[], tuple[int, int, int]]], reps: int
+                     ) -> list[tuple[float, tuple[int, int, int], list[float]]]:
+    """:func:`_interleaved` in CPU seconds of this process (one core; the load of other
+    processes does not count, their contention for caches still does)."""
+    for fn in fns:
+        fn()
+    times: list[list[float]] = [[] for _ in fns]
+    res: list = [None] * len(fns)
+    for _ in range(reps):
+        for j, fn in enumerate(fns):
+            t = time.process_time()
+            res[j] = fn()
+            times[j].append(time.process_time() - t)
+    return [(min(ts), r, ts) for ts, r in zip(times, res, strict=True)]
+
+
 def _interleaved(fns: list[Callable[[], tuple[int, int, int]]], reps: int
                  ) -> list[tuple[float, tuple[int, int, int], list[float]]]:
     """:func:`_best` of several functions run A, B, A, B, ... (the load changes between runs)."""
@@ -115,6 +181,32 @@ def _interleaved(fns: list[Callable[[], tuple[int, int, int]]], reps: int
             res[j] = fn()
             times[j].append(time.perf_counter() - t)
     return [(min(ts), r, ts) for ts, r in zip(times, res, strict=True)]
+
+
+def _end_to_end(snaps: dict[str, bytes], msgs: list[bytes], syms: int, nmsg: int, lv: int, reps: int) -> list[Row]:
+    """The end-to-end rows (see the module docstring), in CPU seconds, interleaved with the
+    kernel alone (``feed_chunk`` on the messages in memory)."""
+    import tempfile
+
+    from ddms.compiler import compile_sql_file
+    program = compile_sql_file(Path(__file__).parent.parent / "examples" / "sql" / "symbol_best_bid.sql").program
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "BINANCE.ws.1.0"
+        write_capture(path, snaps, msgs)
+        mb = path.stat().st_size / 1e6
+        levels = _binance_chunked(snaps, msgs)[0]
+        (dk, (lk, _, _), tk), (dr, (lr, _, _), tr), (de, _, te) = _interleaved_cpu(
+            [lambda: _binance_chunked(snaps, msgs), lambda: _capture_reader(path),
+             lambda: _capture_engine(path, program, levels)], reps)
+    return [
+        Row(SECTION, f"END TO END multi-symbol: {syms} symbols x {lv} levels, {nmsg:,} msgs, capture file "
+            f"({mb:.0f} MB, cryptofeed format) -> read_cryptofeed, CPU time", lr / dr, "level updates/s", ">= 1M",
+            _verdict(lr / dr, 1e6, tr)),
+        Row(SECTION, "  same file -> open_source(symbols) -> Engine (symbol_best_bid.sql), CPU time", lr / de,
+            "level updates/s", "", _verdict(0, 0, te)),
+        Row(SECTION, "  kernel alone (feed_chunk on the messages in memory), CPU time, interleaved", lk / dk,
+            "level updates/s", "", _verdict(0, 0, tk)),
+    ]
 
 
 def _cryptofeed(path: Path) -> tuple[int, int, int]:
@@ -174,6 +266,7 @@ def measure(quick: bool = False) -> list[Row]:
                     f"{out / dt:,.0f} rows/s"))
     rows.append(Row(SECTION, "  same feed, one message per call (feed), interleaved", lv0 / dt0,
                     "level updates/s", "", _verdict(0, 0, times0)))
+    rows += _end_to_end(snaps, msgs, syms, nmsg, lv, reps)
     if USDM.exists():
         dt, (levels, _, _), times = _best(lambda: _l2(USDM), reps)
         rows.append(Row(SECTION, "hftbacktest-style L2: usdm capture via open_source", levels / dt, "level rows/s",

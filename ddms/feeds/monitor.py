@@ -317,6 +317,22 @@ class Monitor:
         if actions:
             self._act(actions)
 
+    def _feed_run(self, run: list[tuple[int, bytes]]) -> None:
+        """A drained run of a venue session's messages: recorded one by one, then fed together
+        (:meth:`VenueSession.feed_many`: the Binance chunk lane), as :meth:`_feed` per message
+        would (the same counters, events and actions; the actions are performed after the run)."""
+        sess = self.session
+        assert sess is not None
+        if self.recorder is not None:
+            for recv, data in run:
+                self.recorder.received(self._wall(recv), data)
+        acts, syms = sess.feed_many([data for _, data in run])
+        for (recv, _), sym in zip(run, syms, strict=True):
+            if sym is not None:
+                self._lat_sym.append((recv, sym))
+        if acts:
+            self._session_act(acts)
+
     def _session_act(self, acts: list[SendText | FetchSnapshot]) -> None:
         """Perform a venue session's actions: send a subscription change, fetch a symbol's REST
         snapshot.  Each is reported (the message that caused it and why)."""
@@ -519,7 +535,7 @@ class Monitor:
     def _flush_session(self) -> None:
         sess = self.session
         assert sess is not None
-        for ev in sess.core.take_events():
+        for ev in sess.take_events():
             if self.engine is not None:
                 self.engine.apply(ev.batch, self.relmap)
         pend = self._lat_sym
@@ -595,16 +611,26 @@ class Monitor:
                 if self._t_first == 0 and type(item) is tuple:
                     self._t_first = item[0]
                 n = 0
+                run: list[tuple[int, bytes]] = []    # a venue session's messages, fed together
                 while True:
                     if type(item) is tuple:
-                        feed(item[0], item[1])
-                    elif self._on_control(item):
-                        done = True
-                        break
+                        if self.session is not None and self.session.venue == "binance":
+                            run.append(item)
+                        else:
+                            feed(item[0], item[1])
+                    else:
+                        if run:
+                            self._feed_run(run)
+                            run = []
+                        if self._on_control(item):
+                            done = True
+                            break
                     n += 1
                     if n >= batch_max or q.empty():
                         break
                     item = q.get_nowait()
+                if run:
+                    self._feed_run(run)
                 self._flush()
                 if self.checkpoints is not None and self.book is not None:
                     self.checkpoints.after_flush(self.book, self.book.messages)

@@ -132,11 +132,16 @@ class CryptofeedParser:
         self.max_samples = max_samples
         self.core: Any = None
         self.messages = 0          # merged message number (the rows' line)
+        # receive time (ns) of each message number's line, when the caller gives line times
+        # (read_cryptofeed: for merging inputs by receive time); recv_now is the current line's
+        self.recv_of = np.zeros(1024, np.int64)
+        self.recv_now = -1
         self.bad_lines = 0
         self.bad_samples: list[InputError] = []
         self.actions: list = []    # Resync actions the cores asked for (a capture cannot perform them)
         self._pending: list[tuple[int, Line, str]] = []   # lines before the venue is known
         self.subscribed: set[str] = set()   # Binance: symbols with a depth stream on this connection
+        self._snap_decoder: Any = None      # Binance: decodes REST snapshots from their bytes
 
     # -- set-up ---------------------------------------------------------------------------------
     def _start(self, url: str | None) -> None:
@@ -195,6 +200,119 @@ class CryptofeedParser:
             return out + self._dispatch(line, parsed, src)
         return self._dispatch(line, parsed, src)
 
+    # -- input in chunks (Binance) ---------------------------------------------------------------
+    def chunkable(self) -> bool:
+        """Whether :meth:`feed_lines` applies chunks through the numba lane (a Binance capture
+        whose venue core exists); otherwise it feeds line by line."""
+        return self.venue in ("binance", "binance_futures") and hasattr(self.core, "feed_chunk")
+
+    def _set_recv(self, numbers: Any, recv: Any) -> None:
+        """Note the receive time of message number(s) ``numbers`` (grows :attr:`recv_of`)."""
+        top = int(np.max(numbers)) if np.ndim(numbers) else int(numbers)
+        if top >= len(self.recv_of):
+            grown = np.zeros(max(2 * len(self.recv_of), top + 1), np.int64)
+            grown[:len(self.recv_of)] = self.recv_of
+            self.recv_of = grown
+        self.recv_of[numbers] = recv     # a skipped message's number is its successor's: last wins
+
+    def feed_lines(self, items: list[tuple[bytes, int, str | None]],
+                   recv: list[int] | None = None) -> Iterator[SymbolEvents]:
+        """Many lines ``(raw, line, source)`` in order: exactly what :meth:`feed` per line yields
+        (events, counters, reports, errors), but runs of received websocket messages of a
+        Binance capture go through :meth:`BinanceBooks.feed_chunk
+        <ddms.io.venues.binance.BinanceBooks.feed_chunk>` (in-sequence depth updates of many
+        symbols applied in one numba call; every other message is parsed and fed as
+        :meth:`feed` does).  A bad line in strict mode raises after the events of the lines
+        before it were yielded.  Cost: one :func:`parse_line` per line plus the lane's."""
+        run: list[tuple[bytes, int, str, float]] = []     # (payload, line, source, ts) of received messages
+        run_recv: list[int] = []                          # their lines' receive times (given recv)
+        lane = False
+        for k, (raw, line, source) in enumerate(items):
+            if recv is not None:
+                self.recv_now = recv[k]
+            if not lane:
+                lane = self.core is not None and self.chunkable()
+                if not lane:
+                    yield from self.feed(raw, line, source)
+                    continue
+            src = source or self.source
+            head, sep, payload = raw.rstrip(b"\r\n").partition(b": ")
+            if sep and b" " not in head and len(head) <= 30 and _TS.match(head) and payload.strip():
+                run.append((payload, line, src, float(head)))   # a received message (parse_line's "recv")
+                run_recv.append(self.recv_now)
+                continue
+            try:
+                parsed = parse_line(raw, line, src)
+            except InputError as e:
+                yield from self._flush(run, run_recv)
+                self._fail(e)
+                continue
+            if parsed is None:
+                continue
+            if parsed[0] == "recv":
+                run.append((parsed[3], line, src, parsed[2]))
+                run_recv.append(self.recv_now)
+                continue
+            yield from self._flush(run, run_recv)
+            yield from self._dispatch(line, parsed, src)
+        yield from self._flush(run, run_recv)
+
+    def _flush(self, run: list[tuple[bytes, int, str, float]], run_recv: list[int]) -> Iterator[SymbolEvents]:
+        """Received messages ``run`` through the chunk lane (then ``run`` and their receive
+        times ``run_recv`` are emptied)."""
+        if not run:
+            return
+        core = self.core
+        items = list(run)
+        times = np.array(run_recv, np.int64) if len(run_recv) == len(items) else None
+        run.clear()
+        run_recv.clear()
+        numbers = np.arange(self.messages + 1, self.messages + 1 + len(items), dtype=np.int64)
+        failed: list[InputError] = []
+        failed_acts: list = []
+
+        def fallback(t: int) -> tuple:
+            payload, line, src, ts = items[t]
+            try:
+                msg = json.loads(payload)
+            except (ValueError, UnicodeDecodeError, RecursionError) as e:
+                numbers[t + 1:] -= 1          # not a message: the later ones keep their numbers
+                self._fail_or_stop(InputError(f"malformed JSON: {e}", src, line, _shown(payload)), failed)
+                return ()
+            self.messages = int(numbers[t])
+            before = core.bad_messages
+            acts = core.feed(msg, self.messages, int(ts * 1e9))
+            if core.bad_messages > before:
+                r = core.reports[-1] if core.reports else None
+                err = InputError(r.reason if r else "malformed message", src, line, _shown(payload))
+                if not self.skip_bad:
+                    failed_acts.extend(acts)     # after the actions of the messages before it
+                    core.take_events()           # as feed: a bad message's rows are not handed out
+                self._fail_or_stop(err, failed)
+            return acts
+
+        def on_fast(i0: int, slots: np.ndarray) -> None:
+            self.messages += len(slots)
+
+        acts, events = core.feed_chunk([it[0] for it in items], numbers, fallback=fallback, on_fast=on_fast)
+        if times is not None:
+            self._set_recv(numbers, times)
+        self.actions.extend(acts)
+        self.actions.extend(failed_acts)
+        yield from events
+        if failed:
+            raise failed[0]
+
+    def _fail_or_stop(self, err: InputError, failed: list[InputError]) -> None:
+        """:meth:`_fail` inside a chunk: in strict mode the chunk ends at this message (the
+        error is raised after the events before it are handed out)."""
+        if self.skip_bad:
+            self._fail(err)
+            return
+        from ddms.io.venues.binance_chunk import StopChunk
+        failed.append(err)
+        raise StopChunk
+
     def _note_streams(self, kind: str, url: str | None, payload: bytes) -> None:
         """Binance depth streams of this connection, from the URL (``streams=a@depth/...``) or a
         sent SUBSCRIBE: the REST files of a capture may hold snapshots of other connections'."""
@@ -226,6 +344,8 @@ class CryptofeedParser:
             self._fail(InputError(f"malformed JSON: {e}", src, line, _shown(payload)))
             return []
         self.messages += 1
+        if self.recv_now >= 0:
+            self._set_recv(self.messages, self.recv_now)
         core = self.core
         before = self._bad_count()
         if kind == "http":
@@ -239,7 +359,7 @@ class CryptofeedParser:
             if self.subscribed and sym.upper() not in self.subscribed:
                 core.ignored["http_other_connection"] = core.ignored.get("http_other_connection", 0) + 1
                 return []
-            acts = core.apply_snapshot(sym, msg, self.messages, int(ts * 1e9))
+            acts = core.apply_snapshot(sym, self._snapshot_record(payload, msg), self.messages, int(ts * 1e9))
         elif self.venue in ("binance", "binance_futures"):
             acts = core.feed(msg, self.messages, int(ts * 1e9))
         else:
@@ -249,6 +369,27 @@ class CryptofeedParser:
             r = core.reports[-1] if core.reports else None
             self._fail(InputError(r.reason if r else "malformed message", src, line, _shown(payload)))
         return core.take_events()
+
+    def _snapshot_record(self, payload: bytes, msg: Any) -> Any:
+        """A Binance REST snapshot as the record the numba scan decodes from its bytes (a
+        400-level snapshot costs ~1 ms as a parsed dict in Python), when that scan reads it
+        cleanly; otherwise the parsed ``msg`` as before, so that a bad snapshot is reported
+        exactly as it always was.  The two give the same record (the decoder's contract)."""
+        from ddms.io.venues.binance_book import Decoder, DepthSnapshot
+        if self._snap_decoder is None:
+            self._snap_decoder = Decoder()
+        dec = self._snap_decoder
+        try:
+            rec = dec.decode(payload)
+        except InputError:
+            return msg
+        if dec.new_unknown:
+            dec.new_unknown.clear()
+            return msg
+        if dec.unknown_fields:
+            dec.unknown_fields.clear()
+            return msg
+        return rec if type(rec) is DepthSnapshot else msg
 
     def _bad_count(self) -> int:
         return self.core.bad_messages
@@ -297,10 +438,13 @@ def _lines_of(path: str, tag: int) -> Iterator[tuple[float, int, int, bytes]]:
 
 
 def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = None, venue: str | None = None,
-                    skip_bad: bool = False, parser: CryptofeedParser | None = None) -> Iterator[SymbolEvents]:
+                    skip_bad: bool = False, parser: CryptofeedParser | None = None, chunk: int = 4096
+                    ) -> Iterator[SymbolEvents]:
     """Read a cryptofeed websocket capture and its REST files (``http``; default: the
     ``<EXCHANGE>.http.*`` files beside it), merged by receive time; yield the events.  Pass a
-    ``parser`` to read its :meth:`~CryptofeedParser.summary` afterwards."""
+    ``parser`` to read its :meth:`~CryptofeedParser.summary` afterwards.  Lines go to
+    :meth:`CryptofeedParser.feed_lines` ``chunk`` at a time (``chunk=1``: line by line; the
+    output is the same)."""
     ws, found = capture_files(path)
     if not os.path.exists(ws):
         raise ReplayError("no such file", ws)
@@ -310,9 +454,35 @@ def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = Non
     files = [ws] + (list(http) if http is not None else found)
     p = parser or CryptofeedParser(ws, venue=venue, skip_bad=skip_bad)
     streams = [_lines_of(f, i) for i, f in enumerate(files)]
-    for t, tag, n, raw in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
-        for ev in p.feed(raw, n, None if tag == 0 else files[tag]):
-            # the line's receive time (the files' running maximum) for merges with other inputs
-            # (ns as int64: a time beyond year 2262 is clamped, the parser judges such a line)
-            recv = min(int(t * 1e9), _MAX_NS)
-            yield replace(ev, batch=replace(ev.batch, recv=np.full(len(ev.batch), recv, np.int64)))
+    merged = heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0))
+    if chunk <= 1:
+        for t, tag, n, raw in merged:
+            p.recv_now = _recv_ns(t)
+            yield from (_timed(ev, p) for ev in p.feed(raw, n, None if tag == 0 else files[tag]))
+        return
+    items: list[tuple[bytes, int, str | None]] = []
+    times: list[int] = []
+    try:
+        for t, tag, n, raw in merged:
+            items.append((raw, n, None if tag == 0 else files[tag]))
+            times.append(_recv_ns(t))
+            if len(items) >= chunk:
+                (batch, items), (rb, times) = (items, []), (times, [])
+                yield from (_timed(ev, p) for ev in p.feed_lines(batch, rb))
+    except ReplayError:      # damaged gzip data: the lines before the damage count first
+        (batch, items), (rb, times) = (items, []), (times, [])
+        yield from (_timed(ev, p) for ev in p.feed_lines(batch, rb))
+        raise
+    yield from (_timed(ev, p) for ev in p.feed_lines(items, times))
+
+
+def _recv_ns(t: float) -> int:
+    """A line's receive time (the files' running maximum) in ns as int64: a time beyond year
+    2262 is clamped (the parser judges such a line)."""
+    return min(int(t * 1e9), _MAX_NS)
+
+
+def _timed(ev: SymbolEvents, p: CryptofeedParser) -> SymbolEvents:
+    """``ev`` with each row's receive time: that of the line of the message that made it
+    (:attr:`CryptofeedParser.recv_of`), for merges with other inputs."""
+    return replace(ev, batch=replace(ev.batch, recv=p.recv_of[ev.batch.line]))

@@ -154,11 +154,14 @@ def all_symbol_batches(fmt: Format, path: str, *, symbol: str | None = None, ski
 
 
 def _renumber(src: np.ndarray, line: int, last_src) -> tuple[np.ndarray, int, object]:
-    """Consecutive line numbers after ``line``, one per distinct consecutive source line."""
-    new = np.empty(len(src), np.int64)
-    for i, x in enumerate(src.tolist()):
-        if x != last_src:
-            line += 1
-            last_src = x
-        new[i] = line
-    return new, line, last_src
+    """Consecutive line numbers after ``line``, one per distinct consecutive source line.
+    O(rows) in numpy."""
+    n = len(src)
+    if n == 0:
+        return np.empty(0, np.int64), line, last_src
+    src = np.asarray(src)
+    step = np.empty(n, np.int64)
+    step[0] = last_src is None or int(src[0]) != last_src
+    np.not_equal(src[1:], src[:-1], out=step[1:])   # bool -> int64: 1 where the source line changes
+    new = np.cumsum(step) + line
+    return new, int(new[-1]), int(src[-1])

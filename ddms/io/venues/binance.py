@@ -19,7 +19,7 @@ book.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -129,7 +129,9 @@ class BinanceBooks:
         self.ignored[kind] = self.ignored.get(kind, 0) + 1
         return ()
 
-    def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int] | None = None, recv_ns: int = 0
+    def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int] | None = None, recv_ns: int = 0, *,
+                   fallback: Callable[[int], Sequence[Resync]] | None = None,
+                   on_fast: Callable[[int, np.ndarray], None] | None = None
                    ) -> tuple[list[Resync], list[SymbolEvents]]:
         """Feed many messages at once (raw bytes take the fast lane; str or parsed messages
         take :meth:`feed`): ``(actions, events)`` exactly as from calling
@@ -138,13 +140,21 @@ class BinanceBooks:
         updates of synchronized books are applied by one numba call for many messages
         (:mod:`ddms.io.venues.binance_chunk`); every other message takes :meth:`feed`, in order.
         Cost: O(bytes + levels) in numba plus a few us of Python per message and O(symbols) per
-        call: pass thousands of messages per call."""
+        call: pass thousands of messages per call.  ``fallback``/``on_fast``: see
+        :meth:`ChunkLane.feed_chunk <ddms.io.venues.binance_chunk.ChunkLane.feed_chunk>` (a
+        caller that feeds parsed messages or counts per message; :attr:`consumed` says how many
+        messages a chunk ended by ``StopChunk`` consumed)."""
         if self._lane is None:
             from ddms.io.venues.binance_chunk import ChunkLane
             self._lane = ChunkLane(self)
         if lines is None:
             lines = range(1, len(msgs) + 1)
-        return self._lane.feed_chunk(msgs, lines, recv_ns)
+        return self._lane.feed_chunk(msgs, lines, recv_ns, fallback=fallback, on_fast=on_fast)
+
+    @property
+    def consumed(self) -> int:
+        """Messages the last :meth:`feed_chunk` consumed."""
+        return self._lane.consumed if self._lane is not None else 0
 
     def _feed_book(self, bk: BinanceBook, msg: Any, recv_ns: int) -> tuple[Resync, ...]:
         m0 = bk.malformed

@@ -27,7 +27,7 @@ message; O(symbols) per chunk to refresh the slot states.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -60,7 +60,14 @@ if TYPE_CHECKING:
     from ddms.io.venues.binance import BinanceBooks
     from ddms.io.venues.binance_book import BinanceBook
 
-__all__ = ["ChunkLane"]
+__all__ = ["ChunkLane", "StopChunk"]
+
+
+class StopChunk(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """Raised by a ``fallback`` of :meth:`ChunkLane.feed_chunk` after it handled its message, to
+    end the chunk there: ``feed_chunk`` returns what the messages up to it produced and sets
+    :attr:`ChunkLane.consumed` (a reader stops at a bad line in strict mode without losing the
+    events of the lines before it)."""
 
 _DEPTH = np.frombuffer(b"depthUpdate", np.uint8).copy()
 _S_REQ = _mask("e", "s")
@@ -88,6 +95,35 @@ def _hash(buf, a, b):  # pragma: no cover - compiled
     for j in range(a, b):
         h = (h ^ np.uint64(buf[j])) * np.uint64(1099511628211)
     return h
+
+
+_AT_DEPTH = np.frombuffer(b"depth", np.uint8).copy()
+_AT_TICKER = np.frombuffer(b"bookticker", np.uint8).copy()
+
+
+@njit(cache=True, nogil=True)
+def _follows(m, j, b, word):  # pragma: no cover - compiled
+    """Whether ``m[j:b]`` starts with ``word`` (lower case), ASCII letters compared lower-cased."""
+    if b - j < word.shape[0]:
+        return False
+    for t in range(word.shape[0]):
+        c = m[j + t]
+        if 65 <= c <= 90:
+            c += 32
+        if c != word[t]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _book_stream(m, a, b):  # pragma: no cover - compiled
+    """Whether the stream name ``m[a:b]`` (ASCII) names a book stream: it contains ``@depth`` or
+    ``@bookticker`` in any case -- the test :meth:`BinanceBooks.feed` applies to a parsed
+    message (other streams are counted in ``ignored`` without decoding)."""
+    for j in range(a, b):
+        if m[j] == 64 and (_follows(m, j + 1, b, _AT_DEPTH) or _follows(m, j + 1, b, _AT_TICKER)):
+            return True
+    return False
 
 
 @njit(cache=True, nogil=True)
@@ -141,6 +177,8 @@ def _run(buf, offs, i0, futures, slots, lv, unk, table, symtab, symlen, st, stf,
             for j in range(slots[_K_stream, 1], slots[_K_stream, 2]):
                 if m[j] > 127:
                     return i, _STOP_SLOW, k
+            if not _book_stream(m, slots[_K_stream, 1], slots[_K_stream, 2]):
+                return i, _STOP_SLOW, k
             sm &= ~_B_STREAM
         elif (sm | im | bm | lm) & _B_STREAM:
             return i, _STOP_SLOW, k
@@ -256,12 +294,17 @@ class ChunkLane:
     are refreshed from the books at the start of every chunk and after every message that took
     the Python path, so the books stay the single source of truth between calls."""
 
-    def __init__(self, books: BinanceBooks, *, rows: int = 1 << 14, adaptive: bool = True) -> None:
+    def __init__(self, books: BinanceBooks, *, rows: int = 1 << 14, adaptive: bool = True,
+                 follow: Callable[[str], bool] | None = None) -> None:
         """``rows``: the initial capacity of the chunk output (doubled when a message does not
         fit; a full output is handed out and reused).  ``adaptive``: rest after short kernel
-        runs (see :data:`_MIN_RUN`; tests turn it off to drive every message at the kernel)."""
+        runs (see :data:`_MIN_RUN`; tests turn it off to drive every message at the kernel).
+        ``follow``: which symbols' messages the kernel may apply (default all); the others'
+        always take the per-message path (a monitor session filters symbols it does not follow
+        before the core sees them)."""
         self.core = books
         self.adaptive = adaptive
+        self.follow = follow
         self.fast_messages = 0
         """Messages applied by the kernel (the rest took the Python path)."""
         self._slots = np.zeros((_NK, 4), np.int64)
@@ -281,6 +324,11 @@ class ChunkLane:
         self._cool = 0                # messages left to feed one by one (see _MIN_RUN)
         self._rest = _REST // 2       # the next rest (doubles after each short run)
         self._lists: Any = None      # typed lists of every book's level arrays, by slot
+        self._marks: dict[str, tuple[int, int, int, int]] = {}   # per book, when a chunk last touched it
+        self._touched: set[int] = set()                             # slots the current chunk touched
+        self.consumed = 0
+        """Messages the last :meth:`feed_chunk` consumed (all of them unless a fallback raised
+        :class:`StopChunk`)."""
 
     # -- slots ---------------------------------------------------------------------------------
     def _add(self, sym: str, bk: BinanceBook) -> None:
@@ -295,7 +343,7 @@ class ChunkLane:
             self._symlen = np.resize(self._symlen, cap)
             self._st = np.resize(self._st, (cap, 7))
             self._stf = np.resize(self._stf, (cap, 2))
-        ok = len(raw) <= _SYMW and raw.isascii()
+        ok = len(raw) <= _SYMW and raw.isascii() and (self.follow is None or self.follow(sym))
         self._symlen[s] = len(raw) if ok else -1     # -1: never matches, the Python path serves it
         if ok:
             self._symtab[s, :len(raw)] = np.frombuffer(raw, np.uint8)
@@ -358,30 +406,68 @@ class ChunkLane:
             self._refresh(s)
 
     def _check(self) -> None:
-        """Every slot names a book of the core and the hash table finds it; right after
-        :meth:`feed_chunk` (before anything else touches the books) each slot's state equals its
-        book's (the kernel and :meth:`_emit` keep them in step) and the typed lists hold the
-        book's current arrays.  O(symbols)."""
+        """Every slot names a book of the core and the hash table finds it; each slot whose book
+        nothing fed since the last :meth:`feed_chunk` has its book's state (the kernel and
+        :meth:`_emit` keep them in step) and the typed lists hold the book's current arrays
+        (a book fed elsewhere since, e.g. a snapshot, is refreshed at the next chunk).
+        O(symbols)."""
         assert len(self._sym) == len(self._books) == len(self._held) == len(self._slot_of)
         for s, (sym, bk) in enumerate(zip(self._sym, self._books, strict=True)):
             assert self.core.books[sym] is bk and self._slot_of[sym] == s
             n = int(self._symlen[s])
             if n >= 0:
                 assert _find(self._symtab[s, :n].copy(), 0, n, self._table, self._symtab, self._symlen) == s
+            if self._marks.get(sym) != self._mark(bk):
+                continue     # fed elsewhere since the last chunk (a snapshot, a resync): refreshed at the next
             st, stf = self._state_of(bk)
             assert tuple(self._st[s].tolist()) == st and tuple(self._stf[s].tolist()) == stf, (sym, st)
             assert all(getattr(bk, name) is a for name, a in zip(_ARRAYS, self._held[s], strict=True))
 
     # -- the chunk -------------------------------------------------------------------------------
-    def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int = 0
+    def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int = 0, *,
+                   fallback: Callable[[int], Sequence[Resync]] | None = None,
+                   on_fast: Callable[[int, np.ndarray], None] | None = None
                    ) -> tuple[list[Resync], list[SymbolEvents]]:
-        """See :meth:`BinanceBooks.feed_chunk`."""
+        """See :meth:`BinanceBooks.feed_chunk`.  ``fallback(t)``, when given, handles message
+        ``t`` instead of ``core.feed(msgs[t], lines[t], recv_ns)`` (a caller that feeds parsed
+        messages, counts its own errors, ...) and returns its actions; it may raise
+        :class:`StopChunk` to end the chunk after message ``t``.  ``on_fast(i, slots)`` is called
+        after each kernel run with its first message ``i`` and the slot (index into
+        :attr:`symbols`) of every message the kernel applied from there, in order, before any
+        later message is handled.  ``lines`` is read lazily: a fallback may renumber the
+        messages after its own."""
         core = self.core
         events = core.take_events()
         actions: list[Resync] = []
         self._sync_books()
+        self.consumed = 0
         if not msgs:
+            self._marks = {sym: self._mark(bk) for sym, bk in zip(self._sym, self._books, strict=True)}
             return actions, events
+        self._touched.clear()
+        try:
+            self._chunk(msgs, lines, recv_ns, fallback, on_fast, actions, events)
+        except StopChunk:
+            self._sync_books()     # whatever the fallback did to the core (e.g. took its events)
+            self._touched.update(range(len(self._sym)))
+        marks, books, syms = self._marks, self._books, self._sym
+        for s in self._touched:   # the others keep theirs: a book fed elsewhere since no longer matches
+            marks[syms[s]] = self._mark(books[s])
+        return actions, events
+
+    @staticmethod
+    def _mark(bk: BinanceBook) -> tuple[int, int, int, int]:
+        """Changes whenever anything feeds ``bk`` (a message, a snapshot, a resync)."""
+        return (bk.messages, bk.updates, bk.resyncs, bk.snapshots_rejected)
+
+    @property
+    def symbols(self) -> list[str]:
+        """The symbol of each slot."""
+        return self._sym
+
+    def _chunk(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int,
+               fallback: Callable[[int], Sequence[Resync]] | None, on_fast: Callable[[int, np.ndarray], None] | None,
+               actions: list[Resync], events: list[SymbolEvents]) -> None:
         # only bytes go through the kernel; anything else (str, a parsed dict) is an empty message
         # there, which the scan refuses: it takes BinanceBooks.feed as it is
         raw = [m if type(m) is bytes else b"" for m in msgs]
@@ -389,15 +475,24 @@ class ChunkLane:
         offs = np.zeros(len(msgs) + 1, np.int64)
         np.cumsum([len(m) for m in raw], out=offs[1:])
         res = np.zeros((len(msgs), 9), np.int64)
-        futures = core.market == "futures"
-        i = 0
+        futures = self.core.market == "futures"
         n = len(msgs)
         stale: set[int] = set()
+        try:
+            self._loop(msgs, lines, recv_ns, fallback, on_fast, actions, events, buf, offs, res, futures, n, stale)
+        finally:
+            for s in stale:
+                self._refresh(s)
+
+    def _loop(self, msgs, lines, recv_ns, fallback, on_fast, actions, events, buf, offs, res, futures, n,
+              stale) -> None:
+        """The chunk's messages in order: kernel runs, rests and fallbacks (see :meth:`feed_chunk`)."""
+        i = 0
         while i < n:
             if self._cool > 0:    # the lane rests: a run of messages through the per-message path
                 j = min(n, i + self._cool)
                 self._cool -= j - i
-                self._fallback(msgs, lines, recv_ns, i, j, actions, events, stale)
+                self._fallback(msgs, lines, recv_ns, i, j, actions, events, stale, fallback)
                 i = j
                 continue
             if self._lists is None:   # no book yet: nothing the kernel could apply
@@ -420,6 +515,9 @@ class ChunkLane:
                     self._rest = _REST // 2
             if stop > i:
                 self._emit(i, stop, k, res[i:], lines, events)
+                self.consumed = stop
+                if on_fast is not None:
+                    on_fast(i, res[i:stop, 0])
             i = stop
             if i >= n:
                 break
@@ -432,27 +530,35 @@ class ChunkLane:
                 self._oi = np.zeros((2 * self._oi.shape[0], 3), np.int64)
                 self._oc = np.zeros((2 * self._oc.shape[0], 5), np.float64)
                 continue
-            self._fallback(msgs, lines, recv_ns, i, i + 1, actions, events, stale)
+            self._fallback(msgs, lines, recv_ns, i, i + 1, actions, events, stale, fallback)
             i += 1
-        for s in stale:
-            self._refresh(s)
-        return actions, events
 
     def _fallback(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int, i: int, j: int,
-                  actions: list[Resync], events: list[SymbolEvents], stale: set[int]) -> None:
-        """Messages ``i..j`` through :meth:`BinanceBooks.feed`; the slots of the books they
-        touched go to ``stale`` (refreshed before the next kernel call), new books get a slot."""
+                  actions: list[Resync], events: list[SymbolEvents], stale: set[int],
+                  fallback: Callable[[int], Sequence[Resync]] | None) -> None:
+        """Messages ``i..j`` through :meth:`BinanceBooks.feed` (or ``fallback``); the slots of
+        the books they touched go to ``stale`` (refreshed before the next kernel call), new books
+        get a slot."""
         core = self.core
         feed, take, dirty, slot_of = core.feed, core.take_events, core._dirty, self._slot_of
         for t in range(i, j):
-            actions.extend(feed(msgs[t], lines[t], recv_ns))
+            stop = False
+            try:
+                actions.extend(feed(msgs[t], lines[t], recv_ns) if fallback is None else fallback(t))
+            except StopChunk:
+                stop = True
+            self.consumed = t + 1
             for sym in dirty:
                 s = slot_of.get(sym)
                 if s is None:
                     self._add(sym, core.books[sym])
+                    self._touched.add(slot_of[sym])
                 else:
                     stale.add(s)
+                    self._touched.add(s)
             events.extend(take())
+            if stop:
+                raise StopChunk
 
     def _emit(self, i0: int, i1: int, k: int, res: np.ndarray, lines: Sequence[int],
               events: list[SymbolEvents]) -> None:
@@ -500,7 +606,9 @@ class ChunkLane:
         if m:
             core._line = int(lines_in[-1])
         counts = np.bincount(r[:, 0], minlength=len(books))
-        for s in np.flatnonzero(counts).tolist():
+        hit = np.flatnonzero(counts).tolist()
+        self._touched.update(hit)
+        for s in hit:
             bk = books[s]
             c = int(counts[s])
             bk.depth_events += c
