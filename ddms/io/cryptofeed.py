@@ -39,11 +39,14 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ddms.errors import InputError, ReplayError
-from ddms.io.capture import iter_lines
-from ddms.io.levels import SymbolEvents
+import numpy as np
 
-__all__ = ["VENUES", "CryptofeedParser", "Line", "capture_files", "parse_line", "read_cryptofeed", "venue_of"]
+from ddms.errors import InputError, ReplayError
+from ddms.io.cursor import LineCursor
+from ddms.io.levels import Resync, SymbolEvents
+
+__all__ = ["VENUES", "CryptofeedParser", "CryptofeedReader", "Line", "capture_files", "parse_line", "read_cryptofeed",
+           "venue_of"]
 
 VENUES = ("kraken", "okx", "coinbase", "binance", "binance_futures")
 _TS = re.compile(rb"[0-9]+(?:\.[0-9]*)?\Z")
@@ -257,6 +260,43 @@ class CryptofeedParser:
         out.update(venue=self.venue, messages_read=self.messages, bad_lines=self.bad_lines)
         return out
 
+    # -- durable state ------------------------------------------------------------------------
+    def save_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The parser's and its venue core's state (every symbol's book, sequencing and counters)
+        as JSON values and numpy arrays, no pickle: :meth:`load_state` continues from it
+        exactly.  Reports are not saved.  O(levels of every symbol)."""
+        meta: dict[str, Any] = {
+            "venue": self.venue, "messages": self.messages, "bad_lines": self.bad_lines,
+            "subscribed": sorted(self.subscribed),
+            "actions": [[a.symbol, a.reason, a.line] for a in self.actions],
+            "pending": [[ln, k, u, ts, p.decode("latin-1"), src] for ln, (k, u, ts, p), src in self._pending],
+            "core": None}
+        arrays: dict[str, np.ndarray] = {}
+        if self.core is not None:
+            state = self.core.save_state()
+            if isinstance(state, tuple):      # Binance: its books' arrays beside the JSON
+                state, core_arrays = state
+                arrays = {f"core.{k}": v for k, v in core_arrays.items()}
+            meta["core"] = state
+        return meta, arrays
+
+    def load_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Continue from a :meth:`save_state` (ValueError for a state of another venue)."""
+        if self.venue is not None and meta["venue"] is not None and meta["venue"] != self.venue:
+            raise ValueError(f"a saved {meta['venue']} capture cannot continue as a {self.venue} one")
+        self.venue = meta["venue"]
+        self.messages, self.bad_lines = int(meta["messages"]), int(meta["bad_lines"])
+        self.subscribed = set(meta["subscribed"])
+        self.actions = [Resync(sym, reason, line) for sym, reason, line in meta["actions"]]
+        self._pending = [(ln, (k, u, ts, p.encode("latin-1")), src) for ln, k, u, ts, p, src in meta["pending"]]
+        self.core = None
+        if meta["core"] is not None:
+            self._start(None)
+            if arrays or self.venue in ("binance", "binance_futures"):
+                self.core.load_state(meta["core"], {k[5:]: v for k, v in arrays.items() if k.startswith("core.")})
+            else:
+                self.core.load_state(meta["core"])
+
     def _check(self) -> None:
         if self.core is not None:
             self.core._check()
@@ -275,11 +315,12 @@ def capture_files(path: str | os.PathLike) -> tuple[str, list[str]]:
     return p, https
 
 
-def _lines_of(path: str, tag: int) -> Iterator[tuple[float, int, int, bytes]]:
-    """(receive time or -1 when unknown, file tag, line number, raw) of each line; a line whose
+def _lines_of(path: str | LineCursor, tag: int, last: float = 0.0) -> Iterator[tuple[float, int, int, bytes]]:
+    """(receive time or -1 when unknown, file tag, line number, raw) of each line of a file (or
+    of a :class:`LineCursor` from its position, ``last`` the running time there); a line whose
     time cannot be read keeps the previous line's (the parser then says what is wrong)."""
-    last = 0.0
-    for n, raw in enumerate(iter_lines(path), 1):
+    cur = path if isinstance(path, LineCursor) else LineCursor(path)
+    for raw in cur:
         head = raw.split(b": ", 1)[0].split(b" ")
         t = head[-1] if head else b""
         if _TS.match(t.rstrip(b"\r\n")):
@@ -287,22 +328,84 @@ def _lines_of(path: str, tag: int) -> Iterator[tuple[float, int, int, bytes]]:
                 last = max(last, float(t))
             except ValueError:
                 pass
-        yield last, tag, n, raw
+        yield last, tag, cur.line, raw
+
+
+def _positions(cur: LineCursor) -> Iterator[dict[str, Any]]:
+    """The cursor's position, each time asked (zipped after its line: the position after it)."""
+    while True:
+        yield cur.position()
 
 
 def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = None, venue: str | None = None,
                     skip_bad: bool = False, parser: CryptofeedParser | None = None) -> Iterator[SymbolEvents]:
     """Read a cryptofeed websocket capture and its REST files (``http``; default: the
     ``<EXCHANGE>.http.*`` files beside it), merged by receive time; yield the events.  Pass a
-    ``parser`` to read its :meth:`~CryptofeedParser.summary` afterwards."""
-    ws, found = capture_files(path)
-    if not os.path.exists(ws):
-        raise ReplayError("no such file", ws)
-    if ".http." in os.path.basename(ws):
-        raise ReplayError("the REST half of a cryptofeed capture: read its <EXCHANGE>.ws.* file, which "
-                          "finds this one beside it", ws)
-    files = [ws] + (list(http) if http is not None else found)
-    p = parser or CryptofeedParser(ws, venue=venue, skip_bad=skip_bad)
-    streams = [_lines_of(f, i) for i, f in enumerate(files)]
-    for _, tag, n, raw in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
-        yield from p.feed(raw, n, None if tag == 0 else files[tag])
+    ``parser`` to read its :meth:`~CryptofeedParser.summary` afterwards (:class:`CryptofeedReader`
+    is the same with a position that can be saved)."""
+    reader = CryptofeedReader(path, http=http, venue=venue, skip_bad=skip_bad)
+    if parser is not None:
+        reader.parser = parser
+    for evs in reader.events():
+        yield from evs
+
+
+class CryptofeedReader:
+    """:func:`read_cryptofeed` as an object whose position can be saved: the websocket file
+    and its ``.http.`` files merged by receive time, fed to a :class:`CryptofeedParser`.
+    :meth:`events` yields, per input line, the events it caused (a list, maybe empty: the unit
+    of a checkpoint, so no line is ever half handed out); :meth:`save_state` /
+    :meth:`load_state` hold the parser's state and, per file, the position after its last line
+    fed and its running receive time.  The merge keeps the lines of every file in order and
+    takes the earliest (ties: the files' order), so the merge of the files' remaining lines
+    from saved positions continues the uninterrupted merge exactly."""
+
+    def __init__(self, path: str | os.PathLike, *, http: Iterable[str] | None = None, venue: str | None = None,
+                 skip_bad: bool = False) -> None:
+        ws, found = capture_files(path)
+        if not os.path.exists(ws):
+            raise ReplayError("no such file", ws)
+        if ".http." in os.path.basename(ws):
+            raise ReplayError("the REST half of a cryptofeed capture: read its <EXCHANGE>.ws.* file, which "
+                              "finds this one beside it", ws)
+        self.files = [ws] + (list(http) if http is not None else found)
+        self.parser = CryptofeedParser(ws, venue=venue, skip_bad=skip_bad)
+        self.cursors = [LineCursor(f) for f in self.files]
+        self._fed = [c.position() for c in self.cursors]    # each file's position after its last line fed
+        self._time = [0.0] * len(self.files)                 # each file's running receive time there
+
+    def _lines(self, tag: int) -> Iterator[tuple[float, int, int, bytes, dict[str, Any]]]:
+        """:func:`_lines_of`'s lines after the current position, each with the position after it."""
+        cur = self.cursors[tag]
+        for (t, _, n, raw), pos in zip(_lines_of(cur, tag, self._time[tag]), _positions(cur), strict=False):
+            yield t, tag, n, raw, pos
+
+    def events(self) -> Iterator[list[SymbolEvents]]:
+        """The events of each line after the current position, one list per line fed."""
+        for c, pos in zip(self.cursors, self._fed, strict=True):
+            if c.line != pos["line"]:      # the previous iteration read ahead: back to what was fed
+                c.seek(pos)
+        streams = [self._lines(i) for i in range(len(self.files))]
+        for t, tag, n, raw, pos in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
+            evs = self.parser.feed(raw, n, None if tag == 0 else self.files[tag])
+            self._fed[tag], self._time[tag] = pos, t
+            yield evs
+
+    def save_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The parser's state and each file's position (after the last line fed): JSON values
+        and numpy arrays.  O(the parser's state)."""
+        meta, arrays = self.parser.save_state()
+        return {"parser": meta, "files": list(self._fed), "times": list(self._time)}, arrays
+
+    def load_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Continue from a :meth:`save_state` of the same capture: ValueError when the files
+        differ (another set of files, or other lines before the saved positions)."""
+        files = [f["file"] for f in meta["files"]]
+        if [os.path.basename(f) for f in files] != [os.path.basename(f) for f in self.files]:
+            raise ValueError(f"a checkpoint of the capture files {', '.join(files)}, this run reads "
+                             f"{', '.join(self.files)}")
+        for c, pos in zip(self.cursors, meta["files"], strict=True):
+            c.seek(pos)
+        self._fed = [c.position() for c in self.cursors]
+        self._time = [float(t) for t in meta["times"]]
+        self.parser.load_state(meta["parser"], arrays)

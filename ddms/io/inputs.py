@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -69,6 +69,7 @@ class _Source:
     read: Callable[[], Iterable[EventBatch]] | None = None   # the batches of a BookReader's source
     symbol: int | None = None   # CSV text of one instrument whose streams declare a symbol column: its id
     width: int = 5              # columns of its batches (6 with the symbol column)
+    opened: Any = None          # a BookReader's source (its ``reader()``: a position a checkpoint can hold)
 
 
 @dataclass
@@ -350,7 +351,7 @@ def _orderbook_source(program: Program, streams: list[Stream], path: Path, skip_
         reader = book_reader or _open_book
         # (only a program with a symbol column asks for one: readers of single-book programs stay as they were)
         source = reader(path, skip_bad, symbols=True) if symbols else reader(path, skip_bad)
-        return _Source(path, names, _Counted(), table, read=lambda: iter(source), width=width)
+        return _Source(path, names, _Counted(), table, read=lambda: iter(source), width=width, opened=source)
     sid = None
     if symbols:
         declared = {s.source.option("symbol") for s in streams if s.source is not None} - {None}

@@ -128,6 +128,19 @@ class Source:
                                              skip_bad=self.skip_bad)
         raise ReplayError(f"unknown source kind {self.kind!r} (kinds: {', '.join(KINDS)})", self.path)
 
+    def reader(self, notes: list[str] | None = None):
+        """The batches of :meth:`batches` as a reader whose position a checkpoint can hold
+        (``batches()``, ``save_state()``, ``load_state()``, ``position``: lines handed out), or
+        None for a format whose reader has none (LOBSTER, Parquet, DBN, tardis, order-book CSV
+        read here rather than by :mod:`ddms.io.orderbook`'s parser)."""
+        if self.kind == "binance":
+            return BinanceCaptureReader(self, notes, symbols=self.symbols)
+        fmt = _IO_FORMATS.get(self.kind)
+        if fmt is not None and fmt.open is not None:
+            return io_formats.SymbolBatches(fmt, self.path, symbol=self.symbol, skip_bad=self.skip_bad,
+                                            keep=self.symbols)
+        return None
+
 
 def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str | None = None,
                 brokers: int = 10, skip_bad: bool = False, market: str | None = None,
@@ -235,42 +248,63 @@ def _market_from_name(path: str) -> str | None:
 
 
 def _binance_batches(src: Source, notes: list[str] | None = None, symbols: bool = False) -> Iterator[EventBatch]:
-    """Replay a capture through :class:`BinanceBook`: every message in file order (the REST
-    snapshot recorded in the capture answers the book's first request), batches of at most
-    ``batch_updates`` applied updates.  Strict mode raises :class:`InputError` (file:line) on the
-    first undecodable line and on a gap in the depth updates (a capture holds no later snapshot to
-    resync from, so the rest could not be replayed faithfully); ``skip_bad`` skips bad lines and
-    lets the book wait for a snapshot after a gap, losing every depth update until one arrives
-    (often the rest of the capture): :func:`_gap_notes` tells ``notes``.  A capture whose book never
-    started (no usable snapshot) raises :class:`ReplayError` unless ``allow_empty_start``.  Cost:
-    the capture parser's decode plus one numba call per depth event (about 1M level updates/s).
-    ``symbols``: rows carry the capture's symbol (from its depth updates) as a sixth column."""
-    from ddms.io.capture import CaptureParser, iter_lines
-    from ddms.io.venues.binance_book import BinanceBook, DepthSnapshot, DepthUpdate
+    """Replay a capture through :class:`BinanceBook` (see :class:`BinanceCaptureReader`)."""
+    return BinanceCaptureReader(src, notes, symbols=symbols).batches()
 
-    parser = CaptureParser(src.path, skip_bad=src.skip_bad)
-    market = src.market
-    pending: list = []
-    book: BinanceBook | None = None
-    taken = 0          # book updates already handed out in batches
-    depth_seen = 0
-    gap_marks: list[tuple] = []   # per gap (skip_bad): line, reason, depth updates seen, applied, snapshots before it
-    empty = np.zeros((0, 2), np.int64)
 
-    def take() -> EventBatch:
-        b = book.take_events()
-        if symbols:      # the capture's symbol, once a depth update named it
-            b = replace(b, cols=with_symbol(b.cols, symbol_id(book.symbol or src.symbol or file_symbol(src.path))))
+class BinanceCaptureReader:
+    """Replays an hftbacktest capture through :class:`BinanceBook`: every message in file order
+    (the REST snapshot recorded in the capture answers the book's first request), batches of at
+    most ``batch_updates`` applied updates (a "line" is one book update).  Strict mode raises
+    :class:`InputError` (file:line) on the first undecodable line and on a gap in the depth
+    updates (a capture holds no later snapshot to resync from, so the rest could not be replayed
+    faithfully); ``skip_bad`` skips bad lines and lets the book wait for a snapshot after a gap,
+    losing every depth update until one arrives (often the rest of the capture):
+    :func:`_gap_notes` tells ``notes``.  A capture whose book never started (no usable snapshot)
+    raises :class:`ReplayError` unless ``allow_empty_start``.  Cost: the capture parser's decode
+    plus one numba call per depth event (about 1M level updates/s).  ``symbols``: rows carry the
+    capture's symbol (from its depth updates) as a sixth column.
+
+    Resumable: :meth:`save_state` (between two batches of :meth:`batches`) holds the book's
+    state (:meth:`BinanceBook.save_state`), the file position after the last line read, the
+    lines held while the market was unknown and the counts behind the gap notes;
+    :meth:`load_state` continues from it exactly."""
+
+    def __init__(self, src: Source, notes: list[str] | None = None, *, symbols: bool = False) -> None:
+        from ddms.io.capture import CaptureParser
+        from ddms.io.cursor import LineCursor
+        self.src, self.notes, self.symbols = src, notes, symbols
+        self.parser = CaptureParser(src.path, skip_bad=src.skip_bad)
+        self.cursor = LineCursor(src.path)
+        self.market = src.market
+        self.pending: list = []      # captured lines held while the market is unknown
+        self.book = None
+        self.taken = 0          # book updates already handed out in batches
+        self.depth_seen = 0
+        self.gap_marks: list[tuple] = []   # per gap (skip_bad): line, reason, depth updates seen, applied, snapshots
+        self.batch_updates = src.batch_updates   # a checkpointed run asks for smaller batches (its boundaries)
+
+    @property
+    def position(self) -> int:
+        """Book updates handed out so far (the lines of the batches)."""
+        return self.taken
+
+    def _take(self) -> EventBatch:
+        b = self.book.take_events()
+        if self.symbols:      # the capture's symbol, once a depth update named it
+            src = self.src
+            b = replace(b, cols=with_symbol(b.cols, symbol_id(self.book.symbol or src.symbol or file_symbol(src.path))))
         return b
 
-    def feed(cap) -> None:
-        nonlocal depth_seen
-        rec = cap.record
+    def _feed(self, cap) -> None:
+        from ddms.io.venues.binance_book import DepthSnapshot, DepthUpdate
+        src, book, rec = self.src, self.book, cap.record
         if isinstance(rec, DepthUpdate):
-            depth_seen += 1
+            self.depth_seen += 1
             if src.allow_empty_start and book.snapshots == 0:
                 # an empty snapshot that this event straddles (futures U <= last <= u, spot U <= last+1 <= u)
                 last = rec.first_id if book.futures else rec.first_id - 1
+                empty = np.zeros((0, 2), np.int64)
                 book.apply_snapshot(DepthSnapshot(last, empty, empty, rec.px_dec, rec.qty_dec, rec.event_ms),
                                     cap.recv_ts_ns)
         gaps, malformed = book.gaps, book.malformed
@@ -282,60 +316,93 @@ def _binance_batches(src: Source, notes: list[str] | None = None, symbols: bool 
             if not src.skip_bad:
                 raise InputError(f"{reason}; the capture holds no later snapshot to resync from (skip_bad=True "
                                  "waits for one)", src.path, cap.line, cap.raw.decode("utf-8", "replace"))
-            gap_marks.append((cap.line, reason, depth_seen - 1, book.applied, book.snapshots))
+            self.gap_marks.append((cap.line, reason, self.depth_seen - 1, book.applied, book.snapshots))
 
-    lines = iter_lines(src.path)   # damaged gzip data: a ReplayError naming the last whole line
-    caps = parser.parse_lines(lines)
-    try:
-        while True:
-            try:
-                cap = next(caps)
-            except StopIteration:
-                break
-            except InputError as e:
-                if book is not None:
-                    batch = take()
+    def batches(self) -> Iterator[EventBatch]:
+        """The batches after the current position."""
+        from ddms.io.venues.binance_book import BinanceBook, DepthUpdate
+        src, parser = self.src, self.parser
+        caps = parser.parse_lines(self.cursor)
+        try:
+            while True:
+                try:
+                    cap = next(caps)
+                except StopIteration:
+                    break
+                except InputError as e:
+                    if self.book is not None:
+                        batch = self._take()
+                        if len(batch):
+                            yield replace(batch, error=e)
+                    raise
+                if self.book is None:
+                    if self.market is None:
+                        if isinstance(cap.record, DepthUpdate):
+                            self.market = "futures" if cap.record.prev_final_id is not None else "spot"
+                        else:
+                            self.pending.append(cap)
+                            if len(self.pending) > _MAX_PENDING:
+                                raise ReplayError(f"no depth update in the first {_MAX_PENDING:,} messages: cannot "
+                                                  "tell a spot from a futures capture (pass market=)", src.path)
+                            continue
+                    self.book = BinanceBook(self.market, source=src.path)
+                    for c in self.pending:
+                        self._feed(c)
+                    self.pending.clear()
+                try:
+                    self._feed(cap)
+                except InputError as e:
+                    batch = self._take()
                     if len(batch):
                         yield replace(batch, error=e)
-                raise
-            if book is None:
-                if market is None:
-                    if isinstance(cap.record, DepthUpdate):
-                        market = "futures" if cap.record.prev_final_id is not None else "spot"
-                    else:
-                        pending.append(cap)
-                        if len(pending) > _MAX_PENDING:
-                            raise ReplayError(f"no depth update in the first {_MAX_PENDING:,} messages: cannot "
-                                              "tell a spot from a futures capture (pass market=)", src.path)
-                        continue
-                book = BinanceBook(market, source=src.path)
-                for c in pending:
-                    feed(c)
-                pending.clear()
-            try:
-                feed(cap)
-            except InputError as e:
-                batch = take()
-                if len(batch):
-                    yield replace(batch, error=e)
-                raise
-            if book.updates - taken >= src.batch_updates:
-                taken = book.updates
-                yield take()
-    finally:
-        lines.close()
-    if book is None or book.snapshots == 0:
-        what = "no depth update" if depth_seen == 0 and book is None else f"{depth_seen:,} depth updates"
-        raise ReplayError(f"the book never started: {what} but no usable REST depth snapshot in the capture "
-                          "(open it with allow_empty_start=True to start from an empty book)", src.path)
-    if notes is not None:
-        notes.extend(_gap_notes(src.path, gap_marks, depth_seen, book.applied, book.snapshots))
-        if parser.unknown_fields:   # a venue's new fields: ignored, but say so once per file
-            shown = ", ".join(f"{k} ({v:,} lines)" for k, v in sorted(parser.unknown_fields.items()))
-            notes.append(f"{src.path}: unknown message fields ignored: {shown}")
-    batch = take()
-    if len(batch) or batch.last_line >= batch.first_line:
-        yield replace(batch, skipped=parser.bad_lines)
+                    raise
+                if self.book.updates - self.taken >= self.batch_updates:
+                    self.taken = self.book.updates
+                    yield self._take()
+        finally:
+            caps.close()
+        book = self.book
+        if book is None or book.snapshots == 0:
+            what = "no depth update" if self.depth_seen == 0 and book is None else f"{self.depth_seen:,} depth updates"
+            raise ReplayError(f"the book never started: {what} but no usable REST depth snapshot in the capture "
+                              "(open it with allow_empty_start=True to start from an empty book)", src.path)
+        if self.notes is not None:
+            self.notes.extend(_gap_notes(src.path, self.gap_marks, self.depth_seen, book.applied, book.snapshots))
+            if parser.unknown_fields:   # a venue's new fields: ignored, but say so once per file
+                shown = ", ".join(f"{k} ({v:,} lines)" for k, v in sorted(parser.unknown_fields.items()))
+                self.notes.append(f"{src.path}: unknown message fields ignored: {shown}")
+        self.taken = book.updates
+        batch = self._take()
+        if len(batch) or batch.last_line >= batch.first_line:
+            yield replace(batch, skipped=parser.bad_lines)
+
+    def save_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The reader's state between two batches: JSON values and numpy arrays (no pickle).
+        O(the book's levels)."""
+        book_meta, arrays = self.book.save_state() if self.book is not None else (None, {})
+        p = self.parser
+        return {"file": self.cursor.position(), "market": self.market, "taken": self.taken,
+                "depth_seen": self.depth_seen, "gap_marks": [list(m) for m in self.gap_marks],
+                "parser": {"lines": p.lines, "bad_lines": p.bad_lines, "unknown_fields": p.unknown_fields},
+                "pending": [[c.line, f"{c.recv_ts_ns} " + c.raw.decode("latin-1")]
+                            for c in self.pending],
+                "book": book_meta}, arrays
+
+    def load_state(self, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Continue from a :meth:`save_state` of the same capture (ValueError when the file
+        differs before the saved position)."""
+        from ddms.io.venues.binance_book import BinanceBook
+        self.cursor.seek(meta["file"])
+        self.market, self.taken, self.depth_seen = meta["market"], int(meta["taken"]), int(meta["depth_seen"])
+        self.gap_marks = [tuple(m) for m in meta["gap_marks"]]
+        p = self.parser
+        p.lines, p.bad_lines = int(meta["parser"]["lines"]), int(meta["parser"]["bad_lines"])
+        p._decoder.unknown_fields = dict(meta["parser"]["unknown_fields"])
+        self.pending = [p.parse_line(raw.encode("latin-1"), ln) for ln, raw in meta["pending"]]
+        self.book = None
+        if meta["book"] is not None:
+            self.book = BinanceBook(meta["book"]["market"], source=self.src.path)
+            self.book.load_state(meta["book"], arrays)
 
 
 def _gap_notes(path: str, marks: list[tuple], depth_seen: int, applied: int, snapshots: int) -> list[str]:
