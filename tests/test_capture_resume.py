@@ -49,8 +49,9 @@ def _rows(reader) -> list[tuple]:
 def _core_check(reader) -> None:
     if hasattr(reader, "reader"):          # cryptofeed: SymbolBatches over a CryptofeedReader
         reader.reader.parser._check()
-    elif reader.book is not None:          # hftbacktest: BinanceCaptureReader
-        reader.book._check()
+    else:                                  # hftbacktest: BinanceCaptureReader
+        for bk in reader.books.values():
+            bk._check()
 
 
 def _write_capture(tmp: Path, kind: str, seed: int, drop: int | None) -> Path:
@@ -64,6 +65,8 @@ def _write_capture(tmp: Path, kind: str, seed: int, drop: int | None) -> Path:
         from replay.sample_data import binance_capture_lines
         path = tmp / "capture.txt"
         path.write_text("".join(x + "\n" for x in binance_capture_lines("futures", 400, seed=seed)))
+    elif kind.startswith("hftbacktest_"):      # several symbols, bare snapshot lines naming none
+        path = write_binance_capture(tmp, seed, kind.split("_")[1], form="hftbacktest", n=120)[0]
     else:
         path = write_binance_capture(tmp, seed, "futures" if kind == "binance_futures" else "spot", n=120)[0]
     if drop is not None:
@@ -74,7 +77,8 @@ def _write_capture(tmp: Path, kind: str, seed: int, drop: int | None) -> Path:
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(kind=st.sampled_from(["kraken", "okx", "coinbase", "binance", "binance_futures", "hftbacktest"]),
+@given(kind=st.sampled_from(["kraken", "okx", "coinbase", "binance", "binance_futures", "hftbacktest",
+                             "hftbacktest_spot", "hftbacktest_futures"]),
        seed=st.integers(0, 50), drop=st.none() | st.integers(0, 10_000), cut=st.floats(0, 1))
 def test_reader_state_round_trip(tmp_path_factory, kind, seed, drop, cut):
     path = _write_capture(tmp_path_factory.mktemp("cap"), kind, seed, drop)
@@ -95,6 +99,38 @@ def test_reader_state_round_trip(tmp_path_factory, kind, seed, drop, cut):
     assert again.position == (full[k - 1][1] if k else 0)
     assert _rows(again) == full[k:]
     _core_check(again)
+
+
+@pytest.mark.parametrize("market", ["spot", "futures"])
+def test_multi_symbol_hftbacktest_capture_builds_every_book(tmp_path, market):
+    """An hftbacktest capture of three Binance symbols (snapshot lines name no symbol): every
+    book ends equal to the generator's true book, rows carry their symbol, lines count the
+    updates of all symbols; without a symbol column it is refused unless one is chosen."""
+    from decimal import Decimal
+
+    from test_feeds_venues import write_binance_capture
+
+    from ddms.errors import ReplayError
+    from ddms.io.levels import ASKS, BIDS
+    from ddms.io.symbols import symbol_id
+    path, truth = write_binance_capture(tmp_path, 11, market, form="hftbacktest", n=300)
+    r = open_source(path, symbols=True).reader()
+    batches = list(r.batches())
+    assert sorted(r.books) == sorted(truth)
+    for sym, (bids, asks) in truth.items():
+        bk = r.books[sym]
+        bk._check()
+        for side, want in ((BIDS, bids), (ASKS, asks)):
+            assert dict(bk.top_levels(side, 10**6)) == {Decimal(p): Decimal(q) for p, q in want.items()}, sym
+    cols = np.concatenate([b.cols for b in batches])
+    assert set(cols[:, 5].tolist()) == {float(symbol_id(s)) for s in truth}
+    lines = np.concatenate([b.line for b in batches])
+    assert (np.diff(lines) >= 0).all() and batches[-1].last_line == sum(bk.updates for bk in r.books.values())
+    with pytest.raises(ReplayError, match="several symbols"):
+        list(open_source(path).batches())
+    one = sorted(truth)[1]
+    only = list(open_source(f"{path}#{one}").batches())
+    assert only[-1].last_line == r.books[one].updates
 
 
 def test_reader_refuses_another_file(tmp_path):
@@ -160,10 +196,12 @@ def test_resume_any_checkpoint_to_any_line_in_a_new_process(name, every, recordi
         assert got == [x for x in want if line_of(x) > line] or [want[-1]]
 
 
-@pytest.fixture(scope="module")
-def binance_multi(tmp_path_factory) -> Path:
+@pytest.fixture(scope="module", params=["cryptofeed", "hftbacktest"])
+def binance_multi(tmp_path_factory, request) -> Path:
+    """A synthetic capture of three Binance USD-M symbols, as cryptofeed files or as one
+    hftbacktest capture."""
     from test_feeds_venues import write_binance_capture
-    return write_binance_capture(tmp_path_factory.mktemp("bn"), 3, "futures", n=2000)[0]
+    return write_binance_capture(tmp_path_factory.mktemp("bn"), 3, "futures", form=request.param, n=2000)[0]
 
 
 def _kill_and_resume(data: Path, tmp_path: Path, every: int, trials: list[str], seed: str) -> None:

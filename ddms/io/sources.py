@@ -253,74 +253,164 @@ def _binance_batches(src: Source, notes: list[str] | None = None, symbols: bool 
 
 
 class BinanceCaptureReader:
-    """Replays an hftbacktest capture through :class:`BinanceBook`: every message in file order
-    (the REST snapshot recorded in the capture answers the book's first request), batches of at
-    most ``batch_updates`` applied updates (a "line" is one book update).  Strict mode raises
-    :class:`InputError` (file:line) on the first undecodable line and on a gap in the depth
-    updates (a capture holds no later snapshot to resync from, so the rest could not be replayed
-    faithfully); ``skip_bad`` skips bad lines and lets the book wait for a snapshot after a gap,
-    losing every depth update until one arrives (often the rest of the capture):
-    :func:`_gap_notes` tells ``notes``.  A capture whose book never started (no usable snapshot)
-    raises :class:`ReplayError` unless ``allow_empty_start``.  Cost: the capture parser's decode
-    plus one numba call per depth event (about 1M level updates/s).  ``symbols``: rows carry the
-    capture's symbol (from its depth updates) as a sixth column.
+    """Replays an hftbacktest capture (one Binance symbol, or several) through one
+    :class:`BinanceBook` per symbol: every message in file order, routed by its symbol; a REST
+    snapshot line names no symbol, so it goes to the waiting book whose buffered events it can
+    start (:meth:`BinanceBook.can_start`), or, when none can yet, waits for the first depth event
+    it can start (:meth:`BinanceBook.starts_with`) -- the recorder fetches a snapshot while the
+    stream runs, so it lies near that symbol's events.  A "line" is one book update of any
+    symbol (a depth event applied, or a snapshot), numbered in input order; batches of at most
+    ``batch_updates`` lines.  Strict mode raises :class:`InputError` (file:line) on the first
+    undecodable line and on a gap in a symbol's depth updates (a capture holds no later snapshot
+    to resync from, so the rest could not be replayed faithfully); ``skip_bad`` skips bad lines
+    and lets that book wait for a snapshot after a gap, losing its depth updates until one
+    arrives (often the rest of the capture): :func:`_gap_notes` tells ``notes``.  A capture
+    where a symbol's book never started (no usable snapshot) raises :class:`ReplayError` unless
+    ``allow_empty_start``.  Cost: the capture parser's decode plus one numba call per depth event
+    (about 1M level updates/s); one batch copy each time consecutive updates change symbol.
+    ``symbols``: rows carry their symbol as a sixth column (else a capture of several symbols is
+    refused unless one is chosen, ``FILE#SYMBOL``: only its updates are lines then).
 
-    Resumable: :meth:`save_state` (between two batches of :meth:`batches`) holds the book's
+    Resumable: :meth:`save_state` (between two batches of :meth:`batches`) holds every book's
     state (:meth:`BinanceBook.save_state`), the file position after the last line read, the
-    lines held while the market was unknown and the counts behind the gap notes;
-    :meth:`load_state` continues from it exactly."""
+    snapshots not placed yet, the lines held while the market was unknown and the counts behind
+    the gap notes; :meth:`load_state` continues from it exactly."""
 
     def __init__(self, src: Source, notes: list[str] | None = None, *, symbols: bool = False) -> None:
         from ddms.io.capture import CaptureParser
         from ddms.io.cursor import LineCursor
         self.src, self.notes, self.symbols = src, notes, symbols
-        self.parser = CaptureParser(src.path, skip_bad=src.skip_bad)
+        self.parser = CaptureParser(src.path, skip_bad=src.skip_bad, book_streams=True)
         self.cursor = LineCursor(src.path)
         self.market = src.market
+        self.want = src.symbol.upper() if src.symbol else None
         self.pending: list = []      # captured lines held while the market is unknown
-        self.book = None
-        self.taken = 0          # book updates already handed out in batches
+        self.held: list = []         # snapshot lines no book could take yet
+        self.books: dict = {}        # symbol -> BinanceBook, in order of appearance
+        self.current: str | None = None   # the symbol whose updates are not numbered yet
+        self.updates = 0        # lines numbered so far (book updates of the kept symbols)
+        self.taken = 0          # lines handed out in batches
         self.depth_seen = 0
         self.gap_marks: list[tuple] = []   # per gap (skip_bad): line, reason, depth updates seen, applied, snapshots
         self.batch_updates = src.batch_updates   # a checkpointed run asks for smaller batches (its boundaries)
+        self._parts: list[EventBatch] = []
 
     @property
     def position(self) -> int:
-        """Book updates handed out so far (the lines of the batches)."""
+        """Lines handed out so far."""
         return self.taken
 
-    def _take(self) -> EventBatch:
-        b = self.book.take_events()
-        if self.symbols:      # the capture's symbol, once a depth update named it
-            src = self.src
-            b = replace(b, cols=with_symbol(b.cols, symbol_id(self.book.symbol or src.symbol or file_symbol(src.path))))
-        return b
+    def _book(self, symbol: str):
+        from ddms.io.venues.binance_book import BinanceBook
+        bk = self.books.get(symbol)
+        if bk is None:
+            if self.books and not self.symbols and self.want is None:
+                raise ReplayError(f"holds several symbols ({', '.join(self.books)}, {symbol}, ...): choose one as "
+                                  f"{self.src.path}#{next(iter(self.books))} (or declare a symbol column)",
+                                  self.src.path)
+            bk = self.books[symbol] = BinanceBook(self.market, symbol=symbol, source=self.src.path)
+        return bk
 
-    def _feed(self, cap) -> None:
-        from ddms.io.venues.binance_book import DepthSnapshot, DepthUpdate
-        src, book, rec = self.src, self.book, cap.record
-        if isinstance(rec, DepthUpdate):
-            self.depth_seen += 1
-            if src.allow_empty_start and book.snapshots == 0:
-                # an empty snapshot that this event straddles (futures U <= last <= u, spot U <= last+1 <= u)
-                last = rec.first_id if book.futures else rec.first_id - 1
-                empty = np.zeros((0, 2), np.int64)
-                book.apply_snapshot(DepthSnapshot(last, empty, empty, rec.px_dec, rec.qty_dec, rec.event_ms),
-                                    cap.recv_ts_ns)
-        gaps, malformed = book.gaps, book.malformed
-        book.feed_message(rec, cap.recv_ts_ns)
-        if book.malformed > malformed and not src.skip_bad:
-            raise InputError(book.reports[-1].reason, src.path, cap.line, cap.raw.decode("utf-8", "replace"))
-        if book.gaps > gaps:
-            reason = book.reports[-1].reason if book.reports else "gap"
+    def _kept(self, symbol: str) -> bool:
+        return self.want is None or symbol == self.want
+
+    def _number(self) -> None:
+        """Hand the current book's new updates their line numbers (rows into :attr:`_parts`)."""
+        sym = self.current
+        if sym is None:
+            return
+        bk = self.books[sym]
+        if not self._kept(sym):
+            bk.discard_events()
+            return
+        base, n = bk._taken, bk.updates - bk._taken
+        if n == 0 and bk._ok == 0:
+            return
+        b = bk.take_events()
+        line = b.line - base + self.updates
+        cols = with_symbol(b.cols, symbol_id(sym)) if self.symbols else b.cols
+        self._parts.append(EventBatch(b.rel, b.sign, cols, line, self.updates + 1, self.updates + n))
+        self.updates += n
+
+    def _switch(self, symbol: str) -> None:
+        if symbol != self.current:
+            self._number()
+            self.current = symbol
+
+    def _take(self) -> EventBatch:
+        """The numbered rows not handed out yet, as one batch (lines taken+1 .. updates)."""
+        self._number()
+        parts, self._parts = self._parts, []
+        first, self.taken = self.taken + 1, self.updates
+        width = 5 + self.symbols
+        if not parts:
+            return EventBatch(np.zeros(0, np.int8), np.zeros(0, np.int8), np.zeros((0, width)), np.zeros(0, np.int64),
+                              first, self.updates)
+        return EventBatch(np.concatenate([p.rel for p in parts]), np.concatenate([p.sign for p in parts]),
+                          np.concatenate([p.cols for p in parts]), np.concatenate([p.line for p in parts]),
+                          first, self.updates)
+
+    def _check_fed(self, bk, cap, gaps: int, malformed: int) -> None:
+        src = self.src
+        if bk.malformed > malformed and not src.skip_bad:
+            raise InputError(bk.reports[-1].reason, src.path, cap.line, cap.raw.decode("utf-8", "replace"))
+        if bk.gaps > gaps:
+            reason = bk.reports[-1].reason if bk.reports else "gap"
             if not src.skip_bad:
                 raise InputError(f"{reason}; the capture holds no later snapshot to resync from (skip_bad=True "
                                  "waits for one)", src.path, cap.line, cap.raw.decode("utf-8", "replace"))
-            self.gap_marks.append((cap.line, reason, self.depth_seen - 1, book.applied, book.snapshots))
+            self.gap_marks.append((cap.line, reason, self.depth_seen - 1, self._sum("applied"), self._sum("snapshots")))
+
+    def _sum(self, counter: str) -> int:
+        return sum(getattr(bk, counter) for bk in self.books.values())
+
+    def _snapshot(self, bk, cap) -> None:
+        self._switch(bk.symbol)
+        gaps, malformed = bk.gaps, bk.malformed
+        bk.apply_snapshot(cap.record, cap.recv_ts_ns)
+        self._check_fed(bk, cap, gaps, malformed)
+
+    def _feed(self, cap) -> None:
+        from ddms.io.venues.binance_book import BookTicker, DepthSnapshot, DepthUpdate, Trade
+        src, rec = self.src, cap.record
+        if isinstance(rec, DepthSnapshot):
+            waiting = [bk for bk in self.books.values() if bk.can_start(rec.last_update_id)]
+            if waiting:       # the book whose buffered events lie nearest before this line
+                self._snapshot(max(waiting, key=lambda bk: bk._buffer[-1][1]), cap)
+            else:
+                self.held.append(cap)
+            return
+        if not isinstance(rec, (DepthUpdate, BookTicker, Trade)):
+            return      # a response to a request: nothing to do
+        if not isinstance(rec, DepthUpdate) and rec.symbol.upper() not in self.books:
+            return      # a ticker or trade of a symbol without a book (yet): nothing to check it against
+        bk = self._book(rec.symbol.upper())
+        self._switch(bk.symbol)
+        if isinstance(rec, DepthUpdate):
+            self.depth_seen += 1
+            for held in self.held:
+                if bk.starts_with(rec, held.record.last_update_id):
+                    self.held.remove(held)
+                    self._snapshot(bk, held)
+                    break
+            if src.allow_empty_start and bk.snapshots == 0:
+                # an empty snapshot that this event straddles (futures U <= last <= u, spot U <= last+1 <= u)
+                from ddms.io.venues.binance_book import DepthSnapshot as Snap
+                last = rec.first_id if bk.futures else rec.first_id - 1
+                empty = np.zeros((0, 2), np.int64)
+                bk.apply_snapshot(Snap(last, empty, empty, rec.px_dec, rec.qty_dec, rec.event_ms), cap.recv_ts_ns)
+        gaps, malformed = bk.gaps, bk.malformed
+        bk.feed_message(rec, cap.recv_ts_ns)
+        self._check_fed(bk, cap, gaps, malformed)
+
+    def _due(self) -> bool:
+        bk = self.books.get(self.current) if self.current is not None else None
+        fresh = bk.updates - bk._taken if bk is not None and self._kept(self.current) else 0
+        return self.updates + fresh - self.taken >= self.batch_updates
 
     def batches(self) -> Iterator[EventBatch]:
         """The batches after the current position."""
-        from ddms.io.venues.binance_book import BinanceBook, DepthUpdate
+        from ddms.io.venues.binance_book import DepthUpdate
         src, parser = self.src, self.parser
         caps = parser.parse_lines(self.cursor)
         try:
@@ -330,79 +420,94 @@ class BinanceCaptureReader:
                 except StopIteration:
                     break
                 except InputError as e:
-                    if self.book is not None:
-                        batch = self._take()
-                        if len(batch):
-                            yield replace(batch, error=e)
+                    batch = self._take()
+                    if len(batch):
+                        yield replace(batch, error=e)
                     raise
-                if self.book is None:
-                    if self.market is None:
-                        if isinstance(cap.record, DepthUpdate):
-                            self.market = "futures" if cap.record.prev_final_id is not None else "spot"
-                        else:
-                            self.pending.append(cap)
-                            if len(self.pending) > _MAX_PENDING:
-                                raise ReplayError(f"no depth update in the first {_MAX_PENDING:,} messages: cannot "
-                                                  "tell a spot from a futures capture (pass market=)", src.path)
-                            continue
-                    self.book = BinanceBook(self.market, source=src.path)
+                if self.market is None:
+                    if isinstance(cap.record, DepthUpdate):
+                        self.market = "futures" if cap.record.prev_final_id is not None else "spot"
+                    else:
+                        self.pending.append(cap)
+                        if len(self.pending) > _MAX_PENDING:
+                            raise ReplayError(f"no depth update in the first {_MAX_PENDING:,} messages: cannot "
+                                              "tell a spot from a futures capture (pass market=)", src.path)
+                        continue
+                try:
                     for c in self.pending:
                         self._feed(c)
                     self.pending.clear()
-                try:
                     self._feed(cap)
                 except InputError as e:
                     batch = self._take()
                     if len(batch):
                         yield replace(batch, error=e)
                     raise
-                if self.book.updates - self.taken >= self.batch_updates:
-                    self.taken = self.book.updates
+                if self._due():
                     yield self._take()
         finally:
             caps.close()
-        book = self.book
-        if book is None or book.snapshots == 0:
-            what = "no depth update" if self.depth_seen == 0 and book is None else f"{self.depth_seen:,} depth updates"
-            raise ReplayError(f"the book never started: {what} but no usable REST depth snapshot in the capture "
+        if self.want is not None and self.want not in self.books:
+            shown = ", ".join(list(self.books)[:20]) or "none"
+            raise ReplayError(f"no events for symbol {self.want!r} (symbols in the file: {shown})", src.path)
+        idle = [s for s, bk in self.books.items() if bk.snapshots == 0 and self._kept(s)]
+        if not self.books or idle:
+            what = (f"{self.depth_seen:,} depth updates" if self.books else "no depth update")
+            who = f" of {', '.join(idle)}" if idle and len(self.books) > 1 else ""
+            raise ReplayError(f"the book{who} never started: {what} but no usable REST depth snapshot in the capture "
                               "(open it with allow_empty_start=True to start from an empty book)", src.path)
         if self.notes is not None:
-            self.notes.extend(_gap_notes(src.path, self.gap_marks, self.depth_seen, book.applied, book.snapshots))
+            self.notes.extend(_gap_notes(src.path, self.gap_marks, self.depth_seen, self._sum("applied"),
+                                         self._sum("snapshots")))
             if parser.unknown_fields:   # a venue's new fields: ignored, but say so once per file
                 shown = ", ".join(f"{k} ({v:,} lines)" for k, v in sorted(parser.unknown_fields.items()))
                 self.notes.append(f"{src.path}: unknown message fields ignored: {shown}")
-        self.taken = book.updates
         batch = self._take()
         if len(batch) or batch.last_line >= batch.first_line:
             yield replace(batch, skipped=parser.bad_lines)
 
     def save_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The reader's state between two batches: JSON values and numpy arrays (no pickle).
-        O(the book's levels)."""
-        book_meta, arrays = self.book.save_state() if self.book is not None else (None, {})
+        O(the books' levels)."""
+        self._number()
+        if self._parts:
+            raise ValueError("save_state() between two batches only (rows not handed out)")
+        books, arrays = [], {}
+        for i, (sym, bk) in enumerate(self.books.items()):
+            m, a = bk.save_state()
+            books.append([sym, m])
+            arrays |= {f"{i}.{k}": v for k, v in a.items()}
         p = self.parser
-        return {"file": self.cursor.position(), "market": self.market, "taken": self.taken,
-                "depth_seen": self.depth_seen, "gap_marks": [list(m) for m in self.gap_marks],
-                "parser": {"lines": p.lines, "bad_lines": p.bad_lines, "unknown_fields": p.unknown_fields},
-                "pending": [[c.line, f"{c.recv_ts_ns} " + c.raw.decode("latin-1")]
-                            for c in self.pending],
-                "book": book_meta}, arrays
+
+        def lines(caps: list) -> list:
+            return [[c.line, f"{c.recv_ts_ns} " + c.raw.decode("latin-1")] for c in caps]
+        return {"file": self.cursor.position(), "market": self.market, "want": self.want, "updates": self.updates,
+                "taken": self.taken, "current": self.current, "depth_seen": self.depth_seen,
+                "gap_marks": [list(m) for m in self.gap_marks],
+                "parser": {"lines": p.lines, "bad_lines": p.bad_lines, "unknown_fields": p.unknown_fields,
+                           "ignored": dict(p.ignored)},
+                "pending": lines(self.pending), "held": lines(self.held), "books": books}, arrays
 
     def load_state(self, meta: dict, arrays: dict[str, np.ndarray]) -> None:
         """Continue from a :meth:`save_state` of the same capture (ValueError when the file
-        differs before the saved position)."""
+        differs before the saved position, or another symbol was chosen)."""
         from ddms.io.venues.binance_book import BinanceBook
+        if meta["want"] != self.want:
+            raise ValueError(f"a checkpoint of symbol {meta['want']}, this run reads {self.want}")
         self.cursor.seek(meta["file"])
-        self.market, self.taken, self.depth_seen = meta["market"], int(meta["taken"]), int(meta["depth_seen"])
+        self.market, self.updates, self.taken = meta["market"], int(meta["updates"]), int(meta["taken"])
+        self.current, self.depth_seen = meta["current"], int(meta["depth_seen"])
         self.gap_marks = [tuple(m) for m in meta["gap_marks"]]
         p = self.parser
         p.lines, p.bad_lines = int(meta["parser"]["lines"]), int(meta["parser"]["bad_lines"])
         p._decoder.unknown_fields = dict(meta["parser"]["unknown_fields"])
+        p.ignored = dict(meta["parser"]["ignored"])
         self.pending = [p.parse_line(raw.encode("latin-1"), ln) for ln, raw in meta["pending"]]
-        self.book = None
-        if meta["book"] is not None:
-            self.book = BinanceBook(meta["book"]["market"], source=self.src.path)
-            self.book.load_state(meta["book"], arrays)
+        self.held = [p.parse_line(raw.encode("latin-1"), ln) for ln, raw in meta["held"]]
+        self.books, self._parts = {}, []
+        for i, (sym, m) in enumerate(meta["books"]):
+            bk = self.books[sym] = BinanceBook(m["market"], symbol=sym, source=self.src.path)
+            bk.load_state(m, {k[len(f"{i}."):]: v for k, v in arrays.items() if k.startswith(f"{i}.")})
 
 
 def _gap_notes(path: str, marks: list[tuple], depth_seen: int, applied: int, snapshots: int) -> list[str]:

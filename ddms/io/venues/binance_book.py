@@ -1173,6 +1173,23 @@ class BinanceBook:
         self._ok = len(ri)
         self._checked_rows = 0
 
+    def can_start(self, last_update_id: int) -> bool:
+        """Would a snapshot at ``last_update_id`` start this waiting book now: its first buffered
+        event not older than the snapshot straddles it (Binance's rule)?  False when synchronized
+        or when nothing newer is buffered.  A capture reader uses it to give a snapshot that names
+        no symbol to the right book.  O(buffered)."""
+        if self._state != _WAIT:
+            return False
+        for rec, _ in self._buffer:
+            if not self._older(rec, last_update_id):
+                return self._straddles(rec, last_update_id)
+        return False
+
+    def starts_with(self, rec: DepthUpdate, last_update_id: int) -> bool:
+        """Could a snapshot at ``last_update_id`` start this book at depth event ``rec`` (which
+        it is about to be fed): ``rec`` straddles it.  O(1)."""
+        return self._state == _WAIT and self._straddles(rec, last_update_id)
+
     def restarted(self, reason: str) -> None:
         """The feed continues on a new connection (a process restored from a checkpoint): its
         sequence ids do not carry over, so the book becomes the rows the engine holds (deleted by
