@@ -28,10 +28,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO, SHARED
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from test_resume import check_resumed, ddms, finish, line_of, resume_point
 
+from ddms.errors import ReplayError
 from ddms.io.sources import open_source
 from ddms.runtime.checkpoint import PAUSE_ENV
 from ddms.runtime.resume import checkpoints
@@ -83,7 +84,10 @@ def _write_capture(tmp: Path, kind: str, seed: int, drop: int | None) -> Path:
 def test_reader_state_round_trip(tmp_path_factory, kind, seed, drop, cut):
     path = _write_capture(tmp_path_factory.mktemp("cap"), kind, seed, drop)
     src = replace(open_source(path, symbols=True, skip_bad=True), batch_updates=7)
-    full = _rows(src.reader())
+    try:
+        full = _rows(src.reader())
+    except ReplayError:      # the dropped line was the only snapshot: no book ever started
+        assume(False)
     assert full
     k = int(cut * len(full))
     first = src.reader()
@@ -110,7 +114,6 @@ def test_multi_symbol_hftbacktest_capture_builds_every_book(tmp_path, market):
 
     from test_feeds_venues import write_binance_capture
 
-    from ddms.errors import ReplayError
     from ddms.io.levels import ASKS, BIDS
     from ddms.io.symbols import symbol_id
     path, truth = write_binance_capture(tmp_path, 11, market, form="hftbacktest", n=300)

@@ -98,17 +98,19 @@ class CaptureParser:
             self.lines += 1
             if not raw.strip():
                 continue
-            if self.book_streams and (kind := _other_stream(raw)) is not None:
-                self.ignored[kind] = self.ignored.get(kind, 0) + 1
-                continue
             try:
-                yield self.parse_line(raw, self.lines)
+                cap = self.parse_line(raw, self.lines)
             except InputError as e:
+                if self.book_streams and (kind := _other_stream(raw)) is not None:   # (only then: no cost)
+                    self.ignored[kind] = self.ignored.get(kind, 0) + 1
+                    continue
                 if not self.skip_bad:
                     raise
                 self.bad_lines += 1
                 if len(self.bad_samples) < self.max_samples:
                     self.bad_samples.append(e)
+                continue
+            yield cap
 
 
 _STREAM = re.compile(rb'[0-9]+ \{\s*"stream"\s*:\s*"([^"\\@]*)@([^"\\]*)"')

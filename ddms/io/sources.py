@@ -247,6 +247,9 @@ def _market_from_name(path: str) -> str | None:
     return None
 
 
+_bb = None   # ddms.io.venues.binance_book, imported by the first capture reader (numba: start time)
+
+
 def _binance_batches(src: Source, notes: list[str] | None = None, symbols: bool = False) -> Iterator[EventBatch]:
     """Replay a capture through :class:`BinanceBook` (see :class:`BinanceCaptureReader`)."""
     return BinanceCaptureReader(src, notes, symbols=symbols).batches()
@@ -277,8 +280,10 @@ class BinanceCaptureReader:
     the gap notes; :meth:`load_state` continues from it exactly."""
 
     def __init__(self, src: Source, notes: list[str] | None = None, *, symbols: bool = False) -> None:
+        global _bb
         from ddms.io.capture import CaptureParser
         from ddms.io.cursor import LineCursor
+        from ddms.io.venues import binance_book as _bb
         self.src, self.notes, self.symbols = src, notes, symbols
         self.parser = CaptureParser(src.path, skip_bad=src.skip_bad, book_streams=True)
         self.cursor = LineCursor(src.path)
@@ -371,22 +376,27 @@ class BinanceCaptureReader:
         self._check_fed(bk, cap, gaps, malformed)
 
     def _feed(self, cap) -> None:
-        from ddms.io.venues.binance_book import BookTicker, DepthSnapshot, DepthUpdate, Trade
         src, rec = self.src, cap.record
-        if isinstance(rec, DepthSnapshot):
+        t = type(rec)
+        if t is _bb.DepthSnapshot:
             waiting = [bk for bk in self.books.values() if bk.can_start(rec.last_update_id)]
             if waiting:       # the book whose buffered events lie nearest before this line
                 self._snapshot(max(waiting, key=lambda bk: bk._buffer[-1][1]), cap)
             else:
                 self.held.append(cap)
             return
-        if not isinstance(rec, (DepthUpdate, BookTicker, Trade)):
+        depth = t is _bb.DepthUpdate
+        if not depth and t is not _bb.BookTicker and t is not _bb.Trade:
             return      # a response to a request: nothing to do
-        if not isinstance(rec, DepthUpdate) and rec.symbol.upper() not in self.books:
-            return      # a ticker or trade of a symbol without a book (yet): nothing to check it against
-        bk = self._book(rec.symbol.upper())
-        self._switch(bk.symbol)
-        if isinstance(rec, DepthUpdate):
+        sym = rec.symbol.upper()
+        bk = self.books.get(sym)
+        if bk is None:
+            if not depth:
+                return  # a ticker or trade of a symbol without a book (yet): nothing to check it against
+            bk = self._book(sym)
+        if sym != self.current:
+            self._switch(sym)
+        if depth:
             self.depth_seen += 1
             for held in self.held:
                 if bk.starts_with(rec, held.record.last_update_id):
@@ -395,23 +405,17 @@ class BinanceCaptureReader:
                     break
             if src.allow_empty_start and bk.snapshots == 0:
                 # an empty snapshot that this event straddles (futures U <= last <= u, spot U <= last+1 <= u)
-                from ddms.io.venues.binance_book import DepthSnapshot as Snap
                 last = rec.first_id if bk.futures else rec.first_id - 1
                 empty = np.zeros((0, 2), np.int64)
-                bk.apply_snapshot(Snap(last, empty, empty, rec.px_dec, rec.qty_dec, rec.event_ms), cap.recv_ts_ns)
+                bk.apply_snapshot(_bb.DepthSnapshot(last, empty, empty, rec.px_dec, rec.qty_dec, rec.event_ms),
+                                  cap.recv_ts_ns)
         gaps, malformed = bk.gaps, bk.malformed
         bk.feed_message(rec, cap.recv_ts_ns)
         self._check_fed(bk, cap, gaps, malformed)
 
-    def _due(self) -> bool:
-        bk = self.books.get(self.current) if self.current is not None else None
-        fresh = bk.updates - bk._taken if bk is not None and self._kept(self.current) else 0
-        return self.updates + fresh - self.taken >= self.batch_updates
-
     def batches(self) -> Iterator[EventBatch]:
         """The batches after the current position."""
-        from ddms.io.venues.binance_book import DepthUpdate
-        src, parser = self.src, self.parser
+        src, parser, books = self.src, self.parser, self.books
         caps = parser.parse_lines(self.cursor)
         try:
             while True:
@@ -425,7 +429,7 @@ class BinanceCaptureReader:
                         yield replace(batch, error=e)
                     raise
                 if self.market is None:
-                    if isinstance(cap.record, DepthUpdate):
+                    if type(cap.record) is _bb.DepthUpdate:
                         self.market = "futures" if cap.record.prev_final_id is not None else "spot"
                     else:
                         self.pending.append(cap)
@@ -443,7 +447,8 @@ class BinanceCaptureReader:
                     if len(batch):
                         yield replace(batch, error=e)
                     raise
-                if self._due():
+                bk = books.get(self.current)
+                if bk is not None and self.updates + bk.updates - bk._taken - self.taken >= self.batch_updates:
                     yield self._take()
         finally:
             caps.close()
@@ -451,7 +456,10 @@ class BinanceCaptureReader:
             shown = ", ".join(list(self.books)[:20]) or "none"
             raise ReplayError(f"no events for symbol {self.want!r} (symbols in the file: {shown})", src.path)
         idle = [s for s, bk in self.books.items() if bk.snapshots == 0 and self._kept(s)]
-        if not self.books or idle:
+        if idle and src.skip_bad and len(idle) < len(self.books) and self.notes is not None:
+            self.notes.append(f"{src.path}: no usable REST depth snapshot of {', '.join(idle)}: "
+                              "their depth updates were not applied")
+        if not self.books or (idle and not (src.skip_bad and len(idle) < len(self.books))):
             what = (f"{self.depth_seen:,} depth updates" if self.books else "no depth update")
             who = f" of {', '.join(idle)}" if idle and len(self.books) > 1 else ""
             raise ReplayError(f"the book{who} never started: {what} but no usable REST depth snapshot in the capture "

@@ -27,8 +27,13 @@ so the run never waits on the disk (at 5M lines/s, 100,000 lines take 20 ms, abo
 
 Supported inputs: order-book CSV and CSV files, any number of them (TABLE files are read first
 and never checkpointed inside; STREAM files interleaved, each with its own reader state, byte
-offset and pending lines in the checkpoint); captures, LOBSTER and Parquet files are refused
-with a message (their readers' positions are not saved).
+offset and pending lines in the checkpoint), and captures: hftbacktest Binance captures (one or
+several symbols), cryptofeed captures (Kraken, OKX, Coinbase, Binance) and ``ddms monitor
+--record`` recordings, whose resumable readers (:meth:`ddms.io.sources.Source.reader`) save their
+protocol cores' state and their files' positions (``save_state()``/``load_state()``; JSON values
+and arrays, no pickle); a capture's batches end at message boundaries, so a checkpoint never
+falls inside a message.  LOBSTER, Parquet, DBN and tardis files are refused with a message
+(their readers' positions are not saved).
 
 Cost: ``python -m bench --only checkpoint`` (README, Performance).
 """
