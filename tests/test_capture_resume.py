@@ -255,3 +255,12 @@ def test_kill_and_resume_synthetic_binance_capture(binance_multi, tmp_path):
 def test_kill_and_resume_real_captures_exhaustive(name, every, tmp_path):
     _kill_and_resume(_real(name), tmp_path, every, ["during-write", "running", "running", "early", "during-write",
                                                     "running"], name + "x")
+
+
+def test_segments_of_a_capture_equal_the_sequential_run(binance_multi):
+    """``--segments``: a first pass keeps checkpoints of the capture reader, the segments continue
+    from them: the printed views equal the sequential run's line for line."""
+    common = [str(PROGRAMS["best"]), "--data", str(binance_multi), "--every", "97", "--json"]
+    want, _ = finish(ddms(*common))
+    got, err = finish(ddms(*common, "--segments", "3"))
+    assert "3 segments" in err and got == want

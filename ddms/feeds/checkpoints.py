@@ -35,8 +35,10 @@ the feed goes on over a new connection (its ``restarted()``):
   engine line per symbol), so the views stay consistent throughout and end equal to an
   uninterrupted monitor's.  A venue session's engine lines continue after the restored line.
 
-Counters (messages, gaps, ...) start again at 0 in the restarted process (a restored symbol
-counts one resync); the engine's line numbers continue.  Not saved: a strategy's own state
+Counters (messages, gaps, ...) of the order protocol and of a one-symbol Binance book start
+again at 0 in the restarted process (the restored book counts one resync); a venue session's
+per-symbol counters continue from the checkpoint (each symbol counts one more resync); the
+engine's line numbers continue.  Not saved: a strategy's own state
 (refused with ``--strategy``).  A checkpoint of another kind of feed, venue or set of symbols
 is refused naming the difference.
 

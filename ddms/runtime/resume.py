@@ -251,7 +251,8 @@ class CheckpointedRun:
             offset = 0
             for s in (s for s in self.inputs.sources if s.table):
                 last = offset
-                for b in parse_chunks(s.parser, _file_chunks(s.path)):
+                tab = parse_chunks(s.parser, _file_chunks(s.path)) if s.read is None else _counted(s.parser, s.read())
+                for b in tab:
                     b = self.inputs._renumber(s, b, offset)
                     last = b.last_line
                     yield b
@@ -367,10 +368,10 @@ def batches_after(engine: Engine, inputs: ProgramInput, checkpoint: Path | None,
     streams = [s for s in inputs.sources if not s.table]
     if len(inputs.sources) != 1 or len(streams) != 1:
         raise CheckpointError("a split replay needs a program that reads one input file")
-    if streams[0].read is not None:
-        raise CheckpointError(f"{streams[0].path}: a split replay reads order-book CSV or CSV input, not a capture")
-    source = streams[0]
+    source = stream_sources(inputs)[0]
     offset = 0 if checkpoint is None else restore_readers(engine, inputs, Path(checkpoint))[0][0]
+    if (reader := _reader(source)) is not None:    # a capture: its reader continues from its own position
+        return _counted(source.parser, reader.batches())
 
     def read() -> Iterator[bytes]:
         with open(source.path, "rb") as f:
