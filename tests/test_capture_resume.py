@@ -180,26 +180,38 @@ def _capture(name: str, recording: Path) -> Path:
     return recording if name == "recording" else _real(name)
 
 
-@pytest.mark.parametrize("name,every", [("KRAKEN.ws.50.0", 500), ("OKX.ws.1.0", 40), ("recording", 60)])
-def test_resume_any_checkpoint_to_any_line_in_a_new_process(name, every, recording, tmp_path):
+@pytest.mark.parametrize("name,seed", [pytest.param("KRAKEN.ws.50.0", 0, marks=pytest.mark.slow), ("OKX.ws.1.0", 1),
+                                       pytest.param("OKX.ws.1.0", 2, marks=pytest.mark.slow), ("recording", 3)])
+def test_resume_any_checkpoint_to_any_line_in_a_new_process(name, seed, recording, tmp_path):
+    """Checkpoints at random lines (a random interval), every one kept; a new process resumes
+    from a random one (``--resume FILE``, writing none) up to a random line (``--until``): its
+    output is the uninterrupted run's after the checkpoint, up to that line (views after every
+    line on the small captures)."""
     data = _capture(name, recording)
-    common = [str(PROGRAMS["spread"]), "--data", str(data), "--every", str(every // 3 + 1), "--json"]
+    rng = random.Random(seed)
+    common = [str(PROGRAMS["spread"]), "--data", str(data), "--every", "7" if name.startswith("KRAKEN") else "1",
+              "--json"]
+    full, _ = finish(ddms(*common))
+    total = line_of(full[-1])
+    every = rng.randint(max(1, total // 40), total // 4)
     folder = tmp_path / "all"
-    full, _ = finish(ddms(*common, "--checkpoint", str(folder), "--checkpoint-every", str(every),
-                          "--checkpoint-keep", "0"))
+    written, _ = finish(ddms(*common, "--checkpoint", str(folder), "--checkpoint-every", str(every),
+                             "--checkpoint-keep", "0"))
+    assert written == full                       # checkpointing changes nothing
     found = checkpoints(folder)
     # (a checkpoint falling due while the previous one is written waits: at least one before the end)
-    assert len(found) >= 2 and found[-1][0] == line_of(full[-1])
-    rng = random.Random(name)
+    assert len(found) >= 2 and found[-1][0] == total
     for line, path in rng.sample(found[:-1], min(2, len(found) - 1)):
-        until = rng.randint(line + 1, line_of(full[-1]))
-        want, _ = finish(ddms(*common, "--until", str(until)))
+        until = rng.randint(line + 1, total)
         got, err = finish(ddms(*common, "--resume", str(path), "--until", str(until)))
         assert resume_point(err) == line
-        assert got == [x for x in want if line_of(x) > line] or [want[-1]]
+        want = [x for x in full if line < line_of(x) <= until]
+        if not want or line_of(want[-1]) != until:   # --until prints the views at its line
+            want.append([x for x in finish(ddms(*common, "--until", str(until)))[0]][-1])
+        assert got == want
 
 
-@pytest.fixture(scope="module", params=["cryptofeed", "hftbacktest"])
+@pytest.fixture(scope="module", params=[pytest.param("cryptofeed", marks=pytest.mark.slow), "hftbacktest"])
 def binance_multi(tmp_path_factory, request) -> Path:
     """A synthetic capture of three Binance USD-M symbols, as cryptofeed files or as one
     hftbacktest capture."""
@@ -241,7 +253,8 @@ def _kill_and_resume(data: Path, tmp_path: Path, every: int, trials: list[str], 
         assert resume_point(err) == line_of(full[-1]) and again == [full[-1]]
 
 
-@pytest.mark.parametrize("name,every", [("KRAKEN.ws.50.0", 300), ("OKX.ws.1.0", 25)])
+@pytest.mark.parametrize("name,every", [pytest.param("KRAKEN.ws.50.0", 300, marks=pytest.mark.slow),
+                                        ("OKX.ws.1.0", 25)])
 def test_kill_and_resume_real_multi_symbol_captures(name, every, tmp_path):
     _kill_and_resume(_real(name), tmp_path, every, ["during-write", "running", "early"], name)
 
