@@ -331,12 +331,6 @@ def _lines_of(path: str | LineCursor, tag: int, last: float = 0.0) -> Iterator[t
         yield last, tag, cur.line, raw
 
 
-def _positions(cur: LineCursor) -> Iterator[dict[str, Any]]:
-    """The cursor's position, each time asked (zipped after its line: the position after it)."""
-    while True:
-        yield cur.position()
-
-
 def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = None, venue: str | None = None,
                     skip_bad: bool = False, parser: CryptofeedParser | None = None) -> Iterator[SymbolEvents]:
     """Read a cryptofeed websocket capture and its REST files (``http``; default: the
@@ -371,20 +365,20 @@ class CryptofeedReader:
         self.files = [ws] + (list(http) if http is not None else found)
         self.parser = CryptofeedParser(ws, venue=venue, skip_bad=skip_bad)
         self.cursors = [LineCursor(f) for f in self.files]
-        self._fed = [c.position() for c in self.cursors]    # each file's position after its last line fed
-        self._time = [0.0] * len(self.files)                 # each file's running receive time there
+        self._fed = [c.mark() for c in self.cursors]    # each file's position after its last line fed
+        self._time = [0.0] * len(self.files)             # each file's running receive time there
 
-    def _lines(self, tag: int) -> Iterator[tuple[float, int, int, bytes, dict[str, Any]]]:
+    def _lines(self, tag: int) -> Iterator[tuple[float, int, int, bytes, tuple[int, int, bytes]]]:
         """:func:`_lines_of`'s lines after the current position, each with the position after it."""
         cur = self.cursors[tag]
-        for (t, _, n, raw), pos in zip(_lines_of(cur, tag, self._time[tag]), _positions(cur), strict=False):
-            yield t, tag, n, raw, pos
+        for t, _, n, raw in _lines_of(cur, tag, self._time[tag]):
+            yield t, tag, n, raw, (cur.line, cur.offset, raw)
 
     def events(self) -> Iterator[list[SymbolEvents]]:
         """The events of each line after the current position, one list per line fed."""
-        for c, pos in zip(self.cursors, self._fed, strict=True):
-            if c.line != pos["line"]:      # the previous iteration read ahead: back to what was fed
-                c.seek(pos)
+        for c, mark in zip(self.cursors, self._fed, strict=True):
+            if c.line != mark[0]:      # the previous iteration read ahead: back to what was fed
+                c.seek(c.position(mark))
         streams = [self._lines(i) for i in range(len(self.files))]
         for t, tag, n, raw, pos in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
             evs = self.parser.feed(raw, n, None if tag == 0 else self.files[tag])
@@ -395,7 +389,8 @@ class CryptofeedReader:
         """The parser's state and each file's position (after the last line fed): JSON values
         and numpy arrays.  O(the parser's state)."""
         meta, arrays = self.parser.save_state()
-        return {"parser": meta, "files": list(self._fed), "times": list(self._time)}, arrays
+        return {"parser": meta, "files": [c.position(m) for c, m in zip(self.cursors, self._fed, strict=True)],
+                "times": list(self._time)}, arrays
 
     def load_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         """Continue from a :meth:`save_state` of the same capture: ValueError when the files
@@ -406,6 +401,6 @@ class CryptofeedReader:
                              f"{', '.join(self.files)}")
         for c, pos in zip(self.cursors, meta["files"], strict=True):
             c.seek(pos)
-        self._fed = [c.position() for c in self.cursors]
+        self._fed = [c.mark() for c in self.cursors]
         self._time = [float(t) for t in meta["times"]]
         self.parser.load_state(meta["parser"], arrays)
