@@ -246,6 +246,8 @@ def _kill_and_resume(data: Path, tmp_path: Path, every: int, trials: list[str], 
             time.sleep(rng.uniform(0, 1))
         p.send_signal(signal.SIGKILL)
         p.communicate()
+        if kind == "during-write":      # killed holding a temporary file, before its rename
+            assert p.returncode == -signal.SIGKILL
         resumed, err = finish(ddms(*args, "--resume", str(folder)))
         check_resumed(full, resumed, resume_point(err))
         assert not list(folder.glob(".ckpt-*.tmp"))
