@@ -361,6 +361,10 @@ class _NotedSource:
     def __iter__(self):
         return _progress_batches(self.source.batches(self.notes), os.path.basename(self.source.path))
 
+    def reader(self):
+        """The source's resumable reader (:meth:`ddms.io.sources.Source.reader`), or None."""
+        return self.source.reader(self.notes)
+
 
 def _progress_batches(batches: Iterator, label: str) -> Iterator:
     """Pass batches through, showing the input lines read so far on stderr once the run has

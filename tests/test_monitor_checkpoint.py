@@ -71,14 +71,15 @@ def _ddms_run(data: Path) -> dict:
     return json.loads(out.decode().splitlines()[-1])
 
 
-def _monitor_killed(url: str, folder: Path, every: int, *, during_write: bool = False) -> None:
+def _monitor_killed(url: str, folder: Path, every: int, *, during_write: bool = False,
+                    program: Path = PROGRAM) -> None:
     """Run the monitor with checkpoints until one exists and more messages followed, then SIGKILL
     it; ``during_write``: each write pauses before its rename, and the kill lands in a write (a
     temporary file exists beside a complete checkpoint)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if during_write:
         env["DDMS_CHECKPOINT_PAUSE"] = "0.5"
-    mon = subprocess.Popen([sys.executable, "-m", "ddms.cli", "monitor", url, "--views", str(PROGRAM), "--json",
+    mon = subprocess.Popen([sys.executable, "-m", "ddms.cli", "monitor", url, "--views", str(program), "--json",
                             "--once", "--checkpoint", str(folder), "--checkpoint-every", str(every)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=REPO)
 
@@ -100,8 +101,8 @@ def _monitor_killed(url: str, folder: Path, every: int, *, during_write: bool = 
         assert any(folder.glob(".*.tmp"))     # the write was cut short
 
 
-def _monitor(url: str, folder: Path | None, every: int = 100) -> list[dict]:
-    args = ["monitor", url, "--views", str(PROGRAM), "--json", "--once"]
+def _monitor(url: str, folder: Path | None, every: int = 100, program: Path = PROGRAM) -> list[dict]:
+    args = ["monitor", url, "--views", str(program), "--json", "--once"]
     if folder is not None:
         args += ["--checkpoint", str(folder), "--checkpoint-every", str(every)]
     mon = _cli(*args)

@@ -268,17 +268,14 @@ def test_multi_file_kill_and_resume(multi, tmp_path):
         check_resumed(full, resumed, resume_point(err))
 
 
-def test_checkpoint_refuses_a_capture(tmp_path):
-    """A reader whose position a checkpoint cannot hold (a Binance capture) is refused by name."""
-    import gzip
-
-    from replay.sample_data import binance_capture_lines
-    cap = tmp_path / "cap.gz"
-    with gzip.open(cap, "wt") as f:
-        f.writelines(line + "\n" for line in binance_capture_lines("futures", 200, seed=1))
-    p = ddms(str(EXAMPLES / "sobi.m3"), "--data", str(cap), "--checkpoint", str(tmp_path / "ck"))
+def test_checkpoint_refuses_a_reader_without_a_position(tmp_path):
+    """A reader whose position a checkpoint cannot hold (LOBSTER) is refused by name; captures
+    are checkpointed (tests/test_capture_resume.py)."""
+    msg = tmp_path / "AAPL_2012-06-21_34200000_57600000_message_1.csv"
+    msg.write_text("34200.01,1,11,100,5850000,1\n34200.02,1,12,50,5860000,-1\n34200.03,3,11,100,5850000,1\n")
+    p = ddms(str(EXAMPLES / "sobi.m3"), "--data", str(msg), "--checkpoint", str(tmp_path / "ck"))
     _, err = p.communicate()
-    assert p.returncode == 2 and "cap.gz: checkpoints need order-book CSV or CSV input" in err.decode()
+    assert p.returncode == 2 and f"{msg.name}: checkpoints need order-book CSV, CSV or capture input" in err.decode()
 
 
 def test_replay_from_any_checkpoint_to_any_line(data, tmp_path):

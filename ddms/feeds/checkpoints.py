@@ -4,31 +4,43 @@ A checkpoint is taken at a message boundary -- after the monitor handed a draine
 queue to the engine (:meth:`Monitor._flush`), where the engine has applied every event the
 protocol core produced -- every ``every`` feed messages and when the session ends.  It is the
 engine's checkpoint file (:func:`ddms.runtime.checkpoint.save`: Arrow IPC, atomic) named
-``ckpt-<engine line>.arrow`` like ``ddms run --checkpoint``'s, with the feed's state beside it:
+``ckpt-<engine line>.arrow`` like ``ddms run --checkpoint``'s, with the protocol core's own
+state beside it, from its ``save_state()`` (JSON values and numpy arrays, no pickle):
 
-* the order protocol (:class:`~ddms.io.orderproto.OrderFeed`): the last applied ``seq``, whether
-  the decoder was synchronized, and the resting orders *as the engine holds them* (id, side, t,
-  volume, price; while waiting for a snapshot, the rows the engine still holds);
-* a Binance price-level book (:class:`~ddms.io.venues.binance_book.BinanceBook`): only the price
-  levels the engine holds (so they can be deleted later), the price/quantity decimals that give
-  their float values, the symbol and market, and the marker that a resync is required: the
-  sequence ids of a venue are not resumable across a restart.
+* the order protocol (:meth:`OrderFeed.save_state <ddms.io.orderproto.OrderFeed.save_state>`):
+  the resting orders (and the orders the engine holds while waiting for a snapshot), the last
+  applied ``seq``, the sync state;
+* one Binance symbol (:meth:`BinanceBook.save_state
+  <ddms.io.venues.binance_book.BinanceBook.save_state>`): its price levels, decimals, sequence
+  state;
+* a venue session of many symbols (Kraken, OKX, Coinbase, Binance: :mod:`ddms.feeds.venue_session`):
+  the venue core's state, every symbol's book and sequencing (:meth:`VenueBooks.save_state
+  <ddms.io.venues.base.VenueBooks.save_state>`, :meth:`BinanceBooks.save_state
+  <ddms.io.venues.binance.BinanceBooks.save_state>`), the venue and the symbols followed.
 
 Restoring (the same ``--checkpoint DIR`` on restart: the newest complete checkpoint there)
-loads the engine, then gives the protocol core, once it is created, the saved state:
+loads the engine, then the core, once it is created, with ``load_state()`` and tells it that
+the feed goes on over a new connection (its ``restarted()``):
 
 * order protocol: the decoder continues at the saved ``seq``.  A message with ``seq <= saved``
   was applied before the kill and is dropped (stale); ``saved + 1`` is applied; a later ``seq``
   is a gap: the decoder asks the server for a snapshot and replaces the restored orders by the
   snapshot's (deletes of every restored order, inserts of the snapshot's, one engine line) --
   :class:`OrderFeed`'s own gap handling.  Nothing is applied twice, nothing skipped;
-* price levels: the book starts waiting for a snapshot, holding the saved levels as the rows to
-  delete; the first depth event asks for a snapshot, which replaces them (deletes of the old
-  levels, inserts of the snapshot's, one engine line), so views stay consistent throughout.
+* price levels (one Binance symbol, and every symbol of a venue session): a venue's sequence
+  ids do not carry over to a new connection, so each symbol's book becomes the rows the engine
+  holds and the symbol resynchronizes from the venue -- Binance from a fresh REST snapshot
+  (asked for by its first depth event), Kraken, OKX and Coinbase from the snapshot that answers
+  the new connection's subscription -- which deletes those rows and inserts the snapshot's (one
+  engine line per symbol), so the views stay consistent throughout and end equal to an
+  uninterrupted monitor's.  A venue session's engine lines continue after the restored line.
 
-Counters (messages, gaps, ...) start again at 0 in the restarted process; the engine's line
-numbers continue.  Not saved: a strategy's own state (refused with ``--strategy``), and
-multi-symbol venue sessions (Kraken, OKX, Coinbase, Binance with several symbols: refused).
+Counters (messages, gaps, ...) of the order protocol and of a one-symbol Binance book start
+again at 0 in the restarted process (the restored book counts one resync); a venue session's
+per-symbol counters continue from the checkpoint (each symbol counts one more resync); the
+engine's line numbers continue.  Not saved: a strategy's own state
+(refused with ``--strategy``).  A checkpoint of another kind of feed, venue or set of symbols
+is refused naming the difference.
 
 Cost: a checkpoint is O(engine state + resting orders or levels), written synchronously on the
 monitor's thread (messages queue meanwhile; the transport's bounded queue absorbs the pause).
@@ -86,83 +98,94 @@ class MonitorCheckpoints:
             self.feed, self._arrays, self.restored_from = extra["monitor"], arrays, path
 
     # -- restoring ------------------------------------------------------------------------------
-    def restore_core(self, core: OrderFeed | BinanceBook) -> str | None:
-        """Give ``core`` (just created) the saved feed state; returns a sentence saying what was
-        restored (None when there was nothing to restore).  Raises :class:`CheckpointError` when
-        the checkpoint is of another kind of feed."""
+    def _take(self, kind: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+        """The saved feed state if it is of ``kind`` (None: nothing to restore); refuses another."""
         f = self.feed
         if f is None:
             return None
         self.feed = None
+        if f.get("kind") != kind:
+            raise CheckpointError(f"{self.restored_from}: a checkpoint of a {f.get('kind')} feed, this feed is {kind}")
+        if "state" not in f:
+            raise CheckpointError(f"{self.restored_from}: a monitor checkpoint of an older ddms (no feed state): "
+                                  "remove it to start over")
+        return f, self._arrays
+
+    def _load(self, core: Any, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        try:
+            if arrays is None:
+                core.load_state({**state, "counters": {}})
+            else:
+                core.load_state({**state, "counters": {}}, arrays)
+        except (ValueError, KeyError, TypeError) as e:
+            raise CheckpointError(f"{self.restored_from}: cannot continue this feed from the checkpoint: {e}") from None
+
+    def restore_core(self, core: OrderFeed | BinanceBook) -> str | None:
+        """Give ``core`` (just created) the saved feed state (:meth:`load_state`, then
+        :meth:`restarted`); returns a sentence saying what was restored (None when there was
+        nothing to restore).  Raises :class:`CheckpointError` when the checkpoint is of another
+        kind of feed."""
+        got = self._take("orders" if isinstance(core, OrderFeed) else "binance")
+        if got is None:
+            return None
+        f, a = got
         pos = self.engine.position
-        kind = "orders" if isinstance(core, OrderFeed) else "binance"
-        if f["kind"] != kind:
-            raise CheckpointError(f"{self.restored_from}: a checkpoint of a {f['kind']} feed, this feed is {kind}")
-        a = self._arrays
+        self._load(core, f["state"], a)
+        if core.updates != pos:
+            raise CheckpointError(f"{self.restored_from}: corrupt checkpoint: the feed at line {core.updates:,}, "
+                                  f"the engine at line {pos:,}")
         if isinstance(core, OrderFeed):
-            if f["brokers"] != core.brokers:
-                raise CheckpointError(f"{self.restored_from}: written with {f['brokers']} brokers, not {core.brokers}")
-            orders = {int(i): (int(b), float(t), float(v), float(p)) for i, b, t, v, p in
-                      zip(a["ids"].tolist(), a["book"].tolist(), a["t"].tolist(), a["volume"].tolist(),
-                          a["price"].tolist(), strict=True)}
-            core.updates = core._taken = pos
-            core.last_seq = int(f["last_seq"])
-            core._started = True
-            core._dirty.update(orders)
-            if f["synced"]:
-                core.orders = orders
-            else:                                   # the engine holds rows a snapshot must replace
-                core.orders, core._stale_orders, core._synced, core._need = {}, orders, False, True
+            core.restarted()
             return (f"restored {self.restored_from.name}: engine line {pos:,}, order protocol at seq "
-                    f"{core.last_seq:,}, {len(orders):,} resting orders; continuing from seq {core.last_seq + 1:,}")
-        if f["market"] != core.market:
-            raise CheckpointError(f"{self.restored_from}: a checkpoint of the {f['market']} market, this feed is "
-                                  f"{core.market}")
-        core.symbol = f["symbol"]
-        core.px_decimals, core.qty_decimals = f["px_decimals"], f["qty_decimals"]
-        core.updates = core._taken = pos
-        core._stale_rows = tuple((a[f"keys{s}"], a[f"qty{s}"], a[f"t{s}"]) for s in (BIDS, ASKS))
-        core.resyncs += 1
-        n = sum(len(r[0]) for r in core._stale_rows)
+                    f"{core.last_seq:,}, {len(core.orders or core._stale_orders or {}):,} resting orders; continuing "
+                    f"from seq {core.last_seq + 1:,}")
+        n = core.depth(BIDS) + core.depth(ASKS)
+        core.restarted(f"restored {self.restored_from.name}")
         return (f"restored {self.restored_from.name}: engine line {pos:,}, {n:,} price levels of "
-                f"{f['symbol'] or '?'}; resynchronizing from a fresh snapshot")
+                f"{core.symbol or '?'}; resynchronizing from a fresh snapshot")
+
+    def restore_session(self, session: Any) -> str | None:
+        """Give a venue session (just created: :class:`~ddms.feeds.venue_session.VenueSession`)
+        the saved state of its core (every symbol's book), then make every symbol resynchronize
+        over the new connection; its engine lines continue after the restored line.  Refuses a
+        checkpoint of another venue or set of symbols."""
+        got = self._take("venue")
+        if got is None:
+            return None
+        f, a = got
+        if f["venue"] != session.venue or f["symbols"] != session.symbols:
+            raise CheckpointError(f"{self.restored_from}: a checkpoint of {f['venue']} ({', '.join(f['symbols'])}), "
+                                  f"this feed is {session.venue} ({', '.join(session.symbols)})")
+        self._load(session.core, f["state"], a if session.venue == "binance" else None)
+        session.core.restarted(f"restored {self.restored_from.name}")
+        session.line_base = self.engine.position
+        return (f"restored {self.restored_from.name}: engine line {self.engine.position:,}, {session.venue} books of "
+                f"{', '.join(session.symbols)}; each resynchronizes from a fresh snapshot")
 
     # -- saving ---------------------------------------------------------------------------------
-    def after_flush(self, core: OrderFeed | BinanceBook | None, messages: int) -> Path | None:
+    def after_flush(self, core: Any, messages: int) -> Path | None:
         """Called at a message boundary with ``messages`` fed so far in this run: checkpoint when
-        ``every`` messages have passed since the last one."""
+        ``every`` messages have passed since the last one.  ``core``: the protocol core or the
+        venue session."""
         if core is None or messages - self._since < self.every:
             return None
         self._since = messages
         return self.write(core)
 
-    def write(self, core: OrderFeed | BinanceBook | None) -> Path | None:
-        """Checkpoint the engine and ``core`` now (at a message boundary).  O(state)."""
+    def write(self, core: Any) -> Path | None:
+        """Checkpoint the engine and ``core`` (an :class:`OrderFeed`, a :class:`BinanceBook` or
+        a venue session) now, at a message boundary.  O(state)."""
         if core is None:
             return None
         if self.feed is not None:       # restored but the core never came up: keep the checkpoint as is
             return None
-        if isinstance(core, OrderFeed):
-            held = core.orders if core.synced else (core._stale_orders or {})
-            ids = np.fromiter(held.keys(), np.int64, len(held))
-            rows = np.array(list(held.values()), np.float64).reshape(-1, 4)
-            arrays = {"ids": ids, "book": rows[:, 0].astype(np.int8), "t": rows[:, 1].copy(),
-                      "volume": rows[:, 2].copy(), "price": rows[:, 3].copy()}
-            meta = {"kind": "orders", "last_seq": core.last_seq, "synced": core.synced, "brokers": core.brokers}
-        else:
-            if core.synced:
-                sides = (core._extract(BIDS), core._extract(ASKS))
-            elif core._stale_rows is not None:
-                sides = core._stale_rows
-            else:
-                e = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
-                sides = (e, e)
-            arrays = {}
-            for s, (k, q, t) in zip((BIDS, ASKS), sides, strict=True):
-                arrays |= {f"keys{s}": np.asarray(k, np.int64), f"qty{s}": np.asarray(q, np.int64),
-                           f"t{s}": np.asarray(t, np.float64)}
-            meta = {"kind": "binance", "market": core.market, "symbol": core.symbol, "resync": True,
-                    "px_decimals": core.px_decimals, "qty_decimals": core.qty_decimals}
+        if isinstance(core, (OrderFeed, BinanceBook)):
+            state, arrays = core.save_state()
+            meta = {"kind": "orders" if isinstance(core, OrderFeed) else "binance", "state": state}
+        else:                           # a venue session
+            state = core.core.save_state()
+            state, arrays = state if isinstance(state, tuple) else (state, {})
+            meta = {"kind": "venue", "venue": core.venue, "symbols": core.symbols, "state": state}
         path = self.folder / f"{PREFIX}{self.engine.position:015d}{SUFFIX}"
         save(self.engine, path, extra={"monitor": meta}, extra_arrays=arrays)
         self.written += 1

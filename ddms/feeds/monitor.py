@@ -55,7 +55,7 @@ import signal
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TextIO
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -77,6 +77,8 @@ from ddms.feeds.transport import (
 from ddms.feeds.venue_session import IN_STREAM_VENUES, FetchSnapshot, Recorder, SendText, VenueSession, venue_from_url
 from ddms.io.actions import NeedSnapshot
 from ddms.io.orderproto import OrderFeed
+from ddms.io.schema import COLUMNS
+from ddms.io.symbols import symbol_id, with_symbol
 from ddms.io.venues.binance_book import FUTURES, SPOT, BinanceBook, Decoder, DepthUpdate
 
 __all__ = ["Monitor", "MonitorConfig", "load_strategy"]
@@ -191,8 +193,11 @@ class Monitor:
                 raise DdmsError("--checkpoint with --strategy: a strategy's own state is not checkpointed")
             from ddms.feeds.checkpoints import MonitorCheckpoints
             self.checkpoints = MonitorCheckpoints(config.checkpoint, self.engine, every=config.checkpoint_every)
+        self._symbol_rows = False   # the views' bids/asks carry a symbol column (every symbol of a session)
         if self.engine is not None:
             self.relmap = self.engine.relmap(("bids", "asks"))
+            self._symbol_rows = any(len(s.columns) > len(COLUMNS) for s in self.engine.program.streams
+                                    if s.name.lower() in ("bids", "asks"))
             if config.json:
                 for name in self.engine.watchable():
                     self.engine.on(name, self._print_change)
@@ -203,7 +208,7 @@ class Monitor:
 
     def _print_change(self, view: str, key: tuple, old: float, new: float, position: int) -> None:
         ev = {"event": "change", "view": view, "key": list(key), "old": _num(old), "new": _num(new), "line": position}
-        if self.session is not None:            # the views follow one symbol (see _start_session)
+        if self.session is not None and not self._symbol_rows:   # the views follow one symbol (_start_session)
             ev["symbol"] = self.session.symbols[0]
         self._emit(ev)
 
@@ -366,15 +371,18 @@ class Monitor:
             if unknown:
                 raise DdmsError(f"--symbols: {', '.join(unknown)} not on this feed (it has {', '.join(syms)})")
             syms = want
-        if self.checkpoints is not None:
-            raise DdmsError(f"--checkpoint: {venue} sessions ({', '.join(syms)}) are not checkpointed yet; only the "
-                            "order protocol and single-symbol Binance feeds are")
         self.protocol = venue
         self.market = h.get("x-ddms-market") or c.market or self.market
         self.session = VenueSession(venue, syms, c.url, market=self.market, snapshot=h.get("x-ddms-snapshot"))
-        if self.engine is not None and len(syms) > 1:
+        if self.engine is not None and len(syms) > 1 and not self._symbol_rows:
             raise DdmsError(f"--views/--strategy on {len(syms)} symbols: the bids/asks relations hold one book; "
-                            f"choose one with --symbols (this feed: {', '.join(syms)})")
+                            f"choose one with --symbols (this feed: {', '.join(syms)}), or declare a symbol column "
+                            "(symbol VARCHAR) in the views' streams")
+        if self.checkpoints is not None:
+            said = self.checkpoints.restore_session(self.session)
+            if said:
+                self._note("restored", said, checkpoint=str(self.checkpoints.restored_from),
+                           line=self.engine.position)
 
     def _act(self, actions: tuple[NeedSnapshot, ...]) -> None:
         for a in actions:
@@ -537,7 +545,10 @@ class Monitor:
         assert sess is not None
         for ev in sess.take_events():
             if self.engine is not None:
-                self.engine.apply(ev.batch, self.relmap)
+                b = ev.batch
+                if self._symbol_rows:       # the views' streams have a symbol column: every symbol's rows
+                    b = replace(b, cols=with_symbol(b.cols, symbol_id(ev.symbol)))
+                self.engine.apply(b, self.relmap)
         pend = self._lat_sym
         if pend:
             now = time.perf_counter_ns()
@@ -632,8 +643,11 @@ class Monitor:
                 if run:
                     self._feed_run(run)
                 self._flush()
-                if self.checkpoints is not None and self.book is not None:
-                    self.checkpoints.after_flush(self.book, self.book.messages)
+                if self.checkpoints is not None:
+                    if self.session is not None:
+                        self.checkpoints.after_flush(self.session, self.session.messages)
+                    elif self.book is not None:
+                        self.checkpoints.after_flush(self.book, self.book.messages)
                 self._t_last = time.perf_counter_ns()
                 if display is not None:
                     display.tick()
@@ -676,7 +690,7 @@ class Monitor:
         self._drain_reports()
         self._drain_orders()
         if self.checkpoints is not None:
-            self.checkpoints.write(self.book)
+            self.checkpoints.write(self.session if self.session is not None else self.book)
         if self._orders_log is not None:
             self._orders_log.close()
         if self._record_file is not None:

@@ -114,6 +114,7 @@ class VenueSession:
         self.depth = depth
         self.snapshot_template = snapshot
         self.messages = 0
+        self.line_base = 0        # engine lines before this process's first message (a restored checkpoint)
         self.malformed_json = 0
         self.stats = {s: _SymStats() for s in self.symbols}
         self._inflight: set[str] = set()      # symbols with a resync under way
@@ -173,7 +174,7 @@ class VenueSession:
         if self.venue == "binance":
             bk = self.core.book(sym)
             return tuple(Resync(sym, a.reason, a.message) for a in bk.resync(reason))
-        return self.core._resync(sym, reason, self.messages)
+        return self.core._resync(sym, reason, self.line_base + self.messages)
 
     def _perform(self, acts: tuple[Resync, ...], resub: bool = True) -> list[SendText | FetchSnapshot]:
         out: list[SendText | FetchSnapshot] = []
@@ -204,7 +205,7 @@ class VenueSession:
     def feed(self, data: bytes) -> tuple[list[SendText | FetchSnapshot], str | None]:
         """One received message: the actions, and the symbol it touched (None: none)."""
         self.messages += 1
-        n = self.messages
+        n = self.line_base + self.messages     # the message's line (its rows' line in the engine)
         core = self.core
         try:
             msg = json.loads(data)
@@ -312,7 +313,7 @@ class VenueSession:
     def apply_snapshot(self, symbol: str, body: bytes) -> list[SendText | FetchSnapshot]:
         """A fetched REST snapshot of ``symbol`` (Binance)."""
         self._inflight.discard(symbol)
-        return self._perform(self.core.apply_snapshot(symbol, body, self.messages))
+        return self._perform(self.core.apply_snapshot(symbol, body, self.line_base + self.messages))
 
     def snapshot_failed(self, symbol: str) -> None:
         self._inflight.discard(symbol)

@@ -16,6 +16,7 @@ strategies, ``replay/``) sit on top and nothing here imports them (tests/test_la
     lobster.py     LOBSTER message files (numba)
     columnar.py    ddms Parquet event files (``ddms convert``)
     capture.py     ``<recv_ts_ns> <json>`` capture lines (hftbacktest recorder format)
+    cursor.py      resumable line reading of a file (plain or gzip) from a saved position
     orderproto.py  our order-level JSON protocol (the live form of finance.csv)
     levels.py      exact price-level books per symbol, SymbolStatus counters, SymbolEvents, Resync
     venues/        venue protocol cores (Binance book builder, Kraken, OKX, Coinbase, multi-symbol Binance)
@@ -27,4 +28,10 @@ strategies, ``replay/``) sit on top and nothing here imports them (tests/test_la
 
 Bad input is an :class:`~ddms.errors.InputError` (``file:line: reason``) or, with ``skip_bad``, a
 counted skip.
+
+Durable state: every stateful protocol core and capture reader has ``save_state()`` (JSON values
+and numpy arrays, never pickle) and ``load_state()`` continuing exactly from it (the order-book
+and CSV parsers, :class:`~ddms.io.orderproto.OrderFeed`, the venue cores, the capture readers of
+:meth:`Source.reader <ddms.io.sources.Source.reader>`); checkpoints (:mod:`ddms.runtime.resume`,
+``ddms monitor --checkpoint``) store them beside the engine's state.
 """

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -63,10 +64,16 @@ class CaptureParser:
     errors; ``skip_bad`` makes :meth:`parse_lines` count bad lines (``bad_lines``) and keep the
     first ``max_samples`` errors in ``bad_samples`` instead of raising."""
 
-    def __init__(self, source: str = "<capture>", *, skip_bad: bool = False, max_samples: int = 10) -> None:
+    def __init__(self, source: str = "<capture>", *, skip_bad: bool = False, max_samples: int = 10,
+                 book_streams: bool = False) -> None:
         self.source = source
         self.skip_bad = skip_bad
         self.max_samples = max_samples
+        self.book_streams = book_streams
+        """Skip (count in :attr:`ignored`) the lines of streams other than depth, bookTicker and
+        trade (``aggTrade``, klines, ...: a recorder may subscribe to anything), as a venue core
+        does, instead of failing on their unknown event types."""
+        self.ignored: dict[str, int] = {}
         self.lines = 0
         self.bad_lines = 0
         self.bad_samples: list[InputError] = []
@@ -92,13 +99,34 @@ class CaptureParser:
             if not raw.strip():
                 continue
             try:
-                yield self.parse_line(raw, self.lines)
+                cap = self.parse_line(raw, self.lines)
             except InputError as e:
+                if self.book_streams and (kind := _other_stream(raw)) is not None:   # (only then: no cost)
+                    self.ignored[kind] = self.ignored.get(kind, 0) + 1
+                    continue
                 if not self.skip_bad:
                     raise
                 self.bad_lines += 1
                 if len(self.bad_samples) < self.max_samples:
                     self.bad_samples.append(e)
+                continue
+            yield cap
+
+
+_STREAM = re.compile(rb'[0-9]+ \{\s*"stream"\s*:\s*"([^"\\@]*)@([^"\\]*)"')
+_BOOK_STREAMS = (b"depth", b"bookticker", b"trade")
+
+
+def _other_stream(raw: bytes | str) -> str | None:
+    """The kind of a combined-stream line's stream when it is not one a book uses (``aggTrade``,
+    ``kline_1m``, ...), else None.  O(1): a regex at the start of the line."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    m = _STREAM.match(raw)
+    if m is None:
+        return None
+    kind = m.group(2).lower()
+    return None if kind.startswith(_BOOK_STREAMS) else kind.decode("ascii", "replace")
 
 
 def iter_lines(path: str | os.PathLike) -> Iterator[bytes]:

@@ -43,10 +43,11 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 
 from ddms.errors import InputError, ReplayError
-from ddms.io.capture import iter_lines
-from ddms.io.levels import SymbolEvents
+from ddms.io.cursor import LineCursor
+from ddms.io.levels import Resync, SymbolEvents
 
-__all__ = ["VENUES", "CryptofeedParser", "Line", "capture_files", "parse_line", "read_cryptofeed", "venue_of"]
+__all__ = ["VENUES", "CryptofeedParser", "CryptofeedReader", "Line", "capture_files", "parse_line", "read_cryptofeed",
+           "venue_of"]
 
 VENUES = ("kraken", "okx", "coinbase", "binance", "binance_futures")
 _TS = re.compile(rb"[0-9]+(?:\.[0-9]*)?\Z")
@@ -401,6 +402,43 @@ class CryptofeedParser:
         out.update(venue=self.venue, messages_read=self.messages, bad_lines=self.bad_lines)
         return out
 
+    # -- durable state ------------------------------------------------------------------------
+    def save_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The parser's and its venue core's state (every symbol's book, sequencing and counters)
+        as JSON values and numpy arrays, no pickle: :meth:`load_state` continues from it
+        exactly.  Reports are not saved.  O(levels of every symbol)."""
+        meta: dict[str, Any] = {
+            "venue": self.venue, "messages": self.messages, "bad_lines": self.bad_lines,
+            "subscribed": sorted(self.subscribed),
+            "actions": [[a.symbol, a.reason, a.line] for a in self.actions],
+            "pending": [[ln, k, u, ts, p.decode("latin-1"), src] for ln, (k, u, ts, p), src in self._pending],
+            "core": None}
+        arrays: dict[str, np.ndarray] = {}
+        if self.core is not None:
+            state = self.core.save_state()
+            if isinstance(state, tuple):      # Binance: its books' arrays beside the JSON
+                state, core_arrays = state
+                arrays = {f"core.{k}": v for k, v in core_arrays.items()}
+            meta["core"] = state
+        return meta, arrays
+
+    def load_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Continue from a :meth:`save_state` (ValueError for a state of another venue)."""
+        if self.venue is not None and meta["venue"] is not None and meta["venue"] != self.venue:
+            raise ValueError(f"a saved {meta['venue']} capture cannot continue as a {self.venue} one")
+        self.venue = meta["venue"]
+        self.messages, self.bad_lines = int(meta["messages"]), int(meta["bad_lines"])
+        self.subscribed = set(meta["subscribed"])
+        self.actions = [Resync(sym, reason, line) for sym, reason, line in meta["actions"]]
+        self._pending = [(ln, (k, u, ts, p.encode("latin-1")), src) for ln, k, u, ts, p, src in meta["pending"]]
+        self.core = None
+        if meta["core"] is not None:
+            self._start(None)
+            if arrays or self.venue in ("binance", "binance_futures"):
+                self.core.load_state(meta["core"], {k[5:]: v for k, v in arrays.items() if k.startswith("core.")})
+            else:
+                self.core.load_state(meta["core"])
+
     def _check(self) -> None:
         if self.core is not None:
             self.core._check()
@@ -422,11 +460,12 @@ def capture_files(path: str | os.PathLike) -> tuple[str, list[str]]:
 _MAX_NS = 2**63 - 1
 
 
-def _lines_of(path: str, tag: int) -> Iterator[tuple[float, int, int, bytes]]:
-    """(receive time or -1 when unknown, file tag, line number, raw) of each line; a line whose
+def _lines_of(path: str | LineCursor, tag: int, last: float = 0.0) -> Iterator[tuple[float, int, int, bytes]]:
+    """(receive time or -1 when unknown, file tag, line number, raw) of each line of a file (or
+    of a :class:`LineCursor` from its position, ``last`` the running time there); a line whose
     time cannot be read keeps the previous line's (the parser then says what is wrong)."""
-    last = 0.0
-    for n, raw in enumerate(iter_lines(path), 1):
+    cur = path if isinstance(path, LineCursor) else LineCursor(path)
+    for raw in cur:
         head = raw.split(b": ", 1)[0].split(b" ")
         t = head[-1] if head else b""
         if _TS.match(t.rstrip(b"\r\n")):
@@ -434,7 +473,7 @@ def _lines_of(path: str, tag: int) -> Iterator[tuple[float, int, int, bytes]]:
                 last = max(last, float(t))
             except ValueError:
                 pass
-        yield last, tag, n, raw
+        yield last, tag, cur.line, raw
 
 
 def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = None, venue: str | None = None,
@@ -442,38 +481,19 @@ def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = Non
                     ) -> Iterator[SymbolEvents]:
     """Read a cryptofeed websocket capture and its REST files (``http``; default: the
     ``<EXCHANGE>.http.*`` files beside it), merged by receive time; yield the events.  Pass a
-    ``parser`` to read its :meth:`~CryptofeedParser.summary` afterwards.  Lines go to
+    ``parser`` to read its :meth:`~CryptofeedParser.summary` afterwards (:class:`CryptofeedReader`
+    is the same with a position that can be saved).  Lines go to
     :meth:`CryptofeedParser.feed_lines` ``chunk`` at a time (``chunk=1``: line by line; the
     output is the same)."""
-    ws, found = capture_files(path)
-    if not os.path.exists(ws):
-        raise ReplayError("no such file", ws)
-    if ".http." in os.path.basename(ws):
-        raise ReplayError("the REST half of a cryptofeed capture: read its <EXCHANGE>.ws.* file, which "
-                          "finds this one beside it", ws)
-    files = [ws] + (list(http) if http is not None else found)
-    p = parser or CryptofeedParser(ws, venue=venue, skip_bad=skip_bad)
-    streams = [_lines_of(f, i) for i, f in enumerate(files)]
-    merged = heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0))
-    if chunk <= 1:
-        for t, tag, n, raw in merged:
-            p.recv_now = _recv_ns(t)
-            yield from (_timed(ev, p) for ev in p.feed(raw, n, None if tag == 0 else files[tag]))
-        return
-    items: list[tuple[bytes, int, str | None]] = []
-    times: list[int] = []
+    reader = CryptofeedReader(path, http=http, venue=venue, skip_bad=skip_bad, chunk=chunk)
+    if parser is not None:
+        reader.parser = parser
     try:
-        for t, tag, n, raw in merged:
-            items.append((raw, n, None if tag == 0 else files[tag]))
-            times.append(_recv_ns(t))
-            if len(items) >= chunk:
-                (batch, items), (rb, times) = (items, []), (times, [])
-                yield from (_timed(ev, p) for ev in p.feed_lines(batch, rb))
-    except ReplayError:      # damaged gzip data: the lines before the damage count first
-        (batch, items), (rb, times) = (items, []), (times, [])
-        yield from (_timed(ev, p) for ev in p.feed_lines(batch, rb))
+        for evs in reader.events():
+            yield from evs
+    except (InputError, ReplayError) as e:
+        yield from getattr(e, "events", ())
         raise
-    yield from (_timed(ev, p) for ev in p.feed_lines(items, times))
 
 
 def _recv_ns(t: float) -> int:
@@ -486,3 +506,95 @@ def _timed(ev: SymbolEvents, p: CryptofeedParser) -> SymbolEvents:
     """``ev`` with each row's receive time: that of the line of the message that made it
     (:attr:`CryptofeedParser.recv_of`), for merges with other inputs."""
     return replace(ev, batch=replace(ev.batch, recv=p.recv_of[ev.batch.line]))
+
+
+class CryptofeedReader:
+    """:func:`read_cryptofeed` as an object whose position can be saved: the websocket file
+    and its ``.http.`` files merged by receive time, fed to a :class:`CryptofeedParser`.
+    :meth:`events` yields, per ``chunk`` input lines (:attr:`batch_updates`), the events they
+    caused (a list, maybe empty: the unit of a checkpoint, so no line is ever half handed out;
+    runs of Binance messages go through the parser's numba chunk lane,
+    :meth:`CryptofeedParser.feed_lines`); every row carries its line's receive time
+    (``EventBatch.recv``, the files' running maximum, for merges with other inputs); :meth:`save_state` /
+    :meth:`load_state` hold the parser's state and, per file, the position after its last line
+    fed and its running receive time.  The merge keeps the lines of every file in order and
+    takes the earliest (ties: the files' order), so the merge of the files' remaining lines
+    from saved positions continues the uninterrupted merge exactly."""
+
+    def __init__(self, path: str | os.PathLike, *, http: Iterable[str] | None = None, venue: str | None = None,
+                 skip_bad: bool = False, chunk: int = 4096) -> None:
+        ws, found = capture_files(path)
+        if not os.path.exists(ws):
+            raise ReplayError("no such file", ws)
+        if ".http." in os.path.basename(ws):
+            raise ReplayError("the REST half of a cryptofeed capture: read its <EXCHANGE>.ws.* file, which "
+                              "finds this one beside it", ws)
+        self.files = [ws] + (list(http) if http is not None else found)
+        self.parser = CryptofeedParser(ws, venue=venue, skip_bad=skip_bad)
+        self.cursors = [LineCursor(f) for f in self.files]
+        self._fed = [c.mark() for c in self.cursors]    # each file's position after its last line fed
+        self._time = [0.0] * len(self.files)             # each file's running receive time there
+        self.batch_updates = max(1, chunk)   # lines per step (a checkpointed run asks for fewer)
+
+    def _lines(self, tag: int) -> Iterator[tuple[float, int, int, bytes, tuple[int, int, bytes]]]:
+        """:func:`_lines_of`'s lines after the current position, each with the position after it."""
+        cur = self.cursors[tag]
+        for t, _, n, raw in _lines_of(cur, tag, self._time[tag]):
+            yield t, tag, n, raw, (cur.line, cur.offset, raw)
+
+    def events(self) -> Iterator[list[SymbolEvents]]:
+        """The events of the lines after the current position, one list per step of
+        :attr:`batch_updates` lines (the position is saved after each).  Strict mode: a bad line
+        hands out the events of the lines before it, then raises."""
+        for c, mark in zip(self.cursors, self._fed, strict=True):
+            if c.line != mark[0]:      # the previous iteration read ahead: back to what was fed
+                c.seek(c.position(mark))
+        streams = [self._lines(i) for i in range(len(self.files))]
+        items: list[tuple[bytes, int, str | None]] = []
+        times: list[int] = []
+        marks: list[tuple[int, float, tuple[int, int, bytes]]] = []
+        for t, tag, n, raw, pos in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
+            items.append((raw, n, None if tag == 0 else self.files[tag]))
+            times.append(_recv_ns(t))
+            marks.append((tag, t, pos))
+            if len(items) >= self.batch_updates:
+                yield self._step(items, times, marks)
+                items, times, marks = [], [], []
+        if items:
+            yield self._step(items, times, marks)
+
+    def _step(self, items: list, times: list[int], marks: list) -> list[SymbolEvents]:
+        p = self.parser
+        out: list[SymbolEvents] = []
+        try:
+            if len(items) == 1:
+                p.recv_now = times[0]
+                out += (_timed(ev, p) for ev in p.feed(*items[0]))
+            else:
+                out += (_timed(ev, p) for ev in p.feed_lines(items, times))
+        except (InputError, ReplayError) as e:
+            e.events = out     # the events of the lines before the bad one (read_cryptofeed hands them out)
+            raise
+        for tag, t, pos in marks:
+            self._fed[tag], self._time[tag] = pos, t
+        return out
+
+    def save_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The parser's state and each file's position (after the last line fed): JSON values
+        and numpy arrays.  O(the parser's state)."""
+        meta, arrays = self.parser.save_state()
+        return {"parser": meta, "files": [c.position(m) for c, m in zip(self.cursors, self._fed, strict=True)],
+                "times": list(self._time)}, arrays
+
+    def load_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Continue from a :meth:`save_state` of the same capture: ValueError when the files
+        differ (another set of files, or other lines before the saved positions)."""
+        files = [f["file"] for f in meta["files"]]
+        if [os.path.basename(f) for f in files] != [os.path.basename(f) for f in self.files]:
+            raise ValueError(f"a checkpoint of the capture files {', '.join(files)}, this run reads "
+                             f"{', '.join(self.files)}")
+        for c, pos in zip(self.cursors, meta["files"], strict=True):
+            c.seek(pos)
+        self._fed = [c.mark() for c in self.cursors]
+        self._time = [float(t) for t in meta["times"]]
+        self.parser.load_state(meta["parser"], arrays)

@@ -19,6 +19,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from ddms.io.events import EventBatch
 from ddms.io.levels import SymbolEvents
 from ddms.io.symbols import symbol_id, with_symbol
 
-__all__ = ["FORMATS", "Format", "all_symbol_batches", "detect", "symbol_batches"]
+__all__ = ["FORMATS", "Format", "SymbolBatches", "all_symbol_batches", "detect", "symbol_batches"]
 
 _CRYPTOFEED_FIRST = re.compile(rb"^(?:wss?|https?)://\S+ (?:<->|<-|->) [0-9]+(?:\.[0-9]*)?(?::|\s*$)")
 _CRYPTOFEED_RECV = re.compile(rb"^[0-9]+\.[0-9]*: [\[{]")
@@ -60,6 +61,11 @@ def _read_cryptofeed(path: str, skip_bad: bool) -> Iterator[SymbolEvents]:
     return read_cryptofeed(path, skip_bad=skip_bad)
 
 
+def _open_cryptofeed(path: str, skip_bad: bool) -> Any:
+    from ddms.io.cryptofeed import CryptofeedReader
+    return CryptofeedReader(path, skip_bad=skip_bad)
+
+
 def _read_dbn(path: str, skip_bad: bool) -> Iterator[SymbolEvents]:
     from ddms.io.dbn import read_dbn
     return read_dbn(path, skip_bad=skip_bad)
@@ -81,11 +87,16 @@ class Format:
     read: Callable[[str, bool], Iterator[SymbolEvents]]
     gzip_ok: bool
     description: str
+    open: Callable[[str, bool], Any] | None = None
+    """``open(path, skip_bad)``: the reader as an object whose position can be saved (``events()``
+    yielding a list of :class:`SymbolEvents` per input line, ``save_state``/``load_state``), or
+    None when the format has none (a checkpoint of such a file is refused)."""
 
 
 FORMATS: tuple[Format, ...] = (
     Format("cryptofeed", _is_cryptofeed, _read_cryptofeed, True,
-           "cryptofeed capture '<url> <-> <ts>' / '<ts>: <json>' (Kraken, OKX, Coinbase, Binance)"),
+           "cryptofeed capture '<url> <-> <ts>' / '<ts>: <json>' (Kraken, OKX, Coinbase, Binance)",
+           _open_cryptofeed),
     Format("dbn", _is_dbn, _read_dbn, False, "Databento DBN market-by-order file (.dbn, .dbn.zst)"),
     Format("tardis", _is_tardis, _read_tardis, True, "tardis.dev incremental_book_L2 CSV"),
 )
@@ -104,26 +115,7 @@ def symbol_batches(fmt: Format, path: str, *, symbol: str | None = None, skip_ba
     """One book's events from a ddms/io reader: the rows of ``symbol`` (upper case as the venue
     spells it), or of the only symbol in the file.  Raises :class:`ReplayError` when the file
     holds several symbols and none was chosen, or when the chosen one never appears."""
-    want = symbol.upper() if symbol is not None else None
-    seen: list[str] = []
-    line = 0          # renumbered: one line per message of the chosen symbol
-    last_src = None
-    for ev in fmt.read(path, skip_bad):
-        if ev.symbol not in seen:
-            seen.append(ev.symbol)
-        if symbol is None:
-            if len(seen) > 1:
-                raise ReplayError(f"holds several symbols ({', '.join(seen)}, ...): choose one as "
-                                  f"{path}#{seen[0]} (or --symbol, symbol=)", path)
-            want = ev.symbol
-        if ev.symbol != want:
-            continue
-        b = ev.batch
-        new, line, last_src = _renumber(b.line, line, last_src)
-        yield EventBatch(b.rel, b.sign, b.cols, new, int(new[0]) if len(new) else line + 1, line, recv=b.recv)
-    if symbol is not None and want not in seen:
-        shown = ", ".join(seen[:20]) or "none"
-        raise ReplayError(f"no events for symbol {symbol!r} (symbols in the file: {shown})", path)
+    return SymbolBatches(fmt, path, symbol=symbol, skip_bad=skip_bad, keep=False).batches()
 
 
 def all_symbol_batches(fmt: Format, path: str, *, symbol: str | None = None, skip_bad: bool = False
@@ -134,23 +126,103 @@ def all_symbol_batches(fmt: Format, path: str, *, symbol: str | None = None, ski
     (``FILE#SYMBOL``; a :class:`ReplayError` when it never appears).  Lines are renumbered 1, 2,
     ... over the messages kept (each message one atomic update, whatever its symbol).  Cost:
     the reader's, plus one copy of the rows to add the column."""
-    want = symbol.upper() if symbol is not None else None
-    ids: dict[str, int] = {}
-    line = 0
-    last_src = None
-    for ev in fmt.read(path, skip_bad):
-        sid = ids.get(ev.symbol)
-        if sid is None:
-            sid = ids[ev.symbol] = symbol_id(ev.symbol)
-        if want is not None and ev.symbol != want:
-            continue
-        b = ev.batch
-        new, line, last_src = _renumber(b.line, line, last_src)
-        yield EventBatch(b.rel, b.sign, with_symbol(b.cols, sid), new, int(new[0]) if len(new) else line + 1, line,
-                         b.skipped, recv=b.recv)
-    if want is not None and want not in ids:
-        shown = ", ".join(list(ids)[:20]) or "none"
-        raise ReplayError(f"no events for symbol {symbol!r} (symbols in the file: {shown})", path)
+    return SymbolBatches(fmt, path, symbol=symbol, skip_bad=skip_bad, keep=True).batches()
+
+
+class SymbolBatches:
+    """The batches of :func:`symbol_batches` (``keep=False``: one symbol's book, five columns)
+    or :func:`all_symbol_batches` (``keep=True``: the symbol column), one batch per input line
+    that changed a kept book, as an object whose position can be saved when the format's reader
+    can (:attr:`Format.open`, the cryptofeed captures): :meth:`save_state` /
+    :meth:`load_state` hold the reader's state, the line numbering and the symbols seen, so a
+    resumed iteration of :meth:`batches` continues the uninterrupted one exactly."""
+
+    def __init__(self, fmt: Format, path: str, *, symbol: str | None = None, skip_bad: bool = False,
+                 keep: bool = True) -> None:
+        self.fmt, self.path, self.symbol, self.keep, self.skip_bad = fmt, path, symbol, keep, skip_bad
+        self.want = symbol.upper() if symbol is not None else None
+        self.reader = fmt.open(path, skip_bad) if fmt.open is not None else None
+        self.line = 0           # renumbered: one line per message kept
+        self.last_src: int | None = None
+        self.seen: list[str] = []
+
+    @property
+    def batch_updates(self) -> int | None:
+        """Input lines per step of the reader (its checkpoint boundaries), when it has steps."""
+        return getattr(self.reader, "batch_updates", None)
+
+    @batch_updates.setter
+    def batch_updates(self, n: int) -> None:
+        self.reader.batch_updates = n
+
+    @property
+    def resumable(self) -> bool:
+        return self.reader is not None
+
+    def _steps(self) -> Iterator[list[SymbolEvents]]:
+        if self.reader is not None:
+            return self.reader.events()
+        return ([ev] for ev in self.fmt.read(self.path, self.skip_bad))
+
+    def batches(self) -> Iterator[EventBatch]:
+        """The batches after the current position."""
+        for evs in self._steps():
+            parts = []
+            for ev in evs:
+                if ev.symbol not in self.seen:
+                    self.seen.append(ev.symbol)
+                if self.symbol is None and not self.keep:
+                    if len(self.seen) > 1:
+                        raise ReplayError(f"holds several symbols ({', '.join(self.seen)}, ...): choose one as "
+                                          f"{self.path}#{self.seen[0]} (or --symbol, symbol=)", self.path)
+                    self.want = ev.symbol
+                if self.want is not None and ev.symbol != self.want:
+                    continue
+                parts.append(ev)
+            if not parts:
+                continue
+            b = parts[0].batch if len(parts) == 1 else _concat([ev.batch for ev in parts])
+            cols = b.cols
+            if self.keep:
+                cols = np.concatenate([with_symbol(ev.batch.cols, symbol_id(ev.symbol)) for ev in parts]) \
+                    if len(parts) > 1 else with_symbol(cols, symbol_id(parts[0].symbol))
+            new, self.line, self.last_src = _renumber(b.line, self.line, self.last_src)
+            yield EventBatch(b.rel, b.sign, cols, new, int(new[0]) if len(new) else self.line + 1, self.line,
+                             b.skipped, recv=b.recv)
+        if self.want is not None and self.symbol is not None and self.want not in self.seen:
+            shown = ", ".join(self.seen[:20]) or "none"
+            raise ReplayError(f"no events for symbol {self.symbol!r} (symbols in the file: {shown})", self.path)
+
+    @property
+    def position(self) -> int:
+        """Lines handed out so far."""
+        return self.line
+
+    def save_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The reader's state plus the numbering: JSON values and numpy arrays."""
+        if self.reader is None:
+            raise ValueError(f"{self.path}: the {self.fmt.kind} reader's position cannot be saved")
+        meta, arrays = self.reader.save_state()
+        return {"reader": meta, "line": self.line, "last_src": self.last_src, "seen": list(self.seen),
+                "want": self.want}, arrays
+
+    def load_state(self, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Continue from a :meth:`save_state` of the same file and symbol choice."""
+        if self.reader is None:
+            raise ValueError(f"{self.path}: the {self.fmt.kind} reader's position cannot be restored")
+        if self.symbol is not None and meta["want"] != self.want:
+            raise ValueError(f"a checkpoint of symbol {meta['want']}, this run reads {self.want}")
+        self.reader.load_state(meta["reader"], arrays)
+        self.line, self.last_src = int(meta["line"]), meta["last_src"]
+        self.seen, self.want = list(meta["seen"]), meta["want"]
+
+
+def _concat(batches: list[EventBatch]) -> EventBatch:
+    return EventBatch(np.concatenate([b.rel for b in batches]), np.concatenate([b.sign for b in batches]),
+                      np.concatenate([b.cols for b in batches]), np.concatenate([b.line for b in batches]),
+                      batches[0].first_line, batches[-1].last_line, sum(b.skipped for b in batches),
+                      recv=None if any(b.recv is None for b in batches)
+                      else np.concatenate([b.recv for b in batches]))
 
 
 def _renumber(src: np.ndarray, line: int, last_src) -> tuple[np.ndarray, int, object]:

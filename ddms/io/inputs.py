@@ -31,7 +31,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -80,6 +80,7 @@ class _Source:
     symbol: int | None = None   # CSV text of one instrument whose streams declare a symbol column: its id
     width: int = 5              # columns of its batches (6 with the symbol column)
     timed: bool = False         # its batches carry receive timestamps (EventBatch.recv)
+    opened: Any = None          # a BookReader's source (its ``reader()``: a position a checkpoint can hold)
 
 
 @dataclass
@@ -415,7 +416,7 @@ def _orderbook_source(program: Program, streams: list[Stream], path: Path, skip_
         # (only a program with a symbol column asks for one: readers of single-book programs stay as they were)
         source = reader(path, skip_bad, symbols=True) if symbols else reader(path, skip_bad)
         return _Source(path, names, _Counted(), table, read=lambda: iter(source), width=width,
-                       timed=kind in RECEIVE_TIMED)
+                       timed=kind in RECEIVE_TIMED, opened=source)
     sid = None
     if symbols:
         declared = {s.source.option("symbol") for s in streams if s.source is not None} - {None}

@@ -255,6 +255,33 @@ class LevelBook:
         return EventBatch(a[:, 0].astype(np.int8), a[:, 1].astype(np.int8), np.ascontiguousarray(a[:, 2:7]),
                           line, int(line[0]), int(line[-1]))
 
+    # -- durable state ------------------------------------------------------------------------
+    def save_state(self) -> dict:
+        """The book as JSON values (:meth:`load_state` continues from it): each side's levels as
+        ``[price, size, t]`` (strings as sent, so checksums continue; ``t`` round-trips exactly
+        through JSON), the scale, the rows the engine holds for a discarded book and the rows
+        not handed out yet.  O(levels)."""
+        return {"symbol": self.symbol, "scale": self.scale,
+                "sides": [[[v.px, v.qty, v.row[0]] for v in (self.levels[s][k] for k in self.keys[s])]
+                          for s in (BIDS, ASKS)],
+                "stale": None if self._stale is None else [list(r) for r in self._stale],
+                "rows": [list(r) for r in self._rows]}
+
+    @classmethod
+    def from_state(cls, state: dict) -> LevelBook:
+        """A book continuing from :meth:`save_state` (rows rebuilt from the strings at the saved
+        scale: the ids and floats the engine holds).  Raises ValueError for a bad price."""
+        book = cls(state["symbol"], int(state["scale"]))
+        f = 10 ** (KEY_DECIMALS - book.scale)
+        for side, levels in zip((BIDS, ASKS), state["sides"], strict=True):
+            for px, qty, t in levels:
+                key = price_key(px)[0]
+                book.keys[side].add(key)
+                book.levels[side][key] = _Level(px, qty, (float(t), float(key // f), 0.0, float(qty), float(px)))
+        book._stale = None if state["stale"] is None else [tuple(r) for r in state["stale"]]
+        book._rows = [tuple(r) for r in state["rows"]]
+        return book
+
     def _check(self) -> None:
         """Invariants: keys and levels agree per side, sizes > 0, ids exact and unique per side
         and equal to the key at the current scale, rows pending in line order."""

@@ -133,6 +133,19 @@ class Source:
                                              skip_bad=self.skip_bad)
         raise ReplayError(f"unknown source kind {self.kind!r} (kinds: {', '.join(KINDS)})", self.path)
 
+    def reader(self, notes: list[str] | None = None):
+        """The batches of :meth:`batches` as a reader whose position a checkpoint can hold
+        (``batches()``, ``save_state()``, ``load_state()``, ``position``: lines handed out), or
+        None for a format whose reader has none (LOBSTER, Parquet, DBN, tardis, order-book CSV
+        read here rather than by :mod:`ddms.io.orderbook`'s parser)."""
+        if self.kind == "binance":
+            return BinanceCaptureReader(self, notes, symbols=self.symbols)
+        fmt = _IO_FORMATS.get(self.kind)
+        if fmt is not None and fmt.open is not None:
+            return io_formats.SymbolBatches(fmt, self.path, symbol=self.symbol, skip_bad=self.skip_bad,
+                                            keep=self.symbols)
+        return None
+
 
 def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str | None = None,
                 brokers: int = 10, skip_bad: bool = False, market: str | None = None,
@@ -241,119 +254,298 @@ def _market_from_name(path: str) -> str | None:
     return None
 
 
+_bb = None   # ddms.io.venues.binance_book, imported by the first capture reader (numba: start time)
+
+
 def _binance_batches(src: Source, notes: list[str] | None = None, symbols: bool = False) -> Iterator[EventBatch]:
-    """Replay a capture through :class:`BinanceBook`: every message in file order (the REST
-    snapshot recorded in the capture answers the book's first request), batches of at most
-    ``batch_updates`` applied updates.  Strict mode raises :class:`InputError` (file:line) on the
-    first undecodable line and on a gap in the depth updates (a capture holds no later snapshot to
-    resync from, so the rest could not be replayed faithfully); ``skip_bad`` skips bad lines and
-    lets the book wait for a snapshot after a gap, losing every depth update until one arrives
-    (often the rest of the capture): :func:`_gap_notes` tells ``notes``.  A capture whose book never
-    started (no usable snapshot) raises :class:`ReplayError` unless ``allow_empty_start``.  Cost:
-    the capture parser's decode plus one numba call per depth event (about 1M level updates/s).
-    ``symbols``: rows carry the capture's symbol (from its depth updates) as a sixth column."""
-    from ddms.io.capture import CaptureParser, iter_lines
-    from ddms.io.venues.binance_book import BinanceBook, DepthSnapshot, DepthUpdate
+    """Replay a capture through :class:`BinanceBook` (see :class:`BinanceCaptureReader`)."""
+    return BinanceCaptureReader(src, notes, symbols=symbols).batches()
 
-    parser = CaptureParser(src.path, skip_bad=src.skip_bad)
-    market = src.market
-    pending: list = []
-    book: BinanceBook | None = None
-    taken = 0          # book updates already handed out in batches
-    depth_seen = 0
-    gap_marks: list[tuple] = []   # per gap (skip_bad): line, reason, depth updates seen, applied, snapshots before it
-    empty = np.zeros((0, 2), np.int64)
 
-    marks_u: list[int] = []   # book.updates after a message that applied updates, and its receive time:
-    marks_t: list[int] = []   # the receive timestamps of the rows taken next (cleared by take)
+class BinanceCaptureReader:
+    """Replays an hftbacktest capture (one Binance symbol, or several) through one
+    :class:`BinanceBook` per symbol: every message in file order, routed by its symbol; a REST
+    snapshot line names no symbol, so it goes to the waiting book whose buffered events it can
+    start (:meth:`BinanceBook.can_start`), or, when none can yet, waits for the first depth event
+    it can start (:meth:`BinanceBook.starts_with`) -- the recorder fetches a snapshot while the
+    stream runs, so it lies near that symbol's events.  A "line" is one book update of any
+    symbol (a depth event applied, or a snapshot), numbered in input order; batches of at most
+    ``batch_updates`` lines.  Strict mode raises :class:`InputError` (file:line) on the first
+    undecodable line and on a gap in a symbol's depth updates (a capture holds no later snapshot
+    to resync from, so the rest could not be replayed faithfully); ``skip_bad`` skips bad lines
+    and lets that book wait for a snapshot after a gap, losing its depth updates until one
+    arrives (often the rest of the capture): :func:`_gap_notes` tells ``notes``.  A capture
+    where a symbol's book never started (no usable snapshot) raises :class:`ReplayError` unless
+    ``allow_empty_start``.  Cost: the capture parser's decode plus one numba call per depth event
+    (about 1M level updates/s); one batch copy each time consecutive updates change symbol.
+    ``symbols``: rows carry their symbol as a sixth column (else a capture of several symbols is
+    refused unless one is chosen, ``FILE#SYMBOL``: only its updates are lines then).
 
-    def take() -> EventBatch:
-        b = book.take_events()
-        if len(b) and marks_t:   # (an update applied by a message that then failed: the last time known)
+    Resumable: :meth:`save_state` (between two batches of :meth:`batches`) holds every book's
+    state (:meth:`BinanceBook.save_state`), the file position after the last line read, the
+    snapshots not placed yet, the lines held while the market was unknown and the counts behind
+    the gap notes; :meth:`load_state` continues from it exactly."""
+
+    def __init__(self, src: Source, notes: list[str] | None = None, *, symbols: bool = False) -> None:
+        global _bb
+        from ddms.io.capture import CaptureParser
+        from ddms.io.cursor import LineCursor
+        from ddms.io.venues import binance_book as _bb
+        self.src, self.notes, self.symbols = src, notes, symbols
+        self.parser = CaptureParser(src.path, skip_bad=src.skip_bad, book_streams=True)
+        self.cursor = LineCursor(src.path)
+        self.market = src.market
+        self.want = src.symbol.upper() if src.symbol else None
+        self.pending: list = []      # captured lines held while the market is unknown
+        self.held: list = []         # snapshot lines no book could take yet
+        self.books: dict = {}        # symbol -> BinanceBook, in order of appearance
+        # per symbol: the book's update count after each message that applied updates, and that
+        # message's receive time -- the receive timestamps (EventBatch.recv) of the rows numbered
+        # next (emptied when they are; so empty between batches, where a checkpoint is taken)
+        self._marks: dict[str, tuple[list[int], list[int]]] = {}
+        self.current: str | None = None   # the symbol whose updates are not numbered yet
+        self.updates = 0        # lines numbered so far (book updates of the kept symbols)
+        self.taken = 0          # lines handed out in batches
+        self.depth_seen = 0
+        self.gap_marks: list[tuple] = []   # per gap (skip_bad): line, reason, depth updates seen, applied, snapshots
+        self.batch_updates = src.batch_updates   # a checkpointed run asks for smaller batches (its boundaries)
+        self._parts: list[EventBatch] = []
+
+    @property
+    def position(self) -> int:
+        """Lines handed out so far."""
+        return self.taken
+
+    def _book(self, symbol: str):
+        from ddms.io.venues.binance_book import BinanceBook
+        bk = self.books.get(symbol)
+        if bk is None:
+            if self.books and not self.symbols and self.want is None:
+                raise ReplayError(f"holds several symbols ({', '.join(self.books)}, {symbol}, ...): choose one as "
+                                  f"{self.src.path}#{next(iter(self.books))} (or declare a symbol column)",
+                                  self.src.path)
+            bk = self.books[symbol] = BinanceBook(self.market, symbol=symbol, source=self.src.path)
+        return bk
+
+    def _kept(self, symbol: str) -> bool:
+        return self.want is None or symbol == self.want
+
+    def _number(self) -> None:
+        """Hand the current book's new updates their line numbers (rows into :attr:`_parts`)."""
+        sym = self.current
+        if sym is None:
+            return
+        bk = self.books[sym]
+        marks_u, marks_t = self._marks.pop(sym, ([], []))
+        if not self._kept(sym):
+            bk.discard_events()
+            return
+        base, n = bk._taken, bk.updates - bk._taken
+        if n == 0 and bk._ok == 0:
+            return
+        b = bk.take_events()
+        line = b.line - base + self.updates
+        cols = with_symbol(b.cols, symbol_id(sym)) if self.symbols else b.cols
+        if marks_t:    # (an update applied by a message that then failed: the last time known)
             at = np.searchsorted(np.asarray(marks_u, np.int64), b.line)
-            b = replace(b, recv=np.asarray(marks_t, np.int64)[np.minimum(at, len(marks_t) - 1)])
-        marks_u.clear()
-        marks_t.clear()
-        if symbols:      # the capture's symbol, once a depth update named it
-            b = replace(b, cols=with_symbol(b.cols, symbol_id(book.symbol or src.symbol or file_symbol(src.path))))
-        return b
+            recv = np.asarray(marks_t, np.int64)[np.minimum(at, len(marks_t) - 1)]
+        else:
+            recv = np.zeros(len(line), np.int64)
+        self._parts.append(EventBatch(b.rel, b.sign, cols, line, self.updates + 1, self.updates + n, recv=recv))
+        self.updates += n
 
-    def feed(cap) -> None:
-        nonlocal depth_seen
-        rec = cap.record
-        if isinstance(rec, DepthUpdate):
-            depth_seen += 1
-            if src.allow_empty_start and book.snapshots == 0:
-                # an empty snapshot that this event straddles (futures U <= last <= u, spot U <= last+1 <= u)
-                last = rec.first_id if book.futures else rec.first_id - 1
-                book.apply_snapshot(DepthSnapshot(last, empty, empty, rec.px_dec, rec.qty_dec, rec.event_ms),
-                                    cap.recv_ts_ns)
-        gaps, malformed, updates = book.gaps, book.malformed, book.updates
-        book.feed_message(rec, cap.recv_ts_ns)
-        if book.updates > updates:   # an update is received when the message that applied it was
-            marks_u.append(book.updates)
-            marks_t.append(min(cap.recv_ts_ns, 2**63 - 1))   # (int64 ns; any digits are a valid capture time)
-        if book.malformed > malformed and not src.skip_bad:
-            raise InputError(book.reports[-1].reason, src.path, cap.line, cap.raw.decode("utf-8", "replace"))
-        if book.gaps > gaps:
-            reason = book.reports[-1].reason if book.reports else "gap"
+    def _mark(self, bk, updates: int, cap) -> None:
+        """Note ``cap``'s receive time for the updates it applied to ``bk`` (beyond ``updates``):
+        an update is received when the message that applied it was (int64 ns; any digits are a
+        valid capture time, so clamp)."""
+        if bk.updates > updates:
+            u, t = self._marks.setdefault(bk.symbol, ([], []))
+            u.append(bk.updates)
+            t.append(min(cap.recv_ts_ns, 2**63 - 1))
+
+    def _switch(self, symbol: str) -> None:
+        if symbol != self.current:
+            self._number()
+            self.current = symbol
+
+    def _take(self) -> EventBatch:
+        """The numbered rows not handed out yet, as one batch (lines taken+1 .. updates)."""
+        self._number()
+        parts, self._parts = self._parts, []
+        first, self.taken = self.taken + 1, self.updates
+        width = 5 + self.symbols
+        if not parts:
+            return EventBatch(np.zeros(0, np.int8), np.zeros(0, np.int8), np.zeros((0, width)), np.zeros(0, np.int64),
+                              first, self.updates, recv=np.zeros(0, np.int64))
+        return EventBatch(np.concatenate([p.rel for p in parts]), np.concatenate([p.sign for p in parts]),
+                          np.concatenate([p.cols for p in parts]), np.concatenate([p.line for p in parts]),
+                          first, self.updates, recv=np.concatenate([p.recv for p in parts]))
+
+    def _check_fed(self, bk, cap, gaps: int, malformed: int) -> None:
+        src = self.src
+        if bk.malformed > malformed and not src.skip_bad:
+            raise InputError(bk.reports[-1].reason, src.path, cap.line, cap.raw.decode("utf-8", "replace"))
+        if bk.gaps > gaps:
+            reason = bk.reports[-1].reason if bk.reports else "gap"
             if not src.skip_bad:
                 raise InputError(f"{reason}; the capture holds no later snapshot to resync from (skip_bad=True "
                                  "waits for one)", src.path, cap.line, cap.raw.decode("utf-8", "replace"))
-            gap_marks.append((cap.line, reason, depth_seen - 1, book.applied, book.snapshots))
+            self.gap_marks.append((cap.line, reason, self.depth_seen - 1, self._sum("applied"), self._sum("snapshots")))
 
-    lines = iter_lines(src.path)   # damaged gzip data: a ReplayError naming the last whole line
-    caps = parser.parse_lines(lines)
-    try:
-        while True:
-            try:
-                cap = next(caps)
-            except StopIteration:
-                break
-            except InputError as e:
-                if book is not None:
-                    batch = take()
+    def _sum(self, counter: str) -> int:
+        return sum(getattr(bk, counter) for bk in self.books.values())
+
+    def _snapshot(self, bk, cap) -> None:
+        self._switch(bk.symbol)
+        gaps, malformed, updates = bk.gaps, bk.malformed, bk.updates
+        bk.apply_snapshot(cap.record, cap.recv_ts_ns)
+        self._mark(bk, updates, cap)
+        self._check_fed(bk, cap, gaps, malformed)
+
+    def _feed(self, cap) -> None:
+        src, rec = self.src, cap.record
+        t = type(rec)
+        if t is _bb.DepthSnapshot:
+            waiting = [bk for bk in self.books.values() if bk.can_start(rec.last_update_id)]
+            if waiting:       # the book whose buffered events lie nearest before this line
+                self._snapshot(max(waiting, key=lambda bk: bk._buffer[-1][1]), cap)
+            else:
+                self.held.append(cap)
+            return
+        depth = t is _bb.DepthUpdate
+        if not depth and t is not _bb.BookTicker and t is not _bb.Trade:
+            return      # a response to a request: nothing to do
+        sym = rec.symbol.upper()
+        bk = self.books.get(sym)
+        if bk is None:
+            if not depth:
+                return  # a ticker or trade of a symbol without a book (yet): nothing to check it against
+            bk = self._book(sym)
+        if sym != self.current:
+            self._switch(sym)
+        if depth:
+            self.depth_seen += 1
+            for held in self.held:
+                if bk.starts_with(rec, held.record.last_update_id):
+                    self.held.remove(held)
+                    self._snapshot(bk, held)
+                    break
+            if src.allow_empty_start and bk.snapshots == 0:
+                # an empty snapshot that this event straddles (futures U <= last <= u, spot U <= last+1 <= u)
+                last = rec.first_id if bk.futures else rec.first_id - 1
+                empty = np.zeros((0, 2), np.int64)
+                before = bk.updates
+                bk.apply_snapshot(_bb.DepthSnapshot(last, empty, empty, rec.px_dec, rec.qty_dec, rec.event_ms),
+                                  cap.recv_ts_ns)
+                self._mark(bk, before, cap)
+        gaps, malformed, updates = bk.gaps, bk.malformed, bk.updates
+        bk.feed_message(rec, cap.recv_ts_ns)
+        self._mark(bk, updates, cap)
+        self._check_fed(bk, cap, gaps, malformed)
+
+    def batches(self) -> Iterator[EventBatch]:
+        """The batches after the current position."""
+        src, parser, books = self.src, self.parser, self.books
+        caps = parser.parse_lines(self.cursor)
+        try:
+            while True:
+                try:
+                    cap = next(caps)
+                except StopIteration:
+                    break
+                except InputError as e:
+                    batch = self._take()
                     if len(batch):
                         yield replace(batch, error=e)
-                raise
-            if book is None:
-                if market is None:
-                    if isinstance(cap.record, DepthUpdate):
-                        market = "futures" if cap.record.prev_final_id is not None else "spot"
+                    raise
+                if self.market is None:
+                    if type(cap.record) is _bb.DepthUpdate:
+                        self.market = "futures" if cap.record.prev_final_id is not None else "spot"
                     else:
-                        pending.append(cap)
-                        if len(pending) > _MAX_PENDING:
+                        self.pending.append(cap)
+                        if len(self.pending) > _MAX_PENDING:
                             raise ReplayError(f"no depth update in the first {_MAX_PENDING:,} messages: cannot "
                                               "tell a spot from a futures capture (pass market=)", src.path)
                         continue
-                book = BinanceBook(market, source=src.path)
-                for c in pending:
-                    feed(c)
-                pending.clear()
-            try:
-                feed(cap)
-            except InputError as e:
-                batch = take()
-                if len(batch):
-                    yield replace(batch, error=e)
-                raise
-            if book.updates - taken >= src.batch_updates:
-                taken = book.updates
-                yield take()
-    finally:
-        lines.close()
-    if book is None or book.snapshots == 0:
-        what = "no depth update" if depth_seen == 0 and book is None else f"{depth_seen:,} depth updates"
-        raise ReplayError(f"the book never started: {what} but no usable REST depth snapshot in the capture "
-                          "(open it with allow_empty_start=True to start from an empty book)", src.path)
-    if notes is not None:
-        notes.extend(_gap_notes(src.path, gap_marks, depth_seen, book.applied, book.snapshots))
-        if parser.unknown_fields:   # a venue's new fields: ignored, but say so once per file
-            shown = ", ".join(f"{k} ({v:,} lines)" for k, v in sorted(parser.unknown_fields.items()))
-            notes.append(f"{src.path}: unknown message fields ignored: {shown}")
-    batch = take()
-    if len(batch) or batch.last_line >= batch.first_line:
-        yield replace(batch, skipped=parser.bad_lines)
+                try:
+                    for c in self.pending:
+                        self._feed(c)
+                    self.pending.clear()
+                    self._feed(cap)
+                except InputError as e:
+                    batch = self._take()
+                    if len(batch):
+                        yield replace(batch, error=e)
+                    raise
+                bk = books.get(self.current)
+                if bk is not None and self.updates + bk.updates - bk._taken - self.taken >= self.batch_updates:
+                    yield self._take()
+        finally:
+            caps.close()
+        if self.want is not None and self.want not in self.books:
+            shown = ", ".join(list(self.books)[:20]) or "none"
+            raise ReplayError(f"no events for symbol {self.want!r} (symbols in the file: {shown})", src.path)
+        idle = [s for s, bk in self.books.items() if bk.snapshots == 0 and self._kept(s)]
+        if idle and src.skip_bad and len(idle) < len(self.books) and self.notes is not None:
+            self.notes.append(f"{src.path}: no usable REST depth snapshot of {', '.join(idle)}: "
+                              "their depth updates were not applied")
+        if not self.books or (idle and not (src.skip_bad and len(idle) < len(self.books))):
+            what = (f"{self.depth_seen:,} depth updates" if self.books else "no depth update")
+            who = f" of {', '.join(idle)}" if idle and len(self.books) > 1 else ""
+            raise ReplayError(f"the book{who} never started: {what} but no usable REST depth snapshot in the capture "
+                              "(open it with allow_empty_start=True to start from an empty book)", src.path)
+        if self.notes is not None:
+            self.notes.extend(_gap_notes(src.path, self.gap_marks, self.depth_seen, self._sum("applied"),
+                                         self._sum("snapshots")))
+            if parser.unknown_fields:   # a venue's new fields: ignored, but say so once per file
+                shown = ", ".join(f"{k} ({v:,} lines)" for k, v in sorted(parser.unknown_fields.items()))
+                self.notes.append(f"{src.path}: unknown message fields ignored: {shown}")
+        batch = self._take()
+        if len(batch) or batch.last_line >= batch.first_line:
+            yield replace(batch, skipped=parser.bad_lines)
+
+    def save_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The reader's state between two batches: JSON values and numpy arrays (no pickle).
+        O(the books' levels)."""
+        self._number()
+        if self._parts:
+            raise ValueError("save_state() between two batches only (rows not handed out)")
+        books, arrays = [], {}
+        for i, (sym, bk) in enumerate(self.books.items()):
+            m, a = bk.save_state()
+            books.append([sym, m])
+            arrays |= {f"{i}.{k}": v for k, v in a.items()}
+        p = self.parser
+
+        def lines(caps: list) -> list:
+            return [[c.line, f"{c.recv_ts_ns} " + c.raw.decode("latin-1")] for c in caps]
+        return {"file": self.cursor.position(), "market": self.market, "want": self.want, "updates": self.updates,
+                "taken": self.taken, "current": self.current, "depth_seen": self.depth_seen,
+                "gap_marks": [list(m) for m in self.gap_marks],
+                "parser": {"lines": p.lines, "bad_lines": p.bad_lines, "unknown_fields": p.unknown_fields,
+                           "ignored": dict(p.ignored)},
+                "pending": lines(self.pending), "held": lines(self.held), "books": books}, arrays
+
+    def load_state(self, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Continue from a :meth:`save_state` of the same capture (ValueError when the file
+        differs before the saved position, or another symbol was chosen)."""
+        from ddms.io.venues.binance_book import BinanceBook
+        if meta["want"] != self.want:
+            raise ValueError(f"a checkpoint of symbol {meta['want']}, this run reads {self.want}")
+        self.cursor.seek(meta["file"])
+        self.market, self.updates, self.taken = meta["market"], int(meta["updates"]), int(meta["taken"])
+        self.current, self.depth_seen = meta["current"], int(meta["depth_seen"])
+        self.gap_marks = [tuple(m) for m in meta["gap_marks"]]
+        p = self.parser
+        p.lines, p.bad_lines = int(meta["parser"]["lines"]), int(meta["parser"]["bad_lines"])
+        p._decoder.unknown_fields = dict(meta["parser"]["unknown_fields"])
+        p.ignored = dict(meta["parser"]["ignored"])
+        self.pending = [p.parse_line(raw.encode("latin-1"), ln) for ln, raw in meta["pending"]]
+        self.held = [p.parse_line(raw.encode("latin-1"), ln) for ln, raw in meta["held"]]
+        self.books, self._parts = {}, []
+        for i, (sym, m) in enumerate(meta["books"]):
+            bk = self.books[sym] = BinanceBook(m["market"], symbol=sym, source=self.src.path)
+            bk.load_state(m, {k[len(f"{i}."):]: v for k, v in arrays.items() if k.startswith(f"{i}.")})
 
 
 def _gap_notes(path: str, marks: list[tuple], depth_seen: int, applied: int, snapshots: int) -> list[str]:

@@ -24,7 +24,9 @@ named after the dtype (``<f8``, ``<i8``), and the schema metadata says where eac
 is pickled.  (Version 1 had a column per array: ~8 us of Python per array per checkpoint.)
 The metadata (JSON under the key ``ddms``) names the format and its version, the program (a hash
 of its canonical M3 text), the state layout (a hash of the generated code and of the storage
-layouts it uses), the input position and what the caller added (the reader's position).
+layouts it uses), the input position, the names of the symbols this process has seen (the state
+holds their ids: a restored process prints their names before its reader meets them again) and
+what the caller added (the reader's position).
 Writes are atomic: a temporary file in the same directory, fsync, rename, fsync of the
 directory, so a reader sees either the previous file or the complete new one, never a torn one.
 
@@ -45,6 +47,7 @@ import numpy as np
 import pyarrow as pa
 
 from ddms.errors import CheckpointError
+from ddms.io.symbols import known_symbols, symbol_id
 from ddms.m3.printer import print_program
 from ddms.runtime.statecopy import dict_dump, dict_load, index_dump, index_load, pool_load, set_field
 from ddms.storage import btree, hashtab
@@ -305,7 +308,7 @@ def capture(engine: Engine, extra: dict[str, Any] | None = None,
         arrays[f"extra.{k}"] = np.asarray(a)
     packed = pack(arrays)
     meta = {"program": program_digest(engine), "layout": layout_digest(engine), "position": engine.position,
-            "extra": extra or {}}
+            "symbols": sorted(known_symbols().values()), "extra": extra or {}}
     return packed, meta
 
 
@@ -328,6 +331,8 @@ def restore(engine: Engine, path: str | os.PathLike) -> tuple[dict[str, Any], di
         raise CheckpointError(f"{path}: checkpoint written by another version of the code generator or "
                               f"storage (state layout {got}, this ddms's {want}); re-run from the start")
     load_state(engine, arrays, str(path))
+    for name in info.get("symbols", ()):   # the names of the symbol ids in the state, for display
+        symbol_id(name)
     engine.position = int(info["position"])
     extra = {k[len("extra."):]: a for k, a in arrays.items() if k.startswith("extra.")}
     return info.get("extra", {}), extra

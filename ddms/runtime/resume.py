@@ -27,8 +27,13 @@ so the run never waits on the disk (at 5M lines/s, 100,000 lines take 20 ms, abo
 
 Supported inputs: order-book CSV and CSV files, any number of them (TABLE files are read first
 and never checkpointed inside; STREAM files interleaved, each with its own reader state, byte
-offset and pending lines in the checkpoint); captures, LOBSTER and Parquet files are refused
-with a message (their readers' positions are not saved).
+offset and pending lines in the checkpoint), and captures: hftbacktest Binance captures (one or
+several symbols), cryptofeed captures (Kraken, OKX, Coinbase, Binance) and ``ddms monitor
+--record`` recordings, whose resumable readers (:meth:`ddms.io.sources.Source.reader`) save their
+protocol cores' state and their files' positions (``save_state()``/``load_state()``; JSON values
+and arrays, no pickle); a capture's batches end at message boundaries, so a checkpoint never
+falls inside a message.  LOBSTER, Parquet, DBN and tardis files are refused with a message
+(their readers' positions are not saved).
 
 Cost: ``python -m bench --only checkpoint`` (README, Performance).
 """
@@ -46,7 +51,7 @@ import numpy as np
 
 from ddms.errors import CheckpointError
 from ddms.io.events import EventBatch
-from ddms.io.inputs import ProgramInput, _interleave
+from ddms.io.inputs import ProgramInput, _counted, _interleave
 from ddms.io.orderbook import parse_chunks
 from ddms.runtime.checkpoint import capture, commit, encode, serialize, write_temp
 from ddms.runtime.engine import Engine
@@ -85,15 +90,28 @@ def _tail_hash(path: Path, offset: int, last: tuple[int, bytes] | None = None) -
 
 def stream_sources(inputs: ProgramInput) -> list:
     """The STREAM sources of ``inputs``, checked to be readers whose state a checkpoint can hold
-    (the order-book CSV and CSV adaptors); a :class:`CheckpointError` names any other."""
+    (the order-book CSV and CSV adaptors, and the capture readers: hftbacktest Binance captures,
+    cryptofeed captures and ``ddms monitor --record`` recordings, whose resumable reader is set
+    as ``source.reader``); a :class:`CheckpointError` names any other."""
     for s in inputs.sources:
-        if not hasattr(s.parser, "save_state"):
-            raise CheckpointError(f"{s.path}: checkpoints need order-book CSV or CSV input; this file is read by "
-                                  "another reader (a capture, LOBSTER or Parquet), whose position is not saved")
+        if s.read is None and hasattr(s.parser, "save_state"):
+            continue
+        if getattr(s, "reader", None) is None:
+            opened = getattr(s, "opened", None)
+            s.reader = opened.reader() if opened is not None and hasattr(opened, "reader") else None
+        if s.reader is None:
+            raise CheckpointError(f"{s.path}: checkpoints need order-book CSV, CSV or capture input (Binance, "
+                                  "cryptofeed, a monitor recording); this file is read by another reader (LOBSTER, "
+                                  "Parquet, DBN, tardis), whose position is not saved")
     streams = [s for s in inputs.sources if not s.table]
     if not streams:
         raise CheckpointError("checkpoints need a program with at least one STREAM file")
     return streams
+
+
+def _reader(s) -> object | None:
+    """A capture source's resumable reader (None for the CSV adaptors)."""
+    return getattr(s, "reader", None) if s.read is not None else None
 
 
 def _batch_arrays(k: int, b: EventBatch) -> dict[str, np.ndarray]:
@@ -132,6 +150,9 @@ class CheckpointedRun:
         if every < 1:
             raise CheckpointError(f"checkpoint interval must be >= 1 line, got {every}")
         self.streams = stream_sources(inputs)
+        for s in self.streams:   # batches of at most ~every/4 lines (its checkpoint boundaries), as CSV chunks
+            if getattr(_reader(s), "batch_updates", None) is not None:
+                s.reader.batch_updates = max(16, min(s.reader.batch_updates, every // 4))
         self.engine, self.inputs, self.every, self.keep, self.defer = engine, inputs, every, keep, defer
         self.source = self.streams[0]
         self.folder = Path(folder)
@@ -175,12 +196,18 @@ class CheckpointedRun:
         raised here)."""
         readers, arrays = [], {}
         for k, s in enumerate(self.streams):
-            counters, parr = s.parser.save_state()
-            offset = self.offsets[k] - s.parser.pending   # where the next (partial) line starts
             b = self.pending.get(k)
-            readers.append({"adaptor": type(s.parser).__name__, "file": str(s.path), "offset": offset,
-                            "tail": _tail_hash(s.path, offset, self._last[k]), "counters": counters,
-                            "pending": None if b is None else [b.first_line, b.last_line, b.skipped]})
+            held = None if b is None else [b.first_line, b.last_line, b.skipped]
+            if (reader := _reader(s)) is not None:   # a capture: its reader holds its files' positions
+                state, parr = reader.save_state()
+                readers.append({"adaptor": type(reader).__name__, "file": str(s.path), "state": state,
+                                "pending": held})
+            else:
+                counters, parr = s.parser.save_state()
+                offset = self.offsets[k] - s.parser.pending   # where the next (partial) line starts
+                readers.append({"adaptor": type(s.parser).__name__, "file": str(s.path), "offset": offset,
+                                "tail": _tail_hash(s.path, offset, self._last[k]), "counters": counters,
+                                "pending": held})
             arrays |= {f"reader{k}.{name}": a for name, a in parr.items()}
             if b is not None:
                 arrays |= _batch_arrays(k, b)
@@ -224,14 +251,18 @@ class CheckpointedRun:
             offset = 0
             for s in (s for s in self.inputs.sources if s.table):
                 last = offset
-                for b in parse_chunks(s.parser, _file_chunks(s.path)):
+                tab = parse_chunks(s.parser, _file_chunks(s.path)) if s.read is None else _counted(s.parser, s.read())
+                for b in tab:
                     b = self.inputs._renumber(s, b, offset)
                     last = b.last_line
                     yield b
                 offset = last
             self.base = offset
         for k, s in enumerate(self.streams):
-            s.batches = parse_chunks(s.parser, self._chunks(k, wrap if k == 0 else None))
+            if (reader := _reader(s)) is not None:
+                s.batches = _counted(s.parser, reader.batches())
+            else:
+                s.batches = parse_chunks(s.parser, self._chunks(k, wrap if k == 0 else None))
         if len(self.streams) == 1:
             for b in self.source.batches:
                 yield self.inputs._renumber(self.source, b, self.base)
@@ -252,7 +283,7 @@ class CheckpointedRun:
                 # never inside the TABLE files, nor before a bad line the merge holds
                 writing = self.defer and self._pending is not None and not self._pending.done()
                 if (self.engine.position >= due and not writing and self.base is not None and not self.readonly
-                        and all(b.error is None for b in self.pending.values())):
+                        and batch.error is None and all(b.error is None for b in self.pending.values())):
                     self.write()
                     last = self.engine.position
                     due = (last // self.every + 1) * self.every
@@ -288,28 +319,45 @@ def restore_readers(engine: Engine, inputs: ProgramInput,
     offsets, pending = [], {}
     for k, (source, reader) in enumerate(zip(streams, readers, strict=True)):
         data = source.path
-        offset = int(reader.get("offset", -1))
-        if reader.get("adaptor") != type(source.parser).__name__:
+        prefix = f"reader{k}."
+        mine = {n[len(prefix):]: a for n, a in arrays.items() if n.startswith(prefix)}
+        resumable = _reader(source)
+        adaptor = type(resumable if resumable is not None else source.parser).__name__
+        if reader.get("adaptor") != adaptor:
             raise CheckpointError(f"{path}: checkpoint of a {reader.get('adaptor')} input, this run reads "
-                                  f"{data} with {type(source.parser).__name__}")
+                                  f"{data} with {adaptor}")
+        if resumable is not None:
+            try:
+                resumable.load_state(reader["state"], mine)
+            except (ValueError, KeyError, TypeError) as e:
+                raise CheckpointError(f"{path}: cannot continue reading {data} from this checkpoint: {e}") from None
+            offsets.append(0)
+            _pending_batch(reader, arrays, k, pending)
+            continue
+        offset = int(reader.get("offset", -1))
         size = data.stat().st_size
         if offset < 0 or offset > size or _tail_hash(data, offset) != reader.get("tail"):
             raise CheckpointError(f"{path}: the input {data} is not the one checkpointed (file "
                                   f"{reader.get('file')}, {offset:,} bytes consumed; {data} has {size:,} bytes "
                                   "and differs before that point)")
-        prefix = f"reader{k}."
-        source.parser.load_state(reader["counters"],
-                                 {n[len(prefix):]: a for n, a in arrays.items() if n.startswith(prefix)})
+        source.parser.load_state(reader["counters"], mine)
         offsets.append(offset)
-        if reader.get("pending") is not None:
-            first, last, skipped = reader["pending"]
-            b = {n: np.array(arrays[f"pending{k}.{n}"]) for n in ("rel", "sign", "cols", "line")}
-            pending[k] = EventBatch(b["rel"], b["sign"], b["cols"], b["line"], int(first), int(last), int(skipped))
+        _pending_batch(reader, arrays, k, pending)
     base = extra.get("base")
-    if len(streams) == 1 and streams[0].parser.lines_consumed + int(base or 0) != engine.position:
-        raise CheckpointError(f"{path}: corrupt checkpoint: reader at line {streams[0].parser.lines_consumed}, "
-                              f"engine at line {engine.position}")
+    if len(streams) == 1:
+        r = _reader(streams[0])
+        at = r.position if r is not None else streams[0].parser.lines_consumed
+        if at + int(base or 0) != engine.position:
+            raise CheckpointError(f"{path}: corrupt checkpoint: reader at line {at}, engine at line {engine.position}")
     return offsets, pending, int(base or 0)
+
+
+def _pending_batch(reader: dict, arrays: dict[str, np.ndarray], k: int, pending: dict[int, EventBatch]) -> None:
+    """The merge's lines of stream ``k`` read but not merged, from a checkpoint, into ``pending``."""
+    if reader.get("pending") is not None:
+        first, last, skipped = reader["pending"]
+        b = {n: np.array(arrays[f"pending{k}.{n}"]) for n in ("rel", "sign", "cols", "line")}
+        pending[k] = EventBatch(b["rel"], b["sign"], b["cols"], b["line"], int(first), int(last), int(skipped))
 
 
 def batches_after(engine: Engine, inputs: ProgramInput, checkpoint: Path | None,
@@ -320,8 +368,10 @@ def batches_after(engine: Engine, inputs: ProgramInput, checkpoint: Path | None,
     streams = [s for s in inputs.sources if not s.table]
     if len(inputs.sources) != 1 or len(streams) != 1:
         raise CheckpointError("a split replay needs a program that reads one input file")
-    source = streams[0]
+    source = stream_sources(inputs)[0]
     offset = 0 if checkpoint is None else restore_readers(engine, inputs, Path(checkpoint))[0][0]
+    if (reader := _reader(source)) is not None:    # a capture: its reader continues from its own position
+        return _counted(source.parser, reader.batches())
 
     def read() -> Iterator[bytes]:
         with open(source.path, "rb") as f:
@@ -336,5 +386,5 @@ def describe_resume(run: CheckpointedRun) -> None:
     if run.resumed_from is None:
         print(f"no checkpoint in {run.folder}: starting from the first line", file=sys.stderr)
     else:
-        print(f"resuming from the checkpoint at line {run.resumed_from:,} ({run.offset:,} bytes of "
-              f"{run.source.path.name})", file=sys.stderr)
+        where = ("" if _reader(run.source) is not None else f" ({run.offset:,} bytes of {run.source.path.name})")
+        print(f"resuming from the checkpoint at line {run.resumed_from:,}{where}", file=sys.stderr)

@@ -144,6 +144,46 @@ class VenueBooks:
         tot["unknown_fields"] = dict(self.unknown_fields)
         return tot
 
+    # -- durable state ------------------------------------------------------------------------
+    def save_state(self) -> dict[str, Any]:
+        """Every symbol's book (:meth:`LevelBook.save_state`) and counters, the core's counts and
+        the venue's own sequencing state (:meth:`_save_extra`), as JSON values (no pickle):
+        :meth:`load_state` continues from it exactly.  :attr:`reports` are not saved.
+        O(levels of every symbol)."""
+        return {"venue": self.venue, "books": [[sym, b.save_state(), self.status[sym].as_dict()]
+                                               for sym, b in self.books.items()],
+                "ignored": dict(self.ignored), "unknown_fields": dict(self.unknown_fields),
+                "malformed": self.malformed, "bad_messages": self.bad_messages, "dirty": list(self._dirty),
+                "extra": self._save_extra()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`save_state` of a core of the same venue (ValueError otherwise)."""
+        if state.get("venue") != self.venue:
+            raise ValueError(f"a saved {state.get('venue')} session cannot continue as a {self.venue} one")
+        self.books, self.status = {}, {}
+        for sym, book, status in state["books"]:
+            self.books[sym] = LevelBook.from_state(book)
+            self.status[sym] = SymbolStatus(**status)
+        self.ignored, self.unknown_fields = dict(state["ignored"]), dict(state["unknown_fields"])
+        self.malformed, self.bad_messages = int(state["malformed"]), int(state["bad_messages"])
+        self._dirty = list(state["dirty"])
+        self._load_extra(state["extra"])
+
+    def _save_extra(self) -> dict[str, Any]:
+        """A venue's own state beside the books (sequence ids, subscribed depth)."""
+        return {}
+
+    def _load_extra(self, extra: dict[str, Any]) -> None:
+        pass
+
+    def restarted(self, reason: str, line: int = 0) -> None:
+        """The feed continues on a new connection (a process restored from a checkpoint):
+        sequence ids do not carry over, so every symbol's book is discarded (its rows stay in the
+        engine until the snapshot that answers the new connection's subscription deletes them),
+        counted in ``resyncs``.  O(levels)."""
+        for sym in list(self.books):
+            self._resync(sym, f"restart: {reason}", line)
+
     def _check(self) -> None:
         """Every book's invariants; an unsynced symbol holds no levels."""
         for sym, book in self.books.items():

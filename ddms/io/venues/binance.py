@@ -211,6 +211,43 @@ class BinanceBooks:
         tot["unknown_fields"] = self.unknown_fields
         return tot
 
+    # -- durable state ------------------------------------------------------------------------
+    def save_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Every symbol's :meth:`BinanceBook.save_state` (its arrays under ``<i>.``, i the
+        symbol's position) plus this router's counts, as JSON values and numpy arrays (no
+        pickle); :meth:`load_state` continues from it exactly (the chunk lane is rebuilt from the
+        books, its single source of truth).  O(levels of every symbol)."""
+        metas, arrays = [], {}
+        for i, (sym, bk) in enumerate(self.books.items()):
+            m, a = bk.save_state()
+            metas.append([sym, m])
+            arrays |= {f"{i}.{k}": v for k, v in a.items()}
+        meta = {"venue": self.venue, "market": self.market, "books": metas, "ignored": dict(self.ignored),
+                "malformed": self.malformed, "bad_messages": self.bad_messages, "line": self._line,
+                "dirty": list(self._dirty), "unknown_fields": dict(self._decoder.unknown_fields)}
+        return meta, arrays
+
+    def load_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Continue from a :meth:`save_state` of the same market (ValueError otherwise)."""
+        if meta.get("market") != self.market:
+            raise ValueError(f"a saved {meta.get('market')} session cannot continue as a {self.market} one")
+        self.books = {}
+        for i, (sym, m) in enumerate(meta["books"]):
+            bk = self.book(sym)
+            bk.load_state(m, {k[len(f"{i}."):]: v for k, v in arrays.items() if k.startswith(f"{i}.")})
+        self.ignored = dict(meta["ignored"])
+        self.malformed, self.bad_messages = int(meta["malformed"]), int(meta["bad_messages"])
+        self._line, self._dirty = int(meta["line"]), list(meta["dirty"])
+        self._decoder.unknown_fields = dict(meta["unknown_fields"])
+        self._lane = None
+
+    def restarted(self, reason: str) -> None:
+        """The feed continues on a new connection: every symbol's book waits for a fresh REST
+        snapshot, asked for by its first depth event (:meth:`BinanceBook.restarted`)."""
+        for bk in self.books.values():
+            bk.restarted(reason)
+            self._copy_reports(bk)
+
     def _check(self) -> None:
         for bk in self.books.values():
             bk._check()

@@ -1088,6 +1088,122 @@ class BinanceBook:
                          for a, b in zip(p.tolist(), q.tolist(), strict=True)]
         return out
 
+    # -- durable state ------------------------------------------------------------------------
+    def save_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Everything :meth:`load_state` needs to continue exactly where this builder is, as JSON
+        values and flat numpy arrays (no pickle; a checkpoint stores them): the levels of each
+        side (ascending keys, quantities, row times: the canonical form, the block layout is
+        rebuilt), the rows the engine holds for a discarded book, the sync state and ``last_u``,
+        the events buffered while waiting for a snapshot, the top-of-book history and the
+        bookTickers waiting for their update, the row numbering, queued rows and every counter.
+        Not saved: :attr:`reports` (messages about the past).  O(levels + buffered levels)."""
+        arrays: dict[str, np.ndarray] = {}
+        for side in (BIDS, ASKS):
+            k, q, t = self._extract(side)
+            arrays |= {f"keys{side}": k, f"qty{side}": q, f"t{side}": t}
+            if self._stale_rows is not None:
+                sk, sq, st = self._stale_rows[side]
+                arrays |= {f"stale_keys{side}": np.asarray(sk, np.int64), f"stale_qty{side}": np.asarray(sq, np.int64),
+                           f"stale_t{side}": np.asarray(st, np.float64)}
+        buffer = []
+        levels = []
+        for rec, n in self._buffer:
+            buffer.append([n, rec.stream, rec.symbol, rec.event_ms, rec.transact_ms, rec.first_id, rec.final_id,
+                           rec.prev_final_id, rec.px_dec, rec.qty_dec, rec.monotone, len(rec.bids), len(rec.asks)])
+            levels += [rec.bids, rec.asks]
+        arrays["buffer_levels"] = (np.concatenate(levels).astype(np.int64) if levels else np.zeros((0, 2), np.int64))
+        order = list(self._hist_order)
+        arrays["hist"] = np.array([[u, *self._hist[u]] for u in order], np.int64).reshape(-1, 5)
+        arrays["rows_i"], arrays["rows_c"] = self._oi[:self._ok].copy(), self._oc[:self._ok].copy()
+        meta = {"market": self.market, "symbol": self.symbol, "px_decimals": self.px_decimals,
+                "qty_decimals": self.qty_decimals, "state": self._state, "last_u": self.last_u,
+                "top": list(self._top), "need": self._need, "updates": self.updates, "taken": self._taken,
+                "crossed_now": self._crossed_now, "stale": self._stale_rows is not None,
+                "counters": self.counters(), "unknown_fields": dict(self._decoder.unknown_fields),
+                "buffer": buffer,
+                "pending": [[n, b.stream, b.symbol, b.update_id, b.bid_px, b.bid_qty, b.ask_px, b.ask_qty,
+                             b.event_ms, b.transact_ms] for b, n in self._pending]}
+        return meta, arrays
+
+    def load_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Continue from a :meth:`save_state` (of a builder of the same market; this one's
+        limits ``max_buffer``/``history`` stay).  Raises ValueError for a state of another
+        market or an inconsistent one.  O(levels)."""
+        if meta["market"] != self.market:
+            raise ValueError(f"a saved {meta['market']} book cannot continue as a {self.market} one")
+        self.symbol = meta["symbol"]
+        self.px_decimals, self.qty_decimals = meta["px_decimals"], meta["qty_decimals"]
+        self._pscale = 10.0 ** (self.px_decimals or 0)
+        self._qscale = 10.0 ** (self.qty_decimals or 0)
+        sides = [(np.asarray(arrays[f"keys{s}"], np.int64), np.asarray(arrays[f"qty{s}"], np.int64),
+                  np.asarray(arrays[f"t{s}"], np.float64)) for s in (BIDS, ASKS)]
+        self._new_book(max(64, 2 * max(len(k) for k, _, _ in sides) // _BLOCK + 8))
+        for side, (k, q, t) in enumerate(sides):
+            self._load(side, k, q, t)
+        self._stale_rows = None
+        if meta["stale"]:
+            self._stale_rows = tuple((np.array(arrays[f"stale_keys{s}"], np.int64),
+                                      np.array(arrays[f"stale_qty{s}"], np.int64),
+                                      np.array(arrays[f"stale_t{s}"], np.float64)) for s in (BIDS, ASKS))
+        self._state, self.last_u, self._need = int(meta["state"]), meta["last_u"], bool(meta["need"])
+        self._top = tuple(int(x) for x in meta["top"])
+        if self._top != self._top_of_arrays():
+            raise ValueError("inconsistent saved book: its top of book is not its best levels")
+        self._crossed_now = bool(meta["crossed_now"])
+        self.updates, self._taken = int(meta["updates"]), int(meta["taken"])
+        for c in _COUNTERS:
+            setattr(self, c, int(meta["counters"].get(c, 0)))
+        self._decoder.unknown_fields = dict(meta["unknown_fields"])
+        lv = np.asarray(arrays["buffer_levels"], np.int64).reshape(-1, 2)
+        at = 0
+        self._buffer = deque()
+        for n, stream, sym, e, tr, first, final, pu, pd, qd, mono, nb, na in meta["buffer"]:
+            bids, asks = lv[at:at + nb].copy(), lv[at + nb:at + nb + na].copy()
+            at += nb + na
+            self._buffer.append((DepthUpdate(stream, sym, e, tr, first, final, pu, bids, asks, pd, qd, mono), n))
+        self._pending = deque((BookTicker(st, sym, u, bp, bq, ap, aq, e, tr), n)
+                              for n, st, sym, u, bp, bq, ap, aq, e, tr in meta["pending"])
+        hist = np.asarray(arrays["hist"], np.int64).reshape(-1, 5).tolist()
+        self._hist = {h[0]: (h[1], h[2], h[3], h[4]) for h in hist}
+        self._hist_order = deque(h[0] for h in hist)
+        ri, rc = np.asarray(arrays["rows_i"], np.int64), np.asarray(arrays["rows_c"], np.float64)
+        self._ok = 0
+        self._reserve(0, len(ri))
+        self._oi[:len(ri)], self._oc[:len(rc)] = ri, rc
+        self._ok = len(ri)
+        self._checked_rows = 0
+
+    def can_start(self, last_update_id: int) -> bool:
+        """Would a snapshot at ``last_update_id`` start this waiting book now: its first buffered
+        event not older than the snapshot straddles it (Binance's rule)?  False when synchronized
+        or when nothing newer is buffered.  A capture reader uses it to give a snapshot that names
+        no symbol to the right book.  O(buffered)."""
+        if self._state != _WAIT:
+            return False
+        for rec, _ in self._buffer:
+            if not self._older(rec, last_update_id):
+                return self._straddles(rec, last_update_id)
+        return False
+
+    def starts_with(self, rec: DepthUpdate, last_update_id: int) -> bool:
+        """Could a snapshot at ``last_update_id`` start this book at depth event ``rec`` (which
+        it is about to be fed): ``rec`` straddles it.  O(1)."""
+        return self._state == _WAIT and self._straddles(rec, last_update_id)
+
+    def restarted(self, reason: str) -> None:
+        """The feed continues on a new connection (a process restored from a checkpoint): its
+        sequence ids do not carry over, so the book becomes the rows the engine holds (deleted by
+        the next snapshot, as after a gap), nothing stays buffered, and the first depth event
+        asks for a snapshot.  Counted in ``resyncs``.  O(levels)."""
+        self.reports.append(InputError(f"restart: {reason}", self.source, self.messages))
+        if self._state != _WAIT:
+            self._discard(reason, self.messages)
+        else:
+            self.resyncs += 1
+        self._buffer.clear()
+        self._pending.clear()
+        self._need = False
+
     # -- input ------------------------------------------------------------------------------
     def feed_message(self, msg: bytes | bytearray | memoryview | str | Mapping | Record,
                      recv_ts_ns: int = 0) -> tuple[NeedSnapshot, ...]:

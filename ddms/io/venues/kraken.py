@@ -78,6 +78,12 @@ class KrakenBooks(VenueBooks):
         super().__init__(source, max_reports=max_reports)
         self.depth = depth
 
+    def _save_extra(self) -> dict[str, Any]:
+        return {"depth": self.depth}
+
+    def _load_extra(self, extra: dict[str, Any]) -> None:
+        self.depth = int(extra["depth"])
+
     def feed(self, msg: Any, line: int = 0, recv_s: float = 0.0) -> tuple[Resync, ...]:
         """Process one parsed message (``line`` numbers it in reports and rows).  Returns the
         actions to perform.  Bad input is counted and reported, never raised."""

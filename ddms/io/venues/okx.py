@@ -78,6 +78,12 @@ class OkxBooks(VenueBooks):
         super().__init__(source, max_reports=max_reports)
         self.last_seq: dict[str, int | None] = {}
 
+    def _save_extra(self) -> dict[str, Any]:
+        return {"last_seq": [[k, v] for k, v in self.last_seq.items()]}
+
+    def _load_extra(self, extra: dict[str, Any]) -> None:
+        self.last_seq = {k: v for k, v in extra["last_seq"]}
+
     def feed(self, msg: Any, line: int = 0, recv_s: float = 0.0) -> tuple[Resync, ...]:
         """Process one parsed message; returns the actions to perform.  Never raises on bad input."""
         if not isinstance(msg, dict):

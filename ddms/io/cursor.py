@@ -1,0 +1,94 @@
+"""Resumable line reading of a data file (plain or gzip): the lines after a saved position.
+
+Why: a checkpoint of a capture reader (:mod:`ddms.io.capture`, :mod:`ddms.io.cryptofeed`) must
+say where in each file the reader stopped, and a resumed run must continue there and nowhere
+else.  A :class:`LineCursor` counts the lines and (decompressed) bytes it has handed out;
+:meth:`LineCursor.position` is that position as JSON values plus a hash of the last line handed
+out, and :meth:`LineCursor.seek` continues from such a position after checking that the file
+has the same line there (a checkpoint of another file is refused, never continued).
+
+Cost: reading is a buffered file's (or gzip's) line iteration; :meth:`seek` is an ``lseek`` for
+a plain file and a decompression of everything before the position for a gzip file (gzip has no
+random access: a resumed gzip capture pays that once).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+from ddms.errors import ReplayError
+
+__all__ = ["LineCursor", "is_gzip"]
+
+
+def is_gzip(path: str | os.PathLike) -> bool:
+    """Whether the file starts with the gzip magic bytes."""
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def _digest(line: bytes) -> str:
+    return hashlib.sha256(line).hexdigest()[:20]
+
+
+class LineCursor:
+    """The raw lines of ``path`` (gzip by its magic bytes, else plain), from the start or from
+    :meth:`seek`'s position.  :attr:`line` counts the lines handed out (1-based number of the
+    last one), :attr:`offset` the bytes they took.  A directory, and gzip data that is corrupt
+    or ends early, are a :class:`ReplayError` naming the file (the latter after the lines
+    before the damage)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.fspath(path)
+        if os.path.isdir(self.path):
+            raise ReplayError("is a directory, not a data file", self.path)
+        self.gz = is_gzip(self.path)
+        self.line = 0
+        self.offset = 0
+        self._last = b""
+
+    def mark(self) -> tuple[int, int, bytes]:
+        """The current position, cheaply (no hashing): for :meth:`position` later.  O(1)."""
+        return self.line, self.offset, self._last
+
+    def position(self, mark: tuple[int, int, bytes] | None = None) -> dict[str, Any]:
+        """Where the next line starts (or where it started at ``mark``), as JSON values (line
+        count, byte offset, hash of the last line handed out).  O(length of that line)."""
+        line, offset, last = mark if mark is not None else self.mark()
+        return {"file": self.path, "line": line, "offset": offset, "last": _digest(last), "last_len": len(last)}
+
+    def seek(self, pos: dict[str, Any]) -> None:
+        """Continue after a :meth:`position` of the same file: the line before it must hash to
+        the saved value (ValueError naming the file otherwise)."""
+        offset, n = int(pos["offset"]), int(pos["last_len"])
+        if offset < n or n < 0:
+            raise ValueError(f"{self.path}: corrupt saved position")
+        with self._open() as f:
+            f.seek(offset - n)
+            last = f.read(n)
+        if len(last) != n or _digest(last) != pos["last"]:
+            raise ValueError(f"the input {self.path} is not the one checkpointed: its line {pos['line']:,} "
+                             f"(before byte {offset:,}) differs")
+        self.line, self.offset, self._last = int(pos["line"]), offset, last
+
+    def _open(self):
+        return gzip.open(self.path, "rb") if self.gz else open(self.path, "rb")
+
+    def __iter__(self) -> Iterator[bytes]:
+        """The lines after the current position (each counted as it is handed out)."""
+        try:
+            with self._open() as f:
+                if self.offset:
+                    f.seek(self.offset)
+                for raw in f:
+                    self.line += 1
+                    self.offset += len(raw)
+                    self._last = raw
+                    yield raw
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            raise ReplayError(f"corrupt or truncated gzip data after line {self.line:,} ({e})", self.path) from None
