@@ -115,10 +115,17 @@ RUN_CHUNK = 1 << 20
 """Bytes ``ddms run`` reads (and parses ahead, :func:`~ddms.runtime.driver.prefetch`) at a time: 1 MiB,
 about 40k order-book lines, so that even a file of a few MB is several chunks whose parsing
 overlaps the applying of the one before (a call per chunk costs microseconds)."""
+FIRST_CHUNK = 1 << 16
+"""The first read of ``ddms run`` (64 KiB, ~2,500 lines): applying starts once it is parsed
+(~0.1 ms) instead of after a whole :data:`RUN_CHUNK` (~2-3 ms, 3% of a 1M-line VWAP run),
+while the thread parses the next chunks."""
 
 
-def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
+def _file_chunks(path: Path, size: int = 1 << 22, first: int | None = None) -> Iterator[bytes]:
+    """The bytes of ``path`` in reads of ``size`` (the first of ``first``, if given)."""
     with open(path, "rb") as f:
+        if first and (chunk := f.read(first)):
+            yield chunk
         while chunk := f.read(size):
             yield chunk
 
@@ -249,7 +256,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         names, parsers = inputs.names, inputs.parsers
         label = ", ".join(s.path.name for s in inputs.sources)
-        batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p, RUN_CHUNK), p.stat().st_size, p.name))
+        batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p, RUN_CHUNK, FIRST_CHUNK), p.stat().st_size,
+                                                                       p.name))
         every = args.every
     ckpt = _checkpointed(args, engine, inputs)   # --checkpoint / --resume (None without them)
     if getattr(args, "query", None):
