@@ -59,8 +59,9 @@ def _reads(view) -> list[tuple]:
     out = [("rows", tuple(tuple(hx(float(x)) for x in r) for r in rows)), ("len", len(view))]
     if rows:
         key = tuple(rows[len(rows) // 2][:-1])
-        out.append(("get", tuple(map(hx, map(float, key))),
-                    hx(float(view[key])) if key in view else None))
+        got = view.get(key)   # one read (the key may be gone by now: None)
+        out.append(("get", tuple(map(hx, map(float, key))), None if got is None else hx(float(got))))
+        out.append(("in", tuple(map(hx, map(float, key))), key in view))
     return out
 
 
@@ -92,16 +93,22 @@ def test_view_reads_from_another_thread_see_line_boundaries(program, monkeypatch
     for snap in states:   # the lookup of every key ever present, after every line
         for n, rows in snap.items():
             boundary[n] |= {("get", key, rows.get(key)) for key in present[n]}
+            boundary[n] |= {("in", key, key in rows) for key in present[n]}
 
     eng = Engine(program)   # no callbacks: the writer spends its time in compiled code, GIL released
     reads: list[tuple[str, tuple, bool]] = []
     done = threading.Event()
 
+    errors: list[BaseException] = []
+
     def reader() -> None:
-        while not done.is_set():
-            for n in single:
-                busy = eng._busy
-                reads.extend((n, r, busy) for r in _reads(eng._single[n]))
+        try:
+            while not done.is_set():
+                for n in single:
+                    busy = eng._busy
+                    reads.extend((n, r, busy) for r in _reads(eng._single[n]))
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
 
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-5)
@@ -115,6 +122,7 @@ def test_view_reads_from_another_thread_see_line_boundaries(program, monkeypatch
         t.join()
     finally:
         sys.setswitchinterval(old)
+    assert not errors, errors
     for n, r, _ in reads:
         assert r in boundary[n], f"{n}: a read from another thread saw {r[:2]}, no line boundary's"
     assert sum(busy for _, _, busy in reads) >= 3, "too few reads while the writer applied"
