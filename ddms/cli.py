@@ -117,12 +117,32 @@ RUN_CHUNK = 1 << 20
 """Bytes ``ddms run`` reads (and parses ahead, :func:`~ddms.runtime.driver.prefetch`) at a time: 1 MiB,
 about 40k order-book lines, so that even a file of a few MB is several chunks whose parsing
 overlaps the applying of the one before (a call per chunk costs microseconds)."""
+FIRST_CHUNK = 1 << 16
+"""The first read of ``ddms run`` (64 KiB, ~2,500 order-book lines) and the smallest."""
 
 
 def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
     with open(path, "rb") as f:
         while chunk := f.read(size):
             yield chunk
+
+
+def _run_chunks(path: Path) -> Iterator[bytes]:
+    """The bytes of ``path`` as ``ddms run`` reads them, for the parse-ahead thread: a small
+    first chunk (:data:`FIRST_CHUNK`), so that applying starts after ~0.1 ms of parsing instead
+    of a whole chunk's ~2-3 ms; then :data:`RUN_CHUNK` reads, tapering to a quarter of what is
+    left near the end (never below FIRST_CHUNK), so that the last chunk, applied after
+    everything is parsed, is small too.  End to end is then about the slower of parsing and
+    applying plus the parsing of 64 KiB and the applying of a last small chunk (before: up to
+    a whole 1 MiB chunk at each end, 10-40% of a 100k-line run).  Cost: ~15 more chunks per
+    file at ~30 us each (a feed, an apply call and a queue hand-off)."""
+    with open(path, "rb") as f:
+        left = os.fstat(f.fileno()).st_size
+        size = FIRST_CHUNK
+        while chunk := f.read(size):
+            yield chunk
+            left -= len(chunk)
+            size = min(RUN_CHUNK, max(FIRST_CHUNK, left // 4))
 
 
 def build_engine(program, name: str):
@@ -253,7 +273,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         names, parsers = inputs.names, inputs.parsers
         label = ", ".join(s.path.name for s in inputs.sources)
-        batches = inputs.batches(lambda p: _progress_chunks(_file_chunks(p, RUN_CHUNK), p.stat().st_size, p.name))
+        batches = inputs.batches(lambda p: _progress_chunks(_run_chunks(p), p.stat().st_size, p.name))
         every = args.every
     ckpt = _checkpointed(args, engine, inputs)   # --checkpoint / --resume (None without them)
     if getattr(args, "query", None):

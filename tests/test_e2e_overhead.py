@@ -176,10 +176,28 @@ def test_ddms_run_with_prefetch_prints_what_a_sequential_run_prints(tmp_path, ca
             code = e.code
         out = capsys.readouterr()
         return code, out.out, out.err.splitlines()[-1]
-    monkeypatch.setattr(cli, "_file_chunks", lambda p, size=0: (p.read_bytes()[i:i + 4096]   # many batches
+    monkeypatch.setattr(cli, "_run_chunks", lambda p: (p.read_bytes()[i:i + 4096]   # many batches
                                                                 for i in range(0, p.stat().st_size, 4096)))
     threaded = run()
     monkeypatch.setattr(driver, "prefetch", lambda batches, depth=2: batches)
     sequential = run()
     assert threaded == sequential
     assert threaded[0] != 0 and "not a line" in threaded[2] and threaded[1].count("\n") == 12
+
+
+def test_run_reads_small_chunks_at_both_ends(tmp_path):
+    """``ddms run`` reads a small first chunk (applying starts after parsing it, not a whole
+    RUN_CHUNK), then RUN_CHUNK at a time, tapering near the end (the last chunk is applied
+    after all parsing is done); the chunks are the file's bytes in order."""
+    import ddms.cli as cli
+    for n in (0, 1, cli.FIRST_CHUNK, 3 * cli.RUN_CHUNK + 12345, 10 * cli.RUN_CHUNK):
+        data = bytes(range(256)) * (n // 256) + b"x" * (n % 256)
+        path = tmp_path / "f.csv"
+        path.write_bytes(data)
+        sizes = [len(c) for c in cli._run_chunks(path)]
+        assert sum(sizes) == n and b"".join(cli._run_chunks(path)) == data
+        if n:
+            assert sizes[0] == min(n, cli.FIRST_CHUNK) and max(sizes) <= cli.RUN_CHUNK
+            assert sizes[-1] <= cli.FIRST_CHUNK
+        if n >= 10 * cli.RUN_CHUNK:
+            assert cli.RUN_CHUNK in sizes and len(sizes) < n // cli.RUN_CHUNK + 20

@@ -473,3 +473,57 @@ def test_real_file_chunked_read_matches_whole(name, chunks):
     whole = events_of(*read_orderbook(path))
     for chunk in chunks:
         assert events_of(*read_orderbook(path, chunk_bytes=chunk)) == whole
+
+
+# -- output buffers reused once no batch refers to them -----------------------------------------
+
+def _copy(b: EventBatch) -> tuple:
+    return b.rel.copy(), b.sign.copy(), b.cols.copy(), b.line.copy(), b.first_line, b.last_line
+
+
+def _same(b: EventBatch, c: tuple) -> bool:
+    return (np.array_equal(b.rel, c[0]) and np.array_equal(b.sign, c[1]) and np.array_equal(b.cols, c[2])
+            and np.array_equal(b.line, c[3]) and (b.first_line, b.last_line) == c[4:])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), cuts=st.lists(st.integers(1, 3000), min_size=1, max_size=12),
+       keep=st.lists(st.booleans(), min_size=12, max_size=12))
+def test_reused_output_never_overwrites_a_kept_batch(seed, cuts, keep):
+    """The parser writes a new batch into the buffer of an earlier one only once nothing refers
+    to it: batches a consumer keeps stay as they were when returned, batches it dropped are
+    reused, and the events are those of a parser fed everything at once."""
+    from replay.synthetic import generate_orderbook
+    data = b"".join(generate_orderbook(400, seed=seed))
+    parser = OrderBookParser()
+    kept, events = [], []
+    pos = 0
+    for n, k in zip([*cuts, len(data)], keep, strict=False):
+        b = parser.feed(data[pos:pos + n])
+        pos += n
+        events.append(_copy(b))
+        if k:
+            kept.append((b, events[-1]))
+        del b
+    if pos < len(data):
+        events.append(_copy(parser.feed(data[pos:])))
+    events.append(_copy(parser.close()))
+    for b, c in kept:
+        assert _same(b, c), "a kept batch was overwritten by a later feed"
+    whole = OrderBookParser().feed(data + (b"" if data.endswith(b"\n") else b"\n"))
+    assert np.array_equal(np.concatenate([e[2] for e in events]), whole.cols)
+    assert np.array_equal(np.concatenate([e[3] for e in events]), whole.line)
+    assert np.array_equal(np.concatenate([e[0] for e in events]), whole.rel)
+
+
+def test_a_dropped_batch_buffer_is_reused_and_a_kept_one_is_not():
+    def lines(k):   # new orders: one event a line
+        return b"".join(b"1,%d,B,10,100\n" % i for i in range(1000 * k + 1000, 1000 * k + 1200))
+    parser = OrderBookParser()
+    b = parser.feed(lines(0))
+    base = id(b.cols.base)   # (a reference to it would keep it from reuse)
+    del b
+    b2 = parser.feed(lines(1))
+    assert id(b2.cols.base) == base   # dropped: its buffer was reused (it is alive: the parser keeps it)
+    b3 = parser.feed(lines(2))
+    assert b3.cols.base is not b2.cols.base and not np.shares_memory(b3.cols, b2.cols)

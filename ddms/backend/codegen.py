@@ -1046,7 +1046,7 @@ class _Codegen:
         if pf_trees:
             self.plan.append(f"run_batch: prefetches the leaves of range tree{'s' if len(pf_trees) > 1 else ''} "
                              + ", ".join(pf_trees) + f" {PF_AHEAD} events ahead once one has outgrown the caches")
-        run = ("@njit(cache=True)\n"
+        run = ("@njit(cache=True, nogil=True)\n"   # GIL released: a reader thread parses meanwhile
                "def run_batch(st, relmap, rel, sign, cols, line, start, end, prev, fire):\n"
                "    \"\"\"Apply events start..end.  After a line that changed a watched view, call the\n"
                "    engine's C callback ``fire(input line, slot, old, new)``: slot, old and new name the\n"

@@ -45,7 +45,7 @@ class EventBatch:
                           np.zeros(0, np.int64), at_line + 1, at_line)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)   # as the apply loop: a reader thread parses meanwhile
 def _first_fault(rel, sign, line, need, width: int, first: int, last: int) -> tuple[int, int]:
     """(index, kind) of the first malformed event, or (-1, 0): kind 1 a relation number outside
     0..len(need)-1, 2 a sign other than +1/-1, 3 a line outside first..last or below its

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
@@ -79,6 +80,9 @@ __all__ = [
 ]
 
 MAX_BAD_SAMPLES = 10
+_SPARE = 6
+"""Output buffers a parser keeps for reuse (:meth:`OrderBookParser._output`): ``ddms run`` has up
+to four batches alive (two queued, one parsed, one applied)."""
 
 
 # kernel status / reason codes (shared with the Python side that turns them into messages)
@@ -288,7 +292,8 @@ class OrderBookParser:
     40 bytes per slot, at most half full), the trailing partial line, line and bad-line
     counters.  ``feed`` costs O(len(data)) in one or two kernel calls (plus a Python round trip
     per table doubling, per number needing Python's float, and per bad line in strict mode);
-    the returned batch holds views of freshly allocated arrays, never reused by the parser.
+    the returned batch holds views of arrays the parser writes again only once no batch (no view)
+    refers to them (:meth:`_output`): a batch kept stays as it was.
     """
 
     def __init__(self, *, brokers: int = 10, source: str = "<input>", skip_bad: bool = False) -> None:
@@ -307,6 +312,7 @@ class OrderBookParser:
         self._error: InputError | None = None
         self._closed = False
         self._bad = np.zeros((MAX_BAD_SAMPLES, 5), np.int64)
+        self._spare: list[_Out] = []   # output buffers of recent batches, reused once unreferenced
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -366,7 +372,7 @@ class OrderBookParser:
         arr = _as_readonly_u8(data)
         # Room for one event per 16 bytes: 1.7 per line of the real data (28 bytes a line, 1.005
         # events).  Untouched capacity costs no page faults; denser output grows by copying.
-        out = _Out(end // 16 + 64)
+        out = self._output(end // 16 + 64)
         k, skipped, err = 0, 0, None
         start = 0
         if self._partial:
@@ -403,6 +409,25 @@ class OrderBookParser:
             raise self._error
         if self._closed and not closing:
             raise DdmsError(f"{self.source}: feed() after close()")
+
+    def _output(self, n: int) -> _Out:
+        """Output columns for ``n`` events: the buffer of an earlier batch that nothing refers to
+        any more (every view of it dropped: the engine applied the batch and let it go), else
+        new arrays.  Why: fresh arrays cost a page fault per 4 KiB written (a 1 MiB chunk's
+        events fill ~550 pages, ~0.3-0.5 ms), and freed ones often went back to the system
+        between two chunks, so ``ddms run`` paid them again and again on its parsing thread
+        (~5,000 faults per 1M lines).  A batch still referenced is never written to: its
+        arrays' reference counts show the views (``sys.getrefcount``).  Cost: O(_SPARE) per feed."""
+        for i, buf in enumerate(self._spare):
+            if buf.rel.shape[0] >= n and all(sys.getrefcount(getattr(buf, c)) <= 2 for c in buf.COLUMNS):
+                del self._spare[i]
+                self._spare.append(buf)
+                return buf
+        buf = _Out(n)
+        self._spare.append(buf)
+        if len(self._spare) > _SPARE:
+            del self._spare[0]
+        return buf
 
     def _batch(self, out: _Out, k: int, first: int, skipped: int, err: InputError | None) -> EventBatch:
         return EventBatch(out.rel[:k], out.sign[:k], out.cols[:k], out.line[:k], first + 1,

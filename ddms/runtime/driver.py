@@ -70,8 +70,10 @@ def warm(engine: Any, parsers: Sequence[Any]) -> None:
 def prefetch(batches: Iterable[EventBatch], depth: int = 2) -> Iterator[EventBatch]:
     """``batches``, read (parsed) by a background thread up to ``depth`` batches ahead, so that
     parsing the next chunk of a file overlaps applying this one: the order-book parser's kernel
-    releases the GIL, and the engine holds it only inside each compiled chunk, so with a second
-    core end to end approaches the slower of parsing and applying instead of their sum.
+    and the engine's compiled apply loop (and its input check) both run without the GIL, so with
+    a second core end to end approaches the slower of parsing and applying instead of their sum.
+    (While the apply loop held the GIL the two strictly took turns: the reader thread needs the
+    GIL for the few Python steps around its kernel, and got it only once the consumer waited.)
 
     Order, errors and the end of input are as without it: a batch carrying an error is yielded
     in its place, and an exception of the reader is raised here at the point it happened.

@@ -172,11 +172,11 @@ class Engine:
                 decl = self.program.map(mname)
                 table = getattr(self.state, f"m_{mname}")
                 if decl.keys:
-                    self._single[vname] = GroupedView(vname, decl, table)
+                    self._single[vname] = GroupedView(vname, decl, table, self._at_boundary)
                     self._logs[vname] = (getattr(self.state, f"log_keys_{mname}"),
                                          getattr(self.state, f"log_old_{mname}"))
                 else:
-                    self._single[vname] = ScalarView(vname, decl, table)
+                    self._single[vname] = ScalarView(vname, decl, table, self._at_boundary)
             if q.columns:
                 self.views[q.name] = TableView(q.name, q.keys, {c: self._single[f"{q.name}.{c}"] for c, _ in q.columns})
             else:
@@ -196,9 +196,10 @@ class Engine:
         self._batch_base = 0
         self._batch: EventBatch | None = None   # the batch being applied (apply resumes it)
         self._batch_pos = 0
-        # snapshots from other threads (see snapshot): apply holds _busy while it runs and serves
-        # the queued requests between chunks of at most CHUNK_EVENTS events, at line boundaries
-        self._lock = threading.Lock()
+        # snapshots and view reads from other threads (see snapshot): apply holds _busy while it
+        # runs and serves the queued requests between chunks of at most CHUNK_EVENTS events, at
+        # line boundaries.  Reentrant: a request (a snapshot) reads views, which ask again.
+        self._lock = threading.RLock()
         self._busy = False
         self._writer: int | None = None
         self._requests: list[tuple[Callable[[], Any], concurrent.futures.Future]] = []
@@ -278,7 +279,9 @@ class Engine:
 
     def _at_boundary(self, take: Callable[[], Any]) -> Any:
         """``take()`` run at an input line boundary: now if no thread is applying (or from a
-        callback of the applying thread), else by the applying thread after its current chunk."""
+        callback of the applying thread), else by the applying thread after its current chunk.
+        Every view read goes through here: the compiled apply loop runs without the GIL, so a
+        read from another thread taken meanwhile could see a half-updated map."""
         if self._writer == threading.get_ident():   # a callback: the state is at a line boundary
             return take()
         with self._lock:

@@ -3,6 +3,14 @@
 A view object never copies: reading it reads the engine's maps as they are now, so a callback
 reading any view sees exactly the state after the event that fired it.  Writes raise ViewError.
 
+Reads from another thread while one applies: the compiled apply loop runs without the GIL (so
+that a reader thread parses the next chunk meanwhile, :func:`ddms.runtime.driver.prefetch`), so a
+read from a thread other than the applying one goes through the engine's ``read`` hook
+(``Engine._at_boundary``): it waits for the end of the applying thread's current chunk (a line
+boundary, at most ~1-4 ms) and is taken there, never from a half-updated map.  On the applying
+thread (a callback) or with no thread applying it is taken at once (cost: a thread id test, and
+a lock when no thread applies).
+
 Tables: ``view.to_arrow()`` / ``view.to_pandas()`` copy a view out (key columns, then a value
 column named after the view; :mod:`ddms.runtime.export`), and a view speaks the Arrow C stream
 interface, so ``pa.table(view)`` (and pandas 3's ``pd.DataFrame.from_arrow(view)``) work too.  A grouped
@@ -13,8 +21,8 @@ view is a ``Mapping`` from keys to values, so ``pd.DataFrame(view)`` sees its ke
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -22,6 +30,16 @@ from ddms.errors import ViewError
 from ddms.io.symbols import symbol_name, symbol_value
 from ddms.m3.ir import MapDecl
 from ddms.runtime.typedio import dict_dump, dict_get, dict_len
+
+T = TypeVar("T")
+Read = Callable[[Callable[[], T]], T]
+"""How a view reads its map: ``read(take)`` runs ``take()`` at an input line boundary (the engine's
+``_at_boundary``)."""
+
+
+def _now(take: Callable[[], T]) -> T:
+    """The read hook of a view without an engine (nothing applies concurrently): at once."""
+    return take()
 
 
 def _py(x: float, typ: str) -> float | int | str:
@@ -63,15 +81,15 @@ class ScalarView(_Exported):
     (``MAX`` over an empty book; NaN in the maps).  ``columns`` names its one value column.
     Cost: O(1) per read."""
 
-    __slots__ = ("name", "decl", "_cell", "columns")
+    __slots__ = ("name", "decl", "_read", "_cell", "columns")
 
-    def __init__(self, name: str, decl: MapDecl, cell: np.ndarray) -> None:
+    def __init__(self, name: str, decl: MapDecl, cell: np.ndarray, read: Read = _now) -> None:
         self.columns: tuple[str, ...] = (name,)   # (before _cell: the view is read-only after)
-        self.name, self.decl, self._cell = name, decl, cell
+        self.name, self.decl, self._read, self._cell = name, decl, read, cell
 
     @property
     def value(self) -> float | int | None:
-        return _null(self._cell[0], self.decl.value_type)
+        return _null(self._read(self._cell.item), self.decl.value_type)
 
     def __setattr__(self, key: str, value: Any) -> None:
         if hasattr(self, "_cell"):
@@ -87,8 +105,8 @@ class GroupedView(_Exported, Mapping):
     are present).  Lookups cost one hash probe; iteration copies the live map's keys first
     (O(groups)).  Every read goes through :mod:`ddms.runtime.typedio` (cached compiled code)."""
 
-    def __init__(self, name: str, decl: MapDecl, table) -> None:
-        self.name, self.decl, self._table = name, decl, table
+    def __init__(self, name: str, decl: MapDecl, table, read: Read = _now) -> None:
+        self.name, self.decl, self._table, self._read = name, decl, table, read
         self._types = [c.type for c in decl.keys]
         self._strings = "string" in self._types
         self.columns: tuple[str, ...] = (*(c.name for c in decl.keys), name)
@@ -109,20 +127,22 @@ class GroupedView(_Exported, Mapping):
         return tuple(symbol_name(x) if t == "string" else x for x, t in zip(key, self._types, strict=True))
 
     def __getitem__(self, key: Any) -> float | int:
-        found, value = dict_get(self._table, self._key(key))
+        k = self._key(key)
+        found, value = self._read(lambda: dict_get(self._table, k))
         if not found:
             raise KeyError(key)
         return _py(value, self.decl.value_type)
 
     def __contains__(self, key: Any) -> bool:
         try:
-            return dict_get(self._table, self._key(key))[0]
+            k = self._key(key)
         except (KeyError, TypeError, ValueError):
             return False
+        return self._read(lambda: dict_get(self._table, k))[0]
 
     def _items(self) -> list[tuple[tuple, float | int]]:
         """(key tuple, value) of every group, converted to the declared types."""
-        keys, vals = dict_dump(self._table, len(self._types))
+        keys, vals = self._read(lambda: dict_dump(self._table, len(self._types)))
         vt = self.decl.value_type
         return [(tuple(_py(x, t) for x, t in zip(k, self._types, strict=True)), _py(v, vt))
                 for k, v in zip(keys.tolist(), vals.tolist(), strict=True)]
@@ -132,7 +152,7 @@ class GroupedView(_Exported, Mapping):
             yield k
 
     def __len__(self) -> int:
-        return dict_len(self._table)
+        return self._read(lambda: dict_len(self._table))
 
     def rows(self) -> list[list[float | int]]:
         """``[key1, ..., value]`` rows sorted by key (the CLI's JSON form)."""
