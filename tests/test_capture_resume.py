@@ -141,6 +141,7 @@ def test_reader_refuses_another_file(tmp_path):
     (tmp_path / "b").mkdir()
     a, b = _write_capture(tmp_path / "a", "okx", 1, None), _write_capture(tmp_path / "b", "okx", 2, None)
     r = open_source(a, symbols=True).reader()
+    r.batch_updates = 1         # one input line per step (a checkpointed run asks for its boundaries)
     it = r.batches()
     for _ in range(20):
         next(it)

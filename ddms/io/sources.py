@@ -142,8 +142,11 @@ class Source:
             return BinanceCaptureReader(self, notes, symbols=self.symbols)
         fmt = _IO_FORMATS.get(self.kind)
         if fmt is not None and fmt.open is not None:
-            return io_formats.SymbolBatches(fmt, self.path, symbol=self.symbol, skip_bad=self.skip_bad,
-                                            keep=self.symbols)
+            r = io_formats.SymbolBatches(fmt, self.path, symbol=self.symbol, skip_bad=self.skip_bad,
+                                         keep=self.symbols)
+            if r.batch_updates is not None:     # input lines per step, as the Binance reader's updates
+                r.batch_updates = self.batch_updates
+            return r
         return None
 
 
