@@ -1205,15 +1205,15 @@ def _vars(e: Expr) -> set[Var]:
 
 @functools.cache
 def _runtime_fingerprint() -> str:
-    """Hash of the run-time libraries generated code calls, and of where they are installed.
-    numba's cache does not notice when a *callee* in another file changes, so the module name
-    must change with them; two installations (checkouts) sharing one cache directory must not
-    load each other's machine code either."""
+    """Hash of the run-time libraries generated code calls (their contents, not where they are
+    installed).  numba's cache does not notice when a *callee* in another file changes, so the
+    module name must change with them.  Two installations of the same sources (a checkout and a
+    wheel built from it) share machine code; installations that differ in any of these files
+    get different module names and never load each other's."""
     from ddms.backend import rt
     from ddms.storage import btree, hashtab
     h = hashlib.sha256()
     for mod in (rt, btree, hashtab):
-        h.update(str(Path(mod.__file__).resolve()).encode())
         h.update(Path(mod.__file__).read_bytes())
     return h.hexdigest()
 
