@@ -126,6 +126,9 @@ class _Fn:
     def body(self) -> list[str]:
         """The lines, after one assignment per hoisted read the lines use."""
         used = set(re.findall(r"\bh_\w+", "\n".join(self.lines)))
+        for code, name in reversed(self.hoisted.items()):   # a hoisted read may use an earlier one
+            if name in used:                                 # (an extreme of a slice: its root)
+                used.update(re.findall(r"\bh_\w+", code))
         return [f"    {name} = {code}" for code, name in self.hoisted.items() if name in used] + self.lines
 
 
