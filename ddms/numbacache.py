@@ -16,6 +16,13 @@ numba's ``NUMBA_CACHE_LOCATOR_CLASSES`` (before numba is imported), ahead of num
 locators, which keep serving files outside a package (generated programs: their module name
 carries a digest of the run-time libraries instead, :mod:`ddms.backend.codegen`).
 
+The entry's folder is named by the file's package-relative folder and its closure hash, and
+stamped with that hash alone (no absolute path, no modification time): a fresh clone, a wheel
+install or a touched file with the same sources loads the machine code compiled by another
+(numba links callees into the cached object code, so equal sources mean equal code); an edit
+anywhere in the closure compiles into a new folder, so checkouts of different commits sharing
+one cache keep their entries side by side.
+
 Cost: the closure is parsed once per process per file (a few ms a file, a few dozen files),
 when the first cached kernel of a file is loaded or compiled; never at import.
 """
@@ -170,5 +177,19 @@ class ClosureLocator(UserProvidedCacheLocator):
             return None
         return super().from_function(py_func, py_file)
 
+    def __init__(self, py_func, py_file):
+        super().__init__(py_func, py_file)
+        # numba's folder is named by the file's absolute path; ours by the package-relative folder
+        # and the closure hash, so equal sources share one entry wherever they are installed and
+        # different sources (two checkouts of different commits) keep theirs side by side instead
+        # of overwriting each other's index on every switch.
+        root = source_root(py_file)
+        rel = os.path.relpath(os.path.dirname(os.path.abspath(py_file)), root)
+        digest = hashlib.sha1(f"{rel}\0{closure_hash(py_file)}".encode()).hexdigest()
+        self._cache_path = os.path.join(config.CACHE_DIR, f"{os.path.basename(rel)}_{digest}")
+
     def get_source_stamp(self):
-        return (super().get_source_stamp(), closure_hash(self._py_file))
+        """The content hash of the file's import closure only (no modification time): a copy of
+        the same sources elsewhere, or the same file touched, loads the cached code; any edit in
+        the closure compiles again (into another folder, see ``__init__``)."""
+        return closure_hash(self._py_file)

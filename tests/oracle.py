@@ -18,8 +18,10 @@ class Book:
     def __init__(self, brokers: int = 10) -> None:
         self.brokers = brokers
         self.rows: dict[int, tuple[str, tuple[float, ...]]] = {}
+        self.version = 0            # bumped by every line: Duck re-registers the tables only then
 
     def line(self, text: str) -> None:
+        self.version += 1
         t, oid, action, volume, price = text.strip().split(",")
         oid_i = int(oid)
         if action in ("B", "S"):
@@ -38,17 +40,31 @@ class Book:
         arr = np.array(rows, dtype=np.float64).reshape(-1, 5)
         return pa.table({c: arr[:, i] for i, c in enumerate(COLUMNS)})
 
+    def tables(self) -> tuple[pa.Table, pa.Table]:
+        return self.table("bids"), self.table("asks")
+
 
 class Duck:
     """DuckDB over the current tables of a :class:`Book`."""
 
     def __init__(self) -> None:
-        self.con = duckdb.connect()
+        # one thread: the oracle's queries are tiny, and DuckDB's worker threads only add
+        # hand-offs (seconds of waiting per thousand queries on a busy 2-core machine)
+        self.con = duckdb.connect(config={"threads": 1})
 
-    def query(self, book: Book, sql: str) -> list[tuple]:
-        bids, asks = book.table("bids"), book.table("asks")  # noqa: F841 (seen by DuckDB)
-        self.con.register("bids", bids)
-        self.con.register("asks", asks)
+        self._seen: tuple[int, int] | None = None   # (book, version) registered
+
+    def query(self, book, sql: str) -> list[tuple]:
+        """``sql`` over ``book``'s current tables (a :class:`Book` or anything with a
+        ``version`` bumped on every change and ``tables()`` -> bids, asks).  The tables are built
+        and registered once per book state: checking many views after a line costs one execute
+        each, not a rebuild and two registrations (2/3 of the oracle's time before)."""
+        state = (id(book), book.version)
+        if state != self._seen:
+            bids, asks = book.tables()
+            self.con.register("bids", bids)
+            self.con.register("asks", asks)
+            self._seen = state
         return self.con.execute(sql).fetchall()
 
 

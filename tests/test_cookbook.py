@@ -7,22 +7,19 @@ big with ``-m slow``).  The README lists every file with the cost class ``ddms c
 
 from __future__ import annotations
 
-import math
 import re
 
 import pytest
 from conftest import REPO, shared_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracle import Book, Duck, coalesce_sums, same, strip_comments
+from oracle import strip_comments
 from test_sql_minmax import HEADER, line
+from viewcheck import check_lines, stream_lines
 
 from ddms.backend.codegen import generate
 from ddms.backend.cost import view_costs
 from ddms.compiler import compile_sql, compile_sql_file
-from ddms.io.orderbook import OrderBookParser
-from ddms.m3.interpreter import Interpreter
-from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
 
 FILES = sorted((REPO / "examples" / "sql").glob("*.sql"))
@@ -69,99 +66,29 @@ def engine_program(program):
     return program
 
 
-def _rows(program, name: str, got) -> dict[tuple, tuple]:
-    """A view's value (interpreter or engine) as key -> tuple of values, rows of zeros left out."""
-    q = next(q for q in program.queries if q.name == name)
-    keyed = bool(q.keys) if q.columns else bool(program.map(q.map).keys)
-    if not keyed:
-        vals = got if isinstance(got, tuple) else (got,)
-        rows = {(): tuple(math.nan if v is None else float(v) for v in vals)}
-    else:
-        rows = {k: (v if isinstance(v, tuple) else (v,)) for k, v in dict(got).items()}
-    return {k: v for k, v in rows.items() if any(x != 0 for x in v)}
-
-
-def _duck_rows(result: list[tuple], keys: int) -> dict[tuple, tuple]:
-    out = {}
-    for r in result:
-        vals = tuple(math.nan if x is None else float(x) for x in r[keys:])
-        if any(v != 0 for v in vals):
-            out[tuple(float(k) for k in r[:keys])] = vals
-    return out
-
-
-def _keys(program, name: str) -> int:
-    q = next(q for q in program.queries if q.name == name)
-    return len(q.keys) if q.columns else len(program.map(q.map).keys)
-
-
-def _same(got: dict, want: dict) -> bool:
-    return got.keys() == want.keys() and all(
-        all(same(a, b, 1e-8) for a, b in zip(got[k], want[k], strict=True)) for k in want)
-
-
-def check_lines(program, lines: list[str], *, interp: bool, engine: Engine | None, every: int = 1) -> None:
-    """Apply ``lines`` (order-book text) and compare every view with DuckDB after every
-    ``every``-th line and the last one."""
-    it = Interpreter(program) if interp else None
-    batch = OrderBookParser(brokers=10).feed(("\n".join(lines) + "\n").encode())
-    book, duck = Book(), Duck()
-    relmap = engine.relmap(("bids", "asks")) if engine is not None else None
-    names = {0: "BIDS", 1: "ASKS"}
-    queries = {name: coalesce_sums(sql) for name, sql in VIEWS.items()}
-    i = 0
-    for n, text in enumerate(lines, start=1):
-        j = i
-        while j < len(batch) and batch.line[j] == n:
-            j += 1
-        if it is not None:
-            for k in range(i, j):
-                it.apply("+" if batch.sign[k] > 0 else "-", names[int(batch.rel[k])], tuple(batch.cols[k]))
-        if engine is not None and j > i:
-            head, _ = split_lines(batch, n)
-            engine.apply(type(batch)(head.rel[i:], head.sign[i:], head.cols[i:], head.line[i:], n, n), relmap)
-        i = j
-        book.line(text)
-        if n % every and n != len(lines):
-            continue
-        for name, sql in queries.items():
-            want = _duck_rows(duck.query(book, sql), _keys(program, name))
-            if it is not None:
-                got = _rows(program, name, it.view(name))
-                assert _same(got, want), f"{name} line {n} ({text}): interpreter {got} != DuckDB {want}"
-            if engine is not None:
-                v = engine.views[name]
-                got = _rows(program, name, v.value if not _keys(program, name) else dict(v))
-                assert _same(got, want), f"{name} line {n} ({text}): engine {got} != DuckDB {want}"
-
-
-def _stream_lines(stream: list[tuple]) -> list[str]:
-    return [f"{i},{oid},{a},{v},{p}" for i, (a, oid, v, p) in enumerate(stream)]
-
-
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(line, min_size=1, max_size=25))
 def test_interpreter_matches_duckdb(program, stream: list[tuple]) -> None:
-    check_lines(program, _stream_lines(stream), interp=True, engine=None)
+    check_lines(program, stream_lines(stream), VIEWS, interp=True, engine=None, rel=1e-8)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(line, min_size=1, max_size=25))
 def test_engine_matches_duckdb(engine_program, stream: list[tuple]) -> None:
-    check_lines(engine_program, _stream_lines(stream), interp=False, engine=Engine(engine_program))
+    check_lines(engine_program, stream_lines(stream), VIEWS, interp=False, engine=Engine(engine_program), rel=1e-8)
 
 
 def test_tiny(engine_program) -> None:
     lines = shared_file("data", "orderbook", "tiny", "finance.csv").read_text().splitlines()
-    check_lines(engine_program, lines, interp=True, engine=Engine(engine_program))
+    check_lines(engine_program, lines, VIEWS, interp=True, engine=Engine(engine_program), rel=1e-8)
 
 
 def test_standard(engine_program) -> None:
     lines = shared_file("data", "orderbook", "standard", "finance.csv").read_text().splitlines()
-    check_lines(engine_program, lines, interp=False, engine=Engine(engine_program), every=25)
+    check_lines(engine_program, lines, VIEWS, interp=False, engine=Engine(engine_program), every=25, rel=1e-8)
 
 
 @pytest.mark.slow
 def test_big(engine_program) -> None:
     lines = shared_file("data", "orderbook", "big", "finance.csv").read_text().splitlines()
-    check_lines(engine_program, lines, interp=False, engine=Engine(engine_program), every=1000)
+    check_lines(engine_program, lines, VIEWS, interp=False, engine=Engine(engine_program), every=1000, rel=1e-8)

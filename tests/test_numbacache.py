@@ -108,3 +108,30 @@ def test_only_claimed_packages_are_served(tmp_path, monkeypatch):
     monkeypatch.setenv("DDMS_NUMBA_PACKAGES", "kpkg")
     assert ClosureLocator.from_function(_package, caller) is not None
     assert ClosureLocator.from_function(_package, str(REPO / "ddms" / "io" / "orderbook.py")) is not None
+
+
+def _run_stats(root: Path, cache: Path) -> tuple[int, int]:
+    """(result, cache hits) of ``total(4)`` in a fresh interpreter with ddms's locator."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "NUMBA_CACHE_LOCATOR_CLASSES": LOCATORS,
+           "PYTHONPATH": os.pathsep.join([str(root), str(REPO)]), "DDMS_NUMBA_PACKAGES": "kpkg"}
+    code = ("from kpkg.caller import total; r = total(4); "
+            "print(r, sum(total.stats.cache_hits.values()))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    r, hits = out.stdout.strip().splitlines()[-1].split()
+    return int(r), int(hits)
+
+
+def test_a_copy_of_the_same_sources_elsewhere_loads_the_cached_code(tmp_path):
+    """A fresh clone or a wheel install (another path, new modification times) of the same
+    sources loads the machine code compiled for the first copy; a copy whose callee differs
+    compiles its own, beside it (the first copy still loads its code afterwards)."""
+    cache = tmp_path / "cache"
+    first, same, edited = tmp_path / "first", tmp_path / "same", tmp_path / "edited"
+    for root, factor in ((first, 1), (same, 1), (edited, 10)):
+        root.mkdir()
+        _package(root, factor)
+    assert _run_stats(first, cache) == (6, 0)
+    assert _run_stats(same, cache) == (6, 1)
+    assert _run_stats(edited, cache) == (60, 0)
+    assert _run_stats(first, cache) == (6, 1)

@@ -6,10 +6,10 @@ The wheel is built from a copy of the sources the build reads (pyproject.toml, R
 three packages, not the tests or examples) with ``pip wheel`` and installed with ``pip install
 --target`` into a directory of its own; the commands then run with that directory as the only
 place ddms can come from (``PYTHONPATH``, cwd outside the repository) and the test checks that
-they did.  Compiled code is keyed by where ddms is installed, so the install directory is kept
-(under the ddms cache, one per wheel content): a later run with the same wheel contents reuses
-it and its numba cache; a cold run compiles both demo programs once (about 2 minutes on 2 busy
-cores, a few seconds afterwards).
+they did.  numba's cache is keyed by the sources' contents, not where they are installed
+(:mod:`ddms.numbacache`), so the wheel's kernels and demo programs load the machine code the
+checkout's runs compiled; the install directory is kept (under the ddms cache, one per wheel
+content) so a later run with the same wheel contents skips the install too.
 """
 
 from __future__ import annotations

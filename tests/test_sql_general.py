@@ -10,12 +10,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracle import Book, Duck, coalesce_sums, rows_of, same_view
+from viewcheck import check_lines, stream_lines
 
 from ddms.compiler import compile_sql
-from ddms.io.orderbook import OrderBookParser
-from ddms.m3.interpreter import Interpreter
-from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
 
 HEADER = """
@@ -77,34 +74,10 @@ def compiled(name: str):
 
 
 def check_stream(name: str, stream: list[tuple], engine: Engine | None = None) -> None:
+    """View ``name`` against DuckDB after every line of ``stream`` (interpreter, and engine)."""
     sql = compiled(name)
     view = sql.program.queries[0].name
-    interp = Interpreter(sql.program)
-    names = {0: "BIDS", 1: "ASKS"}
-    lines = [f"{i},{oid},{a},{v},{p}" for i, (a, oid, v, p) in enumerate(stream)]
-    batch = OrderBookParser(brokers=10).feed(("\n".join(lines) + "\n").encode())
-    book, duck = Book(), Duck()
-    query = coalesce_sums(VIEWS[name])
-    relmap = engine.relmap(("bids", "asks")) if engine is not None else None
-    i = 0
-    for n, text in enumerate(lines, start=1):
-        j = i
-        while j < len(batch) and batch.line[j] == n:
-            j += 1
-        for k in range(i, j):
-            interp.apply("+" if batch.sign[k] > 0 else "-", names[int(batch.rel[k])], tuple(batch.cols[k]))
-        if engine is not None:
-            head, _ = split_lines(batch, n)
-            engine.apply(type(batch)(head.rel[i:], head.sign[i:], head.cols[i:], head.line[i:], n, n), relmap)
-        i = j
-        book.line(text)
-        want = rows_of(duck.query(book, query))
-        got = interp.view(view)
-        assert same_view(got, want), f"{name} line {n} ({text}): interpreter {got} != DuckDB {want}"
-        if engine is not None:
-            v = engine.views[view]
-            egot = v.value if not sql.program.map(view).keys else dict(v)
-            assert same_view(egot, want), f"{name} line {n} ({text}): engine {egot} != DuckDB {want}"
+    check_lines(sql.program, stream_lines(stream), {view: VIEWS[name]}, engine=engine)
 
 
 @pytest.mark.parametrize("name", sorted(VIEWS))

@@ -13,14 +13,11 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracle import Book, Duck, coalesce_sums, rows_of, same_view
+from viewcheck import check_lines, stream_lines
 
 from ddms.compiler import compile_sql
 from ddms.errors import SqlError
-from ddms.io.orderbook import OrderBookParser
-from ddms.m3.interpreter import Interpreter
 from ddms.m3.printer import print_program
-from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
 
 HEADER = """
@@ -90,34 +87,9 @@ def engine_program(program):
 
 
 def check_stream(program, stream: list[tuple], engine: Engine | None = None, views: dict | None = None) -> None:
-    views = VIEWS if views is None else views
-    interp = Interpreter(program)
-    names = {0: "BIDS", 1: "ASKS"}
-    lines = [f"{i},{oid},{a},{v},{p}" for i, (a, oid, v, p) in enumerate(stream)]
-    batch = OrderBookParser(brokers=10).feed(("\n".join(lines) + "\n").encode())
-    book, duck = Book(), Duck()
-    relmap = engine.relmap(("bids", "asks")) if engine is not None else None
-    i = 0
-    for n, text in enumerate(lines, start=1):
-        j = i
-        while j < len(batch) and batch.line[j] == n:
-            j += 1
-        for k in range(i, j):
-            interp.apply("+" if batch.sign[k] > 0 else "-", names[int(batch.rel[k])], tuple(batch.cols[k]))
-        if engine is not None:
-            head, _ = split_lines(batch, n)
-            engine.apply(type(batch)(head.rel[i:], head.sign[i:], head.cols[i:], head.line[i:], n, n), relmap)
-            engine._check()
-        i = j
-        book.line(text)
-        for view, sql in views.items():
-            want = rows_of(duck.query(book, coalesce_sums(sql)))
-            got = interp.view(view)
-            assert same_view(got, want), f"{view} line {n} ({text}): interpreter {got} != DuckDB {want}"
-            if engine is not None:
-                v = engine.views[view]
-                egot = v.value if not program.map(view).keys else dict(v)
-                assert same_view(egot, want), f"{view} line {n} ({text}): engine {egot} != DuckDB {want}"
+    """Every view of ``views`` (default: this file's) against DuckDB after every line of
+    ``stream``, through the interpreter and, given one, the engine (its ``_check()`` too)."""
+    check_lines(program, stream_lines(stream), VIEWS if views is None else views, engine=engine, check_state=True)
 
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -156,33 +156,10 @@ def test_rejected_with_location(sql: str, reason: str) -> None:
 def test_standard_every_25th_line(engine_program) -> None:
     """Every top-N view against DuckDB after every 25th line of the standard data, and the last."""
     from conftest import shared_file
-    from oracle import Book, Duck, coalesce_sums, rows_of, same_view
-
-    from ddms.io.orderbook import OrderBookParser
-    from ddms.runtime.driver import split_lines
+    from viewcheck import check_lines
     lines = shared_file("data", "orderbook", "standard", "finance.csv").read_text().splitlines()
     engine = Engine(engine_program)
-    relmap = engine.relmap(("bids", "asks"))
-    batch = OrderBookParser(brokers=10).feed(("\n".join(lines) + "\n").encode())
-    book, duck = Book(), Duck()
-    queries = {name: coalesce_sums(sql) for name, sql in VIEWS.items()}
-    i = 0
-    for n, text in enumerate(lines, start=1):
-        j = i
-        while j < len(batch) and batch.line[j] == n:
-            j += 1
-        if j > i:
-            head, _ = split_lines(batch, n)
-            engine.apply(type(batch)(head.rel[i:], head.sign[i:], head.cols[i:], head.line[i:], n, n), relmap)
-        i = j
-        book.line(text)
-        if n % 25 and n != len(lines):
-            continue
-        for name, sql in queries.items():
-            want = rows_of(duck.query(book, sql))
-            v = engine.views[name]
-            got = v.value if not engine_program.map(name).keys else dict(v)
-            assert same_view(got, want), f"{name} line {n}: engine {got} != DuckDB {want}"
+    check_lines(engine_program, lines, VIEWS, interp=False, engine=engine, every=25)
     engine._check()
 
 

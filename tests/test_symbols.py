@@ -137,8 +137,10 @@ class SymbolBooks:
 
     def __init__(self) -> None:
         self.books: dict[str, Book] = {}
+        self.version = 0
 
     def line(self, symbol: str, text: str) -> None:
+        self.version += 1
         self.books.setdefault(symbol, Book()).line(text)
 
     def tables(self) -> tuple[pa.Table, pa.Table]:
@@ -155,11 +157,7 @@ class SymbolBooks:
 
 
 def duck_rows(duck: Duck, books: SymbolBooks, sql: str) -> dict[str, float]:
-    bids, asks = books.tables()
-    duck.con.register("bids", bids)
-    duck.con.register("asks", asks)
-    return {r[0]: (math.nan if r[1] is None else float(r[1])) for r in duck.con.execute(sql).fetchall()
-            if r[1] != 0}
+    return {r[0]: (math.nan if r[1] is None else float(r[1])) for r in duck.query(books, sql) if r[1] != 0}
 
 
 def _nonzero(d: dict) -> dict:

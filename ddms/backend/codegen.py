@@ -126,6 +126,9 @@ class _Fn:
     def body(self) -> list[str]:
         """The lines, after one assignment per hoisted read the lines use."""
         used = set(re.findall(r"\bh_\w+", "\n".join(self.lines)))
+        for code, name in reversed(self.hoisted.items()):   # a hoisted read may use an earlier one
+            if name in used:                                 # (an extreme of a slice: its root)
+                used.update(re.findall(r"\bh_\w+", code))
         return [f"    {name} = {code}" for code, name in self.hoisted.items() if name in used] + self.lines
 
 
@@ -348,17 +351,24 @@ class _Codegen:
         if isinstance(e, Extreme):
             ref = e.ref
             if self._ordered_slice(ref, env) and ref.keys[-1] == e.var:
-                f, k = fn.temp("found"), fn.temp("key")
                 root = self._root(self._m(ref.name), env, ref.keys)
+                col = self._col(ref.name)
                 if e.n == 1:
-                    fn.line(f"{f}, {k} = btree_{e.kind}({self._pool(ref.name)}, {root}{self._col(ref.name)})")
+                    call = f"btree_{e.kind}({self._pool(ref.name)}, {root}{col})"
                     self.plan.append(f"  {e.kind}({ref.name}) via range map: O(log n)")
                 else:   # the cut of a top-N: select by rank
                     self._ranks = True
-                    col = self._col(ref.name)
-                    fn.line(f"{f}, {k} = btree_nth({self._pool(ref.name)}, {root}, {e.n}, "
-                            f"{e.kind == 'max'}{col})")
+                    call = f"btree_nth({self._pool(ref.name)}, {root}, {e.n}, {e.kind == 'max'}{col})"
                     self.plan.append(f"  {e.kind}({ref.name}, rank {e.n}) via range map: O(log n)")
+                # a slice fixed by event values only (or the whole tree) is read once per statement,
+                # however often the statement's expression repeats it (a spread or a mid written
+                # with subqueries names the best bid several times): one descent, and one inlined
+                # copy of the tree search instead of several, which also cuts the compile time
+                hoisted = self._hoist(call, [env[x] for x in ref.keys[:-1]])
+                if hoisted != call:
+                    return f"({hoisted}[1] if {hoisted}[0] else np.nan)"
+                f, k = fn.temp("found"), fn.temp("key")
+                fn.line(f"{f}, {k} = {call}")
                 return f"({k} if {f} else np.nan)"
             return None
         if not isinstance(e, AggSum) or any(g not in env for g in e.group):
@@ -1205,15 +1215,15 @@ def _vars(e: Expr) -> set[Var]:
 
 @functools.cache
 def _runtime_fingerprint() -> str:
-    """Hash of the run-time libraries generated code calls, and of where they are installed.
-    numba's cache does not notice when a *callee* in another file changes, so the module name
-    must change with them; two installations (checkouts) sharing one cache directory must not
-    load each other's machine code either."""
+    """Hash of the run-time libraries generated code calls (their contents, not where they are
+    installed).  numba's cache does not notice when a *callee* in another file changes, so the
+    module name must change with them.  Two installations of the same sources (a checkout and a
+    wheel built from it) share machine code; installations that differ in any of these files
+    get different module names and never load each other's."""
     from ddms.backend import rt
     from ddms.storage import btree, hashtab
     h = hashlib.sha256()
     for mod in (rt, btree, hashtab):
-        h.update(str(Path(mod.__file__).resolve()).encode())
         h.update(Path(mod.__file__).read_bytes())
     return h.hexdigest()
 

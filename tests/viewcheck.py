@@ -1,0 +1,95 @@
+"""One harness for the SQL view tests: replay order-book lines through the reference interpreter
+and/or a numba engine and compare every view with DuckDB (:mod:`oracle`) after each line.
+
+Every view shape is compared the same way: a view's value becomes rows ``key tuple -> tuple of
+output values`` with all-zero rows left out (the engine drops a group whose values are all 0;
+SUM and COUNT over nothing are 0 by the documented convention), NULL is NaN, and values agree up
+to ``rel`` (plus an absolute 1e-4, see :func:`oracle.same`)."""
+
+from __future__ import annotations
+
+import math
+
+from oracle import Book, Duck, coalesce_sums, same
+
+from ddms.io.orderbook import OrderBookParser
+from ddms.m3.interpreter import Interpreter
+from ddms.runtime.driver import split_lines
+from ddms.runtime.engine import Engine
+
+STREAMS = {0: "BIDS", 1: "ASKS"}
+
+
+def stream_lines(stream: list[tuple]) -> list[str]:
+    """Order-book lines from hypothesis tuples ``(action, order id, volume, price)``."""
+    return [f"{i},{oid},{a},{v},{p}" for i, (a, oid, v, p) in enumerate(stream)]
+
+
+def key_count(program, name: str) -> int:
+    q = next(q for q in program.queries if q.name == name)
+    return len(q.keys) if q.columns else len(program.map(q.map).keys)
+
+
+def view_rows(program, name: str, got) -> dict[tuple, tuple]:
+    """A view's value (interpreter or engine) as key -> tuple of values, all-zero rows left out."""
+    if not key_count(program, name):
+        vals = got if isinstance(got, tuple) else (got,)
+        rows = {(): tuple(math.nan if v is None else float(v) for v in vals)}
+    else:
+        rows = {k: (v if isinstance(v, tuple) else (v,)) for k, v in dict(got).items()}
+    return {k: v for k, v in rows.items() if any(x != 0 for x in v)}
+
+
+def duck_rows(result: list[tuple], keys: int) -> dict[tuple, tuple]:
+    """DuckDB's rows in the form of :func:`view_rows`."""
+    out = {}
+    for r in result:
+        vals = tuple(math.nan if x is None else float(x) for x in r[keys:])
+        if any(v != 0 for v in vals):
+            out[tuple(float(k) for k in r[:keys])] = vals
+    return out
+
+
+def same_rows(got: dict, want: dict, rel: float = 1e-9) -> bool:
+    return got.keys() == want.keys() and all(
+        all(same(a, b, rel) for a, b in zip(got[k], want[k], strict=True)) for k in want)
+
+
+def check_lines(program, lines: list[str], views: dict[str, str], *, interp: bool = True,
+                engine: Engine | None = None, every: int = 1, check_state: bool = False,
+                rel: float = 1e-9) -> None:
+    """Apply ``lines`` one input line at a time and compare each view of ``views`` (name -> the
+    SQL DuckDB runs) with DuckDB after every ``every``-th line and the last one: the
+    interpreter's if ``interp``, the engine's if ``engine`` (``check_state``: its ``_check()``
+    after every line too)."""
+    it = Interpreter(program) if interp else None
+    batch = OrderBookParser(brokers=10).feed(("\n".join(lines) + "\n").encode())
+    book, duck = Book(), Duck()
+    relmap = engine.relmap(("bids", "asks")) if engine is not None else None
+    queries = {name: (coalesce_sums(sql), key_count(program, name)) for name, sql in views.items()}
+    i = 0
+    for n, text in enumerate(lines, start=1):
+        j = i
+        while j < len(batch) and batch.line[j] == n:
+            j += 1
+        if it is not None:
+            for k in range(i, j):
+                it.apply("+" if batch.sign[k] > 0 else "-", STREAMS[int(batch.rel[k])], tuple(batch.cols[k]))
+        if engine is not None:   # a line without events too (an execution of an unknown order)
+            head, _ = split_lines(batch, n)
+            engine.apply(type(batch)(head.rel[i:], head.sign[i:], head.cols[i:], head.line[i:], n, n), relmap)
+            if check_state:
+                engine._check()
+        i = j
+        book.line(text)
+        if n % every and n != len(lines):
+            continue
+        for name, (sql, keys) in queries.items():
+            want = duck_rows(duck.query(book, sql), keys)
+            if it is not None:
+                got = view_rows(program, name, it.view(name))
+                assert same_rows(got, want, rel), f"{name} line {n} ({text}): interpreter {got} != DuckDB {want}"
+            if engine is not None:
+                v = engine.views[name]
+                got = view_rows(program, name, v.value if not keys else dict(v))
+                assert same_rows(got, want, rel), f"{name} line {n} ({text}): engine {got} != DuckDB {want}"
