@@ -247,9 +247,9 @@ class _Codegen:
         """Code for the range-tree root of the slice of ordered map ``m`` fixed by the prefix keys."""
         tree = self._tree_of(m.name)
         if len(m.keys) == 1:
-            return f"st.or_{tree}[0]"
+            return f"borrow(st.or_{tree})[0]"
         parts = [env[k] for k in keys[:-1]]
-        return self._hoist(f"ht_get(st.or_{tree}, {self._tuple(parts)}, -1)", parts)   # -1: the empty tree
+        return self._hoist(f"ht_get(borrow(st.or_{tree}), {self._tuple(parts)}, -1)", parts)   # -1: the empty tree
 
     def _ordered_slice(self, ref: MapRef, env: dict[str, str]) -> bool:
         """True if ``ref`` reads an ORDERED map with only its last (ordered) key unbound."""
@@ -794,7 +794,7 @@ class _Codegen:
         tree = self._tree_of(name)
         if self.arity[name] > 1:
             return f"{op.replace('btree_', '')}_{tree}(st, {key}, {arg})"
-        return f"rt_{tree} = st.or_{tree}; rt_{tree}[0] = {op}(st.op_{tree}, rt_{tree}[0], {key}[0], {arg})"
+        return f"rt_{tree} = borrow(st.or_{tree}); rt_{tree}[0] = {op}(st.op_{tree}, rt_{tree}[0], {key}[0], {arg})"
 
     # -- maps -----------------------------------------------------------------------------------
     def map_functions(self, m: MapDecl) -> list[str]:
@@ -850,7 +850,7 @@ class _Codegen:
         only when its tree splits, merges or empties: written back only then."""
         n = len(m.keys)
         prefix = self._tuple([f"key[{p}]" for p in range(n - 1)])
-        return [f"    r0 = ht_get(st.or_{m.name}, {prefix}, -1)",
+        return [f"    r0 = ht_get(borrow(st.or_{m.name}), {prefix}, -1)",
                 f"    r = {op}(st.op_{m.name}, r0, key[{n - 1}], {value})",
                 "    if r != r0:",
                 "        if r < 0:", f"            ht_pop(st.or_{m.name}, {prefix})",
@@ -1091,7 +1091,7 @@ class _Codegen:
                   "from numba.typed import Dict, List\n\n"
                   f"from ddms.backend.rt import div, log_changed, {'mod, ' if self._uses_mod() else ''}ne\n"
                   "from ddms.storage.btree import (\n"
-                  "    btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max, btree_min,\n"
+                  "    borrow, btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max, btree_min,\n"
                   "    btree_big, btree_new, btree_prefetch, btree_set, range_sum, threshold_apply, threshold_cut,\n"
                   "    threshold_sum,\n)\n"
                   + ("from ddms.storage.btree import btree_nth\n" if self._ranks else "")

@@ -219,6 +219,11 @@ def _b(typingctx, a):
     return sig, codegen
 
 
+borrow = _b
+"""Public name of :func:`_b`, for generated programs: ``borrow(st.or_M)`` reads a state array
+without a reference count (generated code never keeps it past a store to that field)."""
+
+
 @njit(cache=True, inline="always")
 def _widths(p):
     """(C, leaf entry width, internal entry width): compile-time constants of the pool's type."""
@@ -996,8 +1001,11 @@ def _delete(p, root, d, n, pos):
 
 
 @njit(cache=True, inline="always")
-def _column(pool, c):
-    if c < 0 or c >= _widths(pool)[0]:
+def _column(nc, c):
+    """Fail unless c is one of the ``nc`` columns.  Takes the count, not the pool: an inlined
+    function that can raise keeps its pool argument's reference-count pair (two atomic
+    instructions) alive."""
+    if c < 0 or c >= nc:
         raise IndexError("btree: no such column")
 
 
@@ -1009,7 +1017,7 @@ def btree_add(pool: BTreePool, root: int, key: float, delta: float, c: int = 0) 
     Returns the new root.  O(C F log_F n): one descent, then the path's sums recomputed bottom-up
     (plus splits or merges of the path's nodes on insertion or removal).
     """
-    _column(pool, c)
+    _column(_widths(pool)[0], c)
     xv = _b(pool.xv)
     xv[:] = 0.0
     xv[c] = delta
@@ -1037,7 +1045,7 @@ def btree_addv(pool: BTreePool, root: int, key: float, deltas) -> int:
 def btree_set(pool: BTreePool, root: int, key: float, value: float, c: int = 0) -> int:
     """value[key] = value in column c (0.0 there, and in every other column, removes the key).
     Returns the new root.  O(C F log_F n)."""
-    _column(pool, c)
+    _column(_widths(pool)[0], c)
     xv = _b(pool.xv)
     xv[:] = 0.0
     xv[c] = value
@@ -1177,7 +1185,7 @@ def btree_prefetch(pool: BTreePool, root: int, key: float) -> None:
 @njit(cache=True)
 def btree_get(pool: BTreePool, root: int, key: float, c: int = 0) -> float:
     """value[key] in column c, 0.0 if absent (or if key is NaN).  O(F log_F n): one descent."""
-    _column(pool, c)
+    _column(_widths(pool)[0], c)
     if root == -1:
         return 0.0
     lf = _b(pool.lf)
@@ -1194,7 +1202,7 @@ def btree_total(pool: BTreePool, root: int, c: int = 0) -> float:
     """Sum of all values of column c.  O(F): recomputed from the root row (bitwise what the
     parent of the root would store)."""
     _flush(pool)
-    _column(pool, c)
+    _column(_widths(pool)[0], c)
     if root == -1:
         return 0.0
     n = root >> 1
@@ -1207,7 +1215,7 @@ def btree_total(pool: BTreePool, root: int, c: int = 0) -> float:
 def btree_len(pool: BTreePool, root: int, c: int = 0) -> int:
     """Number of keys with a nonzero value in column c.  O(F): from the root row."""
     _flush(pool)
-    _column(pool, c)
+    _column(_widths(pool)[0], c)
     if root == -1:
         return 0
     n = root >> 1
@@ -1223,7 +1231,7 @@ def btree_negatives(pool: BTreePool, root: int, c: int = 0) -> int:
     When it is 0, prefix sums are nondecreasing in the key and :func:`btree_first_prefix` applies.
     """
     _flush(pool)
-    _column(pool, c)
+    _column(_widths(pool)[0], c)
     if root == -1:
         return 0
     n = root >> 1
@@ -1239,7 +1247,7 @@ def _extreme(pool, root, c, largest):
     One descent into the first / last child whose nonzero count for c is positive: O(F log_F n).
     A one-column tree holds no zero value, so there the answer is the first / last key."""
     _flush(pool)
-    _column(pool, c)
+    _column(_widths(pool)[0], c)
     if root == -1:
         return False, np.nan
     ik = _b(pool.ik)
@@ -1292,7 +1300,7 @@ def btree_nth(pool: BTreePool, root: int, n: int, largest: bool, c: int = 0) -> 
     node, skip the children (from the right when ``largest``) whose counts sum to less than the
     rank left, and enter the one that holds it.  O(F log_F n)."""
     _flush(pool)
-    _column(pool, c)
+    _column(_widths(pool)[0], c)
     if root == -1 or n < 1:
         return False, np.nan
     total = btree_len(pool, root, c)
@@ -1390,7 +1398,7 @@ def btree_items(pool: BTreePool, root: int, c: int = 0) -> tuple[np.ndarray, np.
 def _sum_below(pool, root, x, inclusive, c):
     # Left to right, in the order btree_first_prefix forms prefix sums (see the module docstring).
     _flush(pool)
-    _column(pool, c)
+    _column(_widths(pool)[0], c)
     if root == -1:
         return 0.0
     ik = _b(pool.ik)
@@ -1474,7 +1482,7 @@ def _leaf_sum_above(lf, lw, n, x, inclusive, c):
 @njit(cache=True)
 def _sum_above(pool, root, x, inclusive, c):
     _flush(pool)
-    _column(pool, c)
+    _column(_widths(pool)[0], c)
     if root == -1 or x != x:  # a NaN bound matches no key
         return 0.0
     ik = _b(pool.ik)
@@ -1536,7 +1544,7 @@ def btree_first_prefix(pool: BTreePool, root: int, y: float, strict: bool, c: in
     ``btree_sum_le(b)`` is bitwise the crossing value found.
     """
     _flush(pool)
-    _column(pool, c)
+    _column(_widths(pool)[0], c)
     if root == -1:
         return False, np.nan
     if (0.0 > y) if strict else (0.0 >= y):
