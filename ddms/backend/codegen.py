@@ -196,8 +196,8 @@ class _Codegen:
         self.groups = tree_groups(program, tree_only)
         self.tree = {name: (g[0], c) for g in self.groups for c, name in enumerate(g)}
         self.columns = {g[0]: len(g) for g in self.groups}   # tree -> its number of columns
-        self._prefetch: list[tuple[str, str]] = []   # the trigger being generated: (tree, key) it updates
-        self.prefetch: dict[str, list[tuple[str, str]]] = {}   # trigger function -> the same
+        self._prefetch: list[tuple[str, str, int]] = []   # the trigger being generated: (tree, key, arity) it updates
+        self.prefetch: dict[str, list[tuple[str, str, int]]] = {}   # trigger function -> the same
         self._ranks = False   # whether some read is a select by rank (imports btree_nth)
 
     # -- helpers ------------------------------------------------------------------------------
@@ -250,9 +250,9 @@ class _Codegen:
         """Code for the range-tree root of the slice of ordered map ``m`` fixed by the prefix keys."""
         tree = self._tree_of(m.name)
         if len(m.keys) == 1:
-            return f"st.or_{tree}[0]"
+            return f"borrow(st.or_{tree})[0]"
         parts = [env[k] for k in keys[:-1]]
-        return self._hoist(f"ht_get(st.or_{tree}, {self._tuple(parts)}, -1)", parts)   # -1: the empty tree
+        return self._hoist(f"ht_get(borrow(st.or_{tree}), {self._tuple(parts)}, -1)", parts)   # -1: the empty tree
 
     def _ordered_slice(self, ref: MapRef, env: dict[str, str]) -> bool:
         """True if ``ref`` reads an ORDERED map with only its last (ordered) key unbound."""
@@ -786,10 +786,18 @@ class _Codegen:
 
     def _note_prefetch(self, name: str, key: str) -> None:
         """Record that the trigger being generated updates tree-only map ``name`` at ``key``, a
-        tuple expression of event values: ``run_batch`` prefetches there ahead (``PF_AHEAD``)."""
-        if self.arity[name] != 1:
-            return
-        self._prefetch.append((self._tree_of(name), key))
+        tuple expression of event values: ``run_batch`` prefetches there ahead (``PF_AHEAD``).
+        A map with prefix keys (a tree per symbol or broker) is prefetched in the slice's tree,
+        found by its prefix in the root table: with many instruments it is the pool, not one
+        tree, that outgrows the caches."""
+        self._prefetch.append((self._tree_of(name), key, self.arity[name]))
+
+    def _prefetch_call(self, tree: str, key: str, arity: int) -> str:
+        """Code starting to load the leaf of ``tree``'s slice that an update at ``key`` touches."""
+        if arity == 1:
+            return f"btree_prefetch(st.op_{tree}, st.or_{tree}[0], {key}[0])"
+        prefix = self._tuple([f"{key}[{p}]" for p in range(arity - 1)])
+        return f"btree_prefetch(st.op_{tree}, ht_get(borrow(st.or_{tree}), {prefix}, -1), {key}[{arity - 1}])"
 
     def _add(self, name: str, key: str, delta: str) -> str:
         """Code adding ``delta`` to ``name[key]`` (key: a tuple expression)."""
@@ -804,7 +812,7 @@ class _Codegen:
         tree = self._tree_of(name)
         if self.arity[name] > 1:
             return f"{op.replace('btree_', '')}_{tree}(st, {key}, {arg})"
-        return f"rt_{tree} = st.or_{tree}; rt_{tree}[0] = {op}(st.op_{tree}, rt_{tree}[0], {key}[0], {arg})"
+        return f"rt_{tree} = borrow(st.or_{tree}); rt_{tree}[0] = {op}(st.op_{tree}, rt_{tree}[0], {key}[0], {arg})"
 
     # -- maps -----------------------------------------------------------------------------------
     def map_functions(self, m: MapDecl) -> list[str]:
@@ -860,7 +868,7 @@ class _Codegen:
         only when its tree splits, merges or empties: written back only then."""
         n = len(m.keys)
         prefix = self._tuple([f"key[{p}]" for p in range(n - 1)])
-        return [f"    r0 = ht_get(st.or_{m.name}, {prefix}, -1)",
+        return [f"    r0 = ht_get(borrow(st.or_{m.name}), {prefix}, -1)",
                 f"    r = {op}(st.op_{m.name}, r0, key[{n - 1}], {value})",
                 "    if r != r0:",
                 "        if r < 0:", f"            ht_pop(st.or_{m.name}, {prefix})",
@@ -923,8 +931,7 @@ class _Codegen:
         if self._prefetch:
             self.prefetch[tname] = list(dict.fromkeys(self._prefetch))
             out.append(f"@njit(cache=True, inline='always')\ndef pf_{tname}({params}):\n"
-                       + "".join(f"    btree_prefetch(st.op_{tree}, st.or_{tree}[0], {key}[0])\n"
-                                 for tree, key in self.prefetch[tname]))
+                       + "".join(f"    {self._prefetch_call(*pf)}\n" for pf in self.prefetch[tname]))
         # a long trigger (no shared boundaries then: one line per statement) calls chunk functions
         # the statements inline into; a short one keeps its boundaries and their users together
         if len(t.statements) > STATEMENTS_PER_FUNCTION:
@@ -1051,7 +1058,7 @@ class _Codegen:
         hoist += "".join(f"    kz{g} = st.lazy_keys_{g}\n" for g in range(len(kgroups)))
         flushes = bool(lazy or klazy)
         # prefetch only for trees past the caches' size (tested once per batch)
-        pf_trees = sorted({tree for pairs in self.prefetch.values() for tree, _ in pairs})
+        pf_trees = sorted({pf[0] for pfs in self.prefetch.values() for pf in pfs})
         big = ("    big = " + " or ".join(f"btree_big(st.op_{t})" for t in pf_trees) + "\n" if pf_trees else "")
         if pf_trees:
             self.plan.append(f"run_batch: prefetches the leaves of range tree{'s' if len(pf_trees) > 1 else ''} "
@@ -1101,7 +1108,7 @@ class _Codegen:
                   "from numba.typed import Dict, List\n\n"
                   f"from ddms.backend.rt import div, log_changed, {'mod, ' if self._uses_mod() else ''}ne\n"
                   "from ddms.storage.btree import (\n"
-                  "    btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max, btree_min,\n"
+                  "    borrow, btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max, btree_min,\n"
                   "    btree_big, btree_new, btree_prefetch, btree_set, range_sum, threshold_apply, threshold_cut,\n"
                   "    threshold_sum,\n)\n"
                   + ("from ddms.storage.btree import btree_nth\n" if self._ranks else "")
