@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import random
 import signal
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,7 +29,7 @@ import pytest
 from conftest import REPO, SHARED
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from test_resume import check_resumed, ddms, finish, line_of, resume_point
+from test_resume import check_resumed, ddms, finish, kill_at, line_of, resume_point
 
 from ddms.errors import ReplayError
 from ddms.io.sources import open_source
@@ -232,21 +231,7 @@ def _kill_and_resume(data: Path, tmp_path: Path, every: int, trials: list[str], 
         folder = tmp_path / f"ck{n}"
         args = [*common, "--checkpoint-every", str(every)]
         p = ddms(*args, "--checkpoint", str(folder), env={PAUSE_ENV: "0.4" if kind == "during-write" else "0.05"})
-        deadline = time.monotonic() + 300
-        if kind == "during-write":
-            seen: set[str] = set()
-            while p.poll() is None and time.monotonic() < deadline and len(seen) < rng.randint(1, 2):
-                if folder.exists():
-                    seen |= {t.name for t in folder.glob(".ckpt-*.tmp")}
-                time.sleep(0.005)
-        elif kind == "running":
-            while p.poll() is None and time.monotonic() < deadline and not checkpoints(folder):
-                time.sleep(0.01)
-            time.sleep(rng.uniform(0, 0.3))
-        else:
-            time.sleep(rng.uniform(0, 1))
-        p.send_signal(signal.SIGKILL)
-        p.communicate()
+        kill_at(p, folder, kind, rng, 0.3)
         if kind == "during-write":      # killed holding a temporary file, before its rename
             assert p.returncode == -signal.SIGKILL
         resumed, err = finish(ddms(*args, "--resume", str(folder)))

@@ -47,6 +47,28 @@ def resume_point(stderr: str) -> int:
     return 0
 
 
+def kill_at(p: subprocess.Popen, folder: Path, kind: str, rng: random.Random, late: float) -> None:
+    """SIGKILL ``p`` (a run writing checkpoints into ``folder``): ``during-write`` while it holds
+    the temporary file of its 1st or 2nd write (a run makes at least two: one due, the last),
+    ``running`` up to ``late`` s after its first checkpoint, otherwise within its first second."""
+    deadline = time.monotonic() + 300
+    if kind == "during-write":
+        seen: set[str] = set()
+        want = rng.randint(1, 2)
+        while p.poll() is None and time.monotonic() < deadline and len(seen) < want:
+            if folder.exists():
+                seen |= {t.name for t in folder.glob(".ckpt-*.tmp")}
+            time.sleep(0.005)
+    elif kind == "running":
+        while p.poll() is None and time.monotonic() < deadline and not checkpoints(folder):
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0, late))
+    else:
+        time.sleep(rng.uniform(0, 1))
+    p.send_signal(signal.SIGKILL)
+    p.communicate()
+
+
 def check_resumed(full: list[str], resumed: list[str], start: int) -> None:
     """What a resumed run must print: the uninterrupted run's lines after ``start``; if it
     resumed at the very end, the final views again."""
@@ -77,22 +99,7 @@ def test_kill_and_resume(program, data, tmp_path):
         args = [*common, "--checkpoint-every", "20000"]
         env = {PAUSE_ENV: "0.5" if kind == "during-write" else "0.05"}
         p = ddms(*args, "--checkpoint", str(folder), env=env)
-        deadline = time.monotonic() + 300
-        if kind == "during-write":   # the 1st or 2nd write (a run makes at least two: one due, the last)
-            seen: set[str] = set()
-            want = rng.randint(1, 2)
-            while p.poll() is None and time.monotonic() < deadline and len(seen) < want:
-                if folder.exists():
-                    seen |= {t.name for t in folder.glob(".ckpt-*.tmp")}
-                time.sleep(0.005)
-        elif kind == "running":
-            while p.poll() is None and time.monotonic() < deadline and not checkpoints(folder):
-                time.sleep(0.01)
-            time.sleep(rng.uniform(0, 0.4))
-        else:
-            time.sleep(rng.uniform(0, 1))
-        p.send_signal(signal.SIGKILL)
-        p.communicate()
+        kill_at(p, folder, kind, rng, 0.4)
         if kind == "during-write":
             assert p.returncode == -signal.SIGKILL
         resumed, err = finish(ddms(*args, "--resume", str(folder)))
