@@ -18,7 +18,7 @@ from pathlib import Path
 from ddms.calculus.materialize import Compiler, MapInfo
 from ddms.calculus.order import choose_orders
 from ddms.m3.ir import Program
-from ddms.m3.keytypes import infer_key_types
+from ddms.m3.maptypes import infer_map_types
 from ddms.m3.parser import read_source
 from ddms.m3.printer import print_program
 from ddms.m3.verify import verify
@@ -67,7 +67,7 @@ def compile_sql(text: str, source: str = "<sql>") -> SqlProgram:
 
     t0 = time.perf_counter()
     program, notes = choose_orders(compiled.program)
-    program = infer_key_types(program)
+    program = infer_map_types(program)
     verify(program)
     timings.append(("order", time.perf_counter() - t0))
     stages.append(("order", print_program(program)))

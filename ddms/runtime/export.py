@@ -52,13 +52,15 @@ def _arrow_type(typ: str):
 
 def _column(values: list | np.ndarray, typ: str):
     """An Arrow column of ``typ`` ("int"/"float"); NaN is null, and an int column holding a
-    NaN (SQL NULL of an integer expression) stays an integer column with nulls."""
+    NaN (SQL NULL of an integer expression) stays an integer column with nulls.  An int column
+    holding a number that is not integral (an ``INT`` stream column fed a fraction through
+    ``engine.insert``) is a float column: a value is never cut."""
     import pyarrow as pa
     if typ == "string":      # symbol names (the views convert ids to names)
         return pa.array(list(values), pa.string())
     arr = np.asarray(values, dtype=np.float64)
     nulls = np.isnan(arr)
-    if typ == "int":
+    if typ == "int" and (arr[~nulls] % 1 == 0).all():
         return pa.array(np.where(nulls, 0, arr).astype(np.int64), pa.int64(), mask=nulls)
     return pa.array(arr, pa.float64(), mask=nulls)
 

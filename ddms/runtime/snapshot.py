@@ -14,13 +14,12 @@ the compiled copy.
 
 from __future__ import annotations
 
-import math
 from typing import Any, NoReturn
 
 import numpy as np
 
 from ddms.errors import ViewError
-from ddms.io.symbols import symbol_name
+from ddms.runtime.views import _py
 
 
 def _frozen(*_a: Any, **_k: Any) -> NoReturn:
@@ -60,12 +59,6 @@ class Snapshot(dict):
 
     def __repr__(self) -> str:
         return f"Snapshot(line {self.position}, {dict.__repr__(self)})"
-
-
-def _py(x: float, typ: str) -> float | int | str:
-    if typ == "string":        # a symbol column: its name (ddms.io.symbols)
-        return symbol_name(x)
-    return int(x) if typ == "int" and not math.isnan(x) else float(x)
 
 
 def grouped_rows(keys: np.ndarray, vals: np.ndarray, key_types: list[str], value_type: str) -> FrozenRows:

@@ -20,7 +20,6 @@ view is a ``Mapping`` from keys to values, so ``pd.DataFrame(view)`` sees its ke
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -43,9 +42,13 @@ def _now(take: Callable[[], T]) -> T:
 
 
 def _py(x: float, typ: str) -> float | int | str:
+    """A map's number as its declared type shows it: a symbol's name, an ``int`` (only where the
+    number is integral: NaN, SQL NULL, and anything else stay floats, so no value is ever cut),
+    else a float."""
     if typ == "string":        # a symbol column: its name (ddms.io.symbols)
         return symbol_name(x)
-    return int(x) if typ == "int" and not math.isnan(x) else float(x)
+    x = float(x)
+    return int(x) if typ == "int" and x.is_integer() else x
 
 
 def _null(x: float, typ: str) -> float | int | None:
