@@ -32,41 +32,9 @@ from collections.abc import Iterable
 import numpy as np
 from numba import njit
 
+from replay.synthetic import put_line
+
 MID = 100_000_000
-
-
-@njit(cache=True)
-def _put_int(buf, pos, v):  # pragma: no cover - compiled
-    if v == 0:
-        buf[pos] = 48
-        return pos + 1
-    n = 0
-    x = v
-    while x > 0:
-        n += 1
-        x //= 10
-    end = pos + n
-    x = v
-    while x > 0:
-        end -= 1
-        buf[end] = 48 + x % 10
-        x //= 10
-    return pos + n
-
-
-@njit(cache=True)
-def _line(buf, pos, t, oid, act, vol, px):  # pragma: no cover - compiled
-    pos = _put_int(buf, pos, t)
-    buf[pos] = 44
-    pos = _put_int(buf, pos + 1, oid)
-    buf[pos] = 44
-    buf[pos + 1] = act
-    buf[pos + 2] = 44
-    pos = _put_int(buf, pos + 3, vol)
-    buf[pos] = 44
-    pos = _put_int(buf, pos + 1, px)
-    buf[pos] = 10
-    return pos + 1
 
 
 @njit(cache=True)
@@ -116,7 +84,7 @@ def _book_stream(depth, n_steady, both_sides, seed, band):  # pragma: no cover -
         live_id[j] = next_id
         live_vol[j] = vol
         live_side[j] = side
-        pos = _line(buf, pos, t, next_id, 66 if side == 0 else 83, vol, px)
+        pos = put_line(buf, pos, t, next_id, 66 if side == 0 else 83, vol, px)
         next_id += 1
         t += 1
     build_end = pos
@@ -129,17 +97,17 @@ def _book_stream(depth, n_steady, both_sides, seed, band):  # pragma: no cover -
         if r < 0.4 and live_vol[j] > 1:
             q = np.random.randint(1, min(live_vol[j], 50))
             live_vol[j] -= q
-            pos = _line(buf, pos, t, live_id[j], 69, q, 0)
+            pos = put_line(buf, pos, t, live_id[j], 69, q, 0)
             lines += 1
         else:
-            pos = _line(buf, pos, t, live_id[j], 70 if r < 0.7 else 68, 0, 0)
+            pos = put_line(buf, pos, t, live_id[j], 70 if r < 0.7 else 68, 0, 0)
             lines += 1
             side = live_side[j]
             vol = np.random.randint(100, 1000)
             px = _tick_price(side, mid, band) if band > 0 else _price(side, span)
             live_id[j] = next_id
             live_vol[j] = vol
-            pos = _line(buf, pos, t, next_id, 66 if side == 0 else 83, vol, px)
+            pos = put_line(buf, pos, t, next_id, 66 if side == 0 else 83, vol, px)
             next_id += 1
             lines += 1
         t += 1

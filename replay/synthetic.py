@@ -103,7 +103,9 @@ def _put_uint(out, p, v):  # pragma: no cover - compiled
 
 
 @njit(cache=True, _nrt=False)
-def _line(out, p, t, oid, act, vol, px):  # pragma: no cover - compiled
+def put_line(out, p, t, oid, act, vol, px):  # pragma: no cover - compiled
+    """Write the order-book line ``t,oid,ACT,vol,px\\n`` (non-negative integers; ``act`` an ASCII
+    code) at ``out[p:]``; returns the end position.  Shared with ``bench/synth.py``."""
     p = _put_uint(out, p, t)
     out[p] = 44
     p = _put_uint(out, p + 1, oid)
@@ -248,14 +250,14 @@ def _generate(n, rng, state, prm, ids, side, vol, px, lvl, prv, nxt, head, tail,
         z2 = _mix(x)                   # third draw
         if u < p_ign and nrest > 0:
             j = _under(z, nrest)
-            p = _line(out, p, t, ids[j], 84, 1 + _under(z2, vol[j]), px[j])
+            p = put_line(out, p, t, ids[j], 84, 1 + _under(z2, vol[j]), px[j])
             counts[5] += 1
         elif u < p_unk and last_gone >= 0:
             if z & np.uint64(1):
-                p = _line(out, p, t, last_gone, 68, 0, 0)
+                p = put_line(out, p, t, last_gone, 68, 0, 0)
                 counts[4] += 1
             else:
-                p = _line(out, p, t, last_gone, 69, 1 + _under(z2, 100), 0)
+                p = put_line(out, p, t, last_gone, 69, 1 + _under(z2, 100), 0)
                 counts[2] += 1
         else:
             p_add = p_eq + 0.5 * (depth - nrest) / depth
@@ -285,13 +287,13 @@ def _generate(n, rng, state, prm, ids, side, vol, px, lvl, prv, nxt, head, tail,
                 if not crossing and lv >= 0 and ((s == 0 and lv >= other) or (s == 1 and lv <= other)):
                     j = head[1 - s, other]
                     if v >= vol[j]:
-                        p = _line(out, p, t, ids[j], 70, 0, 0)
+                        p = put_line(out, p, t, ids[j], 70, 0, 0)
                         counts[3] += 1
                         last_gone = ids[j]
                         nrest = _remove(j, nrest, ids, side, vol, px, lvl, prv, nxt, head, tail, best)
                     else:
                         vol[j] -= v
-                        p = _line(out, p, t, ids[j], 69, v, 0)
+                        p = put_line(out, p, t, ids[j], 69, v, 0)
                         counts[2] += 1
                     continue
                 oid = next_id
@@ -308,7 +310,7 @@ def _generate(n, rng, state, prm, ids, side, vol, px, lvl, prv, nxt, head, tail,
                     elif s == 1 and lv < best[1]:
                         best[1] = lv
                 nrest += 1
-                p = _line(out, p, t, oid, 66 if s == 0 else 83, v, price)
+                p = put_line(out, p, t, oid, 66 if s == 0 else 83, v, price)
                 counts[s] += 1
             else:
                 j = _under(z2, nrest)
@@ -317,10 +319,10 @@ def _generate(n, rng, state, prm, ids, side, vol, px, lvl, prv, nxt, head, tail,
                 r = _unit(_mix(x))
                 remove = True
                 if r < _FRAC_D:
-                    p = _line(out, p, t, oid, 68, 0, 0)
+                    p = put_line(out, p, t, oid, 68, 0, 0)
                     counts[4] += 1
                 elif r < _FRAC_D + _FRAC_F:
-                    p = _line(out, p, t, oid, 70, 0, 0)
+                    p = put_line(out, p, t, oid, 70, 0, 0)
                     counts[3] += 1
                 else:
                     v = vol[j]
@@ -333,7 +335,7 @@ def _generate(n, rng, state, prm, ids, side, vol, px, lvl, prv, nxt, head, tail,
                         remove = False
                     else:
                         e = v
-                    p = _line(out, p, t, oid, 69, e, 0)
+                    p = put_line(out, p, t, oid, 69, e, 0)
                     counts[2] += 1
                 if remove:
                     nrest = _remove(j, nrest, ids, side, vol, px, lvl, prv, nxt, head, tail, best)
