@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import EXAMPLES, SHARED
+from test_sources import LOBSTER
 
 from ddms.cli import main
 from ddms.io.columnar import parquet_info
@@ -30,20 +31,6 @@ from replay.synthetic import write_orderbook
 SOBI_M3 = EXAMPLES / "sobi.m3"
 BINANCE = SHARED / "data" / "binance"
 
-LOBSTER = """\
-34200.01,1,11,100,5853300,1
-34200.02,1,12,50,5854300,-1
-34200.03,1,13,30,5853300,1
-34200.04,4,11,40,5853300,1
-34200.05,2,13,10,5853300,1
-34200.06,3,12,50,5854300,-1
-34200.07,5,0,10,5853000,1
-34200.08,6,0,500,5853200,1
-34200.11,7,0,0,-1,-1
-34200.12,7,0,0,1,-1
-34200.13,1,11,5,5853400,1
-34200.14,1,14,7,5854400,-1
-"""
 
 
 # ------------------------------------------------------------------------------------------
