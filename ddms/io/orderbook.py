@@ -419,7 +419,8 @@ class OrderBookParser:
         between two chunks, so ``ddms run`` paid them again and again on its parsing thread
         (~5,000 faults per 1M lines).  A batch still referenced is never written to: its
         arrays' reference counts show the views (``sys.getrefcount``).  Cost: O(_SPARE) per feed."""
-        for i, buf in enumerate(self._spare):
+        for i in range(len(self._spare) - 1, -1, -1):   # the most recently used free one: its pages are warm
+            buf = self._spare[i]
             if buf.rel.shape[0] >= n and all(sys.getrefcount(getattr(buf, c)) <= 2 for c in buf.COLUMNS):
                 del self._spare[i]
                 self._spare.append(buf)
