@@ -73,3 +73,17 @@ def test_real_run_after_compile_before_clock() -> None:
     e2e.compile_before_clock(program, e2e.TINY)
     lines_per_s, lines = e2e.ddms_rate(program, e2e.TINY)
     assert lines == e2e.TINY.read_bytes().count(b"\n") and lines_per_s > 0
+
+
+def test_pipeline_model() -> None:
+    """The two-core model of bench.e2e_trace: the slower stage bounds the run, plus the other
+    stage's first (or last) batch; the reader runs at most depth + 1 batches ahead."""
+    from bench.e2e_trace import pipeline_model
+    assert pipeline_model([1, 1, 1], [2, 2, 2]) == 1 + 2 + 2 + 2          # apply-bound
+    assert pipeline_model([3, 3, 3], [1, 1, 1]) == 3 + 3 + 3 + 1          # parse-bound
+    assert pipeline_model([], []) == 0
+    # depth 0: batch i+1 is read only once batch i-... was taken: reads wait for the slow applier
+    assert pipeline_model([1] * 4, [10] * 4, depth=0) == 1 + 4 * 10
+    # a slow last read: a deep queue read it early, while the applier was busy; depth 0 could not
+    assert pipeline_model([1, 1, 1, 1, 20], [10, 10, 10, 10, 1], depth=5) == 42
+    assert pipeline_model([1, 1, 1, 1, 20], [10, 10, 10, 10, 1], depth=0) == 52
