@@ -6,7 +6,8 @@
   3 processes, beside the apply-only rate of the same lines parsed beforehand (fresh engines,
   best of 3, the two taking turns), their ratio (target >= 0.8x), and the ratio to DBToaster's
   generated C++ computed from the END-TO-END rate on big/finance.csv (DBToaster's figure is end
-  to end too: its program reads the CSV itself).  Files: big/finance.csv (100k lines) and a
+  to end too: its program reads the CSV itself), and the ratio a two-core pipeline of the run's
+  measured CPU times allows (:mod:`bench.e2e_trace`; robust to load).  Files: big/finance.csv (100k lines) and a
   generated 1M-line order book (``replay.sample_data``; 200k with ``--quick``).
 * **Readers**: ``ddms run sobi.m3`` end to end on the generated Parquet file, Binance captures
   and LOBSTER messages, beside the rate of reading alone (the same sources ``ddms run`` opens,
@@ -41,6 +42,7 @@ import time
 from pathlib import Path
 
 from bench.common import REPO, SHARED, Row, Shared, Skip, n_lines, parse, rate, time_apply
+from bench.e2e_trace import trace
 from bench.sql_finance import DBTOASTER, QUERIES, TARGET
 from ddms.compiler import compile_sql_file
 from ddms.runtime.engine import Engine
@@ -174,7 +176,20 @@ def _throughput(data: Path, quick: bool) -> list[Row]:
                 rows.append(Row(SECTION, f"{q}: big/finance.csv end to end x DBToaster C++ (end to end)", x, "x",
                                 f">= {need}x", f"{'PASS' if x >= need else 'FAIL'} (apply only: "
                                 f"{best_app / DBTOASTER[q]:.0f}x)"))
+            rows.append(_model_row(q, label, path, file, reps))
     return rows
+
+
+def _model_row(q: str, label: str, program: Path, file: Path, reps: int) -> Row:
+    """The run's two stages in CPU time and the end-to-end time they allow with two free cores
+    (:mod:`bench.e2e_trace`): what the ratio above approaches on a quiet machine, measurable on a
+    loaded one.  Best of ``reps`` fresh processes."""
+    traces = [trace(program, file) for _ in range(reps)]
+    t = min(traces, key=lambda t: t.model)
+    r, a = sum(t.reader), sum(t.apply)
+    return Row(SECTION, f"{q}: {label} two-core model from CPU times (bench.e2e_trace): apply / model", a / t.model,
+               "x", "", f"{'parse' if r > a else 'apply'}-bound: reader {1e3 * r:.1f} ms, apply {1e3 * a:.1f} ms "
+                        f"CPU, {len(t.apply)} batches")
 
 
 def n_lines_label(data: Path) -> str:
