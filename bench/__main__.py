@@ -21,7 +21,8 @@ Sections (``--only`` takes the name or the number):
               hftbacktest-style L2 capture, MBO (DBN) records/s (bench/ingest.py)
 13 e2e        speed as a user sees it, through ``ddms run``: end to end beside apply only for every
               finance query (1M generated lines and big/finance.csv), x DBToaster from the end-to-end
-              rate, readers' share, cached start of every program against the floor, first result of a
+              rate, a two-core model of each run from its stages' CPU times (bench/e2e_trace.py, robust to
+              load), readers' share, cached start of every program against the floor, first result of a
               never-compiled view (bench/e2e.py; ``python -m bench e2e [--quick]``, a few minutes)
 14 depth_sql  each cookbook view (examples/sql): cost class, ns/line at 1k..1M resting orders, growth,
               MIN/MAX view / its SUM twin (bench/depth_sql.py; DDMS_BENCH_VIEWS=stem,.. limits the views)

@@ -8,8 +8,10 @@ reads a file) -> Engine.apply.  "Apply only" = the same batches parsed beforehan
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -129,6 +131,47 @@ def time_apply(eng: Engine, batches: list[EventBatch]) -> float:
     for b in batches:
         apply(b, relmap)
     return time.perf_counter() - t0
+
+
+class Timing(NamedTuple):
+    """One function's timings from :func:`interleaved`: the best (smallest) time, the result of
+    its last run and every timed run, in seconds of the clock used."""
+
+    best: float
+    result: Any
+    times: list[float]
+
+
+def interleaved(fns: Sequence[Callable[..., Any]], reps: int, *, clock: Callable[[], float] = time.perf_counter,
+                setup: Sequence[Callable[[], Any] | None] | None = None, warm_up: bool = True) -> list[Timing]:
+    """Time ``fns`` taking turns (A, B, A, B, ...; a busy spell of a shared machine then hits
+    every one), ``reps`` times each, after one untimed warm-up run of each (numba compile or
+    cache load, page cache) unless ``warm_up`` is false; the best time counts (interference
+    only ever slows a run down).  ``clock``: ``time.perf_counter`` (wall) or
+    ``time.process_time`` (CPU seconds of this process: other processes' load does not count,
+    their contention for caches still does).  ``setup[j]``, when given, runs untimed before every
+    run of ``fns[j]`` and its result is ``fns[j]``'s argument (e.g. a fresh engine).
+    Cost: (reps + 1) runs of each function."""
+    if setup is not None and len(setup) != len(fns):
+        raise ValueError(f"{len(setup)} setups for {len(fns)} functions")
+    steps = [(fn, setup[j] if setup is not None else None) for j, fn in enumerate(fns)]
+
+    def once(fn: Callable[..., Any], prepare: Callable[[], Any] | None) -> tuple[float, Any]:
+        args = () if prepare is None else (prepare(),)
+        t = clock()
+        result = fn(*args)
+        return clock() - t, result
+
+    if warm_up:
+        for fn, prepare in steps:
+            once(fn, prepare)
+    times: list[list[float]] = [[] for _ in steps]
+    results: list[Any] = [None] * len(steps)
+    for _ in range(reps):
+        for j, (fn, prepare) in enumerate(steps):
+            seconds, results[j] = once(fn, prepare)
+            times[j].append(seconds)
+    return [Timing(min(ts), r, ts) for ts, r in zip(times, results, strict=True)]
 
 
 def rate(lines: int, seconds: float) -> float:

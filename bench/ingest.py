@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import SHARED, Row, Shared
+from bench.common import SHARED, Row, Shared, Timing, interleaved
 
 SECTION = "12 ingest"
 VENUES = SHARED / "data" / "venues"
@@ -152,35 +152,13 @@ def _capture_engine(path: Path, program: Any, levels: int) -> tuple[int, int, in
     return levels, 0, rows
 
 
-def _interleaved_cpu(fns: list[Callable[[], tuple[int, int, int]]], reps: int
-                     ) -> list[tuple[float, tuple[int, int, int], list[float]]]:
-    """:func:`_interleaved` in CPU seconds of this process (one core; the load of other
-    processes does not count, their contention for caches still does)."""
-    for fn in fns:
-        fn()
-    times: list[list[float]] = [[] for _ in fns]
-    res: list = [None] * len(fns)
-    for _ in range(reps):
-        for j, fn in enumerate(fns):
-            t = time.process_time()
-            res[j] = fn()
-            times[j].append(time.process_time() - t)
-    return [(min(ts), r, ts) for ts, r in zip(times, res, strict=True)]
+def _interleaved_cpu(fns: list[Callable[[], tuple[int, int, int]]], reps: int) -> list[Timing]:
+    """:func:`bench.common.interleaved` in CPU seconds of this process."""
+    return interleaved(fns, reps, clock=time.process_time)
 
 
-def _interleaved(fns: list[Callable[[], tuple[int, int, int]]], reps: int
-                 ) -> list[tuple[float, tuple[int, int, int], list[float]]]:
-    """:func:`_best` of several functions run A, B, A, B, ... (the load changes between runs)."""
-    for fn in fns:
-        fn()
-    times: list[list[float]] = [[] for _ in fns]
-    res: list = [None] * len(fns)
-    for _ in range(reps):
-        for j, fn in enumerate(fns):
-            t = time.perf_counter()
-            res[j] = fn()
-            times[j].append(time.perf_counter() - t)
-    return [(min(ts), r, ts) for ts, r in zip(times, res, strict=True)]
+def _interleaved(fns: list[Callable[[], tuple[int, int, int]]], reps: int) -> list[Timing]:
+    return interleaved(fns, reps)
 
 
 def _end_to_end(snaps: dict[str, bytes], msgs: list[bytes], syms: int, nmsg: int, lv: int, reps: int) -> list[Row]:
@@ -235,15 +213,8 @@ def _mbo(path: Path) -> tuple[int, int, int]:
     return book.records, 0, rows
 
 
-def _best(fn: Callable[[], tuple[int, int, int]], reps: int) -> tuple[float, tuple[int, int, int], list[float]]:
-    fn()   # warm-up: compile or load numba kernels, fill the page cache
-    times = []
-    res = None
-    for _ in range(reps):
-        t = time.perf_counter()
-        res = fn()
-        times.append(time.perf_counter() - t)
-    return min(times), res, times
+def _best(fn: Callable[[], tuple[int, int, int]], reps: int) -> Timing:
+    return interleaved([fn], reps)[0]
 
 
 def _verdict(rate: float, target: float, times: list[float]) -> str:

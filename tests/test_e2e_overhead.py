@@ -187,8 +187,9 @@ def test_ddms_run_with_prefetch_prints_what_a_sequential_run_prints(tmp_path, ca
 
 def test_run_reads_small_chunks_at_both_ends(tmp_path):
     """``ddms run`` reads a small first chunk (applying starts after parsing it, not a whole
-    RUN_CHUNK), then RUN_CHUNK at a time, tapering near the end (the last chunk is applied
-    after all parsing is done); the chunks are the file's bytes in order."""
+    RUN_CHUNK), then chunks that at most double (a chunk is parsed while the one before it is
+    applied) up to RUN_CHUNK, tapering near the end (the last chunk is applied after all
+    parsing is done); the chunks are the file's bytes in order."""
     import ddms.cli as cli
     for n in (0, 1, cli.FIRST_CHUNK, 3 * cli.RUN_CHUNK + 12345, 10 * cli.RUN_CHUNK):
         data = bytes(range(256)) * (n // 256) + b"x" * (n % 256)
@@ -199,5 +200,6 @@ def test_run_reads_small_chunks_at_both_ends(tmp_path):
         if n:
             assert sizes[0] == min(n, cli.FIRST_CHUNK) and max(sizes) <= cli.RUN_CHUNK
             assert sizes[-1] <= cli.FIRST_CHUNK
+            assert all(b <= 2 * a for a, b in zip(sizes, sizes[1:], strict=False))
         if n >= 10 * cli.RUN_CHUNK:
             assert cli.RUN_CHUNK in sizes and len(sizes) < n // cli.RUN_CHUNK + 20

@@ -53,6 +53,29 @@ def test_grow_keeps_every_key_and_doubles():
     assert all(vals2[find(keys2, meta[1], k * 16), 0] == k for k in range(300))
 
 
+def test_grow_quadruples_small_tables_and_doubles_large_ones():
+    """grow(bits=2) keeps every key; grow_bits asks for x4 below FAST_GROWTH slots, x2 above, and an
+    order-book parser's table so reaches 2**16 slots in three steps from 2**10 (six doublings before)."""
+    from ddms.io.orderbook import OrderBookParser
+    keys, vals, shift = new_table(ordertable.INIT_BITS)
+    meta = np.array([0, shift], np.int64)
+    for k in range(500):
+        put(keys, vals, meta[1], k * 7 - 900, float(k), 0.0, 0.0, 0.0)
+    keys4, vals4 = grow(keys, vals, meta, 1, 2)
+    assert keys4.shape[0] == 4 * keys.shape[0] and meta[1] == shift - 2
+    table_check(keys4, vals4, int(meta[1]))
+    assert all(vals4[find(keys4, meta[1], k * 7 - 900), 0] == k for k in range(500))
+    assert ordertable.grow_bits(ordertable.FAST_GROWTH // 4) == 2 and ordertable.grow_bits(ordertable.FAST_GROWTH) == 1
+    parser = OrderBookParser()
+    sizes = {parser._keys.shape[0]}
+    for i in range(0, 20_000, 500):   # 20k resting orders: the table must pass 2**15 slots
+        parser.feed(b"".join(b"1,%d,B,1,100\n" % j for j in range(i, i + 500)))
+        sizes.add(parser._keys.shape[0])
+    assert sorted(sizes) == [1 << 10, 1 << 12, 1 << 14, 1 << 16]
+    assert parser.resting == 20_000
+    table_check(parser._keys, parser._vals, int(parser._meta[3]))
+
+
 def _parse(fn, text: str):
     buf = np.frombuffer(text.encode() + b"\n", np.uint8)
     return fn(buf, 0, len(buf) - 1)

@@ -76,6 +76,7 @@ from ddms.io.kernels.ordertable import EMPTY as _EMPTY
 from ddms.io.kernels.ordertable import INIT_BITS as _INIT_BITS
 from ddms.io.kernels.ordertable import find as _find
 from ddms.io.kernels.ordertable import grow as _grow
+from ddms.io.kernels.ordertable import grow_bits as _grow_bits
 from ddms.io.kernels.ordertable import put as _put
 from ddms.io.kernels.ordertable import remove as _remove
 from ddms.io.orderbook import parse_chunks
@@ -348,7 +349,7 @@ class LobsterParser:
             if status == _DONE:
                 break
             if status == _GROW:
-                self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 1)
+                self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 1, _grow_bits(self._keys.shape[0]))
                 continue
             if status == _FULL:
                 out.grow(k, 2)
@@ -382,7 +383,7 @@ class LobsterParser:
             self.halts.append((line, t, status))
             return k
         if 2 * (self._meta[0] + 1) > self._keys.shape[0]:
-            self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 1)
+            self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 1, _grow_bits(self._keys.shape[0]))
         if k + 2 > out.rel.shape[0]:
             out.grow(k, 2)
         return _apply(typ, t, oid, size, px, direction, line, self._keys, self._vals, self._meta, self._cnt,

@@ -70,6 +70,7 @@ from ddms.io.kernels.ordertable import EMPTY as _EMPTY
 from ddms.io.kernels.ordertable import INIT_BITS as _INIT_BITS
 from ddms.io.kernels.ordertable import find as _find
 from ddms.io.kernels.ordertable import grow as _grow
+from ddms.io.kernels.ordertable import grow_bits as _grow_bits
 from ddms.io.kernels.ordertable import put as _put
 from ddms.io.kernels.ordertable import remove as _remove
 from ddms.io.schema import ASKS, BIDS, COLUMNS, RELATIONS
@@ -418,7 +419,8 @@ class OrderBookParser:
         between two chunks, so ``ddms run`` paid them again and again on its parsing thread
         (~5,000 faults per 1M lines).  A batch still referenced is never written to: its
         arrays' reference counts show the views (``sys.getrefcount``).  Cost: O(_SPARE) per feed."""
-        for i, buf in enumerate(self._spare):
+        for i in range(len(self._spare) - 1, -1, -1):   # the most recently used free one: its pages are warm
+            buf = self._spare[i]
             if buf.rel.shape[0] >= n and all(sys.getrefcount(getattr(buf, c)) <= 2 for c in buf.COLUMNS):
                 del self._spare[i]
                 self._spare.append(buf)
@@ -432,6 +434,10 @@ class OrderBookParser:
     def _batch(self, out: _Out, k: int, first: int, skipped: int, err: InputError | None) -> EventBatch:
         return EventBatch(out.rel[:k], out.sign[:k], out.cols[:k], out.line[:k], first + 1,
                           self.lines_consumed, skipped, err)
+
+    def _grow_table(self) -> None:
+        """Grow the order table (x4 while small, then x2: :func:`~ddms.io.kernels.ordertable.grow_bits`)."""
+        self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 3, _grow_bits(self._keys.shape[0]))
 
     def _bad_line(self, code: int, extra: int, line: int, text_bytes: bytes) -> InputError:
         text = text_bytes.decode("utf-8", errors="replace")
@@ -459,7 +465,7 @@ class OrderBookParser:
             if status == _DONE:
                 return k, skipped, None
             if status == _GROW:
-                self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 3)
+                self._grow_table()
                 continue
             if status == _FULL:
                 out.grow(k, 2)
@@ -469,7 +475,7 @@ class OrderBookParser:
                 code, values = _slow_values(text)
                 if code == _OK:
                     if 2 * (self.resting + 1) > self._keys.shape[0]:
-                        self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 3)
+                        self._grow_table()
                     if k + 2 > out.rel.shape[0]:
                         out.grow(k, 2)
                     t, oid, act, vol, px = values
