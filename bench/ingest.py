@@ -110,22 +110,35 @@ def _binance_chunked(snaps: dict[str, bytes], msgs: list[bytes], chunk: int = 81
     return summ["level_updates"], len(msgs), rows
 
 
-def write_capture(path: Path, snaps: dict[str, bytes], msgs: list[bytes], spot: bool = True) -> None:
+def write_capture(path: Path, snaps: dict[str, bytes], msgs: list[bytes], spot: bool = True,
+                  as_recorded: bool = False) -> None:
     """The feed as a one-file cryptofeed capture (what ``ddms monitor --record`` writes): the
     connection line naming every symbol's depth stream, each REST snapshot inline, then the
-    messages, 0.1 ms apart."""
+    messages, 0.1 ms apart.  ``as_recorded``: each snapshot follows its symbol's first depth
+    message (when a recording client fetched it), not all of them up front -- the layout
+    ``ddms serve-feed`` replays without waiting for snapshot requests that cannot come yet."""
     host = "stream.binance.com:9443" if spot else "fstream.binance.com"
     rest = "https://api.binance.com/api/v3/depth" if spot else "https://fapi.binance.com/fapi/v1/depth"
     streams = "/".join(f"{s.lower()}@depth@100ms" for s in snaps)
     t = 1_700_000_000.0
     with open(path, "wb") as f:
         f.write(f"wss://{host}/stream?streams={streams} <-> {t:.4f}\n".encode())
-        for s, body in snaps.items():
+        pending = dict(snaps)
+
+        def snapshot(s: str) -> None:
+            nonlocal t
             t += 1e-4
-            f.write(f"{rest}?symbol={s}&limit=1000 -> {t:.4f}: ".encode() + body + b"\n")
+            f.write(f"{rest}?symbol={s}&limit=1000 -> {t:.4f}: ".encode() + pending.pop(s) + b"\n")
+        if not as_recorded:
+            for s in list(pending):
+                snapshot(s)
         for m in msgs:
             t += 1e-4
             f.write(f"{t:.4f}: ".encode() + m + b"\n")
+            if pending:
+                s = json.loads(m)["data"]["s"]
+                if s in pending:
+                    snapshot(s)
 
 
 def _capture_reader(path: Path) -> tuple[int, int, int]:
