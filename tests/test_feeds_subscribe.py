@@ -29,10 +29,11 @@ SYMS = ("AAAUSDT", "BBBUSDT", "CCCUSDT", "DDDUSDT", "EEEUSDT")
 
 def test_stream_routes_follow_binance() -> None:
     streams = ("aaausdt@depth", "aaausdt@bookTicker")
-    assert streams_route(streams, [], True) == WsRoute(frozenset(), True)      # bare /stream: nothing yet
+    assert streams_route(streams, [], True) == WsRoute(None, True)        # bare /stream: every stream
     assert streams_route(streams, [], False) == WsRoute(frozenset(), False)
     assert streams_route(streams, ["AAAUSDT@depth"], True) == WsRoute(frozenset({"aaausdt@depth"}), True)
     many = tuple(f"s{i}usdt@depth" for i in range(MAX_STREAMS + 1))
+    assert streams_route(many, [], True) == WsRoute(frozenset(), True)   # too many: nothing until SUBSCRIBE
     r = streams_route(many, list(many), True)
     assert isinstance(r, HttpAnswer) and r.status == 400 and "1024" in json.loads(r.body)["msg"]
     assert streams_route(many, list(many[:MAX_STREAMS]), True).streams == frozenset(many[:MAX_STREAMS])

@@ -680,5 +680,8 @@ def streams_route(streams, names: list[str], envelope: bool) -> WsRoute | HttpAn
         return HttpAnswer(400, _err(f"{len(names):,} streams: a connection listens to at most {MAX_STREAMS}; "
                                     "open several connections"))
     if not names:
-        return WsRoute(frozenset(), envelope)   # /stream or /ws: nothing until the client SUBSCRIBEs (as Binance)
+        # /ws, and /stream of a capture with more streams than one connection may carry: nothing
+        # until the client SUBSCRIBEs (as Binance); /stream otherwise: every stream (a replay's
+        # convenience, e.g. for a one-symbol capture)
+        return WsRoute(None if envelope and len(streams) <= MAX_STREAMS else frozenset(), envelope)
     return WsRoute(frozenset(known[n.lower()] for n in names), envelope)

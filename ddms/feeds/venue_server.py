@@ -24,8 +24,9 @@ What the server speaks (each venue's public websocket API, as the capture record
   The recorded replies to the recorder's own subscriptions are not replayed.
 * **Binance** (spot, USD-M, COIN-M): ``/stream?streams=a/b`` (combined envelope) and
   ``/ws/a/b`` (bare payloads), SUBSCRIBE/UNSUBSCRIBE messages (as the venue: at most 1,024
-  streams a connection; a bare ``/stream`` or ``/ws`` carries nothing until the client
-  subscribes -- the URL of a capture with more streams than fit one URL), and the REST depth endpoint of
+  streams a connection; a bare ``/ws``, and a bare ``/stream`` of a capture with more than 1,024
+  streams, carry nothing until the client subscribes; the URL advertised for a capture whose
+  streams do not fit in one URL is the bare ``/stream``), and the REST depth endpoint of
   the market (``/api/v3/depth``, ``/fapi/v1/depth``, ``/dapi/v1/depth``) with ``symbol=``: the
   recorded snapshot of that symbol while the replay is before it, afterwards the symbol's book at
   the replay position (futures: stamped ``U`` of its next depth event, see
