@@ -22,7 +22,7 @@ so numba compile/cache-load time is excluded; the machine is shared, so state it
   updates/s;
 * the cryptofeed captures of ../shared/data/venues (Kraken, OKX, Coinbase, Binance spot and
   futures) through :func:`ddms.io.cryptofeed.read_cryptofeed`: level updates/s (the venue
-  cores' count) -- small files (1-2 s each), so these are rough;
+  cores' count) in CPU seconds -- small files (0.02-0.2 s each), so these are rough;
 * ``MBO (DBN)``: the CME ESH4 market-by-order file through :func:`ddms.io.dbn.read_dbn`:
   records/s and rows/s (``events/s`` = records: one add/cancel/modify each).
 """
@@ -165,34 +165,22 @@ def _capture_engine(path: Path, program: Any, levels: int) -> tuple[int, int, in
     return levels, 0, rows
 
 
-def _interleaved_cpu(fns: list[Callable[[], tuple[int, int, int]]], reps: int
-                     ) -> list[tuple[float, tuple[int, int, int], list[float]]]:
-    """:func:`_interleaved` in CPU seconds of this process (one core; the load of other
-    processes does not count, their contention for caches still does)."""
-    for fn in fns:
-        fn()
-    times: list[list[float]] = [[] for _ in fns]
-    res: list = [None] * len(fns)
-    for _ in range(reps):
-        for j, fn in enumerate(fns):
-            t = time.process_time()
-            res[j] = fn()
-            times[j].append(time.process_time() - t)
-    return [(min(ts), r, ts) for ts, r in zip(times, res, strict=True)]
-
-
-def _interleaved(fns: list[Callable[[], tuple[int, int, int]]], reps: int
+def _interleaved(fns: list[Callable[[], tuple[int, int, int]]], reps: int,
+                 clock: Callable[[], float] = time.perf_counter
                  ) -> list[tuple[float, tuple[int, int, int], list[float]]]:
-    """:func:`_best` of several functions run A, B, A, B, ... (the load changes between runs)."""
+    """The best time of each function over ``reps`` rounds run A, B, A, B, ... (the load
+    changes between runs), after one warm-up round: ``(best, result, times)`` each.  ``clock``:
+    wall time by default, ``time.process_time`` for CPU seconds of this process (one core; the
+    load of other processes does not count, their contention for caches still does)."""
     for fn in fns:
         fn()
     times: list[list[float]] = [[] for _ in fns]
     res: list = [None] * len(fns)
     for _ in range(reps):
         for j, fn in enumerate(fns):
-            t = time.perf_counter()
+            t = clock()
             res[j] = fn()
-            times[j].append(time.perf_counter() - t)
+            times[j].append(clock() - t)
     return [(min(ts), r, ts) for ts, r in zip(times, res, strict=True)]
 
 
@@ -208,9 +196,9 @@ def _end_to_end(snaps: dict[str, bytes], msgs: list[bytes], syms: int, nmsg: int
         write_capture(path, snaps, msgs)
         mb = path.stat().st_size / 1e6
         levels = _binance_chunked(snaps, msgs)[0]
-        (dk, (lk, _, _), tk), (dr, (lr, _, _), tr), (de, _, te) = _interleaved_cpu(
+        (dk, (lk, _, _), tk), (dr, (lr, _, _), tr), (de, _, te) = _interleaved(
             [lambda: _binance_chunked(snaps, msgs), lambda: _capture_reader(path),
-             lambda: _capture_engine(path, program, levels)], reps)
+             lambda: _capture_engine(path, program, levels)], reps, time.process_time)
     return [
         Row(SECTION, f"END TO END multi-symbol: {syms} symbols x {lv} levels, {nmsg:,} msgs, capture file "
             f"({mb:.0f} MB, cryptofeed format) -> read_cryptofeed, CPU time", lr / dr, "level updates/s", ">= 1M",
@@ -248,15 +236,11 @@ def _mbo(path: Path) -> tuple[int, int, int]:
     return book.records, 0, rows
 
 
-def _best(fn: Callable[[], tuple[int, int, int]], reps: int) -> tuple[float, tuple[int, int, int], list[float]]:
-    fn()   # warm-up: compile or load numba kernels, fill the page cache
-    times = []
-    res = None
-    for _ in range(reps):
-        t = time.perf_counter()
-        res = fn()
-        times.append(time.perf_counter() - t)
-    return min(times), res, times
+def _best(fn: Callable[[], tuple[int, int, int]], reps: int, clock: Callable[[], float] = time.perf_counter
+          ) -> tuple[float, tuple[int, int, int], list[float]]:
+    """:func:`_interleaved` of one function (the warm-up compiles or loads numba kernels and fills
+    the page cache)."""
+    return _interleaved([fn], reps, clock)[0]
 
 
 def _verdict(rate: float, target: float, times: list[float]) -> str:
@@ -287,9 +271,9 @@ def measure(quick: bool = False) -> list[Row]:
     for name in ("KRAKEN.ws.50.0", "OKX.ws.1.0", "COINBASE.ws.28.0", "BINANCE.ws.1.0", "BINANCE_FUTURES.ws.1.0"):
         path = VENUES / name
         if path.exists():
-            dt, (levels, _, out), times = _best(lambda p=path: _cryptofeed(p), reps)
-            rows.append(Row(SECTION, f"cryptofeed {name} (read_cryptofeed)", levels / dt, "level updates/s",
-                            ">= 1M", _verdict(levels / dt, 1e6, times)))
+            dt, (levels, _, out), times = _best(lambda p=path: _cryptofeed(p), reps, time.process_time)
+            rows.append(Row(SECTION, f"cryptofeed {name} (read_cryptofeed), CPU time", levels / dt,
+                            "level updates/s", ">= 1M", _verdict(levels / dt, 1e6, times)))
     if MBO.exists():
         dt, (recs, _, out), times = _best(lambda: _mbo(MBO), reps)
         rows.append(Row(SECTION, "MBO replay: CME ESH4 DBN via read_dbn", recs / dt, "records/s", "",

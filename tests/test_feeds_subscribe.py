@@ -120,6 +120,7 @@ def test_thousand_symbols_through_serve_feed_and_monitor(tmp_path: Path) -> None
     path = tmp_path / "BINANCE.ws.1.0"
     write_capture(path, snaps, msgs, as_recorded=True)
     core, mon, s, _ = run(_session(path))
-    assert s["url"].endswith("/stream") and len(s["symbols"]) == 1000
+    seen = {json.loads(m)["data"]["s"] for m in msgs}        # symbols with a depth message (~95%)
+    assert s["url"].endswith("/stream") and set(s["symbols"]) == seen and len(seen) > 900
     assert s["synced"] and s["gaps"] == 0 and s["resyncs"] == 0 and s["crossed"] == 0
     assert all(v["synced"] for v in s["symbols"].values())

@@ -56,7 +56,6 @@ the venue core the frames since the last one (each frame once over the whole rep
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
 import re
@@ -521,15 +520,10 @@ def load_cryptofeed_replay(path: str | os.PathLike, *, faults: tuple[Fault, ...]
     receive time, or a ``ddms monitor --record`` file with its REST answers inline) as a
     :class:`VenueReplay`.  Raises :class:`InputError` naming the line for a bad line unless
     ``skip_bad``."""
-    from ddms.io.cryptofeed import _lines_of, capture_files, parse_line, venue_of
+    from ddms.io.cryptofeed import _lines_of, capture_paths, merge_lines, parse_line, venue_of
 
-    ws, https = capture_files(path)
-    if not os.path.exists(ws):
-        raise ReplayError("no such file", ws)
-    if ".http." in os.path.basename(ws):
-        raise ReplayError("the REST half of a cryptofeed capture: serve its <EXCHANGE>.ws.* file, which finds this "
-                          "one beside it", ws)
-    files = [ws, *https]
+    files = capture_paths(path, "serve")
+    ws = files[0]
     frames: list[Frame] = []
     venue = None
     url = None
@@ -541,7 +535,7 @@ def load_cryptofeed_replay(path: str | os.PathLike, *, faults: tuple[Fault, ...]
     resubscribed: set[str] = set()     # symbols a recorded client (ddms monitor --record) subscribed again
     answers: dict[str, list[int]] = {}
     streams = [_lines_of(f, i) for i, f in enumerate(files)]
-    for _, tag, n, raw in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
+    for _, tag, n, raw in merge_lines(streams):
         src = files[tag]
         try:
             parsed = parse_line(raw, n, src)

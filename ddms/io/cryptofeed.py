@@ -47,8 +47,8 @@ from ddms.io.events import EventBatch
 from ddms.io.levels import Resync, SymbolEvents
 from ddms.io.venues.base import loads_json
 
-__all__ = ["VENUES", "CryptofeedParser", "CryptofeedReader", "Line", "capture_files", "parse_line", "read_cryptofeed",
-           "venue_of"]
+__all__ = ["VENUES", "CryptofeedParser", "CryptofeedReader", "Line", "capture_files", "capture_paths", "merge_lines",
+           "parse_line", "read_cryptofeed", "venue_of"]
 
 VENUES = ("kraken", "okx", "coinbase", "binance", "binance_futures")
 _TS = re.compile(rb"[0-9]+(?:\.[0-9]*)?\Z")
@@ -522,6 +522,26 @@ def capture_files(path: str | os.PathLike) -> tuple[str, list[str]]:
     return p, https
 
 
+def capture_paths(path: str | os.PathLike, use: str = "read") -> list[str]:
+    """``[websocket file, its .http. files...]`` of a capture named by its websocket file:
+    :class:`ReplayError` for a missing file or for the REST half named instead (``use`` says
+    what the caller does with it: ``read``, ``serve``).  Shared by every reader of the format."""
+    ws, https = capture_files(path)
+    if not os.path.exists(ws):
+        raise ReplayError("no such file", ws)
+    if ".http." in os.path.basename(ws):
+        raise ReplayError(f"the REST half of a cryptofeed capture: {use} its <EXCHANGE>.ws.* file, which finds "
+                          "this one beside it", ws)
+    return [ws, *https]
+
+
+def merge_lines(streams: Iterable[Iterator[tuple]]) -> Iterator[tuple]:
+    """The lines of several files (:func:`_lines_of` tuples: receive time, file tag, ...) as one
+    stream by receive time; each file's lines keep their order, and on equal times a REST line
+    (tag > 0) comes before the websocket line (tag 0): the snapshot was taken before."""
+    return heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0))
+
+
 _MAX_NS = 2**63 - 1
 
 
@@ -590,13 +610,9 @@ class CryptofeedReader:
 
     def __init__(self, path: str | os.PathLike, *, http: Iterable[str] | None = None, venue: str | None = None,
                  skip_bad: bool = False, chunk: int = 4096) -> None:
-        ws, found = capture_files(path)
-        if not os.path.exists(ws):
-            raise ReplayError("no such file", ws)
-        if ".http." in os.path.basename(ws):
-            raise ReplayError("the REST half of a cryptofeed capture: read its <EXCHANGE>.ws.* file, which "
-                              "finds this one beside it", ws)
-        self.files = [ws] + (list(http) if http is not None else found)
+        found = capture_paths(path)
+        ws = found[0]
+        self.files = [ws] + (list(http) if http is not None else found[1:])
         self.parser = CryptofeedParser(ws, venue=venue, skip_bad=skip_bad)
         self.cursors = [LineCursor(f) for f in self.files]
         self._fed = [c.mark() for c in self.cursors]    # each file's position after its last line fed
@@ -620,7 +636,7 @@ class CryptofeedReader:
         items: list[tuple[bytes, int, str | None]] = []
         times: list[int] = []
         marks: list[tuple[int, float, tuple[int, int, bytes]]] = []
-        for t, tag, n, raw, pos in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
+        for t, tag, n, raw, pos in merge_lines(streams):
             items.append((raw, n, None if tag == 0 else self.files[tag]))
             times.append(_recv_ns(t))
             marks.append((tag, t, pos))
