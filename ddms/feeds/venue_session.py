@@ -20,7 +20,8 @@ the venue, e.g. a loopback replay), the messages sent ``<url> <- <ts>: <json>``,
 received as received ``<ts>: <raw>``, and every REST snapshot fetched ``<url> -> <ts>: <body>``,
 inline (one file).  ``serve-feed``, ``run``, ``backtest`` and ``convert`` read it back.
 
-Cost per message: one ``json.loads`` plus the venue core's work; per symbol a few counters.
+Cost per message: one JSON decode (:func:`~ddms.io.venues.base.loads_json`: orjson with the
+standard library's outcome) plus the venue core's work; per symbol a few counters.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit, urlunsplit
 
 from ddms.errors import DdmsError
 from ddms.io.levels import ASKS, BIDS, Resync, SymbolEvents
+from ddms.io.venues.base import loads_json
 from ddms.io.venues.binance_book import MAX_STREAMS
 
 __all__ = ["IN_STREAM_VENUES", "FetchSnapshot", "Recorder", "SendText", "VenueSession", "venue_from_url"]
@@ -241,7 +243,7 @@ class VenueSession:
         n = self.line_base + self.messages     # the message's line (its rows' line in the engine)
         core = self.core
         try:
-            msg = json.loads(data)
+            msg = loads_json(data)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             self.malformed_json += 1
             core.malformed += 1

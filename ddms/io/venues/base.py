@@ -35,9 +35,9 @@ def loads_json(payload: bytes) -> Any:
     text), every real error, any text with a run of 19 digits or more (orjson reads an integer
     beyond 64 bits as a float, not as the exact int) and any text with more than 500 brackets
     (orjson reads nesting deeper than the standard library's recursion limit; a book snapshot
-    takes this path, an update does not) go to ``json.loads``, so the outcome -- value or error
-    message -- is the standard library's.  O(len(payload))."""
-    if _LONG_DIGITS.search(payload) or payload.count(b"[") + payload.count(b"{") > 500:
+    takes this path, an update does not) go to ``json.loads``, as does anything but ``bytes``,
+    so the outcome -- value or error message -- is the standard library's.  O(len(payload))."""
+    if type(payload) is not bytes or _LONG_DIGITS.search(payload) or payload.count(b"[") + payload.count(b"{") > 500:
         return json.loads(payload)
     try:
         return orjson.loads(payload)
