@@ -539,6 +539,9 @@ def merge_lines(streams: Iterable[Iterator[tuple]]) -> Iterator[tuple]:
     """The lines of several files (:func:`_lines_of` tuples: receive time, file tag, ...) as one
     stream by receive time; each file's lines keep their order, and on equal times a REST line
     (tag > 0) comes before the websocket line (tag 0): the snapshot was taken before."""
+    streams = list(streams)
+    if len(streams) == 1:       # one file (Kraken, OKX, Coinbase): its lines as they are
+        return streams[0]
     return heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0))
 
 
@@ -635,18 +638,18 @@ class CryptofeedReader:
         streams = [self._lines(i) for i in range(len(self.files))]
         items: list[tuple[bytes, int, str | None]] = []
         times: list[int] = []
-        marks: list[tuple[int, float, tuple[int, int, bytes]]] = []
+        marks: dict[int, tuple[float, tuple[int, int, bytes]]] = {}    # per file: its last line's
         for t, tag, n, raw, pos in merge_lines(streams):
             items.append((raw, n, None if tag == 0 else self.files[tag]))
             times.append(_recv_ns(t))
-            marks.append((tag, t, pos))
+            marks[tag] = (t, pos)
             if len(items) >= self.batch_updates:
                 yield self._step(items, times, marks)
-                items, times, marks = [], [], []
+                items, times, marks = [], [], {}
         if items:
             yield self._step(items, times, marks)
 
-    def _step(self, items: list, times: list[int], marks: list) -> list[SymbolEvents]:
+    def _step(self, items: list, times: list[int], marks: dict) -> list[SymbolEvents]:
         p = self.parser
         out: list[SymbolEvents] = []
         try:
@@ -658,7 +661,7 @@ class CryptofeedReader:
         except (InputError, ReplayError) as e:
             e.events = out     # the events of the lines before the bad one (read_cryptofeed hands them out)
             raise
-        for tag, t, pos in marks:
+        for tag, (t, pos) in marks.items():
             self._fed[tag], self._time[tag] = pos, t
         return out
 
