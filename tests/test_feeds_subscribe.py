@@ -124,3 +124,28 @@ def test_thousand_symbols_through_serve_feed_and_monitor(tmp_path: Path) -> None
     assert s["url"].endswith("/stream") and set(s["symbols"]) == seen and len(seen) > 900
     assert s["synced"] and s["gaps"] == 0 and s["resyncs"] == 0 and s["crossed"] == 0
     assert all(v["synced"] for v in s["symbols"].values())
+
+
+def test_recording_of_a_subscribed_session_replays_and_reads_back(tmp_path: Path, monkeypatch) -> None:
+    """``--record`` of a session that subscribed with SUBSCRIBE messages: serve-feed replays it
+    to the same per-symbol summary, and read_cryptofeed (run/backtest/convert) reads it synced."""
+    from test_feeds_venues import _SAME
+
+    from ddms.io.cryptofeed import CryptofeedParser, read_cryptofeed
+    monkeypatch.setattr(venue_server, "MAX_URL", 40)
+    path, truth = write_binance_capture(tmp_path, 4, "spot", symbols=SYMS)
+    rec = tmp_path / "session.rec"
+    _, _, live, _ = run(_session(path, record=str(rec)))
+    text = rec.read_text().splitlines()
+    assert text[0].split(" ")[0].split("#")[0].endswith("/stream") and any('"SUBSCRIBE"' in x for x in text)
+    core, mon, again, _ = run(_session(rec))
+    for sym in truth:
+        assert {k: again["symbols"][sym][k] for k in _SAME} == {k: live["symbols"][sym][k] for k in _SAME}
+    _books_equal_truth(mon, truth, "binance")
+    parser = CryptofeedParser(str(rec))
+    for _ in read_cryptofeed(rec, parser=parser):
+        pass
+    s = parser.summary()
+    assert s["synced"] and s["gaps"] == 0 and set(s["symbols"]) == set(truth)
+    for sym in truth:
+        assert s["symbols"][sym]["depth_events"] == live["symbols"][sym]["depth_events"]
