@@ -254,7 +254,7 @@ class LevelBook:
         dropped = 0
         for side in (BIDS, ASKS):
             ks = self.keys[side]
-            while len(ks) > depth:
+            for _ in range(len(ks) - depth):
                 key = ks.pop(0) if side == BIDS else ks.pop()
                 old = self.levels[side].pop(key)
                 self._rows.append((side, -1, *old.row, line))

@@ -43,8 +43,16 @@ def _strip(s: str) -> str:
 def kraken_checksum(asks: list[tuple[str, str]], bids: list[tuple[str, str]]) -> int:
     """The unsigned CRC32 of the 10 best ``asks`` (best first) then ``bids`` (best first), each
     ``(price, volume)`` as sent.  O(20)."""
-    text = "".join([_strip(p) + _strip(q) for p, q in asks[:10]] + [_strip(p) + _strip(q) for p, q in bids[:10]])
-    return zlib.crc32(text.encode())
+    return zlib.crc32("".join([_pair(p, q) for p, q in asks[:10]] + [_pair(p, q) for p, q in bids[:10]]).encode())
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _pair(p: str, q: str) -> str:
+    """A level's checksum text (a level repeats across many checksums: one cache hit each)."""
+    return _strip(p) + _strip(q)
+
+
+_DEPTHS: dict[str, int] = {}    # channel name -> its depth (a feed has one or two names)
 
 
 def _entries(lst: Any, what: str) -> list[tuple[str, str, float]]:
@@ -103,12 +111,16 @@ class KrakenBooks(VenueBooks):
             return ()
         depth = self.depth
         if chan.startswith("book-"):
-            try:
-                depth = int(chan[5:])
-            except ValueError:
-                return self._bad(f"channel name {chan!r} is not book-<depth>", line, msg)
-            if depth < 1:
-                return self._bad(f"channel name {chan!r} has a depth below 1", line, msg)
+            depth = _DEPTHS.get(chan, 0)
+            if depth == 0:
+                try:
+                    depth = int(chan[5:])
+                except ValueError:
+                    return self._bad(f"channel name {chan!r} is not book-<depth>", line, msg)
+                if depth < 1:
+                    return self._bad(f"channel name {chan!r} has a depth below 1", line, msg)
+                if len(_DEPTHS) < 1024:
+                    _DEPTHS[chan] = depth
         body = msg[1:-2]
         snapshot = False
         for d in body:
@@ -134,9 +146,9 @@ class KrakenBooks(VenueBooks):
                     if k in ("a", "b"):
                         sides.append((ASKS if k == "a" else BIDS, _entries(v, k)))
                     elif k == "c":
-                        if not (isinstance(v, str) and v.isdigit() and int(v) < 2**32):
+                        crc = int(v) if isinstance(v, str) and v.isdigit() else 2**32
+                        if crc >= 2**32:
                             raise ValueError(f"checksum 'c' is not an unsigned 32-bit decimal string: {v!r}")
-                        crc = int(v)
                     else:
                         unknown.append(k)
             if not sides:
