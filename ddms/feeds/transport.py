@@ -650,7 +650,9 @@ async def _hold(core: Any, hub: _Hub, act: Hold) -> None:
     in_stream = core.protocol in ("kraken", "okx", "coinbase")
     deadline = time.monotonic() + act.seconds
     # a Binance client on a bare /stream has no stream until its SUBSCRIBE arrives: wait for it
-    while not in_stream and time.monotonic() < deadline and any(
+    # (a client sends it on connecting; one that never subscribes delays the replay 2 s at most)
+    until = min(deadline, time.monotonic() + 2.0)
+    while not in_stream and time.monotonic() < until and any(
             r.streams is not None and not r.streams for r in hub.clients.values()):
         await asyncio.sleep(0.01)
     wants_depth = in_stream or any(r.streams is None or any(core.is_depth(x) for x in r.streams)
