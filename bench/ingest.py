@@ -22,7 +22,7 @@ so numba compile/cache-load time is excluded; the machine is shared, so state it
   updates/s;
 * the cryptofeed captures of ../shared/data/venues (Kraken, OKX, Coinbase, Binance spot and
   futures) through :func:`ddms.io.cryptofeed.read_cryptofeed`: level updates/s (the venue
-  cores' count) -- small files (1-2 s each), so these are rough;
+  cores' count) in CPU seconds -- small files (0.02-0.2 s each), so these are rough;
 * ``MBO (DBN)``: the CME ESH4 market-by-order file through :func:`ddms.io.dbn.read_dbn`:
   records/s and rows/s (``events/s`` = records: one add/cancel/modify each).
 """
@@ -110,22 +110,35 @@ def _binance_chunked(snaps: dict[str, bytes], msgs: list[bytes], chunk: int = 81
     return summ["level_updates"], len(msgs), rows
 
 
-def write_capture(path: Path, snaps: dict[str, bytes], msgs: list[bytes], spot: bool = True) -> None:
+def write_capture(path: Path, snaps: dict[str, bytes], msgs: list[bytes], spot: bool = True,
+                  as_recorded: bool = False) -> None:
     """The feed as a one-file cryptofeed capture (what ``ddms monitor --record`` writes): the
     connection line naming every symbol's depth stream, each REST snapshot inline, then the
-    messages, 0.1 ms apart."""
+    messages, 0.1 ms apart.  ``as_recorded``: each snapshot follows its symbol's first depth
+    message (when a recording client fetched it), not all of them up front -- the layout
+    ``ddms serve-feed`` replays without waiting for snapshot requests that cannot come yet."""
     host = "stream.binance.com:9443" if spot else "fstream.binance.com"
     rest = "https://api.binance.com/api/v3/depth" if spot else "https://fapi.binance.com/fapi/v1/depth"
     streams = "/".join(f"{s.lower()}@depth@100ms" for s in snaps)
     t = 1_700_000_000.0
     with open(path, "wb") as f:
         f.write(f"wss://{host}/stream?streams={streams} <-> {t:.4f}\n".encode())
-        for s, body in snaps.items():
+        pending = dict(snaps)
+
+        def snapshot(s: str) -> None:
+            nonlocal t
             t += 1e-4
-            f.write(f"{rest}?symbol={s}&limit=1000 -> {t:.4f}: ".encode() + body + b"\n")
+            f.write(f"{rest}?symbol={s}&limit=1000 -> {t:.4f}: ".encode() + pending.pop(s) + b"\n")
+        if not as_recorded:
+            for s in list(pending):
+                snapshot(s)
         for m in msgs:
             t += 1e-4
             f.write(f"{t:.4f}: ".encode() + m + b"\n")
+            if pending:
+                s = json.loads(m)["data"]["s"]
+                if s in pending:
+                    snapshot(s)
 
 
 def _capture_reader(path: Path) -> tuple[int, int, int]:
@@ -152,13 +165,11 @@ def _capture_engine(path: Path, program: Any, levels: int) -> tuple[int, int, in
     return levels, 0, rows
 
 
-def _interleaved_cpu(fns: list[Callable[[], tuple[int, int, int]]], reps: int) -> list[Timing]:
-    """:func:`bench.common.interleaved` in CPU seconds of this process."""
-    return interleaved(fns, reps, clock=time.process_time)
-
-
-def _interleaved(fns: list[Callable[[], tuple[int, int, int]]], reps: int) -> list[Timing]:
-    return interleaved(fns, reps)
+def _interleaved(fns: list[Callable[[], tuple[int, int, int]]], reps: int,
+                 clock: Callable[[], float] = time.perf_counter) -> list[Timing]:
+    """:func:`bench.common.interleaved` (``clock``: wall time, or ``time.process_time`` for CPU
+    seconds of this process)."""
+    return interleaved(fns, reps, clock=clock)
 
 
 def _end_to_end(snaps: dict[str, bytes], msgs: list[bytes], syms: int, nmsg: int, lv: int, reps: int) -> list[Row]:
@@ -173,9 +184,9 @@ def _end_to_end(snaps: dict[str, bytes], msgs: list[bytes], syms: int, nmsg: int
         write_capture(path, snaps, msgs)
         mb = path.stat().st_size / 1e6
         levels = _binance_chunked(snaps, msgs)[0]
-        (dk, (lk, _, _), tk), (dr, (lr, _, _), tr), (de, _, te) = _interleaved_cpu(
+        (dk, (lk, _, _), tk), (dr, (lr, _, _), tr), (de, _, te) = _interleaved(
             [lambda: _binance_chunked(snaps, msgs), lambda: _capture_reader(path),
-             lambda: _capture_engine(path, program, levels)], reps)
+             lambda: _capture_engine(path, program, levels)], reps, time.process_time)
     return [
         Row(SECTION, f"END TO END multi-symbol: {syms} symbols x {lv} levels, {nmsg:,} msgs, capture file "
             f"({mb:.0f} MB, cryptofeed format) -> read_cryptofeed, CPU time", lr / dr, "level updates/s", ">= 1M",
@@ -213,8 +224,11 @@ def _mbo(path: Path) -> tuple[int, int, int]:
     return book.records, 0, rows
 
 
-def _best(fn: Callable[[], tuple[int, int, int]], reps: int) -> Timing:
-    return interleaved([fn], reps)[0]
+def _best(fn: Callable[[], tuple[int, int, int]], reps: int, clock: Callable[[], float] = time.perf_counter
+          ) -> Timing:
+    """:func:`_interleaved` of one function (the warm-up compiles or loads numba kernels and fills
+    the page cache)."""
+    return _interleaved([fn], reps, clock)[0]
 
 
 def _verdict(rate: float, target: float, times: list[float]) -> str:
@@ -245,9 +259,9 @@ def measure(quick: bool = False) -> list[Row]:
     for name in ("KRAKEN.ws.50.0", "OKX.ws.1.0", "COINBASE.ws.28.0", "BINANCE.ws.1.0", "BINANCE_FUTURES.ws.1.0"):
         path = VENUES / name
         if path.exists():
-            dt, (levels, _, out), times = _best(lambda p=path: _cryptofeed(p), reps)
-            rows.append(Row(SECTION, f"cryptofeed {name} (read_cryptofeed)", levels / dt, "level updates/s",
-                            ">= 1M", _verdict(levels / dt, 1e6, times)))
+            dt, (levels, _, out), times = _best(lambda p=path: _cryptofeed(p), reps, time.process_time)
+            rows.append(Row(SECTION, f"cryptofeed {name} (read_cryptofeed), CPU time", levels / dt,
+                            "level updates/s", ">= 1M", _verdict(levels / dt, 1e6, times)))
     if MBO.exists():
         dt, (recs, _, out), times = _best(lambda: _mbo(MBO), reps)
         rows.append(Row(SECTION, "MBO replay: CME ESH4 DBN via read_dbn", recs / dt, "records/s", "",

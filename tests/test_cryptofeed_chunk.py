@@ -23,6 +23,7 @@ from ddms.io.cryptofeed import CryptofeedParser, read_cryptofeed
 from ddms.io.venues.binance_chunk import ChunkLane
 from tests.conftest import shared_file
 from tests.test_binance_chunk import _gen
+from tests.test_io_venues import GEN, inject
 
 _URL = {"spot": "wss://stream.binance.com:9443/stream?streams=", "futures": "wss://fstream.binance.com/stream?streams="}
 _REST = {"spot": "https://api.binance.com/api/v3/depth", "futures": "https://fapi.binance.com/fapi/v1/depth"}
@@ -206,3 +207,120 @@ def test_renumber_equals_the_loop(src: list[int], line: int, last: int | None) -
         want.append(ln)
     new, got_line, got_last = _renumber(np.array(src, np.int64), line, last)
     assert new.tolist() == want and new.dtype == np.int64 and (got_line, got_last) == (ln, ls)
+
+
+# ------------------------------------------------------------------------------------------
+# Kraken, OKX, Coinbase: feed_lines takes runs of messages through CryptofeedParser._flush_levels
+# ------------------------------------------------------------------------------------------
+
+_VURL = {"kraken": "wss://ws.kraken.com", "okx": "wss://ws.okx.com:8443/ws/v5/public",
+         "coinbase": "wss://ws-feed.pro.coinbase.com"}
+
+
+def _venue_capture(venue: str, seed: int, fault: str | None, p_line: float) -> list[bytes]:
+    """A synthetic capture of tests/venue_sim.py's stream with one protocol fault in one symbol
+    (tests/test_io_venues.py's inject) and line-level faults at rate ``p_line``."""
+    rng = random.Random(seed)
+    msgs, truth = GEN[venue](rng, n=80)
+    if fault is not None:
+        try:
+            msgs = inject(venue, msgs, sorted(truth)[seed % len(truth)], fault, rng)
+        except (IndexError, StopIteration, KeyError):
+            pass                       # no update of that symbol to spoil
+    lines = [f"{_VURL[venue]} <-> 1600000000.0\n".encode(), f'{_VURL[venue]} <- 1600000000.1: {{"op":1}}\n'.encode()]
+    for i, (_, m) in enumerate(msgs):
+        ts = f"{1600000001 + i / 10:.1f}".encode()
+        lines.append(ts + b": " + json.dumps(m, separators=(",", ":")).encode() + b"\n")
+        if rng.random() < p_line:
+            lines.append(rng.choice([ts + b': {"type":"l2update","product_id":', b"junk line", b"",
+                                     ts + b': {"event":"heartbeat"}', ts + b": NaN", ts + b": [1e999]",
+                                     ts + b': {"a":18446744073709551616}', ts + b': "\\ud800"',
+                                     ts + b": \xff\xfe"]) + b"\n")
+    return lines
+
+
+def _per_line_venue(lines: list[bytes], skip_bad: bool, name: str) -> tuple[CryptofeedParser, list, str | None]:
+    p = CryptofeedParser(name, skip_bad=skip_bad)
+    events: list = []
+    try:
+        for raw, n, src in _items(lines):
+            events += p.feed(raw, n, src)
+    except InputError as e:
+        return p, events, str(e)
+    return p, events, None
+
+
+def _lines_venue(lines: list[bytes], skip_bad: bool, name: str, sizes: list[int]
+                 ) -> tuple[CryptofeedParser, list, str | None]:
+    p = CryptofeedParser(name, skip_bad=skip_bad)
+    items = _items(lines)
+    events: list = []
+    i, k = 0, 0
+    try:
+        while i < len(items):
+            size = sizes[k % len(sizes)]
+            k += 1
+            events += p.feed_lines(items[i:i + size])
+            i += size
+    except InputError as e:
+        return p, events, str(e)
+    return p, events, None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(venue=st.sampled_from(["kraken", "okx", "coinbase"]), seed=st.integers(0, 2**32 - 1),
+       fault=st.sampled_from([None, "drop", "duplicate", "reorder", "corrupt_price", "corrupt_checksum"]),
+       p_line=st.sampled_from([0.0, 0.03, 0.15]), skip_bad=st.booleans(),
+       sizes=st.lists(st.integers(1, 200), min_size=1, max_size=3))
+def test_venue_feed_lines_equals_feed(venue: str, seed: int, fault: str | None, p_line: float, skip_bad: bool,
+                                      sizes: list[int]) -> None:
+    if venue == "coinbase" and fault == "corrupt_checksum":
+        fault = "corrupt_price"
+    lines = _venue_capture(venue, seed, fault, p_line)
+    name = f"{venue.upper()}.ws.1.0"
+    _same(_per_line_venue(lines, skip_bad, name), _lines_venue(lines, skip_bad, name, sizes))
+
+
+@pytest.mark.parametrize("name", ["KRAKEN.ws.50.0", "OKX.ws.1.0", "COINBASE.ws.28.0"])
+def test_venue_real_captures_chunked(name: str) -> None:
+    """chunk=1 (line by line: CryptofeedParser.feed) and the default (feed_lines) agree on the
+    real captures, receive times included; every checksum the capture carries verifies."""
+    ws = shared_file("data", "venues", name)
+    out = []
+    for chunk in (1, 4096):
+        p = CryptofeedParser(str(ws))
+        out.append((p, list(read_cryptofeed(ws, parser=p, chunk=chunk)), None))
+    _same(*out)
+    for x, y in zip(out[0][1], out[1][1], strict=True):
+        assert x.batch.recv is not None and np.array_equal(x.batch.recv, y.batch.recv)
+    s = out[1][0].summary()
+    assert s["synced"] and s["gaps"] == 0 and s["checksum_mismatch"] == 0
+    assert s["checksum_checked"] == {"KRAKEN.ws.50.0": 4269, "OKX.ws.1.0": 290, "COINBASE.ws.28.0": 0}[name]
+
+
+_JSONISH = st.one_of(
+    st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+                 lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=4), c, max_size=4),
+                 max_leaves=12).map(lambda v: json.dumps(v).encode()),
+    st.binary(max_size=40),
+    st.sampled_from([b"NaN", b"[Infinity]", b'{"a":1,"a":2}', b"18446744073709551616", b'"\\ud800"',
+                     b"\xef\xbb\xbf[1]", '[1]'.encode("utf-16"), b"[1.5e999]", b"[" * 2000 + b"]" * 2000, b"-0",
+                     b"1E400", b'{"x": 1}  ', b"\x00", b"[1,]"]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(payload=_JSONISH)
+def test_loads_json_is_json_loads(payload: bytes) -> None:
+    """orjson with the standard library behind it: the same value, or the same exception."""
+    from ddms.io.venues.base import loads_json
+
+    def outcome(f):
+        try:
+            v = f(payload)
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            return type(e).__name__, str(e)
+        try:
+            return "ok", repr(type(v)), json.dumps(v, allow_nan=True)
+        except RecursionError:          # too deep to show: compared by depth of the first items
+            return "ok", "deep"
+    assert outcome(loads_json) == outcome(json.loads)

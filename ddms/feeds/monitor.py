@@ -345,7 +345,7 @@ class Monitor:
         for a in acts:
             if type(a) is SendText:
                 self._note("subscription", f"sending {a.text[:120]} ({a.reason})", text=a.text, reason=a.reason)
-                if client is not None and client.send(a.text):
+                if client is not None and client.send(a.text, a.delay):
                     self._yield_now = True       # the send task runs at the next await
                     if self.recorder is not None:
                         self.recorder.sent(self.config.url, time.time(), a.text)
@@ -373,7 +373,10 @@ class Monitor:
             syms = want
         self.protocol = venue
         self.market = h.get("x-ddms-market") or c.market or self.market
-        self.session = VenueSession(venue, syms, c.url, market=self.market, snapshot=h.get("x-ddms-snapshot"))
+        kinds = [k for k in h.get("x-ddms-streams", "").split(",") if k]
+        self.session = VenueSession(venue, syms, c.url, market=self.market, snapshot=h.get("x-ddms-snapshot"),
+                                    stream_kinds=kinds,    # a ddms replay (X-DDMS-*) has no message rate limit
+                                    subscribe_interval=0.0 if "x-ddms-protocol" in h else 0.25)
         if self.engine is not None and len(syms) > 1 and not self._symbol_rows:
             raise DdmsError(f"--views/--strategy on {len(syms)} symbols: the bids/asks relations hold one book; "
                             f"choose one with --symbols (this feed: {', '.join(syms)}), or declare a symbol column "

@@ -60,13 +60,23 @@ from ddms.errors import InputError, ReplayError
 from ddms.io.capture import iter_lines, split_line
 from ddms.io.detect import detect_file
 from ddms.io.orderproto import OrderFeed, encode_line, format_message
-from ddms.io.venues.binance_book import FUTURES, SPOT, BinanceBook, Decoder, DepthSnapshot, DepthUpdate, Response
+from ddms.io.venues.binance_book import (
+    FUTURES,
+    MAX_STREAMS,
+    SPOT,
+    BinanceBook,
+    Decoder,
+    DepthSnapshot,
+    DepthUpdate,
+    Response,
+)
 
 if TYPE_CHECKING:
     from ddms.feeds.venue_server import VenueReplay
 
 __all__ = [
-    "FAULT_KINDS", "Close", "Fault", "FaultRules", "Frame", "Hold", "HttpAnswer", "ReplayCore", "Send", "Stall",
+    "FAULT_KINDS", "Close", "Fault", "FaultRules", "Frame", "Hold", "HttpAnswer", "ReplayCore", "Send",
+    "Stall",
     "WsRoute", "fault_timeline", "load_replay", "parse_fault",
 ]
 
@@ -400,12 +410,21 @@ class ReplayCore:
         current = set(self.streams if route.streams is None else route.streams)
         if method == "LIST_SUBSCRIPTIONS":
             return route, json.dumps({"result": sorted(current), "id": mid})
-        known = {s.lower(): s for s in self.streams}
-        names = {known.get(str(n).lower()) for n in params}
+        names = {self.stream_name(str(n)) for n in params}
         if None in names:
             return route, json.dumps({"error": {"code": 2, "msg": f"unknown stream in {params}"}, "id": mid})
         current = current | names if method == "SUBSCRIBE" else current - names
+        if len(current) > MAX_STREAMS:
+            return route, json.dumps({"error": {"code": 2, "msg": f"a connection listens to at most {MAX_STREAMS} "
+                                                f"streams; this SUBSCRIBE would make {len(current)}"}, "id": mid})
         return WsRoute(frozenset(current), route.envelope), json.dumps({"result": None, "id": mid})
+
+    def stream_name(self, name: str) -> str | None:
+        """The capture's stream ``name`` names (case-insensitive), None for an unknown one."""
+        index = self.__dict__.get("_stream_index")
+        if index is None or len(index) != len(self.streams):
+            index = self.__dict__["_stream_index"] = {s.lower(): s for s in self.streams}
+        return index.get(name.lower())
 
     def snapshot_response(self) -> HttpAnswer:
         """The book at the replay position (see the module docstring), as the HTTP answer."""
@@ -655,7 +674,14 @@ def streams_route(streams, names: list[str], envelope: bool) -> WsRoute | HttpAn
     known = {s.lower(): s for s in streams}
     unknown = [n for n in names if n.lower() not in known]
     if unknown:
-        return HttpAnswer(404, _err(f"unknown stream(s) {', '.join(unknown)}; this capture has {', '.join(streams)}"))
-    if not names and not envelope:
-        return WsRoute(frozenset(), False)    # /ws: subscribe later with SUBSCRIBE
-    return WsRoute(frozenset(known[n.lower()] for n in names) if names else None, envelope)
+        shown = ", ".join(streams[:20]) + (f", ... ({len(streams):,} streams)" if len(streams) > 20 else "")
+        return HttpAnswer(404, _err(f"unknown stream(s) {', '.join(unknown[:20])}; this capture has {shown}"))
+    if len(names) > MAX_STREAMS:
+        return HttpAnswer(400, _err(f"{len(names):,} streams: a connection listens to at most {MAX_STREAMS}; "
+                                    "open several connections"))
+    if not names:
+        # /ws, and /stream of a capture with more streams than one connection may carry: nothing
+        # until the client SUBSCRIBEs (as Binance); /stream otherwise: every stream (a replay's
+        # convenience, e.g. for a one-symbol capture)
+        return WsRoute(None if envelope and len(streams) <= MAX_STREAMS else frozenset(), envelope)
+    return WsRoute(frozenset(known[n.lower()] for n in names), envelope)

@@ -223,16 +223,19 @@ class FeedClient:
         c = self.config
         return min(c.backoff_cap, c.backoff_base * 2 ** min(attempt - 1, 30)) * self._rng.uniform(0.5, 1.0)
 
-    def send(self, text: str) -> bool:
-        """Send ``text`` on the current connection (a subscription change), in call order;
+    def send(self, text: str, delay: float = 0.0) -> bool:
+        """Send ``text`` on the current connection (a subscription change) after ``delay``
+        seconds (a venue's limit on messages per second), in call order for equal delays;
         False when there is no connection (the next connection subscribes anew)."""
         ws = self._ws
         if ws is None:
             return False
-        self._spawn(self._send(ws, text))
+        self._spawn(self._send(ws, text, delay))
         return True
 
-    async def _send(self, ws: ClientConnection, text: str) -> None:
+    async def _send(self, ws: ClientConnection, text: str, delay: float = 0.0) -> None:
+        if delay > 0:
+            await asyncio.sleep(delay)
         async with self._send_lock:
             with contextlib.suppress(ConnectionClosed):
                 await ws.send(text)
@@ -338,7 +341,9 @@ class FeedClient:
                     await ws.close(1000, "client stopping")
                     return NORMAL_CLOSE, "stopped", False
                 self.stats.connects += 1
-                headers = dict(ws.response.headers.raw_items()) if ws.response is not None else {}
+                headers: dict[str, str] = {}
+                for k, v in ws.response.headers.raw_items() if ws.response is not None else ():
+                    headers[k] = f"{headers[k]},{v}" if k in headers else v   # a repeated header: a list
                 await self._put_control(Connected(self.stats.connects, c.url, headers))
                 self._last_recv = time.monotonic()
                 self._watchdog_fired = False
@@ -513,6 +518,20 @@ class _Hub:
         self.wanted.update(want)
 
 
+def _header_lines(value: str, width: int = 4000) -> list[str]:
+    """A comma-separated header value as lines of at most ``width`` characters (cut at commas):
+    HTTP peers refuse a header line over ~8 KB; a repeated header is the same list."""
+    out: list[str] = []
+    cur = ""
+    for item in value.split(","):
+        if cur and len(cur) + 1 + len(item) > width:
+            out.append(cur)
+            cur = item
+        else:
+            cur = f"{cur},{item}" if cur else item
+    return [*out, cur]
+
+
 def _log(msg: str) -> None:
     print(f"serve-feed: {msg}", file=sys.stderr, flush=True)
 
@@ -543,7 +562,8 @@ async def serve_replay(core: ReplayCore | VenueReplay, config: ServeConfig, on_r
     def process_response(conn: ServerConnection, request: Request, response: Response) -> None:
         if response.status_code == 101:
             for k, v in extra.items():
-                response.headers[k] = v
+                for part in _header_lines(v):
+                    response.headers[k] = part        # websockets' Headers: a repeated name
 
     async def handler(ws: ServerConnection) -> None:
         _small_buffers(ws, socket.SO_SNDBUF)
@@ -628,11 +648,17 @@ async def _hold(core: Any, hub: _Hub, act: Hold) -> None:
     request (of ``act.symbol`` when given) from a client that wants depth, or, on a venue whose
     snapshots come in-stream (Kraken, OKX, Coinbase), a client's first subscription."""
     in_stream = core.protocol in ("kraken", "okx", "coinbase")
+    deadline = time.monotonic() + act.seconds
+    # a Binance client on a bare /stream has no stream until its SUBSCRIBE arrives: wait for it
+    # (a client sends it on connecting; one that never subscribes delays the replay 2 s at most)
+    until = min(deadline, time.monotonic() + 2.0)
+    while not in_stream and time.monotonic() < until and any(
+            r.streams is not None and not r.streams for r in hub.clients.values()):
+        await asyncio.sleep(0.01)
     wants_depth = in_stream or any(r.streams is None or any(core.is_depth(x) for x in r.streams)
                                    for r in hub.clients.values())
     if not wants_depth:
         return
-    deadline = time.monotonic() + act.seconds
     while True:
         if act.symbol is None or in_stream:
             if hub.snapshot_asked.is_set():

@@ -23,7 +23,10 @@ What the server speaks (each venue's public websocket API, as the capture record
   resynchronizes one symbol (unsubscribe + subscribe), and how it recovers after a reconnect.
   The recorded replies to the recorder's own subscriptions are not replayed.
 * **Binance** (spot, USD-M, COIN-M): ``/stream?streams=a/b`` (combined envelope) and
-  ``/ws/a/b`` (bare payloads), SUBSCRIBE/UNSUBSCRIBE messages, and the REST depth endpoint of
+  ``/ws/a/b`` (bare payloads), SUBSCRIBE/UNSUBSCRIBE messages (as the venue: at most 1,024
+  streams a connection; a bare ``/ws``, and a bare ``/stream`` of a capture with more than 1,024
+  streams, carry nothing until the client subscribes; the URL advertised for a capture whose
+  streams do not fit in one URL is the bare ``/stream``), and the REST depth endpoint of
   the market (``/api/v3/depth``, ``/fapi/v1/depth``, ``/dapi/v1/depth``) with ``symbol=``: the
   recorded snapshot of that symbol while the replay is before it, afterwards the symbol's book at
   the replay position (futures: stamped ``U`` of its next depth event, see
@@ -32,8 +35,10 @@ What the server speaks (each venue's public websocket API, as the capture record
 
 The handshake advertises ``X-DDMS-Protocol`` (the venue: ``kraken``, ``okx``, ``coinbase``,
 ``binance``), ``X-DDMS-Symbols`` (comma separated, as the venue spells them), ``X-DDMS-Market``
-(Binance) and ``X-DDMS-Snapshot`` (Binance: the REST path with ``{symbol}`` to fill in), so
-``ddms monitor URL`` needs no option.
+(Binance), ``X-DDMS-Snapshot`` (Binance: the REST path with ``{symbol}`` to fill in) and
+``X-DDMS-Streams`` (Binance: the kinds of stream, ``depth@100ms,bookTicker,...``, for a client
+that subscribes), so ``ddms monitor URL`` needs no option.  A long header value (the symbols of
+a 1,000-symbol capture) is sent as several header lines of the same name (HTTP: a list).
 
 A ``ddms monitor --record`` file replays as the session it recorded: the client replaying it
 detects the same faults at the same messages, so its n-th resubscription of a symbol is the
@@ -51,7 +56,6 @@ the venue core the frames since the last one (each frame once over the whole rep
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
 import re
@@ -68,17 +72,19 @@ from ddms.feeds.server import (
     Frame,
     Hold,
     HttpAnswer,
+    ReplayCore,
     WsRoute,
     _err,
     fault_timeline,
     streams_route,
 )
 from ddms.io.levels import ASKS, BIDS
-from ddms.io.venues.binance_book import FUTURES, SPOT, Decoder, DepthSnapshot, DepthUpdate, Response
+from ddms.io.venues.binance_book import FUTURES, MAX_STREAMS, SPOT, Decoder, DepthSnapshot, DepthUpdate, Response
 
 __all__ = ["BINANCE_DEPTH_PATHS", "VENUE_PATHS", "VenueReplay", "load_cryptofeed_replay", "load_binance_multi"]
 
 VENUE_PATHS = {"kraken": "/", "okx": "/ws/v5/public", "coinbase": "/"}
+MAX_URL = 4000       # the longest stream URL advertised (HTTP servers refuse request lines over ~8 KB: 414)
 BINANCE_DEPTH_PATHS = {"spot": "/api/v3/depth", "usdm": "/fapi/v1/depth", "coinm": "/dapi/v1/depth"}
 _ENVELOPE = re.compile(rb'\{\s*"stream"\s*:\s*"([^"\\]*)"\s*,\s*"data"\s*:\s*(.*)\}\s*\Z', re.S)
 
@@ -183,6 +189,7 @@ class VenueReplay:
             self.faults[key] = f
         self.streams = tuple(dict.fromkeys(f.stream for f in frames if f.stream is not None)) if venue == "binance" \
             else symbols
+        self._symbol_set = frozenset(symbols)
         self._core: Any = None
         self._fed = 0
         self._decoder = Decoder()
@@ -190,9 +197,33 @@ class VenueReplay:
 
     # -- description ----------------------------------------------------------------------------
     def ws_path(self) -> str:
+        """The path a client connects to: Binance's combined stream naming every stream of the
+        capture when that fits in one connection (at most :data:`MAX_STREAMS` streams, a URL of
+        at most :data:`MAX_URL` bytes: an HTTP server refuses longer request lines with 414),
+        else the bare ``/stream``, where the client SUBSCRIBEs (as Binance asks of clients
+        with many streams: :meth:`VenueSession.subscribe_messages
+        <ddms.feeds.venue_session.VenueSession.subscribe_messages>`)."""
         if self.venue == "binance":
-            return "/stream?streams=" + "/".join(self.streams)
+            path = "/stream?streams=" + "/".join(self.streams)
+            return path if len(self.streams) <= MAX_STREAMS and len(path) <= MAX_URL else "/stream"
         return VENUE_PATHS[self.venue]
+
+    def stream_kinds(self) -> list[str]:
+        """Binance: the kinds of stream the capture holds (a stream name after its symbol:
+        ``depth@100ms``, ``bookTicker``), in first-seen order."""
+        return list(dict.fromkeys(s.split("@", 1)[1] for s in self.streams if "@" in s))
+
+    def stream_name(self, name: str) -> str | None:
+        """A Binance stream a client may SUBSCRIBE to: one of the capture's, or a stream of one
+        of its symbols and of a kind it holds that has no message of that symbol (a quiet stream,
+        which the venue accepts too).  None otherwise."""
+        known = ReplayCore.stream_name(self, name)
+        if known is not None:
+            return known
+        sym, at, kind = name.partition("@")
+        if at and sym.upper() in self._symbol_set and kind in self.stream_kinds():
+            return name
+        return None
 
     def snapshot_path(self) -> str:
         if self.venue == "binance":
@@ -204,6 +235,7 @@ class VenueReplay:
         if self.venue == "binance":
             h["X-DDMS-Market"] = SPOT if self.market == "spot" else FUTURES
             h["X-DDMS-Snapshot"] = self.snapshot_path()
+            h["X-DDMS-Streams"] = ",".join(self.stream_kinds())
         return h
 
     def is_depth(self, stream: str) -> bool:
@@ -253,7 +285,6 @@ class VenueReplay:
         except (ValueError, UnicodeDecodeError):
             return route, [json.dumps(self._error("invalid JSON"))]
         if self.venue == "binance":
-            from ddms.feeds.server import ReplayCore
             r, reply = ReplayCore.subscribe(self, route, message)   # same SUBSCRIBE protocol
             return r, [reply] if reply is not None else []
         current = set(route.streams or ())
@@ -489,15 +520,10 @@ def load_cryptofeed_replay(path: str | os.PathLike, *, faults: tuple[Fault, ...]
     receive time, or a ``ddms monitor --record`` file with its REST answers inline) as a
     :class:`VenueReplay`.  Raises :class:`InputError` naming the line for a bad line unless
     ``skip_bad``."""
-    from ddms.io.cryptofeed import _lines_of, capture_files, parse_line, venue_of
+    from ddms.io.cryptofeed import _lines_of, capture_paths, merge_lines, parse_line, venue_of
 
-    ws, https = capture_files(path)
-    if not os.path.exists(ws):
-        raise ReplayError("no such file", ws)
-    if ".http." in os.path.basename(ws):
-        raise ReplayError("the REST half of a cryptofeed capture: serve its <EXCHANGE>.ws.* file, which finds this "
-                          "one beside it", ws)
-    files = [ws, *https]
+    files = capture_paths(path, "serve")
+    ws = files[0]
     frames: list[Frame] = []
     venue = None
     url = None
@@ -509,7 +535,7 @@ def load_cryptofeed_replay(path: str | os.PathLike, *, faults: tuple[Fault, ...]
     resubscribed: set[str] = set()     # symbols a recorded client (ddms monitor --record) subscribed again
     answers: dict[str, list[int]] = {}
     streams = [_lines_of(f, i) for i, f in enumerate(files)]
-    for _, tag, n, raw in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
+    for _, tag, n, raw in merge_lines(streams):
         src = files[tag]
         try:
             parsed = parse_line(raw, n, src)

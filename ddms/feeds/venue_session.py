@@ -20,7 +20,8 @@ the venue, e.g. a loopback replay), the messages sent ``<url> <- <ts>: <json>``,
 received as received ``<ts>: <raw>``, and every REST snapshot fetched ``<url> -> <ts>: <body>``,
 inline (one file).  ``serve-feed``, ``run``, ``backtest`` and ``convert`` read it back.
 
-Cost per message: one ``json.loads`` plus the venue core's work; per symbol a few counters.
+Cost per message: one JSON decode (:func:`~ddms.io.venues.base.loads_json`: orjson with the
+standard library's outcome) plus the venue core's work; per symbol a few counters.
 """
 
 from __future__ import annotations
@@ -34,10 +35,16 @@ from urllib.parse import parse_qs, urljoin, urlsplit, urlunsplit
 
 from ddms.errors import DdmsError
 from ddms.io.levels import ASKS, BIDS, Resync, SymbolEvents
+from ddms.io.venues.base import loads_json
+from ddms.io.venues.binance_book import MAX_STREAMS
 
 __all__ = ["IN_STREAM_VENUES", "FetchSnapshot", "Recorder", "SendText", "VenueSession", "venue_from_url"]
 
 IN_STREAM_VENUES = ("kraken", "okx", "coinbase")
+SUBSCRIBE_BATCH = 200
+"""Streams per Binance SUBSCRIBE message (client libraries batch by 200-250; the venue allows 5
+incoming messages a second on spot, 10 on futures: the session spaces its messages by
+``subscribe_interval``, 0.25 s unless the server is a ddms replay, which has no such limit)."""
 _REST = {"spot": ("https://api.binance.com", "/api/v3/depth", 5000),
          "usdm": ("https://fapi.binance.com", "/fapi/v1/depth", 1000),
          "coinm": ("https://dapi.binance.com", "/dapi/v1/depth", 1000)}
@@ -49,6 +56,7 @@ class SendText:
 
     text: str
     reason: str
+    delay: float = 0.0      # seconds to wait before sending (a venue's limit on messages per second)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +111,8 @@ class VenueSession:
     ``snapshot`` a REST path template with ``{symbol}`` (advertised by the server)."""
 
     def __init__(self, venue: str, symbols: list[str], url: str, *, market: str | None = None,
-                 snapshot: str | None = None, depth: int = 1000) -> None:
+                 snapshot: str | None = None, depth: int = 1000, stream_kinds: Sequence[str] = (),
+                 subscribe_interval: float = 0.25) -> None:
         if venue not in (*IN_STREAM_VENUES, "binance"):
             raise DdmsError(f"{url}: unknown venue {venue!r}")
         if not symbols:
@@ -111,6 +120,12 @@ class VenueSession:
         self.venue = venue
         self.symbols = [s.upper() for s in symbols]
         self.url = url
+        self.stream_kinds = list(stream_kinds)
+        self.subscribe_interval = subscribe_interval
+        self._sub_id = 0
+        if venue == "binance" and not _binance_streams(url) and len(self.symbols) > MAX_STREAMS:
+            raise DdmsError(f"{url}: {len(self.symbols):,} symbols: a Binance connection listens to at most "
+                            f"{MAX_STREAMS} streams; run one monitor per {MAX_STREAMS} symbols (--symbols)")
         self.depth = depth
         self.snapshot_template = snapshot
         self.messages = 0
@@ -149,7 +164,27 @@ class VenueSession:
             return [json.dumps({"op": op, "args": [{"channel": "books", "instId": s} for s in syms]})]
         if self.venue == "coinbase":
             return [json.dumps({"type": op, "product_ids": syms, "channels": ["level2", "ticker"]})]
-        return []        # Binance: the URL names the streams
+        if _binance_streams(self.url):
+            return []        # Binance: the URL names the streams
+        return self._binance_subscribe(syms, op)
+
+    def _binance_subscribe(self, syms: list[str], op: str) -> list[str]:
+        """Binance on a URL that names no stream (``/stream``: a capture whose streams do not fit
+        in one URL, or a real feed with ``--symbols``): ``SUBSCRIBE`` messages of at most
+        :data:`SUBSCRIBE_BATCH` streams each -- every symbol's depth stream, then bookTicker
+        streams (the top-of-book cross-check) for as many symbols as the connection's
+        :data:`MAX_STREAMS` leaves room for.  The kinds are the server's (``X-DDMS-Streams``),
+        else ``depth@100ms`` and ``bookTicker``."""
+        kinds = self.stream_kinds or ["depth@100ms", "bookTicker"]
+        depth = next((k for k in kinds if k.split("@", 1)[0] == "depth"), "depth@100ms")
+        names = [f"{s.lower()}@{depth}" for s in syms]
+        if "bookTicker" in kinds:
+            names += [f"{s.lower()}@bookTicker" for s in syms[:max(0, MAX_STREAMS - len(names))]]
+        out = []
+        for i in range(0, len(names), SUBSCRIBE_BATCH):
+            self._sub_id += 1
+            out.append(json.dumps({"method": op.upper(), "params": names[i:i + SUBSCRIBE_BATCH], "id": self._sub_id}))
+        return out
 
     def on_connect(self, number: int) -> list[SendText | FetchSnapshot]:
         """What to do on connection ``number``: subscribe; after a reconnect every symbol may
@@ -159,7 +194,7 @@ class VenueSession:
             self._inflight.clear()
             for s in self.symbols:
                 acts += self._perform(self._resync_all(s, f"reconnected (connection {number})"), resub=False)
-        acts += [SendText(t, "subscribe") for t in self.subscribe_messages()]
+        acts += [SendText(t, "subscribe", i * self.subscribe_interval) for i, t in enumerate(self.subscribe_messages())]
         return acts
 
     def resync_all(self, reason: str) -> list[SendText | FetchSnapshot]:
@@ -208,7 +243,7 @@ class VenueSession:
         n = self.line_base + self.messages     # the message's line (its rows' line in the engine)
         core = self.core
         try:
-            msg = json.loads(data)
+            msg = loads_json(data)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             self.malformed_json += 1
             core.malformed += 1

@@ -32,7 +32,6 @@ Cost: one ``json.loads`` per line plus the venue core's work.
 from __future__ import annotations
 
 import heapq
-import json
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -44,10 +43,12 @@ import numpy as np
 
 from ddms.errors import InputError, ReplayError
 from ddms.io.cursor import LineCursor
+from ddms.io.events import EventBatch
 from ddms.io.levels import Resync, SymbolEvents
+from ddms.io.venues.base import loads_json
 
-__all__ = ["VENUES", "CryptofeedParser", "CryptofeedReader", "Line", "capture_files", "parse_line", "read_cryptofeed",
-           "venue_of"]
+__all__ = ["VENUES", "CryptofeedParser", "CryptofeedReader", "Line", "capture_files", "capture_paths", "merge_lines",
+           "parse_line", "read_cryptofeed", "venue_of"]
 
 VENUES = ("kraken", "okx", "coinbase", "binance", "binance_futures")
 _TS = re.compile(rb"[0-9]+(?:\.[0-9]*)?\Z")
@@ -203,9 +204,10 @@ class CryptofeedParser:
 
     # -- input in chunks (Binance) ---------------------------------------------------------------
     def chunkable(self) -> bool:
-        """Whether :meth:`feed_lines` applies chunks through the numba lane (a Binance capture
-        whose venue core exists); otherwise it feeds line by line."""
-        return self.venue in ("binance", "binance_futures") and hasattr(self.core, "feed_chunk")
+        """Whether :meth:`feed_lines` takes runs of received messages in chunks (once the venue
+        core exists): a Binance capture through the numba lane, the other venues through
+        :meth:`_flush_levels`; otherwise it feeds line by line."""
+        return self.core is not None
 
     def _set_recv(self, numbers: Any, recv: Any) -> None:
         """Note the receive time of message number(s) ``numbers`` (grows :attr:`recv_of`)."""
@@ -228,11 +230,13 @@ class CryptofeedParser:
         run: list[tuple[bytes, int, str, float]] = []     # (payload, line, source, ts) of received messages
         run_recv: list[int] = []                          # their lines' receive times (given recv)
         lane = False
+        flush = self._flush if self.venue in ("binance", "binance_futures") else self._flush_levels
         for k, (raw, line, source) in enumerate(items):
             if recv is not None:
                 self.recv_now = recv[k]
             if not lane:
-                lane = self.core is not None and self.chunkable()
+                lane = self.chunkable()
+                flush = self._flush if self.venue in ("binance", "binance_futures") else self._flush_levels
                 if not lane:
                     yield from self.feed(raw, line, source)
                     continue
@@ -245,7 +249,7 @@ class CryptofeedParser:
             try:
                 parsed = parse_line(raw, line, src)
             except InputError as e:
-                yield from self._flush(run, run_recv)
+                yield from flush(run, run_recv)
                 self._fail(e)
                 continue
             if parsed is None:
@@ -254,9 +258,9 @@ class CryptofeedParser:
                 run.append((parsed[3], line, src, parsed[2]))
                 run_recv.append(self.recv_now)
                 continue
-            yield from self._flush(run, run_recv)
+            yield from flush(run, run_recv)
             yield from self._dispatch(line, parsed, src)
-        yield from self._flush(run, run_recv)
+        yield from flush(run, run_recv)
 
     def _flush(self, run: list[tuple[bytes, int, str, float]], run_recv: list[int]) -> Iterator[SymbolEvents]:
         """Received messages ``run`` through the chunk lane (then ``run`` and their receive
@@ -275,7 +279,7 @@ class CryptofeedParser:
         def fallback(t: int) -> tuple:
             payload, line, src, ts = items[t]
             try:
-                msg = json.loads(payload)
+                msg = loads_json(payload)
             except (ValueError, UnicodeDecodeError, RecursionError) as e:
                 numbers[t + 1:] -= 1          # not a message: the later ones keep their numbers
                 self._fail_or_stop(InputError(f"malformed JSON: {e}", src, line, _shown(payload)), failed)
@@ -304,6 +308,67 @@ class CryptofeedParser:
         if failed:
             raise failed[0]
 
+    def _flush_levels(self, run: list[tuple[bytes, int, str, float]], run_recv: list[int]
+                      ) -> Iterator[SymbolEvents]:
+        """Received messages ``run`` of a Kraken, OKX or Coinbase capture: what :meth:`_dispatch`
+        does per message (events, counters, actions, reports, errors), with the JSON decoded by
+        :func:`~ddms.io.venues.base.loads_json` and the rows of the whole run turned into arrays
+        once (one :class:`SymbolEvents` per symbol and message, as before: views of those
+        arrays, each row with its line's receive time when ``run_recv`` has them).  A bad
+        message in strict mode raises after the events of the messages before it.  Then
+        ``run`` and ``run_recv`` are emptied.  Cost: per message the decode and the core's
+        work; O(rows) numpy per run."""
+        core = self.core
+        timed = len(run_recv) == len(run)
+        rows: list = []
+        spans: list[tuple[str, int, int]] = []
+        numbers: list[int] = []
+        recvs: list[int] = []
+        failed: InputError | None = None
+        for k, (payload, line, src, ts) in enumerate(run):
+            try:
+                msg = loads_json(payload)
+            except (ValueError, UnicodeDecodeError, RecursionError) as e:
+                err = InputError(f"malformed JSON: {e}", src, line, _shown(payload))
+                if not self.skip_bad:
+                    failed = err
+                    break
+                self._fail(err)
+                continue
+            self.messages += 1
+            if timed and run_recv[k] >= 0:
+                numbers.append(self.messages)
+                recvs.append(run_recv[k])
+            before = core.bad_messages
+            acts = core.feed(msg, self.messages, ts)
+            if acts:
+                self.actions.extend(acts)
+            if core.bad_messages > before:
+                r = core.reports[-1] if core.reports else None
+                err = InputError(r.reason if r else "malformed message", src, line, _shown(payload))
+                if not self.skip_bad:
+                    failed = err       # as _dispatch: the bad message's rows are not handed out
+                    break
+                self._fail(err)
+            core.take_rows(rows, spans)
+        run.clear()
+        run_recv.clear()
+        if numbers:
+            self._set_recv(np.array(numbers, np.int64), np.array(recvs, np.int64))
+        if spans:
+            a = np.array(rows, np.float64)
+            rel, sign = a[:, 0].astype(np.int8), a[:, 1].astype(np.int8)
+            cols = np.ascontiguousarray(a[:, 2:7])
+            lines = a[:, 7].astype(np.int64)
+            recv = self.recv_of[lines] if numbers else None
+            venue = core.venue
+            for sym, i, j in spans:
+                yield SymbolEvents(venue, sym, EventBatch(rel[i:j], sign[i:j], cols[i:j], lines[i:j], rows[i][7],
+                                                          rows[j - 1][7], recv=None if recv is None else recv[i:j]))
+        if failed is not None:
+            core.take_rows([], [])
+            self._fail(failed)
+
     def _fail_or_stop(self, err: InputError, failed: list[InputError]) -> None:
         """:meth:`_fail` inside a chunk: in strict mode the chunk ends at this message (the
         error is raised after the events before it are handed out)."""
@@ -326,7 +391,7 @@ class CryptofeedParser:
                 names.append(path.rsplit("/", 1)[-1])
         elif kind == "sent":
             try:
-                msg = json.loads(payload)
+                msg = loads_json(payload)
             except (ValueError, UnicodeDecodeError, RecursionError):
                 return
             if isinstance(msg, dict) and isinstance(msg.get("params"), list):
@@ -340,7 +405,7 @@ class CryptofeedParser:
                 self._note_streams(kind, url, payload)
             return []
         try:
-            msg = json.loads(payload)
+            msg = loads_json(payload)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             self._fail(InputError(f"malformed JSON: {e}", src, line, _shown(payload)))
             return []
@@ -457,6 +522,29 @@ def capture_files(path: str | os.PathLike) -> tuple[str, list[str]]:
     return p, https
 
 
+def capture_paths(path: str | os.PathLike, use: str = "read") -> list[str]:
+    """``[websocket file, its .http. files...]`` of a capture named by its websocket file:
+    :class:`ReplayError` for a missing file or for the REST half named instead (``use`` says
+    what the caller does with it: ``read``, ``serve``).  Shared by every reader of the format."""
+    ws, https = capture_files(path)
+    if not os.path.exists(ws):
+        raise ReplayError("no such file", ws)
+    if ".http." in os.path.basename(ws):
+        raise ReplayError(f"the REST half of a cryptofeed capture: {use} its <EXCHANGE>.ws.* file, which finds "
+                          "this one beside it", ws)
+    return [ws, *https]
+
+
+def merge_lines(streams: Iterable[Iterator[tuple]]) -> Iterator[tuple]:
+    """The lines of several files (:func:`_lines_of` tuples: receive time, file tag, ...) as one
+    stream by receive time; each file's lines keep their order, and on equal times a REST line
+    (tag > 0) comes before the websocket line (tag 0): the snapshot was taken before."""
+    streams = list(streams)
+    if len(streams) == 1:       # one file (Kraken, OKX, Coinbase): its lines as they are
+        return streams[0]
+    return heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0))
+
+
 _MAX_NS = 2**63 - 1
 
 
@@ -505,6 +593,8 @@ def _recv_ns(t: float) -> int:
 def _timed(ev: SymbolEvents, p: CryptofeedParser) -> SymbolEvents:
     """``ev`` with each row's receive time: that of the line of the message that made it
     (:attr:`CryptofeedParser.recv_of`), for merges with other inputs."""
+    if ev.batch.recv is not None:       # already timed (CryptofeedParser._flush_levels)
+        return ev
     return replace(ev, batch=replace(ev.batch, recv=p.recv_of[ev.batch.line]))
 
 
@@ -523,13 +613,9 @@ class CryptofeedReader:
 
     def __init__(self, path: str | os.PathLike, *, http: Iterable[str] | None = None, venue: str | None = None,
                  skip_bad: bool = False, chunk: int = 4096) -> None:
-        ws, found = capture_files(path)
-        if not os.path.exists(ws):
-            raise ReplayError("no such file", ws)
-        if ".http." in os.path.basename(ws):
-            raise ReplayError("the REST half of a cryptofeed capture: read its <EXCHANGE>.ws.* file, which "
-                              "finds this one beside it", ws)
-        self.files = [ws] + (list(http) if http is not None else found)
+        found = capture_paths(path)
+        ws = found[0]
+        self.files = [ws] + (list(http) if http is not None else found[1:])
         self.parser = CryptofeedParser(ws, venue=venue, skip_bad=skip_bad)
         self.cursors = [LineCursor(f) for f in self.files]
         self._fed = [c.mark() for c in self.cursors]    # each file's position after its last line fed
@@ -552,18 +638,18 @@ class CryptofeedReader:
         streams = [self._lines(i) for i in range(len(self.files))]
         items: list[tuple[bytes, int, str | None]] = []
         times: list[int] = []
-        marks: list[tuple[int, float, tuple[int, int, bytes]]] = []
-        for t, tag, n, raw, pos in heapq.merge(*streams, key=lambda x: (x[0], x[1] == 0)):
+        marks: dict[int, tuple[float, tuple[int, int, bytes]]] = {}    # per file: its last line's
+        for t, tag, n, raw, pos in merge_lines(streams):
             items.append((raw, n, None if tag == 0 else self.files[tag]))
             times.append(_recv_ns(t))
-            marks.append((tag, t, pos))
+            marks[tag] = (t, pos)
             if len(items) >= self.batch_updates:
                 yield self._step(items, times, marks)
-                items, times, marks = [], [], []
+                items, times, marks = [], [], {}
         if items:
             yield self._step(items, times, marks)
 
-    def _step(self, items: list, times: list[int], marks: list) -> list[SymbolEvents]:
+    def _step(self, items: list, times: list[int], marks: dict) -> list[SymbolEvents]:
         p = self.parser
         out: list[SymbolEvents] = []
         try:
@@ -575,7 +661,7 @@ class CryptofeedReader:
         except (InputError, ReplayError) as e:
             e.events = out     # the events of the lines before the bad one (read_cryptofeed hands them out)
             raise
-        for tag, t, pos in marks:
+        for tag, (t, pos) in marks.items():
             self._fed[tag], self._time[tag] = pos, t
         return out
 

@@ -36,7 +36,8 @@ from sortedcontainers import SortedList
 from ddms.io.events import EventBatch
 from ddms.io.schema import ASKS, BIDS
 
-__all__ = ["ASKS", "BIDS", "KEY_DECIMALS", "LevelBook", "Resync", "SymbolEvents", "SymbolStatus", "price_key"]
+__all__ = ["ASKS", "BIDS", "KEY_DECIMALS", "LevelBook", "Resync", "SymbolEvents", "SymbolStatus", "check_decimal",
+           "price_key"]
 
 KEY_DECIMALS = 18
 """Price keys are integers at this many decimals (a venue sending more is refused)."""
@@ -63,6 +64,31 @@ def _price_key(text: str) -> tuple[int, int]:
     if len(frac) > KEY_DECIMALS or len(m.group(1)) > 30:
         raise ValueError(f"decimal out of range (more than {KEY_DECIMALS} decimals or 30 digits): {text!r}")
     return int(m.group(1) + frac.ljust(KEY_DECIMALS, "0")), len(frac.rstrip("0")) if frac else 0
+
+
+_DECIMALS: dict[str, tuple[int, int, float]] = {}
+_DECIMALS_MAX = 1 << 16
+_DIV = tuple(10 ** (KEY_DECIMALS - s) for s in range(KEY_DECIMALS + 1))   # key // _DIV[scale] = id
+
+
+def check_decimal(text: str) -> None:
+    """Raise ValueError unless :func:`price_key` reads ``text``; a string seen before costs one
+    dict lookup (the venue cores validate every price and size before their book changes)."""
+    try:
+        _DECIMALS[text]
+    except (KeyError, TypeError):
+        _decimal(text)
+
+
+def _decimal(text: str) -> tuple[int, int, float]:
+    """:func:`price_key` plus ``float(text)``, memoized in a dict (:meth:`LevelBook.set` looks
+    every price and size up: a hit is one dict lookup, no call).  Raises ValueError as
+    :func:`price_key` does."""
+    key, dec = price_key(text)
+    if len(_DECIMALS) >= _DECIMALS_MAX:
+        _DECIMALS.clear()
+    v = _DECIMALS[text] = (key, dec, float(text))
+    return v
 
 
 @dataclass(frozen=True)
@@ -123,7 +149,7 @@ class SymbolStatus:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-@dataclass
+@dataclass(slots=True)
 class _Level:
     px: str
     qty: str
@@ -152,14 +178,22 @@ class LevelBook:
         first.  O(n)."""
         ks = self.keys[side]
         lv = self.levels[side]
-        it = ks.islice(max(len(ks) - n, 0), len(ks), reverse=True) if side == BIDS else ks.islice(0, n)
-        return [(lv[k].px, lv[k].qty) for k in it]
+        # sortedcontainers keeps the list as sorted sublists (``_lists``, ~1,000 keys each): the
+        # best n are nearly always all in the first (asks) or last (bids) one -- a slice, where
+        # islice builds an iterator chain (which was most of a Kraken checksum's cost)
+        parts = ks._lists
+        if side == BIDS:
+            it = parts[-1][:-n - 1:-1] if parts and len(parts[-1]) >= n else ks.islice(
+                max(len(ks) - n, 0), len(ks), reverse=True)
+        else:
+            it = parts[0][:n] if parts and len(parts[0]) >= n else ks.islice(0, n)
+        return [(v.px, v.qty) for v in map(lv.__getitem__, it)]
 
     def best_key(self, side: int) -> int | None:
-        ks = self.keys[side]
-        if not ks:
+        parts = self.keys[side]._lists      # see top()
+        if not parts:
             return None
-        return ks[-1] if side == BIDS else ks[0]
+        return parts[-1][-1] if side == BIDS else parts[0][0]
 
     def is_crossed(self) -> bool:
         b, a = self.best_key(BIDS), self.best_key(ASKS)
@@ -177,16 +211,27 @@ class LevelBook:
         :meth:`clear` it first)."""
         if self._stale is not None:
             raise RuntimeError(f"{self.symbol}: set() on a discarded book; clear() it first (a snapshot)")
-        key, dec = price_key(px)
-        qkey, _ = price_key(qty)
-        scale = max(dec, self.scale)
-        f = 10 ** (KEY_DECIMALS - scale)
-        # at an unchanged scale the resting keys were checked when set: only the new one can fail
-        top = max([key, *(ks[-1] for ks in self.keys if ks)]) if dec > self.scale else key
-        if top // f >= MAX_ID:
-            raise ValueError(f"price {px} (or a level of the book) at {scale} decimals is not exact in float64")
+        try:
+            key, dec, fpx = _DECIMALS[px]
+        except (KeyError, TypeError):
+            key, dec, fpx = _decimal(px)
+        try:
+            qkey, _, fqty = _DECIMALS[qty]
+        except (KeyError, TypeError):
+            qkey, _, fqty = _decimal(qty)
         if dec > self.scale:
+            f = _DIV[dec]
+            top = max([key, *(ks[-1] for ks in self.keys if ks)])
+            if top // f >= MAX_ID:
+                raise ValueError(f"price {px} (or a level of the book) at {dec} decimals is not exact in float64")
             self._rebase(dec, line)
+            pid = key // f
+        else:
+            # at an unchanged scale the resting keys were checked when set: only the new one can fail
+            pid = key // _DIV[self.scale]
+            if pid >= MAX_ID:
+                raise ValueError(f"price {px} (or a level of the book) at {self.scale} decimals is not exact "
+                                 "in float64")
         lv = self.levels[side]
         old = lv.get(key)
         if old is not None:
@@ -199,7 +244,7 @@ class LevelBook:
             return
         else:
             self.keys[side].add(key)
-        row = (float(t), float(key // 10 ** (KEY_DECIMALS - self.scale)), 0.0, float(qty), float(px))
+        row = (float(t), float(pid), 0.0, fqty, fpx)
         lv[key] = _Level(px, qty, row)
         self._rows.append((side, 1, *row, line))
 
@@ -209,7 +254,7 @@ class LevelBook:
         dropped = 0
         for side in (BIDS, ASKS):
             ks = self.keys[side]
-            while len(ks) > depth:
+            for _ in range(len(ks) - depth):
                 key = ks.pop(0) if side == BIDS else ks.pop()
                 old = self.levels[side].pop(key)
                 self._rows.append((side, -1, *old.row, line))

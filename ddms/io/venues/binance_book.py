@@ -82,12 +82,15 @@ from ddms.io.kernels.levelarrays import apply_depth as _apply_depth
 from ddms.io.schema import ASKS, BIDS
 
 __all__ = [
+    "MAX_STREAMS",
     "ASKS", "BIDS", "FUTURES", "SPOT", "BinanceBook", "BookTicker", "Decoder", "DepthSnapshot", "DepthUpdate",
     "NeedSnapshot", "Record", "Response", "Trade", "decode_message", "format_units", "parse_units",
 ]
 
 SPOT = "spot"
 FUTURES = "futures"
+MAX_STREAMS = 1024
+"""Streams one Binance websocket connection may listen to (spot and futures docs)."""
 MAX_MANTISSA = 2**53
 """Mantissas (and scaled ids/quantities) stay below this, so float64 carries them exactly."""
 

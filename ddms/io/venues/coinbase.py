@@ -24,7 +24,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ddms.io.levels import ASKS, BIDS, Resync, price_key
+from ddms.io.levels import ASKS, BIDS, Resync, check_decimal, price_key
 from ddms.io.venues.base import VenueBooks
 
 __all__ = ["CoinbaseBooks"]
@@ -57,7 +57,8 @@ def _pairs(lst: Any, what: str) -> list[tuple[str, str]]:
     for j, e in enumerate(lst):
         if not (isinstance(e, list) and len(e) >= 2 and isinstance(e[0], str) and isinstance(e[1], str)):
             raise ValueError(f"{what}[{j}] is not [price, size, ...] strings: {e!r}")
-        price_key(e[0]), price_key(e[1])
+        check_decimal(e[0])
+        check_decimal(e[1])
         out.append((e[0], e[1]))
     return out
 
@@ -81,7 +82,8 @@ class CoinbaseBooks(VenueBooks):
         if not isinstance(msg.get("product_id"), str):
             return self._bad(f"{kind} message without a string product_id", line, msg)
         symbol = msg["product_id"].upper()
-        self._unknown([k for k in msg if k not in _KEYS[kind]], line)
+        if not _KEYS[kind].issuperset(msg):
+            self._unknown([k for k in msg if k not in _KEYS[kind]], line)
         if kind == "ticker":
             return self._ticker(symbol, msg, line)
         book, st = self._sym(symbol)
@@ -96,10 +98,11 @@ class CoinbaseBooks(VenueBooks):
                     raise ValueError("changes is not a non-empty list")
                 changes = []
                 for j, c in enumerate(ch):
-                    if not (isinstance(c, list) and len(c) == 3 and all(isinstance(x, str) for x in c)
-                            and c[0] in _SIDES):
+                    if not (isinstance(c, list) and len(c) == 3 and isinstance(c[0], str) and isinstance(c[1], str)
+                            and isinstance(c[2], str) and c[0] in _SIDES):
                         raise ValueError(f"changes[{j}] is not [buy|sell, price, size]: {c!r}")
-                    price_key(c[1]), price_key(c[2])
+                    check_decimal(c[1])
+                    check_decimal(c[2])
                     changes.append((_SIDES[c[0]], c[1], c[2]))
         except ValueError as e:
             return self._resync(symbol, f"malformed {kind}: {e}", line, msg, malformed=True)

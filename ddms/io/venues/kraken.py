@@ -29,7 +29,7 @@ import functools
 import zlib
 from typing import Any
 
-from ddms.io.levels import ASKS, BIDS, Resync, price_key
+from ddms.io.levels import ASKS, BIDS, Resync, check_decimal
 from ddms.io.venues.base import VenueBooks
 
 __all__ = ["KrakenBooks", "kraken_checksum"]
@@ -43,8 +43,16 @@ def _strip(s: str) -> str:
 def kraken_checksum(asks: list[tuple[str, str]], bids: list[tuple[str, str]]) -> int:
     """The unsigned CRC32 of the 10 best ``asks`` (best first) then ``bids`` (best first), each
     ``(price, volume)`` as sent.  O(20)."""
-    text = "".join(_strip(p) + _strip(q) for p, q in asks[:10]) + "".join(_strip(p) + _strip(q) for p, q in bids[:10])
-    return zlib.crc32(text.encode())
+    return zlib.crc32("".join([_pair(p, q) for p, q in asks[:10]] + [_pair(p, q) for p, q in bids[:10]]).encode())
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _pair(p: str, q: str) -> str:
+    """A level's checksum text (a level repeats across many checksums: one cache hit each)."""
+    return _strip(p) + _strip(q)
+
+
+_DEPTHS: dict[str, int] = {}    # channel name -> its depth (a feed has one or two names)
 
 
 def _entries(lst: Any, what: str) -> list[tuple[str, str, float]]:
@@ -54,9 +62,11 @@ def _entries(lst: Any, what: str) -> list[tuple[str, str, float]]:
         raise ValueError(f"{what!r} is not a list")
     out = []
     for j, e in enumerate(lst):
-        if not (isinstance(e, list) and len(e) in (3, 4) and all(isinstance(x, str) for x in e)):
+        n = len(e) if isinstance(e, list) else 0
+        if not ((n == 3 or n == 4) and isinstance(e[0], str) and isinstance(e[1], str) and isinstance(e[2], str)
+                and (n == 3 or isinstance(e[3], str))):
             raise ValueError(f"{what}[{j}] is not [price, volume, timestamp(, 'r')]: {e!r}")
-        if len(e) == 4 and e[3] != "r":
+        if n == 4 and e[3] != "r":
             raise ValueError(f"{what}[{j}] has a 4th field other than 'r': {e[3]!r}")
         try:
             t = float(e[2]) * 1e3
@@ -101,18 +111,28 @@ class KrakenBooks(VenueBooks):
             return ()
         depth = self.depth
         if chan.startswith("book-"):
-            try:
-                depth = int(chan[5:])
-            except ValueError:
-                return self._bad(f"channel name {chan!r} is not book-<depth>", line, msg)
-            if depth < 1:
-                return self._bad(f"channel name {chan!r} has a depth below 1", line, msg)
+            depth = _DEPTHS.get(chan, 0)
+            if depth == 0:
+                try:
+                    depth = int(chan[5:])
+                except ValueError:
+                    return self._bad(f"channel name {chan!r} is not book-<depth>", line, msg)
+                if depth < 1:
+                    return self._bad(f"channel name {chan!r} has a depth below 1", line, msg)
+                if len(_DEPTHS) < 1024:
+                    _DEPTHS[chan] = depth
         body = msg[1:-2]
-        if not body or not all(isinstance(d, dict) for d in body):
+        snapshot = False
+        for d in body:
+            if not isinstance(d, dict):
+                body = None
+                break
+            snapshot = snapshot or "as" in d or "bs" in d
+        if not body:
             return self._resync(symbol, "book message without payload objects", line, msg, malformed=True)
         book, st = self._sym(symbol)
         st.messages += 1
-        if any("as" in d or "bs" in d for d in body):
+        if snapshot:
             return self._snapshot(symbol, body, depth, line, msg)
         st.depth_events += 1
         if not st.synced:
@@ -126,14 +146,15 @@ class KrakenBooks(VenueBooks):
                     if k in ("a", "b"):
                         sides.append((ASKS if k == "a" else BIDS, _entries(v, k)))
                     elif k == "c":
-                        if not (isinstance(v, str) and v.isdigit() and int(v) < 2**32):
+                        crc = int(v) if isinstance(v, str) and v.isdigit() else 2**32
+                        if crc >= 2**32:
                             raise ValueError(f"checksum 'c' is not an unsigned 32-bit decimal string: {v!r}")
-                        crc = int(v)
                     else:
                         unknown.append(k)
             if not sides:
                 raise ValueError("book update without 'a' or 'b'")
-            self._unknown(unknown, line)
+            if unknown:
+                self._unknown(unknown, line)
             for side, entries in sides:
                 for px, qty, t in entries:
                     book.set(side, px, qty, t, line)
@@ -160,7 +181,8 @@ class KrakenBooks(VenueBooks):
                     sides.append((ASKS if k == "as" else BIDS, _entries(v, k)))
             for _, entries in sides:   # validate every price before the book changes
                 for px, qty, _t in entries:
-                    price_key(px), price_key(qty)
+                    check_decimal(px)
+                    check_decimal(qty)
         except ValueError as e:
             return self._resync(symbol, f"malformed book snapshot: {e}", line, msg, malformed=True)
         book.clear(line)

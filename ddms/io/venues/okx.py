@@ -28,7 +28,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from ddms.io.levels import ASKS, BIDS, Resync, price_key
+from ddms.io.levels import ASKS, BIDS, Resync, check_decimal
 from ddms.io.venues.base import VenueBooks
 
 __all__ = ["OkxBooks", "okx_checksum"]
@@ -55,9 +55,12 @@ def _levels(lst: Any, what: str) -> list[tuple[str, str]]:
         raise ValueError(f"{what!r} is not a list")
     out = []
     for j, e in enumerate(lst):
-        if not (isinstance(e, list) and 2 <= len(e) <= 4 and all(isinstance(x, str) for x in e)):
+        n = len(e) if isinstance(e, list) else 0
+        if not (2 <= n <= 4 and isinstance(e[0], str) and isinstance(e[1], str)
+                and (n < 3 or isinstance(e[2], str)) and (n < 4 or isinstance(e[3], str))):
             raise ValueError(f"{what}[{j}] is not [price, size, ...] strings: {e!r}")
-        price_key(e[0]), price_key(e[1])
+        check_decimal(e[0])
+        check_decimal(e[1])
         out.append((e[0], e[1]))
     return out
 
@@ -101,7 +104,8 @@ class OkxBooks(VenueBooks):
             self._ignore(arg["channel"])
             return ()
         symbol = arg["instId"].upper()
-        self._unknown([k for k in msg if k not in _MSG_KEYS], line)
+        if not _MSG_KEYS.issuperset(msg):
+            self._unknown([k for k in msg if k not in _MSG_KEYS], line)
         book, st = self._sym(symbol)
         st.messages += 1
         action, data = msg.get("action"), msg.get("data")
@@ -112,7 +116,8 @@ class OkxBooks(VenueBooks):
                 raise ValueError("data is not a non-empty list of objects")
             parts = []
             for d in data:
-                self._unknown([k for k in d if k not in _DATA_KEYS], line)
+                if not _DATA_KEYS.issuperset(d):
+                    self._unknown([k for k in d if k not in _DATA_KEYS], line)
                 t = d.get("ts", "0")
                 if not (isinstance(t, str) and t.isdigit() and len(t) < 17):
                     raise ValueError(f"ts is not a millisecond timestamp string: {t!r}")
