@@ -120,8 +120,7 @@ def _replays(rec: Path, folder: Path, monitor_final: dict, rng: random.Random, p
     assert sorted(p.name for p in folder.iterdir()) == before
 
 
-@pytest.mark.parametrize("venue", ["okx", "binance", pytest.param("kraken", marks=pytest.mark.slow),
-                                   pytest.param("coinbase", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("venue", ["okx", "binance", "kraken", "coinbase"])
 def test_monitor_checkpoints_replay_its_recording(tmp_path, venue):
     data = _capture(tmp_path, venue, 600)
     rec, folder = tmp_path / "session.rec", tmp_path / "ck"
@@ -306,3 +305,27 @@ def test_a_restored_level_book_deletes_in_the_same_order():
     again.clear(2)
     a, b = book.take(), again.take()
     assert a.cols.tolist() == b.cols.tolist() and a.rel.tolist() == b.rel.tolist()
+
+
+# ------------------------------------------------------------------------------------------
+# strategies: their state is not in a checkpoint, so checkpointing with one is refused
+# ------------------------------------------------------------------------------------------
+
+def test_a_checkpoint_with_a_strategy_attached_is_refused(tmp_path):
+    """A strategy's orders, position and own fields are not in an engine checkpoint: checkpointing
+    an engine with a strategy attached is refused (a resume would lose them silently), and so is
+    ``ddms monitor --strategy --checkpoint``; the same engine checkpoints before the attach."""
+    import strategies
+
+    from ddms.errors import CheckpointError, DdmsError
+    from ddms.feeds.monitor import Monitor, MonitorConfig
+    strat = strategies.get("sobi", {"threshold": 0.01})
+    engine = strat.make_engine()
+    engine.checkpoint(tmp_path / "before.arrow")
+    strat.attach(engine, strategies.LiveContext(engine, out=None))
+    with pytest.raises(CheckpointError, match="strategy sobi is attached: its orders, position and own fields"):
+        engine.checkpoint(tmp_path / "after.arrow")
+    assert not (tmp_path / "after.arrow").exists()
+    with pytest.raises(DdmsError, match="--checkpoint with --strategy"):
+        Monitor(MonitorConfig("ws://127.0.0.1:9/stream", strategy="sobi", checkpoint=str(tmp_path / "ck")),
+                out=io.StringIO())
