@@ -30,17 +30,41 @@ the feed goes on over a new connection (its ``restarted()``):
 * price levels (one Binance symbol, and every symbol of a venue session): a venue's sequence
   ids do not carry over to a new connection, so each symbol's book becomes the rows the engine
   holds and the symbol resynchronizes from the venue -- Binance from a fresh REST snapshot
-  (asked for by its first depth event), Kraken, OKX and Coinbase from the snapshot that answers
-  the new connection's subscription -- which deletes those rows and inserts the snapshot's (one
-  engine line per symbol), so the views stay consistent throughout and end equal to an
-  uninterrupted monitor's.  A venue session's engine lines continue after the restored line.
+  (one Binance book: asked for by its first depth event; a venue session: at once, as after a
+  reconnect), Kraken, OKX and Coinbase from the snapshot that answers the new connection's
+  subscription -- which deletes those rows and inserts the snapshot's (one engine line per
+  symbol), so the views stay consistent throughout and end equal to an uninterrupted monitor's.
+  A venue session's engine lines continue after the restored line.
+
+Recording (``--record FILE`` with ``--checkpoint``; venue sessions: Kraken, OKX, Coinbase,
+Binance with the symbols advertised).  A venue session numbers its engine lines as a capture
+reader numbers the recording (:class:`ddms.io.formats.SymbolBatches`: one line per message that
+made rows) and hands the engine the rows message by message
+(:meth:`~ddms.feeds.venue_session.VenueSession.take_events`), so its engine state at a message
+boundary is ``ddms run``'s over the recording at that line, floating-point sums included.  Each
+checkpoint then also holds where the recording ends (line count, byte offset, a hash of the last
+line: :meth:`~ddms.feeds.venue_session.Recorder.state`) and, under ``readers``, the capture
+reader's state at that point in the form :func:`ddms.runtime.resume.restore_readers` restores
+(:func:`_replay_state`): ``ddms run PROGRAM --data FILE --resume CKPT [--until N]`` replays the
+session from any checkpoint kept (``--checkpoint-keep 0`` keeps them all) to any line, exactly as
+the uninterrupted ``ddms run`` prints it.  A restarted monitor with the same ``--record FILE``
+cuts the recording back to the restored checkpoint's position (the lines the killed process
+wrote after it were never part of the restored state) and appends the new connection, at which
+a capture reader resyncs every book as the monitor does (:func:`ddms.io.cryptofeed.resync_all`):
+one file holds the whole session, restarts included.  Refused, naming the reason: restarting
+with ``--record`` into another file (or a file that differs before the position), or after a
+checkpoint taken without ``--record``; ``ddms run --resume`` of a monitor checkpoint that holds
+no recording position (taken without ``--record``; the order protocol, not recorded; one
+Binance book, which a capture reader numbers otherwise) or against another file.  A malformed
+message is counted by the monitor and refused by a strict ``ddms run`` (``--skip-bad`` replays
+it); the readers' counters of bad messages may differ from a replay's.
 
 Counters (messages, gaps, ...) of the order protocol and of a one-symbol Binance book start
 again at 0 in the restarted process (the restored book counts one resync); a venue session's
 per-symbol counters continue from the checkpoint (each symbol counts one more resync); the
-engine's line numbers continue.  Not saved: a strategy's own state
-(refused with ``--strategy``).  A checkpoint of another kind of feed, venue or set of symbols
-is refused naming the difference.
+engine's line numbers continue.  Not saved: a strategy's own state (refused with
+``--strategy``, and by any engine checkpoint while a strategy is attached).  A checkpoint of
+another kind of feed, venue or set of symbols is refused naming the difference.
 
 Cost: a checkpoint is O(engine state + resting orders or levels), written synchronously on the
 monitor's thread (messages queue meanwhile; the transport's bounded queue absorbs the pause).

@@ -20,6 +20,14 @@ the venue, e.g. a loopback replay), the messages sent ``<url> <- <ts>: <json>``,
 received as received ``<ts>: <raw>``, and every REST snapshot fetched ``<url> -> <ts>: <body>``,
 inline (one file).  ``serve-feed``, ``run``, ``backtest`` and ``convert`` read it back.
 
+Numbering: the engine rows of a session are numbered as a capture reader numbers the
+session's recording (:class:`~ddms.io.formats.SymbolBatches` over
+:class:`~ddms.io.cryptofeed.CryptofeedReader`): messages count when their JSON parses, REST
+snapshots count as messages, and each message that made rows is one engine line; the rows go to
+the engine message by message, in the order fed.  So a monitor's views at line N are ``ddms
+run``'s over its recording at line N, and a monitor checkpoint is a checkpoint of that replay
+too (:mod:`ddms.feeds.checkpoints`).
+
 Cost per message: one ``json.loads`` plus the venue core's work; per symbol a few counters.
 """
 

@@ -17,7 +17,10 @@ files of the same exchange beside it, merged by receive time (a REST snapshot is
 was received), and yields :class:`~ddms.io.levels.SymbolEvents` in input order.
 
 Rows are numbered (``EventBatch.line``) by message in the merged stream (1-based), so every
-message is one atomic update; reports and errors name the real file and line.
+message is one atomic update; reports and errors name the real file and line.  A connection line
+after the first (a reconnect, or a ``ddms monitor`` restarted from a checkpoint appending to its
+recording) makes every book resync (:func:`resync_all`): no venue's sequence ids carry over to a
+new connection, and the monitor did the same, so a recording replays as the session ran.
 
 Bad input: a line that is not one of the forms above, or whose JSON does not parse, or a venue
 message that is malformed, is an :class:`~ddms.errors.InputError` (``file:line: reason``) --
