@@ -317,6 +317,8 @@ class VenueSession:
         for ev in evs:
             self.seen.setdefault(ev.symbol)
             b = ev.batch
+            if not len(b):
+                continue
             new, self.line, self.last_src = renumber(b.line, self.line, self.last_src)
             out.append(SymbolEvents(ev.venue, ev.symbol, EventBatch(b.rel, b.sign, b.cols, new, int(new[0]),
                                                                     self.line)))
