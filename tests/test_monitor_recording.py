@@ -316,7 +316,6 @@ def test_a_checkpoint_with_a_strategy_attached_is_refused(tmp_path):
     an engine with a strategy attached is refused (a resume would lose them silently), and so is
     ``ddms monitor --strategy --checkpoint``; the same engine checkpoints before the attach."""
     import strategies
-
     from ddms.errors import CheckpointError, DdmsError
     from ddms.feeds.monitor import Monitor, MonitorConfig
     strat = strategies.get("sobi", {"threshold": 0.01})
