@@ -55,7 +55,7 @@ import signal
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -76,10 +76,8 @@ from ddms.feeds.transport import (
 )
 from ddms.feeds.venue_session import IN_STREAM_VENUES, FetchSnapshot, Recorder, SendText, VenueSession, venue_from_url
 from ddms.io.actions import NeedSnapshot
-from ddms.io.events import concat
 from ddms.io.orderproto import OrderFeed
 from ddms.io.schema import COLUMNS
-from ddms.io.symbols import symbol_id, with_symbol
 from ddms.io.venues.binance_book import FUTURES, SPOT, BinanceBook, Decoder, DepthUpdate
 
 __all__ = ["Monitor", "MonitorConfig", "load_strategy"]
@@ -589,12 +587,11 @@ class Monitor:
     def _flush_session(self) -> None:
         sess = self.session
         assert sess is not None
-        evs = sess.take_events()
-        if evs and self.engine is not None:    # one batch, message by message (as ddms run reads the recording)
-            if self._symbol_rows:       # the views' streams have a symbol column: every symbol's rows
-                evs = [replace(ev, batch=replace(ev.batch, cols=with_symbol(ev.batch.cols, symbol_id(ev.symbol))))
-                       for ev in evs]
-            self.engine.apply(evs[0].batch if len(evs) == 1 else concat([ev.batch for ev in evs]), self.relmap)
+        # one batch, message by message (as ddms run reads the recording); with a symbol column when
+        # the views' streams have one (every symbol's rows)
+        b = sess.take_batch(self._symbol_rows)
+        if b is not None and self.engine is not None:
+            self.engine.apply(b, self.relmap)
         pend = self._lat_sym
         if pend:
             now = time.perf_counter_ns()

@@ -40,11 +40,14 @@ from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import parse_qs, urljoin, urlsplit, urlunsplit
 
+import numpy as np
+
 from ddms.errors import DdmsError
 from ddms.io.cryptofeed import resync_all
-from ddms.io.events import EventBatch
+from ddms.io.events import EventBatch, concat
 from ddms.io.formats import renumber
 from ddms.io.levels import ASKS, BIDS, Resync, SymbolEvents
+from ddms.io.symbols import symbol_id, with_symbol
 
 __all__ = ["IN_STREAM_VENUES", "FetchSnapshot", "Recorder", "SendText", "VenueSession", "venue_from_url"]
 
@@ -134,7 +137,7 @@ class VenueSession:
         self.seen: dict[str, None] = {}    # symbols whose rows were handed out, in order of first appearance
         self.restored = False     # restored from a checkpoint: the first connection resyncs every symbol
         self.want: str | None = None   # the symbol a replay of the recording keeps (None: every symbol)
-        self._queue: list[SymbolEvents] = []   # rows of each message in order, numbered by message
+        self._queue: list = []    # rows of each message in order (_take_now), numbered by message
         self.malformed_json = 0
         self.stats = {s: _SymStats() for s in self.symbols}
         self._inflight: set[str] = set()      # symbols with a resync under way
@@ -247,7 +250,7 @@ class VenueSession:
             return [], None
         acts = core.feed(msg, n)
         if take:
-            self._queue += core.take_events()
+            self._take_now()
         if sym is not None:
             self.stats[sym].received += 1
             if self._synced(sym):
@@ -270,7 +273,6 @@ class VenueSession:
                 acts += a
                 syms.append(sym)
             return acts, syms
-        import numpy as np
         out: list[SendText | FetchSnapshot] = []
         touched: list[str | None] = [None] * len(datas)
         base, m0 = self.line_base, self.messages
@@ -279,7 +281,7 @@ class VenueSession:
         if core._lane is None:
             from ddms.io.venues.binance_chunk import ChunkLane
             core._lane = ChunkLane(core, follow=self.stats.__contains__)   # others: feed's "other_symbol"
-        self._queue += core.take_events()    # rows queued before this call (none: apply_snapshot takes its own)
+        self._take_now()    # rows queued before this call (none: apply_snapshot takes its own)
 
         def fallback(t: int) -> tuple:
             self.messages, self.numbered = m0 + t, int(numbers[t]) - base - 1
@@ -305,23 +307,80 @@ class VenueSession:
         self.messages = m0 + len(datas)
         return out, touched
 
+    def _take_now(self) -> None:
+        """Queue the rows the core made since the last take, now: called after every message, so
+        the queue holds them message by message (the order a capture's reader hands them out).
+        Binance: the core's events; the in-stream venues: the books' row tuples (their arrays
+        are built once per :meth:`take_batch`, not per message).  O(rows)."""
+        core = self.core
+        if self.venue == "binance":
+            self._queue += core.take_events()
+            return
+        dirty = core._dirty
+        if dirty:
+            books = core.books
+            for sym in dict.fromkeys(dirty):     # as VenueBooks.take_events orders them
+                rows = books[sym].take_rows()
+                if rows:
+                    self._queue.append((sym, rows))
+            dirty.clear()
+
+    def _build(self) -> tuple[EventBatch, list[str], list[int]] | None:
+        """The queued rows as one batch (five columns) renumbered as a capture reader numbers
+        the recording of this session (:class:`ddms.io.formats.SymbolBatches`: one line per
+        message that made rows, consecutive after :attr:`line`), with the symbol of each run of
+        rows and the runs' lengths; None when nothing is queued.  O(rows)."""
+        self._take_now()
+        q, self._queue = self._queue, []
+        if self.venue == "binance":
+            q = [ev for ev in q if len(ev.batch)]
+            if not q:
+                return None
+            syms, counts = [ev.symbol for ev in q], [len(ev.batch) for ev in q]
+            b = q[0].batch if len(q) == 1 else concat([ev.batch for ev in q])
+            rel, sign, cols, src = b.rel, b.sign, b.cols, b.line
+        else:
+            if not q:
+                return None
+            syms, counts = [sym for sym, _ in q], [len(rows) for _, rows in q]
+            a = np.array([r for _, rows in q for r in rows], np.float64)
+            rel, sign = a[:, 0].astype(np.int8), a[:, 1].astype(np.int8)
+            cols, src = np.ascontiguousarray(a[:, 2:7]), a[:, 7].astype(np.int64)
+        for sym in syms:
+            self.seen.setdefault(sym)
+        new, self.line, self.last_src = renumber(src, self.line, self.last_src)
+        return EventBatch(rel, sign, cols, new, int(new[0]), self.line), syms, counts
+
+    def take_batch(self, symbol_column: bool = False) -> EventBatch | None:
+        """The engine rows made since the last call, message by message in the order fed (each
+        message's rows as the core's ``take_events`` gives them), as one batch renumbered as
+        ``ddms run`` numbers this session's recording, so the monitor's engine applies the very
+        rows, in the very order and on the very lines, of ``ddms run`` over the recording, and
+        its checkpoints are checkpoints of that run too.  ``symbol_column``: each row's
+        :func:`~ddms.io.symbols.symbol_id` as a sixth column.  None: no rows.  O(rows)."""
+        built = self._build()
+        if built is None:
+            return None
+        b, syms, counts = built
+        if symbol_column:
+            ids = np.repeat(np.array([symbol_id(s) for s in syms], np.float64), counts)
+            b = EventBatch(b.rel, b.sign, with_symbol(b.cols, ids), b.line, b.first_line, b.last_line)
+        return b
+
     def take_events(self) -> list[SymbolEvents]:
-        """The engine rows queued since the last call, message by message in the order fed (each
-        message's rows as the core's ``take_events`` gives them), renumbered as a capture reader
-        numbers the recording of this session (:class:`ddms.io.formats.SymbolBatches`: one
-        line per message that made rows, consecutive after :attr:`line`), so the monitor's
-        engine applies the very rows, in the very order and on the very lines, of ``ddms run``
-        over the recording, and its checkpoints are checkpoints of that run too.  O(rows)."""
-        evs, self._queue = self._queue + self.core.take_events(), []
-        out = []
-        for ev in evs:
-            self.seen.setdefault(ev.symbol)
-            b = ev.batch
-            if not len(b):
-                continue
-            new, self.line, self.last_src = renumber(b.line, self.line, self.last_src)
-            out.append(SymbolEvents(ev.venue, ev.symbol, EventBatch(b.rel, b.sign, b.cols, new, int(new[0]),
-                                                                    self.line)))
+        """:meth:`take_batch` cut into one :class:`SymbolEvents` per run of rows of one symbol
+        (in order).  O(rows)."""
+        built = self._build()
+        if built is None:
+            return []
+        b, syms, counts = built
+        out, lo = [], 0
+        for sym, n in zip(syms, counts, strict=True):
+            line = b.line[lo:lo + n]
+            out.append(SymbolEvents(self.core.venue, sym, EventBatch(b.rel[lo:lo + n], b.sign[lo:lo + n],
+                                                                     b.cols[lo:lo + n], line, int(line[0]),
+                                                                     int(line[-1]))))
+            lo += n
         return out
 
     def apply_snapshot(self, symbol: str, body: bytes, recv_ns: int = 0) -> list[SendText | FetchSnapshot]:
@@ -331,7 +390,7 @@ class VenueSession:
         self._inflight.discard(symbol)
         self.numbered += 1
         acts = self.core.apply_snapshot(symbol, body, self.line_base + self.numbered, recv_ns)
-        self._queue += self.core.take_events()
+        self._take_now()
         return self._perform(acts)
 
     def snapshot_failed(self, symbol: str) -> None:

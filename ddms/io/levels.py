@@ -244,6 +244,13 @@ class LevelBook:
                 self._rows.append((side, 1, *v.row, line))
         self.scale = scale
 
+    def take_rows(self) -> list[tuple]:
+        """The rows queued since the last call as tuples ``(rel, sign, t, id, broker_id, volume,
+        price, line)``, without building arrays (a caller gathering many symbols' rows in order
+        builds them once).  O(1)."""
+        rows, self._rows = self._rows, []
+        return rows
+
     def take(self) -> EventBatch | None:
         """The rows queued since the last call as one batch (None if there are none).  O(rows)."""
         rows = self._rows
