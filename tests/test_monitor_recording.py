@@ -231,6 +231,8 @@ def _drive(venue: str, seed: int, path: Path) -> tuple[VenueSession, Recorder, l
             rec.received(t, d)
         sess.feed_many(datas[i:j])
         rows.extend((ev.batch, symbol_id(ev.symbol)) for ev in sess.take_events())
+        sess._check()
+        rec._check()
         i = j
     out.close()
     return sess, rec, rows

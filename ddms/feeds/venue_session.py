@@ -467,6 +467,9 @@ class VenueSession:
     def _check(self) -> None:
         self.core._check()
         assert self._inflight <= set(self.symbols)
+        top = self.line_base + self.numbered
+        assert self.last_src is None or self.last_src <= top, "a line handed out of a message not fed yet"
+        assert self.line >= 0 and (self.last_src is None or self.line > 0), "a source without a line"
 
 
 class Recorder:
@@ -537,6 +540,14 @@ class Recorder:
         text = bytes(body).decode("utf-8", "surrogateescape").replace("\r", " ").replace("\n", " ")
         ts = t if isinstance(t, str) else self.stamp(t)
         self._write(f"{url} -> {ts}: {text}", ts)
+
+    def _check(self) -> None:
+        """The counts agree with the file: its size is the bytes counted, its last line the one
+        kept (what a checkpoint's position claims)."""
+        import os
+        self.out.flush()
+        assert os.fstat(self.out.fileno()).st_size == self.offset, "bytes counted != the file's size"
+        assert self.last.endswith(b"\n") or not self.lines
 
     def position(self) -> dict[str, Any]:
         """Where the recording ends now, as :meth:`ddms.io.cursor.LineCursor.position`."""
