@@ -28,6 +28,7 @@ from ddms.runtime.driver import replay
 from ddms.runtime.engine import Engine
 
 SECTION = "11 checkpoint"
+GROUPS = 10_000   # rows of the grouped view whose snapshot is timed
 GROUPED_SQL = """
 CREATE STREAM bids(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)
   FROM FILE 'finance.csv' LINE DELIMITED orderbook (book := 'bids', brokers := '10', deterministic := 'yes');
@@ -71,9 +72,10 @@ def _snapshot_rows() -> list[Row]:
     build, _ = book_stream(10_000, 0, both_sides=True, seed=2)
     time_apply(sobi, parse_continue(OrderBookParser(brokers=10), build))
     grouped = Engine(compile_sql(GROUPED_SQL).program)
-    build, _ = book_stream(10_000, 0, both_sides=False, seed=3)
-    time_apply(grouped, parse_continue(OrderBookParser(brokers=10), build))
+    build = "".join(f"{i},{i},B,{1 + i % 7},{1000 + 3 * i}\n" for i in range(1, GROUPS + 1)).encode()
+    time_apply(grouped, parse_continue(OrderBookParser(brokers=10), build))   # GROUPS distinct prices
     groups = len(grouped.view("V"))
+    assert groups == GROUPS, groups
     n = 2000
     t_s = _best(lambda: [sobi.snapshot("BEST_BID") for _ in range(n)]) / n
     t_g = _best(lambda: grouped.snapshot("V"))

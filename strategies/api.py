@@ -465,6 +465,8 @@ class Strategy:
         self.setup(engine)
         ctx.origin = engine.position
         self.start(ctx)
+        if isinstance(getattr(engine, "unsaved", None), list):   # engine checkpoints would lose our state
+            engine.unsaved.append(f"strategy {self.name} is attached: its orders, position and own fields")
         return ctx
 
     @classmethod

@@ -112,37 +112,59 @@ def test_restore_continues_bit_for_bit(program, tmp_path, stream, cut):
         same_state(ref, got)
 
 
-def test_restore_in_a_new_process(tmp_path):
+@pytest.mark.parametrize("name,cut", [("sobi", 12_345), pytest.param("broker_sql", 1_234, marks=pytest.mark.slow)])
+def test_restore_in_a_new_process(tmp_path, name, cut):
     """The uninterrupted run here; a second process restores the checkpoint, applies the rest of
-    the stream and writes its state, which equals this one's bit for bit."""
+    the stream line by line and writes its views after every line and its final state: the views
+    equal this run's after every remaining line, bit for bit, and so does the whole state."""
     from replay.synthetic import generate_orderbook
-    data = b"".join(generate_orderbook(30_000, seed=7, depth=400))
+    n = 2_000 if name == "broker_sql" else 20_000
+    data = b"".join(generate_orderbook(n, seed=7, depth=400))
     (tmp_path / "in.csv").write_bytes(data)
-    prog = EXAMPLES / "sobi.m3"
-    ref = Engine(prog)
+    prog = EXAMPLES / "sobi.m3" if name == "sobi" else tmp_path / "broker.sql"
+    if name != "sobi":
+        prog.write_text(BROKER_SQL)
+    ref = Engine(prog if name == "sobi" else compile_sql(BROKER_SQL).program)
     relmap = ref.relmap(("bids", "asks"))
-    head, tail = split_lines(OrderBookParser().feed(data), 12_345)
+    head, tail = split_lines(OrderBookParser().feed(data), cut)
     ref.apply(head, relmap)
     ref.checkpoint(tmp_path / "c.arrow")
-    ref.apply(tail, relmap)
+    want_views = []
+    for i in range(cut + 1, n + 1):
+        piece, tail = split_lines(tail, i)
+        ref.apply(piece, relmap)
+        want_views.append(views_bits(ref))
     script = f"""
+import json, sys
 import numpy as np
+sys.path.insert(0, {str(REPO / "tests")!r})
+from test_checkpoint import views_bits
+from ddms.compiler import compile_sql
 from ddms.runtime.checkpoint import dump_state
 from ddms.runtime.engine import Engine
 from ddms.io.events import split_lines
 from ddms.io.orderbook import OrderBookParser
-e = Engine({str(prog)!r}, restore={str(tmp_path / 'c.arrow')!r})
+prog = {str(prog)!r}
+e = Engine(prog if prog.endswith(".m3") else compile_sql(open(prog).read()).program,
+           restore={str(tmp_path / 'c.arrow')!r})
 batch = OrderBookParser().feed(open({str(tmp_path / 'in.csv')!r}, 'rb').read())
 _, tail = split_lines(batch, e.position)
-e.apply(tail, e.relmap(('bids', 'asks')))
+rel = e.relmap(('bids', 'asks'))
+views = []
+for i in range(e.position + 1, {n} + 1):
+    piece, tail = split_lines(tail, i)
+    e.apply(piece, rel)
+    views.append(views_bits(e))
 e._check()
+json.dump(views, open({str(tmp_path / 'views.json')!r}, 'w'))
 np.savez({str(tmp_path / 'out.npz')!r}, position=e.position, **dump_state(e))
 """
     subprocess.run([sys.executable, "-c", script], cwd=REPO, check=True)
     ref._check()
+    assert json.loads((tmp_path / "views.json").read_text()) == want_views
     want = dump_state(ref)
     got = np.load(tmp_path / "out.npz")
-    assert int(got["position"]) == ref.position == 30_000
+    assert int(got["position"]) == ref.position == n
     assert set(got.files) - {"position"} == set(want)
     for k, a in want.items():
         assert got[k].tobytes() == a.tobytes(), k

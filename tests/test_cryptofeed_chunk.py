@@ -197,8 +197,8 @@ def test_snapshot_from_bytes_equals_snapshot_from_dict(body: bytes) -> None:
 @given(src=st.lists(st.integers(0, 6), max_size=12).map(sorted), line=st.integers(0, 5),
        last=st.one_of(st.none(), st.integers(0, 6)))
 def test_renumber_equals_the_loop(src: list[int], line: int, last: int | None) -> None:
-    """formats._renumber (numpy) against the per-row loop it replaced."""
-    from ddms.io.formats import _renumber
+    """formats.renumber (numpy) against the per-row loop it replaced."""
+    from ddms.io.formats import renumber as _renumber
     want, ln, ls = [], line, last
     for x in src:
         if x != ls:

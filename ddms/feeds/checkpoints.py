@@ -30,17 +30,41 @@ the feed goes on over a new connection (its ``restarted()``):
 * price levels (one Binance symbol, and every symbol of a venue session): a venue's sequence
   ids do not carry over to a new connection, so each symbol's book becomes the rows the engine
   holds and the symbol resynchronizes from the venue -- Binance from a fresh REST snapshot
-  (asked for by its first depth event), Kraken, OKX and Coinbase from the snapshot that answers
-  the new connection's subscription -- which deletes those rows and inserts the snapshot's (one
-  engine line per symbol), so the views stay consistent throughout and end equal to an
-  uninterrupted monitor's.  A venue session's engine lines continue after the restored line.
+  (one Binance book: asked for by its first depth event; a venue session: at once, as after a
+  reconnect), Kraken, OKX and Coinbase from the snapshot that answers the new connection's
+  subscription -- which deletes those rows and inserts the snapshot's (one engine line per
+  symbol), so the views stay consistent throughout and end equal to an uninterrupted monitor's.
+  A venue session's engine lines continue after the restored line.
+
+Recording (``--record FILE`` with ``--checkpoint``; venue sessions: Kraken, OKX, Coinbase,
+Binance with the symbols advertised).  A venue session numbers its engine lines as a capture
+reader numbers the recording (:class:`ddms.io.formats.SymbolBatches`: one line per message that
+made rows) and hands the engine the rows message by message
+(:meth:`~ddms.feeds.venue_session.VenueSession.take_events`), so its engine state at a message
+boundary is ``ddms run``'s over the recording at that line, floating-point sums included.  Each
+checkpoint then also holds where the recording ends (line count, byte offset, a hash of the last
+line: :meth:`~ddms.feeds.venue_session.Recorder.state`) and, under ``readers``, the capture
+reader's state at that point in the form :func:`ddms.runtime.resume.restore_readers` restores
+(:func:`_replay_state`): ``ddms run PROGRAM --data FILE --resume CKPT [--until N]`` replays the
+session from any checkpoint kept (``--checkpoint-keep 0`` keeps them all) to any line, exactly as
+the uninterrupted ``ddms run`` prints it.  A restarted monitor with the same ``--record FILE``
+cuts the recording back to the restored checkpoint's position (the lines the killed process
+wrote after it were never part of the restored state) and appends the new connection, at which
+a capture reader resyncs every book as the monitor does (:func:`ddms.io.cryptofeed.resync_all`):
+one file holds the whole session, restarts included.  Refused, naming the reason: restarting
+with ``--record`` into another file (or a file that differs before the position), or after a
+checkpoint taken without ``--record``; ``ddms run --resume`` of a monitor checkpoint that holds
+no recording position (taken without ``--record``; the order protocol, not recorded; one
+Binance book, which a capture reader numbers otherwise) or against another file.  A malformed
+message is counted by the monitor and refused by a strict ``ddms run`` (``--skip-bad`` replays
+it); the readers' counters of bad messages may differ from a replay's.
 
 Counters (messages, gaps, ...) of the order protocol and of a one-symbol Binance book start
 again at 0 in the restarted process (the restored book counts one resync); a venue session's
 per-symbol counters continue from the checkpoint (each symbol counts one more resync); the
-engine's line numbers continue.  Not saved: a strategy's own state
-(refused with ``--strategy``).  A checkpoint of another kind of feed, venue or set of symbols
-is refused naming the difference.
+engine's line numbers continue.  Not saved: a strategy's own state (refused with
+``--strategy``, and by any engine checkpoint while a strategy is attached).  A checkpoint of
+another kind of feed, venue or set of symbols is refused naming the difference.
 
 Cost: a checkpoint is O(engine state + resting orders or levels), written synchronously on the
 monitor's thread (messages queue meanwhile; the transport's bounded queue absorbs the pause).
@@ -58,6 +82,8 @@ from typing import Any
 import numpy as np
 
 from ddms.errors import CheckpointError
+from ddms.io.cryptofeed import recording_state
+from ddms.io.formats import SymbolBatches
 from ddms.io.orderproto import OrderFeed
 from ddms.io.schema import ASKS, BIDS
 from ddms.io.venues.binance_book import BinanceBook
@@ -78,6 +104,8 @@ class MonitorCheckpoints:
                  keep: int = KEEP) -> None:
         if every < 1:
             raise CheckpointError(f"--checkpoint-every must be >= 1 message, got {every}")
+        if keep < 0:
+            raise CheckpointError(f"--checkpoint-keep must be >= 0 (0 keeps every checkpoint), got {keep}")
         if engine is None:
             raise CheckpointError("--checkpoint needs --views: the checkpoint holds the engine's state")
         self.folder, self.engine, self.every, self.keep = Path(folder), engine, every, keep
@@ -87,6 +115,7 @@ class MonitorCheckpoints:
         self.feed: dict[str, Any] | None = None
         self._arrays: dict[str, np.ndarray] = {}
         self.restored_from: Path | None = None
+        self.recording: dict[str, Any] | None = None   # the restored checkpoint's recording (Recorder.state)
         self.written = 0
         self._since = 0         # feed messages since the last checkpoint
         found = checkpoints(self.folder)
@@ -96,6 +125,8 @@ class MonitorCheckpoints:
             if "monitor" not in extra:
                 raise CheckpointError(f"{path}: not a ddms monitor checkpoint (a ddms run checkpoint?)")
             self.feed, self._arrays, self.restored_from = extra["monitor"], arrays, path
+            self.recording = extra["monitor"].get("recording")
+            self._arrays = {k: a for k, a in arrays.items() if not k.startswith("reader0.")}
 
     # -- restoring ------------------------------------------------------------------------------
     def _take(self, kind: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
@@ -157,24 +188,28 @@ class MonitorCheckpoints:
             raise CheckpointError(f"{self.restored_from}: a checkpoint of {f['venue']} ({', '.join(f['symbols'])}), "
                                   f"this feed is {session.venue} ({', '.join(session.symbols)})")
         self._load(session.core, f["state"], a if session.venue == "binance" else None)
-        session.core.restarted(f"restored {self.restored_from.name}")
-        session.line_base = self.engine.position
+        session.restored = True       # its first connection resyncs every symbol (on_connect)
+        pos = self.engine.position
+        session.line_base = int(f.get("numbered", pos))
+        session.line, session.last_src, session.seen = pos, f.get("last_src"), dict.fromkeys(f.get("seen", ()))
         return (f"restored {self.restored_from.name}: engine line {self.engine.position:,}, {session.venue} books of "
                 f"{', '.join(session.symbols)}; each resynchronizes from a fresh snapshot")
 
     # -- saving ---------------------------------------------------------------------------------
-    def after_flush(self, core: Any, messages: int) -> Path | None:
+    def after_flush(self, core: Any, messages: int, recorder: Any = None) -> Path | None:
         """Called at a message boundary with ``messages`` fed so far in this run: checkpoint when
         ``every`` messages have passed since the last one.  ``core``: the protocol core or the
-        venue session."""
+        venue session; ``recorder``: ``--record``'s :class:`~ddms.feeds.venue_session.Recorder`."""
         if core is None or messages - self._since < self.every:
             return None
         self._since = messages
-        return self.write(core)
+        return self.write(core, recorder)
 
-    def write(self, core: Any) -> Path | None:
+    def write(self, core: Any, recorder: Any = None) -> Path | None:
         """Checkpoint the engine and ``core`` (an :class:`OrderFeed`, a :class:`BinanceBook` or
-        a venue session) now, at a message boundary.  O(state)."""
+        a venue session) now, at a message boundary; with ``recorder`` (``--record``) also where
+        the recording is and -- a venue session -- the state of a capture reader that has read
+        the recording up to there (``ddms run --resume`` continues from it).  O(state)."""
         if core is None:
             return None
         if self.feed is not None:       # restored but the core never came up: keep the checkpoint as is
@@ -185,10 +220,37 @@ class MonitorCheckpoints:
         else:                           # a venue session
             state = core.core.save_state()
             state, arrays = state if isinstance(state, tuple) else (state, {})
-            meta = {"kind": "venue", "venue": core.venue, "symbols": core.symbols, "state": state}
+            if core.line != self.engine.position:
+                raise CheckpointError(f"the venue session handed out {core.line:,} lines, the engine applied "
+                                      f"{self.engine.position:,}")
+            meta = {"kind": "venue", "venue": core.venue, "symbols": core.symbols, "state": state,
+                    "numbered": core.line_base + core.numbered, "last_src": core.last_src, "seen": list(core.seen)}
+        extra: dict[str, Any] = {"monitor": meta}
+        if recorder is not None:
+            meta["recording"] = recorder.state()
+            if meta["kind"] == "venue":
+                extra |= _replay_state(core, recorder, (state, arrays))
+                arrays = arrays | extra.pop("arrays")
         path = self.folder / f"{PREFIX}{self.engine.position:015d}{SUFFIX}"
-        save(self.engine, path, extra={"monitor": meta}, extra_arrays=arrays)
+        save(self.engine, path, extra=extra, extra_arrays=arrays)
         self.written += 1
-        for _, old in checkpoints(self.folder)[:-self.keep]:
-            old.unlink(missing_ok=True)
+        if self.keep:
+            for _, old in checkpoints(self.folder)[:-self.keep]:
+                old.unlink(missing_ok=True)
         return path
+
+
+def _replay_state(session: Any, recorder: Any, core: tuple[dict, dict[str, np.ndarray]]) -> dict[str, Any]:
+    """The reader part of a ``ddms run --checkpoint`` checkpoint of the recording (what
+    :func:`ddms.runtime.resume.restore_readers` restores): the capture reader of the recording
+    (:class:`~ddms.io.formats.SymbolBatches` over a :class:`~ddms.io.cryptofeed.CryptofeedReader`)
+    as if it had read the recording up to where it ends now, with the session's venue core
+    (fed the same messages, numbered the same way), the engine lines handed out and the symbol a
+    replay keeps; its arrays under ``arrays`` (``reader0.``-prefixed)."""
+    reader, arrays = recording_state(recorder.position(), recorder.time, venue=recorder.venue, core=core,
+                                     messages=session.line_base + session.numbered,
+                                     bad_lines=session.core.bad_messages, subscribed=recorder.subscribed,
+                                     connections=recorder.connections)
+    state = SymbolBatches.state_of(reader, session.line, session.last_src, list(session.seen), session.want)
+    return {"readers": [{"adaptor": SymbolBatches.__name__, "file": recorder.path, "state": state, "pending": None}],
+            "base": 0, "arrays": {f"reader0.{k}": a for k, a in arrays.items()}}

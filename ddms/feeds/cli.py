@@ -4,7 +4,8 @@
                     [--empty-book] [--fault KIND@N[#SYMBOL] ...]
     ddms monitor URL [--views FILE.sql|FILE.m3] [--strategy NAME [--param K=V ...] [--orders-log FILE]]
                  [--json] [--once] [--reconnect N|forever] [--snapshot-url URL] [--market futures|spot]
-                 [--watchdog S] [--symbols A,B,...] [--record FILE] [--checkpoint DIR [--checkpoint-every N]]
+                 [--watchdog S] [--symbols A,B,...] [--record FILE]
+                 [--checkpoint DIR [--checkpoint-every N] [--checkpoint-keep N]]
 
 ``serve-feed`` prints the websocket URL to connect to as its first stdout line; ``monitor`` on
 that URL needs no other option (the server advertises protocol or venue, symbols, market and
@@ -114,7 +115,8 @@ def monitor_config(args: argparse.Namespace) -> MonitorConfig:
                          display=False if args.no_display else None, strategy_params=tuple(params),
                          reconnect=args.reconnect, orders_log=args.orders_log,
                          symbols=tuple(x.strip().upper() for x in (args.symbols or "").split(",") if x.strip()),
-                         record=args.record, checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every)
+                         record=args.record, checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                         checkpoint_keep=args.checkpoint_keep)
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
@@ -217,4 +219,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                          "snapshot.  Needs --views")
     mo.add_argument("--checkpoint-every", type=int, default=10_000, metavar="N",
                     help="messages between checkpoints (default 10000)")
+    mo.add_argument("--checkpoint-keep", type=int, default=2, metavar="N",
+                    help="keep the N newest checkpoints in DIR (default 2; 0 keeps every one: with --record, ddms run "
+                         "--resume FILE replays the recording from any of them)")
     mo.set_defaults(func=cmd_monitor)

@@ -55,7 +55,7 @@ import signal
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -78,7 +78,6 @@ from ddms.feeds.venue_session import IN_STREAM_VENUES, FetchSnapshot, Recorder, 
 from ddms.io.actions import NeedSnapshot
 from ddms.io.orderproto import OrderFeed
 from ddms.io.schema import COLUMNS
-from ddms.io.symbols import symbol_id, with_symbol
 from ddms.io.venues.binance_book import FUTURES, SPOT, BinanceBook, Decoder, DepthUpdate
 
 __all__ = ["Monitor", "MonitorConfig", "load_strategy"]
@@ -120,6 +119,7 @@ class MonitorConfig:
     record: str | None = None
     checkpoint: str | None = None
     checkpoint_every: int = 10_000
+    checkpoint_keep: int = 2
 
 
 class Monitor:
@@ -158,16 +158,12 @@ class Monitor:
         self.strategy_ctx: Any = None
         self.session: VenueSession | None = None     # a multi-symbol venue feed (see venue_session.py)
         self.recorder: Recorder | None = None
-        self._record_file: TextIO | None = None
+        self._record_file: Any = None                # --record's file (binary)
+        self._record_resume: dict[str, Any] | None = None   # the recording's counts at a restored checkpoint
         self._wall0 = time.time_ns() - time.perf_counter_ns()    # perf_counter_ns -> unix ns
         self._lat_sym: list[tuple[int, str]] = []
         self._yield_now = False                      # a subscription change waits to be sent
         self._snap_syms: dict[str, str] = {}         # snapshot URL in flight -> symbol
-        if config.record:
-            try:
-                self._record_file = open(config.record, "w", encoding="utf-8", errors="surrogateescape")
-            except OSError as e:
-                raise DdmsError(f"--record {config.record}: cannot write: {e.strerror or e}") from None
         if engine is None and config.views:
             from ddms.runtime.engine import Engine
             self.engine = Engine(config.views)
@@ -192,7 +188,10 @@ class Monitor:
             if config.strategy:
                 raise DdmsError("--checkpoint with --strategy: a strategy's own state is not checkpointed")
             from ddms.feeds.checkpoints import MonitorCheckpoints
-            self.checkpoints = MonitorCheckpoints(config.checkpoint, self.engine, every=config.checkpoint_every)
+            self.checkpoints = MonitorCheckpoints(config.checkpoint, self.engine, every=config.checkpoint_every,
+                                                  keep=config.checkpoint_keep)
+        if config.record:
+            self._open_record_file(config.record)
         self._symbol_rows = False   # the views' bids/asks carry a symbol column (every symbol of a session)
         if self.engine is not None:
             self.relmap = self.engine.relmap(("bids", "asks"))
@@ -377,6 +376,7 @@ class Monitor:
         self.session = VenueSession(venue, syms, c.url, market=self.market, snapshot=h.get("x-ddms-snapshot"),
                                     stream_kinds=kinds,    # a ddms replay (X-DDMS-*) has no message rate limit
                                     subscribe_interval=0.0 if "x-ddms-protocol" in h else 0.25)
+        self.session.want = None if self._symbol_rows else syms[0]   # the symbol a replay keeps (None: all)
         if self.engine is not None and len(syms) > 1 and not self._symbol_rows:
             raise DdmsError(f"--views/--strategy on {len(syms)} symbols: the bids/asks relations hold one book; "
                             f"choose one with --symbols (this feed: {', '.join(syms)}), or declare a symbol column "
@@ -420,8 +420,6 @@ class Monitor:
         self.client.request_snapshot(url, delay)
 
     def _on_snapshot(self, rep: SnapshotReply) -> None:
-        if rep.body is not None and self.recorder is not None:
-            self.recorder.rest(rep.url, self._wall(rep.recv_ns), rep.body)
         if self.session is not None:
             sym = self._snap_syms.pop(rep.url, None)
             if sym is None:
@@ -433,13 +431,18 @@ class Monitor:
                 if self.client is not None:
                     self.client.request_snapshot(rep.url, 0.5)
                 return
-            acts = self.session.apply_snapshot(sym, rep.body)
+            stamp = Recorder.stamp(self._wall(rep.recv_ns))    # the time recorded: a replay makes the same rows
+            if self.recorder is not None:
+                self.recorder.rest(rep.url, stamp, rep.body)
+            acts = self.session.apply_snapshot(sym, rep.body, int(float(stamp) * 1e9))
             synced = self.session._synced(sym)
             self._note("snapshot", f"snapshot of {sym} {'applied; in sync' if synced else 'not usable'}", symbol=sym,
                        url=rep.url, synced=synced)
             if acts:
                 self._session_act(acts)
             return
+        if rep.body is not None and self.recorder is not None:
+            self.recorder.rest(rep.url, self._wall(rep.recv_ns), rep.body)
         self._snap_inflight = False
         book = self.book
         if book is None:
@@ -504,6 +507,47 @@ class Monitor:
             return True
         return False
 
+    def _open_record_file(self, path: str) -> None:
+        """Open ``--record``'s file: a new recording, or -- restoring a checkpoint taken while
+        recording -- the same recording cut back to the checkpoint's position (what this process
+        restored: the lines after it, written before the process died, were never part of the
+        restored state) and continued there, so that the recording and every checkpoint keep
+        joining up.  Refused (:class:`DdmsError`): a restored checkpoint taken without a
+        recording, or a file that is not the checkpoint's recording up to its position."""
+        ck = self.checkpoints
+        saved = ck.recording if ck is not None else None
+        if ck is None or ck.restored_from is None:
+            try:
+                self._record_file = open(path, "wb")
+            except OSError as e:
+                raise DdmsError(f"--record {path}: cannot write: {e.strerror or e}") from None
+            return
+        where = f"the checkpoint {ck.restored_from}"
+        if saved is None:
+            raise DdmsError(f"--record {path}: {where} was taken without --record, so no recording holds the session "
+                            "before it: restart without --record, or start a new session (another --checkpoint "
+                            "DIR) to record one whole")
+        pos = saved["position"]
+        offset, n = int(pos["offset"]), int(pos["last_len"])
+        try:
+            f = open(path, "r+b")
+        except OSError as e:
+            raise DdmsError(f"--record {path}: {where} continues the recording {saved['file']} at byte {offset:,}, "
+                            f"which cannot be opened here ({e.strerror or e}): record to that file") from None
+        f.seek(max(0, offset - n))
+        last = f.read(n) if offset >= n else b""
+        from ddms.io.cursor import position
+        if offset < n or len(last) != n or position(path, 0, offset, last)["last"] != pos["last"]:
+            f.close()
+            raise DdmsError(f"--record {path}: not the recording {where} was taken with ({saved['file']}: "
+                            f"{int(pos['line']):,} lines, {offset:,} bytes at the checkpoint); a session's "
+                            "recording must be one file: record to that file")
+        f.truncate(offset)
+        f.seek(offset)
+        self._record_file = f
+        self._record_resume = {**pos, "last_bytes": last, "time": saved["time"], "subscribed": saved["subscribed"],
+                               "connections": saved["connections"]}
+
     def _open_recording(self, url: str) -> None:
         """``--record``: the connection line (the venue appended when the URL does not say it)."""
         if self._record_file is None:
@@ -519,7 +563,7 @@ class Monitor:
             if venue == "binance":
                 fut = (self.market or FUTURES) == FUTURES
                 venue = "binance_futures" if fut else "binance"
-            self.recorder = Recorder(self._record_file, venue)
+            self.recorder = Recorder(self._record_file, venue, self.config.record or "", self._record_resume)
         self.recorder.opened(url, time.time())
 
     def _say_disconnected(self, d: Disconnected) -> str:
@@ -546,12 +590,11 @@ class Monitor:
     def _flush_session(self) -> None:
         sess = self.session
         assert sess is not None
-        for ev in sess.take_events():
-            if self.engine is not None:
-                b = ev.batch
-                if self._symbol_rows:       # the views' streams have a symbol column: every symbol's rows
-                    b = replace(b, cols=with_symbol(b.cols, symbol_id(ev.symbol)))
-                self.engine.apply(b, self.relmap)
+        # one batch, message by message (as ddms run reads the recording); with a symbol column when
+        # the views' streams have one (every symbol's rows)
+        b = sess.take_batch(self._symbol_rows)
+        if b is not None and self.engine is not None:
+            self.engine.apply(b, self.relmap)
         pend = self._lat_sym
         if pend:
             now = time.perf_counter_ns()
@@ -648,9 +691,9 @@ class Monitor:
                 self._flush()
                 if self.checkpoints is not None:
                     if self.session is not None:
-                        self.checkpoints.after_flush(self.session, self.session.messages)
+                        self.checkpoints.after_flush(self.session, self.session.messages, self.recorder)
                     elif self.book is not None:
-                        self.checkpoints.after_flush(self.book, self.book.messages)
+                        self.checkpoints.after_flush(self.book, self.book.messages, self.recorder)
                 self._t_last = time.perf_counter_ns()
                 if display is not None:
                     display.tick()
@@ -693,7 +736,7 @@ class Monitor:
         self._drain_reports()
         self._drain_orders()
         if self.checkpoints is not None:
-            self.checkpoints.write(self.session if self.session is not None else self.book)
+            self.checkpoints.write(self.session if self.session is not None else self.book, self.recorder)
         if self._orders_log is not None:
             self._orders_log.close()
         if self._record_file is not None:

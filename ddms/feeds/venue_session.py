@@ -20,6 +20,14 @@ the venue, e.g. a loopback replay), the messages sent ``<url> <- <ts>: <json>``,
 received as received ``<ts>: <raw>``, and every REST snapshot fetched ``<url> -> <ts>: <body>``,
 inline (one file).  ``serve-feed``, ``run``, ``backtest`` and ``convert`` read it back.
 
+Numbering: the engine rows of a session are numbered as a capture reader numbers the
+session's recording (:class:`~ddms.io.formats.SymbolBatches` over
+:class:`~ddms.io.cryptofeed.CryptofeedReader`): messages count when their JSON parses, REST
+snapshots count as messages, and each message that made rows is one engine line; the rows go to
+the engine message by message, in the order fed.  So a monitor's views at line N are ``ddms
+run``'s over its recording at line N, and a monitor checkpoint is a checkpoint of that replay
+too (:mod:`ddms.feeds.checkpoints`).
+
 Cost per message: one JSON decode (:func:`~ddms.io.venues.base.loads_json`: orjson with the
 standard library's outcome) plus the venue core's work; per symbol a few counters.
 """
@@ -33,8 +41,14 @@ from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import parse_qs, urljoin, urlsplit, urlunsplit
 
+import numpy as np
+
 from ddms.errors import DdmsError
+from ddms.io.cryptofeed import resync_all
+from ddms.io.events import EventBatch, concat
+from ddms.io.formats import renumber
 from ddms.io.levels import ASKS, BIDS, Resync, SymbolEvents
+from ddms.io.symbols import symbol_id, with_symbol
 from ddms.io.venues.base import loads_json
 from ddms.io.venues.binance_book import MAX_STREAMS
 
@@ -129,12 +143,19 @@ class VenueSession:
         self.depth = depth
         self.snapshot_template = snapshot
         self.messages = 0
-        self.line_base = 0        # engine lines before this process's first message (a restored checkpoint)
+        # numbering as a capture reader numbers the recording (CryptofeedParser, SymbolBatches), so
+        # that a recording and the monitor's checkpoints join up (see take_events)
+        self.numbered = 0         # messages numbered: received messages whose JSON parses, REST snapshots
+        self.line_base = 0        # messages numbered before this process (a restored checkpoint)
+        self.line = 0             # engine lines handed out (take_events); a restored checkpoint's line
+        self.last_src: int | None = None   # the message number of the last line handed out
+        self.seen: dict[str, None] = {}    # symbols whose rows were handed out, in order of first appearance
+        self.restored = False     # restored from a checkpoint: the first connection resyncs every symbol
+        self.want: str | None = None   # the symbol a replay of the recording keeps (None: every symbol)
+        self._queue: list = []    # rows of each message in order (_take_now), numbered by message
         self.malformed_json = 0
         self.stats = {s: _SymStats() for s in self.symbols}
         self._inflight: set[str] = set()      # symbols with a resync under way
-        self._order: dict[str, None] = {}     # feed_many: symbols in the order first touched since take_events
-        self._rows: dict[str, list] = {}      # feed_many: the lane's rows by symbol, not yet taken
         self.rest = None
         if venue == "kraken":
             from ddms.io.venues.kraken import KrakenBooks
@@ -187,13 +208,17 @@ class VenueSession:
         return out
 
     def on_connect(self, number: int) -> list[SendText | FetchSnapshot]:
-        """What to do on connection ``number``: subscribe; after a reconnect every symbol may
-        have missed messages, so each one resyncs."""
+        """What to do on connection ``number``: subscribe; after a reconnect (or on the first
+        connection of a process restored from a checkpoint) every symbol may have missed
+        messages, so each one resyncs (:func:`ddms.io.cryptofeed.resync_all`, as a capture's
+        reader does at a connection line after the first)."""
         acts: list[SendText | FetchSnapshot] = []
-        if number > 1:
+        if number > 1 or self.restored:
             self._inflight.clear()
-            for s in self.symbols:
-                acts += self._perform(self._resync_all(s, f"reconnected (connection {number})"), resub=False)
+            why = f"reconnected (connection {number})" if number > 1 else "restored from a checkpoint"
+            self.restored = False
+            acts += self._perform(tuple(resync_all(self.core, self.symbols, why, self.line_base + self.numbered)),
+                                  resub=False)
         acts += [SendText(t, "subscribe", i * self.subscribe_interval) for i, t in enumerate(self.subscribe_messages())]
         return acts
 
@@ -206,10 +231,7 @@ class VenueSession:
         return acts
 
     def _resync_all(self, sym: str, reason: str) -> tuple[Resync, ...]:
-        if self.venue == "binance":
-            bk = self.core.book(sym)
-            return tuple(Resync(sym, a.reason, a.message) for a in bk.resync(reason))
-        return self.core._resync(sym, reason, self.line_base + self.messages)
+        return tuple(resync_all(self.core, [sym], reason, self.line_base + self.numbered))
 
     def _perform(self, acts: tuple[Resync, ...], resub: bool = True) -> list[SendText | FetchSnapshot]:
         out: list[SendText | FetchSnapshot] = []
@@ -239,24 +261,31 @@ class VenueSession:
     # -- input ------------------------------------------------------------------------------------
     def feed(self, data: bytes) -> tuple[list[SendText | FetchSnapshot], str | None]:
         """One received message: the actions, and the symbol it touched (None: none)."""
+        return self._feed(data, True)
+
+    def _feed(self, data: bytes, take: bool) -> tuple[list[SendText | FetchSnapshot], str | None]:
+        """:meth:`feed`; ``take``: queue the message's rows now (else the chunk lane takes them)."""
         self.messages += 1
-        n = self.line_base + self.messages     # the message's line (its rows' line in the engine)
         core = self.core
         try:
             msg = loads_json(data)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
-            self.malformed_json += 1
+            self.malformed_json += 1      # not numbered (a capture's reader skips it too, under --skip-bad)
             core.malformed += 1
             core.bad_messages += 1
             from ddms.errors import InputError
-            core.reports.append(InputError(f"malformed JSON: {e}", self.url, n,
+            core.reports.append(InputError(f"malformed JSON: {e}", self.url, self.line_base + self.numbered + 1,
                                            bytes(data[:200]).decode("utf-8", "replace")))
             return [], None
+        self.numbered += 1
+        n = self.line_base + self.numbered     # the message's number (its rows' source line)
         sym = self._symbol_of(msg)
         if sym is not None and sym not in self.stats:     # a symbol not chosen (--symbols): not followed
             core.ignored["other_symbol"] = core.ignored.get("other_symbol", 0) + 1
             return [], None
         acts = core.feed(msg, n)
+        if take:
+            self._take_now()
         if sym is not None:
             self.stats[sym].received += 1
             if self._synced(sym):
@@ -279,23 +308,22 @@ class VenueSession:
                 acts += a
                 syms.append(sym)
             return acts, syms
-        import numpy as np
         out: list[SendText | FetchSnapshot] = []
         touched: list[str | None] = [None] * len(datas)
-        numbers = np.arange(self.messages + 1, self.messages + 1 + len(datas), dtype=np.int64)
+        base, m0 = self.line_base, self.messages
+        numbers = np.arange(base + self.numbered + 1, base + self.numbered + 1 + len(datas), dtype=np.int64)
         core = self.core
         if core._lane is None:
             from ddms.io.venues.binance_chunk import ChunkLane
             core._lane = ChunkLane(core, follow=self.stats.__contains__)   # others: feed's "other_symbol"
-        order = self._order
-        for sym in core._dirty:      # touched before this call (a snapshot, a resync)
-            order.setdefault(sym)
+        self._take_now()    # rows queued before this call (none: apply_snapshot takes its own)
 
         def fallback(t: int) -> tuple:
-            self.messages = int(numbers[t]) - 1
-            a, touched[t] = self.feed(datas[t])
-            for sym in core._dirty:   # this message's touches (the lane takes them after it)
-                order.setdefault(sym)
+            self.messages, self.numbered = m0 + t, int(numbers[t]) - base - 1
+            before = self.numbered
+            a, touched[t] = self._feed(datas[t], False)   # its rows: the lane takes them, in order
+            if self.numbered == before:        # malformed JSON: not numbered, the later ones keep theirs
+                numbers[t + 1:] -= 1
             out.extend(a)
             return ()
 
@@ -304,51 +332,101 @@ class VenueSession:
             for j, s in enumerate(slots.tolist(), i0):
                 sym = names[s]
                 touched[j] = sym
-                order.setdefault(sym)
                 self.stats[sym].received += 1
                 self._inflight.discard(sym)     # the kernel applies updates of synchronized books only
             self.messages += len(slots)
+            self.numbered += len(slots)
 
         _, events = core.feed_chunk(list(datas), numbers, fallback=fallback, on_fast=on_fast)
-        for ev in events:
-            self._rows.setdefault(ev.symbol, []).append(ev.batch)
-        self.messages = int(numbers[-1])
+        self._queue += events
+        self.messages = m0 + len(datas)
         return out, touched
 
-    def take_events(self) -> list[SymbolEvents]:
-        """The engine rows queued since the last call, as the core's ``take_events`` after
-        per-message feeding gives them: one batch per symbol in the order the symbols were first
-        touched, every row numbered with the line of the message fed last (so
-        :meth:`feed_many` changes nothing downstream).  O(rows)."""
+    def _take_now(self) -> None:
+        """Queue the rows the core made since the last take, now: called after every message, so
+        the queue holds them message by message (the order a capture's reader hands them out).
+        Binance: the core's events; the in-stream venues: the books' row tuples (their arrays
+        are built once per :meth:`take_batch`, not per message).  O(rows)."""
         core = self.core
-        if not self._order and not self._rows:
-            return core.take_events()
-        import numpy as np
+        if self.venue == "binance":
+            self._queue += core.take_events()
+            return
+        dirty = core._dirty
+        if dirty:
+            books = core.books
+            for sym in dict.fromkeys(dirty):     # as VenueBooks.take_events orders them
+                rows = books[sym].take_rows()
+                if rows:
+                    self._queue.append((sym, rows))
+            dirty.clear()
 
-        from ddms.io.events import EventBatch
-        for sym in core._dirty:
-            self._order.setdefault(sym)
-        for ev in core.take_events():
-            self._rows.setdefault(ev.symbol, []).append(ev.batch)
-        line = core._line
-        out = []
-        for sym in self._order:
-            parts = self._rows.pop(sym, None)
-            if not parts:
-                continue
-            rel = np.concatenate([b.rel for b in parts])
-            if len(rel):
-                out.append(SymbolEvents(core.venue, sym, EventBatch(
-                    rel, np.concatenate([b.sign for b in parts]), np.concatenate([b.cols for b in parts]),
-                    np.full(len(rel), line, np.int64), line, line)))
-        assert not self._rows, f"rows of untouched symbols {list(self._rows)}"
-        self._order.clear()
+    def _build(self) -> tuple[EventBatch, list[str], list[int]] | None:
+        """The queued rows as one batch (five columns) renumbered as a capture reader numbers
+        the recording of this session (:class:`ddms.io.formats.SymbolBatches`: one line per
+        message that made rows, consecutive after :attr:`line`), with the symbol of each run of
+        rows and the runs' lengths; None when nothing is queued.  O(rows)."""
+        self._take_now()
+        q, self._queue = self._queue, []
+        if self.venue == "binance":
+            q = [ev for ev in q if len(ev.batch)]
+            if not q:
+                return None
+            syms, counts = [ev.symbol for ev in q], [len(ev.batch) for ev in q]
+            b = q[0].batch if len(q) == 1 else concat([ev.batch for ev in q])
+            rel, sign, cols, src = b.rel, b.sign, b.cols, b.line
+        else:
+            if not q:
+                return None
+            syms, counts = [sym for sym, _ in q], [len(rows) for _, rows in q]
+            a = np.array([r for _, rows in q for r in rows], np.float64)
+            rel, sign = a[:, 0].astype(np.int8), a[:, 1].astype(np.int8)
+            cols, src = np.ascontiguousarray(a[:, 2:7]), a[:, 7].astype(np.int64)
+        for sym in syms:
+            self.seen.setdefault(sym)
+        new, self.line, self.last_src = renumber(src, self.line, self.last_src)
+        return EventBatch(rel, sign, cols, new, int(new[0]), self.line), syms, counts
+
+    def take_batch(self, symbol_column: bool = False) -> EventBatch | None:
+        """The engine rows made since the last call, message by message in the order fed (each
+        message's rows as the core's ``take_events`` gives them), as one batch renumbered as
+        ``ddms run`` numbers this session's recording, so the monitor's engine applies the very
+        rows, in the very order and on the very lines, of ``ddms run`` over the recording, and
+        its checkpoints are checkpoints of that run too.  ``symbol_column``: each row's
+        :func:`~ddms.io.symbols.symbol_id` as a sixth column.  None: no rows.  O(rows)."""
+        built = self._build()
+        if built is None:
+            return None
+        b, syms, counts = built
+        if symbol_column:
+            ids = np.repeat(np.array([symbol_id(s) for s in syms], np.float64), counts)
+            b = EventBatch(b.rel, b.sign, with_symbol(b.cols, ids), b.line, b.first_line, b.last_line)
+        return b
+
+    def take_events(self) -> list[SymbolEvents]:
+        """:meth:`take_batch` cut into one :class:`SymbolEvents` per run of rows of one symbol
+        (in order).  O(rows)."""
+        built = self._build()
+        if built is None:
+            return []
+        b, syms, counts = built
+        out, lo = [], 0
+        for sym, n in zip(syms, counts, strict=True):
+            line = b.line[lo:lo + n]
+            out.append(SymbolEvents(self.core.venue, sym, EventBatch(b.rel[lo:lo + n], b.sign[lo:lo + n],
+                                                                     b.cols[lo:lo + n], line, int(line[0]),
+                                                                     int(line[-1]))))
+            lo += n
         return out
 
-    def apply_snapshot(self, symbol: str, body: bytes) -> list[SendText | FetchSnapshot]:
-        """A fetched REST snapshot of ``symbol`` (Binance)."""
+    def apply_snapshot(self, symbol: str, body: bytes, recv_ns: int = 0) -> list[SendText | FetchSnapshot]:
+        """A fetched REST snapshot of ``symbol`` (Binance), received at ``recv_ns`` (unix ns: the
+        rows' ``t`` when the snapshot carries no event time; the monitor passes the time it
+        records, so a replay of the recording makes the same rows).  Numbered as a message."""
         self._inflight.discard(symbol)
-        return self._perform(self.core.apply_snapshot(symbol, body, self.line_base + self.messages))
+        self.numbered += 1
+        acts = self.core.apply_snapshot(symbol, body, self.line_base + self.numbered, recv_ns)
+        self._take_now()
+        return self._perform(acts)
 
     def snapshot_failed(self, symbol: str) -> None:
         self._inflight.discard(symbol)
@@ -424,17 +502,33 @@ class VenueSession:
     def _check(self) -> None:
         self.core._check()
         assert self._inflight <= set(self.symbols)
+        top = self.line_base + self.numbered
+        assert self.last_src is None or self.last_src <= top, "a line handed out of a message not fed yet"
+        assert self.line >= 0 and (self.last_src is None or self.line > 0), "a source without a line"
 
 
 class Recorder:
     """Writes a session as a one-file cryptofeed capture (see the module docstring).  ``venue``
     (a :data:`ddms.io.cryptofeed.VENUES` name: ``binance_futures`` for USD-M and COIN-M) is
     appended to the connection URL as ``#venue=`` when the URL does not tell it.  Each line is
-    flushed at once (a recording cut by a crash keeps every line before)."""
+    flushed at once (a recording cut by a crash keeps every line before).
 
-    def __init__(self, out: IO[str], venue: str) -> None:
+    It knows its position in the file as a capture's reader states it (:meth:`position`: lines,
+    bytes, the last line; the running receive time; the Binance depth streams subscribed; the
+    connections opened), so that a monitor checkpoint can say where in the recording it was
+    taken.  ``out`` is a binary file positioned at its end; ``resume`` continues the counts of a
+    recording written up to there (:meth:`state` of the process before)."""
+
+    def __init__(self, out: IO[bytes], venue: str, path: str = "", resume: dict[str, Any] | None = None) -> None:
         self.out = out
         self.venue = venue
+        self.path = path
+        r = resume or {}
+        self.lines, self.offset = int(r.get("line", 0)), int(r.get("offset", 0))
+        self.last = r.get("last_bytes", b"")
+        self.time = float(r.get("time", 0.0))
+        self.subscribed: set[str] = set(r.get("subscribed", ()))
+        self.connections = int(r.get("connections", 0))
 
     def _url(self, url: str) -> str:
         from ddms.io.cryptofeed import venue_of
@@ -442,20 +536,61 @@ class Recorder:
             return url
         return url.split("#", 1)[0] + f"#venue={self.venue}"
 
-    def _write(self, text: str) -> None:
-        self.out.write(text + "\n")
+    def _write(self, text: str, ts: str) -> None:
+        raw = (text + "\n").encode("utf-8", "surrogateescape")
+        self.out.write(raw)
         self.out.flush()
+        self.lines += 1
+        self.offset += len(raw)
+        self.last = raw
+        self.time = max(self.time, float(ts))
+
+    @staticmethod
+    def stamp(t: float) -> str:
+        """A receive time (unix seconds) as written: what a reader of the recording reads back."""
+        return f"{t:.6f}"
 
     def opened(self, url: str, t: float) -> None:
-        self._write(f"{self._url(url)} <-> {t:.6f}")
+        u = self._url(url)
+        self.connections += 1
+        if self.venue.startswith("binance"):
+            from ddms.io.cryptofeed import depth_symbols
+            self.subscribed |= depth_symbols("open", u, b"")
+        ts = self.stamp(t)
+        self._write(f"{u} <-> {ts}", ts)
 
     def sent(self, url: str, t: float, text: str) -> None:
-        self._write(f"{self._url(url)} <- {t:.6f}: {text}")
+        if self.venue.startswith("binance"):
+            from ddms.io.cryptofeed import depth_symbols
+            self.subscribed |= depth_symbols("sent", None, text.encode())
+        ts = self.stamp(t)
+        self._write(f"{self._url(url)} <- {ts}: {text}", ts)
 
     def received(self, t: float, data: bytes) -> None:
         text = bytes(data).decode("utf-8", "surrogateescape").replace("\r", " ").replace("\n", " ")
-        self._write(f"{t:.6f}: {text}")
+        ts = self.stamp(t)
+        self._write(f"{ts}: {text}", ts)
 
-    def rest(self, url: str, t: float, body: bytes) -> None:
+    def rest(self, url: str, t: float | str, body: bytes) -> None:
         text = bytes(body).decode("utf-8", "surrogateescape").replace("\r", " ").replace("\n", " ")
-        self._write(f"{url} -> {t:.6f}: {text}")
+        ts = t if isinstance(t, str) else self.stamp(t)
+        self._write(f"{url} -> {ts}: {text}", ts)
+
+    def _check(self) -> None:
+        """The counts agree with the file: its size is the bytes counted, its last line the one
+        kept (what a checkpoint's position claims)."""
+        import os
+        self.out.flush()
+        assert os.fstat(self.out.fileno()).st_size == self.offset, "bytes counted != the file's size"
+        assert self.last.endswith(b"\n") or not self.lines
+
+    def position(self) -> dict[str, Any]:
+        """Where the recording ends now, as :meth:`ddms.io.cursor.LineCursor.position`."""
+        from ddms.io.cursor import position
+        return position(self.path, self.lines, self.offset, self.last)
+
+    def state(self) -> dict[str, Any]:
+        """What a restarted process needs to continue this recording (JSON values): its
+        position, running receive time, subscribed depth streams and connections."""
+        return {"file": self.path, "position": self.position(), "time": self.time,
+                "subscribed": sorted(self.subscribed), "connections": self.connections}

@@ -17,7 +17,10 @@ files of the same exchange beside it, merged by receive time (a REST snapshot is
 was received), and yields :class:`~ddms.io.levels.SymbolEvents` in input order.
 
 Rows are numbered (``EventBatch.line``) by message in the merged stream (1-based), so every
-message is one atomic update; reports and errors name the real file and line.
+message is one atomic update; reports and errors name the real file and line.  A connection line
+after the first (a reconnect, or a ``ddms monitor`` restarted from a checkpoint appending to its
+recording) makes every book resync (:func:`resync_all`): no venue's sequence ids carry over to a
+new connection, and the monitor did the same, so a recording replays as the session ran.
 
 Bad input: a line that is not one of the forms above, or whose JSON does not parse, or a venue
 message that is malformed, is an :class:`~ddms.errors.InputError` (``file:line: reason``) --
@@ -47,8 +50,8 @@ from ddms.io.events import EventBatch
 from ddms.io.levels import Resync, SymbolEvents
 from ddms.io.venues.base import loads_json
 
-__all__ = ["VENUES", "CryptofeedParser", "CryptofeedReader", "Line", "capture_files", "capture_paths", "merge_lines",
-           "parse_line", "read_cryptofeed", "venue_of"]
+__all__ = ["VENUES", "CryptofeedParser", "CryptofeedReader", "Line", "capture_files", "capture_paths", "depth_symbols",
+           "merge_lines", "parse_line", "read_cryptofeed", "recording_state", "resync_all", "venue_of"]
 
 VENUES = ("kraken", "okx", "coinbase", "binance", "binance_futures")
 _TS = re.compile(rb"[0-9]+(?:\.[0-9]*)?\Z")
@@ -143,6 +146,7 @@ class CryptofeedParser:
         self.actions: list = []    # Resync actions the cores asked for (a capture cannot perform them)
         self._pending: list[tuple[int, Line, str]] = []   # lines before the venue is known
         self.subscribed: set[str] = set()   # Binance: symbols with a depth stream on this connection
+        self.connections = 0                # connection lines seen: after the first, every book resyncs
         self._snap_decoder: Any = None      # Binance: decodes REST snapshots from their bytes
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -382,27 +386,19 @@ class CryptofeedParser:
     def _note_streams(self, kind: str, url: str | None, payload: bytes) -> None:
         """Binance depth streams of this connection, from the URL (``streams=a@depth/...``) or a
         sent SUBSCRIBE: the REST files of a capture may hold snapshots of other connections'."""
-        names: list[str] = []
-        if kind == "open" and url:
-            for v in parse_qs(urlsplit(url).query).get("streams", []):
-                names += v.split("/")
-            path = urlsplit(url).path
-            if "/ws/" in path:
-                names.append(path.rsplit("/", 1)[-1])
-        elif kind == "sent":
-            try:
-                msg = loads_json(payload)
-            except (ValueError, UnicodeDecodeError, RecursionError):
-                return
-            if isinstance(msg, dict) and isinstance(msg.get("params"), list):
-                names += [p for p in msg["params"] if isinstance(p, str)]
-        self.subscribed.update(n.split("@", 1)[0].upper() for n in names if "@depth" in n.lower())
+        self.subscribed.update(depth_symbols(kind, url, payload))
 
     def _dispatch(self, line: int, parsed: Line, src: str) -> list[SymbolEvents]:
         kind, url, ts, payload = parsed
         if kind in ("open", "sent"):
             if self.venue in ("binance", "binance_futures"):
                 self._note_streams(kind, url, payload)
+            if kind == "open":
+                self.connections += 1
+                if self.connections > 1:    # a new connection: no sequence carries over (as the monitor does)
+                    self.actions.extend(resync_all(self.core, list(self.core.books), f"new connection at line {line}",
+                                                   self.messages))
+                    return self.core.take_events()
             return []
         try:
             msg = loads_json(payload)
@@ -474,7 +470,7 @@ class CryptofeedParser:
         exactly.  Reports are not saved.  O(levels of every symbol)."""
         meta: dict[str, Any] = {
             "venue": self.venue, "messages": self.messages, "bad_lines": self.bad_lines,
-            "subscribed": sorted(self.subscribed),
+            "subscribed": sorted(self.subscribed), "connections": self.connections,
             "actions": [[a.symbol, a.reason, a.line] for a in self.actions],
             "pending": [[ln, k, u, ts, p.decode("latin-1"), src] for ln, (k, u, ts, p), src in self._pending],
             "core": None}
@@ -494,6 +490,7 @@ class CryptofeedParser:
         self.venue = meta["venue"]
         self.messages, self.bad_lines = int(meta["messages"]), int(meta["bad_lines"])
         self.subscribed = set(meta["subscribed"])
+        self.connections = int(meta.get("connections", 1 if meta["core"] is not None else 0))
         self.actions = [Resync(sym, reason, line) for sym, reason, line in meta["actions"]]
         self._pending = [(ln, (k, u, ts, p.encode("latin-1")), src) for ln, k, u, ts, p, src in meta["pending"]]
         self.core = None
@@ -507,6 +504,60 @@ class CryptofeedParser:
     def _check(self) -> None:
         if self.core is not None:
             self.core._check()
+
+
+def depth_symbols(kind: str, url: str | None, payload: bytes) -> set[str]:
+    """The Binance symbols (upper case) whose depth streams a capture line subscribes: a
+    connection line's URL (``streams=a@depth/...``, ``/ws/a@depth``) or a sent SUBSCRIBE's
+    ``params``.  Empty for other lines."""
+    names: list[str] = []
+    if kind == "open" and url:
+        for v in parse_qs(urlsplit(url).query).get("streams", []):
+            names += v.split("/")
+        path = urlsplit(url).path
+        if "/ws/" in path:
+            names.append(path.rsplit("/", 1)[-1])
+    elif kind == "sent":
+        try:
+            msg = loads_json(payload)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return set()
+        if isinstance(msg, dict) and isinstance(msg.get("params"), list):
+            names += [p for p in msg["params"] if isinstance(p, str)]
+    return {n.split("@", 1)[0].upper() for n in names if "@depth" in n.lower()}
+
+
+def resync_all(core: Any, symbols: list[str], reason: str, line: int) -> list[Resync]:
+    """Every symbol of ``symbols`` discards its book and waits for a fresh snapshot (its rows stay
+    in the engine until the snapshot replaces them), counted as a resync: what a new connection
+    calls for, since no venue's sequence ids carry over to it.  The one procedure of the monitor
+    (a reconnect, a restart from a checkpoint: :class:`ddms.feeds.venue_session.VenueSession`)
+    and of a capture's reader (a connection line after the first), so that a recording replays
+    as the session ran.  Binance books ask for a REST snapshot.  O(levels)."""
+    from ddms.io.venues.binance import BinanceBooks
+    out: list[Resync] = []
+    for sym in symbols:
+        if isinstance(core, BinanceBooks):
+            out += [Resync(sym, a.reason, a.message) for a in core.book(sym).resync(reason)]
+        else:
+            out += core._resync(sym, reason, line)
+    return out
+
+
+def recording_state(position: dict[str, Any], time: float, *, venue: str, core: tuple[dict, dict[str, np.ndarray]],
+                    messages: int, bad_lines: int, subscribed: set[str], connections: int
+                    ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """What :meth:`CryptofeedReader.save_state` gives for a one-file capture (a ``ddms monitor
+    --record`` recording, REST snapshots inline) read up to ``position`` (a
+    :meth:`~ddms.io.cursor.LineCursor.position` of the file; ``time`` the running receive time
+    there), built by a writer that fed the same lines to a venue core itself: ``core`` its
+    ``(state, arrays)``, ``messages`` the messages numbered as :class:`CryptofeedParser` numbers
+    them (received messages whose JSON parses and REST responses), the Binance depth streams
+    ``subscribed`` and the ``connections`` opened.  The Resync actions a capture cannot perform
+    (informational) start empty."""
+    meta = {"venue": venue, "messages": messages, "bad_lines": bad_lines, "subscribed": sorted(subscribed),
+            "connections": connections, "actions": [], "pending": [], "core": core[0]}
+    return {"parser": meta, "files": [position], "times": [time]}, {f"core.{k}": v for k, v in core[1].items()}
 
 
 def capture_files(path: str | os.PathLike) -> tuple[str, list[str]]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ddms.errors import ReplayError
 
-__all__ = ["LineCursor", "is_gzip"]
+__all__ = ["LineCursor", "is_gzip", "position"]
 
 
 def is_gzip(path: str | os.PathLike) -> bool:
@@ -34,6 +34,13 @@ def is_gzip(path: str | os.PathLike) -> bool:
 
 def _digest(line: bytes) -> str:
     return hashlib.sha256(line).hexdigest()[:20]
+
+
+def position(path: str, line: int, offset: int, last: bytes) -> dict[str, Any]:
+    """A position in ``path`` as :meth:`LineCursor.position` gives it: after ``line`` lines and
+    ``offset`` bytes, ``last`` the last line's bytes (its newline included).  A writer of the
+    file (a recorder) states its own position with it.  O(len(last))."""
+    return {"file": path, "line": line, "offset": offset, "last": _digest(last), "last_len": len(last)}
 
 
 class LineCursor:
@@ -60,7 +67,7 @@ class LineCursor:
         """Where the next line starts (or where it started at ``mark``), as JSON values (line
         count, byte offset, hash of the last line handed out).  O(length of that line)."""
         line, offset, last = mark if mark is not None else self.mark()
-        return {"file": self.path, "line": line, "offset": offset, "last": _digest(last), "last_len": len(last)}
+        return position(self.path, line, offset, last)
 
     def seek(self, pos: dict[str, Any]) -> None:
         """Continue after a :meth:`position` of the same file: the line before it must hash to

@@ -107,6 +107,16 @@ def check_batch(batch: EventBatch, need: np.ndarray) -> None:
                      int(batch.line[i]) if kind != 3 else 0)
 
 
+def concat(batches: list[EventBatch]) -> EventBatch:
+    """Consecutive batches as one (lines ``batches[0].first_line`` .. ``batches[-1].last_line``;
+    ``recv`` kept when every batch has it).  O(events): one copy."""
+    return EventBatch(np.concatenate([b.rel for b in batches]), np.concatenate([b.sign for b in batches]),
+                      np.concatenate([b.cols for b in batches]), np.concatenate([b.line for b in batches]),
+                      batches[0].first_line, batches[-1].last_line, sum(b.skipped for b in batches),
+                      recv=None if any(b.recv is None for b in batches)
+                      else np.concatenate([b.recv for b in batches]))
+
+
 def split_lines(batch: EventBatch, line: int) -> tuple[EventBatch, EventBatch]:
     """``batch`` cut after input line ``line``: (lines up to it, the rest).  O(log n) to find the
     cut; the pieces are views, not copies.  The error (if any) stays with the tail."""

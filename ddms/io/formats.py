@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from ddms.errors import ReplayError
-from ddms.io.events import EventBatch
+from ddms.io.events import EventBatch, concat
 from ddms.io.levels import SymbolEvents
 from ddms.io.symbols import symbol_id, with_symbol
 
-__all__ = ["FORMATS", "Format", "SymbolBatches", "all_symbol_batches", "detect", "symbol_batches"]
+__all__ = ["FORMATS", "Format", "SymbolBatches", "all_symbol_batches", "detect", "renumber", "symbol_batches"]
 
 _CRYPTOFEED_FIRST = re.compile(rb"^(?:wss?|https?)://\S+ (?:<->|<-|->) [0-9]+(?:\.[0-9]*)?(?::|\s*$)")
 _CRYPTOFEED_RECV = re.compile(rb"^[0-9]+\.[0-9]*: [\[{]")
@@ -181,12 +181,12 @@ class SymbolBatches:
                 parts.append(ev)
             if not parts:
                 continue
-            b = parts[0].batch if len(parts) == 1 else _concat([ev.batch for ev in parts])
+            b = parts[0].batch if len(parts) == 1 else concat([ev.batch for ev in parts])
             cols = b.cols
             if self.keep:
                 cols = np.concatenate([with_symbol(ev.batch.cols, symbol_id(ev.symbol)) for ev in parts]) \
                     if len(parts) > 1 else with_symbol(cols, symbol_id(parts[0].symbol))
-            new, self.line, self.last_src = _renumber(b.line, self.line, self.last_src)
+            new, self.line, self.last_src = renumber(b.line, self.line, self.last_src)
             yield EventBatch(b.rel, b.sign, cols, new, int(new[0]) if len(new) else self.line + 1, self.line,
                              b.skipped, recv=b.recv)
         if self.want is not None and self.symbol is not None and self.want not in self.seen:
@@ -203,8 +203,14 @@ class SymbolBatches:
         if self.reader is None:
             raise ValueError(f"{self.path}: the {self.fmt.kind} reader's position cannot be saved")
         meta, arrays = self.reader.save_state()
-        return {"reader": meta, "line": self.line, "last_src": self.last_src, "seen": list(self.seen),
-                "want": self.want}, arrays
+        return self.state_of(meta, self.line, self.last_src, self.seen, self.want), arrays
+
+    @staticmethod
+    def state_of(reader: dict, line: int, last_src: int | None, seen: list[str], want: str | None) -> dict:
+        """The :meth:`save_state` of an iteration whose reader is at ``reader`` (its
+        ``save_state``), after ``line`` lines (the last made of source line ``last_src``),
+        having met the symbols ``seen`` (in order), keeping ``want`` (None: every symbol)."""
+        return {"reader": reader, "line": int(line), "last_src": last_src, "seen": list(seen), "want": want}
 
     def load_state(self, meta: dict, arrays: dict[str, np.ndarray]) -> None:
         """Continue from a :meth:`save_state` of the same file and symbol choice."""
@@ -217,15 +223,7 @@ class SymbolBatches:
         self.seen, self.want = list(meta["seen"]), meta["want"]
 
 
-def _concat(batches: list[EventBatch]) -> EventBatch:
-    return EventBatch(np.concatenate([b.rel for b in batches]), np.concatenate([b.sign for b in batches]),
-                      np.concatenate([b.cols for b in batches]), np.concatenate([b.line for b in batches]),
-                      batches[0].first_line, batches[-1].last_line, sum(b.skipped for b in batches),
-                      recv=None if any(b.recv is None for b in batches)
-                      else np.concatenate([b.recv for b in batches]))
-
-
-def _renumber(src: np.ndarray, line: int, last_src) -> tuple[np.ndarray, int, object]:
+def renumber(src: np.ndarray, line: int, last_src) -> tuple[np.ndarray, int, object]:
     """Consecutive line numbers after ``line``, one per distinct consecutive source line.
     O(rows) in numpy."""
     n = len(src)
@@ -237,3 +235,4 @@ def _renumber(src: np.ndarray, line: int, last_src) -> tuple[np.ndarray, int, ob
     np.not_equal(src[1:], src[:-1], out=step[1:])   # bool -> int64: 1 where the source line changes
     new = np.cumsum(step) + line
     return new, int(new[-1]), int(src[-1])
+

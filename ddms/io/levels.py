@@ -289,6 +289,13 @@ class LevelBook:
                 self._rows.append((side, 1, *v.row, line))
         self.scale = scale
 
+    def take_rows(self) -> list[tuple]:
+        """The rows queued since the last call as tuples ``(rel, sign, t, id, broker_id, volume,
+        price, line)``, without building arrays (a caller gathering many symbols' rows in order
+        builds them once).  O(1)."""
+        rows, self._rows = self._rows, []
+        return rows
+
     def take(self) -> EventBatch | None:
         """The rows queued since the last call as one batch (None if there are none).  O(rows)."""
         rows = self._rows
@@ -304,11 +311,12 @@ class LevelBook:
     def save_state(self) -> dict:
         """The book as JSON values (:meth:`load_state` continues from it): each side's levels as
         ``[price, size, t]`` (strings as sent, so checksums continue; ``t`` round-trips exactly
-        through JSON), the scale, the rows the engine holds for a discarded book and the rows
-        not handed out yet.  O(levels)."""
+        through JSON) in the order they were set -- the order :meth:`discard` and :meth:`clear`
+        emit their deletes in, so the engine's floating-point sums continue bit for bit after a
+        resync --, the scale, the rows the engine holds for a discarded book and the rows not
+        handed out yet.  O(levels)."""
         return {"symbol": self.symbol, "scale": self.scale,
-                "sides": [[[v.px, v.qty, v.row[0]] for v in (self.levels[s][k] for k in self.keys[s])]
-                          for s in (BIDS, ASKS)],
+                "sides": [[[v.px, v.qty, v.row[0]] for v in self.levels[s].values()] for s in (BIDS, ASKS)],
                 "stale": None if self._stale is None else [list(r) for r in self._stale],
                 "rows": [list(r) for r in self._rows]}
 

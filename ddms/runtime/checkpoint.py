@@ -302,7 +302,12 @@ def capture(engine: Engine, extra: dict[str, Any] | None = None,
     checkpoint metadata: what :func:`encode` and :func:`write_table` write (possibly later,
     from another thread: the copy does not change).  ``extra``/``extra_arrays`` carry the
     caller's own state (a reader's position and tables) under ``extra.``-prefixed names.
-    O(state): one memcpy of every array, in compiled code for maps."""
+    O(state): one memcpy of every array, in compiled code for maps.  Refuses an engine with
+    state a checkpoint would lose (:attr:`Engine.unsaved <ddms.runtime.engine.Engine.unsaved>`:
+    an attached strategy)."""
+    if getattr(engine, "unsaved", None):
+        raise CheckpointError(f"cannot checkpoint: {'; '.join(engine.unsaved)} would not be in the checkpoint "
+                              "(a resumed run would lose it); checkpoint the views without the strategy")
     arrays = dump_state(engine, copy=False)
     for k, a in (extra_arrays or {}).items():
         arrays[f"extra.{k}"] = np.asarray(a)

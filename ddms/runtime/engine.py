@@ -191,6 +191,10 @@ class Engine:
         # the same scalar entries by map slot: what the fast path of _line_changed walks
         self._slot_watch: dict[int, list[tuple[str, Subscription]]] = {}
         self.position = 0
+        self.unsaved: list[str] = []
+        """State attached to this engine that a checkpoint does not hold, named (a strategy's
+        orders, position and own fields: :meth:`strategies.api.Strategy.attach` adds it):
+        :meth:`checkpoint` refuses while any is attached rather than lose it silently."""
         self._fire_c = _FIRE(self._line_changed)  # compiled code calls back through this
         self._raised: BaseException | None = None
         self._batch_base = 0

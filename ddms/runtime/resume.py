@@ -186,9 +186,13 @@ class CheckpointedRun:
 
     def restore(self, path: Path) -> None:
         """Continue from checkpoint ``path`` (engine, readers, file offsets, the merge's pending
-        lines), checked against the input files."""
-        self.offsets, self.pending, self.base = restore_readers(self.engine, self.inputs, path)
+        lines), checked against the input files.  A ``ddms monitor`` checkpoint (of the monitor's
+        recording) is replayed from and never written to: its folder is the monitor's."""
+        info: dict = {}
+        self.offsets, self.pending, self.base = restore_readers(self.engine, self.inputs, path, info)
         self.resumed_from = self.engine.position
+        if "monitor" in info:
+            self.readonly = True
 
     def write(self) -> None:
         """Checkpoint the engine and the readers at the current line: the copies now, the file on
@@ -300,16 +304,29 @@ def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
             yield chunk
 
 
-def restore_readers(engine: Engine, inputs: ProgramInput,
-                    path: Path) -> tuple[list[int], dict[int, EventBatch], int]:
+def restore_readers(engine: Engine, inputs: ProgramInput, path: Path,
+                    info: dict | None = None) -> tuple[list[int], dict[int, EventBatch], int]:
     """Restore checkpoint ``path`` into ``engine`` and the readers of ``inputs``' stream files;
     returns each stream file's byte offset of its next line, the merge's pending batches and
-    the line where the streams start (after the TABLE files).  Refuses
+    the line where the streams start (after the TABLE files); ``info`` receives the checkpoint's
+    other metadata (``monitor``: a ``ddms monitor`` checkpoint).  Refuses
     (:class:`CheckpointError`) a checkpoint of another program, of other input files or
-    adaptors, or an input file that differs before its offset."""
+    adaptors, or an input file that differs before its offset, and a monitor checkpoint that
+    holds no position in a recording."""
     streams = stream_sources(inputs)
     extra, arrays = engine.restore(path)
+    if info is not None:
+        info.update({k: v for k, v in extra.items() if k not in ("readers", "base")})
     readers = extra.get("readers")
+    if not isinstance(readers, list) and "monitor" in extra:
+        kind = extra["monitor"].get("kind")
+        feeds = {"orders": "our order protocol, which it does not record",
+                 "binance": "one Binance book (a server that names no symbols), whose recording it does not "
+                            "number as a capture"}
+        why = "it was taken without --record" if kind == "venue" else f"the monitor follows {feeds.get(kind, kind)}"
+        raise CheckpointError(f"{path}: a ddms monitor checkpoint that holds no position in a recording ({why}); "
+                              "ddms run replays a recording from the checkpoints of a monitor of a venue session "
+                              "(Kraken, OKX, Coinbase, Binance with X-DDMS-Symbols) that recorded it (--record FILE)")
     if not isinstance(readers, list):
         raise CheckpointError(f"{path}: corrupt checkpoint: no reader positions")
     if len(readers) != len(streams):
