@@ -252,8 +252,8 @@ def choose_orders(program: Program) -> tuple[Program, list[str]]:
                 return AggSum(g, fix(x))
             case Lift(v, x):
                 return Lift(v, fix(x))
-            case Extreme(k, v, ref, n):
-                return Extreme(k, v, fix(ref), n)
+            case Extreme(k, v, ref, n, rows):
+                return Extreme(k, v, fix(ref), n, rows)
         return e
     triggers = [Trigger(t.sign, t.stream, t.args,
                         tuple(Statement(fix(s.target), s.op, fix(s.expr)) for s in t.statements))
