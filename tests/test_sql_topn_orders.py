@@ -222,3 +222,16 @@ def test_no_unique_column_without_an_order_book_reader() -> None:
     with pytest.raises(SqlError, match="none here"):
         compile_sql(header + "SELECT SUM(t.volume) AS v FROM (SELECT volume FROM bids ORDER BY price DESC, id "
                     "LIMIT 5) t;", "v.sql")
+
+
+def test_an_adhoc_query_matches_a_view_of_its_own_rank_only() -> None:
+    """``Engine.query`` answers from a view whose program is the query's up to names: a top 3
+    is not a top 5 (the rank is part of the match; it was dropped for levels before)."""
+    from ddms.runtime.viewmatch import matching_view
+    levels = "SELECT SUM(t.v) AS x FROM (SELECT price, SUM(volume) AS v FROM bids GROUP BY price ORDER BY price DESC " \
+             "LIMIT {n}) t"
+    orders = f"SELECT SUM(t.volume) AS x FROM {_top('bids', 'volume', 'price DESC, id', '{n}')} t"
+    for sql in (levels, orders):
+        five = compile_sql(HEADER + sql.format(n=5) + ";").program
+        assert matching_view(five, compile_sql(HEADER + sql.format(n=5) + ";").program) is not None
+        assert matching_view(five, compile_sql(HEADER + sql.format(n=3) + ";").program) is None
