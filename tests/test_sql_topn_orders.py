@@ -114,11 +114,11 @@ def test_duplicate_keys_keep_the_rows_ranked_n_or_better() -> None:
     """Rows inserted directly (no reader: the id need not be unique) with equal (price, id): the
     view keeps the rows ranked n or better, all of those tying at the cut, which DuckDB computes
     as ``RANK() OVER (ORDER BY price DESC, id) <= n`` (``LIMIT n`` when the keys are unique)."""
+    import pyarrow as pa
     from oracle import Duck
     from viewcheck import view_rows
 
     from ddms.m3.interpreter import Interpreter
-    import pyarrow as pa
     prog = compile_sql(HEADER + VIEWS["BID5_VOL"] + ";").program
     rows = [(0.0, 1.0, 1.0, 10.0, 100.0), (0.0, 2.0, 2.0, 4.0, 101.0), (0.0, 2.0, 2.0, 4.0, 101.0),
             (0.0, 3.0, 3.0, 6.0, 100.0), (0.0, 3.0, 3.0, 6.0, 100.0), (0.0, 1.0, 1.0, 7.0, 100.0),
