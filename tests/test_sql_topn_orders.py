@@ -54,6 +54,8 @@ VIEWS = {
     "CTE_RN": "WITH o AS (SELECT volume, ROW_NUMBER() OVER (ORDER BY price DESC, id) AS rn FROM bids) "
               "SELECT (SELECT SUM(a.volume) FROM o a WHERE a.rn <= 3) - (SELECT SUM(b.volume) FROM o b "
               "WHERE b.rn <= 1) AS cte_rn",
+    # ordered by the unique id alone: no tie-break needed
+    "LAST3": f"SELECT SUM(t.volume) AS last3 FROM {_top('bids', 'volume', 'id DESC', 3)} t",
     "TOP1": f"SELECT SUM(t.volume) AS top1 FROM {_top('asks', 'volume', 'price, id', 1)} t",
     "NONE": f"SELECT SUM(t.volume) AS none FROM {_top('bids', 'volume', 'price DESC, id', 0)} t",
 }

@@ -358,6 +358,7 @@ class _Translator:
         a range sum, and at the one key ``P`` (a lift) the second is a threshold search in the
         tree of rows per ``i`` at that key (``ddms.calculus.order``): O(log n) per event.
 
+        Ordered by a unique column alone (``ORDER BY id DESC LIMIT n``) the rows are ``{k >= P}``.
         This keeps the rows ranked n or better (``RANK() <= n`` of the order), which is ``LIMIT
         n`` exactly when (k, i) is unique among the rows; hence the tie-break must be a column
         the stream keeps unique (``id`` of an order-book stream: every reader keeps one row per
@@ -367,7 +368,9 @@ class _Translator:
         assert top is not None
         where = top.text or item.text
         tables = [s for s in sub.sources if isinstance(s, FromTable)]
-        if not top.ties:
+        stream = self.streams.get(tables[0].name) if len(sub.sources) == 1 and len(tables) == 1 else None
+        unique = _unique_columns(stream) if stream is not None else set()
+        if not top.ties and top.key.name.upper() not in unique:
             raise self.fail("ORDER BY ... LIMIT over single rows needs a unique tie-break: rows that tie at the "
                             "cut make the result depend on which of them SQL keeps; order by the price and then "
                             "the order id (ORDER BY price DESC, id LIMIT n), or keep the first n price levels "
@@ -375,13 +378,11 @@ class _Translator:
         if len(sub.sources) != 1 or len(tables) != 1:
             raise self.fail("a top-N over single rows reads one stream (its order id is unique there, not in a "
                             "join or a subquery)", where)
-        stream = self.streams.get(tables[0].name)
-        unique = _unique_columns(stream) if stream is not None else set()
-        if len(top.ties) != 1 or top.ties[0][0].name.upper() not in unique:
+        if top.ties and (len(top.ties) != 1 or top.ties[0][0].name.upper() not in unique):
             raise self.fail("a top-N over single rows breaks the ties of its key by one column the stream keeps "
                             f"unique ({', '.join(sorted(unique)).lower() or 'none here'}: ORDER BY price DESC, id), "
                             "so that the n first rows are one set", where)
-        tie, tie_desc = top.ties[0]
+        tie, tie_desc = top.ties[0] if top.ties else (top.key, top.desc)   # a unique key needs none
 
         def rows() -> tuple[_Scope, list[Term], set[str]]:
             # a fresh copy of the subquery's rows (its own variables): the rows, and each count
@@ -417,6 +418,8 @@ class _Translator:
         counts = count(g0 + (v,), lambda s: (Cmp("=", Var(v), Var(var(s, top.key))),))
         assert isinstance(counts, AggSum)
         cut = ExtremeAgg(kind, v, counts, top.n, rows=True)
+        if not top.ties:   # the key is unique: the rows up to the key of the n-th
+            return cols, _times(terms0, [Term(1.0, (), (Cmp(better + "=", Var(k0), cut),))]), local0
         above = count((), lambda s: (Cmp(better, Var(var(s, top.key)), Var(k0)),))
         before = count((), lambda s: (Cmp("=", Var(var(s, top.key)), Var(k0)),
                                       Cmp(">" if tie_desc else "<", Var(var(s, tie)), Var(i0))))
