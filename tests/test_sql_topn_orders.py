@@ -39,7 +39,8 @@ VIEWS = {
     "ASK4_VWAP": "SELECT SUM(t.price * t.volume) / SUM(t.volume) AS ask4_vwap FROM "
                  f"{_top('asks', 'price, volume', 'price ASC, id ASC', 4)} t",
     "BID3_N": f"SELECT COUNT(*) AS bid3_n FROM {_top('bids', 'id', 'price DESC, id DESC', 3)} t",
-    "BID2_IDS": f"SELECT SUM(t.id) AS bid2_ids FROM {_top('bids', 'id', 'price DESC, id', 2)} t",
+    # ORDER BY names the select list's aliases
+    "BID2_IDS": f"SELECT SUM(t.oid) AS bid2_ids FROM {_top('bids', 'id AS oid, price AS px', 'px DESC, oid', 2)} t",
     "IMBALANCE5": f"SELECT ({BID5} - {ASK5}) / ({BID5} + {ASK5}) AS imbalance5",
     # Feldera's shape, per broker and not
     "RN_BROKER": "SELECT t.broker_id, SUM(t.volume) AS rn_broker FROM (SELECT broker_id, volume, ROW_NUMBER() "

@@ -367,6 +367,15 @@ class _Translator:
         sub, top = item.select, item.select.top
         assert top is not None
         where = top.text or item.text
+
+        def column(c: Col) -> Col:
+            # ORDER BY / PARTITION BY may name a column by its alias in the select list
+            for it in sub.items:
+                if c.table is None and it.name.upper() == c.name.upper() and isinstance(it.expr, Col):
+                    return it.expr
+            return c
+        top = replace(top, key=column(top.key), partition=tuple(column(c) for c in top.partition),
+                      ties=tuple((column(c), d) for c, d in top.ties))
         tables = [s for s in sub.sources if isinstance(s, FromTable)]
         stream = self.streams.get(tables[0].name) if len(sub.sources) == 1 and len(tables) == 1 else None
         unique = _unique_columns(stream) if stream is not None else set()
