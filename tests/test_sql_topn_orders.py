@@ -226,6 +226,20 @@ def test_rejected_with_location(sql: str, reason: str) -> None:
     assert reason in msg and "v.sql:6:" in msg and "^" in msg, msg
 
 
+def test_ids_are_unique_per_symbol_only() -> None:
+    """In a stream of several instruments the order id is unique per symbol: a top-N over its
+    orders must be partitioned by symbol (then it compiles, O(log n))."""
+    header = HEADER.replace("price FLOAT)", "price FLOAT, symbol VARCHAR)")
+    with pytest.raises(SqlError, match="PARTITION BY symbol"):
+        compile_sql(header + f"SELECT SUM(t.volume) AS v FROM {_top('bids', 'volume', 'price DESC, id', 5)} t;")
+    prog = compile_sql(header + "SELECT t.symbol, SUM(t.volume) AS v FROM (SELECT symbol, volume, ROW_NUMBER() OVER "
+                       "(PARTITION BY symbol ORDER BY price DESC, id) AS rn FROM bids) t WHERE rn <= 5 "
+                       "GROUP BY t.symbol;").program
+    from ddms.backend.codegen import generate
+    from ddms.backend.cost import view_costs
+    assert view_costs(prog, generate(prog).plan)[0][1] == "O(log n)"
+
+
 def test_no_unique_column_without_an_order_book_reader() -> None:
     """A stream read by the csv adaptor declares no unique column: the tie-break is refused."""
     header = ("CREATE STREAM bids(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)\n"

@@ -391,6 +391,11 @@ class _Translator:
             raise self.fail("a top-N over single rows breaks the ties of its key by one column the stream keeps "
                             f"unique ({', '.join(sorted(unique)).lower() or 'none here'}: ORDER BY price DESC, id), "
                             "so that the n first rows are one set", where)
+        if stream is not None and any(c.name == "SYMBOL" for c in stream.columns) \
+                and "SYMBOL" not in {c.name.upper() for c in top.partition}:
+            raise self.fail("order ids are unique per instrument only (price-level readers derive them from the "
+                            "price): rank the orders per symbol, ROW_NUMBER() OVER (PARTITION BY symbol ORDER BY "
+                            "price DESC, id)", where)
         tie, tie_desc = top.ties[0] if top.ties else (top.key, top.desc)   # a unique key needs none
 
         def rows() -> tuple[_Scope, list[Term], set[str]]:
@@ -721,7 +726,8 @@ class _Translator:
 
 def _unique_columns(stream: Stream) -> set[str]:
     """The columns ``stream`` keeps unique among its rows: ``ID`` of an order-book stream (every
-    reader keeps one row per resting order id; a repeated id replaces the row), none otherwise."""
+    reader keeps one row per resting order id; a repeated id replaces the row), none otherwise.
+    With a ``SYMBOL`` column, unique per symbol (:meth:`_Translator.row_top_source` checks)."""
     if stream.source is not None and stream.source.adaptor.lower() == "orderbook" \
             and any(c.name == "ID" for c in stream.columns):
         return {"ID"}
