@@ -27,7 +27,8 @@ shapes are recognised and compiled to O(log n) range-map calls instead of loops:
   an ORDERED B compared with P, X independent of P (VWAP's "volume above me below k * total")
 
 ``Max/Min`` over the ordered key of an ORDERED map reads the tree's extreme key, ``Max(x, M[x], n)``
-its n-th key (``btree_nth``: a select by rank, the cut of a top-N).  Every other
+its n-th key (``btree_nth``: a select by rank, the cut of a top-N), ``Max(x, M[x], n rows)`` the key
+of its n-th row (``btree_nth_row``: by weighted rank, the cut of a top-N over orders).  Every other
 shape compiles to loops over hash maps and their indexes; ``plan`` lists which was chosen.
 """
 

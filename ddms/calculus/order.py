@@ -12,7 +12,8 @@ range-sum over a B+-tree.  When such a range sum compares with the key ``p`` of 
 one key (SQL ``MAX``/``MIN``: counts per value) is ordered on that key: the extreme is the
 tree's last/first key, O(log n) under deletes.  A test ``{q = e}`` of a loop key against a value
 computable before the loop (``price = (SELECT MAX(price) ...)``) becomes the lift ``(q ^= e)``:
-one probe instead of a pass over the map.  A map wanted ordered on two
+one probe instead of a pass over the map; a threshold sum behind such lifts (the orders at a top-N's
+cut price) moves inside them, so it is one threshold search in the lifted slice's tree.  A map wanted ordered on two
 different keys keeps the first; the other reads fall back to loops (correct, O(slice)).
 
 Pure: Program -> Program (plus the list of choices made, for ``ddms compile``).

@@ -30,7 +30,10 @@ that combines them (``SUM(x) / COUNT(*)`` for AVG).
   ``ROW_NUMBER() OVER ([PARTITION BY ..] ORDER BY price DESC) <= n``) keeps the groups at or
   above the n-th largest key, ``ExtremeAgg(max, v, counts, n)`` (:meth:`_Translator.top_source`);
   a sum over the kept groups of their sums drops the groups' row factor (:func:`_uncover`), so
-  it is a range sum up to the cut; top-N over single rows is rejected (ties at the cut);
+  it is a range sum up to the cut; a top-N over single rows needs a unique tie-break (``ORDER BY
+  price DESC, id``): its cut is the key of the n-th row, ``ExtremeAgg(.., n, rows=True)``, and the
+  rows at that key are kept by their rank in the tie-break (:meth:`_Translator.row_top_source`);
+  without one it is rejected (rows tying at the cut);
 * ``x / c`` for a nonzero constant ``c`` is ``x * (1 / c)``;
 * equalities between variables are removed by renaming (:func:`ddms.calculus.normal.unify`).
 
