@@ -410,7 +410,8 @@ class _Translator:
 
         def var(scope: _Scope, c: Col) -> str:
             hit = scope.lookup(c, self.fail)
-            assert isinstance(hit, str)   # a column of the one stream
+            if not isinstance(hit, str):
+                raise self.fail("a top-N over single rows orders and partitions by columns of its stream", c.text)
             return hit
         scope0, terms0, local0 = rows()
         cols: dict[str, str | Expr] = {}
