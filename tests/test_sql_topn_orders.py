@@ -55,6 +55,11 @@ VIEWS = {
     "CTE_RN": "WITH o AS (SELECT volume, ROW_NUMBER() OVER (ORDER BY price DESC, id) AS rn FROM bids) "
               "SELECT (SELECT SUM(a.volume) FROM o a WHERE a.rn <= 3) - (SELECT SUM(b.volume) FROM o b "
               "WHERE b.rn <= 1) AS cte_rn",
+    # RANK() keeps every row tying at the cut: exact whatever the tie-break (none, or not unique)
+    "RANK3": "SELECT SUM(t.volume) AS rank3 FROM (SELECT volume, RANK() OVER (ORDER BY price DESC) AS r FROM bids) t "
+             "WHERE r <= 3",
+    "RANK_VOL": "SELECT t.broker_id, COUNT(*) AS rank_vol FROM (SELECT broker_id, RANK() OVER (PARTITION BY broker_id "
+                "ORDER BY price, volume DESC) AS r FROM asks) t WHERE r <= 2 GROUP BY t.broker_id",
     # ordered by the unique id alone: no tie-break needed
     "LAST3": f"SELECT SUM(t.volume) AS last3 FROM {_top('bids', 'volume', 'id DESC', 3)} t",
     "TOP1": f"SELECT SUM(t.volume) AS top1 FROM {_top('asks', 'volume', 'price, id', 1)} t",
@@ -64,7 +69,7 @@ SCRIPT = HEADER + ";\n".join(VIEWS.values()) + ";"
 # the engine runs the shapes that differ in generated code (directions, partition, unique key
 # alone); the other views differ in translation only, which the interpreter checks.  Fewer views
 # compile faster: the whole set took minutes of numba compile on a loaded machine
-ENGINE_VIEWS = {k: VIEWS[k] for k in ("BID5_VOL", "ASK4_VWAP", "BID3_N", "RN_BROKER", "LAST3")}
+ENGINE_VIEWS = {k: VIEWS[k] for k in ("BID5_VOL", "ASK4_VWAP", "BID3_N", "RN_BROKER", "LAST3", "RANK_VOL")}
 
 
 @pytest.fixture(scope="module")
@@ -214,6 +219,8 @@ def test_btree_nth_row_against_a_sorted_list() -> None:
      "by one column the stream keeps unique (id"),
     ("SELECT SUM(t.volume) AS v FROM (SELECT price, volume FROM bids ORDER BY price DESC, t, id LIMIT 5) t",
      "by one column the stream keeps unique"),
+    ("SELECT SUM(t.volume) AS v FROM (SELECT volume, RANK() OVER (ORDER BY price DESC, t, id) AS r FROM bids) t "
+     "WHERE r <= 5", "at most one more column"),
     ("SELECT SUM(t.v) AS v FROM (SELECT b.volume AS v FROM bids b, asks a WHERE a.id = b.id ORDER BY b.price DESC, "
      "b.id LIMIT 5) t", "reads one stream"),
     ("SELECT SUM(t.v) AS v FROM (SELECT price, SUM(volume) AS v FROM bids GROUP BY price ORDER BY price DESC, "

@@ -186,6 +186,7 @@ class TopN:
     partition: tuple[Col, ...] = ()
     text: str = field(default="", compare=False)
     ties: tuple[tuple[Col, bool], ...] = ()
+    rank: bool = False   # RANK() <= n: every row with fewer than n rows before it (ties all kept)
 
 
 @dataclass(frozen=True)

@@ -324,8 +324,8 @@ class _Converter:
             if len(wins) > 1:
                 raise self.fail("one ROW_NUMBER() per subquery", wins[1])
             alias, w = wins[0], wins[0].this
-            if not isinstance(w.this, exp.RowNumber):
-                raise self.fail("of the window functions, ROW_NUMBER() (a top-N) is supported", w)
+            if not isinstance(w.this, exp.RowNumber | exp.Rank):
+                raise self.fail("of the window functions, ROW_NUMBER() and RANK() (a top-N) are supported", w)
             if w.args.get("spec") or w.args.get("alias"):
                 raise self.fail("ROW_NUMBER() takes no window frame", w)
             if inner.args.get("order") or inner.args.get("limit"):
@@ -349,7 +349,8 @@ class _Converter:
                 if col.name.lower() == rn and col.table.lower() in ("", table) and not _inside(col, sq):
                     raise self.fail(f"{rn} is the ROW_NUMBER() of a top-N: it can only be filtered, {rn} <= n "
                                     "(it is not a column the view can read)", col)
-            self.pending[id(inner)] = TopN(key, desc, hits[0][1], partition, w.sql(), ties)
+            self.pending[id(inner)] = TopN(key, desc, hits[0][1], partition, w.sql(), ties,
+                                           isinstance(w.this, exp.Rank))
 
     def source_item(self, node: exp.Expression) -> FromItem:
         if isinstance(node, exp.Table):

@@ -361,7 +361,10 @@ class _Translator:
         a range sum, and at the one key ``P`` (a lift) the second is a threshold search in the
         tree of rows per ``i`` at that key (``ddms.calculus.order``): O(log n) per event.
 
-        Ordered by a unique column alone (``ORDER BY id DESC LIMIT n``) the rows are ``{k >= P}``.
+        Ordered by a unique column alone (``ORDER BY id DESC LIMIT n``) the rows are ``{k >= P}``,
+        and so are the rows of ``RANK() OVER (ORDER BY k) <= n`` whatever the data (the rows with
+        fewer than n rows at better keys); ``RANK()`` with a second column is the formula above,
+        exact whatever the data too (it never needs uniqueness: ties are all kept).
         This keeps the rows ranked n or better (``RANK() <= n`` of the order), which is ``LIMIT
         n`` exactly when (k, i) is unique among the rows; hence the tie-break must be a column
         the stream keeps unique (``id`` of an order-book stream: every reader keeps one row per
@@ -382,7 +385,7 @@ class _Translator:
         tables = [s for s in sub.sources if isinstance(s, FromTable)]
         stream = self.streams.get(tables[0].name) if len(sub.sources) == 1 and len(tables) == 1 else None
         unique = _unique_columns(stream) if stream is not None else set()
-        if not top.ties and top.key.name.upper() not in unique:
+        if not top.ties and top.key.name.upper() not in unique and not top.rank:
             raise self.fail("ORDER BY ... LIMIT over single rows needs a unique tie-break: rows that tie at the "
                             "cut make the result depend on which of them SQL keeps; order by the price and then "
                             "the order id (ORDER BY price DESC, id LIMIT n), or keep the first n price levels "
@@ -390,11 +393,13 @@ class _Translator:
         if len(sub.sources) != 1 or len(tables) != 1:
             raise self.fail("a top-N over single rows reads one stream (its order id is unique there, not in a "
                             "join or a subquery)", where)
-        if top.ties and (len(top.ties) != 1 or top.ties[0][0].name.upper() not in unique):
+        if top.rank and len(top.ties) > 1:
+            raise self.fail("a RANK() over single rows orders by a key and at most one more column", where)
+        if top.ties and not top.rank and (len(top.ties) != 1 or top.ties[0][0].name.upper() not in unique):
             raise self.fail("a top-N over single rows breaks the ties of its key by one column the stream keeps "
                             f"unique ({', '.join(sorted(unique)).lower() or 'none here'}: ORDER BY price DESC, id), "
                             "so that the n first rows are one set", where)
-        if stream is not None and any(c.name == "SYMBOL" for c in stream.columns) \
+        if not top.rank and stream is not None and any(c.name == "SYMBOL" for c in stream.columns) \
                 and "SYMBOL" not in {c.name.upper() for c in top.partition}:
             raise self.fail("order ids are unique per instrument only (price-level readers derive them from the "
                             "price): rank the orders per symbol, ROW_NUMBER() OVER (PARTITION BY symbol ORDER BY "
