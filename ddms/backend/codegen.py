@@ -27,7 +27,8 @@ shapes are recognised and compiled to O(log n) range-map calls instead of loops:
   an ORDERED B compared with P, X independent of P (VWAP's "volume above me below k * total")
 
 ``Max/Min`` over the ordered key of an ORDERED map reads the tree's extreme key, ``Max(x, M[x], n)``
-its n-th key (``btree_nth``: a select by rank, the cut of a top-N).  Every other
+its n-th key (``btree_nth``: a select by rank, the cut of a top-N), ``Max(x, M[x], n rows)`` the key
+of its n-th row (``btree_nth_row``: by weighted rank, the cut of a top-N over orders).  Every other
 shape compiles to loops over hash maps and their indexes; ``plan`` lists which was chosen.
 """
 
@@ -353,7 +354,11 @@ class _Codegen:
             if self._ordered_slice(ref, env) and ref.keys[-1] == e.var:
                 root = self._root(self._m(ref.name), env, ref.keys)
                 col = self._col(ref.name)
-                if e.n == 1:
+                if e.rows:   # the cut of a top-N over single rows: select by weighted rank
+                    self._ranks = True
+                    call = f"btree_nth_row({self._pool(ref.name)}, {root}, {e.n}, {e.kind == 'max'}{col})"
+                    self.plan.append(f"  {e.kind}({ref.name}, row {e.n}) via range map: O(log n)")
+                elif e.n == 1:
                     call = f"btree_{e.kind}({self._pool(ref.name)}, {root}{col})"
                     self.plan.append(f"  {e.kind}({ref.name}) via range map: O(log n)")
                 else:   # the cut of a top-N: select by rank
@@ -527,6 +532,27 @@ class _Codegen:
                     name = fn.temp("lift")
                     fn.line(f"{name} = {v}")
                     k("1.0", {**env, var: name})
+            case Extreme(kind, var, ref, n, rows) if rows:
+                v = self._special(fn, e, env)
+                if v is None:  # no range map to ask: sort the slice's (key, count) pairs, O(slice log slice)
+                    v, ks, left = fn.temp("ext"), fn.temp("keys"), fn.temp("left")
+                    fn.line(f"{ks} = [(0.0, 0.0) for _ in range(0)]")
+
+                    def collect_rows(val: str, env2: dict[str, str]) -> None:
+                        fn.line(f"if {val} != 0.0:")
+                        fn.line(f"    {ks}.append(({'-' if kind == 'max' else ''}{env2[var]}, {val}))")
+                    self._emit_loop(fn, ref.name, ref.keys, env, collect_rows)
+                    fn.line(f"{ks}.sort()")
+                    kv = fn.temp("kv")
+                    fn.line(f"{v} = np.nan")
+                    fn.line(f"{left} = {float(n)}")
+                    fn.line(f"for {kv} in {ks}:")   # the last key of the order unless the rows reach n first
+                    fn.line(f"    {v} = {'-' if kind == 'max' else ''}{kv}[0]")
+                    fn.line(f"    {left} -= {kv}[1]")
+                    fn.line(f"    if {left} <= 0.0:")
+                    fn.line("        break")
+                    self.plan.append(f"  {kind}({ref.name}, row {n}) by sorting its keys: O(n)")
+                k(v, env)
             case Extreme(kind, var, ref, n) if n != 1:
                 v = self._special(fn, e, env)
                 if v is None:  # no range map to ask: sort the slice's keys, O(slice log slice)
@@ -1111,7 +1137,7 @@ class _Codegen:
                   "    borrow, btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max, btree_min,\n"
                   "    btree_big, btree_new, btree_prefetch, btree_set, range_sum, threshold_apply, threshold_cut,\n"
                   "    threshold_sum,\n)\n"
-                  + ("from ddms.storage.btree import btree_nth\n" if self._ranks else "")
+                  + ("from ddms.storage.btree import btree_nth, btree_nth_row\n" if self._ranks else "")
                   + "from ddms.storage.hashtab import ht_get, ht_new, ht_pop, ht_set\n\n\n"
                   + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
                             for i in range(1, self._max_arity() + 1)) + "\n\n"

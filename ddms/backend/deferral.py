@@ -143,8 +143,8 @@ def _rename(e: Expr, old: str, new: str) -> Expr:
             return AggSum(tuple(map(r, group)), x)
         case Lift(v, x):
             return Lift(r(v), x)
-        case Extreme(kind, v, ref, n):
-            return Extreme(kind, r(v), ref, n)
+        case Extreme(kind, v, ref, n, rows):
+            return Extreme(kind, r(v), ref, n, rows)
     return e
 
 

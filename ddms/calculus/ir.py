@@ -61,6 +61,7 @@ class ExtremeAgg:
     var: str
     body: m3.AggSum
     n: int = 1
+    rows: bool = False   # the n-th ROW's value (each value counted as often as its rows), not the n-th value
 
 
 Expr = m3.Expr | Rel | Exists | ExtremeAgg
@@ -92,7 +93,7 @@ def with_children(e: Expr, kids: tuple[Expr, ...]) -> Expr:
     if isinstance(e, Exists):
         return Exists(e.group, kids[0])
     if isinstance(e, ExtremeAgg):
-        return ExtremeAgg(e.kind, e.var, kids[0], e.n)
+        return ExtremeAgg(e.kind, e.var, kids[0], e.n, e.rows)
     return m3.with_children(e, kids)
 
 
@@ -195,12 +196,12 @@ def substitute(e: Expr, sub: dict[str, str]) -> Expr:
             return AggSum(tuple(sub.get(v, v) for v in g), substitute(x, sub))
         case Lift(v, x):
             return Lift(sub.get(v, v), substitute(x, sub))
-        case m3.Extreme(kind, v, ref, n):
-            return m3.Extreme(kind, sub.get(v, v), substitute(ref, sub), n)
+        case m3.Extreme(kind, v, ref, n, rows):
+            return m3.Extreme(kind, sub.get(v, v), substitute(ref, sub), n, rows)
         case Exists(g, x):
             return Exists(tuple(sub.get(v, v) for v in g), substitute(x, sub))
-        case ExtremeAgg(kind, v, x, n):
-            return ExtremeAgg(kind, sub.get(v, v), substitute(x, sub), n)
+        case ExtremeAgg(kind, v, x, n, rows):
+            return ExtremeAgg(kind, sub.get(v, v), substitute(x, sub), n, rows)
     raise TypeError(e)
 
 

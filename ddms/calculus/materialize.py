@@ -264,14 +264,14 @@ class Compiler:
                 terms = merge_terms([x for t in expand(body) if (x := simplify_term(t)) is not None])
                 name, order = self.query_map(g, terms)
                 return Div(MapRef(name, order), MapRef(name, order))
-            case ExtremeAgg(kind, v, AggSum(g, body), n):
+            case ExtremeAgg(kind, v, AggSum(g, body), n, rows):
                 # MIN/MAX: the rows counted per value v (per correlated outer key, bound here),
                 # a map of counts ORDERED on v; the extreme is its tree's first or last key
                 terms = merge_terms([x for t in expand(body) if (x := simplify_term(t)) is not None])
                 seen = {w for t in terms for w in term_vars(t)}
                 corr = [w for w in g if w != v] + sorted((seen & bound) - set(g))
                 name, order = self.query_map(tuple(dict.fromkeys(corr)) + (v,), terms)
-                return Extreme(kind, v, MapRef(name, order), n)  # type: ignore[arg-type]
+                return Extreme(kind, v, MapRef(name, order), n, rows)  # type: ignore[arg-type]
             case AggSum(g, body) if has_rel(body):
                 terms = expand(body)
                 inner = self.materialize(merge_terms([x for t in terms if (x := simplify_term(t)) is not None]),

@@ -121,8 +121,8 @@ def simplify(e: Expr) -> Expr:
             return Lift(v, simplify(x))
         case Exists(g, x):
             return Exists(g, simplify(x))
-        case ExtremeAgg(kind, v, x, n):
-            return ExtremeAgg(kind, v, simplify(x), n)
+        case ExtremeAgg(kind, v, x, n, rows):
+            return ExtremeAgg(kind, v, simplify(x), n, rows)
     return e
 
 

@@ -12,7 +12,8 @@ range-sum over a B+-tree.  When such a range sum compares with the key ``p`` of 
 one key (SQL ``MAX``/``MIN``: counts per value) is ordered on that key: the extreme is the
 tree's last/first key, O(log n) under deletes.  A test ``{q = e}`` of a loop key against a value
 computable before the loop (``price = (SELECT MAX(price) ...)``) becomes the lift ``(q ^= e)``:
-one probe instead of a pass over the map.  A map wanted ordered on two
+one probe instead of a pass over the map; a threshold sum behind such lifts (the orders at a top-N's
+cut price) moves inside them, so it is one threshold search in the lifted slice's tree.  A map wanted ordered on two
 different keys keeps the first; the other reads fall back to loops (correct, O(slice)).
 
 Pure: Program -> Program (plus the list of choices made, for ``ddms compile``).
@@ -196,6 +197,52 @@ class _Chooser:
                     self.wish(ref, p, "threshold search")
 
 
+def _threshold_after_lifts(g: tuple[str, ...], body: Expr, bound: frozenset[str]
+                           ) -> tuple[tuple[Expr, ...], AggSum, frozenset[str]] | None:
+    """``AggSum(g, (x ^= e).. * A[.., p] * {X cmp AggSum([], B[.., q] * {q op p})})``, the one key
+    ``p`` of ``A`` not bound once the lifts have run, as (the lifts, ``AggSum(g', A * {..})``,
+    the variables bound inside): the sum over ``p`` moves inside the lifts, where it is a
+    threshold sum (VWAP's shape) in the trees of the lifted slice, instead of a pass over the
+    slice.  The cut level of a top-N over single orders: the orders at the cut price whose
+    predecessors by id are fewer than the rank left, O(log n).  Exact: ``p`` is not a group
+    variable and nothing outside the moved factors reads it.  O(size of body)."""
+    if not isinstance(body, Mul) or len(body.factors) < 3:
+        return None
+    *lifts, ref, c = body.factors
+    if not lifts or not all(isinstance(f, Lift) for f in lifts) or not isinstance(ref, MapRef) \
+            or not isinstance(c, Cmp):
+        return None
+    inner_bound = bound | {f.var for f in lifts if isinstance(f, Lift)}
+    loops = [k for k in ref.keys if k not in inner_bound]
+    if len(loops) != 1 or ref.keys.count(loops[0]) != 1 or loops[0] in g:
+        return None
+    p = loops[0]
+    sides = [s for s in (c.left, c.right) if isinstance(s, AggSum) and isinstance(s.expr, Mul)
+             and len(s.expr.factors) == 2 and isinstance(s.expr.factors[1], Cmp) and s.expr.factors[1].right == Var(p)]
+    other = c.right if sides and sides[0] is c.left else c.left
+    if len(sides) != 1 or p in _free_reads(other) or not _free_reads(other) - {p} <= inner_bound | _sum_vars(other):
+        return None
+    group = tuple(x for x in g if x in ref.keys)
+    if not set(group) <= inner_bound:
+        return None
+    return tuple(lifts), AggSum(group, Mul((ref, c))), inner_bound
+
+
+def _sum_vars(e: Expr) -> set[str]:
+    """The variables summed over inside ``e`` (keys of map reads under an ``AggSum``).  O(size)."""
+    out: set[str] = set()
+    for x in _walk(e):
+        if isinstance(x, AggSum):
+            out |= {k for y in _walk(x.expr) if isinstance(y, MapRef) for k in y.keys} - set(x.group)
+    return out
+
+
+def _walk(e: Expr):
+    yield e
+    for c in m3_children(e):
+        yield from _walk(c)
+
+
 def _binds(f: Expr) -> set[str]:
     match f:
         case Div(a, _) | Mod(a, _):
@@ -252,8 +299,8 @@ def choose_orders(program: Program) -> tuple[Program, list[str]]:
                 return AggSum(g, fix(x))
             case Lift(v, x):
                 return Lift(v, fix(x))
-            case Extreme(k, v, ref, n):
-                return Extreme(k, v, fix(ref), n)
+            case Extreme(k, v, ref, n, rows):
+                return Extreme(k, v, fix(ref), n, rows)
         return e
     triggers = [Trigger(t.sign, t.stream, t.args,
                         tuple(Statement(fix(s.target), s.op, fix(s.expr)) for s in t.statements))
@@ -271,6 +318,10 @@ def _deep(ch: _Chooser, e: Expr, bound: frozenset[str]) -> Expr:
             body = _deep_body(ch, body, bound)
             if _provably_empty(body, bound):
                 return Const(0.0)
+            pushed = _threshold_after_lifts(g, body, bound)
+            if pushed is not None:
+                lifts, inner, inner_bound = pushed
+                return AggSum(g, Mul(lifts + (_deep(ch, inner, inner_bound),)))
             shaped = ch.range_shape(body, bound)
             if shaped is not None:
                 body = shaped

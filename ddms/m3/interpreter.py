@@ -160,10 +160,19 @@ class Interpreter:
                         yield {}, 1.0
                 else:
                     yield {var: v}, 1.0
-            case Extreme(kind, var, ref, n):
-                found = sorted({b[var] for b, v in self._read(ref.name, ref.keys, env) if v != 0.0},
-                               reverse=kind == "max")
-                yield {}, (found[min(n, len(found)) - 1] if found else math.nan)
+            case Extreme(kind, var, ref, n, rows):
+                entries = sorted(((b[var], v) for b, v in self._read(ref.name, ref.keys, env) if v != 0.0),
+                                 reverse=kind == "max")
+                if rows:   # the key of the n-th row: each key counted as often as its value
+                    left, pick = n, entries[-1][0] if entries else math.nan
+                    for key, count in entries:
+                        left -= count
+                        if left <= 0:
+                            pick = key
+                            break
+                    yield {}, pick
+                else:
+                    yield {}, (entries[min(n, len(entries)) - 1][0] if entries else math.nan)
             case _:
                 raise ProgramError(f"not an M3 expression: {e!r}")
 

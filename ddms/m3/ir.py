@@ -23,7 +23,10 @@ bound variables, an expression yields a multiset of (new bindings, value) pairs:
   already bound it is 1 where ``x`` equals ``e`` and 0 otherwise.
 * ``Extreme('max'|'min', x, ref)`` is the largest/smallest key ``x`` among the nonzero entries of
   the map slice ``ref`` (NaN when the slice is empty): best bid and best ask.  ``Extreme(.., n)``
-  (printed ``Max(x, ref, n)``) is the ``n``-th largest/smallest, the last when there are fewer.
+  (printed ``Max(x, ref, n)``) is the ``n``-th largest/smallest, the last when there are fewer;
+  ``Max(x, ref, n rows)`` ranks rows, each key counted as often as its (nonnegative) value: the
+  key of the ``n``-th row (a row count per key: the price of the n-th best order), the last key
+  when the values add up to fewer than ``n``.
 
 A statement's target keys are either bound by the trigger's arguments or are output variables of
 its right-hand side; ``:=`` replaces the target slice (entries the right-hand side does not produce
@@ -110,12 +113,14 @@ class Lift:
 class Extreme:
     """The largest/smallest key ``var`` of the nonzero entries of the slice ``ref``; with ``n``
     above 1, the ``n``-th largest/smallest (select by rank: the cut of a top-N), the last key of
-    that order when the slice holds fewer than ``n``.  NaN when the slice is empty."""
+    that order when the slice holds fewer than ``n``.  NaN when the slice is empty.  With
+    ``rows``, each key counts as often as its value (row counts): the key of the ``n``-th row."""
 
     kind: Literal["max", "min"]
     var: str
     ref: MapRef
     n: int = 1
+    rows: bool = False   # rank by rows: each key counts as often as its value (printed ``n rows``)
 
 
 Expr = Const | Var | MapRef | Add | Mul | Neg | Div | Mod | Cmp | AggSum | Lift | Extreme
@@ -258,8 +263,8 @@ def with_children(e: Expr, kids: tuple[Expr, ...]) -> Expr:
             return Mod(kids[0], kids[1])
         case Cmp(op, _, _):
             return Cmp(op, kids[0], kids[1])
-        case Extreme(kind, var, _, n):
-            return Extreme(kind, var, kids[0], n)
+        case Extreme(kind, var, _, n, rows):
+            return Extreme(kind, var, kids[0], n, rows)
     return e
 
 

@@ -342,15 +342,18 @@ class _Parser:
             var = self._name()
             self._expect(",")
             ref = self._mapref(self._name())
-            n = 1
+            n, rows = 1, False
             if self._accept(","):   # Max(x, ref, n): the n-th largest
                 t = self.tok
                 if t.kind != "number" or not t.text.isdigit() or int(t.text) < 1:
                     self._fail(f"expected a rank (a positive integer), found {t.text or 'end of input'!r}")
                 n = int(t.text)
                 self.i += 1
+                rows = self.tok.kind == "name" and self.tok.text.lower() == "rows"
+                if rows:   # Max(x, ref, n rows): the key of the n-th row, each key counted m[x] times
+                    self.i += 1
             self._expect(")")
-            return Extreme(name.lower(), var, ref, n)
+            return Extreme(name.lower(), var, ref, n, rows)
         if self._is("["):
             return self._mapref(name)
         return Var(name)

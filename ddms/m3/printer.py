@@ -80,8 +80,8 @@ def print_expr(e: Expr) -> str:
             return f"AggSum([{', '.join(group)}], {print_expr(x)})"
         case Lift(var, x):
             return f"({var} ^= {print_expr(x)})"
-        case Extreme(kind, var, ref, n):
-            rank = f", {n}" if n != 1 else ""
+        case Extreme(kind, var, ref, n, rows):
+            rank = f", {n} rows" if rows else f", {n}" if n != 1 else ""
             return f"{kind.capitalize()}({var}, {print_expr(ref)}{rank})"
     raise TypeError(f"not an M3 expression: {e!r}")
 

@@ -68,8 +68,8 @@ def _rename(e: Expr, maps: dict[str, str], var) -> Expr:
             return AggSum(tuple(var(g) for g in group), _rename(x, maps, var))
         case Lift(v, x):
             return Lift(var(v), _rename(x, maps, var))
-        case Extreme(kind, v, ref):
-            return Extreme(kind, var(v), _rename(ref, maps, var))
+        case Extreme(kind, v, ref, n, rows):   # (the rank too: a top 3 is not a top 5)
+            return Extreme(kind, var(v), _rename(ref, maps, var), n, rows)
     raise TypeError(f"not an M3 expression: {e!r}")
 
 

@@ -176,13 +176,17 @@ class TopN:
     """The first ``n`` rows of a subquery in FROM by ``key`` (descending when ``desc``), per
     value of the ``partition`` columns: ``ORDER BY key DESC LIMIT n`` (Materialize's shape) or
     ``ROW_NUMBER() OVER (PARTITION BY .. ORDER BY key DESC) AS rn`` filtered ``rn <= n`` by the
-    enclosing WHERE (Feldera's shape), which the front end folds into this one node."""
+    enclosing WHERE (Feldera's shape), which the front end folds into this one node.  ``ties``:
+    the ORDER BY columns after ``key`` (column, descending), which break its ties (``ORDER BY
+    price DESC, id``: the n best single orders)."""
 
     key: Col
     desc: bool
     n: int
     partition: tuple[Col, ...] = ()
     text: str = field(default="", compare=False)
+    ties: tuple[tuple[Col, bool], ...] = ()
+    rank: bool = False   # RANK() <= n: every row with fewer than n rows before it (ties all kept)
 
 
 @dataclass(frozen=True)

@@ -289,16 +289,18 @@ class _Converter:
         n = limit.expression
         if not (isinstance(n, exp.Literal) and not n.is_string and n.this.isdigit()):
             raise self.fail("LIMIT takes a whole number", limit)
-        key, desc = self._order_key(order)
-        return TopN(key, desc, int(n.this), (), order.sql())
+        key, desc, ties = self._order_key(order)
+        return TopN(key, desc, int(n.this), (), order.sql(), ties)
 
-    def _order_key(self, order: exp.Order) -> tuple[Col, bool]:
-        """The one column a top-N is ordered by, and whether descending."""
+    def _order_key(self, order: exp.Order) -> tuple[Col, bool, tuple[tuple[Col, bool], ...]]:
+        """The column a top-N is ordered by, whether descending, and the tie-break columns after
+        it (each with its direction; ``translate`` decides which lists it can keep exactly)."""
         keys = order.expressions
-        if len(keys) != 1 or not isinstance(keys[0], exp.Ordered) or not isinstance(keys[0].this, exp.Column):
-            raise self.fail("a top-N is ordered by one column (ORDER BY price DESC): its cut is the n-th value "
-                            "of that column", order)
-        return self.column(keys[0].this), bool(keys[0].args.get("desc"))
+        if not keys or not all(isinstance(k, exp.Ordered) and isinstance(k.this, exp.Column) for k in keys):
+            raise self.fail("a top-N is ordered by columns (ORDER BY price DESC, or ORDER BY price DESC, id over "
+                            "single orders): its cut is the n-th value of them", order)
+        cols = [(self.column(k.this), bool(k.args.get("desc"))) for k in keys]
+        return cols[0][0], cols[0][1], tuple(cols[1:])
 
     def _fold_row_numbers(self, node: exp.Select) -> None:
         """Feldera's top-N: a subquery in FROM selecting ``ROW_NUMBER() OVER (PARTITION BY p ORDER
@@ -322,15 +324,15 @@ class _Converter:
             if len(wins) > 1:
                 raise self.fail("one ROW_NUMBER() per subquery", wins[1])
             alias, w = wins[0], wins[0].this
-            if not isinstance(w.this, exp.RowNumber):
-                raise self.fail("of the window functions, ROW_NUMBER() (a top-N) is supported", w)
+            if not isinstance(w.this, exp.RowNumber | exp.Rank):
+                raise self.fail("of the window functions, ROW_NUMBER() and RANK() (a top-N) are supported", w)
             if w.args.get("spec") or w.args.get("alias"):
                 raise self.fail("ROW_NUMBER() takes no window frame", w)
             if inner.args.get("order") or inner.args.get("limit"):
                 raise self.fail("ROW_NUMBER() and ORDER BY ... LIMIT in one subquery: use one of them", w)
             if w.args.get("order") is None:
                 raise self.fail("ROW_NUMBER() needs ORDER BY (the order of the top-N)", w)
-            key, desc = self._order_key(w.args["order"])
+            key, desc, ties = self._order_key(w.args["order"])
             partition = tuple(self.column(c) for c in w.args.get("partition_by") or ())
             rn, table = alias.alias.lower(), (sq.alias or sq.name or "").lower()
             where = node.args.get("where")
@@ -347,7 +349,8 @@ class _Converter:
                 if col.name.lower() == rn and col.table.lower() in ("", table) and not _inside(col, sq):
                     raise self.fail(f"{rn} is the ROW_NUMBER() of a top-N: it can only be filtered, {rn} <= n "
                                     "(it is not a column the view can read)", col)
-            self.pending[id(inner)] = TopN(key, desc, hits[0][1], partition, w.sql())
+            self.pending[id(inner)] = TopN(key, desc, hits[0][1], partition, w.sql(), ties,
+                                           isinstance(w.this, exp.Rank))
 
     def source_item(self, node: exp.Expression) -> FromItem:
         if isinstance(node, exp.Table):

@@ -30,7 +30,10 @@ that combines them (``SUM(x) / COUNT(*)`` for AVG).
   ``ROW_NUMBER() OVER ([PARTITION BY ..] ORDER BY price DESC) <= n``) keeps the groups at or
   above the n-th largest key, ``ExtremeAgg(max, v, counts, n)`` (:meth:`_Translator.top_source`);
   a sum over the kept groups of their sums drops the groups' row factor (:func:`_uncover`), so
-  it is a range sum up to the cut; top-N over single rows is rejected (ties at the cut);
+  it is a range sum up to the cut; a top-N over single rows needs a unique tie-break (``ORDER BY
+  price DESC, id``): its cut is the key of the n-th row, ``ExtremeAgg(.., n, rows=True)``, and the
+  rows at that key are kept by their rank in the tie-break (:meth:`_Translator.row_top_source`);
+  without one it is rejected (rows tying at the cut);
 * ``x / c`` for a nonzero constant ``c`` is ``x * (1 / c)``;
 * equalities between variables are removed by renaming (:func:`ddms.calculus.normal.unify`).
 
@@ -305,10 +308,10 @@ class _Translator:
         if pushed is not None:   # a plain selection over a GROUP BY subquery: cut the groups
             return self.plain_source(pushed, parent)
         if not sub.group:
-            raise self.fail("ORDER BY ... LIMIT over single rows is not supported: rows that tie at the cut "
-                            "make the result depend on which of them SQL keeps; keep the first n price levels "
-                            "instead (SELECT price, SUM(volume) ... GROUP BY price ORDER BY price DESC LIMIT n)",
-                            top.text or item.text)
+            return self.row_top_source(item, parent)
+        if top.ties:
+            raise self.fail("a top-N over groups is ordered by one column, its GROUP BY key (levels have no ties: "
+                            "ORDER BY price DESC)", top.text or item.text)
         cols, terms, sub_local = self.aggregate_source(item, parent)
         exists = terms[0].factors[0]
         assert isinstance(exists, Exists) and isinstance(exists.body, AggSum)
@@ -342,6 +345,110 @@ class _Translator:
         keep = Cmp(">=" if top.desc else "<=", Var(key), cut)
         self.covered.add(exists)
         return cols, [Term(1.0, (), (exists, keep))], sub_local
+
+    def row_top_source(self, item: FromSelect, parent: _Scope | None
+                       ) -> tuple[dict[str, str | Expr], list[Term], set[str]]:
+        """A top-N over single rows of one stream, ordered by a key ``k`` and then a column ``i``
+        the stream keeps unique (``ORDER BY price DESC, id LIMIT n``, or ``ROW_NUMBER() OVER
+        ([PARTITION BY g] ORDER BY price DESC, id) <= n``): the n first rows in the order (k, i),
+        per partition.  With the tie-break the order is total, so the result is one set of rows.
+
+        The cut is the key of the n-th row, ``P = ExtremeAgg(max, v, rows per [g.., v], n,
+        rows=True)``: a select by weighted rank in the tree of row counts per key (the last key
+        when there are fewer than n rows), O(log n).  A row is kept when its key is better than
+        ``P``, or equal to it with fewer than ``n - A`` rows of that key before it by ``i``, ``A``
+        the rows at better keys: ``{k > P} + {k = P} * {n - A(k) > B(k, i)}``.  The first part is
+        a range sum, and at the one key ``P`` (a lift) the second is a threshold search in the
+        tree of rows per ``i`` at that key (``ddms.calculus.order``): O(log n) per event.
+
+        Ordered by a unique column alone (``ORDER BY id DESC LIMIT n``) the rows are ``{k >= P}``,
+        and so are the rows of ``RANK() OVER (ORDER BY k) <= n`` whatever the data (the rows with
+        fewer than n rows at better keys); ``RANK()`` with a second column is the formula above,
+        exact whatever the data too (it never needs uniqueness: ties are all kept).
+        This keeps the rows ranked n or better (``RANK() <= n`` of the order), which is ``LIMIT
+        n`` exactly when (k, i) is unique among the rows; hence the tie-break must be a column
+        the stream keeps unique (``id`` of an order-book stream: every reader keeps one row per
+        resting order id, a repeated id replaces).  Without it, orders tying at the n-th key make
+        SQL keep an arbitrary subset of them: rejected, pointing at the ORDER BY."""
+        sub, top = item.select, item.select.top
+        assert top is not None
+        where = top.text or item.text
+
+        def column(c: Col) -> Col:
+            # ORDER BY / PARTITION BY may name a column by its alias in the select list
+            for it in sub.items:
+                if c.table is None and it.name.upper() == c.name.upper() and isinstance(it.expr, Col):
+                    return it.expr
+            return c
+        top = replace(top, key=column(top.key), partition=tuple(column(c) for c in top.partition),
+                      ties=tuple((column(c), d) for c, d in top.ties))
+        tables = [s for s in sub.sources if isinstance(s, FromTable)]
+        stream = self.streams.get(tables[0].name) if len(sub.sources) == 1 and len(tables) == 1 else None
+        unique = _unique_columns(stream) if stream is not None else set()
+        if not top.ties and top.key.name.upper() not in unique and not top.rank:
+            raise self.fail("ORDER BY ... LIMIT over single rows needs a unique tie-break: rows that tie at the "
+                            "cut make the result depend on which of them SQL keeps; order by the price and then "
+                            "the order id (ORDER BY price DESC, id LIMIT n), or keep the first n price levels "
+                            "(SELECT price, SUM(volume) ... GROUP BY price ORDER BY price DESC LIMIT n)", where)
+        if len(sub.sources) != 1 or len(tables) != 1:
+            raise self.fail("a top-N over single rows reads one stream (its order id is unique there, not in a "
+                            "join or a subquery)", where)
+        if top.rank and len(top.ties) > 1:
+            raise self.fail("a RANK() over single rows orders by a key and at most one more column", where)
+        if top.ties and not top.rank and (len(top.ties) != 1 or top.ties[0][0].name.upper() not in unique):
+            raise self.fail("a top-N over single rows breaks the ties of its key by one column the stream keeps "
+                            f"unique ({', '.join(sorted(unique)).lower() or 'none here'}: ORDER BY price DESC, id), "
+                            "so that the n first rows are one set", where)
+        if not top.rank and stream is not None and any(c.name == "SYMBOL" for c in stream.columns) \
+                and "SYMBOL" not in {c.name.upper() for c in top.partition}:
+            raise self.fail("order ids are unique per instrument only (price-level readers derive them from the "
+                            "price): rank the orders per symbol, ROW_NUMBER() OVER (PARTITION BY symbol ORDER BY "
+                            "price DESC, id)", where)
+        tie, tie_desc = top.ties[0] if top.ties else (top.key, top.desc)   # a unique key needs none
+
+        def rows() -> tuple[_Scope, list[Term], set[str]]:
+            # a fresh copy of the subquery's rows (its own variables): the rows, and each count
+            scope, terms, local = self.from_items(sub, parent)
+            if sub.where is not None:
+                terms = _times(terms, self.cond(sub.where, scope))
+            return scope, terms, local
+
+        def var(scope: _Scope, c: Col) -> str:
+            hit = scope.lookup(c, self.fail)
+            if not isinstance(hit, str):
+                raise self.fail("a top-N over single rows orders and partitions by columns of its stream", c.text)
+            return hit
+        scope0, terms0, local0 = rows()
+        cols: dict[str, str | Expr] = {}
+        for it in sub.items:
+            if not isinstance(it.expr, Col):
+                raise self.fail("a subquery in FROM may select plain columns only", it.text)
+            cols[it.name.upper()] = scope0.lookup(it.expr, self.fail)
+        if top.n < 1:   # LIMIT 0: no row
+            return cols, [], local0
+        k0, i0 = var(scope0, top.key), var(scope0, tie)
+        g0 = tuple(var(scope0, c) for c in top.partition)
+
+        def count(group: tuple[str, ...], conds) -> Expr:
+            # rows of a fresh copy in the row's partition, with ``conds(scope)`` (a nested count)
+            scope, terms, local = rows()
+            same = tuple(Cmp("=", Var(var(scope, c)), Var(g)) for c, g in zip(top.partition, g0, strict=True))
+            extra = tuple(v for v in group if v not in local)
+            q = self.normalize(group, _times(terms, [Term(1.0, (), same + conds(scope))]), local | set(extra))
+            return query_expr(q)
+        kind, better = ("max", ">") if top.desc else ("min", "<")
+        v = self.fresh(f"{kind}_row")
+        counts = count(g0 + (v,), lambda s: (Cmp("=", Var(v), Var(var(s, top.key))),))
+        assert isinstance(counts, AggSum)
+        cut = ExtremeAgg(kind, v, counts, top.n, rows=True)
+        if not top.ties:   # the key is unique: the rows up to the key of the n-th
+            return cols, _times(terms0, [Term(1.0, (), (Cmp(better + "=", Var(k0), cut),))]), local0
+        above = count((), lambda s: (Cmp(better, Var(var(s, top.key)), Var(k0)),))
+        before = count((), lambda s: (Cmp("=", Var(var(s, top.key)), Var(k0)),
+                                      Cmp(">" if tie_desc else "<", Var(var(s, tie)), Var(i0))))
+        keep = [Term(1.0, (), (Cmp(better, Var(k0), cut),)),
+                Term(1.0, (), (Cmp("=", Var(k0), cut), Cmp(">", Add((Const(float(top.n)), Neg(above))), before)))]
+        return cols, _times(terms0, keep), local0
 
     # -- conditions -------------------------------------------------------------------------------
     def cond(self, c: Cond, scope: _Scope) -> list[Term]:
@@ -624,6 +731,16 @@ class _Translator:
         domain = self.normalize(order, body, local)
         return ViewDef(name, order, tuple(keys), tuple(aggs), columns[0][1], domain, sel.text,
                        columns if len(columns) > 1 else ())
+
+
+def _unique_columns(stream: Stream) -> set[str]:
+    """The columns ``stream`` keeps unique among its rows: ``ID`` of an order-book stream (every
+    reader keeps one row per resting order id; a repeated id replaces the row), none otherwise.
+    With a ``SYMBOL`` column, unique per symbol (:meth:`_Translator.row_top_source` checks)."""
+    if stream.source is not None and stream.source.adaptor.lower() == "orderbook" \
+            and any(c.name == "ID" for c in stream.columns):
+        return {"ID"}
+    return set()
 
 
 def _push_top(item: FromSelect) -> FromSelect | None:

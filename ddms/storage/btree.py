@@ -1335,6 +1335,28 @@ def btree_nth(pool: BTreePool, root: int, n: int, largest: bool, c: int = 0) -> 
 
 
 @njit(cache=True)
+def btree_nth_row(pool: BTreePool, root: int, n: int, largest: bool, c: int = 0) -> tuple[bool, float]:
+    """Select by weighted rank: (True, the key of the n-th row from the largest / smallest key,
+    each key counting as many rows as its value in column c), the last key of that order when
+    the values add up to fewer than n, or (False, nan) when the column is empty or n < 1.  The
+    values are row counts (nonnegative integers, exact in float64): the price of the n-th best
+    order of a book whose tree counts orders per price, the cut of a top-N over single orders.
+
+    One :func:`btree_first_prefix` descent: from the smallest key, the n-th smallest row is at
+    the first key whose prefix sum reaches n; the n-th largest at the first whose prefix sum
+    exceeds total - n (the rows from it on are at least n, from the next key on fewer).
+    O(F log_F n)."""
+    if root == -1 or n < 1 or btree_len(pool, root, c) == 0:
+        return False, np.nan
+    if largest:   # total < n: the bound is negative, the smallest key qualifies (the last of the order)
+        return btree_first_prefix(pool, root, btree_total(pool, root, c) - n, True, c)
+    found, b = btree_first_prefix(pool, root, float(n), False, c)
+    if found:
+        return True, b
+    return _extreme(pool, root, c, True)
+
+
+@njit(cache=True)
 def btree_items(pool: BTreePool, root: int, c: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(keys, values) of column c (its nonzero values) as new float64 arrays in increasing key
     order.  O(n), iterative walk."""
