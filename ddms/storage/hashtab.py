@@ -91,6 +91,20 @@ def ht_get(tab: np.ndarray, key, default: int) -> int:
     return default if s < 0 else np.int64(tab[s, tab.shape[1] - 2])
 
 
+@njit(cache=True, inline="always")
+def ht_slot(tab: np.ndarray, key) -> int:
+    """The row of ``key`` (its value is ``tab[row, arity]``), -1 if absent.  O(1) expected."""
+    return _find(tab, key)
+
+
+@njit(cache=True, inline="always")
+def ht_getf(tab: np.ndarray, key, default: float) -> float:
+    """The value at ``key`` as a float (a table used as a float-valued map), ``default`` if
+    absent.  O(1) expected."""
+    s = _find(tab, key)
+    return default if s < 0 else tab[s, tab.shape[1] - 2]
+
+
 @njit(cache=True)
 def _grow(tab) -> np.ndarray:
     """The same entries in twice the slots.  O(cap)."""
@@ -156,6 +170,12 @@ def ht_dict(tab: np.ndarray) -> dict[tuple[float, ...], int]:
     """A Python dict copy of the table.  O(cap)."""
     arity = tab.shape[1] - 2
     return {tuple(tab[s, :arity].tolist()): int(tab[s, arity]) for s in np.flatnonzero(tab[:-1, arity + 1])}
+
+
+def ht_fdict(tab: np.ndarray) -> dict[tuple[float, ...], float]:
+    """A Python dict copy of a float-valued table.  O(cap)."""
+    arity = tab.shape[1] - 2
+    return {tuple(tab[s, :arity].tolist()): float(tab[s, arity]) for s in np.flatnonzero(tab[:-1, arity + 1])}
 
 
 def ht_check(tab: np.ndarray) -> None:
