@@ -3,7 +3,9 @@
 Layout of the generated module:
 
 * a ``State`` structref holding every map: a scalar map is a float64 array of length 1; a keyed
-  map is a numba ``Dict`` from a float64 key tuple to its nonzero value, plus one secondary index
+  map that no view exposes and the program only probes and updates at one key at a time is a
+  ``ddms.storage.hashtab`` table (float values: one plain array, :func:`_point_candidates`); any
+  other keyed map is a numba ``Dict`` from a float64 key tuple to its nonzero value, plus one secondary index
   (partial key -> set of full keys) for every slice pattern the program reads, plus, for ORDERED
   maps, a range-cumulative B+-tree (``ddms.storage.btree``) over the last key, one tree per value of
   the other keys, found through a ``ddms.storage.hashtab`` table (a plain array: one field load);
@@ -15,8 +17,8 @@ Layout of the generated module:
 * ``flush``: the deferred ``:=`` statements (``deferral.py``) of the triggers that fired, grouped
   by identical statement lists (an insert and a delete trigger usually share one), run by
   ``run_batch`` after each line while views are watched and at the end of the batch; a group of
-  keyed statements (a per-symbol view) runs once for each key (symbol) recorded since, in a set
-  per group (``lazy_keys_<g>``).
+  keyed statements (a per-symbol view) runs once for each key (symbol) recorded since, in a hash
+  table per group (``lazy_keys_<g>``: a probe per event, a store per key new since the flush).
 
 Expressions compile by continuation: ``_emit(e, env, k)`` writes the loops that enumerate the
 bindings of ``e`` and calls ``k(value, env)`` to write the code that consumes each value.  Two

@@ -1307,24 +1307,31 @@ def btree_negatives(pool: BTreePool, root: int, c: int = 0) -> int:
     return _leaf_negatives(_b(pool.lf), _widths(pool)[1], n, c)
 
 
+@njit(cache=True, inline="always")
+def _query(pool, c):
+    """What a query of column c does first: write the pending sums up (:func:`_flush`), check the
+    column, and read the node arrays as borrowed views (valid until the query returns: queries
+    allocate no node).  Returns (ik, ii, in_, lf, ln, lw, iw).  Inlined: its array loads cost
+    nothing where a query does not use them."""
+    _flush(pool)
+    _column(_widths(pool)[0], c)
+    _, lw, iw = _widths(pool)
+    return _b(pool.ik), _b(pool.ii), _b(pool.in_), _b(pool.lf), _b(pool.ln), lw, iw
+
+
 @njit(cache=True)
 def _extreme(pool, root, c, largest):
     """(True, smallest / largest key with a nonzero value in column c), or (False, nan).
 
     One descent into the first / last child whose nonzero count for c is positive: O(F log_F n).
     A one-column tree holds no zero value, so there the answer is the first / last key."""
-    _flush(pool)
-    _column(_widths(pool)[0], c)
+    ik, ii, in_, lf, ln, lw, iw = _query(pool, c)
     if root == -1:
         return False, np.nan
-    ik = _b(pool.ik)
-    ii = _b(pool.ii)
-    lf = _b(pool.lf)
-    _, lw, iw = _widths(pool)
     r = root
     while r & 1:
         i = r >> 1
-        m = _b(pool.in_)[i]
+        m = in_[i]
         j = -1
         for t in range(m):
             u = m - 1 - t if largest else t
@@ -1335,7 +1342,7 @@ def _extreme(pool, root, c, largest):
             return False, np.nan
         r = _child(ik, iw, i, j)
     n = r >> 1
-    m = _b(pool.ln)[n]
+    m = ln[n]
     for t in range(m):
         u = m - 1 - t if largest else t
         if lf[n, FL * (1 + c) + u] != 0.0:
@@ -1369,22 +1376,17 @@ def btree_nth(pool: BTreePool, root: int, n: int, largest: bool, c: int = 0) -> 
     node, skip the children (from the right when ``largest``) whose counts sum to less than the
     rank left, and enter the one that holds it.  O(F log_F n)."""
     pool = _bp(pool)
-    _flush(pool)
-    _column(_widths(pool)[0], c)
+    ik, ii, in_, lf, ln, lw, iw = _query(pool, c)
     if root == -1 or n < 1:
         return False, np.nan
     total = btree_len(pool, root, c)
     if total == 0:
         return False, np.nan
     left = min(n, total)   # rank still to skip, among the keys of the current subtree
-    ik = _b(pool.ik)
-    ii = _b(pool.ii)
-    lf = _b(pool.lf)
-    _, lw, iw = _widths(pool)
     r = root
     while r & 1:
         i = r >> 1
-        m = _b(pool.in_)[i]
+        m = in_[i]
         j = m - 1 if largest else 0
         for t in range(m):
             u = m - 1 - t if largest else t
@@ -1394,7 +1396,7 @@ def btree_nth(pool: BTreePool, root: int, n: int, largest: bool, c: int = 0) -> 
                 break
             left -= k
         r = _child(ik, iw, i, j)
-    x = _b(pool.ln)[r >> 1]
+    x = ln[r >> 1]
     for t in range(x):
         u = x - 1 - t if largest else t
         if lf[r >> 1, FL * (1 + c) + u] != 0.0:
@@ -1468,14 +1470,9 @@ def btree_items(pool: BTreePool, root: int, c: int = 0) -> tuple[np.ndarray, np.
 @njit(cache=True)
 def _sum_below(pool, root, x, inclusive, c):
     # Left to right, in the order btree_first_prefix forms prefix sums (see the module docstring).
-    _flush(pool)
-    _column(_widths(pool)[0], c)
+    ik, ii, in_, lf, ln, lw, iw = _query(pool, c)
     if root == -1:
         return 0.0
-    ik = _b(pool.ik)
-    in_ = _b(pool.in_)
-    lf = _b(pool.lf)
-    _, lw, iw = _widths(pool)
     acc = 0.0
     r = root
     while r & 1:
@@ -1552,13 +1549,9 @@ def _leaf_sum_above(lf, lw, n, x, inclusive, c):
 
 @njit(cache=True)
 def _sum_above(pool, root, x, inclusive, c):
-    _flush(pool)
-    _column(_widths(pool)[0], c)
+    ik, ii, in_, lf, ln, lw, iw = _query(pool, c)
     if root == -1 or x != x:  # a NaN bound matches no key
         return 0.0
-    ik = _b(pool.ik)
-    in_ = _b(pool.in_)
-    iw = _widths(pool)[2]
     acc = 0.0
     r = root
     while r & 1:
@@ -1570,7 +1563,7 @@ def _sum_above(pool, root, x, inclusive, c):
             return acc
         acc = acc + _tail_sum(ik, iw, i, j, c)
         r = _child(ik, iw, i, j)
-    return acc + _leaf_sum_above(_b(pool.lf), _widths(pool)[1], r >> 1, x, inclusive, c)
+    return acc + _leaf_sum_above(lf, lw, r >> 1, x, inclusive, c)
 
 
 @njit(cache=True)
@@ -1619,16 +1612,11 @@ def btree_first_prefix(pool: BTreePool, root: int, y: float, strict: bool, c: in
     ``btree_sum_le(b)`` is bitwise the crossing value found.
     """
     pool = _bp(pool)
-    _flush(pool)
-    _column(_widths(pool)[0], c)
+    ik, ii, in_, lf, ln, lw, iw = _query(pool, c)
     if root == -1:
         return False, np.nan
     if (0.0 > y) if strict else (0.0 >= y):
         return _extreme(pool, root, c, False)
-    ik = _b(pool.ik)
-    in_ = _b(pool.in_)
-    lf = _b(pool.lf)
-    _, lw, iw = _widths(pool)
     acc = 0.0  # sum of the values left of the current node
     known = False  # whether the running sum through the current node's last key is known to cross
     r = root
@@ -1648,7 +1636,7 @@ def btree_first_prefix(pool: BTreePool, root: int, y: float, strict: bool, c: in
         known = True  # the child holds b; if j == m - 1 was not tested, the parent's sum crossed
         r = _child(ik, iw, i, j)
     n = r >> 1
-    m = _b(pool.ln)[n]
+    m = ln[n]
     last = m - 1 if known else m
     for t in range(last):
         s = acc + lf[n, FL * (1 + c) + t]

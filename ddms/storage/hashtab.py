@@ -15,6 +15,10 @@ the count (probe sequences stay short); an insertion that would pass that rehash
 rows and returns the new array, which the caller stores in place of the old one.  Removal shifts
 the following entries of the run back (no tombstones), so a lookup stops at the first free slot.
 
+Generated programs also keep maps that are only probed and updated at one key (a count per
+broker) and the keys a deferred statement group has seen in tables like this one, the value
+column then holding a float (:func:`ht_getf`, :func:`ht_slot`, :func:`ht_fdict`).
+
 Keys compare bitwise after normalising -0.0 to 0.0, so NaN is an ordinary key (typed ``Dict``
 never finds a NaN key again).  Cost: O(1) expected per get/set/pop; O(cap) to grow or list.
 """
@@ -122,8 +126,8 @@ def _grow(tab) -> np.ndarray:
 
 
 @njit(cache=True)
-def ht_set(tab: np.ndarray, key, value: int) -> np.ndarray:
-    """``tab[key] = value``; returns the table (a new, bigger one when it had to grow: store it).
+def ht_set(tab: np.ndarray, key, value: float) -> np.ndarray:
+    """``tab[key] = value`` (an int64 below 2**53, or a float in a float-valued table); returns the table (a new, bigger one when it had to grow: store it).
     O(1) expected (amortised over growth)."""
     s = _find(tab, key)
     arity = tab.shape[1] - 2
