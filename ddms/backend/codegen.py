@@ -838,7 +838,8 @@ class _Codegen:
         if arity == 1:
             return f"btree_prefetch(borrow_pool(st.op_{tree}), st.or_{tree}[0], {key}[0])"
         prefix = self._tuple([f"{key}[{p}]" for p in range(arity - 1)])
-        return f"btree_prefetch(borrow_pool(st.op_{tree}), ht_get(borrow(st.or_{tree}), {prefix}, -1), {key}[{arity - 1}])"
+        return (f"btree_prefetch(borrow_pool(st.op_{tree}), ht_get(borrow(st.or_{tree}), {prefix}, -1), "
+                f"{key}[{arity - 1}])")
 
     def _add(self, name: str, key: str, delta: str) -> str:
         """Code adding ``delta`` to ``name[key]`` (key: a tuple expression)."""
@@ -853,7 +854,8 @@ class _Codegen:
         tree = self._tree_of(name)
         if self.arity[name] > 1:
             return f"{op.replace('btree_', '')}_{tree}(st, {key}, {arg})"
-        return f"rt_{tree} = borrow(st.or_{tree}); rt_{tree}[0] = {op}(borrow_pool(st.op_{tree}), rt_{tree}[0], {key}[0], {arg})"
+        return (f"rt_{tree} = borrow(st.or_{tree}); "
+                f"rt_{tree}[0] = {op}(borrow_pool(st.op_{tree}), rt_{tree}[0], {key}[0], {arg})")
 
     # -- maps -----------------------------------------------------------------------------------
     def map_functions(self, m: MapDecl) -> list[str]:
@@ -896,7 +898,8 @@ class _Codegen:
             body += ["        if old == 0.0:"] + ["    " + line for line in ix_add]
         if m.ordered:
             if n == 1:
-                body += [f"    st.or_{m.name}[0] = btree_set(borrow_pool(st.op_{m.name}), st.or_{m.name}[0], key[0], new)"]
+                body += [f"    st.or_{m.name}[0] = btree_set(borrow_pool(st.op_{m.name}), st.or_{m.name}[0], "
+                         "key[0], new)"]
             else:
                 body += self._slice_update(m, "btree_set", "new")
         return [f"@njit(cache=True)\ndef s_{m.name}(st, key, old, new):\n" + "\n".join(body) + "\n",
@@ -1073,7 +1076,8 @@ class _Codegen:
                                       f"            if kz[j, 2] != 0.0:\n                lazyk_{g}(st, kz[j, 0])\n"
                                       # a table grown by a big batch, now mostly empty: a small one
                                       # again (a per-line flush scans all of it)
-                                      f"        if kz.shape[0] > {LAZY_KEYS_SMALL + 1} and 8 * kz[-1, 0] < kz.shape[0]:\n"
+                                      f"        if kz.shape[0] > {LAZY_KEYS_SMALL + 1} "
+                                      "and 8 * kz[-1, 0] < kz.shape[0]:\n"
                                       f"            st.lazy_keys_{g} = ht_new(1)\n"
                                       "        else:\n            kz[:, :] = 0.0\n" for g in range(len(kgroups))))
         self.lazy_groups = len(groups)
@@ -1183,7 +1187,8 @@ class _Codegen:
                   "from numba.typed import Dict, List\n\n"
                   f"from ddms.backend.rt import div, log_changed, {'mod, ' if self._uses_mod() else ''}ne\n"
                   "from ddms.storage.btree import (\n"
-                  "    borrow, borrow_pool, btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max, btree_min,\n"
+                  "    borrow, borrow_pool, btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max,"
+                  " btree_min,\n"
                   "    btree_big, btree_new, btree_prefetch, btree_set, range_sum, threshold_apply, threshold_cut,\n"
                   "    threshold_sum,\n)\n"
                   + ("from ddms.storage.btree import btree_nth\n" if self._ranks else "")
