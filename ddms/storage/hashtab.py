@@ -127,8 +127,9 @@ def _grow(tab) -> np.ndarray:
 
 @njit(cache=True)
 def ht_set(tab: np.ndarray, key, value: float) -> np.ndarray:
-    """``tab[key] = value`` (an int64 below 2**53, or a float in a float-valued table); returns the table (a new, bigger one when it had to grow: store it).
-    O(1) expected (amortised over growth)."""
+    """``tab[key] = value`` (an int64 below 2**53, or a float in a float-valued table); returns
+    the table (a new, bigger one when it had to grow: store it).  O(1) expected (amortised over
+    growth)."""
     s = _find(tab, key)
     arity = tab.shape[1] - 2
     if s >= 0:
