@@ -3,7 +3,9 @@
 Layout of the generated module:
 
 * a ``State`` structref holding every map: a scalar map is a float64 array of length 1; a keyed
-  map is a numba ``Dict`` from a float64 key tuple to its nonzero value, plus one secondary index
+  map that no view exposes and the program only probes and updates at one key at a time is a
+  ``ddms.storage.hashtab`` table (float values: one plain array, :func:`_point_candidates`); any
+  other keyed map is a numba ``Dict`` from a float64 key tuple to its nonzero value, plus one secondary index
   (partial key -> set of full keys) for every slice pattern the program reads, plus, for ORDERED
   maps, a range-cumulative B+-tree (``ddms.storage.btree``) over the last key, one tree per value of
   the other keys, found through a ``ddms.storage.hashtab`` table (a plain array: one field load);
@@ -15,8 +17,8 @@ Layout of the generated module:
 * ``flush``: the deferred ``:=`` statements (``deferral.py``) of the triggers that fired, grouped
   by identical statement lists (an insert and a delete trigger usually share one), run by
   ``run_batch`` after each line while views are watched and at the end of the batch; a group of
-  keyed statements (a per-symbol view) runs once for each key (symbol) recorded since, in a set
-  per group (``lazy_keys_<g>``).
+  keyed statements (a per-symbol view) runs once for each key (symbol) recorded since, in a hash
+  table per group (``lazy_keys_<g>``: a probe per event, a store per key new since the flush).
 
 Expressions compile by continuation: ``_emit(e, env, k)`` writes the loops that enumerate the
 bindings of ``e`` and calls ``k(value, env)`` to write the code that consumes each value.  Two
@@ -68,7 +70,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "16"
+CODEGEN_VERSION = "17"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -80,6 +82,11 @@ applies event ``i`` (``btree_prefetch``), once a tree is too big for the caches.
 distinct prices (``python -m bench --only depth``, ns per line): VWAP 743 -> 659-670, SOBI
 984 -> 772-787; 8 or 16 events ahead were no better, and also prefetching the bottom internal
 level twice as far ahead was slower.  Below ``btree.PF_LEAVES`` leaves it is skipped (one test per batch)."""
+LAZY_KEYS_SMALL = 16
+"""A keyed deferred group records the keys (symbols) its triggers touched in a hash table
+(``lazy_keys_<g>``: one probe per event, a store only for a key new since the last flush); the flush
+scans its rows, so one grown past this many rows by a big batch is replaced by a small one when a
+flush finds it mostly empty (per-line flushes while views are watched stay cheap)."""
 INLINE_BUDGET = STATEMENTS_PER_FUNCTION
 """Triggers inline into ``run_batch`` (and deferred groups into ``flush``) while their statements
 add up to at most this many.  Every compiled function that reaches a range-tree update links and
@@ -153,6 +160,28 @@ class _NeedsHash(Exception):
         self.name = name
 
 
+class _NeedsDict(Exception):
+    """Raised while generating code for a map assumed point-only (:func:`_point_candidates`) that
+    is iterated, cleared or indexed: :func:`generate` tries again with that map in a typed
+    ``Dict``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _point_candidates(program: Program) -> frozenset[str]:
+    """Keyed maps that may live in a ``ddms.storage.hashtab`` table (float-valued) instead of a
+    typed ``Dict``: no query exposes them (Python reads views as ``Dict``) and they have no range
+    tree.  They stay there if the program only probes and updates them at one key at a time (a
+    count per broker beside a grouped MAX, a per-symbol total); :class:`_NeedsDict` moves a map
+    that turns out to be iterated back to a ``Dict``.  Why: a typed-``Dict`` probe and store cost
+    ~30 ns and a reference-count pair per state field read; a table probe is a hash and a compare
+    on one plain array (the best bid per broker: 87 -> ~60 ns a line with its count there)."""
+    views = {m for q in program.queries for m in q.maps}
+    return frozenset(m.name for m in program.maps if m.keys and not m.ordered and m.name not in views)
+
+
 def _tree_only_candidates(program: Program) -> frozenset[str]:
     """ORDERED maps that may live in their range trees alone (no hash map beside them): maps no
     query exposes, never the target of a ``:=`` that fixes some of its keys (that clears one
@@ -174,9 +203,11 @@ def _tree_only_candidates(program: Program) -> frozenset[str]:
 
 
 class _Codegen:
-    def __init__(self, program: Program, tree_only: frozenset[str] = frozenset()) -> None:
+    def __init__(self, program: Program, tree_only: frozenset[str] = frozenset(),
+                 point: frozenset[str] = frozenset()) -> None:
         self.p = program
         self.tree_only = tree_only
+        self.point = point   # keyed maps stored in hash tables (float values), not typed Dicts
         self.decl = {m.name: m for m in program.maps}
         self.mid = {m.name: i for i, m in enumerate(program.maps)}
         self.indexes: dict[str, set[tuple[int, ...]]] = {m.name: set() for m in program.maps}
@@ -226,7 +257,14 @@ class _Codegen:
 
     def _probe(self, name: str, parts: list[str]) -> str:
         """Code reading hash map ``name`` at the key ``parts`` (0.0 if absent)."""
+        if name in self.point:
+            return f"ht_getf(borrow(st.m_{name}), {self._tuple(parts)}, 0.0)"
         return f"st.m_{name}.get({self._tuple(parts)}, 0.0)"
+
+    def _dict(self, name: str) -> None:
+        """``name`` is about to be iterated, cleared or indexed: it needs a typed Dict."""
+        if name in self.point:
+            raise _NeedsDict(name)
 
     def _tree_of(self, name: str) -> str:
         """The name of the range tree(s) holding ordered map ``name``: its own, or a shared one's."""
@@ -234,7 +272,7 @@ class _Codegen:
 
     def _pool(self, name: str) -> str:
         """Code for the node pool of ordered map ``name``'s range trees."""
-        return f"st.op_{self._tree_of(name)}"
+        return f"borrow_pool(st.op_{self._tree_of(name)})"   # (btree.borrow_pool: no reference count)
 
     def _col(self, name: str) -> str:
         """The column argument of a range-tree call reading map ``name`` (0 for a tree of its own),
@@ -642,6 +680,7 @@ class _Codegen:
             k(vv, {**env, keys[-1]: f"{ks}[{j}]"})
             fn.depth = start - 1
             return
+        self._dict(name)
         if bound_pos:
             self.indexes[name].add(bound_pos)
             part = self._tuple([env[keys[i]] for i in bound_pos])
@@ -735,6 +774,8 @@ class _Codegen:
             if isinstance(expr, AggSum) and outputs(expr, frozenset(env), self.arity):
                 expr = expr.expr  # writes add up per target key anyway: no grouping dict needed
             if buffered:
+                if s.op == ":=":   # (a slice cleared, or the whole map rewritten: iterated)
+                    self._dict(tname)
                 buf = "buf"
                 fn.line(f"{buf} = Dict.empty(key_type=K{len(target.keys)}, value_type=types.float64)")
 
@@ -821,9 +862,10 @@ class _Codegen:
     def _prefetch_call(self, tree: str, key: str, arity: int) -> str:
         """Code starting to load the leaf of ``tree``'s slice that an update at ``key`` touches."""
         if arity == 1:
-            return f"btree_prefetch(st.op_{tree}, st.or_{tree}[0], {key}[0])"
+            return f"btree_prefetch(borrow_pool(st.op_{tree}), st.or_{tree}[0], {key}[0])"
         prefix = self._tuple([f"{key}[{p}]" for p in range(arity - 1)])
-        return f"btree_prefetch(st.op_{tree}, ht_get(borrow(st.or_{tree}), {prefix}, -1), {key}[{arity - 1}])"
+        return (f"btree_prefetch(borrow_pool(st.op_{tree}), ht_get(borrow(st.or_{tree}), {prefix}, -1), "
+                f"{key}[{arity - 1}])")
 
     def _add(self, name: str, key: str, delta: str) -> str:
         """Code adding ``delta`` to ``name[key]`` (key: a tuple expression)."""
@@ -838,7 +880,8 @@ class _Codegen:
         tree = self._tree_of(name)
         if self.arity[name] > 1:
             return f"{op.replace('btree_', '')}_{tree}(st, {key}, {arg})"
-        return f"rt_{tree} = borrow(st.or_{tree}); rt_{tree}[0] = {op}(st.op_{tree}, rt_{tree}[0], {key}[0], {arg})"
+        return (f"rt_{tree} = borrow(st.or_{tree}); "
+                f"rt_{tree}[0] = {op}(borrow_pool(st.op_{tree}), rt_{tree}[0], {key}[0], {arg})")
 
     # -- maps -----------------------------------------------------------------------------------
     def map_functions(self, m: MapDecl) -> list[str]:
@@ -861,6 +904,8 @@ class _Codegen:
                 out.append(f"@njit(cache=True, inline='always')\ndef addv_{m.name}(st, key, deltas):\n"
                            + "\n".join(self._slice_update(m, "btree_addv", "deltas")) + "\n")
             return out
+        if m.name in self.point:
+            return self._point_functions(m)
         body = ["    if old == new:", "        return"]
         if log:
             body.append(log.rstrip("\n"))
@@ -879,7 +924,8 @@ class _Codegen:
             body += ["        if old == 0.0:"] + ["    " + line for line in ix_add]
         if m.ordered:
             if n == 1:
-                body += [f"    st.or_{m.name}[0] = btree_set(st.op_{m.name}, st.or_{m.name}[0], key[0], new)"]
+                body += [f"    st.or_{m.name}[0] = btree_set(borrow_pool(st.op_{m.name}), st.or_{m.name}[0], "
+                         "key[0], new)"]
             else:
                 body += self._slice_update(m, "btree_set", "new")
         return [f"@njit(cache=True)\ndef s_{m.name}(st, key, old, new):\n" + "\n".join(body) + "\n",
@@ -888,6 +934,29 @@ class _Codegen:
                 f"@njit(cache=True, inline='always')\ndef a_{m.name}(st, key, delta):\n"
                 f"    old = st.m_{m.name}.get(key, 0.0)\n    s_{m.name}(st, key, old, old + delta)\n"]
 
+    def _point_functions(self, m: MapDecl) -> list[str]:
+        """The writers of a map kept in a hash table (:func:`_point_candidates`): ``w_M`` assigns,
+        ``a_M`` adds; both find the key's row once and write its value in place, and store the
+        table back into the state only when an insertion grew it (a new array).  A value that
+        ends 0.0 removes the key, as in every map."""
+        v = len(m.keys)   # the value's column in the table's rows
+
+        def writer(name: str, arg: str, new: str) -> str:
+            return (f"@njit(cache=True, inline='always')\ndef {name}_{m.name}(st, key, {arg}):\n"
+                    f"    tab = borrow(st.m_{m.name})\n"
+                    "    s = ht_slot(tab, key)\n"
+                    "    if s >= 0:\n"
+                    + (f"        new = {new}\n" if new != "new" else "") +
+                    "        if new == 0.0:\n"
+                    "            ht_pop(tab, key)\n"
+                    "        else:\n"
+                    f"            tab[s, {v}] = new\n"
+                    f"    elif {arg} != 0.0:\n"
+                    f"        grown = ht_set(tab, key, {arg})\n"
+                    "        if grown.shape[0] != tab.shape[0]:\n"
+                    f"            st.m_{m.name} = grown\n")
+        return [writer("w", "new", "new"), writer("a", "delta", f"tab[s, {v}] + delta")]
+
     def _slice_update(self, m: MapDecl, op: str, value: str) -> list[str]:
         """Lines applying ``op`` (``btree_set``/``btree_add``) with ``value`` at ``key`` to the
         range tree of ``key``'s prefix in ordered map ``m`` (keys >= 2).  The slice's root moves
@@ -895,16 +964,17 @@ class _Codegen:
         n = len(m.keys)
         prefix = self._tuple([f"key[{p}]" for p in range(n - 1)])
         return [f"    r0 = ht_get(borrow(st.or_{m.name}), {prefix}, -1)",
-                f"    r = {op}(st.op_{m.name}, r0, key[{n - 1}], {value})",
+                f"    r = {op}(borrow_pool(st.op_{m.name}), r0, key[{n - 1}], {value})",
                 "    if r != r0:",
                 "        if r < 0:", f"            ht_pop(st.or_{m.name}, {prefix})",
                 "        else:", f"            st.or_{m.name} = ht_set(st.or_{m.name}, {prefix}, r)"]
 
     def clear_function(self, m: MapDecl, pos: tuple[int, ...]) -> str:
         n = len(m.keys)
+        self._dict(m.name)
         if self._tree_only(m.name):
             return (f"@njit(cache=True)\ndef clear_{m.name}_{_mask(pos)}(st, part):\n"
-                    f"    st.or_{m.name}[0] = btree_free(st.op_{m.name}, st.or_{m.name}[0])\n")
+                    f"    st.or_{m.name}[0] = btree_free(borrow_pool(st.op_{m.name}), st.or_{m.name}[0])\n")
         if pos:
             part_args = self._tuple([f"part[{j}]" for j in range(len(pos))])
             return (f"@njit(cache=True)\ndef clear_{m.name}_{_mask(pos)}(st, part):\n"
@@ -1027,9 +1097,15 @@ class _Codegen:
                             + ("    lz = st.lazy\n" if groups else "")
                             + "".join(f"    if lz[{g}]:\n        lz[{g}] = 0\n        lazy_{g}(st)\n"
                                       for g in range(len(groups)))
-                            + "".join(f"    kz = st.lazy_keys_{g}\n    if len(kz) > 0:\n"
-                                      f"        for k in kz.keys():\n            lazyk_{g}(st, k[0])\n"
-                                      "        kz.clear()\n" for g in range(len(kgroups))))
+                            + "".join(f"    kz = st.lazy_keys_{g}\n    if kz[-1, 0] > 0:\n"
+                                      "        for j in range(kz.shape[0] - 1):\n"
+                                      f"            if kz[j, 2] != 0.0:\n                lazyk_{g}(st, kz[j, 0])\n"
+                                      # a table grown by a big batch, now mostly empty: a small one
+                                      # again (a per-line flush scans all of it)
+                                      f"        if kz.shape[0] > {LAZY_KEYS_SMALL + 1} "
+                                      "and 8 * kz[-1, 0] < kz.shape[0]:\n"
+                                      f"            st.lazy_keys_{g} = ht_new(1)\n"
+                                      "        else:\n            kz[:, :] = 0.0\n" for g in range(len(kgroups))))
         self.lazy_groups = len(groups)
         self.keyed_groups = len(kgroups)
         clears = []
@@ -1048,7 +1124,9 @@ class _Codegen:
                 pf_dispatch.append(f"    if r == {si} and s == {sign}:\n        pf_{tname}(st, {pf_args})")
             dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}(st, {args})"
                             + (f"\n                lz[{lazy[n]}] = 1" if n in lazy else "")
-                            + "".join(f"\n                kz{g}[(cols[i, {c}],)] = 1.0" for g, c in klazy.get(n, [])))
+                            + "".join(f"\n                if ht_slot(kz{g}, (cols[i, {c}],)) < 0:"
+                                      f"\n                    kz{g} = ht_set(kz{g}, (cols[i, {c}],), 1.0)"
+                                      f"\n                    st.lazy_keys_{g} = kz{g}" for g, c in klazy.get(n, [])))
         changed = []
         exposed = [name for q in p.queries for name in q.maps]   # every view's value maps
         for qmap in exposed:
@@ -1111,7 +1189,8 @@ class _Codegen:
                + ("\n".join(dispatch) if dispatch else "            pass") + "\n"
                "            i += 1\n"
                "        if watching:\n"
-               + ("            flush(st)\n" if flushes else "") +
+               + ("            flush(st)\n" if flushes else "")
+               + "".join(f"            kz{g} = st.lazy_keys_{g}\n" for g in range(len(kgroups))) +
                "            changed = False\n"
                "            nch = 0\n            cs = -1\n            co = 0.0\n            cn = 0.0\n"
                + ("\n".join("    " + c.replace("\n", "\n    ") for c in changed) if changed else "            pass")
@@ -1134,11 +1213,12 @@ class _Codegen:
                   "from numba.typed import Dict, List\n\n"
                   f"from ddms.backend.rt import div, log_changed, {'mod, ' if self._uses_mod() else ''}ne\n"
                   "from ddms.storage.btree import (\n"
-                  "    borrow, btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max, btree_min,\n"
+                  "    borrow, borrow_pool, btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max,"
+                  " btree_min,\n"
                   "    btree_big, btree_new, btree_prefetch, btree_set, range_sum, threshold_apply, threshold_cut,\n"
                   "    threshold_sum,\n)\n"
                   + ("from ddms.storage.btree import btree_nth, btree_nth_row\n" if self._ranks else "")
-                  + "from ddms.storage.hashtab import ht_get, ht_new, ht_pop, ht_set\n\n\n"
+                  + "from ddms.storage.hashtab import ht_get, ht_getf, ht_new, ht_pop, ht_set, ht_slot\n\n\n"
                   + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
                             for i in range(1, self._max_arity() + 1)) + "\n\n"
                   "@structref.register\n"
@@ -1192,7 +1272,7 @@ class _Codegen:
             inits.append(f"np.zeros({self.lazy_groups}, np.int8)")
         for g in range(self.keyed_groups):   # the keys each keyed group has seen since the last flush
             fields.append(f"lazy_keys_{g}")
-            inits.append("Dict.empty(key_type=K1, value_type=types.float64)")
+            inits.append("ht_new(1)")
         for m in self.p.maps:
             n = len(m.keys)
             fields.append(f"m_{m.name}")
@@ -1202,6 +1282,8 @@ class _Codegen:
             kt = f"K{n}"
             if self._tree_only(m.name):
                 fields.remove(f"m_{m.name}")
+            elif m.name in self.point:
+                inits.append(f"ht_new({n})")
             else:
                 inits.append(f"Dict.empty(key_type={kt}, value_type=types.float64)")
             for pos in sorted(self.indexes[m.name]):
@@ -1266,12 +1348,15 @@ def generate(program: Program) -> Generated:
     text, same digest (which names the module file in the cache)."""
     verify(program)
     tree_only = _tree_only_candidates(program)
+    point = _point_candidates(program)
     while True:   # at most one round per candidate
-        g = _Codegen(program, tree_only)
+        g = _Codegen(program, tree_only, point)
         try:
             source = g.module()
             break
         except _NeedsHash as e:
             tree_only = tree_only - {e.name}
+        except _NeedsDict as e:
+            point = point - {e.name}
     digest = hashlib.sha256((CODEGEN_VERSION + _runtime_fingerprint() + source).encode()).hexdigest()[:20]
     return Generated(source, digest, tuple(g.plan), program)

@@ -373,7 +373,7 @@ class Engine:
         pending between batches.
         Cost: O(total map size)."""
         from ddms.storage.btree import btree_check, btree_items, btree_len
-        from ddms.storage.hashtab import ht_check, ht_dict
+        from ddms.storage.hashtab import ht_check, ht_dict, ht_fdict
         mod, st = self.module, self.state
         if self._relations is not None:   # kept base rows: no row at multiplicity 0, streams in range
             from ddms.runtime.statecopy import dict_dump
@@ -384,7 +384,7 @@ class Engine:
             assert not st.lazy.any(), f"deferred statements pending after a batch: groups {st.lazy}"
         for f in mod.FIELDS:
             if f.startswith("lazy_keys_"):
-                assert len(getattr(st, f)) == 0, f"keyed deferred statements pending after a batch: {f}"
+                assert getattr(st, f)[-1, 0] == 0, f"keyed deferred statements pending after a batch: {f}"
         for m in self.program.maps:
             if not m.keys:
                 continue
@@ -403,7 +403,12 @@ class Engine:
                     if m.name not in mod.TREES:
                         assert btree_len(pool, root) > 0, f"{m.name}{list(prefix)}: an empty range tree is kept"
                 continue
-            table = dict(getattr(st, f"m_{m.name}").items())
+            stored = getattr(st, f"m_{m.name}")
+            if isinstance(stored, np.ndarray):   # a hash table (codegen: a map only probed and updated)
+                ht_check(stored)
+                table = ht_fdict(stored)
+            else:
+                table = dict(stored.items())
             assert all(v != 0.0 for v in table.values()), f"{m.name}: a zero value is stored"
             for pos in mod.INDEXES.get(m.name, []):
                 index = getattr(st, f"ix_{m.name}_b{''.join(map(str, pos))}")

@@ -15,6 +15,10 @@ the count (probe sequences stay short); an insertion that would pass that rehash
 rows and returns the new array, which the caller stores in place of the old one.  Removal shifts
 the following entries of the run back (no tombstones), so a lookup stops at the first free slot.
 
+Generated programs also keep maps that are only probed and updated at one key (a count per
+broker) and the keys a deferred statement group has seen in tables like this one, the value
+column then holding a float (:func:`ht_getf`, :func:`ht_slot`, :func:`ht_fdict`).
+
 Keys compare bitwise after normalising -0.0 to 0.0, so NaN is an ordinary key (typed ``Dict``
 never finds a NaN key again).  Cost: O(1) expected per get/set/pop; O(cap) to grow or list.
 """
@@ -91,6 +95,20 @@ def ht_get(tab: np.ndarray, key, default: int) -> int:
     return default if s < 0 else np.int64(tab[s, tab.shape[1] - 2])
 
 
+@njit(cache=True, inline="always")
+def ht_slot(tab: np.ndarray, key) -> int:
+    """The row of ``key`` (its value is ``tab[row, arity]``), -1 if absent.  O(1) expected."""
+    return _find(tab, key)
+
+
+@njit(cache=True, inline="always")
+def ht_getf(tab: np.ndarray, key, default: float) -> float:
+    """The value at ``key`` as a float (a table used as a float-valued map), ``default`` if
+    absent.  O(1) expected."""
+    s = _find(tab, key)
+    return default if s < 0 else tab[s, tab.shape[1] - 2]
+
+
 @njit(cache=True)
 def _grow(tab) -> np.ndarray:
     """The same entries in twice the slots.  O(cap)."""
@@ -108,9 +126,10 @@ def _grow(tab) -> np.ndarray:
 
 
 @njit(cache=True)
-def ht_set(tab: np.ndarray, key, value: int) -> np.ndarray:
-    """``tab[key] = value``; returns the table (a new, bigger one when it had to grow: store it).
-    O(1) expected (amortised over growth)."""
+def ht_set(tab: np.ndarray, key, value: float) -> np.ndarray:
+    """``tab[key] = value`` (an int64 below 2**53, or a float in a float-valued table); returns
+    the table (a new, bigger one when it had to grow: store it).  O(1) expected (amortised over
+    growth)."""
     s = _find(tab, key)
     arity = tab.shape[1] - 2
     if s >= 0:
@@ -156,6 +175,12 @@ def ht_dict(tab: np.ndarray) -> dict[tuple[float, ...], int]:
     """A Python dict copy of the table.  O(cap)."""
     arity = tab.shape[1] - 2
     return {tuple(tab[s, :arity].tolist()): int(tab[s, arity]) for s in np.flatnonzero(tab[:-1, arity + 1])}
+
+
+def ht_fdict(tab: np.ndarray) -> dict[tuple[float, ...], float]:
+    """A Python dict copy of a float-valued table.  O(cap)."""
+    arity = tab.shape[1] - 2
+    return {tuple(tab[s, :arity].tolist()): float(tab[s, arity]) for s in np.flatnonzero(tab[:-1, arity + 1])}
 
 
 def ht_check(tab: np.ndarray) -> None:
