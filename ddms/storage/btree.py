@@ -1418,6 +1418,7 @@ def btree_nth_row(pool: BTreePool, root: int, n: int, largest: bool, c: int = 0)
     the first key whose prefix sum reaches n; the n-th largest at the first whose prefix sum
     exceeds total - n (the rows from it on are at least n, from the next key on fewer).
     O(F log_F n)."""
+    pool = _bp(pool)
     if root == -1 or n < 1 or btree_len(pool, root, c) == 0:
         return False, np.nan
     if largest:   # total < n: the bound is negative, the smallest key qualifies (the last of the order)
