@@ -35,7 +35,6 @@ import heapq
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -244,7 +243,8 @@ class CryptofeedParser:
             head, sep, payload = raw.rstrip(b"\r\n").partition(b": ")
             if sep and b" " not in head and len(head) <= 30 and _TS.match(head) and payload.strip():
                 run.append((payload, line, src, float(head)))   # a received message (parse_line's "recv")
-                run_recv.append(self.recv_now)
+                if recv is not None:
+                    run_recv.append(self.recv_now)
                 continue
             try:
                 parsed = parse_line(raw, line, src)
@@ -256,7 +256,8 @@ class CryptofeedParser:
                 continue
             if parsed[0] == "recv":
                 run.append((parsed[3], line, src, parsed[2]))
-                run_recv.append(self.recv_now)
+                if recv is not None:
+                    run_recv.append(self.recv_now)
                 continue
             yield from flush(run, run_recv)
             yield from self._dispatch(line, parsed, src)
@@ -299,7 +300,8 @@ class CryptofeedParser:
         def on_fast(i0: int, slots: np.ndarray) -> None:
             self.messages += len(slots)
 
-        acts, events = core.feed_chunk([it[0] for it in items], numbers, fallback=fallback, on_fast=on_fast)
+        acts, events = core.feed_chunk([it[0] for it in items], numbers, fallback=fallback, on_fast=on_fast,
+                                       recv=times)
         if times is not None:
             self._set_recv(numbers, times)
         self.actions.extend(acts)
@@ -593,9 +595,11 @@ def _recv_ns(t: float) -> int:
 def _timed(ev: SymbolEvents, p: CryptofeedParser) -> SymbolEvents:
     """``ev`` with each row's receive time: that of the line of the message that made it
     (:attr:`CryptofeedParser.recv_of`), for merges with other inputs."""
-    if ev.batch.recv is not None:       # already timed (CryptofeedParser._flush_levels)
+    b = ev.batch
+    if b.recv is not None:       # already timed (the chunk lanes)
         return ev
-    return replace(ev, batch=replace(ev.batch, recv=p.recv_of[ev.batch.line]))
+    return SymbolEvents(ev.venue, ev.symbol, EventBatch(b.rel, b.sign, b.cols, b.line, b.first_line, b.last_line,
+                                                        b.skipped, b.error, p.recv_of[b.line]))
 
 
 class CryptofeedReader:

@@ -326,6 +326,7 @@ class ChunkLane:
         self._lists: Any = None      # typed lists of every book's level arrays, by slot
         self._marks: dict[str, tuple[int, int, int, int]] = {}   # per book, when a chunk last touched it
         self._touched: set[int] = set()                             # slots the current chunk touched
+        self._recv: np.ndarray | None = None   # the receive times of the current chunk's messages
         self.consumed = 0
         """Messages the last :meth:`feed_chunk` consumed (all of them unless a fallback raised
         :class:`StopChunk`)."""
@@ -426,8 +427,8 @@ class ChunkLane:
     # -- the chunk -------------------------------------------------------------------------------
     def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int = 0, *,
                    fallback: Callable[[int], Sequence[Resync]] | None = None,
-                   on_fast: Callable[[int, np.ndarray], None] | None = None
-                   ) -> tuple[list[Resync], list[SymbolEvents]]:
+                   on_fast: Callable[[int, np.ndarray], None] | None = None,
+                   recv: np.ndarray | None = None) -> tuple[list[Resync], list[SymbolEvents]]:
         """See :meth:`BinanceBooks.feed_chunk`.  ``fallback(t)``, when given, handles message
         ``t`` instead of ``core.feed(msgs[t], lines[t], recv_ns)`` (a caller that feeds parsed
         messages, counts its own errors, ...) and returns its actions; it may raise
@@ -435,7 +436,9 @@ class ChunkLane:
         after each kernel run with its first message ``i`` and the slot (index into
         :attr:`symbols`) of every message the kernel applied from there, in order, before any
         later message is handled.  ``lines`` is read lazily: a fallback may renumber the
-        messages after its own."""
+        messages after its own.  ``recv``, when given, is each message's receive time (ns,
+        int64, one per message): the rows the kernel applies carry it as ``EventBatch.recv``
+        (the rows of the per-message path do not: the caller times those)."""
         core = self.core
         events = core.take_events()
         actions: list[Resync] = []
@@ -445,11 +448,14 @@ class ChunkLane:
             self._marks = {sym: self._mark(bk) for sym, bk in zip(self._sym, self._books, strict=True)}
             return actions, events
         self._touched.clear()
+        self._recv = None if recv is None else np.asarray(recv, np.int64)
         try:
             self._chunk(msgs, lines, recv_ns, fallback, on_fast, actions, events)
         except StopChunk:
             self._sync_books()     # whatever the fallback did to the core (e.g. took its events)
             self._touched.update(range(len(self._sym)))
+        finally:
+            self._recv = None
         marks, books, syms = self._marks, self._books, self._sym
         for s in self._touched:   # the others keep theirs: a book fed elsewhere since no longer matches
             marks[syms[s]] = self._mark(books[s])
@@ -572,7 +578,9 @@ class ChunkLane:
         sign = self._oi[:k, 1].astype(np.int8)
         cols = self._oc[:k].copy()
         lines_in = np.asarray(lines[i0:i1], np.int64)
-        line_col = np.repeat(lines_in, np.diff(ends, prepend=0))
+        per = np.diff(ends, prepend=0)
+        line_col = np.repeat(lines_in, per)
+        recv_col = None if self._recv is None else np.repeat(self._recv[i0:i1], per)
         books, syms = self._books, self._sym
         start = 0
         venue = core.venue
@@ -601,7 +609,8 @@ class ChunkLane:
                 hist[u] = top
             if end > start:
                 events.append(SymbolEvents(venue, syms[s], EventBatch(
-                    rel[start:end], sign[start:end], cols[start:end], line_col[start:end], line, line)))
+                    rel[start:end], sign[start:end], cols[start:end], line_col[start:end], line, line,
+                    recv=None if recv_col is None else recv_col[start:end])))
             start = end
         if m:
             core._line = int(lines_in[-1])
