@@ -34,7 +34,7 @@ from __future__ import annotations
 import heapq
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -226,22 +226,39 @@ class CryptofeedParser:
         symbols applied in one numba call; every other message is parsed and fed as
         :meth:`feed` does).  A bad line in strict mode raises after the events of the lines
         before it were yielded.  Cost: one :func:`parse_line` per line plus the lane's."""
+        out: list[SymbolEvents] = []
+        try:
+            self.feed_into([it[0] for it in items], [it[1] for it in items], [it[2] for it in items], recv, out)
+        except Exception as e:
+            yield from out
+            raise e from None
+        yield from out
+
+    def feed_into(self, raws: Sequence[bytes], lines: Sequence[int], sources: Sequence[str | None] | None,
+                  recv: Sequence[int] | None, out: list[SymbolEvents]) -> None:
+        """:meth:`feed_lines` of the lines ``raws`` (numbered ``lines``, of the files
+        ``sources``: None for all of them in the websocket file) appending the events to
+        ``out`` (so that they are there when a bad line raises): no tuple per line and no
+        generator step per event for a reader that has the lines as lists."""
         run: list[tuple[bytes, int, str, float]] = []     # (payload, line, source, ts) of received messages
         run_recv: list[int] = []                          # their lines' receive times (given recv)
         lane = False
-        flush = self._flush if self.venue in ("binance", "binance_futures") else self._flush_levels
-        for k, (raw, line, source) in enumerate(items):
+        binance = self.venue in ("binance", "binance_futures")
+        match = _TS.match
+        for k, raw in enumerate(raws):
+            line = lines[k]
+            source = None if sources is None else sources[k]
             if recv is not None:
                 self.recv_now = recv[k]
             if not lane:
                 lane = self.chunkable()
-                flush = self._flush if self.venue in ("binance", "binance_futures") else self._flush_levels
+                binance = self.venue in ("binance", "binance_futures")
                 if not lane:
-                    yield from self.feed(raw, line, source)
+                    out += self.feed(raw, line, source)
                     continue
             src = source or self.source
             head, sep, payload = raw.rstrip(b"\r\n").partition(b": ")
-            if sep and b" " not in head and len(head) <= 30 and _TS.match(head) and payload.strip():
+            if sep and b" " not in head and len(head) <= 30 and match(head) and payload.strip():
                 run.append((payload, line, src, float(head)))   # a received message (parse_line's "recv")
                 if recv is not None:
                     run_recv.append(self.recv_now)
@@ -249,7 +266,7 @@ class CryptofeedParser:
             try:
                 parsed = parse_line(raw, line, src)
             except InputError as e:
-                yield from flush(run, run_recv)
+                self._flush_any(binance, run, run_recv, out)
                 self._fail(e)
                 continue
             if parsed is None:
@@ -259,13 +276,19 @@ class CryptofeedParser:
                 if recv is not None:
                     run_recv.append(self.recv_now)
                 continue
-            yield from flush(run, run_recv)
-            yield from self._dispatch(line, parsed, src)
-        yield from flush(run, run_recv)
+            self._flush_any(binance, run, run_recv, out)
+            out += self._dispatch(line, parsed, src)
+        self._flush_any(binance, run, run_recv, out)
 
-    def _flush(self, run: list[tuple[bytes, int, str, float]], run_recv: list[int]) -> Iterator[SymbolEvents]:
-        """Received messages ``run`` through the chunk lane (then ``run`` and their receive
-        times ``run_recv`` are emptied)."""
+    def _flush_any(self, binance: bool, run: list[tuple[bytes, int, str, float]], run_recv: list[int],
+                   out: list[SymbolEvents]) -> None:
+        if run:
+            (self._flush if binance else self._flush_levels)(run, run_recv, out)
+
+    def _flush(self, run: list[tuple[bytes, int, str, float]], run_recv: list[int],
+               out: list[SymbolEvents]) -> None:
+        """Received messages ``run`` through the chunk lane, their events appended to ``out``
+        (then ``run`` and their receive times ``run_recv`` are emptied)."""
         if not run:
             return
         core = self.core
@@ -306,19 +329,19 @@ class CryptofeedParser:
             self._set_recv(numbers, times)
         self.actions.extend(acts)
         self.actions.extend(failed_acts)
-        yield from events
+        out += events
         if failed:
             raise failed[0]
 
-    def _flush_levels(self, run: list[tuple[bytes, int, str, float]], run_recv: list[int]
-                      ) -> Iterator[SymbolEvents]:
+    def _flush_levels(self, run: list[tuple[bytes, int, str, float]], run_recv: list[int],
+                      out: list[SymbolEvents]) -> None:
         """Received messages ``run`` of a Kraken, OKX or Coinbase capture: what :meth:`_dispatch`
         does per message (events, counters, actions, reports, errors), with the JSON decoded by
         :func:`~ddms.io.venues.base.loads_json` and the rows of the whole run turned into arrays
         once (one :class:`SymbolEvents` per symbol and message, as before: views of those
         arrays, each row with its line's receive time when ``run_recv`` has them).  A bad
-        message in strict mode raises after the events of the messages before it.  Then
-        ``run`` and ``run_recv`` are emptied.  Cost: per message the decode and the core's
+        message in strict mode raises after the events of the messages before it (appended to
+        ``out``).  Then ``run`` and ``run_recv`` are emptied.  Cost: per message the decode and the core's
         work; O(rows) numpy per run."""
         core = self.core
         timed = len(run_recv) == len(run)
@@ -365,8 +388,8 @@ class CryptofeedParser:
             recv = self.recv_of[lines] if numbers else None
             venue = core.venue
             for sym, i, j in spans:
-                yield SymbolEvents(venue, sym, EventBatch(rel[i:j], sign[i:j], cols[i:j], lines[i:j], rows[i][7],
-                                                          rows[j - 1][7], recv=None if recv is None else recv[i:j]))
+                out.append(SymbolEvents(venue, sym, EventBatch(rel[i:j], sign[i:j], cols[i:j], lines[i:j], rows[i][7],
+                                                          rows[j - 1][7], recv=None if recv is None else recv[i:j])))
         if failed is not None:
             core.take_rows([], [])
             self._fail(failed)
@@ -589,7 +612,8 @@ def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = Non
 def _recv_ns(t: float) -> int:
     """A line's receive time (the files' running maximum) in ns as int64: a time beyond year
     2262 is clamped (the parser judges such a line)."""
-    return min(int(t * 1e9), _MAX_NS)
+    ns = t * 1e9
+    return int(ns) if ns < _MAX_NS else _MAX_NS     # (also an infinite time: a 400-digit one)
 
 
 def _timed(ev: SymbolEvents, p: CryptofeedParser) -> SymbolEvents:
@@ -639,32 +663,68 @@ class CryptofeedReader:
         for c, mark in zip(self.cursors, self._fed, strict=True):
             if c.line != mark[0]:      # the previous iteration read ahead: back to what was fed
                 c.seek(c.position(mark))
+        if len(self.files) == 1 and not self.cursors[0].gz:
+            yield from self._events_plain()
+            return
         streams = [self._lines(i) for i in range(len(self.files))]
-        items: list[tuple[bytes, int, str | None]] = []
+        raws: list[bytes] = []
+        lines: list[int] = []
+        sources: list[str | None] = []
         times: list[int] = []
         marks: dict[int, tuple[float, tuple[int, int, bytes]]] = {}    # per file: its last line's
         for t, tag, n, raw, pos in merge_lines(streams):
-            items.append((raw, n, None if tag == 0 else self.files[tag]))
+            raws.append(raw)
+            lines.append(n)
+            sources.append(None if tag == 0 else self.files[tag])
             times.append(_recv_ns(t))
             marks[tag] = (t, pos)
-            if len(items) >= self.batch_updates:
-                yield self._step(items, times, marks)
-                items, times, marks = [], [], {}
-        if items:
-            yield self._step(items, times, marks)
+            if len(raws) >= self.batch_updates:
+                yield self._step(raws, lines, sources, times, marks)
+                raws, lines, sources, times, marks = [], [], [], [], {}
+        if raws:
+            yield self._step(raws, lines, sources, times, marks)
 
-    def _step(self, items: list, times: list[int], marks: dict) -> list[SymbolEvents]:
+    def _events_plain(self) -> Iterator[list[SymbolEvents]]:
+        """:meth:`events` of a capture in one plain file (no REST files: nothing to merge): the
+        same steps, receive times and positions, with the lines read a step at a time
+        (:meth:`LineCursor.blocks <ddms.io.cursor.LineCursor.blocks>`) and timed in one loop
+        (:func:`_lines_of`'s rule) instead of through the merge's per-line generators."""
+        cur = self.cursors[0]
+        last = self._time[0]
+        ns = _recv_ns(last)
+        match = _TS.match
+        for block in cur.blocks(lambda: self.batch_updates):
+            times = []
+            for raw in block:
+                t = raw.partition(b": ")[0].rpartition(b" ")[2]
+                if match(t.rstrip(b"\r\n")):
+                    try:
+                        f = float(t)
+                    except ValueError:
+                        f = last
+                    if f > last:
+                        last = f
+                        ns = _recv_ns(last)
+                times.append(ns)
+            yield self._step(block, range(cur.line - len(block) + 1, cur.line + 1), None, times,
+                             {0: (last, cur.mark())})
+
+    def _step(self, raws: list[bytes], lines: Sequence[int], sources: list[str | None] | None, times: list[int],
+              marks: dict) -> list[SymbolEvents]:
+        """The events of one step's lines (``sources``: see :meth:`CryptofeedParser.feed_into`),
+        each with its receive time; then the files' positions advance to ``marks``."""
         p = self.parser
-        out: list[SymbolEvents] = []
+        got: list[SymbolEvents] = []
         try:
-            if len(items) == 1:
+            if len(raws) == 1:
                 p.recv_now = times[0]
-                out += (_timed(ev, p) for ev in p.feed(*items[0]))
+                got += p.feed(raws[0], lines[0], None if sources is None else sources[0])
             else:
-                out += (_timed(ev, p) for ev in p.feed_lines(items, times))
+                p.feed_into(raws, lines, sources, times, got)
         except (InputError, ReplayError) as e:
-            e.events = out     # the events of the lines before the bad one (read_cryptofeed hands them out)
+            e.events = [_timed(ev, p) for ev in got]  # the events of the lines before the bad one
             raise
+        out = [_timed(ev, p) for ev in got]
         for tag, (t, pos) in marks.items():
             self._fed[tag], self._time[tag] = pos, t
         return out
