@@ -234,6 +234,32 @@ class CryptofeedParser:
             raise e from None
         yield from out
 
+    def feed_block(self, raws: list[bytes], lines: range, recv: np.ndarray, out: list[SymbolEvents],
+                   scan: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """:meth:`feed_into` of consecutive lines of the websocket file, given their
+        :func:`~ddms.io.kernels.recvlines.scan_received` ``scan = (buf, kind, ps, pe, ts)``
+        (every ``kind`` :data:`~ddms.io.kernels.recvlines.RECV` or 0: the caller has read the
+        times the kernel left to Python) and receive times ``recv``: each run of received
+        messages of a Binance capture goes to the chunk lane as spans of ``buf``
+        (:class:`~ddms.io.venues.binance_chunk.Spans`: no per-line Python); every other line, and
+        every line of another venue, as :meth:`feed_into` feeds it.  The same events, counters,
+        reports and errors.  Cost: O(lines that are not received messages) in Python plus the
+        lane's."""
+        from ddms.io.venues.binance_chunk import Spans
+        buf, kind, ps, pe, ts = scan
+        n = len(raws)
+        k = 0
+        for z in [*np.flatnonzero(kind == 0).tolist(), n]:
+            if k < z:
+                if self.core is not None and self.venue in ("binance", "binance_futures"):
+                    self.recv_now = int(recv[z - 1])
+                    self._lane(Spans(buf, ps[k:z], pe[k:z]), lines[k:z], self.source, ts[k:z], recv[k:z], out)
+                else:
+                    self.feed_into(raws[k:z], lines[k:z], None, recv[k:z].tolist(), out)
+            if z < n:
+                self.feed_into(raws[z:z + 1], lines[z:z + 1], None, [int(recv[z])], out)
+            k = z + 1
+
     def feed_into(self, raws: Sequence[bytes], lines: Sequence[int], sources: Sequence[str | None] | None,
                   recv: Sequence[int] | None, out: list[SymbolEvents]) -> None:
         """:meth:`feed_lines` of the lines ``raws`` (numbered ``lines``, of the files
@@ -291,17 +317,27 @@ class CryptofeedParser:
         (then ``run`` and their receive times ``run_recv`` are emptied)."""
         if not run:
             return
-        core = self.core
         items = list(run)
         times = np.array(run_recv, np.int64) if len(run_recv) == len(items) else None
         run.clear()
         run_recv.clear()
-        numbers = np.arange(self.messages + 1, self.messages + 1 + len(items), dtype=np.int64)
+        self._lane([it[0] for it in items], [it[1] for it in items], [it[2] for it in items],
+                   [it[3] for it in items], times, out)
+
+    def _lane(self, payloads: Sequence[bytes], lines: Sequence[int], srcs: Sequence[str] | str,
+              tss: Sequence[float], times: np.ndarray | None, out: list[SymbolEvents]) -> None:
+        """Received messages through the chunk lane (``payloads``: bytes or
+        :class:`~ddms.io.venues.binance_chunk.Spans`; ``lines``/``srcs``: their file lines and
+        files, for errors; ``tss``: their times; ``times``: their lines' receive times or
+        None), the events appended to ``out``."""
+        core = self.core
+        numbers = np.arange(self.messages + 1, self.messages + 1 + len(payloads), dtype=np.int64)
         failed: list[InputError] = []
         failed_acts: list = []
 
         def fallback(t: int) -> tuple:
-            payload, line, src, ts = items[t]
+            payload, line, ts = payloads[t], lines[t], tss[t]
+            src = srcs if isinstance(srcs, str) else srcs[t]
             try:
                 msg = loads_json(payload)
             except (ValueError, UnicodeDecodeError, RecursionError) as e:
@@ -323,8 +359,7 @@ class CryptofeedParser:
         def on_fast(i0: int, slots: np.ndarray) -> None:
             self.messages += len(slots)
 
-        acts, events = core.feed_chunk([it[0] for it in items], numbers, fallback=fallback, on_fast=on_fast,
-                                       recv=times)
+        acts, events = core.feed_chunk(payloads, numbers, fallback=fallback, on_fast=on_fast, recv=times)
         if times is not None:
             self._set_recv(numbers, times)
         self.actions.extend(acts)
@@ -687,38 +722,61 @@ class CryptofeedReader:
     def _events_plain(self) -> Iterator[list[SymbolEvents]]:
         """:meth:`events` of a capture in one plain file (no REST files: nothing to merge): the
         same steps, receive times and positions, with the lines read a step at a time
-        (:meth:`LineCursor.blocks <ddms.io.cursor.LineCursor.blocks>`) and timed in one loop
-        (:func:`_lines_of`'s rule) instead of through the merge's per-line generators."""
+        (:meth:`LineCursor.blocks <ddms.io.cursor.LineCursor.blocks>`), the received messages
+        found and timed by :func:`~ddms.io.kernels.recvlines.scan_received` on the step's buffer
+        (the other lines by :func:`_lines_of`'s rule, in Python) and handed to
+        :meth:`CryptofeedParser.feed_block`."""
+        from ddms.io.kernels.recvlines import RECV, RECV_PY, scan_received
         cur = self.cursors[0]
         last = self._time[0]
-        ns = _recv_ns(last)
         match = _TS.match
         for block in cur.blocks(lambda: self.batch_updates):
-            times = []
-            for raw in block:
-                t = raw.partition(b": ")[0].rpartition(b" ")[2]
-                if match(t.rstrip(b"\r\n")):
-                    try:
-                        f = float(t)
-                    except ValueError:
-                        f = last
-                    if f > last:
-                        last = f
-                        ns = _recv_ns(last)
-                times.append(ns)
-            yield self._step(block, range(cur.line - len(block) + 1, cur.line + 1), None, times,
-                             {0: (last, cur.mark())})
+            n = len(block)
+            buf = np.frombuffer(b"".join(block), np.uint8)
+            offs = np.zeros(n + 1, np.int64)
+            np.cumsum(list(map(len, block)), out=offs[1:])
+            kind = np.empty(n, np.int8)
+            ps, pe, ts = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.float64)
+            tl = None
+            if scan_received(buf, offs, kind, ps, pe, ts):
+                tl = np.full(n, -np.inf)
+                for i in np.flatnonzero(kind != RECV).tolist():
+                    raw = block[i]
+                    if kind[i] == RECV_PY:      # a time the kernel cannot round exactly
+                        ts[i] = float(raw[:ps[i] - offs[i] - 2])
+                        kind[i] = RECV
+                        continue
+                    t = raw.partition(b": ")[0].rpartition(b" ")[2]    # _lines_of's rule
+                    if match(t.rstrip(b"\r\n")):
+                        try:
+                            tl[i] = float(t)
+                        except ValueError:
+                            pass
+                received = kind == RECV
+                tl[received] = ts[received]
+            running = np.maximum.accumulate(ts if tl is None else tl)
+            np.maximum(running, last, out=running)
+            last = float(running[-1])
+            ns = running * 1e9
+            times = np.full(n, _MAX_NS, np.int64)
+            fits = ns < _MAX_NS
+            times[fits] = ns[fits].astype(np.int64)
+            yield self._step(block, range(cur.line - n + 1, cur.line + 1), None, times, {0: (last, cur.mark())},
+                             (buf, kind, ps, pe, ts))
 
-    def _step(self, raws: list[bytes], lines: Sequence[int], sources: list[str | None] | None, times: list[int],
-              marks: dict) -> list[SymbolEvents]:
-        """The events of one step's lines (``sources``: see :meth:`CryptofeedParser.feed_into`),
-        each with its receive time; then the files' positions advance to ``marks``."""
+    def _step(self, raws: list[bytes], lines: Sequence[int], sources: list[str | None] | None, times: Sequence[int],
+              marks: dict, scan: tuple | None = None) -> list[SymbolEvents]:
+        """The events of one step's lines (``sources``: see :meth:`CryptofeedParser.feed_into`;
+        ``scan``: see :meth:`CryptofeedParser.feed_block`), each with its receive time; then
+        the files' positions advance to ``marks``."""
         p = self.parser
         got: list[SymbolEvents] = []
         try:
             if len(raws) == 1:
-                p.recv_now = times[0]
+                p.recv_now = int(times[0])
                 got += p.feed(raws[0], lines[0], None if sources is None else sources[0])
+            elif scan is not None:
+                p.feed_block(raws, lines, times, got, scan)
             else:
                 p.feed_into(raws, lines, sources, times, got)
         except (InputError, ReplayError) as e:

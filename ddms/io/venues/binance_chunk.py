@@ -60,7 +60,31 @@ if TYPE_CHECKING:
     from ddms.io.venues.binance import BinanceBooks
     from ddms.io.venues.binance_book import BinanceBook
 
-__all__ = ["ChunkLane", "StopChunk"]
+__all__ = ["ChunkLane", "Spans", "StopChunk"]
+
+
+class Spans(Sequence[bytes]):
+    """Messages as spans of one buffer: message ``i`` is ``buf[starts[i]:ends[i]]`` (``buf`` a
+    ``uint8`` array).  :meth:`ChunkLane.feed_chunk` hands them to the kernel in place (no
+    per-message ``bytes``, no join); indexing gives the message's bytes (a copy), for the
+    per-message path.  The reader of a capture builds them from a block of lines
+    (:func:`~ddms.io.kernels.recvlines.scan_received`)."""
+
+    __slots__ = ("buf", "ends", "starts")
+
+    def __init__(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+        if starts.shape != ends.shape:
+            raise ValueError("Spans: starts and ends differ in length")
+        self.buf, self.starts, self.ends = buf, np.ascontiguousarray(starts, np.int64), \
+            np.ascontiguousarray(ends, np.int64)
+
+    def __len__(self) -> int:
+        return int(self.starts.shape[0])
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return Spans(self.buf, self.starts[i], self.ends[i])
+        return self.buf[self.starts[i]:self.ends[i]].tobytes()
 
 
 class StopChunk(Exception):  # noqa: N818 - a control-flow signal, not an error
@@ -150,9 +174,9 @@ def _find(buf, a, b, table, symtab, symlen):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _run(buf, offs, i0, futures, slots, lv, unk, table, symtab, symlen, st, stf,
+def _run(buf, starts, ends, i0, futures, slots, lv, unk, table, symtab, symlen, st, stf,
          L_bk, L_bq, L_bt, L_bn, L_order, L_bmax, L_free, L_meta, oi, oc, res):  # pragma: no cover - compiled
-    """Apply messages ``i0..`` (``buf[offs[i]:offs[i+1]]``) while each is a plain in-sequence
+    """Apply messages ``i0..`` (``buf[starts[i]:ends[i]]``) while each is a plain in-sequence
     depth update of a synchronized book (or the first one straddling its snapshot).  ``st[slot]``
     = (0 waiting / 1 synchronized / 2 after the snapshot, last u, px_dec, qty_dec,
     blocks hint, blocks allocated, updates); ``stf[slot]`` = (pscale, qscale).  Per applied
@@ -160,10 +184,10 @@ def _run(buf, offs, i0, futures, slots, lv, unk, table, symtab, symlen, st, stf,
     synchronized the book).
     Returns ``(stop message, stop code, rows)``."""
     k = 0
-    nmsg = offs.shape[0] - 1
+    nmsg = starts.shape[0]
     for i in range(i0, nmsg):
-        a0 = offs[i]
-        b0 = offs[i + 1]
+        a0 = starts[i]
+        b0 = ends[i]
         m = buf[a0:b0]
         r = _scan(m, slots, lv, unk)
         if r[0] == _GROW:
@@ -474,23 +498,28 @@ class ChunkLane:
     def _chunk(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int,
                fallback: Callable[[int], Sequence[Resync]] | None, on_fast: Callable[[int, np.ndarray], None] | None,
                actions: list[Resync], events: list[SymbolEvents]) -> None:
-        # only bytes go through the kernel; anything else (str, a parsed dict) is an empty message
-        # there, which the scan refuses: it takes BinanceBooks.feed as it is
-        raw = [m if type(m) is bytes else b"" for m in msgs]
-        buf = np.frombuffer(b"".join(raw), np.uint8)
-        offs = np.zeros(len(msgs) + 1, np.int64)
-        np.cumsum([len(m) for m in raw], out=offs[1:])
+        if isinstance(msgs, Spans):     # spans of one buffer: the kernel reads them in place
+            buf, starts, ends = msgs.buf, msgs.starts, msgs.ends
+        else:
+            # only bytes go through the kernel; anything else (str, a parsed dict) is an empty
+            # message there, which the scan refuses: it takes BinanceBooks.feed as it is
+            raw = [m if type(m) is bytes else b"" for m in msgs]
+            buf = np.frombuffer(b"".join(raw), np.uint8)
+            offs = np.zeros(len(msgs) + 1, np.int64)
+            np.cumsum([len(m) for m in raw], out=offs[1:])
+            starts, ends = offs[:-1], offs[1:]
         res = np.zeros((len(msgs), 9), np.int64)
         futures = self.core.market == "futures"
         n = len(msgs)
         stale: set[int] = set()
         try:
-            self._loop(msgs, lines, recv_ns, fallback, on_fast, actions, events, buf, offs, res, futures, n, stale)
+            self._loop(msgs, lines, recv_ns, fallback, on_fast, actions, events, buf, starts, ends, res, futures, n,
+                       stale)
         finally:
             for s in stale:
                 self._refresh(s)
 
-    def _loop(self, msgs, lines, recv_ns, fallback, on_fast, actions, events, buf, offs, res, futures, n,
+    def _loop(self, msgs, lines, recv_ns, fallback, on_fast, actions, events, buf, starts, ends, res, futures, n,
               stale) -> None:
         """The chunk's messages in order: kernel runs, rests and fallbacks (see :meth:`feed_chunk`)."""
         i = 0
@@ -508,7 +537,7 @@ class ChunkLane:
                     for s in stale:
                         self._refresh(s)
                     stale.clear()
-                stop, code, k = _run(buf, offs, i, futures, self._slots, self._lv, self._unk, self._table,
+                stop, code, k = _run(buf, starts, ends, i, futures, self._slots, self._lv, self._unk, self._table,
                                      self._symtab, self._symlen, self._st, self._stf, *self._lists,
                                      self._oi, self._oc, res[i:])
                 if not self.adaptive:
