@@ -81,9 +81,7 @@ class Spans(Sequence[bytes]):
     def __len__(self) -> int:
         return int(self.starts.shape[0])
 
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return Spans(self.buf, self.starts[i], self.ends[i])
+    def __getitem__(self, i: int) -> bytes:  # type: ignore[override]
         return self.buf[self.starts[i]:self.ends[i]].tobytes()
 
 
