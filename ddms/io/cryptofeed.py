@@ -26,7 +26,10 @@ discards its symbol's book until the next snapshot).  Protocol faults (a gap, a 
 mismatch) never raise: the symbol's book is discarded, counted and reported, and the other
 symbols keep running; :meth:`CryptofeedParser.summary` has the per-symbol status.
 
-Cost: one ``json.loads`` per line plus the venue core's work.
+Cost: one ``json.loads`` per line plus the venue core's work -- except a Binance capture's runs
+of received messages, which go through the numba chunk lane without a JSON decode; read from one
+plain file (:class:`CryptofeedReader`), those lines are also found, timed and cut out by a numba
+scan of each step's buffer (:mod:`ddms.io.kernels.recvlines`), so they cost no Python per line.
 """
 
 from __future__ import annotations
