@@ -13,7 +13,8 @@ so numba compile/cache-load time is excluded; the machine is shared, so state it
 * ``end to end``: the same feed written as a capture file in the cryptofeed format ``ddms monitor
   --record`` writes (connection line, REST snapshots inline, ``<ts>: <raw>`` lines), read by
   :func:`ddms.io.cryptofeed.read_cryptofeed` (the reader of ``ddms run``/``backtest``/``convert``:
-  line split, merge with REST lines, chunk lane), and through :func:`ddms.io.sources.open_source`
+  a step's lines scanned in numba, the messages handed to the chunk lane as spans of the step's
+  buffer), and through :func:`ddms.io.sources.open_source`
   (``symbols=True``: six-column batches) into an :class:`~ddms.runtime.engine.Engine` running
   ``examples/sql/symbol_best_bid.sql`` (best bid per symbol); CPU seconds of this process
   (``time.process_time``: one core), interleaved with the kernel row;

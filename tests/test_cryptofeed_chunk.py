@@ -9,6 +9,7 @@ lines, streams the core ignores, non-UTF-8 bytes) and on the real captures of ..
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from pathlib import Path
@@ -324,3 +325,151 @@ def test_loads_json_is_json_loads(payload: bytes) -> None:
         except RecursionError:          # too deep to show: compared by depth of the first items
             return "ok", "deep"
     assert outcome(loads_json) == outcome(json.loads)
+
+
+# ------------------------------------------------------------------------------------------
+# the plain one-file reader: received messages found by the numba scan, handed to the lane as
+# spans of the step's buffer (CryptofeedReader._events_plain, CryptofeedParser.feed_block)
+# ------------------------------------------------------------------------------------------
+
+_KLINE = b'{"stream":"s0usdt@kline_1m","data":{"e":"kline","k":{"t":1}}}'
+_ODD_LINES = [
+    b"1700000000.1234567890123456789: " + _KLINE,        # a time the kernel leaves to Python's float
+    b"00001700000000.5: " + _KLINE,                       # leading zeros
+    b"1700000000.: " + _KLINE,                            # no decimals after the dot
+    b"1700000000.25: \t \r",                              # blank payload (strict: malformed JSON)
+    b"1" * 31 + b": " + _KLINE,                           # a 31-byte head (not a timestamp)
+    b"1700000000.5:" + _KLINE,                            # no space after the colon
+    b"9" * 400 + b": " + _KLINE,                          # an infinite time (receive times clamp)
+    b"wss://example.com/x <- 1700000000.7: {}",           # a sent line
+]
+
+
+def _odd_capture(seed: int, nsym: int, nmsg: int, p_odd: float, crlf: bool) -> bytes:
+    rng = random.Random(seed)
+    out = []
+    for raw in _capture(seed, "spot", nsym, nmsg, 0.05, 0.05):
+        out.append(raw[:-1] + b"\r\n" if crlf and raw.endswith(b"\n") and rng.random() < 0.5 else raw)
+        if rng.random() < p_odd:
+            out.append(rng.choice(_ODD_LINES) + b"\n")
+    return b"".join(out)
+
+
+def _read_all(path: Path, skip_bad: bool, chunk: int) -> tuple[CryptofeedParser, list, str | None]:
+    p = CryptofeedParser(str(path), skip_bad=skip_bad)
+    evs: list = []
+    err = None
+    try:
+        evs += read_cryptofeed(path, parser=p, chunk=chunk)
+    except InputError as e:
+        err = str(e)
+    return p, evs, err
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), nsym=st.integers(1, 4), nmsg=st.integers(0, 150),
+       p_odd=st.sampled_from([0.0, 0.05, 0.2]), crlf=st.booleans(), skip_bad=st.booleans(),
+       chunk=st.sampled_from([2, 7, 64, 4096]))
+def test_plain_reader_equals_the_line_merge(tmp_path: Path, seed: int, nsym: int, nmsg: int, p_odd: float,
+                                            crlf: bool, skip_bad: bool, chunk: int) -> None:
+    """A plain one-file capture (the scan and span path) reads exactly as its gzip copy (the
+    per-line merge path of before) and as line by line (chunk=1): events, receive times,
+    errors, counters, summaries, actions, reports."""
+    import gzip
+    data = _odd_capture(seed, nsym, nmsg, p_odd, crlf)
+    path = tmp_path / "BINANCE.ws.1.0"       # one path: errors name it
+    path.write_bytes(gzip.compress(data))
+    ref = _read_all(path, skip_bad, chunk)
+    path.write_bytes(data)
+    a = _read_all(path, skip_bad, chunk)
+    for b in (ref, _read_all(path, skip_bad, 1)):
+        _same(a, b)
+        for x, y in zip(a[1], b[1], strict=True):
+            assert x.batch.recv is not None and np.array_equal(x.batch.recv, y.batch.recv)
+
+
+def test_plain_reader_takes_the_span_path_and_survives_an_infinite_time(tmp_path: Path) -> None:
+    """The bench's layout goes through the kernel (else the test above compares the Python path
+    with itself); a 400-digit time, which overflowed the receive-time conversion before (an
+    OverflowError traceback), clamps every later receive time to the int64 maximum."""
+    from bench.ingest import binance_feed, write_capture
+    path = tmp_path / "BINANCE.ws.1.0"
+    write_capture(path, *binance_feed(3, 400, 5))
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:200]) + b"9" * 400 + b": " + _KLINE + b"\n" + b"".join(lines[200:]))
+    p, evs, err = _read_all(path, True, 4096)
+    assert err is None and p.bad_lines == 1 and p.core._lane.fast_messages > 300
+    recv = np.concatenate([ev.batch.recv for ev in evs])
+    assert recv[0] < 2**62 and recv[-1] == 2**63 - 1
+    assert (np.diff(recv) >= 0).all()
+
+
+def _py_received(raw: bytes) -> tuple[float, bytes] | None:
+    """CryptofeedParser.feed_into's fast test, the reference of scan_received."""
+    from ddms.io.cryptofeed import _TS
+    head, sep, payload = raw.rstrip(b"\r\n").partition(b": ")
+    if sep and b" " not in head and len(head) <= 30 and _TS.match(head) and payload.strip():
+        return float(head), payload
+    return None
+
+
+_LINE_BYTES = st.lists(st.sampled_from(list(b"0123456789.: \r\n\t\x0bx{\xff")), max_size=14).map(bytes)
+_TIME_LINES = st.builds(lambda d, i, f, p: (f"{i}" + (f".{f}" if d else "")).encode() + b": " + p,
+                        st.booleans(), st.integers(0, 10**12), st.integers(0, 10**25).map(str),
+                        st.sampled_from([b"x", b" ", b"", b"{}\r\n", b"a: b\n"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(st.one_of(_LINE_BYTES, _TIME_LINES), max_size=30))
+def test_scan_received_is_the_python_test(lines: list[bytes]) -> None:
+    """The numba scan marks exactly the lines the Python test takes as received messages, with
+    the same payload, and their time as Python's float reads it (or leaves it to Python)."""
+    from ddms.io.kernels.recvlines import RECV, RECV_PY, scan_received
+    n = len(lines)
+    buf = np.frombuffer(b"".join(lines), np.uint8)
+    offs = np.zeros(n + 1, np.int64)
+    np.cumsum([len(x) for x in lines], out=offs[1:])
+    kind, ps, pe, ts = np.empty(n, np.int8), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n)
+    other = scan_received(buf, offs, kind, ps, pe, ts)
+    assert other == int((kind != RECV).sum())
+    for i, raw in enumerate(lines):
+        ref = _py_received(raw)
+        assert (kind[i] != 0) == (ref is not None), raw
+        if ref is not None:
+            assert buf[ps[i]:pe[i]].tobytes() == ref[1]
+            head = buf[offs[i]:ps[i] - 2].tobytes()
+            assert float(head) == ref[0]
+            if kind[i] == RECV:
+                assert ts[i] == ref[0]
+            else:
+                assert kind[i] == RECV_PY
+
+
+def test_line_cursor_blocks_are_the_lines(tmp_path: Path) -> None:
+    """LineCursor.blocks: the lines of iteration, the same position after each block as after
+    its last line; a gzip file is refused (its damage is met line by line)."""
+    import gzip
+
+    from ddms.io.cursor import LineCursor
+    data = b"".join(b"%d: x%s\n" % (i, b"y" * (i % 7)) for i in range(1000)) + b"last without newline"
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    ref = LineCursor(path)
+    want = []
+    for raw in ref:
+        want.append((raw, ref.mark()))
+    sizes = itertools.cycle([1, 3, 500, 2, 10_000])
+    cur = LineCursor(path)
+    got = []
+    for block in cur.blocks(lambda: next(sizes)):
+        assert cur.mark() == want[len(got) + len(block) - 1][1]
+        got += block
+    assert got == [w[0] for w in want]
+    half = LineCursor(path)
+    half.seek(ref.position(want[499][1]))
+    assert [x for b in half.blocks(lambda: 64) for x in b] == got[500:]
+    gz = tmp_path / "g"
+    gz.write_bytes(gzip.compress(data))
+    with pytest.raises(ValueError, match="gzip"):
+        next(LineCursor(gz).blocks(lambda: 8))

@@ -29,7 +29,10 @@ discards its symbol's book until the next snapshot).  Protocol faults (a gap, a 
 mismatch) never raise: the symbol's book is discarded, counted and reported, and the other
 symbols keep running; :meth:`CryptofeedParser.summary` has the per-symbol status.
 
-Cost: one ``json.loads`` per line plus the venue core's work.
+Cost: one ``json.loads`` per line plus the venue core's work -- except a Binance capture's runs
+of received messages, which go through the numba chunk lane without a JSON decode; read from one
+plain file (:class:`CryptofeedReader`), those lines are also found, timed and cut out by a numba
+scan of each step's buffer (:mod:`ddms.io.kernels.recvlines`), so they cost no Python per line.
 """
 
 from __future__ import annotations
@@ -37,8 +40,7 @@ from __future__ import annotations
 import heapq
 import os
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -231,57 +233,118 @@ class CryptofeedParser:
         symbols applied in one numba call; every other message is parsed and fed as
         :meth:`feed` does).  A bad line in strict mode raises after the events of the lines
         before it were yielded.  Cost: one :func:`parse_line` per line plus the lane's."""
+        out: list[SymbolEvents] = []
+        try:
+            self.feed_into([it[0] for it in items], [it[1] for it in items], [it[2] for it in items], recv, out)
+        except Exception as e:
+            yield from out
+            raise e from None
+        yield from out
+
+    def feed_block(self, raws: list[bytes], lines: range, recv: np.ndarray, out: list[SymbolEvents],
+                   scan: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """:meth:`feed_into` of consecutive lines of the websocket file, given their
+        :func:`~ddms.io.kernels.recvlines.scan_received` ``scan = (buf, kind, ps, pe, ts)``
+        (every ``kind`` :data:`~ddms.io.kernels.recvlines.RECV` or 0: the caller has read the
+        times the kernel left to Python) and receive times ``recv``: each run of received
+        messages of a Binance capture goes to the chunk lane as spans of ``buf``
+        (:class:`~ddms.io.venues.binance_chunk.Spans`: no per-line Python); every other line, and
+        every line of another venue, as :meth:`feed_into` feeds it.  The same events, counters,
+        reports and errors.  Cost: O(lines that are not received messages) in Python plus the
+        lane's."""
+        from ddms.io.venues.binance_chunk import Spans
+        buf, kind, ps, pe, ts = scan
+        n = len(raws)
+        k = 0
+        for z in [*np.flatnonzero(kind == 0).tolist(), n]:
+            if k < z:
+                if self.core is not None and self.venue in ("binance", "binance_futures"):
+                    self.recv_now = int(recv[z - 1])
+                    self._lane(Spans(buf, ps[k:z], pe[k:z]), lines[k:z], self.source, ts[k:z], recv[k:z], out)
+                else:
+                    self.feed_into(raws[k:z], lines[k:z], None, recv[k:z].tolist(), out)
+            if z < n:
+                self.feed_into(raws[z:z + 1], lines[z:z + 1], None, [int(recv[z])], out)
+            k = z + 1
+
+    def feed_into(self, raws: Sequence[bytes], lines: Sequence[int], sources: Sequence[str | None] | None,
+                  recv: Sequence[int] | None, out: list[SymbolEvents]) -> None:
+        """:meth:`feed_lines` of the lines ``raws`` (numbered ``lines``, of the files
+        ``sources``: None for all of them in the websocket file) appending the events to
+        ``out`` (so that they are there when a bad line raises): no tuple per line and no
+        generator step per event for a reader that has the lines as lists."""
         run: list[tuple[bytes, int, str, float]] = []     # (payload, line, source, ts) of received messages
         run_recv: list[int] = []                          # their lines' receive times (given recv)
         lane = False
-        flush = self._flush if self.venue in ("binance", "binance_futures") else self._flush_levels
-        for k, (raw, line, source) in enumerate(items):
+        binance = self.venue in ("binance", "binance_futures")
+        match = _TS.match
+        for k, raw in enumerate(raws):
+            line = lines[k]
+            source = None if sources is None else sources[k]
             if recv is not None:
                 self.recv_now = recv[k]
             if not lane:
                 lane = self.chunkable()
-                flush = self._flush if self.venue in ("binance", "binance_futures") else self._flush_levels
+                binance = self.venue in ("binance", "binance_futures")
                 if not lane:
-                    yield from self.feed(raw, line, source)
+                    out += self.feed(raw, line, source)
                     continue
             src = source or self.source
             head, sep, payload = raw.rstrip(b"\r\n").partition(b": ")
-            if sep and b" " not in head and len(head) <= 30 and _TS.match(head) and payload.strip():
+            if sep and b" " not in head and len(head) <= 30 and match(head) and payload.strip():
                 run.append((payload, line, src, float(head)))   # a received message (parse_line's "recv")
-                run_recv.append(self.recv_now)
+                if recv is not None:
+                    run_recv.append(self.recv_now)
                 continue
             try:
                 parsed = parse_line(raw, line, src)
             except InputError as e:
-                yield from flush(run, run_recv)
+                self._flush_any(binance, run, run_recv, out)
                 self._fail(e)
                 continue
             if parsed is None:
                 continue
             if parsed[0] == "recv":
                 run.append((parsed[3], line, src, parsed[2]))
-                run_recv.append(self.recv_now)
+                if recv is not None:
+                    run_recv.append(self.recv_now)
                 continue
-            yield from flush(run, run_recv)
-            yield from self._dispatch(line, parsed, src)
-        yield from flush(run, run_recv)
+            self._flush_any(binance, run, run_recv, out)
+            out += self._dispatch(line, parsed, src)
+        self._flush_any(binance, run, run_recv, out)
 
-    def _flush(self, run: list[tuple[bytes, int, str, float]], run_recv: list[int]) -> Iterator[SymbolEvents]:
-        """Received messages ``run`` through the chunk lane (then ``run`` and their receive
-        times ``run_recv`` are emptied)."""
+    def _flush_any(self, binance: bool, run: list[tuple[bytes, int, str, float]], run_recv: list[int],
+                   out: list[SymbolEvents]) -> None:
+        if run:
+            (self._flush if binance else self._flush_levels)(run, run_recv, out)
+
+    def _flush(self, run: list[tuple[bytes, int, str, float]], run_recv: list[int],
+               out: list[SymbolEvents]) -> None:
+        """Received messages ``run`` through the chunk lane, their events appended to ``out``
+        (then ``run`` and their receive times ``run_recv`` are emptied)."""
         if not run:
             return
-        core = self.core
         items = list(run)
         times = np.array(run_recv, np.int64) if len(run_recv) == len(items) else None
         run.clear()
         run_recv.clear()
-        numbers = np.arange(self.messages + 1, self.messages + 1 + len(items), dtype=np.int64)
+        self._lane([it[0] for it in items], [it[1] for it in items], [it[2] for it in items],
+                   [it[3] for it in items], times, out)
+
+    def _lane(self, payloads: Sequence[bytes], lines: Sequence[int], srcs: Sequence[str] | str,
+              tss: Sequence[float], times: np.ndarray | None, out: list[SymbolEvents]) -> None:
+        """Received messages through the chunk lane (``payloads``: bytes or
+        :class:`~ddms.io.venues.binance_chunk.Spans`; ``lines``/``srcs``: their file lines and
+        files, for errors; ``tss``: their times; ``times``: their lines' receive times or
+        None), the events appended to ``out``."""
+        core = self.core
+        numbers = np.arange(self.messages + 1, self.messages + 1 + len(payloads), dtype=np.int64)
         failed: list[InputError] = []
         failed_acts: list = []
 
         def fallback(t: int) -> tuple:
-            payload, line, src, ts = items[t]
+            payload, line, ts = payloads[t], lines[t], tss[t]
+            src = srcs if isinstance(srcs, str) else srcs[t]
             try:
                 msg = loads_json(payload)
             except (ValueError, UnicodeDecodeError, RecursionError) as e:
@@ -303,24 +366,24 @@ class CryptofeedParser:
         def on_fast(i0: int, slots: np.ndarray) -> None:
             self.messages += len(slots)
 
-        acts, events = core.feed_chunk([it[0] for it in items], numbers, fallback=fallback, on_fast=on_fast)
+        acts, events = core.feed_chunk(payloads, numbers, fallback=fallback, on_fast=on_fast, recv=times)
         if times is not None:
             self._set_recv(numbers, times)
         self.actions.extend(acts)
         self.actions.extend(failed_acts)
-        yield from events
+        out += events
         if failed:
             raise failed[0]
 
-    def _flush_levels(self, run: list[tuple[bytes, int, str, float]], run_recv: list[int]
-                      ) -> Iterator[SymbolEvents]:
+    def _flush_levels(self, run: list[tuple[bytes, int, str, float]], run_recv: list[int],
+                      out: list[SymbolEvents]) -> None:
         """Received messages ``run`` of a Kraken, OKX or Coinbase capture: what :meth:`_dispatch`
         does per message (events, counters, actions, reports, errors), with the JSON decoded by
         :func:`~ddms.io.venues.base.loads_json` and the rows of the whole run turned into arrays
         once (one :class:`SymbolEvents` per symbol and message, as before: views of those
         arrays, each row with its line's receive time when ``run_recv`` has them).  A bad
-        message in strict mode raises after the events of the messages before it.  Then
-        ``run`` and ``run_recv`` are emptied.  Cost: per message the decode and the core's
+        message in strict mode raises after the events of the messages before it (appended to
+        ``out``).  Then ``run`` and ``run_recv`` are emptied.  Cost: per message the decode and the core's
         work; O(rows) numpy per run."""
         core = self.core
         timed = len(run_recv) == len(run)
@@ -367,8 +430,8 @@ class CryptofeedParser:
             recv = self.recv_of[lines] if numbers else None
             venue = core.venue
             for sym, i, j in spans:
-                yield SymbolEvents(venue, sym, EventBatch(rel[i:j], sign[i:j], cols[i:j], lines[i:j], rows[i][7],
-                                                          rows[j - 1][7], recv=None if recv is None else recv[i:j]))
+                out.append(SymbolEvents(venue, sym, EventBatch(rel[i:j], sign[i:j], cols[i:j], lines[i:j], rows[i][7],
+                                                          rows[j - 1][7], recv=None if recv is None else recv[i:j])))
         if failed is not None:
             core.take_rows([], [])
             self._fail(failed)
@@ -638,15 +701,18 @@ def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = Non
 def _recv_ns(t: float) -> int:
     """A line's receive time (the files' running maximum) in ns as int64: a time beyond year
     2262 is clamped (the parser judges such a line)."""
-    return min(int(t * 1e9), _MAX_NS)
+    ns = t * 1e9
+    return int(ns) if ns < _MAX_NS else _MAX_NS     # (also an infinite time: a 400-digit one)
 
 
 def _timed(ev: SymbolEvents, p: CryptofeedParser) -> SymbolEvents:
     """``ev`` with each row's receive time: that of the line of the message that made it
     (:attr:`CryptofeedParser.recv_of`), for merges with other inputs."""
-    if ev.batch.recv is not None:       # already timed (CryptofeedParser._flush_levels)
+    b = ev.batch
+    if b.recv is not None:       # already timed (the chunk lanes)
         return ev
-    return replace(ev, batch=replace(ev.batch, recv=p.recv_of[ev.batch.line]))
+    return SymbolEvents(ev.venue, ev.symbol, EventBatch(b.rel, b.sign, b.cols, b.line, b.first_line, b.last_line,
+                                                        b.skipped, b.error, p.recv_of[b.line]))
 
 
 class CryptofeedReader:
@@ -686,32 +752,91 @@ class CryptofeedReader:
         for c, mark in zip(self.cursors, self._fed, strict=True):
             if c.line != mark[0]:      # the previous iteration read ahead: back to what was fed
                 c.seek(c.position(mark))
+        if len(self.files) == 1 and not self.cursors[0].gz:
+            yield from self._events_plain()
+            return
         streams = [self._lines(i) for i in range(len(self.files))]
-        items: list[tuple[bytes, int, str | None]] = []
+        raws: list[bytes] = []
+        lines: list[int] = []
+        sources: list[str | None] = []
         times: list[int] = []
         marks: dict[int, tuple[float, tuple[int, int, bytes]]] = {}    # per file: its last line's
         for t, tag, n, raw, pos in merge_lines(streams):
-            items.append((raw, n, None if tag == 0 else self.files[tag]))
+            raws.append(raw)
+            lines.append(n)
+            sources.append(None if tag == 0 else self.files[tag])
             times.append(_recv_ns(t))
             marks[tag] = (t, pos)
-            if len(items) >= self.batch_updates:
-                yield self._step(items, times, marks)
-                items, times, marks = [], [], {}
-        if items:
-            yield self._step(items, times, marks)
+            if len(raws) >= self.batch_updates:
+                yield self._step(raws, lines, sources, times, marks)
+                raws, lines, sources, times, marks = [], [], [], [], {}
+        if raws:
+            yield self._step(raws, lines, sources, times, marks)
 
-    def _step(self, items: list, times: list[int], marks: dict) -> list[SymbolEvents]:
+    def _events_plain(self) -> Iterator[list[SymbolEvents]]:
+        """:meth:`events` of a capture in one plain file (no REST files: nothing to merge): the
+        same steps, receive times and positions, with the lines read a step at a time
+        (:meth:`LineCursor.blocks <ddms.io.cursor.LineCursor.blocks>`), the received messages
+        found and timed by :func:`~ddms.io.kernels.recvlines.scan_received` on the step's buffer
+        (the other lines by :func:`_lines_of`'s rule, in Python) and handed to
+        :meth:`CryptofeedParser.feed_block`."""
+        from ddms.io.kernels.recvlines import RECV, RECV_PY, scan_received
+        cur = self.cursors[0]
+        last = self._time[0]
+        match = _TS.match
+        for block in cur.blocks(lambda: self.batch_updates):
+            n = len(block)
+            buf = np.frombuffer(b"".join(block), np.uint8)
+            offs = np.zeros(n + 1, np.int64)
+            np.cumsum(list(map(len, block)), out=offs[1:])
+            kind = np.empty(n, np.int8)
+            ps, pe, ts = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.float64)
+            tl = None
+            if scan_received(buf, offs, kind, ps, pe, ts):
+                tl = np.full(n, -np.inf)
+                for i in np.flatnonzero(kind != RECV).tolist():
+                    raw = block[i]
+                    if kind[i] == RECV_PY:      # a time the kernel cannot round exactly
+                        ts[i] = float(raw[:ps[i] - offs[i] - 2])
+                        kind[i] = RECV
+                        continue
+                    t = raw.partition(b": ")[0].rpartition(b" ")[2]    # _lines_of's rule
+                    if match(t.rstrip(b"\r\n")):
+                        try:
+                            tl[i] = float(t)
+                        except ValueError:
+                            pass
+                received = kind == RECV
+                tl[received] = ts[received]
+            running = np.maximum.accumulate(ts if tl is None else tl)
+            np.maximum(running, last, out=running)
+            last = float(running[-1])
+            ns = running * 1e9
+            times = np.full(n, _MAX_NS, np.int64)
+            fits = ns < _MAX_NS
+            times[fits] = ns[fits].astype(np.int64)
+            yield self._step(block, range(cur.line - n + 1, cur.line + 1), None, times, {0: (last, cur.mark())},
+                             (buf, kind, ps, pe, ts))
+
+    def _step(self, raws: list[bytes], lines: Sequence[int], sources: list[str | None] | None, times: Sequence[int],
+              marks: dict, scan: tuple | None = None) -> list[SymbolEvents]:
+        """The events of one step's lines (``sources``: see :meth:`CryptofeedParser.feed_into`;
+        ``scan``: see :meth:`CryptofeedParser.feed_block`), each with its receive time; then
+        the files' positions advance to ``marks``."""
         p = self.parser
-        out: list[SymbolEvents] = []
+        got: list[SymbolEvents] = []
         try:
-            if len(items) == 1:
-                p.recv_now = times[0]
-                out += (_timed(ev, p) for ev in p.feed(*items[0]))
+            if len(raws) == 1:
+                p.recv_now = int(times[0])
+                got += p.feed(raws[0], lines[0], None if sources is None else sources[0])
+            elif scan is not None:
+                p.feed_block(raws, lines, times, got, scan)
             else:
-                out += (_timed(ev, p) for ev in p.feed_lines(items, times))
+                p.feed_into(raws, lines, sources, times, got)
         except (InputError, ReplayError) as e:
-            e.events = out     # the events of the lines before the bad one (read_cryptofeed hands them out)
+            e.events = [_timed(ev, p) for ev in got]  # the events of the lines before the bad one
             raise
+        out = [_timed(ev, p) for ev in got]
         for tag, (t, pos) in marks.items():
             self._fed[tag], self._time[tag] = pos, t
         return out

@@ -145,6 +145,8 @@ class SymbolBatches:
         self.line = 0           # renumbered: one line per message kept
         self.last_src: int | None = None
         self.seen: list[str] = []
+        self._seen: set[str] = set()       # the names of seen, for O(1) membership
+        self._sids: dict[str, int] = {}    # symbol_id of each symbol met (a hash per name, once)
 
     @property
     def batch_updates(self) -> int | None:
@@ -168,8 +170,10 @@ class SymbolBatches:
         """The batches after the current position."""
         for evs in self._steps():
             parts = []
+            seen = self._seen
             for ev in evs:
-                if ev.symbol not in self.seen:
+                if ev.symbol not in seen:
+                    seen.add(ev.symbol)
                     self.seen.append(ev.symbol)
                 if self.symbol is None and not self.keep:
                     if len(self.seen) > 1:
@@ -183,9 +187,14 @@ class SymbolBatches:
                 continue
             b = parts[0].batch if len(parts) == 1 else concat([ev.batch for ev in parts])
             cols = b.cols
-            if self.keep:
-                cols = np.concatenate([with_symbol(ev.batch.cols, symbol_id(ev.symbol)) for ev in parts]) \
-                    if len(parts) > 1 else with_symbol(cols, symbol_id(parts[0].symbol))
+            if self.keep:       # one symbol column for the step: ids by part, repeated over its rows
+                sid = self._sids
+                for ev in parts:
+                    if ev.symbol not in sid:
+                        sid[ev.symbol] = symbol_id(ev.symbol)
+                cols = with_symbol(cols, np.repeat(np.array([sid[ev.symbol] for ev in parts], np.int64),
+                                                   [len(ev.batch) for ev in parts]) if len(parts) > 1
+                                   else sid[parts[0].symbol])
             new, self.line, self.last_src = renumber(b.line, self.line, self.last_src)
             yield EventBatch(b.rel, b.sign, cols, new, int(new[0]) if len(new) else self.line + 1, self.line,
                              b.skipped, recv=b.recv)
@@ -221,6 +230,7 @@ class SymbolBatches:
         self.reader.load_state(meta["reader"], arrays)
         self.line, self.last_src = int(meta["line"]), meta["last_src"]
         self.seen, self.want = list(meta["seen"]), meta["want"]
+        self._seen = set(self.seen)
 
 
 def renumber(src: np.ndarray, line: int, last_src) -> tuple[np.ndarray, int, object]:

@@ -131,7 +131,7 @@ class BinanceBooks:
 
     def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int] | None = None, recv_ns: int = 0, *,
                    fallback: Callable[[int], Sequence[Resync]] | None = None,
-                   on_fast: Callable[[int, np.ndarray], None] | None = None
+                   on_fast: Callable[[int, np.ndarray], None] | None = None, recv: np.ndarray | None = None
                    ) -> tuple[list[Resync], list[SymbolEvents]]:
         """Feed many messages at once (raw bytes take the fast lane; str or parsed messages
         take :meth:`feed`): ``(actions, events)`` exactly as from calling
@@ -143,13 +143,14 @@ class BinanceBooks:
         call: pass thousands of messages per call.  ``fallback``/``on_fast``: see
         :meth:`ChunkLane.feed_chunk <ddms.io.venues.binance_chunk.ChunkLane.feed_chunk>` (a
         caller that feeds parsed messages or counts per message; :attr:`consumed` says how many
-        messages a chunk ended by ``StopChunk`` consumed)."""
+        messages a chunk ended by ``StopChunk`` consumed); ``recv``: each message's receive
+        time, put on the rows the numba lane applies (see :meth:`ChunkLane.feed_chunk`)."""
         if self._lane is None:
             from ddms.io.venues.binance_chunk import ChunkLane
             self._lane = ChunkLane(self)
         if lines is None:
             lines = range(1, len(msgs) + 1)
-        return self._lane.feed_chunk(msgs, lines, recv_ns, fallback=fallback, on_fast=on_fast)
+        return self._lane.feed_chunk(msgs, lines, recv_ns, fallback=fallback, on_fast=on_fast, recv=recv)
 
     @property
     def consumed(self) -> int:

@@ -60,7 +60,29 @@ if TYPE_CHECKING:
     from ddms.io.venues.binance import BinanceBooks
     from ddms.io.venues.binance_book import BinanceBook
 
-__all__ = ["ChunkLane", "StopChunk"]
+__all__ = ["ChunkLane", "Spans", "StopChunk"]
+
+
+class Spans(Sequence[bytes]):
+    """Messages as spans of one buffer: message ``i`` is ``buf[starts[i]:ends[i]]`` (``buf`` a
+    ``uint8`` array).  :meth:`ChunkLane.feed_chunk` hands them to the kernel in place (no
+    per-message ``bytes``, no join); indexing gives the message's bytes (a copy), for the
+    per-message path.  The reader of a capture builds them from a block of lines
+    (:func:`~ddms.io.kernels.recvlines.scan_received`)."""
+
+    __slots__ = ("buf", "ends", "starts")
+
+    def __init__(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+        if starts.shape != ends.shape:
+            raise ValueError("Spans: starts and ends differ in length")
+        self.buf, self.starts, self.ends = buf, np.ascontiguousarray(starts, np.int64), \
+            np.ascontiguousarray(ends, np.int64)
+
+    def __len__(self) -> int:
+        return int(self.starts.shape[0])
+
+    def __getitem__(self, i: int) -> bytes:  # type: ignore[override]
+        return self.buf[self.starts[i]:self.ends[i]].tobytes()
 
 
 class StopChunk(Exception):  # noqa: N818 - a control-flow signal, not an error
@@ -150,9 +172,9 @@ def _find(buf, a, b, table, symtab, symlen):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _run(buf, offs, i0, futures, slots, lv, unk, table, symtab, symlen, st, stf,
+def _run(buf, starts, ends, i0, futures, slots, lv, unk, table, symtab, symlen, st, stf,
          L_bk, L_bq, L_bt, L_bn, L_order, L_bmax, L_free, L_meta, oi, oc, res):  # pragma: no cover - compiled
-    """Apply messages ``i0..`` (``buf[offs[i]:offs[i+1]]``) while each is a plain in-sequence
+    """Apply messages ``i0..`` (``buf[starts[i]:ends[i]]``) while each is a plain in-sequence
     depth update of a synchronized book (or the first one straddling its snapshot).  ``st[slot]``
     = (0 waiting / 1 synchronized / 2 after the snapshot, last u, px_dec, qty_dec,
     blocks hint, blocks allocated, updates); ``stf[slot]`` = (pscale, qscale).  Per applied
@@ -160,10 +182,10 @@ def _run(buf, offs, i0, futures, slots, lv, unk, table, symtab, symlen, st, stf,
     synchronized the book).
     Returns ``(stop message, stop code, rows)``."""
     k = 0
-    nmsg = offs.shape[0] - 1
+    nmsg = starts.shape[0]
     for i in range(i0, nmsg):
-        a0 = offs[i]
-        b0 = offs[i + 1]
+        a0 = starts[i]
+        b0 = ends[i]
         m = buf[a0:b0]
         r = _scan(m, slots, lv, unk)
         if r[0] == _GROW:
@@ -326,6 +348,7 @@ class ChunkLane:
         self._lists: Any = None      # typed lists of every book's level arrays, by slot
         self._marks: dict[str, tuple[int, int, int, int]] = {}   # per book, when a chunk last touched it
         self._touched: set[int] = set()                             # slots the current chunk touched
+        self._recv: np.ndarray | None = None   # the receive times of the current chunk's messages
         self.consumed = 0
         """Messages the last :meth:`feed_chunk` consumed (all of them unless a fallback raised
         :class:`StopChunk`)."""
@@ -426,8 +449,8 @@ class ChunkLane:
     # -- the chunk -------------------------------------------------------------------------------
     def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int = 0, *,
                    fallback: Callable[[int], Sequence[Resync]] | None = None,
-                   on_fast: Callable[[int, np.ndarray], None] | None = None
-                   ) -> tuple[list[Resync], list[SymbolEvents]]:
+                   on_fast: Callable[[int, np.ndarray], None] | None = None,
+                   recv: np.ndarray | None = None) -> tuple[list[Resync], list[SymbolEvents]]:
         """See :meth:`BinanceBooks.feed_chunk`.  ``fallback(t)``, when given, handles message
         ``t`` instead of ``core.feed(msgs[t], lines[t], recv_ns)`` (a caller that feeds parsed
         messages, counts its own errors, ...) and returns its actions; it may raise
@@ -435,7 +458,9 @@ class ChunkLane:
         after each kernel run with its first message ``i`` and the slot (index into
         :attr:`symbols`) of every message the kernel applied from there, in order, before any
         later message is handled.  ``lines`` is read lazily: a fallback may renumber the
-        messages after its own."""
+        messages after its own.  ``recv``, when given, is each message's receive time (ns,
+        int64, one per message): the rows the kernel applies carry it as ``EventBatch.recv``
+        (the rows of the per-message path do not: the caller times those)."""
         core = self.core
         events = core.take_events()
         actions: list[Resync] = []
@@ -445,11 +470,14 @@ class ChunkLane:
             self._marks = {sym: self._mark(bk) for sym, bk in zip(self._sym, self._books, strict=True)}
             return actions, events
         self._touched.clear()
+        self._recv = None if recv is None else np.asarray(recv, np.int64)
         try:
             self._chunk(msgs, lines, recv_ns, fallback, on_fast, actions, events)
         except StopChunk:
             self._sync_books()     # whatever the fallback did to the core (e.g. took its events)
             self._touched.update(range(len(self._sym)))
+        finally:
+            self._recv = None
         marks, books, syms = self._marks, self._books, self._sym
         for s in self._touched:   # the others keep theirs: a book fed elsewhere since no longer matches
             marks[syms[s]] = self._mark(books[s])
@@ -468,23 +496,28 @@ class ChunkLane:
     def _chunk(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int,
                fallback: Callable[[int], Sequence[Resync]] | None, on_fast: Callable[[int, np.ndarray], None] | None,
                actions: list[Resync], events: list[SymbolEvents]) -> None:
-        # only bytes go through the kernel; anything else (str, a parsed dict) is an empty message
-        # there, which the scan refuses: it takes BinanceBooks.feed as it is
-        raw = [m if type(m) is bytes else b"" for m in msgs]
-        buf = np.frombuffer(b"".join(raw), np.uint8)
-        offs = np.zeros(len(msgs) + 1, np.int64)
-        np.cumsum([len(m) for m in raw], out=offs[1:])
+        if isinstance(msgs, Spans):     # spans of one buffer: the kernel reads them in place
+            buf, starts, ends = msgs.buf, msgs.starts, msgs.ends
+        else:
+            # only bytes go through the kernel; anything else (str, a parsed dict) is an empty
+            # message there, which the scan refuses: it takes BinanceBooks.feed as it is
+            raw = [m if type(m) is bytes else b"" for m in msgs]
+            buf = np.frombuffer(b"".join(raw), np.uint8)
+            offs = np.zeros(len(msgs) + 1, np.int64)
+            np.cumsum([len(m) for m in raw], out=offs[1:])
+            starts, ends = offs[:-1], offs[1:]
         res = np.zeros((len(msgs), 9), np.int64)
         futures = self.core.market == "futures"
         n = len(msgs)
         stale: set[int] = set()
         try:
-            self._loop(msgs, lines, recv_ns, fallback, on_fast, actions, events, buf, offs, res, futures, n, stale)
+            self._loop(msgs, lines, recv_ns, fallback, on_fast, actions, events, buf, starts, ends, res, futures, n,
+                       stale)
         finally:
             for s in stale:
                 self._refresh(s)
 
-    def _loop(self, msgs, lines, recv_ns, fallback, on_fast, actions, events, buf, offs, res, futures, n,
+    def _loop(self, msgs, lines, recv_ns, fallback, on_fast, actions, events, buf, starts, ends, res, futures, n,
               stale) -> None:
         """The chunk's messages in order: kernel runs, rests and fallbacks (see :meth:`feed_chunk`)."""
         i = 0
@@ -502,7 +535,7 @@ class ChunkLane:
                     for s in stale:
                         self._refresh(s)
                     stale.clear()
-                stop, code, k = _run(buf, offs, i, futures, self._slots, self._lv, self._unk, self._table,
+                stop, code, k = _run(buf, starts, ends, i, futures, self._slots, self._lv, self._unk, self._table,
                                      self._symtab, self._symlen, self._st, self._stf, *self._lists,
                                      self._oi, self._oc, res[i:])
                 if not self.adaptive:
@@ -572,7 +605,9 @@ class ChunkLane:
         sign = self._oi[:k, 1].astype(np.int8)
         cols = self._oc[:k].copy()
         lines_in = np.asarray(lines[i0:i1], np.int64)
-        line_col = np.repeat(lines_in, np.diff(ends, prepend=0))
+        per = np.diff(ends, prepend=0)
+        line_col = np.repeat(lines_in, per)
+        recv_col = None if self._recv is None else np.repeat(self._recv[i0:i1], per)
         books, syms = self._books, self._sym
         start = 0
         venue = core.venue
@@ -601,7 +636,8 @@ class ChunkLane:
                 hist[u] = top
             if end > start:
                 events.append(SymbolEvents(venue, syms[s], EventBatch(
-                    rel[start:end], sign[start:end], cols[start:end], line_col[start:end], line, line)))
+                    rel[start:end], sign[start:end], cols[start:end], line_col[start:end], line, line,
+                    recv=None if recv_col is None else recv_col[start:end])))
             start = end
         if m:
             core._line = int(lines_in[-1])
