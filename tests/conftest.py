@@ -27,6 +27,34 @@ def data_file(size: str) -> Path:
     return shared_file("data", "orderbook", size, "finance.csv")
 
 
+@pytest.fixture(scope="module", params=["sobi", "broker_sql"])
+def threaded_program(request):
+    """The programs the tests of reads from other threads run (test_snapshot, test_nogil_apply):
+    sobi.m3 (scalar views over range trees) and test_checkpoint's broker SQL (grouped views, a
+    correlated AVG).  Each compiles once per session (numba's cache)."""
+    from test_checkpoint import BROKER_SQL
+
+    from ddms.compiler import compile_sql
+    from ddms.runtime.engine import load_program
+    if request.param == "broker_sql":
+        return compile_sql(BROKER_SQL).program
+    return load_program(EXAMPLES / f"{request.param}.m3")
+
+
+def applied_line_by_line(engine, batch, lines: int):
+    """Apply ``batch`` (input lines 1..``lines``) to ``engine`` one line at a time, yielding the
+    number of lines applied: 0 first, before any, then after each line; the reference states
+    that reads taken while another thread applies the whole batch are compared with."""
+    from ddms.io.events import split_lines
+    relmap = engine.relmap(("bids", "asks"))
+    yield 0
+    rest = batch
+    for k in range(1, lines + 1):
+        head, rest = split_lines(rest, k)
+        engine.apply(head, relmap)
+        yield k
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Run the files marked ``long`` first. With ``--dist loadfile`` xdist hands out files in
     collection order, so a minutes-long file collected last (the README run, the wheel build)
