@@ -69,9 +69,10 @@ def _run_chunked(market: str, ops: list[Op], sizes: list[int], rows: int = 1 << 
     return actions + a, events + e, core
 
 
-def _same(a: tuple[list, list, BinanceBooks], b: tuple[list, list, BinanceBooks]) -> None:
-    (act_a, ev_a, ca), (act_b, ev_b, cb) = a, b
-    assert act_a == act_b
+def same_events(ev_a: list, ev_b: list) -> None:
+    """Two lists of venue events equal: venue, symbol, lines, and every array of each batch,
+    dtypes included (the check of every chunk-versus-one-by-one test, here and in
+    test_cryptofeed_chunk)."""
     assert len(ev_a) == len(ev_b)
     for x, y in zip(ev_a, ev_b, strict=True):
         assert (x.venue, x.symbol, x.batch.first_line, x.batch.last_line) == (
@@ -79,6 +80,12 @@ def _same(a: tuple[list, list, BinanceBooks], b: tuple[list, list, BinanceBooks]
         for f in ("rel", "sign", "cols", "line"):
             u, v = getattr(x.batch, f), getattr(y.batch, f)
             assert u.dtype == v.dtype and np.array_equal(u, v), f
+
+
+def _same(a: tuple[list, list, BinanceBooks], b: tuple[list, list, BinanceBooks]) -> None:
+    (act_a, ev_a, ca), (act_b, ev_b, cb) = a, b
+    assert act_a == act_b
+    same_events(ev_a, ev_b)
     assert ca.summary() == cb.summary()
     cb._check()
     assert [(r.reason, r.line, r.text) for r in ca.reports] == [(r.reason, r.line, r.text) for r in cb.reports]

@@ -41,6 +41,8 @@ from ddms.storage.btree import (
     btree_sum_le,
 )
 
+pytestmark = pytest.mark.long(130)   # the fanout-8 copy of the tree compiles cold: scheduled first (tests/conftest.py)
+
 NAMES = ["new", "add", "addv", "set", "get", "total", "len", "negatives", "sum_lt", "sum_le", "sum_gt",
          "sum_ge", "first_prefix", "min", "max", "nth", "items", "free", "check", "big", "prefetch", "flush"]
 

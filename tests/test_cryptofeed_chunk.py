@@ -23,7 +23,7 @@ from ddms.errors import InputError
 from ddms.io.cryptofeed import CryptofeedParser, read_cryptofeed
 from ddms.io.venues.binance_chunk import ChunkLane
 from tests.conftest import shared_file
-from tests.test_binance_chunk import _gen
+from tests.test_binance_chunk import _gen, same_events
 from tests.test_io_venues import GEN, inject
 
 _URL = {"spot": "wss://stream.binance.com:9443/stream?streams=", "futures": "wss://fstream.binance.com/stream?streams="}
@@ -99,13 +99,7 @@ def _chunked(lines: list[bytes], skip_bad: bool, sizes: list[int], adaptive: boo
 def _same(a: tuple[CryptofeedParser, list, str | None], b: tuple[CryptofeedParser, list, str | None]) -> None:
     (pa, ea, xa), (pb, eb, xb) = a, b
     assert xa == xb
-    assert len(ea) == len(eb)
-    for x, y in zip(ea, eb, strict=True):
-        assert (x.venue, x.symbol, x.batch.first_line, x.batch.last_line) == (
-            y.venue, y.symbol, y.batch.first_line, y.batch.last_line)
-        for f in ("rel", "sign", "cols", "line"):
-            u, v = getattr(x.batch, f), getattr(y.batch, f)
-            assert u.dtype == v.dtype and np.array_equal(u, v), f
+    same_events(ea, eb)
     assert pa.summary() == pb.summary()
     assert pa.actions == pb.actions
     assert (pa.messages, pa.bad_lines) == (pb.messages, pb.bad_lines)

@@ -16,7 +16,7 @@ from ddms.m3.interpreter import Interpreter
 from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
 
-pytestmark = pytest.mark.long   # minutes of cold numba compile in CI: scheduled first
+pytestmark = pytest.mark.long(60)   # minutes of cold numba compile in CI: scheduled first (tests/conftest.py)
 
 COMBINED_SQL = f"SELECT ({VWAP_SQL}), * FROM ({SOBI_SQL})"
 FINAL_VWAP = {"tiny": 491070000.0, "standard": 28916017900.0, "big": 82399928200.0}

@@ -14,12 +14,10 @@ import threading
 import time
 
 import pytest
-from conftest import EXAMPLES
-from test_checkpoint import BROKER_SQL
+from conftest import applied_line_by_line
 
 import ddms.runtime.engine as engine_mod
-from ddms.compiler import compile_sql
-from ddms.io.events import _first_fault, split_lines
+from ddms.io.events import _first_fault
 from ddms.io.orderbook import OrderBookParser
 from ddms.io.orderbook import _run as parse_kernel
 from ddms.runtime.driver import prefetch, replay
@@ -30,11 +28,9 @@ from replay.synthetic import generate_orderbook
 LINES = 10_000
 
 
-@pytest.fixture(scope="module", params=["sobi", "broker_sql"])
-def program(request):
-    if request.param == "broker_sql":
-        return compile_sql(BROKER_SQL).program
-    return Engine(EXAMPLES / f"{request.param}.m3").program
+@pytest.fixture
+def program(threaded_program):
+    return threaded_program
 
 
 def test_compiled_entry_points_release_the_gil(program):
@@ -76,11 +72,7 @@ def test_view_reads_from_another_thread_see_line_boundaries(program, monkeypatch
     boundary: dict[str, set] = {n: set() for n in single}
     present: dict[str, set] = {n: set() for n in single}
     states = []
-    rest = batch
-    for k in range(LINES + 1):
-        if k:
-            head, rest = split_lines(rest, k)
-            ref.apply(head, relmap)
+    for _ in applied_line_by_line(ref, batch, LINES):
         snap = {}
         for n in single:
             view = ref._single[n]

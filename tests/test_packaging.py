@@ -29,7 +29,7 @@ from conftest import REPO
 
 from ddms.backend.cache import cache_dir
 
-pytestmark = pytest.mark.long   # minutes in CI: scheduled first
+pytestmark = pytest.mark.long(60)   # minutes in CI: scheduled first (tests/conftest.py)
 
 BUILD_INPUTS = ("pyproject.toml", "README.md", "ddms", "strategies", "replay")
 

@@ -47,7 +47,7 @@ import pytest
 from conftest import REPO, SHARED
 from markdown_it import MarkdownIt
 
-pytestmark = pytest.mark.long   # minutes in CI: scheduled first
+pytestmark = pytest.mark.long(150)   # minutes in CI: scheduled first (tests/conftest.py)
 
 README = REPO / "README.md"
 SHELL = ("sh", "bash")

@@ -32,6 +32,8 @@ from ddms.m3.interpreter import Interpreter
 from ddms.runtime import Engine, EventLoop, GroupedView, ScalarView
 from ddms.runtime.engine import ViewEvent
 
+pytestmark = pytest.mark.long(60)   # the example programs compile cold: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 VWAP_M3 = ROOT / "examples" / "m3" / "vwap.m3"
 TINY = Path(__file__).resolve().parents[2] / "shared" / "data" / "orderbook" / "tiny" / "finance.csv"

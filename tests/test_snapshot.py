@@ -11,26 +11,18 @@ import threading
 import time
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, applied_line_by_line
 from test_checkpoint import BROKER_SQL
 
 import ddms.runtime.engine as engine_mod
 from ddms.compiler import compile_sql
 from ddms.errors import ViewError
-from ddms.io.events import split_lines
 from ddms.io.orderbook import OrderBookParser
 from ddms.m3.interpreter import Interpreter
 from ddms.runtime.engine import Engine
 from replay.synthetic import generate_orderbook
 
 LINES = 3000
-
-
-@pytest.fixture(scope="module", params=["sobi", "broker_sql"])
-def program(request):
-    if request.param == "broker_sql":
-        return compile_sql(BROKER_SQL).program
-    return Engine(EXAMPLES / f"{request.param}.m3").program
 
 
 def close(a: float, b: float) -> bool:
@@ -63,7 +55,8 @@ def matches_interpreter(snap, interp_views: dict) -> bool:
     return True
 
 
-def test_snapshots_under_a_concurrent_writer(program, monkeypatch):
+def test_snapshots_under_a_concurrent_writer(threaded_program, monkeypatch):
+    program = threaded_program
     monkeypatch.setattr(engine_mod, "CHUNK_EVENTS", 8)   # many line boundaries to be caught at
     batch = OrderBookParser().feed(b"".join(generate_orderbook(LINES, seed=5, depth=60)))
     # the views after every line: the engine applied line by line, and the interpreter
@@ -71,11 +64,8 @@ def test_snapshots_under_a_concurrent_writer(program, monkeypatch):
     relmap = ref.relmap(("bids", "asks"))
     names = {i: s.name for i, s in enumerate(ref.program.streams)}
     interp = Interpreter(ref.program)
-    exact, approx = [ref.snapshot()], [{q.name: interp.view(q.name) for q in ref.program.queries}]
-    rest, e = batch, 0
-    for k in range(1, LINES + 1):
-        head, rest = split_lines(rest, k)
-        ref.apply(head, relmap)
+    exact, approx, e = [], [], 0
+    for k in applied_line_by_line(ref, batch, LINES):
         while e < len(batch) and batch.line[e] <= k:
             r = relmap[batch.rel[e]]
             if r >= 0:

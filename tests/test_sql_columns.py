@@ -7,24 +7,19 @@ for callbacks; a future never fires on NULL."""
 
 from __future__ import annotations
 
-import math
 import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracle import Book, Duck, coalesce_sums, same
 from test_sql_minmax import HEADER, line
+from viewcheck import check_lines, stream_lines
 
 from ddms.compiler import compile_sql
 from ddms.errors import ViewError
-from ddms.io.orderbook import OrderBookParser
-from ddms.m3.interpreter import Interpreter
 from ddms.m3.parser import parse_program
 from ddms.m3.printer import print_program
-from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
-from ddms.runtime.views import TableView
 
 VIEWS = {
     "STATS": "SELECT broker_id, SUM(volume) AS stats, COUNT(*) AS n, MAX(price) AS best FROM bids GROUP BY broker_id",
@@ -35,29 +30,9 @@ VIEWS = {
     "ASKV": "SELECT broker_id, SUM(price * volume) / SUM(volume) AS askv, AVG(volume) AS avgv, MIN(price) AS lo "
             "FROM asks GROUP BY broker_id",
 }
-KEYED = {"STATS": 1, "RANGE": 0, "BOOK": 0, "ASKV": 1}
 SCRIPT = HEADER + ";\n".join(VIEWS.values()) + ";"
-
-
-def duck_sql(sql: str) -> str:
-    return coalesce_sums(re.sub(r"(?i)^CREATE\s+VIEW\s+\w+\s+AS\s+", "", sql))
-
-
-def rows_by_key(result: list[tuple], keys: int) -> dict[tuple, tuple]:
-    """DuckDB rows as key -> values, NULL as NaN, rows whose values are all 0 left out (a row
-    no map holds)."""
-    out = {}
-    for r in result:
-        vals = tuple(math.nan if x is None else float(x) for x in r[keys:])
-        if any(v != 0 for v in vals):
-            out[tuple(float(k) for k in r[:keys])] = vals
-    return out
-
-
-def same_rows(got: dict, want: dict) -> bool:
-    got = {k: v for k, v in got.items() if any(x != 0 for x in v)}
-    return got.keys() == want.keys() and all(
-        all(same(a, b) for a, b in zip(got[k], want[k], strict=True)) for k in want)
+# the SELECT DuckDB runs for each view (a CREATE VIEW's body)
+DUCK_VIEWS = {name: re.sub(r"(?i)^CREATE\s+VIEW\s+\w+\s+AS\s+", "", sql) for name, sql in VIEWS.items()}
 
 
 @pytest.fixture(scope="module")
@@ -66,34 +41,9 @@ def program():
 
 
 def check_stream(program, stream: list[tuple], engine: Engine | None = None) -> None:
-    interp = Interpreter(program)
-    names = {0: "BIDS", 1: "ASKS"}
-    lines = [f"{i},{oid},{a},{v},{p}" for i, (a, oid, v, p) in enumerate(stream)]
-    batch = OrderBookParser(brokers=10).feed(("\n".join(lines) + "\n").encode())
-    book, duck = Book(), Duck()
-    relmap = engine.relmap(("bids", "asks")) if engine is not None else None
-    i = 0
-    for n, text in enumerate(lines, start=1):
-        j = i
-        while j < len(batch) and batch.line[j] == n:
-            j += 1
-        for k in range(i, j):
-            interp.apply("+" if batch.sign[k] > 0 else "-", names[int(batch.rel[k])], tuple(batch.cols[k]))
-        if engine is not None:
-            head, _ = split_lines(batch, n)
-            engine.apply(type(batch)(head.rel[i:], head.sign[i:], head.cols[i:], head.line[i:], n, n), relmap)
-        i = j
-        book.line(text)
-        for view, sql in VIEWS.items():
-            want = rows_by_key(duck.query(book, duck_sql(sql)), KEYED[view])
-            got = interp.view(view)
-            got = got if KEYED[view] else {(): got}
-            assert same_rows(got, want), f"{view} line {n} ({text}): interpreter {got} != DuckDB {want}"
-            if engine is not None:
-                v = engine.views[view]
-                assert isinstance(v, TableView)
-                egot = {tuple(r[:KEYED[view]]): tuple(r[KEYED[view]:]) for r in v.rows()}
-                assert same_rows(egot, want), f"{view} line {n} ({text}): engine {egot} != DuckDB {want}"
+    """Every view against DuckDB after every line: the interpreter's, and the engine's read as
+    the rows of its table view."""
+    check_lines(program, stream_lines(stream), DUCK_VIEWS, engine=engine, table_rows=True)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -14,7 +14,7 @@ from ddms.compiler import compile_sql
 from ddms.errors import SqlError
 from ddms.runtime.engine import Engine
 
-pytestmark = pytest.mark.long   # minutes of cold numba compile in CI: scheduled first
+pytestmark = pytest.mark.long(150)   # minutes of cold numba compile in CI: scheduled first (tests/conftest.py)
 
 BB = "(SELECT MAX(price) FROM bids)"
 BA = "(SELECT MIN(price) FROM asks)"

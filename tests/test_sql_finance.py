@@ -22,6 +22,8 @@ from ddms.io.orderbook import OrderBookParser
 from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
 
+pytestmark = pytest.mark.long(60)   # the finance programs compile cold: scheduled first (tests/conftest.py)
+
 FINANCE = SHARED / "queries" / "finance"
 QUERIES = ["vwap", "axfinder", "brokerspread", "brokervariance", "pricespread", "missedtrades", "chrissedtrades"]
 EXPECTED = json.loads((FINANCE / "expected.json").read_text()) if FINANCE.exists() else {}

@@ -8,20 +8,15 @@ the numba engine (random streams, and standard with a check every 250 lines)."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from conftest import data_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracle import Book, Duck, coalesce_sums, rows_of, same_view
 from test_sql_general import HEADER, line
+from viewcheck import check_lines, stream_lines
 
 from ddms.compiler import compile_sql
 from ddms.errors import SqlError
-from ddms.io.orderbook import OrderBookParser
-from ddms.m3.interpreter import Interpreter
-from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
 
 VIEWS = {
@@ -112,59 +107,24 @@ def engine_for(name: str) -> Engine:
     return Engine(_ENGINES[name].program)
 
 
-def check_lines(name: str, lines: list[str], engine: Engine | None, every: int = 1) -> int:
+def check(name: str, lines: list[str], engine: Engine | None, every: int = 1) -> int:
     """Apply ``lines`` to the interpreter (or to ``engine``) and compare with DuckDB every
     ``every`` lines and after the last; returns the number of NULL values seen in the view."""
-    sql = compiled(name)
-    view = sql.program.queries[0].name
-    keyed = bool(sql.program.map(view).keys)
-    interp = Interpreter(sql.program) if engine is None else None
-    names = {0: "BIDS", 1: "ASKS"}
-    batch = OrderBookParser(brokers=10).feed(("\n".join(lines) + "\n").encode())
-    book, duck = Book(), Duck()
-    query = coalesce_sums(VIEWS[name])
-    relmap = engine.relmap(("bids", "asks")) if engine is not None else None
-    nulls, i = 0, 0
-    for n, text in enumerate(lines, start=1):
-        j = i
-        while j < len(batch) and batch.line[j] == n:
-            j += 1
-        if interp is not None:
-            for k in range(i, j):
-                interp.apply("+" if batch.sign[k] > 0 else "-", names[int(batch.rel[k])], tuple(batch.cols[k]))
-        else:
-            head, _ = split_lines(batch, n)
-            engine.apply(type(batch)(head.rel[i:], head.sign[i:], head.cols[i:], head.line[i:], n, n), relmap)
-        i = j
-        book.line(text)
-        if n % every and n != len(lines):
-            continue
-        want = rows_of(duck.query(book, query))
-        if interp is not None:
-            got = interp.view(view)
-        else:
-            v = engine.views[view]
-            got = dict(v) if keyed else v.value
-        assert same_view(got, want), f"{name} line {n} ({text}): {got} != DuckDB {want}"
-        values = list(want.values()) if isinstance(want, dict) else [want]
-        nulls += sum(1 for x in values if x is None or math.isnan(x))
-    return nulls
-
-
-def stream_lines(stream: list[tuple]) -> list[str]:
-    return [f"{i},{oid},{a},{v},{p}" for i, (a, oid, v, p) in enumerate(stream)]
+    program = compiled(name).program
+    return check_lines(program, lines, {program.queries[0].name: VIEWS[name]}, interp=engine is None,
+                       engine=engine, every=every)
 
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
 @SETTINGS
 @given(stream=st.lists(line, min_size=1, max_size=25))
 def test_view_matches_duckdb_on_random_streams(name: str, stream: list[tuple]) -> None:
-    check_lines(name, stream_lines(stream), None)
+    check(name, stream_lines(stream), None)
 
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
 def test_view_matches_duckdb_on_tiny(name: str) -> None:
-    check_lines(name, data_file("tiny").read_text().splitlines(), None)
+    check(name, data_file("tiny").read_text().splitlines(), None)
 
 
 ENGINE_VIEWS = ["grouped_join_table", "group_avg_null"]
@@ -174,20 +134,20 @@ ENGINE_VIEWS = ["grouped_join_table", "group_avg_null"]
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(line, min_size=1, max_size=25))
 def test_engine_matches_duckdb_on_random_streams(name: str, stream: list[tuple]) -> None:
-    check_lines(name, stream_lines(stream), engine_for(name))
+    check(name, stream_lines(stream), engine_for(name))
 
 
 @pytest.mark.parametrize("name", ENGINE_VIEWS)
 def test_engine_matches_duckdb_on_standard(name: str) -> None:
-    check_lines(name, data_file("standard").read_text().splitlines(), engine_for(name), every=250)
+    check(name, data_file("standard").read_text().splitlines(), engine_for(name), every=250)
 
 
 def test_null_rows_are_reached() -> None:
     """The NULL cases are exercised, not vacuous: on a book with bids and no asks the AVG-based
     view has NULL rows (DuckDB and the interpreter agree on them)."""
     lines = ["1,1,B,10,100", "2,2,B,5,101", "3,13,B,7,99"]
-    assert check_lines("group_avg_null", lines, None) == 1 + 2 + 3  # one NULL row per broker so far
-    assert check_lines("scalar_avg_null", lines, None) == 0  # SUM skips the NULL arguments: 0
+    assert check("group_avg_null", lines, None) == 1 + 2 + 3  # one NULL row per broker so far
+    assert check("scalar_avg_null", lines, None) == 0  # SUM skips the NULL arguments: 0
 
 
 def test_compile_output_says_reevaluated() -> None:

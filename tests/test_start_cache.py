@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,45 @@ def test_cached_ddms_run_compiles_nothing(kind, tmp_path):
         out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
         assert out.returncode == 0, out.stderr
     assert "COMPILED []" in out.stdout, out.stdout
+
+
+LOCKED = textwrap.dedent("""
+    import sys
+    from ddms.runtime import Engine
+
+    def building(cached):
+        print("BUILDING", flush=True)
+
+    engine = Engine(sys.argv[1], on_build=building)
+    stats = engine.module.run_batch.stats
+    print("STATS", sum(stats.cache_hits.values()), sum(stats.cache_misses.values()), flush=True)
+""")
+
+
+def test_processes_starting_together_compile_a_program_once(tmp_path, monkeypatch):
+    """Two processes constructing the same never-compiled program at the same time (two test
+    workers, two ``ddms run``): one compiles it, the other waits on the program's compile lock and
+    loads the first one's machine code from numba's cache.  Both start while this process holds
+    the lock, so both have passed the cache check and stand at the lock when it is released;
+    without the lock both would compile (two cache misses).  A small program of its own module
+    folder (``DDMS_CACHE_DIR``: a new program path, compiled afresh; the runtime library comes
+    from the shared numba cache)."""
+    from ddms.backend.cache import compile_lock
+    from ddms.backend.codegen import generate
+    from ddms.runtime.engine import load_program
+
+    monkeypatch.setenv("DDMS_CACHE_DIR", str(tmp_path / "ddms"))
+    digest = generate(load_program(BOOK)).digest
+    with compile_lock(digest):
+        procs = [subprocess.Popen([sys.executable, "-c", LOCKED, str(BOOK)], cwd=REPO, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        for p in procs:   # each has generated the program and found no machine code for it in the cache
+            assert p.stdout.readline().strip() == "BUILDING", p.communicate()[1]
+        time.sleep(0.5)   # ... and is waiting at the lock
+    stats = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        [line] = [x for x in out.splitlines() if x.startswith("STATS")]
+        stats.append(tuple(map(int, line.split()[1:])))
+    assert sorted(stats) == [(0, 1), (1, 0)], stats   # (cache hits, cache misses) of run_batch

@@ -41,7 +41,7 @@ from ddms.m3.interpreter import Interpreter
 from ddms.m3.parser import parse_program
 from ddms.runtime.engine import Engine
 
-pytestmark = pytest.mark.long   # minutes of cold numba compile in CI: scheduled first
+pytestmark = pytest.mark.long(150)   # minutes of cold numba compile in CI: scheduled first (tests/conftest.py)
 
 SQL = REPO / "examples" / "sql"
 SYMBOL_FILES = sorted(SQL.glob("symbol_*.sql"))

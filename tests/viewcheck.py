@@ -16,6 +16,7 @@ from ddms.io.orderbook import OrderBookParser
 from ddms.m3.interpreter import Interpreter
 from ddms.runtime.driver import split_lines
 from ddms.runtime.engine import Engine
+from ddms.runtime.views import TableView
 
 STREAMS = {0: "BIDS", 1: "ASKS"}
 
@@ -55,19 +56,33 @@ def same_rows(got: dict, want: dict, rel: float = 1e-9) -> bool:
         all(same(a, b, rel) for a, b in zip(got[k], want[k], strict=True)) for k in want)
 
 
+def engine_rows(program, name: str, view, rows: bool) -> dict[tuple, tuple]:
+    """An engine view in the form of :func:`view_rows`: read as its value (a number or tuple,
+    or a dict of groups), or with ``rows`` through the ``rows()`` list a table view gives (the
+    form snapshots and exports are built from)."""
+    keys = key_count(program, name)
+    if not rows:
+        return view_rows(program, name, view.value if not keys else dict(view))
+    assert isinstance(view, TableView), f"{name}: {type(view).__name__}, not a table view"
+    got = {tuple(r[:keys]): tuple(math.nan if x is None else x for x in r[keys:]) for r in view.rows()}
+    return {k: v for k, v in got.items() if any(x != 0 for x in v)}
+
+
 def check_lines(program, lines: list[str], views: dict[str, str], *, interp: bool = True,
                 engine: Engine | None = None, every: int = 1, check_state: bool = False,
-                rel: float = 1e-9) -> None:
+                rel: float = 1e-9, table_rows: bool = False) -> int:
     """Apply ``lines`` one input line at a time and compare each view of ``views`` (name -> the
     SQL DuckDB runs) with DuckDB after every ``every``-th line and the last one: the
     interpreter's if ``interp``, the engine's if ``engine`` (``check_state``: its ``_check()``
-    after every line too)."""
+    after every line too; ``table_rows``: its views read through ``TableView.rows()``, each
+    view having several columns).  Returns how many NULL values DuckDB's rows held over all
+    the comparisons, so that a test can show its NULL cases are reached."""
     it = Interpreter(program) if interp else None
     batch = OrderBookParser(brokers=10).feed(("\n".join(lines) + "\n").encode())
     book, duck = Book(), Duck()
     relmap = engine.relmap(("bids", "asks")) if engine is not None else None
     queries = {name: (coalesce_sums(sql), key_count(program, name)) for name, sql in views.items()}
-    i = 0
+    i = nulls = 0
     for n, text in enumerate(lines, start=1):
         j = i
         while j < len(batch) and batch.line[j] == n:
@@ -86,10 +101,11 @@ def check_lines(program, lines: list[str], views: dict[str, str], *, interp: boo
             continue
         for name, (sql, keys) in queries.items():
             want = duck_rows(duck.query(book, sql), keys)
+            nulls += sum(math.isnan(x) for row in want.values() for x in row)
             if it is not None:
                 got = view_rows(program, name, it.view(name))
                 assert same_rows(got, want, rel), f"{name} line {n} ({text}): interpreter {got} != DuckDB {want}"
             if engine is not None:
-                v = engine.views[name]
-                got = view_rows(program, name, v.value if not keys else dict(v))
+                got = engine_rows(program, name, engine.views[name], table_rows)
                 assert same_rows(got, want, rel), f"{name} line {n} ({text}): engine {got} != DuckDB {want}"
+    return nulls

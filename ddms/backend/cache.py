@@ -5,15 +5,20 @@ numba's ``cache=True`` needs functions that live in a real, importable file (cod
 ``<cache>/programs/ddms_prog_<digest>.py`` (atomically: temp file + rename, so concurrent
 processes never import half a file) and imported; numba then caches each function's machine code
 under ``NUMBA_CACHE_DIR``, so a second process starts a compiled program without recompiling.
+:func:`compile_lock` makes that true of processes that start at the same time too: the first
+compiles, the others wait for it and load its machine code.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import importlib
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -44,6 +49,26 @@ def load_module(source: str, digest: str) -> ModuleType:
         sys.path.insert(0, str(folder))
     importlib.invalidate_caches()
     return importlib.import_module(name)
+
+
+@contextlib.contextmanager
+def compile_lock(digest: str) -> Iterator[None]:
+    """Hold an exclusive lock on generated program ``digest`` while compiling (or loading) it.
+    Without it, two processes that construct the same program before either has filled numba's
+    cache both compile it (a minute or more each, e.g. two test workers, or two ``ddms run``
+    started together); with it, the second waits for the first and then loads its machine code
+    from the cache.  An advisory ``flock`` on ``<cache>/programs/ddms_prog_<digest>.lock``: the
+    kernel drops it when its holder exits, killed or not, so a crashed compile never blocks the
+    next one.  Threads of one process serialise on it the same way (each takes its own open file
+    description).  Cost: one open and two system calls when nobody holds it."""
+    folder = cache_dir() / "programs"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"ddms_prog_{digest}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def compiled_before(digest: str) -> bool:

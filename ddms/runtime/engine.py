@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ddms.backend.cache import compiled_before, load_module
+from ddms.backend.cache import compile_lock, compiled_before, load_module
 from ddms.backend.codegen import Generated, generate
 from ddms.errors import DdmsError, InputError, ProgramError, ViewError
 from ddms.io.events import EventBatch, check_batch
@@ -208,7 +208,11 @@ class Engine:
         self._writer: int | None = None
         self._requests: list[tuple[Callable[[], Any], concurrent.futures.Future]] = []
         self._relations: Any = None   # the base relations' rows, when kept (keep_relations)
-        self._compile()
+        if getattr(self.module.run_batch, "signatures", None):   # compiled (or loaded) in this process
+            self._compile()
+        else:
+            with compile_lock(self.generated.digest):   # another process compiling it: wait, then load
+                self._compile()
         self.compile_seconds = time.perf_counter() - t0
         if restore is not None:
             self.restore(restore)
