@@ -26,6 +26,8 @@ from ddms.errors import SqlError
 from ddms.m3.printer import print_program
 from ddms.runtime.engine import Engine
 
+pytestmark = pytest.mark.long(100)   # a cold compile of its engine program: scheduled first (tests/conftest.py)
+
 
 def _top(side: str, cols: str, order: str, n: int, where: str = "") -> str:
     return f"(SELECT {cols} FROM {side} {where} ORDER BY {order} LIMIT {n})"
