@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import REPO, Row, Shared, Sizes, n_lines, parse_continue
+from bench.common import REPO, Row, Shared, Sizes, n_lines, parse_continue, time_apply
 from bench.depth import MODELS, REPEATS, label
 from bench.synth import book_stream
 from ddms.backend.codegen import generate
@@ -104,15 +104,6 @@ def view_files(only: str | None = None) -> list[Path]:
     return files
 
 
-def _cpu_apply(eng: Engine, batches) -> float:
-    """CPU seconds of this thread to apply ``batches``."""
-    relmap = eng.relmap(("bids", "asks"))
-    t0 = time.thread_time()
-    for b in batches:
-        eng.apply(b, relmap)
-    return time.thread_time() - t0
-
-
 Streams = dict[int, tuple[list, list]]
 """depth -> (parsed build batches, parsed steady batches)."""
 
@@ -142,10 +133,10 @@ def costs(program: Program, sizes: Sizes, books: Streams) -> dict[int, float]:
                 load_state(eng, built[d][0])
                 eng.position = built[d][1]
             else:
-                _cpu_apply(eng, b_build)
+                time_apply(eng, b_build, time.thread_time)
                 if not sizes.quick:
                     built[d] = (dump_state(eng), eng.position)
-            ns = _cpu_apply(eng, b_steady) / n_lines(b_steady) * 1e9
+            ns = time_apply(eng, b_steady, time.thread_time) / n_lines(b_steady) * 1e9
             best[d] = min(best.get(d, ns), ns)
     return best
 

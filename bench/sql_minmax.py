@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
-from bench.common import SHARED, n_lines, parse, rate
+from bench.common import SHARED, n_lines, parse, rate, time_apply
 from ddms.compiler import compile_sql
 from ddms.runtime.engine import Engine
 
@@ -40,16 +40,6 @@ TWINS = (("top of book (MIN/MAX: best bid, best ask, spread, mid)", "same shape 
          ("best bid per broker (MAX ... GROUP BY broker_id)", "same shape with SUM (SUM ... GROUP BY broker_id)"))
 
 
-def cpu_apply(eng: Engine, batches) -> float:
-    """CPU seconds of this thread to apply pre-parsed ``batches``."""
-    relmap = eng.relmap(("bids", "asks"))
-    apply = eng.apply
-    t0 = time.thread_time()
-    for b in batches:
-        apply(b, relmap)
-    return time.thread_time() - t0
-
-
 def main() -> None:
     data = SHARED / "data" / "orderbook" / "big" / "finance.csv"
     if not data.exists():
@@ -62,7 +52,7 @@ def main() -> None:
     best = dict.fromkeys(progs, float("inf"))
     for _ in range(ROUNDS):   # the programs take turns, so a slow phase of the machine hits all
         for name, prog in progs.items():
-            best[name] = min(best[name], cpu_apply(Engine(prog), batches))
+            best[name] = min(best[name], time_apply(Engine(prog), batches, time.thread_time))
     for name, t in best.items():
         print(f"{name}: {rate(lines, t) / 1e6:.1f}M lines/s, {t / lines * 1e9:.1f} ns/line apply only, big "
               f"({lines} lines, CPU time, best of {ROUNDS})")

@@ -77,6 +77,17 @@ def _per_line(lines: list[bytes], skip_bad: bool) -> tuple[CryptofeedParser, lis
     return p, events, None
 
 
+def _feed_in_sizes(p: CryptofeedParser, items: list, sizes: list[int], events: list) -> None:
+    """``p.feed_lines`` over ``items`` in runs of ``sizes`` (cycled), appending to ``events`` as it
+    goes (so the events before a bad line stay when it raises)."""
+    i, k = 0, 0
+    while i < len(items):
+        size = sizes[k % len(sizes)]
+        k += 1
+        events += p.feed_lines(items[i:i + size])
+        i += size
+
+
 def _chunked(lines: list[bytes], skip_bad: bool, sizes: list[int], adaptive: bool
              ) -> tuple[CryptofeedParser, list, str | None]:
     p = CryptofeedParser("<t>", skip_bad=skip_bad)
@@ -85,12 +96,7 @@ def _chunked(lines: list[bytes], skip_bad: bool, sizes: list[int], adaptive: boo
     try:
         events += p.feed_lines(items[:1])            # the connection line: the venue core exists
         p.core._lane = ChunkLane(p.core, adaptive=adaptive)
-        i, k = 1, 0
-        while i < len(items):
-            size = sizes[k % len(sizes)]
-            k += 1
-            events += p.feed_lines(items[i:i + size])
-            i += size
+        _feed_in_sizes(p, items[1:], sizes, events)
     except InputError as e:
         return p, events, str(e)
     return p, events, None
@@ -250,13 +256,8 @@ def _lines_venue(lines: list[bytes], skip_bad: bool, name: str, sizes: list[int]
     p = CryptofeedParser(name, skip_bad=skip_bad)
     items = _items(lines)
     events: list = []
-    i, k = 0, 0
     try:
-        while i < len(items):
-            size = sizes[k % len(sizes)]
-            k += 1
-            events += p.feed_lines(items[i:i + size])
-            i += size
+        _feed_in_sizes(p, items, sizes, events)
     except InputError as e:
         return p, events, str(e)
     return p, events, None
