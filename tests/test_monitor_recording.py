@@ -58,6 +58,11 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def _capture(tmp: Path, venue: str, n: int) -> Path:
+    if venue == "binance_one":      # an hftbacktest capture of one symbol: its server names no symbol
+        from replay.sample_data import binance_capture_lines
+        path = tmp / "capture.txt"
+        path.write_text("".join(x + "\n" for x in binance_capture_lines("futures", n, seed=n)))
+        return path
     if venue == "binance":
         return write_binance_capture(tmp, 4, "futures", n=n)[0]
     return write_venue_capture(tmp, venue, 4, n=n)[0]
@@ -120,7 +125,7 @@ def _replays(rec: Path, folder: Path, monitor_final: dict, rng: random.Random, p
     assert sorted(p.name for p in folder.iterdir()) == before
 
 
-@pytest.mark.parametrize("venue", ["okx", "binance", "kraken", "coinbase"])
+@pytest.mark.parametrize("venue", ["okx", "binance", "kraken", "coinbase", "binance_one"])
 def test_monitor_checkpoints_replay_its_recording(tmp_path, venue):
     data = _capture(tmp_path, venue, 600)
     rec, folder = tmp_path / "session.rec", tmp_path / "ck"
@@ -147,7 +152,7 @@ def _killed(url: str, args: list[str], folder: Path, after: int) -> None:
         mon.kill()
 
 
-@pytest.mark.parametrize("venue", ["okx", pytest.param("binance", marks=pytest.mark.slow),
+@pytest.mark.parametrize("venue", ["okx", "binance_one", pytest.param("binance", marks=pytest.mark.slow),
                                    pytest.param("kraken", marks=pytest.mark.slow)])
 def test_a_recording_spanning_a_restart_replays(tmp_path, venue):
     """Killed (SIGKILL) after a few checkpoints, restarted with the same --record and

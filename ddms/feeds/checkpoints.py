@@ -37,7 +37,9 @@ the feed goes on over a new connection (its ``restarted()``):
   A venue session's engine lines continue after the restored line.
 
 Recording (``--record FILE`` with ``--checkpoint``; venue sessions: Kraken, OKX, Coinbase,
-Binance with the symbols advertised).  A venue session numbers its engine lines as a capture
+Binance -- a recorded Binance feed whose server names no symbol, e.g. ``serve-feed`` of an
+hftbacktest capture, is a session of the symbol(s) its stream names or its snapshot path asks
+for, not the one-book monitor).  A venue session numbers its engine lines as a capture
 reader numbers the recording (:class:`ddms.io.formats.SymbolBatches`: one line per message that
 made rows) and hands the engine the rows message by message
 (:meth:`~ddms.feeds.venue_session.VenueSession.take_events`), so its engine state at a message

@@ -74,7 +74,15 @@ from ddms.feeds.transport import (
     Overflow,
     SnapshotReply,
 )
-from ddms.feeds.venue_session import IN_STREAM_VENUES, FetchSnapshot, Recorder, SendText, VenueSession, venue_from_url
+from ddms.feeds.venue_session import (
+    IN_STREAM_VENUES,
+    FetchSnapshot,
+    Recorder,
+    SendText,
+    VenueSession,
+    binance_symbols,
+    venue_from_url,
+)
 from ddms.io.actions import NeedSnapshot
 from ddms.io.orderproto import OrderFeed
 from ddms.io.schema import COLUMNS
@@ -360,6 +368,11 @@ class Monitor:
         c = self.config
         venue = h.get("x-ddms-protocol") or c.protocol
         syms = [s for s in h.get("x-ddms-symbols", "").split(",") if s]
+        if venue == "binance" and not syms and c.record:
+            # a recorded Binance feed whose server names no symbol (an hftbacktest capture of one
+            # symbol): a session of its one symbol, which numbers and applies the engine lines as
+            # ddms run reads the recording, so the recording and the checkpoints join up
+            syms = binance_symbols(c.url, h.get("x-ddms-snapshot")) or list(c.symbols)
         if venue is None or (venue == "binance" and not syms):
             venue, syms = venue_from_url(c.url)
         if venue not in (*IN_STREAM_VENUES, "binance") or (venue == "binance" and not syms):
