@@ -87,6 +87,7 @@ from ddms.errors import CheckpointError
 from ddms.io.cryptofeed import recording_state
 from ddms.io.formats import SymbolBatches
 from ddms.io.orderproto import OrderFeed
+from ddms.io.orderrec import OrderRecordingReader
 from ddms.io.schema import ASKS, BIDS
 from ddms.io.venues.binance_book import BinanceBook
 from ddms.runtime.checkpoint import restore, save
@@ -233,6 +234,11 @@ class MonitorCheckpoints:
             if meta["kind"] == "venue":
                 extra |= _replay_state(core, recorder, (state, arrays))
                 arrays = arrays | extra.pop("arrays")
+            elif meta["kind"] == "orders":      # the decoder at the recording's end: a replay's reader state
+                rstate, rarrays = OrderRecordingReader.state_of(recorder.position(), state, arrays)
+                extra |= {"readers": [{"adaptor": OrderRecordingReader.__name__, "file": recorder.path,
+                                       "state": rstate, "pending": None}], "base": 0}
+                arrays = arrays | {f"reader0.{k}": a for k, a in rarrays.items()}
         path = self.folder / f"{PREFIX}{self.engine.position:015d}{SUFFIX}"
         save(self.engine, path, extra=extra, extra_arrays=arrays)
         self.written += 1
