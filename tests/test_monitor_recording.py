@@ -315,23 +315,21 @@ def test_a_restored_level_book_deletes_in_the_same_order():
 
 
 # ------------------------------------------------------------------------------------------
-# strategies: their state is not in a checkpoint, so checkpointing with one is refused
+# strategies: a strategy without the checkpoint protocol is refused (tests/test_strategy_checkpoint.py)
 # ------------------------------------------------------------------------------------------
 
-def test_a_checkpoint_with_a_strategy_attached_is_refused(tmp_path):
-    """A strategy's orders, position and own fields are not in an engine checkpoint: checkpointing
-    an engine with a strategy attached is refused (a resume would lose them silently), and so is
-    ``ddms monitor --strategy --checkpoint``; the same engine checkpoints before the attach."""
-    import strategies
-    from ddms.errors import CheckpointError, DdmsError
+def test_a_strategy_without_state_is_refused_by_the_monitor(tmp_path):
+    """``ddms monitor --strategy S --checkpoint`` of a strategy that defines no ``state()`` /
+    ``restore()`` is refused before connecting, naming what to add; so is ``--strategy`` on a
+    checkpoint taken without one."""
+    from ddms.errors import DdmsError
     from ddms.feeds.monitor import Monitor, MonitorConfig
-    strat = strategies.get("sobi", {"threshold": 0.01})
-    engine = strat.make_engine()
-    engine.checkpoint(tmp_path / "before.arrow")
-    strat.attach(engine, strategies.LiveContext(engine, out=None))
-    with pytest.raises(CheckpointError, match="strategy sobi is attached: its orders, position and own fields"):
-        engine.checkpoint(tmp_path / "after.arrow")
-    assert not (tmp_path / "after.arrow").exists()
-    with pytest.raises(DdmsError, match="--checkpoint with --strategy"):
-        Monitor(MonitorConfig("ws://127.0.0.1:9/stream", strategy="sobi", checkpoint=str(tmp_path / "ck")),
+    ref = f"{REPO / 'examples' / 'strategies' / 'imbalance.py'}:Imbalance"
+    with pytest.raises(DdmsError, match=r"defines no state\(\) -> dict and restore\(state\)"):
+        Monitor(MonitorConfig("ws://127.0.0.1:9/orders", strategy=ref, checkpoint=str(tmp_path / "ck")),
                 out=io.StringIO())
+    data = _capture(tmp_path, "okx", 150)
+    _monitor(data, None, tmp_path / "plain")        # a checkpoint without a strategy
+    with pytest.raises(DdmsError, match="holds no strategy state"):
+        Monitor(MonitorConfig("ws://127.0.0.1:9/ws/v5/public", views=str(PROGRAM), strategy="sobi",
+                              checkpoint=str(tmp_path / "plain")), out=io.StringIO())

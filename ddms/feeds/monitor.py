@@ -179,9 +179,31 @@ class Monitor:
         self.recent_orders: deque[str] = deque(maxlen=_ORDERS_SHOWN)
         self._orders_seen = 0           # strategy actions already shown/logged
         self._orders_log: TextIO | None = None
+        self.checkpoints: Any = None            # --checkpoint (see ddms.feeds.checkpoints)
+        if config.checkpoint:
+            if config.strategy and self.engine is None:
+                import strategies
+                self.engine = strategies.get(config.strategy, dict(config.strategy_params)).make_engine()
+            from ddms.feeds.checkpoints import MonitorCheckpoints
+            # restored before the strategy attaches: it finds its saved state in the engine
+            self.checkpoints = MonitorCheckpoints(config.checkpoint, self.engine, every=config.checkpoint_every,
+                                                  keep=config.checkpoint_keep)
         if config.strategy:
+            ck = self.checkpoints
+            if ck is not None and ck.restored_from is not None and "strategy" not in self.engine.restored:
+                raise DdmsError(f"--strategy {config.strategy}: the checkpoint {ck.restored_from} holds no strategy "
+                                "state (taken without --strategy): restart without --strategy, or start a new "
+                                "session (another --checkpoint DIR)")
             self.strategy_obj, self.engine, self.strategy_ctx = load_strategy(
                 config.strategy, self.engine, dict(config.strategy_params))
+            if self.checkpoints is not None:
+                if not self.strategy_obj.checkpointable:
+                    raise DdmsError(f"--checkpoint with --strategy {config.strategy}: the strategy defines no "
+                                    "state() -> dict and restore(state), so its state cannot be checkpointed "
+                                    "(see strategies.api)")
+                self._orders_seen = len(self.strategy_ctx.orders)   # restored orders were shown before
+                if self.checkpoints.restored_from is None:          # the strategy's set-up took engine lines
+                    self.checkpoints.base = self.engine.position
         if config.orders_log:
             if not config.strategy:
                 raise DdmsError("--orders-log needs --strategy")
@@ -192,13 +214,6 @@ class Monitor:
             self._orders_csv = csv.writer(self._orders_log)
             self._orders_csv.writerow(ORDERS_LOG_COLUMNS)
             self._orders_log.flush()
-        self.checkpoints: Any = None            # --checkpoint (see ddms.feeds.checkpoints)
-        if config.checkpoint:
-            if config.strategy:
-                raise DdmsError("--checkpoint with --strategy: a strategy's own state is not checkpointed")
-            from ddms.feeds.checkpoints import MonitorCheckpoints
-            self.checkpoints = MonitorCheckpoints(config.checkpoint, self.engine, every=config.checkpoint_every,
-                                                  keep=config.checkpoint_keep)
         if config.record:
             self._open_record_file(config.record)
         self._symbol_rows = False   # the views' bids/asks carry a symbol column (every symbol of a session)
