@@ -62,10 +62,36 @@ def _run(*args: str) -> tuple[list[str], str]:
 
 def _monitor(data: Path, rec: Path, folder: Path, every: int = 40, faults=()) -> list[dict]:
     from ddms.feeds.server import parse_fault
-    _, _, _, lines = asyncio.run(_session(data, faults=[parse_fault(f) for f in faults], views=str(PROGRAM),
-                                          record=str(rec), checkpoint=str(folder), checkpoint_every=every,
-                                          checkpoint_keep=0))
+    _, mon, _, lines = asyncio.run(_session(data, faults=[parse_fault(f) for f in faults], views=str(PROGRAM),
+                                            record=str(rec), checkpoint=str(folder), checkpoint_every=every,
+                                            checkpoint_keep=0))
+    mon.recorder._check()
+    mon.book._check()
     return lines
+
+
+def _killed_in_a_write(url: str, args: list[str], folder: Path) -> None:
+    """Run the monitor with each checkpoint write pausing before its rename; SIGKILL it while it
+    holds the temporary file of its second write (a complete checkpoint beside it)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    env = {**os.environ, "PYTHONPATH": str(REPO), "DDMS_CHECKPOINT_PAUSE": "0.5"}
+    mon = subprocess.Popen([sys.executable, "-m", "ddms.cli", *args], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, env=env, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 600
+        while not (checkpoints(folder) and any(folder.glob(".*.tmp"))) and time.monotonic() < deadline \
+                and mon.poll() is None:
+            time.sleep(0.005)
+        assert mon.poll() is None, mon.communicate()[1].decode()[-2000:]
+        mon.send_signal(signal.SIGKILL)
+        mon.wait(timeout=30)
+    finally:
+        mon.kill()
+    assert any(folder.glob(".*.tmp"))          # the write was cut short
 
 
 def _final(lines: list[dict]) -> dict:
@@ -129,16 +155,22 @@ def test_a_gap_answered_by_a_snapshot_is_replayed(book, tmp_path):
     _replays(rec, folder, full, sorted(rng.sample(range(len(found) - 1), 2)), rng)
 
 
-def test_killed_and_restarted_monitor_recording_replays(book, tmp_path):
-    """SIGKILL after a few checkpoints, restart with the same --record/--checkpoint against a
-    server replaying from seq 1: stale messages dropped, the rest applied once; the recording
-    (one file, the restart in it) replays to the views after every line of the CSV's run."""
+@pytest.mark.parametrize("during_write", [False, True])
+def test_killed_and_restarted_monitor_recording_replays(book, tmp_path, during_write):
+    """SIGKILL after a few checkpoints (or in the middle of a checkpoint write), restart with the
+    same --record/--checkpoint against a server replaying from seq 1: stale messages dropped,
+    the rest applied once; the recording (one file, the restart in it) replays to the views
+    after every line of the CSV's run."""
     data, csv_full = book
     rec, folder = tmp_path / "session.rec", tmp_path / "ck"
     server, url = _serve(data, "--rate", "400")
+    args = ["monitor", url, "--views", str(PROGRAM), "--json", "--once", "--record", str(rec),
+            "--checkpoint", str(folder), "--checkpoint-every", "40", "--checkpoint-keep", "0"]
     try:
-        _killed(url, ["monitor", url, "--views", str(PROGRAM), "--json", "--once", "--record", str(rec),
-                      "--checkpoint", str(folder), "--checkpoint-every", "40", "--checkpoint-keep", "0"], folder, 3)
+        if during_write:
+            _killed_in_a_write(url, args, folder)
+        else:
+            _killed(url, args, folder, 3)
     finally:
         server.kill()
     restored = checkpoints(folder)[-1][0]

@@ -122,11 +122,15 @@ class OrderRecorder:
                 "connections": self.connections}
 
     def _check(self) -> None:
-        """The counts agree with the file: its size is the bytes counted."""
-        import os
-        self.out.flush()
-        assert os.fstat(self.out.fileno()).st_size == self.offset, "bytes counted != the file's size"
-        assert self.last.endswith(b"\n") and self.lines >= 1
+        """The counts agree with the file (open or closed): its size is the bytes counted, its
+        last line the one kept, its line count the lines counted, its first line the header."""
+        if not self.out.closed:
+            self.out.flush()
+        with open(self.path, "rb") as f:
+            body = f.read()
+        assert len(body) == self.offset, "bytes counted != the file's size"
+        assert body.endswith(self.last) and self.last.endswith(b"\n"), "the last line kept is not the file's"
+        assert body.count(b"\n") == self.lines and body.startswith(HEADER), "line count or header"
 
 
 class OrderRecordingReader:
