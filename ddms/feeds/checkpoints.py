@@ -84,6 +84,8 @@ monitor's thread (messages queue meanwhile; the transport's bounded queue absorb
 Measured with ``vwap.m3`` on the order protocol (2 loaded cores, load ~6): 1,000 resting orders
 3.7 ms and 57 KB per checkpoint; 100,000 orders 112 ms and 3.3 MB; restoring 90-170 ms.  At the
 default ``every`` = 10,000 messages a book of 1,000 orders costs under 1 ms per 1,000 messages.
+With ``--record`` on the order protocol the decoder's arrays are written twice (the monitor's
+state and the replay reader's, equal values), about doubling that part of the file.
 """
 
 from __future__ import annotations

@@ -207,7 +207,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     mo.add_argument("--record", metavar="FILE",
                     help="write every message received, as received, with receive times, the subscriptions sent and "
                          "the REST snapshots fetched, as a cryptofeed capture that serve-feed, run, backtest and "
-                         "convert read")
+                         "convert read (our order protocol: a #ddms-orders recording, which run, backtest and "
+                         "convert read)")
     mo.add_argument("--checkpoint", metavar="DIR",
                     help="write checkpoints (the engine's state and the feed's position) into DIR every "
                          "--checkpoint-every messages and at the end; started again with the same DIR, the monitor "
