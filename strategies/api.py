@@ -21,6 +21,27 @@ nothing between firings; :meth:`~ddms.runtime.engine.Subscription.retarget` move
 
 Cost: a callback costs one return from compiled code (~1 us) plus, in a backtest, advancing the
 fill simulator to that line (O(lines since the last callback) in compiled code).
+
+Checkpoints (issue 24).  An engine checkpoint (``engine.checkpoint(path)``, ``ddms monitor
+--strategy --checkpoint``) holds an attached strategy's state when the strategy says what it
+is -- the protocol:
+
+* ``state(self) -> dict``: the strategy's own fields as JSON values (numbers, strings, lists,
+  dicts; no objects, no pickle), at a line boundary;
+* ``restore(self, state: dict) -> None``: set them back; it runs after :meth:`Strategy.start`
+  subscribed again on the restored engine and after the context got its state back.
+
+Everything else is saved for it (:meth:`Context.save_state`): the order log, the subscriptions'
+``above``/``below`` bounds (restored on the subscriptions ``start`` makes again, in the same
+order), and the context's own state -- :class:`LiveContext`'s open orders, fills, position and
+cash; :class:`SimContext`'s fill simulator whole (:meth:`replay.fills.FillSimulator.save_state`).
+A strategy without the two methods is refused at the checkpoint, naming what to add.
+Restoring: ``Engine(program, restore=path)`` (or ``engine.restore(path)``), then
+``strategy.attach(engine, ctx)`` with a new context of the same kind: attach sees the saved
+state (:attr:`Engine.restored <ddms.runtime.engine.Engine.restored>`), skips :meth:`Strategy.setup`
+(its program-level rows are in the restored maps), refuses another strategy or other parameters,
+and continues exactly where the checkpointed run was.  Cost: O(orders ever placed + the
+simulator's tables) per checkpoint.
 """
 
 from __future__ import annotations
@@ -37,6 +58,9 @@ import numpy as np
 
 from ddms.errors import DdmsError
 from ddms.io.events import EventBatch
+
+CHECKPOINT_NAME = "strategy"
+"""The name of an attached strategy's state in an engine checkpoint (:attr:`Engine.savers`)."""
 
 PROGRAMS = Path(str(files("strategies") / "programs"))
 """The M3 programs strategies run on (compiled once, then loaded from numba's disk cache):
@@ -156,6 +180,7 @@ class Context:
         self.origin = 0          # engine position before the first data line (set by Strategy.attach)
         self.line = 0            # data line of the current callback: engine position - origin
         self.symbol: str | None = None   # the instrument traded (a FILE#SYMBOL partition's), None if unnamed
+        self.subscriptions: list = []    # what on() registered, in order (their bounds are checkpointed)
 
     # -- views and callbacks
     def on(self, view: str, fn: StrategyCallback, *, above: float | None = None, below: float | None = None):
@@ -166,7 +191,9 @@ class Context:
             self._catch_up(position)
             self.line = position - self.origin
             fn(v, key, old, new, position)
-        return self.engine.on(view, wrapped, above=above, below=below)
+        sub = self.engine.on(view, wrapped, above=above, below=below)
+        self.subscriptions.append(sub)
+        return sub
 
     def value(self, view: str) -> float:
         """A scalar view's current value (nan = NULL)."""
@@ -205,6 +232,56 @@ class Context:
     def cancel_all(self, side: str | None = None) -> int:
         """Cancel every open order (of one side); returns how many cancels were sent."""
         return sum(self.cancel(o.id) for o in self.open_orders if side is None or o.side == side)
+
+    # -- durable state (checkpoints)
+    def save_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The context's state as JSON values and numpy arrays (no pickle): the order log, the
+        position of the first data line, the subscriptions' views and bounds, and what a
+        subclass adds (:meth:`_save_own`).  O(orders ever placed)."""
+        o = self.orders
+        arrays = {"orders.line": np.array([r.line for r in o], np.int64),
+                  "orders.time": np.array([r.time for r in o], np.float64),
+                  "orders.order_id": np.array([r.order_id for r in o], np.int64),
+                  "orders.price": np.array([r.price for r in o], np.float64),
+                  "orders.qty": np.array([r.qty for r in o], np.float64)}
+        meta = {"kind": type(self).__name__, "origin": self.origin, "line": self.line, "symbol": self.symbol,
+                "actions": [r.action for r in o], "sides": [r.side for r in o],
+                "subscriptions": [[s.view, s.lo, s.hi, s.live] for s in self.subscriptions]}
+        own, own_arrays = self._save_own()
+        meta["own"] = own
+        arrays |= {f"own.{k}": a for k, a in own_arrays.items()}
+        return meta, arrays
+
+    def load_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Continue from a :meth:`save_state` of a context of the same kind, after the strategy
+        subscribed again (``start``): its subscriptions get the saved bounds, in order.  Raises
+        :class:`StrategyError` when the kind or the subscriptions differ."""
+        if meta["kind"] != type(self).__name__:
+            raise StrategyError(f"a checkpoint of a strategy trading through a {meta['kind']}, this one trades "
+                                f"through a {type(self).__name__}")
+        saved = meta["subscriptions"]
+        if [s[0] for s in saved] != [s.view for s in self.subscriptions]:
+            raise StrategyError(f"the strategy subscribed to {[s.view for s in self.subscriptions]} on start, the "
+                                f"checkpointed one to {[s[0] for s in saved]}: not the same strategy code")
+        for sub, (_, lo, hi, live) in zip(self.subscriptions, saved, strict=True):
+            if not live:
+                sub.cancel()
+            elif lo > hi:                  # the empty band: every change fires
+                sub.retarget()
+            else:
+                sub.retarget(above=hi, below=lo)
+        a = {k: np.asarray(arrays[f"orders.{k}"]).tolist() for k in ("line", "time", "order_id", "price", "qty")}
+        self.orders = [OrderRecord(int(ln), t, act, int(oid), side, px, q) for ln, t, act, oid, side, px, q in
+                       zip(a["line"], a["time"], meta["actions"], a["order_id"], meta["sides"], a["price"], a["qty"],
+                           strict=True)]
+        self.origin, self.line, self.symbol = int(meta["origin"]), int(meta["line"]), meta["symbol"]
+        self._load_own(meta["own"], {k[4:]: v for k, v in arrays.items() if k.startswith("own.")})
+
+    def _save_own(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        raise StrategyError(f"a {type(self).__name__} cannot be checkpointed (no _save_own/_load_own)")
+
+    def _load_own(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        raise StrategyError(f"a {type(self).__name__} cannot be restored (no _save_own/_load_own)")
 
     # -- state (subclasses)
     @property
@@ -265,6 +342,17 @@ class SimContext(Context):
     def _catch_up(self, position: int) -> None:
         if self._batch is not None:
             self.sim.on_events(self._batch, until_line=self.engine.batch_line(position))
+
+    def _save_own(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The fill simulator whole (:meth:`replay.fills.FillSimulator.save_state`) and the ids
+        of the orders this context watches."""
+        meta, arrays = self.sim.save_state()
+        return {"sim": meta}, arrays | {"live": np.array(self._live, np.int64)}
+
+    def _load_own(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        self.sim.load_state(meta["sim"], {k: a for k, a in arrays.items() if k != "live"})
+        self._live = [int(x) for x in np.asarray(arrays["live"]).tolist()]
+        self._batch = None
 
     @property
     def now(self) -> float:
@@ -397,6 +485,26 @@ class LiveContext(Context):
         self._say(f"cancel {order_id}")
         return True
 
+    def _save_own(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Open orders, fills, position, cash and the next order id."""
+        op = list(self._open.values())
+        arrays = {"open.id": np.array([o.id for o in op], np.int64),
+                  "open.num": np.array([[o.price, o.qty, o.filled] for o in op], np.float64).reshape(-1, 3),
+                  "fills.id": np.array([f[0] for f in self._fills], np.int64),
+                  "fills.num": np.array([f[2:] for f in self._fills], np.float64).reshape(-1, 3),
+                  "cash": np.array([self._position, self._cash], np.float64)}
+        meta = {"open": [[o.side, o.kind] for o in op], "fills": [f[1] for f in self._fills], "next": self._next}
+        return meta, arrays
+
+    def _load_own(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        ids, num = np.asarray(arrays["open.id"]).tolist(), np.asarray(arrays["open.num"]).tolist()
+        self._open = {int(i): OpenOrder(int(i), side, kind, p, q, f)
+                      for i, (side, kind), (p, q, f) in zip(ids, meta["open"], num, strict=True)}
+        ids, num = np.asarray(arrays["fills.id"]).tolist(), np.asarray(arrays["fills.num"]).tolist()
+        self._fills = [(int(i), side, p, q, fee) for i, side, (p, q, fee) in zip(ids, meta["fills"], num, strict=True)]
+        self._position, self._cash = (float(x) for x in np.asarray(arrays["cash"]).tolist())
+        self._next = int(meta["next"])
+
     def report_fill(self, order_id: int, price: float, qty: float, fee: float = 0.0) -> None:
         """A fill of an own order reported by whatever executes orders live."""
         o = self._open.get(order_id)
@@ -462,12 +570,50 @@ class Strategy:
         if missing:
             raise StrategyError(f"strategy {self.name}: the program has no view {', '.join(missing)} "
                                 f"(views: {', '.join(engine.views)})")
-        self.setup(engine)
+        saved = getattr(engine, "restored", {}).pop(CHECKPOINT_NAME, None)
+        if saved is not None:           # the engine was restored from a checkpoint holding our state
+            meta, arrays = saved
+            if meta["name"] != self.name or meta["params"] != self.p:
+                raise StrategyError(f"the checkpoint holds strategy {meta['name']} with {meta['params']}; "
+                                    f"attaching {self.name} with {self.p}: attach the checkpointed strategy")
+        else:
+            self.setup(engine)
         ctx.origin = engine.position
         self.start(ctx)
-        if isinstance(getattr(engine, "unsaved", None), list):   # engine checkpoints would lose our state
-            engine.unsaved.append(f"strategy {self.name} is attached: its orders, position and own fields")
+        if saved is not None:
+            ctx.load_state(meta["context"], {k[4:]: a for k, a in arrays.items() if k.startswith("ctx.")})
+            self.restore(meta["state"])                     # type: ignore[attr-defined]
+        if not isinstance(getattr(engine, "savers", None), dict):
+            return ctx
+        if self.checkpointable:
+            engine.savers[CHECKPOINT_NAME] = lambda: self._checkpoint(ctx)
+        else:                           # engine checkpoints would lose our state: they refuse, saying why
+            engine.unsaved.append(f"strategy {self.name} is attached and defines no state() -> dict and "
+                                  "restore(state) (its own fields as JSON values: see strategies.api), so its "
+                                  "state cannot be saved; add them to checkpoint it")
         return ctx
+
+    @property
+    def checkpointable(self) -> bool:
+        """Whether the strategy follows the checkpoint protocol (``state()`` and ``restore()``)."""
+        return callable(getattr(self, "state", None)) and callable(getattr(self, "restore", None))
+
+    def _checkpoint(self, ctx: Context) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """What an engine checkpoint holds of this strategy (:attr:`Engine.savers
+        <ddms.runtime.engine.Engine.savers>`): name, parameters, its ``state()`` (checked to be
+        JSON values) and the context's state."""
+        import json
+        state = self.state()                                # type: ignore[attr-defined]
+        try:
+            json.dumps(state, allow_nan=True)
+        except (TypeError, ValueError) as e:
+            raise StrategyError(f"strategy {self.name}: state() must return JSON values (numbers, strings, "
+                                f"lists, dicts): {e}") from None
+        if not isinstance(state, dict):
+            raise StrategyError(f"strategy {self.name}: state() must return a dict, got {type(state).__name__}")
+        cmeta, carrays = ctx.save_state()
+        meta = {"name": self.name, "params": self.p, "state": state, "context": cmeta}
+        return meta, {f"ctx.{k}": a for k, a in carrays.items()}
 
     @classmethod
     def validate(cls, p: dict[str, float]) -> None:

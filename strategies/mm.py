@@ -41,6 +41,14 @@ class MarketMaker(Strategy):
         self.ctx = ctx
         self._sub = ctx.on("MID", self._on_mid)       # the first finite mid quotes, then a band
 
+    def state(self) -> dict:
+        """Checkpoint protocol (strategies.api): no own fields beyond what the context saves
+        (the band of the MID subscription, the quotes, the position)."""
+        return {}
+
+    def restore(self, state: dict) -> None:
+        pass
+
     def _on_mid(self, _view: str, _key: tuple, _old: float, mid: float, _pos: int) -> None:
         if not math.isfinite(mid) or mid <= 0:
             return

@@ -50,6 +50,14 @@ class Sobi(Strategy):
         self._buy = ctx.on("SIGNAL", self._on_buy, above=th)
         self._sell = ctx.on("SIGNAL", self._on_sell, below=-th)
 
+    def state(self) -> dict:
+        """Checkpoint protocol (strategies.api): the own fields; the subscriptions' armed /
+        re-arming bounds and the orders are saved by the context."""
+        return {"fired": self.fired}
+
+    def restore(self, state: dict) -> None:
+        self.fired = int(state["fired"])
+
     def _on_buy(self, _view: str, _key: tuple, _old: float, new: float, _pos: int) -> None:
         self.fired += 1
         th = self.p["threshold"]

@@ -58,6 +58,11 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def _capture(tmp: Path, venue: str, n: int) -> Path:
+    if venue == "binance_one":      # an hftbacktest capture of one symbol: its server names no symbol
+        from replay.sample_data import binance_capture_lines
+        path = tmp / "capture.txt"
+        path.write_text("".join(x + "\n" for x in binance_capture_lines("futures", n, seed=n)))
+        return path
     if venue == "binance":
         return write_binance_capture(tmp, 4, "futures", n=n)[0]
     return write_venue_capture(tmp, venue, 4, n=n)[0]
@@ -120,7 +125,7 @@ def _replays(rec: Path, folder: Path, monitor_final: dict, rng: random.Random, p
     assert sorted(p.name for p in folder.iterdir()) == before
 
 
-@pytest.mark.parametrize("venue", ["okx", "binance", "kraken", "coinbase"])
+@pytest.mark.parametrize("venue", ["okx", "binance", "kraken", "coinbase", "binance_one"])
 def test_monitor_checkpoints_replay_its_recording(tmp_path, venue):
     data = _capture(tmp_path, venue, 600)
     rec, folder = tmp_path / "session.rec", tmp_path / "ck"
@@ -147,7 +152,7 @@ def _killed(url: str, args: list[str], folder: Path, after: int) -> None:
         mon.kill()
 
 
-@pytest.mark.parametrize("venue", ["okx", pytest.param("binance", marks=pytest.mark.slow),
+@pytest.mark.parametrize("venue", ["okx", "binance_one", pytest.param("binance", marks=pytest.mark.slow),
                                    pytest.param("kraken", marks=pytest.mark.slow)])
 def test_a_recording_spanning_a_restart_replays(tmp_path, venue):
     """Killed (SIGKILL) after a few checkpoints, restarted with the same --record and
@@ -310,23 +315,21 @@ def test_a_restored_level_book_deletes_in_the_same_order():
 
 
 # ------------------------------------------------------------------------------------------
-# strategies: their state is not in a checkpoint, so checkpointing with one is refused
+# strategies: a strategy without the checkpoint protocol is refused (tests/test_strategy_checkpoint.py)
 # ------------------------------------------------------------------------------------------
 
-def test_a_checkpoint_with_a_strategy_attached_is_refused(tmp_path):
-    """A strategy's orders, position and own fields are not in an engine checkpoint: checkpointing
-    an engine with a strategy attached is refused (a resume would lose them silently), and so is
-    ``ddms monitor --strategy --checkpoint``; the same engine checkpoints before the attach."""
-    import strategies
-    from ddms.errors import CheckpointError, DdmsError
+def test_a_strategy_without_state_is_refused_by_the_monitor(tmp_path):
+    """``ddms monitor --strategy S --checkpoint`` of a strategy that defines no ``state()`` /
+    ``restore()`` is refused before connecting, naming what to add; so is ``--strategy`` on a
+    checkpoint taken without one."""
+    from ddms.errors import DdmsError
     from ddms.feeds.monitor import Monitor, MonitorConfig
-    strat = strategies.get("sobi", {"threshold": 0.01})
-    engine = strat.make_engine()
-    engine.checkpoint(tmp_path / "before.arrow")
-    strat.attach(engine, strategies.LiveContext(engine, out=None))
-    with pytest.raises(CheckpointError, match="strategy sobi is attached: its orders, position and own fields"):
-        engine.checkpoint(tmp_path / "after.arrow")
-    assert not (tmp_path / "after.arrow").exists()
-    with pytest.raises(DdmsError, match="--checkpoint with --strategy"):
-        Monitor(MonitorConfig("ws://127.0.0.1:9/stream", strategy="sobi", checkpoint=str(tmp_path / "ck")),
+    ref = f"{REPO / 'examples' / 'strategies' / 'imbalance.py'}:Imbalance"
+    with pytest.raises(DdmsError, match=r"defines no state\(\) -> dict and restore\(state\)"):
+        Monitor(MonitorConfig("ws://127.0.0.1:9/orders", strategy=ref, checkpoint=str(tmp_path / "ck")),
                 out=io.StringIO())
+    data = _capture(tmp_path, "okx", 150)
+    _monitor(data, None, tmp_path / "plain")        # a checkpoint without a strategy
+    with pytest.raises(DdmsError, match="holds no strategy state"):
+        Monitor(MonitorConfig("ws://127.0.0.1:9/ws/v5/public", views=str(PROGRAM), strategy="sobi",
+                              checkpoint=str(tmp_path / "plain")), out=io.StringIO())

@@ -37,7 +37,9 @@ the feed goes on over a new connection (its ``restarted()``):
   A venue session's engine lines continue after the restored line.
 
 Recording (``--record FILE`` with ``--checkpoint``; venue sessions: Kraken, OKX, Coinbase,
-Binance with the symbols advertised).  A venue session numbers its engine lines as a capture
+Binance -- a recorded Binance feed whose server names no symbol, e.g. ``serve-feed`` of an
+hftbacktest capture, is a session of the symbol(s) its stream names or its snapshot path asks
+for, not the one-book monitor).  A venue session numbers its engine lines as a capture
 reader numbers the recording (:class:`ddms.io.formats.SymbolBatches`: one line per message that
 made rows) and hands the engine the rows message by message
 (:meth:`~ddms.feeds.venue_session.VenueSession.take_events`), so its engine state at a message
@@ -54,23 +56,36 @@ a capture reader resyncs every book as the monitor does (:func:`ddms.io.cryptofe
 one file holds the whole session, restarts included.  Refused, naming the reason: restarting
 with ``--record`` into another file (or a file that differs before the position), or after a
 checkpoint taken without ``--record``; ``ddms run --resume`` of a monitor checkpoint that holds
-no recording position (taken without ``--record``; the order protocol, not recorded; one
-Binance book, which a capture reader numbers otherwise) or against another file.  A malformed
+no recording position (taken without ``--record``; one Binance book the monitor could not name,
+which a capture reader numbers otherwise) or against another file.
+
+The order protocol records in its own format (:mod:`ddms.io.orderrec`: the messages plus the
+decoder's decisions -- snapshots applied, resyncs, restarts -- in order), and its checkpoints
+hold, under ``readers``, an :class:`~ddms.io.orderrec.OrderRecordingReader`'s state at the
+recording's end (the decoder's own state: it is the reader's decoder), so ``ddms run PROGRAM
+--data FILE --resume CKPT`` replays it too; its engine lines are the decoder's (``seq`` on a
+stream without gaps: line N of the finance.csv served).  A restarted monitor cuts the recording
+back to the restored checkpoint and writes an ``X`` record where the decoder restarted.  A malformed
 message is counted by the monitor and refused by a strict ``ddms run`` (``--skip-bad`` replays
 it); the readers' counters of bad messages may differ from a replay's.
 
 Counters (messages, gaps, ...) of the order protocol and of a one-symbol Binance book start
 again at 0 in the restarted process (the restored book counts one resync); a venue session's
 per-symbol counters continue from the checkpoint (each symbol counts one more resync); the
-engine's line numbers continue.  Not saved: a strategy's own state (refused with
-``--strategy``, and by any engine checkpoint while a strategy is attached).  A checkpoint of
-another kind of feed, venue or set of symbols is refused naming the difference.
+engine's line numbers continue.  With ``--strategy`` the checkpoint also holds the strategy's
+state (its ``state()``, orders, open orders, position, subscriptions: :mod:`strategies.api`),
+restored before the feed starts; a strategy without ``state()``/``restore()`` is refused, and so
+is ``--strategy`` on a checkpoint taken without one.  The engine lines a strategy's set-up took
+before the feed (``base``) are saved so that the feed's lines and the engine's stay matched.  A
+checkpoint of another kind of feed, venue or set of symbols is refused naming the difference.
 
 Cost: a checkpoint is O(engine state + resting orders or levels), written synchronously on the
 monitor's thread (messages queue meanwhile; the transport's bounded queue absorbs the pause).
 Measured with ``vwap.m3`` on the order protocol (2 loaded cores, load ~6): 1,000 resting orders
 3.7 ms and 57 KB per checkpoint; 100,000 orders 112 ms and 3.3 MB; restoring 90-170 ms.  At the
 default ``every`` = 10,000 messages a book of 1,000 orders costs under 1 ms per 1,000 messages.
+With ``--record`` on the order protocol the decoder's arrays are written twice (the monitor's
+state and the replay reader's, equal values), about doubling that part of the file.
 """
 
 from __future__ import annotations
@@ -85,6 +100,7 @@ from ddms.errors import CheckpointError
 from ddms.io.cryptofeed import recording_state
 from ddms.io.formats import SymbolBatches
 from ddms.io.orderproto import OrderFeed
+from ddms.io.orderrec import OrderRecordingReader
 from ddms.io.schema import ASKS, BIDS
 from ddms.io.venues.binance_book import BinanceBook
 from ddms.runtime.checkpoint import restore, save
@@ -118,6 +134,7 @@ class MonitorCheckpoints:
         self.recording: dict[str, Any] | None = None   # the restored checkpoint's recording (Recorder.state)
         self.written = 0
         self._since = 0         # feed messages since the last checkpoint
+        self.base = 0           # engine lines before the feed's first (a strategy's set-up rows): the monitor sets it
         found = checkpoints(self.folder)
         if found:
             path = found[-1][1]
@@ -125,6 +142,7 @@ class MonitorCheckpoints:
             if "monitor" not in extra:
                 raise CheckpointError(f"{path}: not a ddms monitor checkpoint (a ddms run checkpoint?)")
             self.feed, self._arrays, self.restored_from = extra["monitor"], arrays, path
+            self.base = int(extra["monitor"].get("base", 0))
             self.recording = extra["monitor"].get("recording")
             self._arrays = {k: a for k, a in arrays.items() if not k.startswith("reader0.")}
 
@@ -162,7 +180,7 @@ class MonitorCheckpoints:
         f, a = got
         pos = self.engine.position
         self._load(core, f["state"], a)
-        if core.updates != pos:
+        if core.updates + self.base != pos:
             raise CheckpointError(f"{self.restored_from}: corrupt checkpoint: the feed at line {core.updates:,}, "
                                   f"the engine at line {pos:,}")
         if isinstance(core, OrderFeed):
@@ -191,7 +209,8 @@ class MonitorCheckpoints:
         session.restored = True       # its first connection resyncs every symbol (on_connect)
         pos = self.engine.position
         session.line_base = int(f.get("numbered", pos))
-        session.line, session.last_src, session.seen = pos, f.get("last_src"), dict.fromkeys(f.get("seen", ()))
+        session.line, session.last_src = pos - self.base, f.get("last_src")
+        session.seen = dict.fromkeys(f.get("seen", ()))
         return (f"restored {self.restored_from.name}: engine line {self.engine.position:,}, {session.venue} books of "
                 f"{', '.join(session.symbols)}; each resynchronizes from a fresh snapshot")
 
@@ -220,17 +239,23 @@ class MonitorCheckpoints:
         else:                           # a venue session
             state = core.core.save_state()
             state, arrays = state if isinstance(state, tuple) else (state, {})
-            if core.line != self.engine.position:
+            if core.line + self.base != self.engine.position:
                 raise CheckpointError(f"the venue session handed out {core.line:,} lines, the engine applied "
-                                      f"{self.engine.position:,}")
+                                      f"{self.engine.position - self.base:,}")
             meta = {"kind": "venue", "venue": core.venue, "symbols": core.symbols, "state": state,
                     "numbered": core.line_base + core.numbered, "last_src": core.last_src, "seen": list(core.seen)}
+        meta["base"] = self.base
         extra: dict[str, Any] = {"monitor": meta}
         if recorder is not None:
             meta["recording"] = recorder.state()
             if meta["kind"] == "venue":
-                extra |= _replay_state(core, recorder, (state, arrays))
+                extra |= _replay_state(core, recorder, (state, arrays)) | {"base": self.base}
                 arrays = arrays | extra.pop("arrays")
+            elif meta["kind"] == "orders":      # the decoder at the recording's end: a replay's reader state
+                rstate, rarrays = OrderRecordingReader.state_of(recorder.position(), state, arrays)
+                extra |= {"readers": [{"adaptor": OrderRecordingReader.__name__, "file": recorder.path,
+                                       "state": rstate, "pending": None}], "base": self.base}
+                arrays = arrays | {f"reader0.{k}": a for k, a in rarrays.items()}
         path = self.folder / f"{PREFIX}{self.engine.position:015d}{SUFFIX}"
         save(self.engine, path, extra=extra, extra_arrays=arrays)
         self.written += 1

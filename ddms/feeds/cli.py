@@ -20,7 +20,6 @@ import asyncio
 import json
 import sys
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from ddms.errors import DdmsError
 from ddms.feeds import DEFAULT_RETRIES, retry_policy
@@ -108,8 +107,6 @@ def monitor_config(args: argparse.Namespace) -> MonitorConfig:
         raise DdmsError("--param needs --strategy")
     if args.orders_log and not args.strategy:
         raise DdmsError("--orders-log needs --strategy")
-    if args.record and urlsplit(args.url).path.rstrip("/") == "/orders":
-        raise DdmsError("--record records venue feeds (Binance, Kraken, OKX, Coinbase), not the order protocol")
     return MonitorConfig(args.url, views=args.views, strategy=args.strategy, json=args.json, once=args.once,
                          snapshot_url=args.snapshot_url, market=args.market, watchdog=args.watchdog,
                          display=False if args.no_display else None, strategy_params=tuple(params),
@@ -210,7 +207,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     mo.add_argument("--record", metavar="FILE",
                     help="write every message received, as received, with receive times, the subscriptions sent and "
                          "the REST snapshots fetched, as a cryptofeed capture that serve-feed, run, backtest and "
-                         "convert read")
+                         "convert read (our order protocol: a #ddms-orders recording, which run, backtest and "
+                         "convert read)")
     mo.add_argument("--checkpoint", metavar="DIR",
                     help="write checkpoints (the engine's state and the feed's position) into DIR every "
                          "--checkpoint-every messages and at the end; started again with the same DIR, the monitor "

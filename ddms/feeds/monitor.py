@@ -74,9 +74,18 @@ from ddms.feeds.transport import (
     Overflow,
     SnapshotReply,
 )
-from ddms.feeds.venue_session import IN_STREAM_VENUES, FetchSnapshot, Recorder, SendText, VenueSession, venue_from_url
+from ddms.feeds.venue_session import (
+    IN_STREAM_VENUES,
+    FetchSnapshot,
+    Recorder,
+    SendText,
+    VenueSession,
+    binance_symbols,
+    venue_from_url,
+)
 from ddms.io.actions import NeedSnapshot
 from ddms.io.orderproto import OrderFeed
+from ddms.io.orderrec import OrderRecorder
 from ddms.io.schema import COLUMNS
 from ddms.io.venues.binance_book import FUTURES, SPOT, BinanceBook, Decoder, DepthUpdate
 
@@ -157,7 +166,7 @@ class Monitor:
         self._checked_base = 0
         self.strategy_ctx: Any = None
         self.session: VenueSession | None = None     # a multi-symbol venue feed (see venue_session.py)
-        self.recorder: Recorder | None = None
+        self.recorder: Recorder | OrderRecorder | None = None
         self._record_file: Any = None                # --record's file (binary)
         self._record_resume: dict[str, Any] | None = None   # the recording's counts at a restored checkpoint
         self._wall0 = time.time_ns() - time.perf_counter_ns()    # perf_counter_ns -> unix ns
@@ -170,9 +179,31 @@ class Monitor:
         self.recent_orders: deque[str] = deque(maxlen=_ORDERS_SHOWN)
         self._orders_seen = 0           # strategy actions already shown/logged
         self._orders_log: TextIO | None = None
+        self.checkpoints: Any = None            # --checkpoint (see ddms.feeds.checkpoints)
+        if config.checkpoint:
+            if config.strategy and self.engine is None:
+                import strategies
+                self.engine = strategies.get(config.strategy, dict(config.strategy_params)).make_engine()
+            from ddms.feeds.checkpoints import MonitorCheckpoints
+            # restored before the strategy attaches: it finds its saved state in the engine
+            self.checkpoints = MonitorCheckpoints(config.checkpoint, self.engine, every=config.checkpoint_every,
+                                                  keep=config.checkpoint_keep)
         if config.strategy:
+            ck = self.checkpoints
+            if ck is not None and ck.restored_from is not None and "strategy" not in self.engine.restored:
+                raise DdmsError(f"--strategy {config.strategy}: the checkpoint {ck.restored_from} holds no strategy "
+                                "state (taken without --strategy): restart without --strategy, or start a new "
+                                "session (another --checkpoint DIR)")
             self.strategy_obj, self.engine, self.strategy_ctx = load_strategy(
                 config.strategy, self.engine, dict(config.strategy_params))
+            if self.checkpoints is not None:
+                if not self.strategy_obj.checkpointable:
+                    raise DdmsError(f"--checkpoint with --strategy {config.strategy}: the strategy defines no "
+                                    "state() -> dict and restore(state), so its state cannot be checkpointed "
+                                    "(see strategies.api)")
+                self._orders_seen = len(self.strategy_ctx.orders)   # restored orders were shown before
+                if self.checkpoints.restored_from is None:          # the strategy's set-up took engine lines
+                    self.checkpoints.base = self.engine.position
         if config.orders_log:
             if not config.strategy:
                 raise DdmsError("--orders-log needs --strategy")
@@ -183,13 +214,6 @@ class Monitor:
             self._orders_csv = csv.writer(self._orders_log)
             self._orders_csv.writerow(ORDERS_LOG_COLUMNS)
             self._orders_log.flush()
-        self.checkpoints: Any = None            # --checkpoint (see ddms.feeds.checkpoints)
-        if config.checkpoint:
-            if config.strategy:
-                raise DdmsError("--checkpoint with --strategy: a strategy's own state is not checkpointed")
-            from ddms.feeds.checkpoints import MonitorCheckpoints
-            self.checkpoints = MonitorCheckpoints(config.checkpoint, self.engine, every=config.checkpoint_every,
-                                                  keep=config.checkpoint_keep)
         if config.record:
             self._open_record_file(config.record)
         self._symbol_rows = False   # the views' bids/asks carry a symbol column (every symbol of a session)
@@ -269,13 +293,15 @@ class Monitor:
         if self.checkpoints is not None:
             said = self.checkpoints.restore_core(self.book)
             if said:
+                if isinstance(self.recorder, OrderRecorder):    # a replay restarts its decoder here too
+                    self.recorder.restarted(time.time(), f"restored {self.checkpoints.restored_from.name}")
                 self._note("restored", said, checkpoint=str(self.checkpoints.restored_from),
                            line=self.engine.position)
                 if self.book.needs_snapshot:
                     self._request_snapshot("restored a checkpoint taken while waiting for a snapshot")
         pre, self._pre = self._pre, []
-        for recv, data in pre:
-            self._feed(recv, data)
+        for recv, data in pre:          # recorded when they were received
+            self._feed(recv, data, record=False)
 
     def _try_detect(self, data: bytes) -> None:
         """Learn the protocol/market from a message when nothing said it."""
@@ -295,8 +321,8 @@ class Monitor:
     def _wall(self, perf_ns: int) -> float:
         return (perf_ns + self._wall0) / 1e9
 
-    def _feed(self, recv: int, data: bytes) -> None:
-        if self.recorder is not None:
+    def _feed(self, recv: int, data: bytes, record: bool = True) -> None:
+        if self.recorder is not None and record:
             self.recorder.received(self._wall(recv), data)
         if self.session is not None:
             acts, sym = self.session.feed(data)
@@ -360,6 +386,11 @@ class Monitor:
         c = self.config
         venue = h.get("x-ddms-protocol") or c.protocol
         syms = [s for s in h.get("x-ddms-symbols", "").split(",") if s]
+        if venue == "binance" and not syms and c.record:
+            # a recorded Binance feed whose server names no symbol (an hftbacktest capture of one
+            # symbol): a session of its one symbol, which numbers and applies the engine lines as
+            # ddms run reads the recording, so the recording and the checkpoints join up
+            syms = binance_symbols(c.url, h.get("x-ddms-snapshot")) or list(c.symbols)
         if venue is None or (venue == "binance" and not syms):
             venue, syms = venue_from_url(c.url)
         if venue not in (*IN_STREAM_VENUES, "binance") or (venue == "binance" and not syms):
@@ -386,6 +417,14 @@ class Monitor:
             if said:
                 self._note("restored", said, checkpoint=str(self.checkpoints.restored_from),
                            line=self.engine.position)
+
+    def _resync_book(self, reason: str) -> None:
+        """The one book resyncs (:meth:`resync` of its core); an order-protocol recording says so
+        where it happened, so that a replay resyncs there too."""
+        assert self.book is not None
+        if isinstance(self.recorder, OrderRecorder):
+            self.recorder.resync(time.time(), reason)
+        self._act(self.book.resync(reason))
 
     def _act(self, actions: tuple[NeedSnapshot, ...]) -> None:
         for a in actions:
@@ -441,12 +480,12 @@ class Monitor:
             if acts:
                 self._session_act(acts)
             return
-        if rep.body is not None and self.recorder is not None:
-            self.recorder.rest(rep.url, self._wall(rep.recv_ns), rep.body)
         self._snap_inflight = False
         book = self.book
         if book is None:
             return
+        if rep.body is not None and self.recorder is not None:     # recorded where it is applied
+            self.recorder.rest(rep.url, self._wall(rep.recv_ns), rep.body)
         if rep.body is None:
             self._snap_retries += 1
             self._note("snapshot_error", f"snapshot request failed: {rep.error}", url=rep.url, reason=rep.error)
@@ -487,7 +526,7 @@ class Monitor:
             elif self.book is None and self.protocol is not None and (self.protocol == "orders" or self.market):
                 self._make_book()
             elif self.book is not None and item.number > 1:
-                self._act(self.book.resync(f"reconnected (connection {item.number}): messages may have been lost"))
+                self._resync_book(f"reconnected (connection {item.number}): messages may have been lost")
         elif t is Disconnected:
             self._note("disconnected", self._say_disconnected(item), code=item.code, reason=item.reason,
                        retry_in=item.retry_in, attempt=item.attempt, attempts=item.attempts)
@@ -498,7 +537,7 @@ class Monitor:
                 self._session_act(self.session.resync_all(f"the consumer did not keep up: {item.dropped} messages "
                                                           "dropped"))
             elif self.book is not None:
-                self._act(self.book.resync(f"the consumer did not keep up: {item.dropped} messages dropped"))
+                self._resync_book(f"the consumer did not keep up: {item.dropped} messages dropped")
         elif t is SnapshotReply:
             self._on_snapshot(item)
         elif t is Ended:
@@ -549,21 +588,20 @@ class Monitor:
                                "connections": saved["connections"]}
 
     def _open_recording(self, url: str) -> None:
-        """``--record``: the connection line (the venue appended when the URL does not say it)."""
+        """``--record``: the connection line (the venue appended when the URL does not say it); the
+        order protocol is recorded in its own format (:mod:`ddms.io.orderrec`)."""
         if self._record_file is None:
             return
         if self.recorder is None:
             venue = self.protocol or "binance"
-            if venue == "orders":
-                self._note("problem", "--record: the order protocol is not a venue capture format; not recording",
-                           message=0, reason="--record needs a venue feed")
-                self._record_file.close()
-                self._record_file = None
-                return
-            if venue == "binance":
-                fut = (self.market or FUTURES) == FUTURES
-                venue = "binance_futures" if fut else "binance"
-            self.recorder = Recorder(self._record_file, venue, self.config.record or "", self._record_resume)
+            if venue == "orders":       # our own format: the decoder's decisions too (ddms.io.orderrec)
+                self.recorder = OrderRecorder(self._record_file, self.config.record or "", self.config.brokers,
+                                              self._record_resume)
+            else:
+                if venue == "binance":
+                    fut = (self.market or FUTURES) == FUTURES
+                    venue = "binance_futures" if fut else "binance"
+                self.recorder = Recorder(self._record_file, venue, self.config.record or "", self._record_resume)
         self.recorder.opened(url, time.time())
 
     def _say_disconnected(self, d: Disconnected) -> str:

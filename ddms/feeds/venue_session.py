@@ -52,7 +52,8 @@ from ddms.io.symbols import symbol_id, with_symbol
 from ddms.io.venues.base import loads_json
 from ddms.io.venues.binance_book import MAX_STREAMS
 
-__all__ = ["IN_STREAM_VENUES", "FetchSnapshot", "Recorder", "SendText", "VenueSession", "venue_from_url"]
+__all__ = ["IN_STREAM_VENUES", "FetchSnapshot", "Recorder", "SendText", "VenueSession", "binance_symbols",
+           "venue_from_url"]
 
 IN_STREAM_VENUES = ("kraken", "okx", "coinbase")
 SUBSCRIBE_BATCH = 200
@@ -107,6 +108,18 @@ def venue_from_url(url: str) -> tuple[str | None, list[str]]:
         if len(syms) > 1:
             return "binance", syms
     return None, []
+
+
+def binance_symbols(url: str, snapshot: str | None = None) -> list[str]:
+    """The symbols a Binance feed follows when its server names none (``X-DDMS-Symbols``
+    missing: ``ddms serve-feed`` of an hftbacktest capture of one symbol): the symbols of the
+    URL's depth streams (``btcusdt@depth@0ms`` -> ``BTCUSDT``), else the ``symbol=`` of the
+    advertised snapshot path (``/fapi/v1/depth?symbol=BTCUSDT&limit=1000``); empty when neither
+    says.  O(len(url))."""
+    syms = list(dict.fromkeys(n.split("@", 1)[0].upper() for n in _binance_streams(url) if "@depth" in n.lower()))
+    if not syms and snapshot:
+        syms = [s.upper() for s in parse_qs(urlsplit(snapshot).query).get("symbol", []) if s]
+    return syms
 
 
 class _SymStats:

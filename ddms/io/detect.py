@@ -8,7 +8,8 @@ this package (order-book CSV :mod:`ddms.io.orderbook`, LOBSTER :mod:`ddms.io.lob
 
 Rules (:func:`detect_kind`, sans-I/O: a file name and its first bytes in, a kind out): the
 Parquet magic ``PAR1``; a first line ``<digits> {`` (after gzip decompression) -> a Binance
-capture; otherwise the first line's field count (5 -> order book, 6 -> LOBSTER); a name
+capture; a first line ``#ddms-orders ...`` -> a ``ddms monitor --record`` recording of our order
+protocol (:mod:`ddms.io.orderrec`); otherwise the first line's field count (5 -> order book, 6 -> LOBSTER); a name
 containing ``message`` is LOBSTER.  The formats of :mod:`ddms.io` (cryptofeed captures, Databento
 DBN, tardis.dev CSV) register through :data:`ddms.io.formats.FORMATS` and are tried right after
 the Parquet magic.  Anything else is a :class:`~ddms.errors.ReplayError` naming
@@ -24,13 +25,14 @@ import zlib
 
 from ddms.errors import ReplayError
 from ddms.io import formats as io_formats
+from ddms.io.orderrec import is_order_recording
 
 __all__ = ["GZIP_MAGIC", "GZIP_READERS", "HEAD_BYTES", "KINDS", "PARQUET_MAGIC", "detect_file", "detect_kind",
            "read_head"]
 
 _IO = {f.kind: f for f in io_formats.FORMATS}
 GZIP_READERS = tuple(k for k, f in _IO.items() if f.gzip_ok)   # ddms/io kinds that read .gz themselves
-KINDS = ("orderbook", "lobster", "binance", "parquet", *_IO)
+KINDS = ("orderbook", "lobster", "binance", "parquet", "orders", *_IO)
 HEAD_BYTES = 1 << 16
 GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
@@ -56,6 +58,8 @@ def detect_kind(name: str, head: bytes) -> str:
     fmt = io_formats.detect(name, head)
     if fmt is not None:
         return fmt.kind
+    if is_order_recording(head):
+        return "orders"
     if not head:
         if lower.endswith(".csv"):
             return "lobster" if "message" in lower else "orderbook"

@@ -16,6 +16,8 @@ kind           files                                       reader
                plain): one row per price level, id = price
                * 10**px_decimals, broker 0
 ``parquet``    our columnar event files (``ddms convert``)  :func:`ddms.io.columnar.read_parquet`
+``orders``     ``ddms monitor --record`` of our order         :class:`ddms.io.orderrec.OrderRecordingReader`
+               protocol (``#ddms-orders`` header)
 ``cryptofeed`` cryptofeed ``<EXCH>.ws.*`` captures (+ the   :func:`ddms.io.cryptofeed.read_cryptofeed`
                ``.http.`` files beside them)
 ``dbn``        Databento DBN market-by-order (.dbn[.zst])  :func:`ddms.io.dbn.read_dbn` (order level)
@@ -123,6 +125,8 @@ class Source:
             return read_lobster(self.path, skip_bad=self.skip_bad)
         if self.kind == "binance":
             return _binance_batches(self, notes)
+        if self.kind == "orders":
+            return self.reader(notes).batches()
         if self.kind == "parquet":
             from ddms.io.columnar import parquet_info, read_parquet
             if self.symbol is not None and parquet_info(self.path).symbols is not None:
@@ -140,6 +144,9 @@ class Source:
         read here rather than by :mod:`ddms.io.orderbook`'s parser)."""
         if self.kind == "binance":
             return BinanceCaptureReader(self, notes, symbols=self.symbols)
+        if self.kind == "orders" and not self.symbols:
+            from ddms.io.orderrec import OrderRecordingReader
+            return OrderRecordingReader(self.path, skip_bad=self.skip_bad, batch_updates=self.batch_updates)
         fmt = _IO_FORMATS.get(self.kind)
         if fmt is not None and fmt.open is not None:
             r = io_formats.SymbolBatches(fmt, self.path, symbol=self.symbol, skip_bad=self.skip_bad,

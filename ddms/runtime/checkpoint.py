@@ -307,13 +307,18 @@ def capture(engine: Engine, extra: dict[str, Any] | None = None,
     an attached strategy)."""
     if getattr(engine, "unsaved", None):
         raise CheckpointError(f"cannot checkpoint: {'; '.join(engine.unsaved)} would not be in the checkpoint "
-                              "(a resumed run would lose it); checkpoint the views without the strategy")
+                              "(a resumed run would lose it)")
     arrays = dump_state(engine, copy=False)
     for k, a in (extra_arrays or {}).items():
         arrays[f"extra.{k}"] = np.asarray(a)
+    attached: dict[str, Any] = {}
+    for name, saver in getattr(engine, "savers", {}).items():    # a strategy's state (Engine.savers)
+        attached[name], own = saver()
+        for k, a in own.items():
+            arrays[f"attached.{name}.{k}"] = np.asarray(a)
     packed = pack(arrays)
     meta = {"program": program_digest(engine), "layout": layout_digest(engine), "position": engine.position,
-            "symbols": sorted(known_symbols().values()), "extra": extra or {}}
+            "symbols": sorted(known_symbols().values()), "extra": extra or {}, "attached": attached}
     return packed, meta
 
 
@@ -339,5 +344,8 @@ def restore(engine: Engine, path: str | os.PathLike) -> tuple[dict[str, Any], di
     for name in info.get("symbols", ()):   # the names of the symbol ids in the state, for display
         symbol_id(name)
     engine.position = int(info["position"])
+    engine.restored = {name: (m, {k[len(f"attached.{name}."):]: a for k, a in arrays.items()
+                                  if k.startswith(f"attached.{name}.")})
+                       for name, m in info.get("attached", {}).items()}
     extra = {k[len("extra."):]: a for k, a in arrays.items() if k.startswith("extra.")}
     return info.get("extra", {}), extra

@@ -192,9 +192,16 @@ class Engine:
         self._slot_watch: dict[int, list[tuple[str, Subscription]]] = {}
         self.position = 0
         self.unsaved: list[str] = []
-        """State attached to this engine that a checkpoint does not hold, named (a strategy's
-        orders, position and own fields: :meth:`strategies.api.Strategy.attach` adds it):
-        :meth:`checkpoint` refuses while any is attached rather than lose it silently."""
+        """State attached to this engine that a checkpoint cannot hold, named with what to add
+        (a strategy without ``state()``/``restore()``: :meth:`strategies.api.Strategy.attach`
+        adds it): :meth:`checkpoint` refuses while any is attached rather than lose it silently."""
+        self.savers: dict[str, Callable[[], tuple[dict[str, Any], dict[str, np.ndarray]]]] = {}
+        """State attached to this engine that a checkpoint holds beside the maps: ``name ->
+        save()`` returning JSON values and numpy arrays (no pickle), called at the checkpoint's
+        line boundary (an attached strategy, its orders and its context: :mod:`strategies.api`)."""
+        self.restored: dict[str, tuple[dict[str, Any], dict[str, np.ndarray]]] = {}
+        """What the last :meth:`restore` found of :attr:`savers`' state, by name, for whoever
+        attaches next (:meth:`strategies.api.Strategy.attach` takes ``"strategy"``)."""
         self._fire_c = _FIRE(self._line_changed)  # compiled code calls back through this
         self._raised: BaseException | None = None
         self._batch_base = 0
