@@ -68,6 +68,7 @@ async def _multi(paths: list[Path], *, faults: dict[int, list[str]] | None = Non
                 await s
     lines = [json.loads(x) for x in out.getvalue().splitlines()]
     assert lines[-1] == summary
+    mon._check()
     return mon, summary, lines
 
 
@@ -112,6 +113,7 @@ def test_kraken_and_okx_at_once_equal_each_alone():
     assert sorted((x["connection"], x["venue"]) for x in conn) == [(1, "kraken"), (2, "okx")]
     changes = [x for x in lines if x.get("event") == "change"]
     assert changes and {x["line"] for x in changes} <= set(range(1, mon.engine.position + 1))
+    assert {x["key"][0] for x in changes if x["view"] == "SYMBOL_SPREAD"} == set(s["symbols"])
 
 
 # ------------------------------------------------------------------------------------------
@@ -217,6 +219,7 @@ def test_binance_feed_with_more_symbols_than_a_connection_carries_is_split(tmp_p
     rows = {r[0]: r[1] for r in mon.engine.snapshot()["SYMBOL_BEST_BID"]}
     assert rows == {sym: max(float(p) for p in truth[sym][0]) for sym in SYMS}
     assert any(x.get("event") == "split" for x in lines)
+    mon._check()
 
 
 def test_split_with_checkpoint_is_refused(tmp_path, monkeypatch):

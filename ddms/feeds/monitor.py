@@ -37,6 +37,31 @@ Strategy orders (``LiveContext.orders``) are drained after each engine update an
 display's orders panel, ``order`` JSON events, or stderr lines, and to ``orders_log`` (CSV) when
 given -- never onto the display's own stream, where they would garble it.
 
+MULTI -- several connections, one engine (``ddms monitor URL URL ...``, or one Binance feed on a
+bare ``/stream`` with more symbols than a connection carries: ``max_streams``, Binance's 1,024
+streams, when the monitor opens one more connection to the same URL per share of symbols by
+itself).  The first URL's :class:`Monitor` (the root) owns the engine, the strategy and the
+display; each other connection is a peer :class:`Monitor` (its own client, venue session,
+checks, resyncs, reconnects and ``--record`` file), so a fault on one connection is detected,
+reported and recovered on it alone while the others go on.  Every connection must be a venue
+session (Kraken, OKX, Coinbase, Binance naming its symbols).  The root takes the records of
+every queue as they come and applies them in receive order (:meth:`Monitor._take_ready`: by
+receive time, each connection's own order kept), each connection's rows renumbered onto one
+sequence of engine lines, one ``Engine.apply`` per drained round.  Symbols are keyed as their
+venue spells them; when two venues spell one alike (Binance spot and USD-M ``BTCUSDT``) both are
+keyed ``VENUE:SYMBOL`` (``binance:BTCUSDT``, ``binance_futures:BTCUSDT``: the venue as cryptofeed
+names it) in the engine's symbol column, the views, the summary and the display; the keys are
+settled once every first connection has reported (their messages wait until then), and a
+connection starting later keys only its own clashing symbols so.  One venue's symbol on two
+connections is refused (one book per symbol).  The summary sums every connection's counters at
+the top level, keys ``symbols`` as above (each with its ``symbol``, ``venue``, ``connection``),
+and lists ``connections``; JSON events of a connection carry ``connection`` and ``venue``.
+``--record FILE``: one recording per connection (a cryptofeed capture holds one venue): FILE,
+then :func:`numbered_recording` names (``FILE``'s stem ``.2``, ``.3``, ...); ``ddms run --data
+F1 --data F2`` merges them by receive time.  ``--checkpoint`` is refused (a checkpoint holds
+one connection's position and line numbering).  Cost: one sort of each drained round's records
+(O(r log r)) and a renumbering copy of the rows' line numbers.
+
 Rates (``messages_per_s``, ``level_updates_per_s``) are over ``active_seconds``: from the first
 message's receive time to the end of the last update, so connecting and waiting for the server do
 not count.  Latency is measured from the transport's receive time (``perf_counter_ns`` right after ``recv``)
@@ -108,7 +133,12 @@ class MonitorConfig:
     server ends the stream normally; ``reconnect``: reconnect attempts in a row before giving up
     (None: forever; see :func:`ddms.feeds.transport.retry_policy`); ``orders_log``: a CSV file
     receiving every strategy action; ``snapshot_url``/``market``/``protocol`` override what the
-    server advertises; ``display``: draw the rich display (default: when stdout is a terminal)."""
+    server advertises; ``display``: draw the rich display (default: when stdout is a terminal).
+    Several connections (MULTI in the module docstring): ``urls`` the URLs after ``url``;
+    ``symbols`` the first connection's symbols and ``peer_symbols`` the others' (in order;
+    missing: ``symbols``); ``symbols_shared``: ``symbols`` is for every URL, each following those
+    its feed has; ``max_streams``: streams per Binance connection (a feed with more symbols on
+    a bare ``/stream`` is split over connections)."""
 
     url: str
     views: str | None = None
@@ -347,6 +377,22 @@ class Monitor:
             raise DdmsError(f"--views/--strategy on {total} symbols of {len(self.conns())} connections: the bids/asks "
                             "relations hold one book; declare a symbol column (symbol VARCHAR) in the views' streams, "
                             "or choose one symbol with --symbols")
+
+    def _check(self) -> None:
+        """Invariants of several connections: every followed symbol has one key, no two keys
+        alike; the lines handed out are the engine's (once every connection applies through
+        the root); each session's own invariants."""
+        keys: list[str] = []
+        for m in self.conns():
+            if m.session is None:
+                continue
+            m.session._check()
+            if self._named and self.multi:
+                assert set(m.names) == set(m.session.symbols), (m.index, m.names)
+                keys += [m.names[x] for x in m.session.symbols]
+        assert len(keys) == len(set(keys)), keys
+        if self.multi and self.engine is not None and self._named:
+            assert self._gline == self.engine.position, (self._gline, self.engine.position)
 
     def _take_rows(self) -> EventBatch | None:
         """This connection's engine rows since the last call (its session's batch, with each
