@@ -305,3 +305,36 @@ def test_display_has_a_row_per_venue_and_symbol():
     con.print(_symbol_table(s))
     out = con.file.getvalue()
     assert "binance_futures" in out and out.count("BTCUSDT") == 2 and "venue" in out and "resyncing" in out
+
+
+def test_records_of_several_connections_are_taken_in_receive_order():
+    """:meth:`Monitor._take_ready` without a network: two connections' queues with interleaved
+    receive times come out in receive order, each connection's own order kept (a control record
+    stays after the messages before it); until every first connection reported, messages wait."""
+    from types import SimpleNamespace
+
+    from ddms.feeds.transport import Connected, Disconnected
+
+    async def go():
+        mon = Monitor(MonitorConfig("ws://a:1/", urls=("ws://b:2/",)), out=io.StringIO())
+        a, b = mon.conns()
+        for m in (a, b):
+            m.client = SimpleNamespace(queue=asyncio.Queue())
+        a.client.queue.put_nowait(Connected(1, "ws://a:1/", {}))
+        a.client.queue.put_nowait((10, b"a1"))
+        first = mon._take_ready()
+        assert [it for _, _, it in first] == [Connected(1, "ws://a:1/", {})]    # a1 waits for b's first record
+        a.started = True
+        assert a._held == [(10, (10, b"a1"))]
+        b.client.queue.put_nowait(Disconnected(None, "refused", 0.1, 1, 8, False))
+        assert [type(it) for _, _, it in mon._take_ready()] == [Disconnected]
+        b.started = True
+        mon._named = True
+        for m, items in ((a, [(30, b"a2"), (50, b"a3")]), (b, [(20, b"b1"), (40, b"b2"), (60, b"b3")])):
+            for it in items:
+                m.client.queue.put_nowait(it)
+        a.client.queue.put_nowait(Disconnected(1000, "closed", 0.1, 1, 8, True))   # after a3, before b3
+        got = [(m.index, it if type(it) is tuple else type(it).__name__) for _, m, it in mon._take_ready()]
+        assert got == [(1, (10, b"a1")), (2, (20, b"b1")), (1, (30, b"a2")), (2, (40, b"b2")), (1, (50, b"a3")),
+                       (1, "Disconnected"), (2, (60, b"b3"))]
+    asyncio.run(go())
