@@ -338,3 +338,17 @@ def test_records_of_several_connections_are_taken_in_receive_order():
         assert got == [(1, (10, b"a1")), (2, (20, b"b1")), (1, (30, b"a2")), (2, (40, b"b2")), (1, (50, b"a3")),
                        (1, "Disconnected"), (2, (60, b"b3"))]
     asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_real_binance_spot_and_usdm_btcusdt_at_once():
+    """The issue's case on this repository's real captures: BTCUSDT on Binance spot and USD-M at
+    once, keyed by venue, each with the counts of the README's table (alone)."""
+    paths = [SHARED / "data" / "binance" / "spot_btcusdt_20240808.gz",
+             SHARED / "data" / "binance" / "usdm_btcusdt_20240808.gz"]
+    if not all(p.exists() for p in paths):
+        pytest.skip("../shared/data/binance not available")
+    _, s, _ = run(_multi(paths))
+    _clean_multi(s)
+    got = {k: (d["depth_events"], d["bookticker_checked"]) for k, d in s["symbols"].items()}
+    assert got == {"binance:BTCUSDT": (3451, 564), "binance_futures:BTCUSDT": (6551, 629)}
