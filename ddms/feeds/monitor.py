@@ -106,7 +106,7 @@ from ddms.feeds.venue_session import (
     Recorder,
     SendText,
     VenueSession,
-    _binance_streams,
+    binance_streams,
     binance_symbols,
     venue_from_url,
 )
@@ -329,7 +329,7 @@ class Monitor:
         connection's position per checkpoint)."""
         c = self.config
         cap = c.max_streams
-        if len(syms) <= cap or _binance_streams(c.url):
+        if len(syms) <= cap or binance_streams(c.url):
             return syms
         if self.root.config.checkpoint:
             raise DdmsError(f"{c.url}: {len(syms):,} symbols, more than one Binance connection carries ({cap} "

@@ -52,8 +52,8 @@ from ddms.io.symbols import symbol_id, with_symbol
 from ddms.io.venues.base import loads_json
 from ddms.io.venues.binance_book import MAX_STREAMS
 
-__all__ = ["IN_STREAM_VENUES", "FetchSnapshot", "Recorder", "SendText", "VenueSession", "binance_symbols",
-           "venue_from_url"]
+__all__ = ["IN_STREAM_VENUES", "FetchSnapshot", "Recorder", "SendText", "VenueSession", "binance_streams",
+           "binance_symbols", "venue_from_url"]
 
 IN_STREAM_VENUES = ("kraken", "okx", "coinbase")
 SUBSCRIBE_BATCH = 200
@@ -84,7 +84,9 @@ class FetchSnapshot:
     reason: str
 
 
-def _binance_streams(url: str) -> list[str]:
+def binance_streams(url: str) -> list[str]:
+    """The Binance stream names a URL carries (``/stream?streams=a/b``, ``/ws/a``); empty for
+    a bare ``/stream``, which carries what the client SUBSCRIBEs.  O(len(url))."""
     parts = urlsplit(url)
     names = []
     for v in parse_qs(parts.query).get("streams", []):
@@ -104,7 +106,7 @@ def venue_from_url(url: str) -> tuple[str | None, list[str]]:
         if key in host:
             return venue, []
     if "binance" in host:
-        syms = list(dict.fromkeys(n.split("@", 1)[0].upper() for n in _binance_streams(url) if "@depth" in n.lower()))
+        syms = list(dict.fromkeys(n.split("@", 1)[0].upper() for n in binance_streams(url) if "@depth" in n.lower()))
         if len(syms) > 1:
             return "binance", syms
     return None, []
@@ -116,7 +118,7 @@ def binance_symbols(url: str, snapshot: str | None = None) -> list[str]:
     URL's depth streams (``btcusdt@depth@0ms`` -> ``BTCUSDT``), else the ``symbol=`` of the
     advertised snapshot path (``/fapi/v1/depth?symbol=BTCUSDT&limit=1000``); empty when neither
     says.  O(len(url))."""
-    syms = list(dict.fromkeys(n.split("@", 1)[0].upper() for n in _binance_streams(url) if "@depth" in n.lower()))
+    syms = list(dict.fromkeys(n.split("@", 1)[0].upper() for n in binance_streams(url) if "@depth" in n.lower()))
     if not syms and snapshot:
         syms = [s.upper() for s in parse_qs(urlsplit(snapshot).query).get("symbol", []) if s]
     return syms
@@ -151,7 +153,7 @@ class VenueSession:
         self.subscribe_interval = subscribe_interval
         self.max_streams = max_streams
         self._sub_id = 0
-        if venue == "binance" and not _binance_streams(url) and len(self.symbols) > max_streams:
+        if venue == "binance" and not binance_streams(url) and len(self.symbols) > max_streams:
             raise DdmsError(f"{url}: {len(self.symbols):,} symbols: a Binance connection listens to at most "
                             f"{max_streams} streams; the monitor opens one connection per {max_streams} symbols "
                             "(without --checkpoint)")
@@ -200,7 +202,7 @@ class VenueSession:
             return [json.dumps({"op": op, "args": [{"channel": "books", "instId": s} for s in syms]})]
         if self.venue == "coinbase":
             return [json.dumps({"type": op, "product_ids": syms, "channels": ["level2", "ticker"]})]
-        if _binance_streams(self.url):
+        if binance_streams(self.url):
             return []        # Binance: the URL names the streams
         return self._binance_subscribe(syms, op)
 
