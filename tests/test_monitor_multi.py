@@ -352,3 +352,31 @@ def test_real_binance_spot_and_usdm_btcusdt_at_once():
     _clean_multi(s)
     got = {k: (d["depth_events"], d["bookticker_checked"]) for k, d in s["symbols"].items()}
     assert got == {"binance:BTCUSDT": (3451, 564), "binance_futures:BTCUSDT": (6551, 629)}
+
+
+def test_binance_replay_waits_for_subscriptions_before_its_first_frame(tmp_path, monkeypatch):
+    """A Binance replay on a subscription-gated bare ``/stream`` starts with a hold until no
+    client waits for its SUBSCRIBE (2 s at most): frames sent before would reach no connection,
+    and a symbol's first REST hold would then wait for a snapshot request that never comes.  The
+    hold returns as soon as the clients subscribed, without waiting for a snapshot request."""
+    from ddms.feeds.server import Hold, WsRoute
+    from ddms.feeds.transport import _hold, _Hub
+    monkeypatch.setattr(venue_server, "MAX_URL", 40)
+    path, _ = write_binance_capture(tmp_path, 43, "spot", symbols=SYMS, n=60)
+    core = load_replay(path)
+    first = next(iter(core.timeline()))
+    assert first == Hold(2.0, subscribed=True)
+
+    async def go(act: Hold, routes: list[WsRoute], subscribe_after: float | None = None) -> None:
+        hub = _Hub()
+        for i, r in enumerate(routes):
+            hub.set_route(i, r)
+        if subscribe_after is not None:
+            asyncio.get_running_loop().call_later(subscribe_after, hub.set_route, 0,
+                                                  WsRoute(frozenset({"aaausdt@depth"}), True))
+        await asyncio.wait_for(_hold(core, hub, act), 1.5)
+    subscribed = WsRoute(frozenset({"aaausdt@depth"}), True)
+    run(go(first, [subscribed]))
+    run(go(first, [WsRoute(frozenset(), True)], subscribe_after=0.2))     # waits for the SUBSCRIBE only
+    with pytest.raises(TimeoutError):       # a symbol's hold waits for its snapshot request
+        run(go(Hold(5.0, "AAAUSDT"), [subscribed]))
