@@ -2,7 +2,7 @@
 
     ddms serve-feed CAPTURE|finance.csv [--speed X|max] [--rate N] [--port P] [--host H]
                     [--empty-book] [--fault KIND@N[#SYMBOL] ...]
-    ddms monitor URL [--views FILE.sql|FILE.m3] [--strategy NAME [--param K=V ...] [--orders-log FILE]]
+    ddms monitor URL [URL ...] [--views FILE.sql|FILE.m3] [--strategy NAME [--param K=V ...] [--orders-log FILE]]
                  [--json] [--once] [--reconnect N|forever] [--snapshot-url URL] [--market futures|spot]
                  [--watchdog S] [--symbols A,B,...] [--record FILE]
                  [--checkpoint DIR [--checkpoint-every N] [--checkpoint-keep N]]
@@ -93,7 +93,16 @@ def monitor_config(args: argparse.Namespace) -> MonitorConfig:
     from ddms.feeds.monitor import MonitorConfig
     from ddms.feeds.transport import ClientConfig
 
-    ClientConfig(args.url)          # validates the URL before any compile
+    urls = list(args.url)
+    for u in urls:
+        ClientConfig(u)             # validates the URLs before any compile
+    lists = [tuple(x.strip().upper() for x in text.split(",") if x.strip()) for text in args.symbols or ()]
+    if len(lists) > 1 and len(lists) != len(urls):
+        raise DdmsError(f"--symbols given {len(lists)} times for {len(urls)} URL{'s' if len(urls) > 1 else ''}: give "
+                        "it once (every URL follows those of the symbols its feed has) or once per URL, in order")
+    if len(urls) > 1 and args.checkpoint:
+        raise DdmsError("--checkpoint with several URLs: a checkpoint holds one feed's position; run one monitor per "
+                        "URL, each with its own --checkpoint DIR")
     params = []
     for text in args.param or ():
         key, sep, value = text.partition("=")
@@ -107,11 +116,13 @@ def monitor_config(args: argparse.Namespace) -> MonitorConfig:
         raise DdmsError("--param needs --strategy")
     if args.orders_log and not args.strategy:
         raise DdmsError("--orders-log needs --strategy")
-    return MonitorConfig(args.url, views=args.views, strategy=args.strategy, json=args.json, once=args.once,
+    return MonitorConfig(urls[0], urls=tuple(urls[1:]), views=args.views, strategy=args.strategy, json=args.json,
+                         once=args.once,
                          snapshot_url=args.snapshot_url, market=args.market, watchdog=args.watchdog,
                          display=False if args.no_display else None, strategy_params=tuple(params),
                          reconnect=args.reconnect, orders_log=args.orders_log,
-                         symbols=tuple(x.strip().upper() for x in (args.symbols or "").split(",") if x.strip()),
+                         symbols=lists[0] if lists else (), peer_symbols=tuple(lists[1:]),
+                         symbols_shared=len(lists) == 1 and len(urls) > 1,
                          record=args.record, checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                          checkpoint_keep=args.checkpoint_keep)
 
@@ -179,7 +190,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     sf.set_defaults(func=cmd_serve_feed)
 
     mo = sub.add_parser("monitor", help="follow a live feed: book, views, checks, live display")
-    mo.add_argument("url", help="websocket URL (e.g. the first line printed by ddms serve-feed)")
+    mo.add_argument("url", nargs="+", metavar="URL",
+                    help="websocket URL (e.g. the first line printed by ddms serve-feed); several URLs (venues, or "
+                         "markets of one venue) are followed at once, one connection each, into one engine")
     mo.add_argument("--views", help="views to maintain: SQL (.sql) or M3 (.m3) over bids/asks")
     mo.add_argument("--strategy", help="run a strategy on the views: a name from ddms backtest --list, "
                     "package.module:Class or path/to/file.py:Class; without --views on the strategy's own program; "
@@ -201,9 +214,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     mo.add_argument("--market", choices=("futures", "spot"), help="Binance market (default: advertised or detected)")
     mo.add_argument("--watchdog", type=float, default=30.0, help="reconnect after this many seconds without a message")
     mo.add_argument("--no-display", action="store_true", help="no live display (status lines on stderr)")
-    mo.add_argument("--symbols", metavar="A,B,...",
+    mo.add_argument("--symbols", metavar="A,B,...", action="append",
                     help="symbols to subscribe to, as the venue spells them (default: every symbol a ddms serve-feed "
-                         "server advertises; needed for a live Kraken, OKX or Coinbase URL)")
+                         "server advertises; needed for a live Kraken, OKX or Coinbase URL); with several URLs, once "
+                         "(each URL follows those of them its feed has) or once per URL, in the URLs' order")
     mo.add_argument("--record", metavar="FILE",
                     help="write every message received, as received, with receive times, the subscriptions sent and "
                          "the REST snapshots fetched, as a cryptofeed capture that serve-feed, run, backtest and "

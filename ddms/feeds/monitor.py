@@ -37,6 +37,31 @@ Strategy orders (``LiveContext.orders``) are drained after each engine update an
 display's orders panel, ``order`` JSON events, or stderr lines, and to ``orders_log`` (CSV) when
 given -- never onto the display's own stream, where they would garble it.
 
+MULTI -- several connections, one engine (``ddms monitor URL URL ...``, or one Binance feed on a
+bare ``/stream`` with more symbols than a connection carries: ``max_streams``, Binance's 1,024
+streams, when the monitor opens one more connection to the same URL per share of symbols by
+itself).  The first URL's :class:`Monitor` (the root) owns the engine, the strategy and the
+display; each other connection is a peer :class:`Monitor` (its own client, venue session,
+checks, resyncs, reconnects and ``--record`` file), so a fault on one connection is detected,
+reported and recovered on it alone while the others go on.  Every connection must be a venue
+session (Kraken, OKX, Coinbase, Binance naming its symbols).  The root takes the records of
+every queue as they come and applies them in receive order (:meth:`Monitor._take_ready`: by
+receive time, each connection's own order kept), each connection's rows renumbered onto one
+sequence of engine lines, one ``Engine.apply`` per drained round.  Symbols are keyed as their
+venue spells them; when two venues spell one alike (Binance spot and USD-M ``BTCUSDT``) both are
+keyed ``VENUE:SYMBOL`` (``binance:BTCUSDT``, ``binance_futures:BTCUSDT``: the venue as cryptofeed
+names it) in the engine's symbol column, the views, the summary and the display; the keys are
+settled once every first connection has reported (their messages wait until then), and a
+connection starting later keys only its own clashing symbols so.  One venue's symbol on two
+connections is refused (one book per symbol).  The summary sums every connection's counters at
+the top level, keys ``symbols`` as above (each with its ``symbol``, ``venue``, ``connection``),
+and lists ``connections``; JSON events of a connection carry ``connection`` and ``venue``.
+``--record FILE``: one recording per connection (a cryptofeed capture holds one venue): FILE,
+then :func:`numbered_recording` names (``FILE``'s stem ``.2``, ``.3``, ...); ``ddms run --data
+F1 --data F2`` merges them by receive time.  ``--checkpoint`` is refused (a checkpoint holds
+one connection's position and line numbering).  Cost: one sort of each drained round's records
+(O(r log r)) and a renumbering copy of the rows' line numbers.
+
 Rates (``messages_per_s``, ``level_updates_per_s``) are over ``active_seconds``: from the first
 message's receive time to the end of the last update, so connecting and waiting for the server do
 not count.  Latency is measured from the transport's receive time (``perf_counter_ns`` right after ``recv``)
@@ -55,8 +80,9 @@ import signal
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -80,14 +106,16 @@ from ddms.feeds.venue_session import (
     Recorder,
     SendText,
     VenueSession,
+    binance_streams,
     binance_symbols,
     venue_from_url,
 )
 from ddms.io.actions import NeedSnapshot
+from ddms.io.events import EventBatch, concat
 from ddms.io.orderproto import OrderFeed
 from ddms.io.orderrec import OrderRecorder
 from ddms.io.schema import COLUMNS
-from ddms.io.venues.binance_book import FUTURES, SPOT, BinanceBook, Decoder, DepthUpdate
+from ddms.io.venues.binance_book import FUTURES, MAX_STREAMS, SPOT, BinanceBook, Decoder, DepthUpdate
 
 __all__ = ["Monitor", "MonitorConfig", "load_strategy"]
 
@@ -105,7 +133,12 @@ class MonitorConfig:
     server ends the stream normally; ``reconnect``: reconnect attempts in a row before giving up
     (None: forever; see :func:`ddms.feeds.transport.retry_policy`); ``orders_log``: a CSV file
     receiving every strategy action; ``snapshot_url``/``market``/``protocol`` override what the
-    server advertises; ``display``: draw the rich display (default: when stdout is a terminal)."""
+    server advertises; ``display``: draw the rich display (default: when stdout is a terminal).
+    Several connections (MULTI in the module docstring): ``urls`` the URLs after ``url``;
+    ``symbols`` the first connection's symbols and ``peer_symbols`` the others' (in order;
+    missing: ``symbols``); ``symbols_shared``: ``symbols`` is for every URL, each following those
+    its feed has; ``max_streams``: streams per Binance connection (a feed with more symbols on
+    a bare ``/stream`` is split over connections)."""
 
     url: str
     views: str | None = None
@@ -129,6 +162,10 @@ class MonitorConfig:
     checkpoint: str | None = None
     checkpoint_every: int = 10_000
     checkpoint_keep: int = 2
+    urls: tuple[str, ...] = ()
+    peer_symbols: tuple[tuple[str, ...], ...] = ()
+    symbols_shared: bool = False
+    max_streams: int = MAX_STREAMS
 
 
 class Monitor:
@@ -173,6 +210,24 @@ class Monitor:
         self._lat_sym: list[tuple[int, str]] = []
         self._yield_now = False                      # a subscription change waits to be sent
         self._snap_syms: dict[str, str] = {}         # snapshot URL in flight -> symbol
+        # several connections (MULTI in the module docstring): the first URL's monitor (the root)
+        # owns the engine and drives the others (its peers), which feed it their rows
+        self.parent: Monitor | None = None
+        self.peers: list[Monitor] = []
+        self.index = 1                  # the connection's number (1: the root)
+        self.label: str | None = None   # the venue (VenueSession.label) once the session started
+        self.names: dict[str, str] = {}     # symbol -> its key in views and the summary (VENUE:SYMBOL on a clash)
+        self.ended = False
+        self.started = False            # the connection reported its first control record
+        self._reader: asyncio.Task | None = None
+        self._getter: asyncio.Task | None = None
+        self._held: list[tuple[int, Any]] = []      # records waiting for every first connection (MULTI)
+        self._key = 0                   # running maximum of the receive times taken (the merge key)
+        self._gline = 0                 # engine lines handed out over every connection (MULTI)
+        self._named = False             # the symbols' keys are settled (every first connection reported)
+        if config.urls and config.checkpoint:
+            raise DdmsError("--checkpoint with several URLs: a checkpoint holds one feed's position; run one "
+                            "monitor per URL, each with its own --checkpoint DIR")
         if engine is None and config.views:
             from ddms.runtime.engine import Engine
             self.engine = Engine(config.views)
@@ -224,6 +279,269 @@ class Monitor:
             if config.json:
                 for name in self.engine.watchable():
                     self.engine.on(name, self._print_change)
+        for k, url in enumerate(config.urls):
+            syms = config.peer_symbols[k] if k < len(config.peer_symbols) else config.symbols
+            self._add_peer(url, syms, config.symbols_shared)
+
+    # -- several connections (MULTI) -------------------------------------------------------------
+    @property
+    def root(self) -> Monitor:
+        return self.parent if self.parent is not None else self
+
+    @property
+    def multi(self) -> bool:
+        """More than one connection feeds the engine (several URLs, or a split Binance feed)."""
+        return bool(self.root.peers)
+
+    def conns(self) -> list[Monitor]:
+        """Every connection's monitor, the root first."""
+        r = self.root
+        return [r, *r.peers]
+
+    def _add_peer(self, url: str, symbols: tuple[str, ...], shared: bool) -> Monitor:
+        """A monitor of one more connection, feeding this (root) monitor's engine: no views,
+        strategy, orders log or checkpoint of its own; ``--record FILE`` goes to FILE with the
+        connection's number before its suffix (``session.rec``: ``session.2.rec``, ...).  Started
+        at once when the session runs already (a split)."""
+        k = len(self.peers) + 2
+        c = self.config
+        cfg = replace(c, url=url, urls=(), peer_symbols=(), views=None, strategy=None, strategy_params=(),
+                      orders_log=None, checkpoint=None, symbols=tuple(symbols), symbols_shared=shared,
+                      record=numbered_recording(c.record, k) if c.record else None)
+        peer = Monitor(cfg, out=self.out)
+        peer.parent, peer.index, peer._symbol_rows = self, k, self._symbol_rows
+        self.peers.append(peer)
+        if self.client is not None:         # the session runs: connect now
+            peer._start_client()
+        return peer
+
+    def _start_client(self) -> None:
+        c = self.config
+        self.client = FeedClient(ClientConfig(c.url, queue_size=c.queue_size, watchdog=c.watchdog, once=c.once,
+                                              overflow_wait=c.overflow_wait, max_retries=c.reconnect))
+        self._reader = asyncio.create_task(self.client.run())
+
+    def _split(self, syms: list[str]) -> list[str]:
+        """A Binance feed on a bare ``/stream`` with more symbols than one connection carries
+        (``max_streams``, Binance's 1,024 streams): this connection keeps the first share and a
+        peer connection to the same URL follows each other share (equal shares of at most
+        ``max_streams`` symbols, in the feed's order).  Refused with ``--checkpoint`` (one
+        connection's position per checkpoint)."""
+        c = self.config
+        cap = c.max_streams
+        if len(syms) <= cap or binance_streams(c.url):
+            return syms
+        if self.root.config.checkpoint:
+            raise DdmsError(f"{c.url}: {len(syms):,} symbols, more than one Binance connection carries ({cap} "
+                            "streams), so the monitor would open several connections, and --checkpoint follows one: "
+                            f"choose at most {cap} with --symbols, or run without --checkpoint")
+        n = -(-len(syms) // cap)
+        size = -(-len(syms) // n)
+        shares = [syms[i:i + size] for i in range(0, len(syms), size)]
+        root = self.root
+        for share in shares[1:]:
+            root._add_peer(c.url, tuple(share), False)
+        self._note("split", f"{len(syms):,} symbols over {len(shares)} connections of at most {cap} streams "
+                   f"({', '.join(str(len(x)) for x in shares)} symbols)", symbols=len(syms),
+                   connections=len(shares), max_streams=cap)
+        return shares[0]
+
+    def _settle_names(self) -> None:
+        """Key every followed symbol (root; once every first connection reported, and for a
+        connection starting later): the symbol as its venue spells it, or ``VENUE:SYMBOL`` when
+        two venues spell it alike (the key in the engine's symbol column, the summary's
+        ``symbols`` and the display).  A symbol followed twice on one venue is refused (one book
+        per symbol).  A connection starting after the keys were settled keeps the keys given:
+        only its own clashing symbols take the ``VENUE:`` form."""
+        by_sym: dict[str, dict[str, Monitor]] = {}
+        for m in self.conns():
+            if m.session is None:
+                continue
+            for sym in m.session.symbols:
+                other = by_sym.setdefault(sym, {}).get(m.label or "")
+                if other is not None and other is not m:
+                    raise DdmsError(f"{sym} of {m.label} is followed on two connections ({other.config.url} and "
+                                    f"{m.config.url}): one book per symbol; choose each connection's symbols with "
+                                    "--symbols (once per URL)")
+                by_sym[sym][m.label or ""] = m
+        for m in self.conns():
+            if m.session is None:
+                continue
+            for sym in m.session.symbols:
+                if sym in m.names and self._named:
+                    continue
+                clash = len(by_sym[sym]) > 1
+                m.names[sym] = f"{m.label}:{sym}" if clash else sym
+        total = sum(len(m.session.symbols) for m in self.conns() if m.session is not None)
+        if self.engine is not None and total > 1 and not self._symbol_rows:
+            raise DdmsError(f"--views/--strategy on {total} symbols of {len(self.conns())} connections: the bids/asks "
+                            "relations hold one book; declare a symbol column (symbol VARCHAR) in the views' streams, "
+                            "or choose one symbol with --symbols")
+
+    def _check(self) -> None:
+        """Invariants of several connections: every followed symbol has one key, no two keys
+        alike; the lines handed out are the engine's (once every connection applies through
+        the root); each session's own invariants."""
+        keys: list[str] = []
+        for m in self.conns():
+            if m.session is None:
+                continue
+            m.session._check()
+            if self._named and self.multi:
+                assert set(m.names) == set(m.session.symbols), (m.index, m.names)
+                keys += [m.names[x] for x in m.session.symbols]
+        assert len(keys) == len(set(keys)), keys
+        if self.multi and self.engine is not None and self._named:
+            assert self._gline == self.engine.position, (self._gline, self.engine.position)
+
+    def _take_rows(self) -> EventBatch | None:
+        """This connection's engine rows since the last call (its session's batch, with each
+        symbol's key in the symbol column), renumbered onto the root's engine lines after every
+        line handed out so far over all connections (MULTI).  O(rows)."""
+        sess = self.session
+        if sess is None:
+            return None
+        b = sess.take_batch(self._symbol_rows, self.names)
+        if b is None:
+            return None
+        root = self.root
+        n = b.last_line - b.first_line + 1
+        line = b.line - b.first_line + (root._gline + 1)
+        b = EventBatch(b.rel, b.sign, b.cols, line, root._gline + 1, root._gline + n, b.skipped, b.error, b.recv)
+        root._gline += n
+        return b
+
+    def _stamp_latency(self) -> None:
+        """The latency of the messages fed since the last call, as of now (after the engine update)."""
+        pend = self._lat_sym
+        if not pend:
+            return
+        sess = self.session
+        now = time.perf_counter_ns()
+        n = self._nlat
+        for r, sym in pend:
+            self._lat[n % _LAT_CAP] = now - r
+            if sess is not None:
+                sess.record_latency(sym, now - r)
+            n += 1
+        self._nlat = n
+        pend.clear()
+
+    def _take_ready(self) -> list[tuple[int, Monitor, Any]]:
+        """Every record the connections' queues hold now (MULTI), in receive order: each keyed
+        by its receive time (a message, a snapshot reply) or, for a control record, the
+        connection's running maximum, so that each connection keeps its own order; ties in
+        connection order.  Until every first connection has reported its first record, a
+        connection's messages (and what follows them) are held, so that the symbols' keys are
+        settled before any row is made.  O(records log records)."""
+        root = self.root
+        cap = root.config.max_batch
+        out: list[tuple[int, Monitor, Any]] = []
+        settled = root._named
+        for m in self.conns():
+            if settled and m._held:         # the keys are settled: what waited goes first
+                out += [(k, m, item) for k, item in m._held]
+                m._held = []
+            if m.ended:
+                continue
+            items: list[Any] = []
+            g = m._getter
+            if g is not None and g.done():
+                m._getter = None
+                items.append(g.result())
+            q = m.client.queue if m.client is not None else None
+            while q is not None and len(items) < cap and not q.empty():
+                items.append(q.get_nowait())
+            for item in items:
+                t = type(item)
+                if t is tuple:
+                    m._key = max(m._key, item[0])
+                elif t is SnapshotReply:
+                    m._key = max(m._key, item.recv_ns)
+                if not settled and (m._held or t is tuple or t is SnapshotReply):
+                    m._held.append((m._key, item))
+                    continue
+                out.append((m._key, m, item))
+        idx = {id(m): i for i, m in enumerate(self.conns())}
+        out.sort(key=lambda x: (x[0], idx[id(x[1])]))   # stable: each connection's order kept
+        return out
+
+    async def _wait_any(self) -> None:
+        """Wait until some connection's queue has a record (MULTI): one pending ``get`` per
+        connection, kept between calls (its record is taken first next time)."""
+        if self._named and any(m._held for m in self.conns()):
+            return
+        waits = []
+        for m in self.conns():
+            if m.ended or m.client is None:
+                continue
+            if m._getter is None:
+                if not m.client.queue.empty():
+                    return
+                m._getter = asyncio.ensure_future(m.client.queue.get())
+            waits.append(m._getter)
+        if waits and not any(w.done() for w in waits):
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+
+    def _multi_step(self) -> None:
+        """One drained round of every connection (MULTI): records in receive order, each run of
+        one connection's records fed to its session, the rows of every run handed to the one
+        engine in that order (one ``apply``), then latencies, reports and orders."""
+        items = self._take_ready()
+        if not items:
+            return
+        if self._t_first == 0:
+            self._t_first = next((it[0] for _, _, it in items if type(it) is tuple), 0)
+        batches: list[EventBatch] = []
+        touched: dict[int, Monitor] = {}
+        i = 0
+        while i < len(items):
+            m = items[i][1]
+            j = i
+            while j < len(items) and items[j][1] is m:
+                j += 1
+            m._process([it for _, _, it in items[i:j]])
+            touched[id(m)] = m
+            b = m._take_rows()
+            if b is not None:
+                batches.append(b)
+            i = j
+        if batches and self.engine is not None:
+            self.engine.apply(batches[0] if len(batches) == 1 else concat(batches), self.relmap)
+        for m in touched.values():
+            m._stamp_latency()
+            m._drain_reports()
+        if self.strategy_ctx is not None:
+            self._drain_orders()
+        if not self._named and all(m.started for m in self.conns()):
+            self._named = True      # every first connection reported: key the symbols, then make rows
+            self._settle_names()
+
+    def _process(self, items: list[Any]) -> None:
+        """One connection's records in order (MULTI): messages to its session (a Binance
+        connection's runs together: the chunk lane), control records to :meth:`_on_control`
+        (an ended connection is marked ended).  A connection that is not a venue session (our
+        order protocol, a Binance feed naming no symbol) is refused: only sessions' rows carry
+        their symbol."""
+        run: list[tuple[int, bytes]] = []
+        for item in items:
+            if type(item) is tuple:
+                if self.session is None:
+                    raise DdmsError(f"{self.config.url}: several connections feed one engine only from venue sessions "
+                                    "(Kraken, OKX, Coinbase, Binance naming its symbols); this feed is "
+                                    f"{self.protocol or 'not recognised'}: monitor it alone")
+                if self.session.venue == "binance":
+                    run.append(item)
+                else:
+                    self._feed(item[0], item[1])
+                continue
+            if run:
+                self._feed_run(run)
+                run = []
+            if self._on_control(item):
+                self.ended = True
+        if run:
+            self._feed_run(run)
 
     # -- output -----------------------------------------------------------------------------
     def _emit(self, obj: dict) -> None:
@@ -231,18 +549,26 @@ class Monitor:
 
     def _print_change(self, view: str, key: tuple, old: float, new: float, position: int) -> None:
         ev = {"event": "change", "view": view, "key": list(key), "old": _num(old), "new": _num(new), "line": position}
-        if self.session is not None and not self._symbol_rows:   # the views follow one symbol (_start_session)
-            ev["symbol"] = self.session.symbols[0]
+        if not self._symbol_rows:       # the views follow one symbol (_start_session, _settle_names)
+            m = next((m for m in self.conns() if m.session is not None), None)
+            if m is not None:
+                ev["symbol"] = m.session.symbols[0]
+                if self.multi and m.label:
+                    ev["venue"] = m.label
         self._emit(ev)
 
     def _note(self, kind: str, say: str | None = None, **fields: Any) -> None:
         """Record a session event: one JSON line with ``--json``, else one line of text (``say``,
         or the fields) in the display's event list or on stderr."""
         text = say if say is not None else f"{kind}: " + ", ".join(f"{k}={v}" for k, v in fields.items())
-        self.recent.append(text)
+        root = self.root
+        if self.multi:      # which connection (and venue) said it
+            fields = {**fields, "connection": self.index, **({"venue": self.label} if self.label else {})}
+            text = f"[{self.index}{' ' + self.label if self.label else ''}] {text}"
+        root.recent.append(text)
         if self.config.json:
             self._emit({"event": kind, **fields})
-        elif not self._display_on:
+        elif not root._display_on:
             print(f"monitor: {text}", file=sys.stderr, flush=True)
 
     def _drain_orders(self) -> None:
@@ -386,7 +712,7 @@ class Monitor:
         c = self.config
         venue = h.get("x-ddms-protocol") or c.protocol
         syms = [s for s in h.get("x-ddms-symbols", "").split(",") if s]
-        if venue == "binance" and not syms and c.record:
+        if venue == "binance" and not syms and (c.record or self.multi):
             # a recorded Binance feed whose server names no symbol (an hftbacktest capture of one
             # symbol): a session of its one symbol, which numbers and applies the engine lines as
             # ddms run reads the recording, so the recording and the checkpoints join up
@@ -398,16 +724,27 @@ class Monitor:
         if c.symbols:
             want = [s.upper() for s in c.symbols]
             unknown = [s for s in want if syms and s not in syms]
-            if unknown:
+            if c.symbols_shared:        # one --symbols for several URLs: each follows those its server has
+                want = [s for s in want if s not in unknown]
+                if not want:
+                    raise DdmsError(f"{c.url}: none of --symbols {','.join(c.symbols)} is on this feed (it has "
+                                    f"{', '.join(syms)}); give --symbols once per URL")
+            elif unknown:
                 raise DdmsError(f"--symbols: {', '.join(unknown)} not on this feed (it has {', '.join(syms)})")
             syms = want
+        if venue == "binance":
+            syms = self._split(syms)
         self.protocol = venue
         self.market = h.get("x-ddms-market") or c.market or self.market
         kinds = [k for k in h.get("x-ddms-streams", "").split(",") if k]
         self.session = VenueSession(venue, syms, c.url, market=self.market, snapshot=h.get("x-ddms-snapshot"),
                                     stream_kinds=kinds,    # a ddms replay (X-DDMS-*) has no message rate limit
-                                    subscribe_interval=0.0 if "x-ddms-protocol" in h else 0.25)
+                                    subscribe_interval=0.0 if "x-ddms-protocol" in h else 0.25,
+                                    max_streams=c.max_streams)
+        self.label = self.session.label
         self.session.want = None if self._symbol_rows else syms[0]   # the symbol a replay keeps (None: all)
+        if self.root._named:        # a connection starting after the others: key its symbols now
+            self.root._settle_names()
         if self.engine is not None and len(syms) > 1 and not self._symbol_rows:
             raise DdmsError(f"--views/--strategy on {len(syms)} symbols: the bids/asks relations hold one book; "
                             f"choose one with --symbols (this feed: {', '.join(syms)}), or declare a symbol column "
@@ -506,7 +843,8 @@ class Monitor:
             self._act(actions)
 
     def _on_control(self, item: Any) -> bool:
-        """Handle a control record; True when the session is over."""
+        """Handle a control record; True when the session (MULTI: this connection) is over."""
+        self.started = True
         t = type(item)
         if t is Connected:
             h = {k.lower(): v for k, v in item.headers.items()}
@@ -630,19 +968,10 @@ class Monitor:
         assert sess is not None
         # one batch, message by message (as ddms run reads the recording); with a symbol column when
         # the views' streams have one (every symbol's rows)
-        b = sess.take_batch(self._symbol_rows)
+        b = sess.take_batch(self._symbol_rows, self.names)
         if b is not None and self.engine is not None:
             self.engine.apply(b, self.relmap)
-        pend = self._lat_sym
-        if pend:
-            now = time.perf_counter_ns()
-            n = self._nlat
-            for r, sym in pend:
-                self._lat[n % _LAT_CAP] = now - r
-                sess.record_latency(sym, now - r)
-                n += 1
-            self._nlat = n
-            pend.clear()
+        self._stamp_latency()
         if self.strategy_ctx is not None:
             self._drain_orders()
         self._drain_reports()
@@ -683,76 +1012,101 @@ class Monitor:
 
     async def run(self) -> dict[str, Any]:
         _warm_up()
-        c = self.config
-        client = FeedClient(ClientConfig(c.url, queue_size=c.queue_size, watchdog=c.watchdog, once=c.once,
-                                         overflow_wait=c.overflow_wait, max_retries=c.reconnect))
-        self.client = client
         self.t0 = time.perf_counter()
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, self.stop)
-        reader = asyncio.create_task(client.run())
+        for m in self.conns():
+            m._start_client()
         display = _Display(self) if self._display_on else None
-        q = client.queue
-        feed = self._feed
-        batch_max = c.max_batch
         try:
             if display is not None:
                 display.start()
-            done = False
-            while not done:
-                item = await q.get()
-                if self._t_first == 0 and type(item) is tuple:
-                    self._t_first = item[0]
-                n = 0
-                run: list[tuple[int, bytes]] = []    # a venue session's messages, fed together
-                while True:
-                    if type(item) is tuple:
-                        if self.session is not None and self.session.venue == "binance":
-                            run.append(item)
-                        else:
-                            feed(item[0], item[1])
-                    else:
-                        if run:
-                            self._feed_run(run)
-                            run = []
-                        if self._on_control(item):
-                            done = True
-                            break
-                    n += 1
-                    if n >= batch_max or q.empty():
-                        break
-                    item = q.get_nowait()
-                if run:
-                    self._feed_run(run)
-                self._flush()
-                if self.checkpoints is not None:
-                    if self.session is not None:
-                        self.checkpoints.after_flush(self.session, self.session.messages, self.recorder)
-                    elif self.book is not None:
-                        self.checkpoints.after_flush(self.book, self.book.messages, self.recorder)
+            multi_started = False
+            while not all(m.ended for m in self.conns()):
+                if self.peers:          # several connections (from the start, or since a split)
+                    if not multi_started:
+                        multi_started = True
+                        self._gline = self.engine.position if self.engine is not None else 0
+                    await self._wait_any()
+                    self._multi_step()
+                else:
+                    await self._single_step()
                 self._t_last = time.perf_counter_ns()
                 if display is not None:
                     display.tick()
                 await self._after_batch()
         finally:
-            client.stop()
-            deadline = time.monotonic() + 5.0
-            while not reader.done() and time.monotonic() < deadline:
-                while not q.empty():      # the reader may wait for room to say it ended
-                    q.get_nowait()
-                await asyncio.sleep(0.01)
-            if not reader.done():
-                reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
+            await self._close_all()
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(sig)
             if display is not None:
                 display.stop()
         return self.finish()
+
+    async def _single_step(self) -> None:
+        """One drained run of the one connection's queue (at most ``max_batch`` records), fed to
+        the protocol core, then one engine update."""
+        q = self.client.queue
+        if self._getter is not None:     # not after a split: only MULTI waits with a pending get
+            item = await self._getter
+            self._getter = None
+        else:
+            item = await q.get()
+        if self._t_first == 0 and type(item) is tuple:
+            self._t_first = item[0]
+        n = 0
+        run: list[tuple[int, bytes]] = []    # a venue session's messages, fed together
+        feed = self._feed
+        while True:
+            if type(item) is tuple:
+                if self.session is not None and self.session.venue == "binance":
+                    run.append(item)
+                else:
+                    feed(item[0], item[1])
+            else:
+                if run:
+                    self._feed_run(run)
+                    run = []
+                if self._on_control(item):
+                    self.ended = True
+                    break
+            n += 1
+            if n >= self.config.max_batch or q.empty() or self.peers:
+                break
+            item = q.get_nowait()
+        if run:
+            self._feed_run(run)
+        self._flush()
+        if self.checkpoints is not None:
+            if self.session is not None:
+                self.checkpoints.after_flush(self.session, self.session.messages, self.recorder)
+            elif self.book is not None:
+                self.checkpoints.after_flush(self.book, self.book.messages, self.recorder)
+
+    async def _close_all(self) -> None:
+        """Stop every connection and wait (5 s at most) for their readers to end."""
+        conns = self.conns()
+        for m in conns:
+            if m.client is not None:
+                m.client.stop()
+            if m._getter is not None and not m._getter.done():
+                m._getter.cancel()
+        deadline = time.monotonic() + 5.0
+        for m in conns:
+            reader, q = m._reader, m.client.queue if m.client is not None else None
+            if reader is None:
+                continue
+            while not reader.done() and time.monotonic() < deadline:
+                while q is not None and not q.empty():      # the reader may wait for room to say it ended
+                    q.get_nowait()
+                await asyncio.sleep(0.01)
+            if not reader.done():
+                reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
 
     async def _after_batch(self) -> None:
         """Called after each drained run of the queue.  Yields to the event loop every 64 runs so
@@ -764,9 +1118,10 @@ class Monitor:
             await asyncio.sleep(0)
 
     def stop(self) -> None:
-        """Stop the session (Ctrl-C): the reader closes the connection and ends the queue."""
-        if self.client is not None:
-            self.client.stop()
+        """Stop the session (Ctrl-C): the readers close the connections and end the queues."""
+        for m in self.conns():
+            if m.client is not None:
+                m.client.stop()
 
     def finish(self) -> dict[str, Any]:
         """Print the final views (as ``ddms run --json``) and the summary line; return the
@@ -777,8 +1132,9 @@ class Monitor:
             self.checkpoints.write(self.session if self.session is not None else self.book, self.recorder)
         if self._orders_log is not None:
             self._orders_log.close()
-        if self._record_file is not None:
-            self._record_file.close()
+        for m in self.conns():
+            if m._record_file is not None:
+                m._record_file.close()
         if self.engine is not None and self.config.json:
             from ddms.cli import _jsonable
             self.out.write(json.dumps({"line": self.engine.position,
@@ -797,7 +1153,66 @@ class Monitor:
         return round(float(p50) / 1e3, 1), round(float(p99) / 1e3, 1)
 
     def summary(self) -> dict[str, Any]:
-        """The counters so far (see the module docstring)."""
+        """The counters so far (see the module docstring; MULTI: :meth:`_summary_multi`)."""
+        return self._summary_multi() if self.multi else self._summary_one()
+
+    def _summary_multi(self) -> dict[str, Any]:
+        """The summary of several connections (MULTI in the module docstring): each
+        connection's counters (:meth:`_summary_one`) summed at the top level (numbers; ``synced``
+        when every connection is; ``unknown_fields`` and ``ignored`` merged), ``symbols`` keyed
+        by each symbol's key (the venue's spelling, ``VENUE:SYMBOL`` on a clash) with its
+        ``venue`` and ``connection``, ``connections`` (one entry per connection: URL, venue,
+        its counters without ``symbols``), latency over every connection's messages, the rates
+        over the session's active time."""
+        conns = self.conns()
+        parts = [m._summary_one() for m in conns]
+        out: dict[str, Any] = {"event": "summary", "url": [m.config.url for m in conns],
+                               "protocol": _one_or_list([m.protocol for m in conns]),
+                               "market": _one_or_list([m.market for m in conns]),
+                               "venues": list(dict.fromkeys(m.label for m in conns if m.label))}
+        skip = {"event", "url", "protocol", "market", "venue", "position", "seconds", "active_seconds",
+                "messages_per_s", "level_updates_per_s", "latency_p50_us", "latency_p99_us", "end", "symbols",
+                "best_bid", "best_ask", "bookticker_checked_since_resync", "strategy"}
+        for p in parts:
+            for k, v in p.items():
+                if k in skip:
+                    continue
+                if type(v) is int:
+                    out[k] = out.get(k, 0) + v
+                elif type(v) is bool:
+                    out[k] = out.get(k, True) and v
+                elif isinstance(v, dict):
+                    d = out.setdefault(k, {})
+                    for kk, vv in v.items():
+                        d[kk] = d.get(kk, 0) + vv if type(vv) is int else vv
+        syms: dict[str, Any] = {}
+        for m, p in zip(conns, parts, strict=True):
+            for sym, d in p.get("symbols", {}).items():
+                syms[m.names.get(sym, sym)] = {**d, "symbol": sym, "venue": m.label, "connection": m.index}
+        out["symbols"] = syms
+        lats = [m._lat[:min(m._nlat, _LAT_CAP)] for m in conns]
+        lat = np.concatenate(lats) if lats else np.zeros(0, np.int64)
+        p50, p99 = (np.percentile(lat, [50, 99]) / 1e3).round(1).tolist() if len(lat) else (None, None)
+        active = (self._t_last - self._t_first) / 1e9 if self._t_first and self._t_last > self._t_first else 0.0
+        ends = [m.end_reason for m in conns if m.end_reason]
+        lost = [e for e in ends if e.startswith("gave up")]
+        out.update({"latency_p50_us": p50, "latency_p99_us": p99, "seconds": round(time.perf_counter() - self.t0, 3),
+                    "active_seconds": round(active, 3),
+                    "messages_per_s": round(out.get("messages", 0) / active) if active > 0 else None,
+                    "level_updates_per_s": round((out.get("level_updates") or 0) / active) if active > 0 else None,
+                    "end": "; ".join(dict.fromkeys(lost + ends)),
+                    "connections": [{"connection": m.index, "url": m.config.url, "venue": m.label,
+                                     "symbols": [m.names.get(x, x) for x in (m.session.symbols if m.session else ())],
+                                     **{k: v for k, v in p.items() if k not in ("event", "url", "symbols")}}
+                                    for m, p in zip(conns, parts, strict=True)]})
+        if self.engine is not None:
+            out["position"] = self.engine.position
+        if "strategy" in parts[0]:
+            out["strategy"] = parts[0]["strategy"]
+        return out
+
+    def _summary_one(self) -> dict[str, Any]:
+        """The counters of this connection so far (see the module docstring)."""
         book = self.book
         seconds = time.perf_counter() - self.t0
         st = self.client.stats if self.client is not None else None
@@ -872,6 +1287,19 @@ def _warm_up() -> None:
     for m in _WARM:
         bk.feed_message(m)
     bk.take_events()
+
+
+def _one_or_list(xs: list[Any]) -> Any:
+    """One value when every connection has it, else the list (in connection order)."""
+    return xs[0] if len(set(xs)) == 1 else xs
+
+
+def numbered_recording(path: str, k: int) -> str:
+    """``--record``'s file of connection ``k`` (2, 3, ...) of a monitor of several connections:
+    the connection's number before the file's suffix (``rec/session.rec``: ``rec/session.2.rec``;
+    no suffix: ``session.2``).  Connection 1 records to ``path`` itself."""
+    p = Path(path)
+    return str(p.with_name(f"{p.stem}.{k}{p.suffix}"))
 
 
 def _num(x: float) -> float | None:
@@ -973,12 +1401,15 @@ class _Display:
         if now - t >= 1.0:
             self.rate = (s.get("messages", 0) - n) / (now - t)
             self.last = (now, s.get("messages", 0))
-        head = Table(title=f"ddms monitor  {mon.config.url}", show_header=False, expand=False)
+        urls = [m.config.url for m in mon.conns()]
+        head = Table(title=f"ddms monitor  {urls[0]}{f' (+{len(urls) - 1} connections)' if len(urls) > 1 else ''}",
+                     show_header=False, expand=False)
         head.add_column("k")
         head.add_column("v", justify="right")
         head.add_column("k2")
         head.add_column("v2", justify="right")
-        pairs = [("protocol", f"{mon.protocol or '?'} {mon.market or ''}"),
+        pairs = [("protocol", f"{mon.protocol or '?'} {mon.market or ''}" if not mon.multi else
+                  ", ".join(s.get("venues") or ["?"])),
                  ("state", "synced" if s.get("synced") else
                   "waiting for snapshot" if s.get("connects") else "not connected"),
                  ("messages", f"{s.get('messages', 0):,}"), ("msgs/s", f"{self.rate:,.0f}"),
@@ -995,7 +1426,7 @@ class _Display:
             (a, b), (c, d) = pairs[i], pairs[i + 1]
             head.add_row(a, str(b), c, str(d))
         parts: list[Any] = [head]
-        if mon.session is not None:
+        if any(m.session is not None for m in mon.conns()):
             parts.append(_symbol_table(s))
         if mon.engine is not None:
             views = Table(title="views", expand=False)
@@ -1024,10 +1455,15 @@ class _Display:
 
 
 def _symbol_table(s: dict[str, Any]) -> Any:
-    """The display's row per symbol: state, best bid/ask, message rate, gaps, resyncs, checksum
-    state (checked / mismatched; Coinbase: ticker agreement), latency of the last update."""
+    """The display's row per symbol (several connections: per venue and symbol, with the venue
+    and connection): state, best bid/ask, message rate, gaps, resyncs, checksum state (checked /
+    mismatched; Coinbase: ticker agreement), latency of the last update."""
     from rich.table import Table
     t = Table(title="symbols", expand=False)
+    venues = any("venue" in d for d in s.get("symbols", {}).values())
+    if venues:
+        t.add_column("venue", no_wrap=True)
+        t.add_column("conn", justify="right", no_wrap=True)
     for col in ("symbol", "state", "best bid", "best ask", "msgs/s", "gaps", "resyncs", "checksum", "crossed",
                 "latency us"):
         t.add_column(col, justify="left" if col in ("symbol", "state") else "right", no_wrap=True)
@@ -1042,8 +1478,10 @@ def _symbol_table(s: dict[str, Any]) -> Any:
         else:
             ck = "-"
         rate = d.get("messages_per_s")
-        t.add_row(sym, "synced" if d.get("synced") else "resyncing", " x ".join(d["best_bid"]) if d.get("best_bid")
-                  else "-", " x ".join(d["best_ask"]) if d.get("best_ask") else "-",
+        lead = [str(d.get("venue") or "-"), str(d.get("connection", ""))] if venues else []
+        t.add_row(*lead, d.get("symbol", sym), "synced" if d.get("synced") else "resyncing",
+                  " x ".join(d["best_bid"]) if d.get("best_bid") else "-",
+                  " x ".join(d["best_ask"]) if d.get("best_ask") else "-",
                   f"{rate:,.0f}" if rate is not None else "-", str(d.get("gaps", 0)), str(d.get("resyncs", 0)), ck,
                   str(d.get("crossed", 0)), str(d.get("latency_us") if d.get("latency_us") is not None else "-"))
     return t

@@ -171,6 +171,7 @@ class Hold:
 
     seconds: float
     symbol: str | None = None     # a multi-symbol replay: wait for a request of this symbol
+    subscribed: bool = False      # wait only until no client waits for its SUBSCRIBE (bare /stream)
 
 
 @dataclass(frozen=True, slots=True)

@@ -655,6 +655,8 @@ async def _hold(core: Any, hub: _Hub, act: Hold) -> None:
     while not in_stream and time.monotonic() < until and any(
             r.streams is not None and not r.streams for r in hub.clients.values()):
         await asyncio.sleep(0.01)
+    if act.subscribed:
+        return
     wants_depth = in_stream or any(r.streams is None or any(core.is_depth(x) for x in r.streams)
                                    for r in hub.clients.values())
     if not wants_depth:

@@ -456,6 +456,8 @@ class VenueReplay:
         ``seqId <= last`` as stale)."""
         if self.venue != "binance":
             yield Hold(self.hold_seconds)          # until a client subscribes
+        else:       # a bare /stream carries nothing until SUBSCRIBE: frames sent before would be lost
+            yield Hold(2.0, subscribed=True)
         faults = self.faults
         rules = FaultRules(
             fault=lambda f, k, n: (faults.get((None, k)) or faults.get((f.symbol, n))) if faults else None,

@@ -52,8 +52,8 @@ from ddms.io.symbols import symbol_id, with_symbol
 from ddms.io.venues.base import loads_json
 from ddms.io.venues.binance_book import MAX_STREAMS
 
-__all__ = ["IN_STREAM_VENUES", "FetchSnapshot", "Recorder", "SendText", "VenueSession", "binance_symbols",
-           "venue_from_url"]
+__all__ = ["IN_STREAM_VENUES", "FetchSnapshot", "Recorder", "SendText", "VenueSession", "binance_streams",
+           "binance_symbols", "venue_from_url"]
 
 IN_STREAM_VENUES = ("kraken", "okx", "coinbase")
 SUBSCRIBE_BATCH = 200
@@ -84,7 +84,9 @@ class FetchSnapshot:
     reason: str
 
 
-def _binance_streams(url: str) -> list[str]:
+def binance_streams(url: str) -> list[str]:
+    """The Binance stream names a URL carries (``/stream?streams=a/b``, ``/ws/a``); empty for
+    a bare ``/stream``, which carries what the client SUBSCRIBEs.  O(len(url))."""
     parts = urlsplit(url)
     names = []
     for v in parse_qs(parts.query).get("streams", []):
@@ -104,7 +106,7 @@ def venue_from_url(url: str) -> tuple[str | None, list[str]]:
         if key in host:
             return venue, []
     if "binance" in host:
-        syms = list(dict.fromkeys(n.split("@", 1)[0].upper() for n in _binance_streams(url) if "@depth" in n.lower()))
+        syms = list(dict.fromkeys(n.split("@", 1)[0].upper() for n in binance_streams(url) if "@depth" in n.lower()))
         if len(syms) > 1:
             return "binance", syms
     return None, []
@@ -116,7 +118,7 @@ def binance_symbols(url: str, snapshot: str | None = None) -> list[str]:
     URL's depth streams (``btcusdt@depth@0ms`` -> ``BTCUSDT``), else the ``symbol=`` of the
     advertised snapshot path (``/fapi/v1/depth?symbol=BTCUSDT&limit=1000``); empty when neither
     says.  O(len(url))."""
-    syms = list(dict.fromkeys(n.split("@", 1)[0].upper() for n in _binance_streams(url) if "@depth" in n.lower()))
+    syms = list(dict.fromkeys(n.split("@", 1)[0].upper() for n in binance_streams(url) if "@depth" in n.lower()))
     if not syms and snapshot:
         syms = [s.upper() for s in parse_qs(urlsplit(snapshot).query).get("symbol", []) if s]
     return syms
@@ -139,7 +141,7 @@ class VenueSession:
 
     def __init__(self, venue: str, symbols: list[str], url: str, *, market: str | None = None,
                  snapshot: str | None = None, depth: int = 1000, stream_kinds: Sequence[str] = (),
-                 subscribe_interval: float = 0.25) -> None:
+                 subscribe_interval: float = 0.25, max_streams: int = MAX_STREAMS) -> None:
         if venue not in (*IN_STREAM_VENUES, "binance"):
             raise DdmsError(f"{url}: unknown venue {venue!r}")
         if not symbols:
@@ -149,10 +151,12 @@ class VenueSession:
         self.url = url
         self.stream_kinds = list(stream_kinds)
         self.subscribe_interval = subscribe_interval
+        self.max_streams = max_streams
         self._sub_id = 0
-        if venue == "binance" and not _binance_streams(url) and len(self.symbols) > MAX_STREAMS:
+        if venue == "binance" and not binance_streams(url) and len(self.symbols) > max_streams:
             raise DdmsError(f"{url}: {len(self.symbols):,} symbols: a Binance connection listens to at most "
-                            f"{MAX_STREAMS} streams; run one monitor per {MAX_STREAMS} symbols (--symbols)")
+                            f"{max_streams} streams; the monitor opens one connection per {max_streams} symbols "
+                            "(without --checkpoint)")
         self.depth = depth
         self.snapshot_template = snapshot
         self.messages = 0
@@ -198,7 +202,7 @@ class VenueSession:
             return [json.dumps({"op": op, "args": [{"channel": "books", "instId": s} for s in syms]})]
         if self.venue == "coinbase":
             return [json.dumps({"type": op, "product_ids": syms, "channels": ["level2", "ticker"]})]
-        if _binance_streams(self.url):
+        if binance_streams(self.url):
             return []        # Binance: the URL names the streams
         return self._binance_subscribe(syms, op)
 
@@ -207,13 +211,13 @@ class VenueSession:
         in one URL, or a real feed with ``--symbols``): ``SUBSCRIBE`` messages of at most
         :data:`SUBSCRIBE_BATCH` streams each -- every symbol's depth stream, then bookTicker
         streams (the top-of-book cross-check) for as many symbols as the connection's
-        :data:`MAX_STREAMS` leaves room for.  The kinds are the server's (``X-DDMS-Streams``),
+        ``max_streams`` (:data:`MAX_STREAMS`) leaves room for.  The kinds are the server's (``X-DDMS-Streams``),
         else ``depth@100ms`` and ``bookTicker``."""
         kinds = self.stream_kinds or ["depth@100ms", "bookTicker"]
         depth = next((k for k in kinds if k.split("@", 1)[0] == "depth"), "depth@100ms")
         names = [f"{s.lower()}@{depth}" for s in syms]
         if "bookTicker" in kinds:
-            names += [f"{s.lower()}@bookTicker" for s in syms[:max(0, MAX_STREAMS - len(names))]]
+            names += [f"{s.lower()}@bookTicker" for s in syms[:max(0, self.max_streams - len(names))]]
         out = []
         for i in range(0, len(names), SUBSCRIBE_BATCH):
             self._sub_id += 1
@@ -399,19 +403,31 @@ class VenueSession:
         new, self.line, self.last_src = renumber(src, self.line, self.last_src)
         return EventBatch(rel, sign, cols, new, int(new[0]), self.line), syms, counts
 
-    def take_batch(self, symbol_column: bool = False) -> EventBatch | None:
+    @property
+    def label(self) -> str:
+        """The venue as a cryptofeed capture names it (``binance`` spot, ``binance_futures``
+        USD-M, ``binance_delivery`` COIN-M, ``kraken``, ``okx``, ``coinbase``): what tells two
+        venues' books apart when a monitor watches several."""
+        if self.venue != "binance":
+            return self.venue
+        return {"spot": "binance", "coinm": "binance_delivery"}.get(self.rest or "usdm", "binance_futures")
+
+    def take_batch(self, symbol_column: bool = False, names: dict[str, str] | None = None) -> EventBatch | None:
         """The engine rows made since the last call, message by message in the order fed (each
         message's rows as the core's ``take_events`` gives them), as one batch renumbered as
         ``ddms run`` numbers this session's recording, so the monitor's engine applies the very
         rows, in the very order and on the very lines, of ``ddms run`` over the recording, and
         its checkpoints are checkpoints of that run too.  ``symbol_column``: each row's
-        :func:`~ddms.io.symbols.symbol_id` as a sixth column.  None: no rows.  O(rows)."""
+        :func:`~ddms.io.symbols.symbol_id` as a sixth column, of ``names[symbol]`` when ``names``
+        has it (a monitor of several venues keys a symbol two venues spell alike ``VENUE:SYMBOL``).
+        None: no rows.  O(rows)."""
         built = self._build()
         if built is None:
             return None
         b, syms, counts = built
         if symbol_column:
-            ids = np.repeat(np.array([symbol_id(s) for s in syms], np.float64), counts)
+            nm = names or {}
+            ids = np.repeat(np.array([symbol_id(nm.get(s, s)) for s in syms], np.float64), counts)
             b = EventBatch(b.rel, b.sign, with_symbol(b.cols, ids), b.line, b.first_line, b.last_line)
         return b
 
