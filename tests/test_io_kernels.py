@@ -121,6 +121,40 @@ def test_parse_int(n):
     assert _parse(decimal.parse_int, "x1")[2] == 1
 
 
+tails = st.binary(max_size=20)   # what follows a field: the rest of the line and beyond (any bytes)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="0123456789+-.eE,x\n", max_size=20), tails)
+def test_wide_parsers_equal_the_byte_by_byte_ones(text, tail):
+    """parse_number_wide / parse_int_wide (eight digits at a time when 16 bytes are readable) return
+    exactly what parse_number / parse_int return, for fields of any content followed by any bytes,
+    at every distance from the buffer's end (the wide form falls back near it)."""
+    data = text.encode() + b"\n" + tail
+    buf = np.frombuffer(data, np.uint8)
+    for cut in range(len(text) + 1, len(data) + 1):      # buffers ending right after the newline .. later
+        b = buf[:cut]
+        for i in range(min(len(text), 3) + 1):
+            assert decimal.parse_number_wide(b, i, cut) == decimal.parse_number(b, i, cut)
+            assert decimal.parse_int_wide(b, i, cut) == decimal.parse_int(b, i, cut)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 10**17), st.binary(min_size=16, max_size=16))
+def test_parse_uint_swar(n, after):
+    """Eight digits at a time: the value of 1..15 leading digits, a refusal (ok False, j == i) for
+    16 or more or none, whatever non-digit byte ends the number and whatever follows it."""
+    text = str(n).encode()
+    stop = next((c for c in after if not 48 <= c <= 57), 44)
+    buf = np.frombuffer(text + bytes([stop]) + after, np.uint8)
+    v, j, ok = decimal.parse_uint_swar(buf, 0)
+    if len(text) <= 15:
+        assert ok and v == n and j == len(text)
+    else:
+        assert not ok and j == 0
+    assert decimal.parse_uint_swar(np.frombuffer(b"," + bytes(16), np.uint8), 0) == (0, 0, False)
+
+
 # -- blocked sorted level arrays ------------------------------------------------------------------
 
 levels = st.lists(st.tuples(st.integers(0, 1), st.integers(1, 400), st.integers(0, 5)), max_size=400)
