@@ -57,6 +57,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
@@ -72,9 +73,11 @@ from ddms.io.kernels.decimal import parse_number as _num
 from ddms.io.kernels.decimal import parse_number_wide as _num_w
 from ddms.io.kernels.ordertable import EMPTY as _EMPTY
 from ddms.io.kernels.ordertable import INIT_BITS as _INIT_BITS
+from ddms.io.kernels.ordertable import blank as _blank
 from ddms.io.kernels.ordertable import find as _find
 from ddms.io.kernels.ordertable import grow as _grow
 from ddms.io.kernels.ordertable import grow_bits as _grow_bits
+from ddms.io.kernels.ordertable import grow_into as _grow_into
 from ddms.io.kernels.ordertable import put as _put
 from ddms.io.kernels.ordertable import remove as _remove
 from ddms.io.schema import ASKS, BIDS, COLUMNS, RELATIONS
@@ -88,6 +91,13 @@ MAX_BAD_SAMPLES = 10
 _SPARE = 6
 """Output buffers a parser keeps for reuse (:meth:`OrderBookParser._output`): ``ddms run`` has up
 to four batches alive (two queued, one parsed, one applied)."""
+
+
+_MIN_OUT = (1 << 18) // 16 + 64
+"""Events a new output buffer has room for at least (what a 256 KiB chunk asks for, ``ddms run``'s
+largest): the buffers made for its first, smaller chunks are then reused for the later ones
+instead of lying idle while new ones fault their pages (~100 faults on big/finance.csv).
+Capacity never written costs no page."""
 
 
 # kernel status / reason codes (shared with the Python side that turns them into messages)
@@ -282,6 +292,29 @@ def _reason(code: int, extra: int, text: str) -> str:
     return _REASONS.get(code, "malformed line")
 
 
+def _last_newline(arr: np.ndarray) -> int:
+    """Index of the last newline byte of ``arr``, -1 if none: searched from the end 4 KiB at a time
+    (a chunk's last line ends near its end).  For buffers that have no ``rfind`` (memoryview)."""
+    hi = arr.shape[0]
+    while hi > 0:
+        lo = max(0, hi - 4096)
+        hits = np.flatnonzero(arr[lo:hi] == 10)
+        if hits.size:
+            return lo + int(hits[-1])
+        hi = lo
+    return -1
+
+
+def _first_newline(arr: np.ndarray) -> int:
+    """Index of the first newline byte of ``arr`` (which has one), searched 4 KiB at a time."""
+    lo = 0
+    while True:
+        hits = np.flatnonzero(arr[lo:lo + 4096] == 10)
+        if hits.size:
+            return lo + int(hits[0])
+        lo += 4096
+
+
 def _as_readonly_u8(data: bytes | bytearray | memoryview) -> np.ndarray:
     arr = np.frombuffer(data, np.uint8)
     if arr.flags.writeable:  # one array type for the kernel -> one compiled specialization
@@ -318,6 +351,13 @@ class OrderBookParser:
         self._closed = False
         self._bad = np.zeros((MAX_BAD_SAMPLES, 5), np.int64)
         self._spare: list[_Out] = []   # output buffers of recent batches, reused once unreferenced
+        self.grow_ahead = False
+        """Make the order table's next arrays on a helper thread once it is a quarter full (it grows
+        at half), so that their page faults (~640 for the 65,536 slots of big/finance.csv, ~1-1.5
+        ms) fall off the parsing thread: ``ddms run`` sets it (it parses on a thread of its own
+        while another applies, so a core idles).  Values never depend on it."""
+        self.tables_made_ahead = 0   # growths that used the helper's arrays (tests)
+        self._ahead: tuple[threading.Thread, list, int] | None = None
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -361,20 +401,24 @@ class OrderBookParser:
         self._keys = np.array(arrays["keys"], np.int64)
         self._vals = np.array(arrays["vals"], np.float64)
         self._meta = np.array(arrays["meta"], np.int64)
+        self._ahead = None   # (made for the table replaced; the size check in _grow_table would refuse it too)
 
     # -- feeding ----------------------------------------------------------------------------
     def feed(self, data: bytes | bytearray | memoryview) -> EventBatch:
         """Parse the complete lines of the remembered partial line + ``data``; keep the rest."""
         self._check_usable()
-        if not isinstance(data, bytes):
-            data = bytes(data)
+        if isinstance(data, str):
+            raise TypeError(f"{self.source}: order-book input must be bytes (open files with 'rb')")
+        if isinstance(data, memoryview) and (data.ndim != 1 or data.itemsize != 1):
+            data = data.cast("B")
+        arr = _as_readonly_u8(data)   # no copy: a caller may hand the same buffer again once this returns
         first = self.lines_consumed
-        last_nl = data.rfind(b"\n")
+        flat = isinstance(data, (bytes, bytearray))
+        last_nl = data.rfind(b"\n") if flat else _last_newline(arr)
         if last_nl < 0:
             self._partial += data
             return EventBatch.empty(5, first)
         end = last_nl + 1
-        arr = _as_readonly_u8(data)
         # Room for one event per 16 bytes: 1.7 per line of the real data (28 bytes a line, 1.005
         # events).  Untouched capacity costs no page faults; denser output grows by copying.
         out = self._output(end // 16 + 64)
@@ -382,8 +426,8 @@ class OrderBookParser:
         start = 0
         if self._partial:
             # finish the remembered line on its own (a small copy) rather than copying all of data
-            head_nl = data.index(b"\n")
-            head = bytes(self._partial) + data[: head_nl + 1]
+            head_nl = data.index(b"\n") if flat else _first_newline(arr)
+            head = bytes(self._partial) + bytes(data[: head_nl + 1])
             self._partial = bytearray()
             k, skipped, err = self._process(_as_readonly_u8(head), 0, len(head), out, k)
             start = head_nl + 1
@@ -392,6 +436,7 @@ class OrderBookParser:
             skipped += sk
         if err is None:
             self._partial += data[end:]
+            self._prepare_growth()
         return self._batch(out, k, first, skipped, err)
 
     def close(self) -> EventBatch:
@@ -429,7 +474,7 @@ class OrderBookParser:
                 del self._spare[i]
                 self._spare.append(buf)
                 return buf
-        buf = _Out(n)
+        buf = _Out(max(n, _MIN_OUT))
         self._spare.append(buf)
         if len(self._spare) > _SPARE:
             del self._spare[0]
@@ -440,8 +485,29 @@ class OrderBookParser:
                           self.lines_consumed, skipped, err)
 
     def _grow_table(self) -> None:
-        """Grow the order table (x4 while small, then x2: :func:`~ddms.io.kernels.ordertable.grow_bits`)."""
-        self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 3, _grow_bits(self._keys.shape[0]))
+        """Grow the order table (x4 while small, then x2: :func:`~ddms.io.kernels.ordertable.grow_bits`),
+        into the arrays the helper thread made if they are of the size needed (:attr:`grow_ahead`)."""
+        bits = _grow_bits(self._keys.shape[0])
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            thread, box, cap = ahead
+            thread.join()   # (made long ago, normally: it started a quarter of the table earlier)
+            if box and cap == self._keys.shape[0] << bits:
+                self._keys, self._vals = _grow_into(self._keys, self._vals, box[0][0], box[0][1], self._meta, 3, bits)
+                self.tables_made_ahead += 1
+                return
+        self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 3, bits)
+
+    def _prepare_growth(self) -> None:
+        """With :attr:`grow_ahead`, start making the next table's arrays once a quarter full.  O(1)."""
+        cap = self._keys.shape[0]
+        if not self.grow_ahead or self._ahead is not None or 4 * int(self._meta[0]) < cap:
+            return
+        box: list = []
+        new_cap = cap << _grow_bits(cap)
+        thread = threading.Thread(target=lambda: box.append(_blank(new_cap)), name="ddms-order-table", daemon=True)
+        thread.start()
+        self._ahead = (thread, box, new_cap)
 
     def _bad_line(self, code: int, extra: int, line: int, text_bytes: bytes) -> InputError:
         text = text_bytes.decode("utf-8", errors="replace")
