@@ -73,7 +73,7 @@ from ddms.io.kernels.decimal import parse_number as _num
 from ddms.io.kernels.decimal import parse_number_wide as _num_w
 from ddms.io.kernels.ordertable import EMPTY as _EMPTY
 from ddms.io.kernels.ordertable import INIT_BITS as _INIT_BITS
-from ddms.io.kernels.ordertable import blank as _blank
+from ddms.io.kernels.ordertable import clear as _clear
 from ddms.io.kernels.ordertable import find as _find
 from ddms.io.kernels.ordertable import grow as _grow
 from ddms.io.kernels.ordertable import grow_bits as _grow_bits
@@ -492,8 +492,8 @@ class OrderBookParser:
         if ahead is not None:
             thread, box, cap = ahead
             thread.join()   # (made long ago, normally: it started a quarter of the table earlier)
-            if box and cap == self._keys.shape[0] << bits:
-                self._keys, self._vals = _grow_into(self._keys, self._vals, box[0][0], box[0][1], self._meta, 3, bits)
+            if cap == self._keys.shape[0] << bits:
+                self._keys, self._vals = _grow_into(self._keys, self._vals, box[0], box[1], self._meta, 3, bits)
                 self.tables_made_ahead += 1
                 return
         self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 3, bits)
@@ -503,9 +503,12 @@ class OrderBookParser:
         cap = self._keys.shape[0]
         if not self.grow_ahead or self._ahead is not None or 4 * int(self._meta[0]) < cap:
             return
-        box: list = []
         new_cap = cap << _grow_bits(cap)
-        thread = threading.Thread(target=lambda: box.append(_blank(new_cap)), name="ddms-order-table", daemon=True)
+        # allocated here (no page touched yet: the parsing thread's allocator, whose freed memory
+        # comes back; arrays allocated on the helper came from a malloc arena of their own and
+        # doubled the run's page faults), cleared (faulted in) there
+        box = [np.empty(new_cap, np.int64), np.empty((new_cap, 4), np.float64)]
+        thread = threading.Thread(target=_clear, args=(box[0], box[1]), name="ddms-order-table", daemon=True)
         thread.start()
         self._ahead = (thread, box, new_cap)
 
