@@ -36,6 +36,24 @@ def test_order_table_equals_a_dict(script):
         assert vals[find(keys, meta[1], k), 1] == v
 
 
+def test_grow_into_cleared_arrays_equals_grow():
+    """grow_into (arrays allocated ahead, cleared by ``clear`` on another thread) gives the table
+    grow gives: same keys at the same slots, same values, same shift."""
+    from ddms.io.kernels.ordertable import clear, grow_into
+    rng = np.random.default_rng(3)
+    keys, vals, shift = new_table(6)
+    for k in rng.choice(10**6, 30, replace=False):
+        put(keys, vals, shift, int(k), 1.0, float(k), 2.0, 1.0)
+    for bits in (1, 2):
+        m1, m2 = np.array([shift], np.int64), np.array([shift], np.int64)
+        k1, v1 = grow(keys, vals, m1, 0, bits)
+        nk, nv = np.ones(keys.shape[0] << bits, np.int64), np.ones((keys.shape[0] << bits, 4))   # junk
+        clear(nk, nv)
+        k2, v2 = grow_into(keys, vals, nk, nv, m2, 0, bits)
+        assert k2 is nk and np.array_equal(k1, k2) and np.array_equal(v1, v2) and m1[0] == m2[0]
+        table_check(k2, v2, int(m2[0]))
+
+
 def test_new_table_refuses_a_size_home_cannot_address():
     import pytest
     with pytest.raises(ValueError, match="5 <= bits"):
