@@ -297,8 +297,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif not demo:   # parse the next chunk on another core while this one is applied
         batches = prefetch(batches)
         for p in parsers:   # and grow the order table on a third thread (its page faults)
-            if hasattr(p, "grow_ahead"):
-                p.grow_ahead = True
+            if hasattr(p, "fault_ahead"):
+                p.fault_ahead = True
     if args.until:
         batches = _until(batches, args.until)
 

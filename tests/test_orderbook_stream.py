@@ -539,9 +539,11 @@ def test_a_dropped_batch_buffer_is_reused_and_a_kept_one_is_not():
     assert b3.cols.base is not b2.cols.base and not np.shares_memory(b3.cols, b2.cols)
 
 
-def test_order_table_grown_ahead_on_a_helper_thread_changes_nothing():
-    """``grow_ahead`` (ddms run): the next table's arrays are made on a helper thread once the
-    table is a quarter full and the growth re-inserts into them.  Events, resting rows and the
+def test_memory_faulted_ahead_on_helper_threads_changes_nothing():
+    """``fault_ahead`` (ddms run): the next table's arrays are made on a helper thread once the
+    table is a quarter full and the growth re-inserts into them; the next output buffers are
+    written on a helper thread while the parser's buffers are fewer than it keeps.  Events, resting
+    rows and the
     table's invariants are those of a parser without it; the growths after the first feed used
     the helper's arrays; a table replaced by ``load_state`` never grows into arrays made for
     another size."""
@@ -556,7 +558,7 @@ def test_order_table_grown_ahead_on_a_helper_thread_changes_nothing():
     cuts = list(range(0, len(data), 40_000))[1:]
     plain, ref = feed_pieces(data, cuts)
     ahead = OrderBookParser()
-    ahead.grow_ahead = True
+    ahead.fault_ahead = True
     got, prev = [], 0
     for c in cuts + [len(data)]:
         got.append(ahead.feed(data[prev:c]))
@@ -564,6 +566,7 @@ def test_order_table_grown_ahead_on_a_helper_thread_changes_nothing():
     got.append(ahead.close())
     assert events_of(*got) == events_of(*ref)
     assert ahead.tables_made_ahead >= 2 and plain.tables_made_ahead == 0
+    assert ahead.outputs_made_ahead >= 1 and plain.outputs_made_ahead == 0
     assert ahead._keys.shape[0] == plain._keys.shape[0] == 1 << 16
     table_check(ahead._keys, ahead._vals, int(ahead._meta[3]))
     rows, want = orderbook_rows(ahead), orderbook_rows(plain)
@@ -574,7 +577,7 @@ def test_order_table_grown_ahead_on_a_helper_thread_changes_nothing():
     small.feed(data[:cut])
     counters, arrays = small.save_state()
     ahead2 = OrderBookParser()
-    ahead2.grow_ahead = True
+    ahead2.fault_ahead = True
     ahead2.feed(data[:big])
     assert ahead2._ahead is not None and ahead2._ahead[2] > small._keys.shape[0] * 4
     ahead2.load_state(counters, arrays)

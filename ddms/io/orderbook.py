@@ -167,6 +167,16 @@ def _classify(buf, s, e):  # pragma: no cover - compiled
     return _OK, 0
 
 
+@njit(cache=True, _nrt=False, nogil=True)
+def _touch(o_rel, o_sign, o_cols, o_line, rows):  # pragma: no cover - compiled
+    """Write the first ``rows`` rows of an output buffer (zeros), faulting its pages in on the
+    calling thread (a helper: :attr:`OrderBookParser.fault_ahead`).  O(rows)."""
+    o_rel[:rows] = 0
+    o_sign[:rows] = 0
+    o_cols[:rows] = 0.0
+    o_line[:rows] = 0
+
+
 @njit(cache=True, _nrt=False)
 def _emit(o_rel, o_sign, o_cols, o_line, k, book, sign, t, oid, brk, vol, px, line):  # pragma: no cover
     o_rel[k] = book
@@ -351,13 +361,17 @@ class OrderBookParser:
         self._closed = False
         self._bad = np.zeros((MAX_BAD_SAMPLES, 5), np.int64)
         self._spare: list[_Out] = []   # output buffers of recent batches, reused once unreferenced
-        self.grow_ahead = False
-        """Make the order table's next arrays on a helper thread once it is a quarter full (it grows
-        at half), so that their page faults (~640 for the 65,536 slots of big/finance.csv, ~1-1.5
-        ms) fall off the parsing thread: ``ddms run`` sets it (it parses on a thread of its own
-        while another applies, so a core idles).  Values never depend on it."""
+        self.fault_ahead = False
+        """Have helper threads write (so fault in) the memory the parser will need next: the order
+        table's next arrays once it is a quarter full (it grows at half; ~640 page faults for the
+        65,536 slots of big/finance.csv, ~1-1.5 ms) and, while the pipeline fills, the next output
+        buffer (~115 faults a 256 KiB chunk), so that those faults fall off the parsing thread.
+        ``ddms run`` sets it (it parses on a thread of its own while another applies, so a core
+        idles).  Values never depend on it."""
         self.tables_made_ahead = 0   # growths that used the helper's arrays (tests)
+        self.outputs_made_ahead = 0  # output buffers the helper faulted in (tests)
         self._ahead: tuple[threading.Thread, list, int] | None = None
+        self._out_ahead: tuple[threading.Thread, _Out] | None = None
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -474,10 +488,23 @@ class OrderBookParser:
                 del self._spare[i]
                 self._spare.append(buf)
                 return buf
-        buf = _Out(max(n, _MIN_OUT))
+        ahead, self._out_ahead = self._out_ahead, None
+        if ahead is not None and ahead[1].rel.shape[0] >= n:
+            ahead[0].join()   # (done long ago, normally: it started a feed earlier)
+            buf = ahead[1]
+            self.outputs_made_ahead += 1
+        else:
+            buf = _Out(max(n, _MIN_OUT))
         self._spare.append(buf)
         if len(self._spare) > _SPARE:
             del self._spare[0]
+        elif self.fault_ahead:   # the pipeline is still filling: the next feed will want a new buffer too
+            nxt = _Out(max(n, _MIN_OUT))
+            rows = n * 5 // 8   # what real data fills: ~1 event a 28-byte line, n is one per 16 bytes
+            thread = threading.Thread(target=_touch, args=(nxt.rel, nxt.sign, nxt.cols, nxt.line, rows),
+                                      name="ddms-output", daemon=True)
+            thread.start()
+            self._out_ahead = (thread, nxt)
         return buf
 
     def _batch(self, out: _Out, k: int, first: int, skipped: int, err: InputError | None) -> EventBatch:
@@ -486,7 +513,7 @@ class OrderBookParser:
 
     def _grow_table(self) -> None:
         """Grow the order table (x4 while small, then x2: :func:`~ddms.io.kernels.ordertable.grow_bits`),
-        into the arrays the helper thread made if they are of the size needed (:attr:`grow_ahead`)."""
+        into the arrays the helper thread made if they are of the size needed (:attr:`fault_ahead`)."""
         bits = _grow_bits(self._keys.shape[0])
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
@@ -498,10 +525,16 @@ class OrderBookParser:
                 return
         self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 3, bits)
 
+    def wait_helpers(self) -> None:
+        """Wait for the helper threads of :attr:`fault_ahead` (their work stays for later use)."""
+        for ahead in (self._ahead, self._out_ahead):
+            if ahead is not None:
+                ahead[0].join()
+
     def _prepare_growth(self) -> None:
-        """With :attr:`grow_ahead`, start making the next table's arrays once a quarter full.  O(1)."""
+        """With :attr:`fault_ahead`, start making the next table's arrays once a quarter full.  O(1)."""
         cap = self._keys.shape[0]
-        if not self.grow_ahead or self._ahead is not None or 4 * int(self._meta[0]) < cap:
+        if not self.fault_ahead or self._ahead is not None or 4 * int(self._meta[0]) < cap:
             return
         new_cap = cap << _grow_bits(cap)
         # allocated here (no page touched yet: the parsing thread's allocator, whose freed memory
