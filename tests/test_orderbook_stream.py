@@ -543,9 +543,8 @@ def test_memory_faulted_ahead_on_helper_threads_changes_nothing():
     """``fault_ahead`` (ddms run): the next table's arrays are made on a helper thread once the
     table is a quarter full and the growth re-inserts into them; the next output buffers are
     written on a helper thread while the parser's buffers are fewer than it keeps.  Events, resting
-    rows and the
-    table's invariants are those of a parser without it; the growths after the first feed used
-    the helper's arrays; a table replaced by ``load_state`` never grows into arrays made for
+    rows and the table's invariants are those of a parser without it; the growths after the first
+    feed used the helper's arrays; a table replaced by ``load_state`` never grows into arrays made for
     another size."""
     from ddms.io.kernels.ordertable import table_check
     rng = np.random.default_rng(7)
