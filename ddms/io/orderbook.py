@@ -39,12 +39,14 @@ are kept as :class:`~ddms.errors.InputError` objects in ``parser.bad_samples``.
 Cost: parsing and applying are one numba kernel over a ``uint8`` view of the chunk (no copy);
 the order table is an open-addressing hash table (linear probing, backward-shift deletion) of
 plain numpy arrays kept across calls, so a line costs one or two O(1) probes.  About 30 ns a
-line on big/finance.csv in steady state (33 ns before the numbers were read eight digits at a
-time; a fresh process pays page faults on top).  Plain integer fields (all of the real data)
-are read eight digits at a time (:func:`~ddms.io.kernels.decimal.parse_number_wide`) away from
-the end of the chunk, byte by byte near it; other decimals take the exact Clinger fast path
-(<= 18 significant digits, power of ten <= 22), and the rare rest fall back to Python's
-``float`` for that one line, so every value is the correctly rounded double.
+line on big/finance.csv replayed (33 ns before the numbers were read eight digits at a time),
+~50 ns in a single pass (branches on the action not learnt), page faults on top in a fresh
+process (:attr:`OrderBookParser.fault_ahead` moves most of them to helper threads).  Plain
+integer fields (all of the real data) are read eight digits at a time
+(:func:`~ddms.io.kernels.decimal.parse_number_wide`) away from the end of the chunk, byte by
+byte near it; other decimals take the exact Clinger fast path (<= 18 significant digits, power
+of ten <= 22), and the rare rest fall back to Python's ``float`` for that one line, so every
+value is the correctly rounded double.
 
 The per-line kernels are compiled with ``_nrt=False`` (and the hot ones ``inline="always"``):
 they never allocate, and with NRT every inlined call would incref/decref each array argument

@@ -16,7 +16,8 @@ number eight at a time (SWAR: one unaligned 8-byte load, the first non-digit fou
 trick and a count of trailing zeros, the digits combined by three multiplies) instead of one
 byte at a time, whose loop exit mispredicts whenever the number's length changes.  On the
 order-book reader's four numbers a line: 19 -> 13 ns a line for the parsing alone, 33.5 -> 30
-ns for the whole kernel (big/finance.csv, steady state).  Anything else (a sign, a fraction, an
+ns for the whole kernel (big/finance.csv, pieces replayed; a single pass, whose branches are
+not learnt, costs ~50 ns a line and gains less).  Anything else (a sign, a fraction, an
 exponent, 16 or more digits) goes to the functions above, so the values are identical.
 """
 
