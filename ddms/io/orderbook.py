@@ -74,6 +74,7 @@ from ddms.io.kernels.decimal import parse_int_wide as _int_w
 from ddms.io.kernels.decimal import parse_number as _num
 from ddms.io.kernels.decimal import parse_number_wide as _num_w
 from ddms.io.kernels.ordertable import EMPTY as _EMPTY
+from ddms.io.kernels.ordertable import FAST_GROWTH as _FAST_GROWTH
 from ddms.io.kernels.ordertable import INIT_BITS as _INIT_BITS
 from ddms.io.kernels.ordertable import clear as _clear
 from ddms.io.kernels.ordertable import find as _find
@@ -100,6 +101,11 @@ _MIN_OUT = (1 << 18) // 16 + 64
 largest): the buffers made for its first, smaller chunks are then reused for the later ones
 instead of lying idle while new ones fault their pages (~100 faults on big/finance.csv).
 Capacity never written costs no page."""
+
+
+_AHEAD_MAX = 1 << 22
+"""The largest order table (slots: 168 MB) whose arrays :attr:`OrderBookParser.fault_ahead` makes
+ahead of its growth."""
 
 
 # kernel status / reason codes (shared with the Python side that turns them into messages)
@@ -365,7 +371,7 @@ class OrderBookParser:
         self._spare: list[_Out] = []   # output buffers of recent batches, reused once unreferenced
         self.fault_ahead = False
         """Have helper threads write (so fault in) the memory the parser will need next: the order
-        table's next arrays once it is a quarter full (it grows at half; ~640 page faults for the
+        table's next arrays once it is a quarter full (3/8 once large; it grows at half; ~640 page faults for the
         65,536 slots of big/finance.csv, ~1-1.5 ms) and, while the pipeline fills, the next output
         buffer (~115 faults a 256 KiB chunk), so that those faults fall off the parsing thread.
         ``ddms run`` sets it (it parses on a thread of its own while another applies, so a core
@@ -534,9 +540,15 @@ class OrderBookParser:
                 ahead[0].join()
 
     def _prepare_growth(self) -> None:
-        """With :attr:`fault_ahead`, start making the next table's arrays once a quarter full.  O(1)."""
+        """With :attr:`fault_ahead`, start making the next table's arrays once a quarter full (3/8 from
+        :data:`~ddms.io.kernels.ordertable.FAST_GROWTH` slots on; it grows at half), for tables of up
+        to :data:`_AHEAD_MAX` slots: a run that ends before the growth wastes the arrays made, and
+        beyond that size a growth is rare against the run's length.  O(1)."""
         cap = self._keys.shape[0]
-        if not self.fault_ahead or self._ahead is not None or 4 * int(self._meta[0]) < cap:
+        start = cap // 4 if cap < _FAST_GROWTH else 3 * cap // 8
+        if not self.fault_ahead or self._ahead is not None or int(self._meta[0]) < start:
+            return
+        if cap << _grow_bits(cap) > _AHEAD_MAX:
             return
         new_cap = cap << _grow_bits(cap)
         # allocated here (no page touched yet: the parsing thread's allocator, whose freed memory
