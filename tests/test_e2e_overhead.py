@@ -185,6 +185,36 @@ def test_ddms_run_with_prefetch_prints_what_a_sequential_run_prints(tmp_path, ca
     assert threaded[0] != 0 and "not a line" in threaded[2] and threaded[1].count("\n") == 12
 
 
+def test_ddms_run_reused_read_buffer_gives_the_events_of_fresh_chunks(tmp_path, capsys, monkeypatch):
+    """``ddms run`` reads every chunk into one buffer and the order-book parser takes it without a
+    copy, with its memory faulted ahead on helper threads.  Over a CRLF file of several chunks
+    (lines cut at chunk boundaries) with a bad line near its end, it prints what a run reading
+    fresh ``bytes`` chunks prints, and the error names the file and the line."""
+    from ddms import cli
+    data = tmp_path / "book.csv"
+    lines = b"".join(b"%d,%d,%s,%d,%d\r\n" % (i, i % 5000, b"BSEDF"[i % 5:i % 5 + 1], 1 + i % 7, 100 + i % 13)
+                     for i in range(1, 40_000))
+    data.write_bytes(lines + b"40000,1,Q1,0,0\r\n40001,5,D,0,0\r\n")
+    assert data.stat().st_size > cli.FIRST_CHUNK + 2 * cli.RUN_CHUNK   # several chunks, growing
+    args = ["run", str(REPO / "examples" / "sql" / "bid_touch_volume.sql"), "--data", str(data),
+            "--every", "1000", "--json"]
+
+    def run() -> tuple[int, str, str]:
+        try:
+            code = cli.main(args)
+        except SystemExit as e:
+            code = e.code
+        out = capsys.readouterr()
+        return code, out.out, out.err.splitlines()[-1]
+    reused = run()
+    real = cli._run_chunks
+    monkeypatch.setattr(cli, "_run_chunks", lambda p: (bytes(c) for c in real(p)))
+    fresh = run()
+    assert reused == fresh
+    assert reused[0] != 0 and f"{data}:40000" in reused[2] and "Q1" in reused[2]
+    assert reused[1].count("\n") == 40   # every 1,000 lines, then at line 39,999 before the bad one
+
+
 def test_run_reads_small_chunks_at_both_ends(tmp_path):
     """``ddms run`` reads a small first chunk (applying starts after parsing it, not a whole
     RUN_CHUNK), then chunks that at most double (a chunk is parsed while the one before it is
@@ -196,7 +226,8 @@ def test_run_reads_small_chunks_at_both_ends(tmp_path):
         path = tmp_path / "f.csv"
         path.write_bytes(data)
         sizes = [len(c) for c in cli._run_chunks(path)]
-        assert sum(sizes) == n and b"".join(cli._run_chunks(path)) == data
+        # each chunk is valid until the next is asked for (one buffer, read into again): copied
+        assert sum(sizes) == n and b"".join(bytes(c) for c in cli._run_chunks(path)) == data
         if n:
             assert sizes[0] == min(n, cli.FIRST_CHUNK) and max(sizes) <= cli.RUN_CHUNK
             assert sizes[-1] <= cli.FIRST_CHUNK

@@ -36,6 +36,24 @@ def test_order_table_equals_a_dict(script):
         assert vals[find(keys, meta[1], k), 1] == v
 
 
+def test_grow_into_cleared_arrays_equals_grow():
+    """grow_into (arrays allocated ahead, cleared by ``clear`` on another thread) gives the table
+    grow gives: same keys at the same slots, same values, same shift."""
+    from ddms.io.kernels.ordertable import clear, grow_into
+    rng = np.random.default_rng(3)
+    keys, vals, shift = new_table(6)
+    for k in rng.choice(10**6, 30, replace=False):
+        put(keys, vals, shift, int(k), 1.0, float(k), 2.0, 1.0)
+    for bits in (1, 2):
+        m1, m2 = np.array([shift], np.int64), np.array([shift], np.int64)
+        k1, v1 = grow(keys, vals, m1, 0, bits)
+        nk, nv = np.ones(keys.shape[0] << bits, np.int64), np.ones((keys.shape[0] << bits, 4))   # junk
+        clear(nk, nv)
+        k2, v2 = grow_into(keys, vals, nk, nv, m2, 0, bits)
+        assert k2 is nk and np.array_equal(k1, k2) and np.array_equal(v1, v2) and m1[0] == m2[0]
+        table_check(k2, v2, int(m2[0]))
+
+
 def test_new_table_refuses_a_size_home_cannot_address():
     import pytest
     with pytest.raises(ValueError, match="5 <= bits"):
@@ -119,6 +137,40 @@ def test_parse_int(n):
     else:
         assert stt == 0 and v == n and j == len(str(n))
     assert _parse(decimal.parse_int, "x1")[2] == 1
+
+
+tails = st.binary(max_size=20)   # what follows a field: the rest of the line and beyond (any bytes)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="0123456789+-.eE,x\n", max_size=20), tails)
+def test_wide_parsers_equal_the_byte_by_byte_ones(text, tail):
+    """parse_number_wide / parse_int_wide (eight digits at a time when 16 bytes are readable) return
+    exactly what parse_number / parse_int return, for fields of any content followed by any bytes,
+    at every distance from the buffer's end (the wide form falls back near it)."""
+    data = text.encode() + b"\n" + tail
+    buf = np.frombuffer(data, np.uint8)
+    for cut in range(len(text) + 1, len(data) + 1):      # buffers ending right after the newline .. later
+        b = buf[:cut]
+        for i in range(min(len(text), 3) + 1):
+            assert decimal.parse_number_wide(b, i, cut) == decimal.parse_number(b, i, cut)
+            assert decimal.parse_int_wide(b, i, cut) == decimal.parse_int(b, i, cut)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 10**17), st.binary(min_size=16, max_size=16))
+def test_parse_uint_swar(n, after):
+    """Eight digits at a time: the value of 1..15 leading digits, a refusal (ok False, j == i) for
+    16 or more or none, whatever non-digit byte ends the number and whatever follows it."""
+    text = str(n).encode()
+    stop = next((c for c in after if not 48 <= c <= 57), 44)
+    buf = np.frombuffer(text + bytes([stop]) + after, np.uint8)
+    v, j, ok = decimal.parse_uint_swar(buf, 0)
+    if len(text) <= 15:
+        assert ok and v == n and j == len(text)
+    else:
+        assert not ok and j == 0
+    assert decimal.parse_uint_swar(np.frombuffer(b"," + bytes(16), np.uint8), 0) == (0, 0, False)
 
 
 # -- blocked sorted level arrays ------------------------------------------------------------------

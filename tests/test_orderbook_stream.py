@@ -127,12 +127,21 @@ def events_of(*batches: EventBatch) -> list[tuple[int, int, tuple[float, ...], i
     return out
 
 
-def feed_pieces(data: bytes, cuts: list[int], **kw) -> tuple[OrderBookParser, list[EventBatch]]:
+def feed_pieces(data: bytes, cuts: list[int], reuse: bool = False, **kw) -> tuple[OrderBookParser, list[EventBatch]]:
+    """Feed ``data`` cut at ``cuts``; with ``reuse`` every piece is a memoryview of one buffer
+    (as ``ddms run`` reads), overwritten with junk after each feed: a parser that kept a reference
+    to its input instead of a copy would see the junk."""
     p = OrderBookParser(**kw)
     batches = []
     prev = 0
+    buf = bytearray(len(data) + 16)
     for c in sorted(set(cuts)) + [len(data)]:
-        b = p.feed(data[prev:c])
+        if reuse:
+            buf[: c - prev] = data[prev:c]
+            b = p.feed(memoryview(buf)[: c - prev])
+            buf[:] = b"9,9,B,9,9\n#" * (len(buf) // 11) + b"#" * (len(buf) % 11)
+        else:
+            b = p.feed(data[prev:c])
         batches.append(b)
         prev = c
         if b.error is not None:
@@ -257,8 +266,9 @@ def test_every_split_position_gives_identical_events():
     ref = events_of(*feed_pieces(SNIPPET, [])[1])
     assert same_floats(ref, Oracle().run(SNIPPET).events)
     for cut in range(len(SNIPPET) + 1):
-        p, batches = feed_pieces(SNIPPET, [cut])
-        assert events_of(*batches) == ref, cut
+        for reuse in (False, True):
+            p, batches = feed_pieces(SNIPPET, [cut], reuse)
+            assert events_of(*batches) == ref, cut
         assert p.lines_consumed == 9 and p.resting == 1
 
 
@@ -288,14 +298,14 @@ def _streams(draw):
     text = sep.join(lines) + (sep if lines and draw(st.booleans()) else "")
     data = text.encode("utf-8")
     cuts = draw(st.lists(st.integers(0, len(data)), max_size=6))
-    return data, cuts
+    return data, cuts, draw(st.booleans())
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_streams())
 def test_random_streams_match_oracle_in_skip_mode(case):
-    data, cuts = case
-    p, batches = feed_pieces(data, cuts, skip_bad=True)
+    data, cuts, reuse = case
+    p, batches = feed_pieces(data, cuts, reuse, skip_bad=True)
     o = Oracle(skip_bad=True).run(data)
     assert same_floats(events_of(*batches), o.events)
     assert p.bad_lines == len(o.bad) == sum(b.skipped for b in batches)
@@ -313,8 +323,8 @@ def test_random_streams_match_oracle_in_skip_mode(case):
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_streams())
 def test_random_streams_match_oracle_in_strict_mode(case):
-    data, cuts = case
-    p, batches = feed_pieces(data, cuts)
+    data, cuts, reuse = case
+    p, batches = feed_pieces(data, cuts, reuse)
     o = Oracle().run(data)
     assert same_floats(events_of(*batches), o.events)
     errs = [b.error for b in batches if b.error is not None]
@@ -527,3 +537,57 @@ def test_a_dropped_batch_buffer_is_reused_and_a_kept_one_is_not():
     assert id(b2.cols.base) == base   # dropped: its buffer was reused (it is alive: the parser keeps it)
     b3 = parser.feed(lines(2))
     assert b3.cols.base is not b2.cols.base and not np.shares_memory(b3.cols, b2.cols)
+
+
+def test_memory_faulted_ahead_on_helper_threads_changes_nothing():
+    """``fault_ahead`` (ddms run): the next table's arrays are made on a helper thread once the
+    table is a quarter full and the growth re-inserts into them; the next output buffers are
+    written on a helper thread while the parser's buffers are fewer than it keeps.  Events, resting
+    rows and the table's invariants are those of a parser without it; the growths after the first
+    feed used the helper's arrays; a table replaced by ``load_state`` never grows into arrays made for
+    another size."""
+    from ddms.io.kernels.ordertable import table_check
+    rng = np.random.default_rng(7)
+    lines = []
+    for i in range(30_000):   # ~20k resting orders: the table grows 1,024 -> ... -> 65,536 slots
+        oid = int(rng.integers(0, 40_000)) if rng.random() < 0.3 else 100_000 + i
+        act = "BSEFD"[int(rng.integers(0, 5))] if oid < 100_000 else "BS"[i % 2]
+        lines.append(f"{i},{oid},{act},{int(rng.integers(1, 50))},{int(rng.integers(1, 10**6))}\n")
+    data = "".join(lines).encode()
+    cuts = list(range(0, len(data), 40_000))[1:]
+    plain, ref = feed_pieces(data, cuts)
+    ahead = OrderBookParser()
+    ahead.fault_ahead = True
+    got, prev = [], 0
+    for c in cuts + [len(data)]:
+        got.append(ahead.feed(data[prev:c]))
+        prev = c
+    got.append(ahead.close())
+    assert events_of(*got) == events_of(*ref)
+    assert ahead.tables_made_ahead >= 2 and plain.tables_made_ahead == 0
+    assert ahead.outputs_made_ahead >= 1 and plain.outputs_made_ahead == 0
+    assert ahead._keys.shape[0] == plain._keys.shape[0] == 1 << 16
+    table_check(ahead._keys, ahead._vals, int(ahead._meta[3]))
+    rows, want = orderbook_rows(ahead), orderbook_rows(plain)
+    assert all(np.array_equal(rows[k], want[k]) for k in want)
+    # a pending table made for the old size is not used after load_state puts a smaller table in
+    cut = data.index(b"\n", 20_000) + 1   # at a line end
+    small = OrderBookParser()
+    small.feed(data[:cut])
+    counters, arrays = small.save_state()
+    ahead2 = OrderBookParser()
+    ahead2.fault_ahead = True
+    start = 0
+    while start < len(data):   # whole lines, until arrays for a larger table are pending
+        end = data.index(b"\n", min(start + 10_000, len(data) - 1)) + 1
+        ahead2.feed(data[start:end])
+        start = end
+        if ahead2._ahead is not None and ahead2._ahead[2] > small._keys.shape[0] * 4:
+            break
+    assert ahead2.pending == 0
+    assert ahead2._ahead is not None and ahead2._ahead[2] > small._keys.shape[0] * 4
+    ahead2.load_state(counters, arrays)
+    rest = events_of(ahead2.feed(data[cut:]), ahead2.close())
+    small_rest = events_of(small.feed(data[cut:]), small.close())
+    assert rest == small_rest
+    table_check(ahead2._keys, ahead2._vals, int(ahead2._meta[3]))

@@ -38,11 +38,15 @@ are kept as :class:`~ddms.errors.InputError` objects in ``parser.bad_samples``.
 
 Cost: parsing and applying are one numba kernel over a ``uint8`` view of the chunk (no copy);
 the order table is an open-addressing hash table (linear probing, backward-shift deletion) of
-plain numpy arrays kept across calls, so a line costs one or two O(1) probes.  About 100-150 ns
-a line on big/finance.csv (6-10M lines/s single core, warm cache).  Plain integer fields (all
-of the real data) take a branch-light loop; other decimals take the exact Clinger fast path
-(<= 18 significant digits, power of ten <= 22), and the rare rest fall back to Python's
-``float`` for that one line, so every value is the correctly rounded double.
+plain numpy arrays kept across calls, so a line costs one or two O(1) probes.  About 30 ns a
+line on big/finance.csv replayed (33 ns before the numbers were read eight digits at a time),
+~50 ns in a single pass (branches on the action not learnt), page faults on top in a fresh
+process (:attr:`OrderBookParser.fault_ahead` moves most of them to helper threads).  Plain
+integer fields (all of the real data) are read eight digits at a time
+(:func:`~ddms.io.kernels.decimal.parse_number_wide`) away from the end of the chunk, byte by
+byte near it; other decimals take the exact Clinger fast path (<= 18 significant digits, power
+of ten <= 22), and the rare rest fall back to Python's ``float`` for that one line, so every
+value is the correctly rounded double.
 
 The per-line kernels are compiled with ``_nrt=False`` (and the hot ones ``inline="always"``):
 they never allocate, and with NRT every inlined call would incref/decref each array argument
@@ -55,6 +59,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
@@ -65,12 +70,17 @@ from ddms.errors import DdmsError, InputError
 from ddms.io.events import EventBatch
 from ddms.io.events import EventBuffer as _Out
 from ddms.io.kernels.decimal import parse_int as _int
+from ddms.io.kernels.decimal import parse_int_wide as _int_w
 from ddms.io.kernels.decimal import parse_number as _num
+from ddms.io.kernels.decimal import parse_number_wide as _num_w
 from ddms.io.kernels.ordertable import EMPTY as _EMPTY
+from ddms.io.kernels.ordertable import FAST_GROWTH as _FAST_GROWTH
 from ddms.io.kernels.ordertable import INIT_BITS as _INIT_BITS
+from ddms.io.kernels.ordertable import clear as _clear
 from ddms.io.kernels.ordertable import find as _find
 from ddms.io.kernels.ordertable import grow as _grow
 from ddms.io.kernels.ordertable import grow_bits as _grow_bits
+from ddms.io.kernels.ordertable import grow_into as _grow_into
 from ddms.io.kernels.ordertable import put as _put
 from ddms.io.kernels.ordertable import remove as _remove
 from ddms.io.schema import ASKS, BIDS, COLUMNS, RELATIONS
@@ -84,6 +94,18 @@ MAX_BAD_SAMPLES = 10
 _SPARE = 6
 """Output buffers a parser keeps for reuse (:meth:`OrderBookParser._output`): ``ddms run`` has up
 to four batches alive (two queued, one parsed, one applied)."""
+
+
+_MIN_OUT = (1 << 18) // 16 + 64
+"""Events a new output buffer has room for at least (what a 256 KiB chunk asks for, ``ddms run``'s
+largest): the buffers made for its first, smaller chunks are then reused for the later ones
+instead of lying idle while new ones fault their pages (~100 faults on big/finance.csv).
+Capacity never written costs no page."""
+
+
+_AHEAD_MAX = 1 << 22
+"""The largest order table (slots: 168 MB) whose arrays :attr:`OrderBookParser.fault_ahead` makes
+ahead of its growth."""
 
 
 # kernel status / reason codes (shared with the Python side that turns them into messages)
@@ -153,6 +175,16 @@ def _classify(buf, s, e):  # pragma: no cover - compiled
     return _OK, 0
 
 
+@njit(cache=True, _nrt=False, nogil=True)
+def _touch(o_rel, o_sign, o_cols, o_line, rows):  # pragma: no cover - compiled
+    """Write the first ``rows`` rows of an output buffer (zeros), faulting its pages in on the
+    calling thread (a helper: :attr:`OrderBookParser.fault_ahead`).  O(rows)."""
+    o_rel[:rows] = 0
+    o_sign[:rows] = 0
+    o_cols[:rows] = 0.0
+    o_line[:rows] = 0
+
+
 @njit(cache=True, _nrt=False)
 def _emit(o_rel, o_sign, o_cols, o_line, k, book, sign, t, oid, brk, vol, px, line):  # pragma: no cover
     o_rel[k] = book
@@ -215,15 +247,15 @@ def _run(buf, pos, end, line_no, brokers, skip_bad, keys, vals, meta,
         line_no += 1
         ok = False
         nxt = pos
-        t, i, st = _num(buf, pos, end)
+        t, i, st = _num_w(buf, pos, end)
         if st == 0 and buf[i] == 44:
-            oid, i, st = _int(buf, i + 1, end)
+            oid, i, st = _int_w(buf, i + 1, end)
             if st == 0 and buf[i] == 44:
                 a = buf[i + 1]
                 if a >= 65 and a <= 90 and buf[i + 2] == 44:
-                    vol, i, st = _num(buf, i + 3, end)
+                    vol, i, st = _num_w(buf, i + 3, end)
                     if st == 0 and buf[i] == 44:
-                        px, i, st = _num(buf, i + 1, end)
+                        px, i, st = _num_w(buf, i + 1, end)
                         if st == 0:
                             if buf[i] == 10:
                                 ok = True
@@ -278,6 +310,29 @@ def _reason(code: int, extra: int, text: str) -> str:
     return _REASONS.get(code, "malformed line")
 
 
+def _last_newline(arr: np.ndarray) -> int:
+    """Index of the last newline byte of ``arr``, -1 if none: searched from the end 4 KiB at a time
+    (a chunk's last line ends near its end).  For buffers that have no ``rfind`` (memoryview)."""
+    hi = arr.shape[0]
+    while hi > 0:
+        lo = max(0, hi - 4096)
+        hits = np.flatnonzero(arr[lo:hi] == 10)
+        if hits.size:
+            return lo + int(hits[-1])
+        hi = lo
+    return -1
+
+
+def _first_newline(arr: np.ndarray) -> int:
+    """Index of the first newline byte of ``arr`` (which has one), searched 4 KiB at a time."""
+    lo = 0
+    while True:
+        hits = np.flatnonzero(arr[lo:lo + 4096] == 10)
+        if hits.size:
+            return lo + int(hits[0])
+        lo += 4096
+
+
 def _as_readonly_u8(data: bytes | bytearray | memoryview) -> np.ndarray:
     arr = np.frombuffer(data, np.uint8)
     if arr.flags.writeable:  # one array type for the kernel -> one compiled specialization
@@ -314,6 +369,17 @@ class OrderBookParser:
         self._closed = False
         self._bad = np.zeros((MAX_BAD_SAMPLES, 5), np.int64)
         self._spare: list[_Out] = []   # output buffers of recent batches, reused once unreferenced
+        self.fault_ahead = False
+        """Have helper threads write (so fault in) the memory the parser will need next: the order
+        table's next arrays once it is a quarter full (3/8 once large; it grows at half; ~640 page faults for the
+        65,536 slots of big/finance.csv, ~1-1.5 ms) and, while the pipeline fills, the next output
+        buffer (~115 faults a 256 KiB chunk), so that those faults fall off the parsing thread.
+        ``ddms run`` sets it (it parses on a thread of its own while another applies, so a core
+        idles).  Values never depend on it."""
+        self.tables_made_ahead = 0   # growths that used the helper's arrays (tests)
+        self.outputs_made_ahead = 0  # output buffers the helper faulted in (tests)
+        self._ahead: tuple[threading.Thread, list, int] | None = None
+        self._out_ahead: tuple[threading.Thread, _Out] | None = None
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -357,20 +423,24 @@ class OrderBookParser:
         self._keys = np.array(arrays["keys"], np.int64)
         self._vals = np.array(arrays["vals"], np.float64)
         self._meta = np.array(arrays["meta"], np.int64)
+        self._ahead = None   # (made for the table replaced; the size check in _grow_table would refuse it too)
 
     # -- feeding ----------------------------------------------------------------------------
     def feed(self, data: bytes | bytearray | memoryview) -> EventBatch:
         """Parse the complete lines of the remembered partial line + ``data``; keep the rest."""
         self._check_usable()
-        if not isinstance(data, bytes):
-            data = bytes(data)
+        if isinstance(data, str):
+            raise TypeError(f"{self.source}: order-book input must be bytes (open files with 'rb')")
+        if isinstance(data, memoryview) and (data.ndim != 1 or data.itemsize != 1):
+            data = data.cast("B")
+        arr = _as_readonly_u8(data)   # no copy: a caller may hand the same buffer again once this returns
         first = self.lines_consumed
-        last_nl = data.rfind(b"\n")
+        flat = isinstance(data, (bytes, bytearray))
+        last_nl = data.rfind(b"\n") if flat else _last_newline(arr)
         if last_nl < 0:
             self._partial += data
             return EventBatch.empty(5, first)
         end = last_nl + 1
-        arr = _as_readonly_u8(data)
         # Room for one event per 16 bytes: 1.7 per line of the real data (28 bytes a line, 1.005
         # events).  Untouched capacity costs no page faults; denser output grows by copying.
         out = self._output(end // 16 + 64)
@@ -378,8 +448,8 @@ class OrderBookParser:
         start = 0
         if self._partial:
             # finish the remembered line on its own (a small copy) rather than copying all of data
-            head_nl = data.index(b"\n")
-            head = bytes(self._partial) + data[: head_nl + 1]
+            head_nl = data.index(b"\n") if flat else _first_newline(arr)
+            head = bytes(self._partial) + bytes(data[: head_nl + 1])
             self._partial = bytearray()
             k, skipped, err = self._process(_as_readonly_u8(head), 0, len(head), out, k)
             start = head_nl + 1
@@ -388,6 +458,7 @@ class OrderBookParser:
             skipped += sk
         if err is None:
             self._partial += data[end:]
+            self._prepare_growth()
         return self._batch(out, k, first, skipped, err)
 
     def close(self) -> EventBatch:
@@ -425,10 +496,23 @@ class OrderBookParser:
                 del self._spare[i]
                 self._spare.append(buf)
                 return buf
-        buf = _Out(n)
+        ahead, self._out_ahead = self._out_ahead, None
+        if ahead is not None and ahead[1].rel.shape[0] >= n:
+            ahead[0].join()   # (done long ago, normally: it started a feed earlier)
+            buf = ahead[1]
+            self.outputs_made_ahead += 1
+        else:
+            buf = _Out(max(n, _MIN_OUT))
         self._spare.append(buf)
         if len(self._spare) > _SPARE:
             del self._spare[0]
+        elif self.fault_ahead:   # the pipeline is still filling: the next feed will want a new buffer too
+            nxt = _Out(max(n, _MIN_OUT))
+            rows = n * 5 // 8   # what real data fills: ~1 event a 28-byte line, n is one per 16 bytes
+            thread = threading.Thread(target=_touch, args=(nxt.rel, nxt.sign, nxt.cols, nxt.line, rows),
+                                      name="ddms-output", daemon=True)
+            thread.start()
+            self._out_ahead = (thread, nxt)
         return buf
 
     def _batch(self, out: _Out, k: int, first: int, skipped: int, err: InputError | None) -> EventBatch:
@@ -436,8 +520,44 @@ class OrderBookParser:
                           self.lines_consumed, skipped, err)
 
     def _grow_table(self) -> None:
-        """Grow the order table (x4 while small, then x2: :func:`~ddms.io.kernels.ordertable.grow_bits`)."""
-        self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 3, _grow_bits(self._keys.shape[0]))
+        """Grow the order table (x4 while small, then x2: :func:`~ddms.io.kernels.ordertable.grow_bits`),
+        into the arrays the helper thread made if they are of the size needed (:attr:`fault_ahead`)."""
+        bits = _grow_bits(self._keys.shape[0])
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            thread, box, cap = ahead
+            thread.join()   # (made long ago, normally: it started a quarter of the table earlier)
+            if cap == self._keys.shape[0] << bits:
+                self._keys, self._vals = _grow_into(self._keys, self._vals, box[0], box[1], self._meta, 3, bits)
+                self.tables_made_ahead += 1
+                return
+        self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 3, bits)
+
+    def wait_helpers(self) -> None:
+        """Wait for the helper threads of :attr:`fault_ahead` (their work stays for later use)."""
+        for ahead in (self._ahead, self._out_ahead):
+            if ahead is not None:
+                ahead[0].join()
+
+    def _prepare_growth(self) -> None:
+        """With :attr:`fault_ahead`, start making the next table's arrays once a quarter full (3/8 from
+        :data:`~ddms.io.kernels.ordertable.FAST_GROWTH` slots on; it grows at half), for tables of up
+        to :data:`_AHEAD_MAX` slots: a run that ends before the growth wastes the arrays made, and
+        beyond that size a growth is rare against the run's length.  O(1)."""
+        cap = self._keys.shape[0]
+        start = cap // 4 if cap < _FAST_GROWTH else 3 * cap // 8
+        if not self.fault_ahead or self._ahead is not None or int(self._meta[0]) < start:
+            return
+        if cap << _grow_bits(cap) > _AHEAD_MAX:
+            return
+        new_cap = cap << _grow_bits(cap)
+        # allocated here (no page touched yet: the parsing thread's allocator, whose freed memory
+        # comes back; arrays allocated on the helper came from a malloc arena of their own and
+        # doubled the run's page faults), cleared (faulted in) there
+        box = [np.empty(new_cap, np.int64), np.empty((new_cap, 4), np.float64)]
+        thread = threading.Thread(target=_clear, args=(box[0], box[1]), name="ddms-order-table", daemon=True)
+        thread.start()
+        self._ahead = (thread, box, new_cap)
 
     def _bad_line(self, code: int, extra: int, line: int, text_bytes: bytes) -> InputError:
         text = text_bytes.decode("utf-8", errors="replace")

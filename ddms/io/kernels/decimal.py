@@ -9,17 +9,118 @@ correctly rounded double.
 
 Status codes: 0 exact value, 1 not a number, 2 valid but needs Python float (``parse_number``),
 3 an integer with ``|value| > 2**53`` (``parse_int``).  Cost: O(digits).
+
+``parse_number_wide`` / ``parse_int_wide`` are the same functions for a caller that can let them
+read 16 bytes past ``i`` (the buffer is long enough): they take the digits of a plain unsigned
+number eight at a time (SWAR: one unaligned 8-byte load, the first non-digit found by a carry
+trick and a count of trailing zeros, the digits combined by three multiplies) instead of one
+byte at a time, whose loop exit mispredicts whenever the number's length changes.  On the
+order-book reader's four numbers a line: 19 -> 13 ns a line for the parsing alone, 33.5 -> 30
+ns for the whole kernel (big/finance.csv, pieces replayed; a single pass, whose branches are
+not learnt, costs ~50 ns a line and gains less).  Anything else (a sign, a fraction, an
+exponent, 16 or more digits) goes to the functions above, so the values are identical.
 """
 
 from __future__ import annotations
 
+import llvmlite.ir as ir
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import intrinsic
 
-__all__ = ["P10", "parse_int", "parse_number", "parse_number_general"]
+__all__ = ["P10", "load_u64", "parse_int", "parse_int_wide", "parse_number", "parse_number_general",
+           "parse_number_wide", "parse_uint_swar"]
 
 P10 = np.array([10.0**i for i in range(23)])
 """Exact powers of ten for the Clinger fast path."""
+_P10I = np.array([10**i for i in range(9)], np.int64)
+_ZEROS = np.uint64(0x3030303030303030)     # eight '0' bytes
+_OVER9 = np.uint64(0x7676767676767676)     # + 0x76 sets a byte's top bit iff the byte (minus '0') is > 9
+_TOPS = np.uint64(0x8080808080808080)
+_M8 = np.uint64(0x00FF00FF00FF00FF)
+_M16 = np.uint64(0x0000FFFF0000FFFF)
+_M32 = np.uint64(0x00000000FFFFFFFF)
+
+
+@intrinsic
+def load_u64(typingctx, arr, i):
+    """``arr[i:i+8]`` (a uint8 array) as a little-endian uint64 in one unaligned load.  The
+    caller guarantees ``0 <= i`` and ``i + 8 <= len(arr)`` (nothing is checked; numba's
+    element-by-element form kept eight loads, each with its negative-index wrap-around)."""
+    sig = types.uint64(arr, i)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(ptr, align=1)
+    return sig, codegen
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _digits8(w):  # pragma: no cover - compiled
+    """``(n, x)``: how many of the eight bytes of ``w`` (little-endian: first byte lowest) lead
+    as ASCII digits (0..8), and ``w`` minus '0' in every byte.  A byte below '0' borrows (its top
+    bit is set, and the borrow only reaches bytes above it), one above '9' sets its top bit when
+    0x76 is added (a digit byte never carries), so the lowest flagged byte is the first non-digit."""
+    x = w - _ZEROS
+    flags = (x | (x + _OVER9)) & _TOPS
+    if flags == 0:
+        return 8, x
+    return np.int64(np.uint64(trailing_zeros(flags)) >> np.uint64(3)), x
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _value8(x, n):  # pragma: no cover - compiled
+    """The value of the first ``n`` (1..8) digits of ``x`` (bytes minus '0'): the digits moved to
+    the top (leading zeros below), then pairs, quads and octets combined."""
+    x = x << np.uint64(8 * (8 - n))
+    x = ((x * np.uint64(10)) + (x >> np.uint64(8))) & _M8
+    x = ((x * np.uint64(100)) + (x >> np.uint64(16))) & _M16
+    x = ((x * np.uint64(10000)) + (x >> np.uint64(32))) & _M32
+    return np.int64(x)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def parse_uint_swar(buf, i):  # pragma: no cover - compiled
+    """A plain unsigned integer of 1..15 digits at ``buf[i:]``: ``(value, j, ok)`` with ``j`` the
+    first byte after it; ``ok`` False (value 0, ``j == i``) if it does not start with a digit or
+    has 16 digits or more.  Reads ``buf[i:i+16]``: the caller guarantees ``i + 16 <= len(buf)``."""
+    n, x = _digits8(load_u64(buf, i))
+    if n == 0:
+        return np.int64(0), i, False
+    if n < 8:
+        return _value8(x, n), i + n, True
+    n2, x2 = _digits8(load_u64(buf, i + 8))
+    if n2 == 8:
+        return np.int64(0), i, False
+    v = _value8(x, 8)
+    if n2 == 0:
+        return v, i + 8, True
+    return v * _P10I[n2] + _value8(x2, n2), i + 8 + n2, True
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def parse_number_wide(buf, i, end):  # pragma: no cover - compiled
+    """:func:`parse_number`, for a caller whose ``buf`` holds 16 bytes from ``i`` on (else it is
+    :func:`parse_number` itself): the same results."""
+    if i + 16 <= buf.shape[0]:
+        v, j, ok = parse_uint_swar(buf, i)
+        if ok:
+            c = buf[j]
+            if c != 46 and c != 101 and c != 69:
+                return float(v), j, 0
+    return parse_number(buf, i, end)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def parse_int_wide(buf, i, end):  # pragma: no cover - compiled
+    """:func:`parse_int`, reading eight digits at a time where ``buf`` holds 16 bytes from ``i`` on."""
+    if i + 16 <= buf.shape[0]:
+        v, j, ok = parse_uint_swar(buf, i)
+        if ok:
+            return v, j, 0
+    return parse_int(buf, i, end)
 
 
 @njit(cache=True, _nrt=False, inline="always")

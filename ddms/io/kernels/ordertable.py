@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["EMPTY", "FAST_GROWTH", "HMUL", "INIT_BITS", "find", "grow", "grow_bits", "home", "new_table", "put",
-           "remove", "table_check"]
+__all__ = ["EMPTY", "FAST_GROWTH", "HMUL", "INIT_BITS", "clear", "find", "grow", "grow_bits", "grow_into", "home",
+           "new_table", "put", "remove", "table_check"]
 
 EMPTY = np.int64(-(2**63))
 """Key of a free slot."""
@@ -132,6 +132,28 @@ def grow(keys, vals, meta, at, bits=1):  # pragma: no cover - compiled
     shift = meta[at] - bits
     nkeys = np.full(cap, EMPTY, np.int64)
     nvals = np.zeros((cap, 4), np.float64)
+    for i in range(keys.shape[0]):
+        if keys[i] != EMPTY:
+            put(nkeys, nvals, shift, keys[i], vals[i, 0], vals[i, 1], vals[i, 2], vals[i, 3])
+    meta[at] = shift
+    return nkeys, nvals
+
+
+@njit(cache=True, nogil=True)
+def clear(keys, vals):  # pragma: no cover - compiled
+    """Empty the table ``keys``/``vals`` (every key ``EMPTY``), writing every page, so faulting it
+    in on the calling thread: :class:`~ddms.io.orderbook.OrderBookParser` allocates the next table
+    (``np.empty``: no page touched) and has a helper thread clear it before it is needed
+    (:func:`grow_into`), off the parsing thread.  O(capacity)."""
+    keys[:] = EMPTY
+    vals[:] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def grow_into(keys, vals, nkeys, nvals, meta, at, bits):  # pragma: no cover - compiled
+    """:func:`grow` into the empty arrays ``nkeys``/``nvals`` (from :func:`clear`, of ``2**bits``
+    times the capacity) instead of new ones; returns them.  O(capacity)."""
+    shift = meta[at] - bits
     for i in range(keys.shape[0]):
         if keys[i] != EMPTY:
             put(nkeys, nvals, shift, keys[i], vals[i, 0], vals[i, 1], vals[i, 2], vals[i, 3])
