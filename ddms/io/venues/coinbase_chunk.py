@@ -42,7 +42,7 @@ from numba.typed import List
 from ddms.io.events import EventBatch
 from ddms.io.kernels.strlevels import MAX_ID, OK, P10F, P10I, W, decimal_of, emit_side, load_side, set_level
 from ddms.io.levels import _DIV, KEY_DECIMALS, Resync, SymbolEvents, _Level
-from ddms.io.venues.binance_book import _key, _skip_scalar, _str_end, _ws
+from ddms.io.venues.binance_book import _key, _skip_scalar, _ws
 from ddms.io.venues.binance_chunk import Spans, StopChunk, _find, _hash
 
 if TYPE_CHECKING:
@@ -105,13 +105,17 @@ def _eq(buf, a, b, word):  # pragma: no cover - compiled
 @njit(cache=True, nogil=True)
 def _string(buf, i, n):  # pragma: no cover - compiled
     """A string value at ``i``: ``(a, b, j)`` its content span and the index after it, ``j = -1``
-    if it is not an escape-free string."""
+    if it is not a printable-ASCII string without escapes (anything else, invalid UTF-8
+    included, is the Python path's to judge)."""
     if i >= n or buf[i] != 34:
         return 0, 0, -1
-    e = _str_end(buf, i + 1, n)
-    if e < 0:
-        return 0, 0, -1
-    return i + 1, e, e + 1
+    for e in range(i + 1, n):
+        c = buf[e]
+        if c == 34:
+            return i + 1, e, e + 1
+        if c == 92 or c < 32 or c > 126:
+            return 0, 0, -1
+    return 0, 0, -1
 
 
 @njit(cache=True, nogil=True)
@@ -734,7 +738,8 @@ class CoinbaseLane:
 
     def _check(self) -> None:
         """Every held book: rows sorted by price id, ids below 2**53, insertion numbers unique,
-        and its ``LevelBook`` marked; the hash table finds every slot."""
+        its ``LevelBook`` marked, synced as its status says (an unsynced one empty); the hash
+        table finds every slot."""
         for s, sym in enumerate(self._sym):
             n = int(self._symlen[s])
             if n >= 0:
@@ -743,7 +748,9 @@ class CoinbaseLane:
             assert (bk is not None) == bool(self._meta[s, _M_OWNED]), sym
             if bk is None:
                 continue
-            assert bk._ext is self and self.core.books.get(sym) is bk and self.core.status[sym].synced, sym
+            synced = self.core.status[sym].synced
+            assert bk._ext is self and self.core.books.get(sym) is bk and synced == bool(self._meta[s, _M_SYNCED])
+            assert synced or self._meta[s, _M_NB] == self._meta[s, _M_NA] == 0, sym
             for side in (0, 1):
                 n = int(self._meta[s, side])
                 ids = self._LI[2 * s + side][:n, 0]

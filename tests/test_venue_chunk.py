@@ -1,0 +1,294 @@
+"""The Coinbase chunk lane (CoinbaseBooks.feed_chunk: raw messages decoded and applied in numba)
+against the per-message path (loads_json + CoinbaseBooks.feed, the reference).
+
+Every comparison asks for identical actions, events (symbol, lines, every array), summaries,
+reports, saved states (books: exact strings, dict order, rows pending) and errors, on the real
+capture of ../shared, on mutated copies of it (flipped and non-UTF-8 bytes, truncated, repeated,
+swapped and junk messages, JSON re-spelt: key order, whitespace, escapes; values changed: finer
+prices (a re-base), crossing prices, zero sizes, odd times, unknown fields, long strings) and on
+generated streams with protocol faults, fed in chunks of random sizes.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ddms.io.kernels.strlevels import BAD, BIG, OK, decimal_of
+from ddms.io.levels import price_key
+from ddms.io.venues.base import loads_json
+from ddms.io.venues.coinbase import CoinbaseBooks
+from tests.conftest import shared_file
+from tests.test_binance_chunk import same_events
+from tests.test_io_venues import GEN, inject
+
+
+def _payloads(name: str) -> list[bytes]:
+    raw = shared_file("data", "venues", name).read_bytes().split(b"\n")
+    out = []
+    for line in raw[1:]:
+        head, sep, body = line.partition(b": ")
+        if sep and b" " not in head:
+            out.append(body)
+    return out
+
+
+_REAL: list[bytes] | None = None
+
+
+def _real() -> list[bytes]:
+    global _REAL
+    if _REAL is None:
+        _REAL = _payloads("COINBASE.ws.28.0")
+    return _REAL
+
+
+def _per_message(msgs: list[bytes]) -> tuple[list, list, CoinbaseBooks]:
+    core = CoinbaseBooks("<t>")
+    acts: list = []
+    events: list = []
+    for n, m in enumerate(msgs, 1):
+        try:
+            msg = loads_json(m)
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            core._bad(f"malformed JSON: {e}", n, None)
+            continue
+        acts += core.feed(msg, n)
+        events += core.take_events()
+    return acts, events, core
+
+
+def _chunked(msgs: list[bytes], sizes: list[int]) -> tuple[list, list, CoinbaseBooks]:
+    core = CoinbaseBooks("<t>")
+    acts: list = []
+    events: list = []
+    lines = list(range(1, len(msgs) + 1))
+    i = k = 0
+    while i < len(msgs):
+        j = i + sizes[k % len(sizes)]
+        k += 1
+        a, e = core.feed_chunk(msgs[i:j], lines[i:j])
+        acts += a
+        events += e
+        core._check()
+        i = j
+    return acts, events, core
+
+
+def _same(a: tuple[list, list, CoinbaseBooks], b: tuple[list, list, CoinbaseBooks]) -> None:
+    (act_a, ev_a, ca), (act_b, ev_b, cb) = a, b
+    assert act_a == act_b
+    same_events(ev_a, ev_b)
+    assert [(r.reason, r.line, r.text) for r in ca.reports] == [(r.reason, r.line, r.text) for r in cb.reports]
+    assert ca.summary() == cb.summary()
+    assert ca.save_state() == cb.save_state()      # books: strings, dict order, scale, pending rows
+    cb._check()
+
+
+def test_real_capture_through_the_lane() -> None:
+    """The real capture: identical output, and the kernel did the work (else the test would
+    compare the Python path with itself)."""
+    msgs = _real()
+    ref, got = _per_message(msgs), _chunked(msgs, [4096, 1000, 77])
+    _same(ref, got)
+    s = got[2].summary()
+    assert s["synced"] and s["snapshots"] == 10 and s["ticker_checked"] == 107 and s["crossed"] == 0
+    assert got[2]._lane.fast_messages > 0.98 * s["messages"]
+
+
+def test_held_book_is_handed_back_on_use() -> None:
+    """A book the lane holds reads the same from Python at any point (top, best_key, save_state),
+    and the lane takes it back after the Python path used it."""
+    msgs = _real()[:3000]
+    ref = _per_message(msgs)[2]
+    core = CoinbaseBooks("<t>")
+    core.feed_chunk(msgs, list(range(1, len(msgs) + 1)))
+    sym = next(s for s in core.books if core.books[s]._ext is not None)
+    assert core.books[sym].top(0, 5) == ref.books[sym].top(0, 5)
+    assert core.books[sym]._ext is None and core._lane._books[core._lane._slot_of[sym]] is None
+    more = _real()[3000:3400]
+    core.feed_chunk(more, list(range(3001, 3401)))
+    assert core.books[sym]._ext is not None or not core.status[sym].synced
+    core._check()
+
+
+# ------------------------------------------------------------------------------------------
+# mutations of the real capture
+# ------------------------------------------------------------------------------------------
+
+def _respell(rng: random.Random, msg: dict) -> bytes:
+    """The same JSON value spelt another way (key order, whitespace, an escape)."""
+    keys = list(msg)
+    rng.shuffle(keys)
+    text = json.dumps({k: msg[k] for k in keys}, separators=rng.choice([(",", ":"), (", ", ": ")]))
+    if rng.random() < 0.3:
+        text = text.replace('"buy"', '"\\u0062uy"', 1)
+    if rng.random() < 0.3:
+        text = " \t" + text + " \r"
+    return text.encode()
+
+
+def _mutate_value(rng: random.Random, msg: dict) -> dict:
+    msg = json.loads(json.dumps(msg))
+    kind = msg.get("type")
+    r = rng.randrange(14)
+    if kind == "l2update" and msg.get("changes"):
+        c = rng.choice(msg["changes"])
+        if r == 0:
+            c[1] = c[1] + rng.choice(["1", "01", "0", "000001"])           # finer price: a re-base
+        elif r == 1:
+            c[1] = str(rng.choice([1e9, 99999, 0.5, 1e-7]))                 # maybe crossing, maybe odd
+        elif r == 2:
+            c[2] = rng.choice(["0", "0.000", "00", "1e5", "-1", "", "1.", ".5", "0" * 40 + "1"])
+        elif r == 3:
+            msg["time"] = rng.choice([None, "2021-04-17T16:43:37Z", "2021-04-17T16:43:37.1234567Z",
+                                      "2021-04-17 16:43:37.1Z", "2021-02-30T00:00:00Z", 12, "x"])
+        elif r == 4:
+            msg.pop("time", None)
+        elif r == 5:
+            msg["sequence"] = 5                                            # an unknown field here
+        elif r == 6:
+            c[0] = rng.choice(["bid", "ask", "BUY", "sel", 1])
+        elif r == 7:
+            msg["product_id"] = msg["product_id"].lower()
+        elif r == 8:
+            msg["changes"] = rng.choice([[], [c[:2]], "x", [c + ["x"]]])
+        elif r == 9:
+            c[1] = "9" * rng.randrange(14, 34) + "." + "1" * rng.randrange(0, 20)
+        elif r == 10:
+            msg["changes"] = msg["changes"] * rng.randrange(2, 4)
+    elif kind == "snapshot":
+        side = rng.choice(["bids", "asks"])
+        lv = msg[side]
+        if r < 3 and lv:
+            lv.insert(rng.randrange(len(lv) + 1), list(rng.choice(lv)))   # a repeated price
+        elif r < 5 and lv:
+            rng.choice(lv)[0] += rng.choice(["1", "00"])
+        elif r < 7 and lv:
+            rng.choice(lv)[1] = "0"
+        elif r == 7 and lv:
+            rng.choice(lv).append(rng.choice(["x", 3, None, [1]]))
+        elif r == 8:
+            msg[side] = []
+        elif r == 9:
+            msg.pop(side)
+        elif r == 10:
+            msg["product_id"] = "NEW-" + str(rng.randrange(3))
+    elif kind == "ticker":
+        if r < 4:
+            msg["best_bid"] = rng.choice(["1", msg.get("best_bid", "1") + "0", 5, None, "x"])
+        elif r < 6:
+            msg.pop("best_ask", None)
+        elif r == 6:
+            msg["foo"] = 1
+        elif r == 7:
+            msg["product_id"] = "NOPE-USD"
+    elif r == 0:
+        msg["type"] = "error"
+    return msg
+
+
+def _mutated(seed: int, n: int) -> list[bytes]:
+    rng = random.Random(seed)
+    src = _real()
+    start = rng.randrange(0, max(1, len(src) - n))
+    msgs = list(src[:12]) + list(src[start:start + n])       # the snapshots first, then a window
+    out: list[bytes] = []
+    for m in msgs:
+        r = rng.random()
+        if r < 0.03:
+            b = bytearray(m)
+            for _ in range(rng.randrange(1, 4)):
+                b[rng.randrange(len(b))] = rng.randrange(256)
+            out.append(bytes(b))
+        elif r < 0.05:
+            out.append(m[:rng.randrange(len(m))])
+        elif r < 0.06:
+            out.append(rng.choice([b"", b"junk", b"[1,2]", b'{"type":"l2update"}', b"\xff\xfe", b"NaN",
+                                   b'{"type":"l2update","product_id":"SKL-GBP","changes":[["buy","1","1"]]} x']))
+            out.append(m)
+        elif r < 0.08 and out:
+            out.append(out[-1])
+        elif r < 0.09 and out:
+            out.insert(rng.randrange(len(out)), m)
+        elif r < 0.25:
+            try:
+                msg = json.loads(m)
+            except ValueError:
+                out.append(m)
+                continue
+            if isinstance(msg, dict):
+                msg = _mutate_value(rng, msg)
+            out.append(_respell(rng, msg) if rng.random() < 0.5 else json.dumps(msg).encode())
+        else:
+            out.append(m)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_mutated_real_capture(seed: int) -> None:
+    msgs = _mutated(seed, 1500)
+    rng = random.Random(seed)
+    _same(_per_message(msgs), _chunked(msgs, [rng.randrange(1, 700) for _ in range(3)]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), fault=st.sampled_from([None, "drop", "duplicate", "reorder", "corrupt_price"]),
+       sizes=st.lists(st.integers(1, 120), min_size=1, max_size=3), p_mut=st.sampled_from([0.0, 0.1, 0.4]))
+def test_generated_streams(seed: int, fault: str | None, sizes: list[int], p_mut: float) -> None:
+    """tests/venue_sim.py's Coinbase stream with a protocol fault and value mutations."""
+    rng = random.Random(seed)
+    msgs, truth = GEN["coinbase"](rng, n=120)
+    if fault is not None:
+        try:
+            msgs = inject("coinbase", msgs, sorted(truth)[seed % len(truth)], fault, rng)
+        except (IndexError, StopIteration, KeyError):
+            pass
+    raw = []
+    for _, m in msgs:
+        if rng.random() < p_mut and isinstance(m, dict):
+            m = _mutate_value(rng, m)
+        raw.append(_respell(rng, m) if rng.random() < 0.3 else json.dumps(m).encode())
+    _same(_per_message(raw), _chunked(raw, sizes))
+
+
+def test_crossed_and_rebased_books_are_reported_alike() -> None:
+    snap = {"type": "snapshot", "product_id": "A-B", "bids": [["10.5", "1"], ["10.5", "2"], ["9", "0"], ["9.25", "3"]],
+            "asks": [["11", "1"], ["12.125", "2"]]}
+    ups = [{"type": "l2update", "product_id": "a-b", "changes": [["buy", "11.5", "1"]],
+            "time": "2021-04-17T16:43:37.123Z"},
+           {"type": "l2update", "product_id": "A-B", "changes": [["buy", "11.5", "0"], ["sell", "11.00001", "4"]],
+            "time": "2021-04-17T16:43:38Z"},
+           {"type": "ticker", "product_id": "A-B", "best_bid": "10.50", "best_ask": "11.000000"},
+           {"type": "l2update", "product_id": "A-B", "changes": [["sell", "11.000010", "0"], ["buy", "1", "1"]]},
+           snap]
+    msgs = [json.dumps(m).encode() for m in [snap, *ups]] * 3
+    ref, got = _per_message(msgs), _chunked(msgs, [len(msgs)])
+    _same(ref, got)
+    s = got[2].summary()
+    assert s["crossed"] == 3 and s["ticker_checked"] == 3 and s["ticker_disagree"] == 0
+    assert got[2]._lane.fast_messages == len(msgs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet="0123456789.", max_size=40) | st.sampled_from(
+    ["0", "00.00", "1.", "123.4500", "0.000000000000000001", "9007199254740991", "9007199254740992",
+     "0.9007199254740993", "1" * 31, "1." + "0" * 19, "1" * 19]))
+def test_decimal_of_agrees_with_price_key(text: str) -> None:
+    """The kernel's decimal reader against LevelBook's (price_key): refused alike; an exact value
+    read exactly (m / 10**d), float(text) as m / 10**d."""
+    b = np.frombuffer(text.encode(), np.uint8)
+    st_, m, d = decimal_of(b, 0, len(b))
+    try:
+        key, dec = price_key(text)
+    except ValueError:
+        assert st_ == BAD
+        return
+    assert st_ in (OK, BIG)
+    if st_ == OK:
+        assert key == m * 10 ** (18 - d) and dec == d and float(text) == m / 10.0**d
