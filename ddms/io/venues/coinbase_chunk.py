@@ -71,8 +71,9 @@ _CAP0 = 64           # rows per side of a new slot's arrays
 
 # stop codes of _run
 _STOP_SLOW, _STOP_GROW, _STOP_ROWS, _STOP_CROSSED, _STOP_CH, _STOP_NEW = 0, 1, 2, 3, 4, 5
+_STOP_VENUE = 8      # a venue lane's own stop codes from here (message stop - 1 applied)
 # meta columns
-_M_NB, _M_NA, _M_SCALE, _M_ORD, _M_OWNED, _M_SYNCED = 0, 1, 2, 3, 4, 5
+_M_NB, _M_NA, _M_SCALE, _M_ORD, _M_OWNED, _M_SYNCED = 0, 1, 2, 3, 4, 5   # 6, 7: the venue's
 # kinds of applied messages (res[:, 3])
 _K_UPDATE, _K_TICK_OK, _K_TICK_DIS, _K_UNSYNCED, _K_SNAPSHOT = 0, 1, 2, 3, 4
 
@@ -600,7 +601,7 @@ class CoinbaseLane:
         self._table = np.full(64, -1, np.int64)
         self._symtab = np.zeros((16, _SYMW), np.uint8)
         self._symlen = np.full(16, -1, np.int64)
-        self._meta = np.zeros((16, 6), np.int64)
+        self._meta = np.zeros((16, 8), np.int64)
         self._LI, self._LF, self._LS = _new_lists(2 * W)
         self._ch = np.zeros((1024, 7), np.int64)
         self._chv = np.zeros((1024, 2), np.float64)
@@ -701,6 +702,7 @@ class CoinbaseLane:
         m[_M_OWNED], m[_M_SYNCED] = 1, int(st.synced)
         book._ext = self
         self._books[s] = book
+        self._refresh(s)
 
     def pull(self, book: LevelBook) -> None:
         """Hand ``book``'s levels back from the arrays (called by the ``LevelBook`` itself before
@@ -803,9 +805,7 @@ class CoinbaseLane:
                 for s in sorted(self._want):
                     self._take(s)
                 self._want.clear()
-            stop, code, k, arg = _run(buf, starts, ends, i, self._table, self._symtab, self._symlen, self._meta,
-                                      self._LI, self._LF, self._LS, self._ch, self._chv, self._up, self._oi,
-                                      self._oc, res)
+            stop, code, k, arg = self._call(buf, starts, ends, i, res)
             if stop > i:
                 self._emit(i, stop, k, res, lines, events)
                 self.consumed = stop
@@ -813,8 +813,10 @@ class CoinbaseLane:
                     on_fast(i, res[i:stop, 0])
                 if code == _STOP_CROSSED:
                     self._crossed(arg, int(lines[stop - 1]))
+                elif code >= _STOP_VENUE:
+                    self._stopped(code, arg, msgs, lines, stop, actions)
             i = stop
-            if i >= n or code == _STOP_CROSSED:
+            if i >= n or code == _STOP_CROSSED or code >= _STOP_VENUE:
                 continue
             if code == _STOP_NEW:
                 if not self._new(arg):
@@ -847,6 +849,19 @@ class CoinbaseLane:
         return self._books[s] is not None and self._symlen[s] >= 0 and s == _find(
             self._up[:ln].copy(), 0, ln, self._table, self._symtab, self._symlen)
 
+    def _call(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, i: int, res: np.ndarray
+              ) -> tuple[int, int, int, int]:
+        """The venue's kernel from message ``i`` (see :func:`_run`)."""
+        return _run(buf, starts, ends, i, self._table, self._symtab, self._symlen, self._meta, self._LI, self._LF,
+                    self._LS, self._ch, self._chv, self._up, self._oi, self._oc, res)
+
+    def _stopped(self, code: int, arg: int, msgs, lines, stop: int, actions: list[Resync]) -> None:
+        """A venue's own stop code (>= ``_STOP_VENUE``) after message ``stop - 1``, applied."""
+        raise AssertionError(code)
+
+    def _refresh(self, s: int) -> None:
+        """After the Python path touched slot ``s``'s symbol: a venue's state beside the book."""
+
     def _fallback(self, msgs, lines, t: int, actions: list[Resync], events: list[SymbolEvents],
                   fallback: Callable[[int], Sequence[Resync]] | None) -> None:
         """Message ``t`` through the Python path (books it touches are handed back by their
@@ -873,6 +888,8 @@ class CoinbaseLane:
                 s = self._add(sym)
             if self._books[s] is None:
                 self._want.add(s)
+            else:
+                self._refresh(s)
         events.extend(core.take_events())
         if stop:
             raise StopChunk
@@ -885,6 +902,31 @@ class CoinbaseLane:
         core.status[sym].crossed += 1
         core._report(f"{sym}: book crossed: best bid {book.top(BIDS, 1)[0][0]} >= best ask "
                      f"{book.top(ASKS, 1)[0][0]}", line)
+
+    def _count(self, r: np.ndarray, nslot: int) -> None:
+        """The status counters of applied messages ``r`` (rows of ``res``)."""
+        kinds, slots = r[:, 3], r[:, 0]
+        upd = (kinds == _K_UPDATE) | (kinds == _K_UNSYNCED)
+        snap = kinds == _K_SNAPSHOT
+        lev = (kinds == _K_UPDATE) | snap
+        tick = (kinds == _K_TICK_OK) | (kinds == _K_TICK_DIS)
+        n_upd = np.bincount(slots[upd], minlength=nslot)
+        n_snap = np.bincount(slots[snap], minlength=nslot)
+        n_lev = np.bincount(slots[lev], weights=r[lev, 2], minlength=nslot)
+        n_tick = np.bincount(slots[tick], minlength=nslot)
+        n_dis = np.bincount(slots[kinds == _K_TICK_DIS], minlength=nslot)
+        status, syms = self.core.status, self._sym
+        for s in np.flatnonzero(n_upd + n_tick + n_snap).tolist():
+            st = status[syms[s]]
+            c, c2 = int(n_upd[s]), int(n_snap[s])
+            st.messages += c + c2
+            st.depth_events += c
+            st.level_updates += int(n_lev[s])
+            st.ticker_checked += int(n_tick[s])
+            st.ticker_disagree += int(n_dis[s])
+            if c2:
+                st.snapshots += c2
+                st.synced = True
 
     def _emit(self, i0: int, i1: int, k: int, res: np.ndarray, lines: Sequence[int],
               events: list[SymbolEvents]) -> None:
@@ -901,28 +943,8 @@ class CoinbaseLane:
         recv_col = None if self._recv is None else np.repeat(self._recv[i0:i1], per)
         syms, venue = self._sym, core.venue
         nslot = len(syms)
-        kinds, slots = r[:, 3], r[:, 0]
-        upd = (kinds == _K_UPDATE) | (kinds == _K_UNSYNCED)
-        snap = kinds == _K_SNAPSHOT
-        lev = (kinds == _K_UPDATE) | snap
-        tick = (kinds == _K_TICK_OK) | (kinds == _K_TICK_DIS)
-        n_upd = np.bincount(slots[upd], minlength=nslot)
-        n_snap = np.bincount(slots[snap], minlength=nslot)
-        n_lev = np.bincount(slots[lev], weights=r[lev, 2], minlength=nslot)
-        n_tick = np.bincount(slots[tick], minlength=nslot)
-        n_dis = np.bincount(slots[kinds == _K_TICK_DIS], minlength=nslot)
-        status = core.status
-        for s in np.flatnonzero(n_upd + n_tick + n_snap).tolist():
-            st = status[syms[s]]
-            c, c2 = int(n_upd[s]), int(n_snap[s])
-            st.messages += c + c2
-            st.depth_events += c
-            st.level_updates += int(n_lev[s])
-            st.ticker_checked += int(n_tick[s])
-            st.ticker_disagree += int(n_dis[s])
-            if c2:
-                st.snapshots += c2
-                st.synced = True
+        slots = r[:, 0]
+        self._count(r, nslot)
         start = 0
         append = events.append
         for j in np.flatnonzero(per).tolist():
