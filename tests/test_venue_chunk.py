@@ -1,12 +1,13 @@
-"""The Coinbase chunk lane (CoinbaseBooks.feed_chunk: raw messages decoded and applied in numba)
-against the per-message path (loads_json + CoinbaseBooks.feed, the reference).
+"""The Coinbase and OKX chunk lanes (CoinbaseBooks/OkxBooks.feed_chunk: raw messages decoded and
+applied in numba) against the per-message path (loads_json + feed, the reference).
 
 Every comparison asks for identical actions, events (symbol, lines, every array), summaries,
 reports, saved states (books: exact strings, dict order, rows pending) and errors, on the real
 capture of ../shared, on mutated copies of it (flipped and non-UTF-8 bytes, truncated, repeated,
 swapped and junk messages, JSON re-spelt: key order, whitespace, escapes; values changed: finer
-prices (a re-base), crossing prices, zero sizes, odd times, unknown fields, long strings) and on
-generated streams with protocol faults, fed in chunks of random sizes.
+prices (a re-base), crossing prices, zero sizes, odd times, unknown fields, long strings; OKX:
+wrong checksums, broken or repeated sequence ids, several data entries) and on generated streams
+with protocol faults, fed in chunks of random sizes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ddms.io.kernels.strlevels import BAD, BIG, OK, decimal_of
 from ddms.io.levels import price_key
 from ddms.io.venues.base import loads_json
 from ddms.io.venues.coinbase import CoinbaseBooks
+from ddms.io.venues.okx import OkxBooks
 from tests.conftest import shared_file
 from tests.test_binance_chunk import same_events
 from tests.test_io_venues import GEN, inject
@@ -38,18 +40,19 @@ def _payloads(name: str) -> list[bytes]:
     return out
 
 
-_REAL: list[bytes] | None = None
+_REAL: dict[str, list[bytes]] = {}
+_FILES = {"coinbase": "COINBASE.ws.28.0", "okx": "OKX.ws.1.0"}
+_CORES = {"coinbase": CoinbaseBooks, "okx": OkxBooks}
 
 
-def _real() -> list[bytes]:
-    global _REAL
-    if _REAL is None:
-        _REAL = _payloads("COINBASE.ws.28.0")
-    return _REAL
+def _real(venue: str = "coinbase") -> list[bytes]:
+    if venue not in _REAL:
+        _REAL[venue] = _payloads(_FILES[venue])
+    return _REAL[venue]
 
 
-def _per_message(msgs: list[bytes]) -> tuple[list, list, CoinbaseBooks]:
-    core = CoinbaseBooks("<t>")
+def _per_message(msgs: list[bytes], venue: str = "coinbase") -> tuple[list, list, CoinbaseBooks]:
+    core = _CORES[venue]("<t>")
     acts: list = []
     events: list = []
     for n, m in enumerate(msgs, 1):
@@ -63,8 +66,8 @@ def _per_message(msgs: list[bytes]) -> tuple[list, list, CoinbaseBooks]:
     return acts, events, core
 
 
-def _chunked(msgs: list[bytes], sizes: list[int]) -> tuple[list, list, CoinbaseBooks]:
-    core = CoinbaseBooks("<t>")
+def _chunked(msgs: list[bytes], sizes: list[int], venue: str = "coinbase") -> tuple[list, list, CoinbaseBooks]:
+    core = _CORES[venue]("<t>")
     acts: list = []
     events: list = []
     lines = list(range(1, len(msgs) + 1))
@@ -99,6 +102,16 @@ def test_real_capture_through_the_lane() -> None:
     s = got[2].summary()
     assert s["synced"] and s["snapshots"] == 10 and s["ticker_checked"] == 107 and s["crossed"] == 0
     assert got[2]._lane.fast_messages > 0.98 * s["messages"]
+
+
+def test_okx_real_capture_through_the_lane() -> None:
+    """Every update of the OKX capture through the kernel, its 290 checksums verified."""
+    msgs = _real("okx")
+    ref, got = _per_message(msgs, "okx"), _chunked(msgs, [4096, 50, 7], "okx")
+    _same(ref, got)
+    s = got[2].summary()
+    assert s["synced"] and s["checksum_checked"] == 290 and s["checksum_mismatch"] == 0 and s["gaps"] == 0
+    assert got[2]._lane.fast_messages == s["depth_events"] == 287
 
 
 def test_held_book_is_handed_back_on_use() -> None:
@@ -188,16 +201,47 @@ def _mutate_value(rng: random.Random, msg: dict) -> dict:
             msg["foo"] = 1
         elif r == 7:
             msg["product_id"] = "NOPE-USD"
+    elif "data" in msg and isinstance(msg["data"], list) and msg["data"] and isinstance(msg["data"][0], dict):
+        d = msg["data"][0]
+        lv = d.get("bids") or d.get("asks")
+        if r == 0 and "checksum" in d:
+            d["checksum"] += 1                                            # a mismatch: resync
+        elif r == 1:
+            d["checksum"] = rng.choice([2**31, -(2**31), 1.5, "1", None, True])
+        elif r == 2 and "prevSeqId" in d:
+            d["prevSeqId"] += rng.choice([-1, 1, -5])                      # a gap or a stale message
+        elif r == 3:
+            d["seqId"] = rng.choice([d.get("seqId", 1), 2**63, 10**18, -1])
+        elif r == 4 and lv:
+            rng.choice(lv)[0] += rng.choice(["1", "05", "0"])              # finer prices: a re-base
+        elif r == 5 and lv:
+            rng.choice(lv)[1] = rng.choice(["0", "0.0", "x", "", "1e3"])
+        elif r == 6 and lv:
+            rng.choice(lv).append(rng.choice(["0", 1, "2", "3"]))
+        elif r == 7:
+            d["ts"] = rng.choice(["", "12345678901234567", "0", "-1", 5, "1652459225464"])
+        elif r == 8:
+            msg["data"] = msg["data"] * 2
+        elif r == 9:
+            d["new_field"] = 1
+        elif r == 10:
+            msg["arg"]["extra"] = rng.choice(["x", 1, None])
+        elif r == 11:
+            msg["action"] = rng.choice(["snapshot", "partial", None])
+        elif r == 12:
+            msg["arg"]["instId"] = msg["arg"]["instId"].lower()
+        elif r == 13 and lv:
+            lv.append([str(rng.choice([1, 10**6, 30200, 30300])), "1", "0", "1"])   # maybe crossing
     elif r == 0:
         msg["type"] = "error"
     return msg
 
 
-def _mutated(seed: int, n: int) -> list[bytes]:
+def _mutated(seed: int, n: int, venue: str = "coinbase") -> list[bytes]:
     rng = random.Random(seed)
-    src = _real()
+    src = _real(venue)
     start = rng.randrange(0, max(1, len(src) - n))
-    msgs = list(src[:12]) + list(src[start:start + n])       # the snapshots first, then a window
+    msgs = list(src[:30]) + list(src[start:start + n])       # the snapshots first, then a window
     out: list[bytes] = []
     for m in msgs:
         r = rng.random()
@@ -230,23 +274,27 @@ def _mutated(seed: int, n: int) -> list[bytes]:
     return out
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_mutated_real_capture(seed: int) -> None:
-    msgs = _mutated(seed, 1500)
+@pytest.mark.parametrize("venue,seed", [("coinbase", s) for s in range(12)] + [("okx", s) for s in range(12)])
+def test_mutated_real_capture(venue: str, seed: int) -> None:
+    msgs = _mutated(seed, 1500, venue)
     rng = random.Random(seed)
-    _same(_per_message(msgs), _chunked(msgs, [rng.randrange(1, 700) for _ in range(3)]))
+    _same(_per_message(msgs, venue), _chunked(msgs, [rng.randrange(1, 700) for _ in range(3)], venue))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32 - 1), fault=st.sampled_from([None, "drop", "duplicate", "reorder", "corrupt_price"]),
+@given(venue=st.sampled_from(["coinbase", "okx"]), seed=st.integers(0, 2**32 - 1),
+       fault=st.sampled_from([None, "drop", "duplicate", "reorder", "corrupt_price", "corrupt_checksum"]),
        sizes=st.lists(st.integers(1, 120), min_size=1, max_size=3), p_mut=st.sampled_from([0.0, 0.1, 0.4]))
-def test_generated_streams(seed: int, fault: str | None, sizes: list[int], p_mut: float) -> None:
-    """tests/venue_sim.py's Coinbase stream with a protocol fault and value mutations."""
+def test_generated_streams(venue: str, seed: int, fault: str | None, sizes: list[int], p_mut: float) -> None:
+    """tests/venue_sim.py's streams (OKX with sequence ids) with a protocol fault and value
+    mutations."""
+    if venue == "coinbase" and fault == "corrupt_checksum":
+        fault = "corrupt_price"
     rng = random.Random(seed)
-    msgs, truth = GEN["coinbase"](rng, n=120)
+    msgs, truth = GEN[venue](rng, n=120)
     if fault is not None:
         try:
-            msgs = inject("coinbase", msgs, sorted(truth)[seed % len(truth)], fault, rng)
+            msgs = inject(venue, msgs, sorted(truth)[seed % len(truth)], fault, rng)
         except (IndexError, StopIteration, KeyError):
             pass
     raw = []
@@ -254,7 +302,7 @@ def test_generated_streams(seed: int, fault: str | None, sizes: list[int], p_mut
         if rng.random() < p_mut and isinstance(m, dict):
             m = _mutate_value(rng, m)
         raw.append(_respell(rng, m) if rng.random() < 0.3 else json.dumps(m).encode())
-    _same(_per_message(raw), _chunked(raw, sizes))
+    _same(_per_message(raw, venue), _chunked(raw, sizes, venue))
 
 
 def test_crossed_and_rebased_books_are_reported_alike() -> None:
@@ -292,3 +340,19 @@ def test_decimal_of_agrees_with_price_key(text: str) -> None:
     assert st_ in (OK, BIG)
     if st_ == OK:
         assert key == m * 10 ** (18 - d) and dec == d and float(text) == m / 10.0**d
+
+
+def test_okx_checksum_mismatch_found_by_the_kernel() -> None:
+    """A wrong checksum in an update the kernel applies: the same resync, counters and report as
+    the per-message path, found in the kernel (the message counts as a fast one)."""
+    msgs = list(_real("okx"))
+    k = next(i for i, m in enumerate(msgs) if b'"action":"update"' in m and i > 100)
+    d = json.loads(msgs[k])
+    d["data"][0]["checksum"] ^= 1
+    msgs[k] = json.dumps(d, separators=(",", ":")).encode()
+    ref, got = _per_message(msgs, "okx"), _chunked(msgs, [4096], "okx")
+    _same(ref, got)
+    s = got[2].summary()
+    assert s["checksum_mismatch"] == 1 and s["resyncs"] == 1 and s["checksum_checked"] < 290
+    assert "checksum mismatch" in got[2].reports[-1].reason
+    assert got[2]._lane.fast_messages >= sum(b'"action":"update"' in m for m in msgs[:k + 1])
