@@ -432,10 +432,13 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
             mul = P10I[final - scale]
             if (nb > 0 and Ib[nb - 1, 0] > (MAX_ID - 1) // mul) or (na > 0 and Ia[0, 0] > (MAX_ID - 1) // mul):
                 return _STOP_SLOW, -1, k, 0, 0
-    if (0 if kind == _K_SNAPSHOT else nb) + need_b > Ib.shape[0]:
-        return _STOP_GROW, 2 * s, k, 0, 0
-    if (0 if kind == _K_SNAPSHOT else na) + need_a > Ia.shape[0]:
-        return _STOP_GROW, 2 * s + 1, k, 0, 0
+    if kind != _K_SNAPSHOT:
+        need_b += nb
+        need_a += na
+    if need_b > Ib.shape[0]:
+        return _STOP_GROW, ((2 * s) << 32) | need_b, k, 0, 0
+    if need_a > Ia.shape[0]:
+        return _STOP_GROW, ((2 * s + 1) << 32) | need_a, k, 0, 0
     if k + (nb + na) + 2 * nch + 2 * steps * (held + nch) > oi.shape[0]:
         return _STOP_ROWS, -1, k, 0, 0
     Fb, Fa = LF[2 * s], LF[2 * s + 1]
@@ -572,17 +575,18 @@ def _append(LI, LF, LS, cap, W2):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _grow_side(LI, LF, LS, x):  # pragma: no cover - compiled
-    """Double the arrays of side ``x``, rows kept."""
+def _grow_side(LI, LF, LS, x, need):  # pragma: no cover - compiled
+    """Grow the arrays of side ``x`` to ``max(2 * rows, need)`` rows, rows kept."""
     a, b, c = LI[x], LF[x], LS[x]
     n = a.shape[0]
-    g = np.zeros((2 * n, 4), np.int64)
+    m = max(2 * n, need)
+    g = np.zeros((m, 4), np.int64)
     g[:n] = a
     LI[x] = g
-    h = np.zeros((2 * n, 3), np.float64)
+    h = np.zeros((m, 3), np.float64)
     h[:n] = b
     LF[x] = h
-    u = np.zeros((2 * n, c.shape[1]), np.uint8)
+    u = np.zeros((m, c.shape[1]), np.uint8)
     u[:n] = c
     LS[x] = u
 
@@ -650,9 +654,10 @@ class CoinbaseLane:
             if self._symlen[s] >= 0:
                 self._insert(s)
 
-    def _grow(self, x: int) -> None:
-        """Double the arrays of side ``x`` (``2 * slot + side``)."""
-        _grow_side(self._LI, self._LF, self._LS, x)
+    def _grow(self, x: int, need: int = 0) -> None:
+        """Grow the arrays of side ``x`` (``2 * slot + side``) to at least ``need`` rows (at least
+        double)."""
+        _grow_side(self._LI, self._LF, self._LS, x, need)
 
     # -- ownership ----------------------------------------------------------------------------
     def _take(self, s: int) -> None:
@@ -683,8 +688,8 @@ class CoinbaseLane:
         for side, (keys, vals, px, qty) in enumerate(packed):
             x = 2 * s + side
             n = len(keys)
-            while n > self._LI[x].shape[0]:
-                self._grow(x)
+            if n > self._LI[x].shape[0]:
+                self._grow(x, n)
             if not n:
                 continue
             order = {key: j for j, key in enumerate(book.levels[side])}
@@ -823,7 +828,7 @@ class CoinbaseLane:
                     self._fallback(msgs, lines, i, actions, events, fallback)
                     i += 1
             elif code == _STOP_GROW:
-                self._grow(arg)
+                self._grow(arg >> 32, arg & 0xFFFFFFFF)
             elif code == _STOP_CH:
                 self._ch = np.zeros((4 * self._ch.shape[0], 7), np.int64)
                 self._chv = np.zeros((4 * self._chv.shape[0], 2), np.float64)

@@ -360,9 +360,9 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         if (nb > 0 and Ib[nb - 1, 0] > (MAX_ID - 1) // mul) or (na > 0 and Ia[0, 0] > (MAX_ID - 1) // mul):
             return _STOP_SLOW, -1, k, 0, 0
     if nb + need_b > Ib.shape[0]:
-        return _STOP_GROW, 2 * s, k, 0, 0
+        return _STOP_GROW, ((2 * s) << 32) | (nb + need_b), k, 0, 0
     if na + need_a > Ia.shape[0]:
-        return _STOP_GROW, 2 * s + 1, k, 0, 0
+        return _STOP_GROW, ((2 * s + 1) << 32) | (na + need_a), k, 0, 0
     if k + 2 * nch + 2 * steps * (nb + na + nch) > oi.shape[0]:
         return _STOP_ROWS, -1, k, 0, 0
     Fb, Fa = LF[2 * s], LF[2 * s + 1]
