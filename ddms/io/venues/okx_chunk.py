@@ -2,14 +2,13 @@
 
 Why: :meth:`OkxBooks.feed <ddms.io.venues.okx.OkxBooks.feed>` costs tens of us of Python per
 message (JSON decode, validation, a ``LevelBook.set`` per level, the checksum text).  :func:`_run`
-applies ``update`` messages of synced books in numba on the exact-string arrays of
+applies ``snapshot`` messages and the ``update`` messages of synced books in numba on the exact-string arrays of
 :mod:`~ddms.io.kernels.strlevels`, checks ``prevSeqId`` against the last ``seqId`` and verifies
 the signed CRC32 checksum of every message that carries one, computed in the kernel over the
 same text the Python path builds (:func:`~ddms.io.kernels.strlevels.top_crc_text`, then
 :func:`crc32`: ``zlib.crc32``'s polynomial and bit order).
 
-Everything else takes the Python path, one message at a time, exactly as before: snapshots,
-other channels and ``event`` messages, a ``data`` list of more than one entry, unknown or repeated
+Everything else takes the Python path, one message at a time, exactly as before: other channels and ``event`` messages, a ``data`` list of more than one entry, unknown or repeated
 fields, a value of an unexpected JSON type, escapes or non-ASCII text, malformed values, a
 continuity break (gap or stale message), a book the lane does not hold.  A checksum mismatch
 stops the kernel after the message (its levels applied, as the Python path applies them before
@@ -29,7 +28,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit
 
-from ddms.io.kernels.strlevels import MAX_ID, OK, P10F, P10I, W, decimal_of, emit_side, set_level, top_crc_text
+from ddms.io.kernels.strlevels import (
+    MAX_ID,
+    OK,
+    P10F,
+    P10I,
+    W,
+    decimal_of,
+    emit_side,
+    load_side,
+    set_level,
+    top_crc_text,
+)
 from ddms.io.venues.binance_book import _key, _skip_scalar, _ws
 from ddms.io.venues.binance_chunk import _find
 from ddms.io.venues.coinbase_chunk import (
@@ -42,6 +52,7 @@ from ddms.io.venues.coinbase_chunk import (
     _STOP_CH,
     _STOP_CROSSED,
     _STOP_GROW,
+    _STOP_NEW,
     _STOP_ROWS,
     _STOP_SLOW,
     _STOP_VENUE,
@@ -57,7 +68,8 @@ __all__ = ["OkxLane", "crc32"]
 
 _M_LAST, _M_HASLAST = 6, 7
 _STOP_MISMATCH = _STOP_VENUE
-_K_PLAIN, _K_CHECKED = 0, 1      # an applied update without / with a verified checksum
+# kinds of applied messages: an update / a snapshot, without or with a verified checksum
+_K_PLAIN, _K_CHECKED, _K_SNAP, _K_SNAP_CHECKED = 0, 1, 2, 3
 
 
 def _names(*names: str) -> tuple[np.ndarray, np.ndarray]:
@@ -74,6 +86,7 @@ _ARG, _ARGLEN = _names("channel", "instId")
 _DATA, _DATALEN = _names("asks", "bids", "ts", "checksum", "seqId", "prevSeqId")
 _CHANNELS, _CHANLEN = _names("books", "books-l2-tbt", "books50-l2-tbt")
 _UPDATE = np.frombuffer(b"update", np.uint8).copy()
+_SNAPSHOT = np.frombuffer(b"snapshot", np.uint8).copy()
 
 
 def _crc_table() -> np.ndarray:
@@ -242,7 +255,8 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         if i < n and buf[i] == 125:
             break
         return _STOP_SLOW, -1, k, 0, 0
-    if _ws(buf, i + 1, n) != n or seen != 7 or not _eq(buf, xa, xb, _UPDATE):
+    snap = _eq(buf, xa, xb, _SNAPSHOT)
+    if _ws(buf, i + 1, n) != n or seen != 7 or not (snap or _eq(buf, xa, xb, _UPDATE)):
         return _STOP_SLOW, -1, k, 0, 0
     if _name(buf, ca, cb, _CHANNELS, _CHANLEN) < 0:
         return _STOP_SLOW, -1, k, 0, 0
@@ -325,11 +339,14 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         c = buf[pa + j]
         up[j] = c - 32 if 97 <= c <= 122 else c
     s = _find(up, 0, ln, table, symtab, symlen)
-    if s < 0 or meta[s, _M_OWNED] == 0 or meta[s, _M_SYNCED] == 0:
+    if s < 0:
+        return (_STOP_NEW if snap else _STOP_SLOW), ln, k, 0, 0
+    if meta[s, _M_OWNED] == 0 or (meta[s, _M_SYNCED] == 0 and not snap):
         return _STOP_SLOW, -1, k, 0, 0
-    if (dseen >> 5) & 1 and meta[s, _M_HASLAST] != 0 and prev != meta[s, _M_LAST]:
+    if not snap and (dseen >> 5) & 1 and meta[s, _M_HASLAST] != 0 and prev != meta[s, _M_LAST]:
         return _STOP_SLOW, -1, k, 0, 0         # a gap or a stale message: the Python path
     nb, na, scale = meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_SCALE]
+    held = 0 if snap else nb + na
     Ib, Ia = LI[2 * s], LI[2 * s + 1]
     final = scale
     steps = 0
@@ -355,20 +372,50 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     for c in range(nch):
         if ch[c, 5] > (MAX_ID - 1) // P10I[final - ch[c, 6]]:
             return _STOP_SLOW, -1, k, 0, 0
-    if final > scale:
+    if final > scale and not snap:
         mul = P10I[final - scale]
         if (nb > 0 and Ib[nb - 1, 0] > (MAX_ID - 1) // mul) or (na > 0 and Ia[0, 0] > (MAX_ID - 1) // mul):
             return _STOP_SLOW, -1, k, 0, 0
-    if nb + need_b > Ib.shape[0]:
-        return _STOP_GROW, ((2 * s) << 32) | (nb + need_b), k, 0, 0
-    if na + need_a > Ia.shape[0]:
-        return _STOP_GROW, ((2 * s + 1) << 32) | (na + need_a), k, 0, 0
-    if k + 2 * nch + 2 * steps * (nb + na + nch) > oi.shape[0]:
+    if not snap:
+        need_b += nb
+        need_a += na
+    if need_b > Ib.shape[0]:
+        return _STOP_GROW, ((2 * s) << 32) | need_b, k, 0, 0
+    if need_a > Ia.shape[0]:
+        return _STOP_GROW, ((2 * s + 1) << 32) | need_a, k, 0, 0
+    if k + (nb + na) + 2 * nch + 2 * steps * (held + nch) > oi.shape[0]:
         return _STOP_ROWS, -1, k, 0, 0
     Fb, Fa = LF[2 * s], LF[2 * s + 1]
     t = np.float64(ts)
     nord = meta[s, _M_ORD]
-    for c in range(nch):
+    fast = False
+    if snap:                  # LevelBook.clear, then the levels (load_side when no re-base follows a level)
+        k = emit_side(Ib, Fb, nb, 0, -1, 1, oi, oc, k)
+        k = emit_side(Ia, Fa, na, 1, -1, 1, oi, oc, k)
+        nb = na = 0
+        meta[s, _M_SYNCED] = 1
+        meta[s, _M_HASLAST] = 0
+        at = scale
+        first = -1
+        for c in range(nch):
+            if first < 0:
+                at = max(at, ch[c, 6])
+                if ch[c, 0] < 2:
+                    first = c
+            elif ch[c, 6] > at:
+                first = -2
+                break
+        if first != -2:
+            fast = True
+            nbids = 0
+            for c in range(nch):
+                ch[c, 5] = ch[c, 5] * P10I[final - ch[c, 6]]
+                if ch[c, 0] % 2 == 0:
+                    nbids += 1
+            nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nbids, t, buf, nord, oi, oc, k)
+            na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nbids, nch, t, buf, nord, oi, oc, k)
+            scale = final
+    for c in range(0 if not fast else nch, nch):
         side = ch[c, 0] % 2
         d1 = ch[c, 6]
         if d1 > scale:
@@ -389,7 +436,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     if (dseen >> 4) & 1:
         meta[s, _M_LAST] = seq
         meta[s, _M_HASLAST] = 1
-    kind = _K_PLAIN
+    kind = _K_SNAP if snap else _K_PLAIN
     if has_crc:
         m = top_crc_text(LS[2 * s], Ib, nb, LS[2 * s + 1], Ia, na, 25, 58, False, text)
         c32 = np.int64(crc32(text, m))
@@ -397,8 +444,8 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         if have != cs:
             crc[0] = have
             crc[1] = cs
-            return _STOP_MISMATCH, s, k, nch, _K_PLAIN
-        kind = _K_CHECKED
+            return _STOP_MISMATCH, s, k, nch, kind
+        kind += 1
     if nb > 0 and na > 0 and Ib[nb - 1, 0] >= Ia[na - 1, 0]:
         return _STOP_CROSSED, s, k, nch, kind
     return -1, s, k, nch, kind
@@ -468,9 +515,6 @@ class OkxLane(CoinbaseLane):
         return _run(buf, starts, ends, i, self._table, self._symtab, self._symlen, self._meta, self._LI, self._LF,
                     self._LS, self._ch, self._chv, self._up, self._oi, self._oc, res, self._text, self._crc)
 
-    def _new(self, ln: int) -> bool:     # the kernel never asks (snapshots take the Python path)
-        return False
-
     def _refresh(self, s: int) -> None:
         last = self.core.last_seq.get(self._sym[s])
         self._meta[s, _M_LAST] = 0 if last is None else last
@@ -479,19 +523,22 @@ class OkxLane(CoinbaseLane):
     def _count(self, r: np.ndarray, nslot: int) -> None:
         kinds, slots = r[:, 3], r[:, 0]
         n_msg = np.bincount(slots, minlength=nslot)
+        n_snap = np.bincount(slots[kinds >= _K_SNAP], minlength=nslot)
         n_lev = np.bincount(slots, weights=r[:, 2], minlength=nslot)
-        n_chk = np.bincount(slots[kinds == _K_CHECKED], minlength=nslot)
+        n_chk = np.bincount(slots[(kinds == _K_CHECKED) | (kinds == _K_SNAP_CHECKED)], minlength=nslot)
         core, syms, meta = self.core, self._sym, self._meta
         for s in np.flatnonzero(n_msg).tolist():
             sym = syms[s]
             st = core.status[sym]
-            c = int(n_msg[s])
+            c, c2 = int(n_msg[s]), int(n_snap[s])
             st.messages += c
-            st.depth_events += c
+            st.depth_events += c - c2
             st.level_updates += int(n_lev[s])
             st.checksum_checked += int(n_chk[s])
-            if meta[s, _M_HASLAST]:
-                core.last_seq[sym] = int(meta[s, _M_LAST])
+            if c2:
+                st.snapshots += c2
+                st.synced = True
+            core.last_seq[sym] = int(meta[s, _M_LAST]) if meta[s, _M_HASLAST] else None
 
     def _stopped(self, code: int, arg: int, msgs, lines, stop: int, actions: list) -> None:
         """A checksum mismatch of message ``stop - 1`` (applied): the core's own check, which
