@@ -357,3 +357,36 @@ def test_okx_checksum_mismatch_found_by_the_kernel() -> None:
     assert s["checksum_mismatch"] == 1 and s["resyncs"] == 1 and s["checksum_checked"] < 290
     assert "checksum mismatch" in got[2].reports[-1].reason
     assert got[2]._lane.fast_messages >= sum(b'"action":"update"' in m for m in msgs[:k + 1])
+
+
+@settings(max_examples=100, deadline=None)
+@given(bids=st.dictionaries(st.integers(1, 10**6), st.integers(1, 10**4), max_size=40),
+       asks=st.dictionaries(st.integers(1, 10**6), st.integers(1, 10**4), max_size=40))
+def test_checksum_text_and_crc32_agree_with_the_python_path(bids: dict, asks: dict) -> None:
+    """strlevels.top_crc_text + okx_chunk.crc32 against okx.okx_checksum (zlib) on the same
+    strings, sides of any length (a shorter side contributes what it has)."""
+    import zlib
+
+    from ddms.io.kernels.strlevels import W, top_crc_text
+    from ddms.io.venues.okx import okx_checksum
+    from ddms.io.venues.okx_chunk import crc32
+
+    def side(levels: dict, best_last_desc: bool) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
+        keys = sorted(levels, reverse=not best_last_desc)      # arrays: towards the best (row n - 1)
+        iv = np.zeros((max(1, len(keys)), 4), np.int64)
+        sv = np.zeros((max(1, len(keys)), 2 * W), np.uint8)
+        for r, p in enumerate(keys):
+            px, qty = f"{p / 100:g}", str(levels[p])
+            iv[r] = (p, r, len(px), len(qty))
+            sv[r, :len(px)] = np.frombuffer(px.encode(), np.uint8)
+            sv[r, W:W + len(qty)] = np.frombuffer(qty.encode(), np.uint8)
+        best_first = [(f"{p / 100:g}", str(levels[p])) for p in reversed(keys)]
+        return iv, sv, best_first
+
+    ib, sb, pb = side(bids, True)
+    ia, sa, pa = side(asks, False)
+    out = np.zeros(4000, np.uint8)
+    m = top_crc_text(sb, ib, len(bids), sa, ia, len(asks), 25, 58, False, out)
+    c = int(crc32(out, m))
+    assert c == zlib.crc32(out[:m].tobytes())
+    assert (c - (1 << 32) if c >= 1 << 31 else c) == okx_checksum(pb, pa)
