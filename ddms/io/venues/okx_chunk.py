@@ -8,7 +8,8 @@ the signed CRC32 checksum of every message that carries one, computed in the ker
 same text the Python path builds (:func:`~ddms.io.kernels.strlevels.top_crc_text`, then
 :func:`crc32`: ``zlib.crc32``'s polynomial and bit order).
 
-Everything else takes the Python path, one message at a time, exactly as before: other channels and ``event`` messages, a ``data`` list of more than one entry, unknown or repeated
+Everything else takes the Python path, one message at a time, exactly as before: other
+channels and ``event`` messages, a ``data`` list of more than one entry, unknown or repeated
 fields, a value of an unexpected JSON type, escapes or non-ASCII text, malformed values, a
 continuity break (gap or stale message), a book the lane does not hold.  A checksum mismatch
 stops the kernel after the message (its levels applied, as the Python path applies them before
