@@ -1,4 +1,4 @@
-"""Chunked fast lane for OKX v5 ``books`` updates: many raw messages per numba call.
+"""Chunked fast lane for OKX v5 ``books`` messages: many raw messages per numba call.
 
 Why: :meth:`OkxBooks.feed <ddms.io.venues.okx.OkxBooks.feed>` costs tens of us of Python per
 message (JSON decode, validation, a ``LevelBook.set`` per level, the checksum text).  :func:`_run`
