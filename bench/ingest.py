@@ -23,7 +23,10 @@ so numba compile/cache-load time is excluded; the machine is shared, so state it
   updates/s;
 * the cryptofeed captures of ../shared/data/venues (Kraken, OKX, Coinbase, Binance spot and
   futures) through :func:`ddms.io.cryptofeed.read_cryptofeed`: level updates/s (the venue
-  cores' count) in CPU seconds -- small files (0.02-0.2 s each), so these are rough;
+  cores' count) in CPU seconds -- small files (0.02-0.2 s each), so these are rough; OKX and
+  Coinbase interleaved with the same file line by line (the per-message Python path), and their
+  cores' ``feed_chunk`` (the numba lanes) against ``loads_json`` + ``feed`` on the messages in
+  memory;
 * ``MBO (DBN)``: the CME ESH4 market-by-order file through :func:`ddms.io.dbn.read_dbn`:
   records/s and rows/s (``events/s`` = records: one add/cancel/modify each).
 """
@@ -199,13 +202,75 @@ def _end_to_end(snaps: dict[str, bytes], msgs: list[bytes], syms: int, nmsg: int
     ]
 
 
-def _cryptofeed(path: Path) -> tuple[int, int, int]:
+def _cryptofeed(path: Path, chunk: int = 4096) -> tuple[int, int, int]:
     from ddms.io.cryptofeed import CryptofeedParser, read_cryptofeed
     rows = 0
     parser = CryptofeedParser(str(path))
-    for ev in read_cryptofeed(str(path), parser=parser):
+    for ev in read_cryptofeed(str(path), parser=parser, chunk=chunk):
         rows += len(ev.batch)
     return parser.summary()["level_updates"], 0, rows
+
+
+def _payloads(path: Path) -> list[bytes]:
+    """The received messages of a capture, in memory (the lane's input without the reader)."""
+    out = []
+    for line in path.read_bytes().split(b"\n")[1:]:
+        head, sep, body = line.partition(b": ")
+        if sep and b" " not in head:
+            out.append(body)
+    return out
+
+
+def _core_chunk(venue: str, msgs: list[bytes]) -> tuple[int, int, int]:
+    """The venue core's ``feed_chunk`` on the messages (the numba lane, Python for the rest)."""
+    core = _core(venue)
+    rows = 0
+    for i in range(0, len(msgs), 4096):
+        _, events = core.feed_chunk(msgs[i:i + 4096], range(i + 1, min(i + 4097, len(msgs) + 1)))
+        rows += sum(len(e.batch) for e in events)
+    return core.summary()["level_updates"], len(msgs), rows
+
+
+def _core_each(venue: str, msgs: list[bytes]) -> tuple[int, int, int]:
+    """The same messages one at a time: ``loads_json`` + ``feed`` (the per-message path)."""
+    from ddms.io.venues.base import loads_json
+    core = _core(venue)
+    rows = 0
+    for n, m in enumerate(msgs, 1):
+        core.feed(loads_json(m), n)
+        rows += sum(len(e.batch) for e in core.take_events())
+    return core.summary()["level_updates"], len(msgs), rows
+
+
+def _core(venue: str) -> Any:
+    if venue == "okx":
+        from ddms.io.venues.okx import OkxBooks
+        return OkxBooks()
+    from ddms.io.venues.coinbase import CoinbaseBooks
+    return CoinbaseBooks()
+
+
+def _lane_rows(name: str, reps: int) -> list[Row]:
+    """A Coinbase or OKX capture: the reader with the chunk lane against the reader line by line
+    (``chunk=1``: the per-message Python path), and the core's ``feed_chunk`` against its
+    per-message ``feed`` on the messages in memory; CPU seconds, interleaved, best of ``reps``."""
+    path = VENUES / name
+    venue = "okx" if name.startswith("OKX") else "coinbase"
+    (d1, (lv1, _, _), t1), (d0, (lv0, _, _), t0) = _interleaved(
+        [lambda: _cryptofeed(path), lambda: _cryptofeed(path, chunk=1)], reps, time.process_time)
+    msgs = _payloads(path)
+    (dk, (lvk, nk, _), tk), (de, (lve, _, _), te) = _interleaved(
+        [lambda: _core_chunk(venue, msgs), lambda: _core_each(venue, msgs)], reps, time.process_time)
+    return [
+        Row(SECTION, f"cryptofeed {name} (read_cryptofeed, numba chunk lane), CPU time", lv1 / d1,
+            "level updates/s", ">= 1M", _verdict(lv1 / d1, 1e6, t1)),
+        Row(SECTION, "  same file line by line (chunk=1: the per-message Python path), interleaved", lv0 / d0,
+            "level updates/s", "", _verdict(0, 0, t0)),
+        Row(SECTION, f"  {venue} core alone: feed_chunk on the {nk:,} messages in memory", lvk / dk,
+            "level updates/s", "", f"{nk / dk:,.0f} msgs/s; " + _verdict(0, 0, tk)),
+        Row(SECTION, "  same messages through loads_json + feed, interleaved", lve / de, "level updates/s", "",
+            _verdict(0, 0, te)),
+    ]
 
 
 def _l2(path: Path) -> tuple[int, int, int]:
@@ -259,7 +324,9 @@ def measure(quick: bool = False) -> list[Row]:
                         "", _verdict(0, 0, times)))
     for name in ("KRAKEN.ws.50.0", "OKX.ws.1.0", "COINBASE.ws.28.0", "BINANCE.ws.1.0", "BINANCE_FUTURES.ws.1.0"):
         path = VENUES / name
-        if path.exists():
+        if path.exists() and name.startswith(("OKX", "COINBASE")):
+            rows += _lane_rows(name, reps)
+        elif path.exists():
             dt, (levels, _, out), times = _best(lambda p=path: _cryptofeed(p), reps, time.process_time)
             rows.append(Row(SECTION, f"cryptofeed {name} (read_cryptofeed), CPU time", levels / dt,
                             "level updates/s", ">= 1M", _verdict(levels / dt, 1e6, times)))

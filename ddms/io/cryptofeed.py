@@ -258,7 +258,7 @@ class CryptofeedParser:
         k = 0
         for z in [*np.flatnonzero(kind == 0).tolist(), n]:
             if k < z:
-                if self.core is not None and self.venue in ("binance", "binance_futures"):
+                if self.core is not None and hasattr(self.core, "feed_chunk"):
                     self.recv_now = int(recv[z - 1])
                     self._lane(Spans(buf, ps[k:z], pe[k:z]), lines[k:z], self.source, ts[k:z], recv[k:z], out)
                 else:
@@ -276,7 +276,7 @@ class CryptofeedParser:
         run: list[tuple[bytes, int, str, float]] = []     # (payload, line, source, ts) of received messages
         run_recv: list[int] = []                          # their lines' receive times (given recv)
         lane = False
-        binance = self.venue in ("binance", "binance_futures")
+        binance = hasattr(self.core, "feed_chunk")      # a core with a numba chunk lane
         match = _TS.match
         for k, raw in enumerate(raws):
             line = lines[k]
@@ -285,7 +285,7 @@ class CryptofeedParser:
                 self.recv_now = recv[k]
             if not lane:
                 lane = self.chunkable()
-                binance = self.venue in ("binance", "binance_futures")
+                binance = hasattr(self.core, "feed_chunk")
                 if not lane:
                     out += self.feed(raw, line, source)
                     continue
@@ -341,6 +341,7 @@ class CryptofeedParser:
         numbers = np.arange(self.messages + 1, self.messages + 1 + len(payloads), dtype=np.int64)
         failed: list[InputError] = []
         failed_acts: list = []
+        ns = self.venue in ("binance", "binance_futures")      # Binance cores take receive times in ns
 
         def fallback(t: int) -> tuple:
             payload, line, ts = payloads[t], lines[t], tss[t]
@@ -353,7 +354,7 @@ class CryptofeedParser:
                 return ()
             self.messages = int(numbers[t])
             before = core.bad_messages
-            acts = core.feed(msg, self.messages, int(ts * 1e9))
+            acts = core.feed(msg, self.messages, int(ts * 1e9) if ns else ts)
             if core.bad_messages > before:
                 r = core.reports[-1] if core.reports else None
                 err = InputError(r.reason if r else "malformed message", src, line, _shown(payload))

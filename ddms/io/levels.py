@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 from sortedcontainers import SortedList
@@ -168,14 +169,21 @@ class LevelBook:
     levels: tuple[dict, dict] = field(default_factory=lambda: ({}, {}))
     _rows: list = field(default_factory=list)      # (rel, sign, t, id, volume, price, line)
     _stale: list | None = None                     # rows the engine holds for a discarded book
+    # a chunk lane holding this book's levels in numba arrays (e.g. CoinbaseLane): every method
+    # first hands them back (``_ext.pull(self)``), so Python never sees a stale book
+    _ext: Any = field(default=None, repr=False, compare=False)
 
     # -- reads --------------------------------------------------------------------------------
     def depth(self, side: int) -> int:
+        if self._ext is not None:
+            self._ext.pull(self)
         return len(self.keys[side])
 
     def top(self, side: int, n: int) -> list[tuple[str, str]]:
         """The best ``n`` levels of ``side`` as ``(price, qty)`` strings as last sent, best
         first.  O(n)."""
+        if self._ext is not None:
+            self._ext.pull(self)
         ks = self.keys[side]
         lv = self.levels[side]
         # sortedcontainers keeps the list as sorted sublists (``_lists``, ~1,000 keys each): the
@@ -190,17 +198,23 @@ class LevelBook:
         return [(v.px, v.qty) for v in map(lv.__getitem__, it)]
 
     def best_key(self, side: int) -> int | None:
+        if self._ext is not None:
+            self._ext.pull(self)
         parts = self.keys[side]._lists      # see top()
         if not parts:
             return None
         return parts[-1][-1] if side == BIDS else parts[0][0]
 
     def is_crossed(self) -> bool:
+        if self._ext is not None:
+            self._ext.pull(self)
         b, a = self.best_key(BIDS), self.best_key(ASKS)
         return b is not None and a is not None and b >= a
 
     def as_dict(self, side: int) -> dict[int, str]:
         """``price key -> qty string`` of a side (a copy, for tests)."""
+        if self._ext is not None:
+            self._ext.pull(self)
         return {k: v.qty for k, v in self.levels[side].items()}
 
     # -- writes -------------------------------------------------------------------------------
@@ -209,6 +223,8 @@ class LevelBook:
         Raises ValueError (nothing changed) for a price or size that is not a plain decimal, and
         RuntimeError on a discarded book (its old rows are still in the engine: a snapshot must
         :meth:`clear` it first)."""
+        if self._ext is not None:
+            self._ext.pull(self)
         if self._stale is not None:
             raise RuntimeError(f"{self.symbol}: set() on a discarded book; clear() it first (a snapshot)")
         try:
@@ -251,6 +267,8 @@ class LevelBook:
     def truncate(self, depth: int, line: int) -> int:
         """Drop the levels beyond the best ``depth`` of each side (deletes emitted); returns how
         many were dropped.  O(dropped * log n)."""
+        if self._ext is not None:
+            self._ext.pull(self)
         dropped = 0
         for side in (BIDS, ASKS):
             ks = self.keys[side]
@@ -264,6 +282,8 @@ class LevelBook:
     def discard(self) -> None:
         """Forget the book (a resync): its rows stay in the engine until :meth:`clear` at the next
         snapshot deletes them, so views keep the last good state meanwhile."""
+        if self._ext is not None:
+            self._ext.pull(self)
         stale = [(side, -1, *v.row) for side in (BIDS, ASKS) for v in self.levels[side].values()]
         self._stale = (self._stale or []) + stale
         self.keys[BIDS].clear()
@@ -273,6 +293,8 @@ class LevelBook:
 
     def clear(self, line: int) -> None:
         """Empty the book before a snapshot: deletes of every row the engine holds."""
+        if self._ext is not None:
+            self._ext.pull(self)
         self.discard()
         for r in self._stale or ():
             self._rows.append((*r, line))
@@ -280,6 +302,8 @@ class LevelBook:
 
     def _rebase(self, scale: int, line: int) -> None:
         """A finer price than the scale: every row's id is re-emitted at the new scale."""
+        if self._ext is not None:
+            self._ext.pull(self)
         f = 10 ** (KEY_DECIMALS - scale)
         for side in (BIDS, ASKS):
             for key, v in self.levels[side].items():
@@ -293,11 +317,15 @@ class LevelBook:
         """The rows queued since the last call as tuples ``(rel, sign, t, id, broker_id, volume,
         price, line)``, without building arrays (a caller gathering many symbols' rows in order
         builds them once).  O(1)."""
+        if self._ext is not None:
+            self._ext.pull(self)
         rows, self._rows = self._rows, []
         return rows
 
     def take(self) -> EventBatch | None:
         """The rows queued since the last call as one batch (None if there are none).  O(rows)."""
+        if self._ext is not None:
+            self._ext.pull(self)
         rows = self._rows
         if not rows:
             return None
@@ -315,6 +343,8 @@ class LevelBook:
         emit their deletes in, so the engine's floating-point sums continue bit for bit after a
         resync --, the scale, the rows the engine holds for a discarded book and the rows not
         handed out yet.  O(levels)."""
+        if self._ext is not None:
+            self._ext.pull(self)
         return {"symbol": self.symbol, "scale": self.scale,
                 "sides": [[[v.px, v.qty, v.row[0]] for v in self.levels[s].values()] for s in (BIDS, ASKS)],
                 "stale": None if self._stale is None else [list(r) for r in self._stale],
@@ -338,6 +368,8 @@ class LevelBook:
     def _check(self) -> None:
         """Invariants: keys and levels agree per side, sizes > 0, ids exact and unique per side
         and equal to the key at the current scale, rows pending in line order."""
+        if self._ext is not None:
+            self._ext.pull(self)
         f = 10 ** (KEY_DECIMALS - self.scale)
         for side in (BIDS, ASKS):
             ks, lv = self.keys[side], self.levels[side]

@@ -1,0 +1,337 @@
+"""Price-level books kept on the exact decimal strings a venue sends, in numba arrays.
+
+Why: :class:`~ddms.io.levels.LevelBook` (Python ints, a ``SortedList`` and a dict of level
+objects) costs ~1 us of Python per level update; the chunk lanes of the Kraken/OKX/Coinbase cores
+(e.g. :mod:`ddms.io.venues.coinbase_chunk`) apply level updates of many messages in one numba
+call on these arrays instead, and hand a book back to its ``LevelBook`` (:meth:`pull`-style, by
+the lane) only when Python code needs it.  The arrays keep exactly what ``LevelBook`` keeps, so
+the two convert into each other without loss:
+
+one side of one book is three arrays with ``n`` live rows sorted by price id towards the best
+(bids ascending, asks descending: the best level of either side is row ``n - 1``, so that the
+busy levels near the touch move few rows when a level appears or goes):
+
+- ``Iv[r] = (pid, ord, plen, qlen)``: the price as an integer at the book's scale (what
+  ``LevelBook`` emits as the row id), the level's insertion number (a ``LevelBook`` level dict's
+  order: a level set again keeps its place, one removed and set again goes last), the lengths of
+  its price and size strings;
+- ``F[r] = (t, volume, price)``: the floats of the level's engine row;
+- ``S[r, :W]`` the price string's bytes, ``S[r, W:2W]`` the size string's (at most :data:`W`
+  bytes each: a longer string keeps the book in Python).
+
+Decimal strings are read by :func:`decimal_of` with ``LevelBook``'s grammar (``digits[.digits]``,
+at most 18 decimals and 30 integer digits); values whose significant digits do not fit the fast
+path (more than 18) are left to Python.  Floats are exact quotients of exact integers
+(``m / 10**d`` with ``m < 2**53``): IEEE division rounds correctly, as Python's ``float(text)``
+does.  Cost: a level update is a binary search plus, when a level appears or disappears, a shift
+of the rows after it (O(n) memmove; books of a few thousand levels).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["MAX_ID", "P10I", "W", "decimal_of", "emit_side", "find", "load_side", "set_level", "top_crc_text"]
+
+W = 32
+"""Bytes kept per price and per size string."""
+MAX_ID = 2**53
+P10I = np.array([10**i for i in range(19)], np.int64)
+"""Exact integer powers of ten."""
+P10F = np.array([10.0**i for i in range(23)])
+"""Exact float powers of ten."""
+
+# decimal_of status
+OK, BAD, BIG = 0, 1, 2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def decimal_of(buf, a, b):  # pragma: no cover - compiled
+    """The decimal string ``buf[a:b]`` (its content, without quotes).  Returns ``(status, m, d)``:
+    status :data:`OK` with the value ``m / 10**d`` (``d`` the decimals after dropping trailing
+    zeros, ``m < 2**53``); :data:`BAD` if ``LevelBook`` refuses the text (not ``digits[.digits]``,
+    more than 18 decimals or 30 integer digits); :data:`BIG` if valid but beyond ``2**53``
+    significant (the caller leaves it to Python)."""
+    i = a
+    ni = 0
+    m = np.int64(0)
+    sig = 0          # significant digits in m
+    while i < b and 48 <= buf[i] <= 57:
+        dgt = np.int64(buf[i]) - 48
+        if sig > 0 or dgt != 0:
+            if sig < 18:
+                m = m * 10 + dgt
+            sig += 1
+        ni += 1
+        i += 1
+    if ni == 0:
+        return BAD, m, 0
+    nf = 0
+    d = 0
+    if i < b:
+        if buf[i] != 46:
+            return BAD, m, 0
+        i += 1
+        zeros = 0    # trailing zeros not yet folded into m
+        while i < b and 48 <= buf[i] <= 57:
+            dgt = np.int64(buf[i]) - 48
+            nf += 1
+            i += 1
+            if dgt == 0:
+                zeros += 1
+                continue
+            for _ in range(zeros):
+                if sig > 0:
+                    if sig < 18:
+                        m = m * 10
+                    sig += 1
+            d += zeros + 1
+            zeros = 0
+            if sig < 18:
+                m = m * 10 + dgt
+            sig += 1
+        if i < b:
+            return BAD, m, 0
+    if nf > 18 or ni > 30:
+        return BAD, m, 0
+    if sig > 18:
+        return BIG, m, 0
+    if m >= MAX_ID:
+        return BIG, m, 0
+    return OK, m, d
+
+
+@njit(cache=True, nogil=True, inline="always")
+def find(Iv, n, pid, sgn):  # pragma: no cover - compiled
+    """Row of ``pid`` among the ``n`` rows sorted by ``sgn * pid`` (bids ``sgn`` 1, asks -1), or
+    ``-(insertion point) - 1``."""
+    lo, hi = 0, n
+    pid = pid * sgn
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        v = Iv[mid, 0] * sgn
+        if v < pid:
+            lo = mid + 1
+        elif v > pid:
+            hi = mid
+        else:
+            return mid
+    return -lo - 1
+
+
+@njit(cache=True, nogil=True)
+def set_level(Iv, F, S, n, side, pid, fpx, qzero, fqty, t, buf, ps, pl, qs, ql, nord, oi, oc, k):  # pragma: no cover
+    """``LevelBook.set`` on one side (``n`` live rows): the level at ``pid`` gets the size string
+    ``buf[qs:qs+ql]`` (its float ``fqty``; ``qzero``: it is zero, the level goes) and the price
+    string ``buf[ps:ps+pl]``; the engine rows (a delete of the old row, an insert of the new one)
+    go to ``oi[k:]`` (rel, sign) and ``oc[k:]`` (t, id, broker, volume, price).  The caller has
+    made room (``n < Iv.shape[0]``, two output rows).  Returns ``(n, k, nord)``."""
+    r = find(Iv, n, pid, 1 - 2 * side)
+    if r >= 0:
+        oi[k, 0] = side
+        oi[k, 1] = -1
+        oc[k, 0] = F[r, 0]
+        oc[k, 1] = float(pid)
+        oc[k, 2] = 0.0
+        oc[k, 3] = F[r, 1]
+        oc[k, 4] = F[r, 2]
+        k += 1
+        if qzero:
+            for j in range(r, n - 1):
+                Iv[j] = Iv[j + 1]
+                F[j] = F[j + 1]
+                S[j] = S[j + 1]
+            return n - 1, k, nord
+    elif qzero:
+        return n, k, nord
+    else:
+        r = -r - 1
+        for j in range(n, r, -1):
+            Iv[j] = Iv[j - 1]
+            F[j] = F[j - 1]
+            S[j] = S[j - 1]
+        Iv[r, 0] = pid
+        Iv[r, 1] = nord
+        nord += 1
+        n += 1
+    Iv[r, 2] = pl
+    Iv[r, 3] = ql
+    w = S.shape[1] // 2
+    for j in range(pl):
+        S[r, j] = buf[ps + j]
+    for j in range(ql):
+        S[r, w + j] = buf[qs + j]
+    F[r, 0] = t
+    F[r, 1] = fqty
+    F[r, 2] = fpx
+    oi[k, 0] = side
+    oi[k, 1] = 1
+    oc[k, 0] = t
+    oc[k, 1] = float(pid)
+    oc[k, 2] = 0.0
+    oc[k, 3] = fqty
+    oc[k, 4] = fpx
+    return n, k + 1, nord
+
+
+@njit(cache=True, nogil=True)
+def top_crc_text(Sb, Ib, nb, Sa, Ia, na, depth, sep, strip, out):  # pragma: no cover - compiled
+    """The checksum text of the ``depth`` best levels of each side into ``out``; returns its
+    length.  OKX (``strip`` False, ``sep`` ``:``): ``bid1px:bid1sz:ask1px:ask1sz:...``, the two
+    sides interleaved (a shorter side contributes what it has).  Kraken (``strip`` True, ``sep``
+    -1): the asks then the bids, each string without its ``.`` and leading zeros."""
+    w = Sb.shape[1] // 2
+    k = 0
+    first = True
+    for i in range(depth):
+        for side in range(2):
+            if side == 0:
+                if i >= nb:
+                    continue
+                r = nb - 1 - i
+                S, Iv = Sb, Ib
+            else:
+                if i >= na:
+                    continue
+                r = na - 1 - i
+                S, Iv = Sa, Ia
+            for part in range(2):
+                if sep >= 0:
+                    if not first:
+                        out[k] = sep
+                        k += 1
+                    first = False
+                off = part * w
+                ln = Iv[r, 2 + part]
+                lead = strip
+                for j in range(ln):
+                    c = S[r, off + j]
+                    if strip and c == 46:
+                        continue
+                    if lead and c == 48:
+                        continue
+                    lead = False
+                    out[k] = c
+                    k += 1
+    return k
+
+
+@njit(cache=True, nogil=True)
+def emit_side(Iv, F, n, side, sign, mul, oi, oc, k):  # pragma: no cover - compiled
+    """Rows of every level of a side in insertion order (a ``LevelBook`` dict's order), with
+    ``sign``; ``mul`` (1, or a power of ten: a re-base) multiplies each level's id after its row
+    is written, and a second row with the new id (sign +1) follows when ``mul > 1``.  Returns
+    ``k``.  O(n log n)."""
+    order = np.argsort(Iv[:n, 1], kind="mergesort")
+    for j in range(n):
+        r = order[j]
+        oi[k, 0] = side
+        oi[k, 1] = sign
+        oc[k, 0] = F[r, 0]
+        oc[k, 1] = float(Iv[r, 0])
+        oc[k, 2] = 0.0
+        oc[k, 3] = F[r, 1]
+        oc[k, 4] = F[r, 2]
+        k += 1
+        if mul > 1:
+            Iv[r, 0] *= mul
+            oi[k, 0] = side
+            oi[k, 1] = 1
+            oc[k, 0] = F[r, 0]
+            oc[k, 1] = float(Iv[r, 0])
+            oc[k, 2] = 0.0
+            oc[k, 3] = F[r, 1]
+            oc[k, 4] = F[r, 2]
+            k += 1
+    return k
+
+
+@njit(cache=True, nogil=True)
+def load_side(Iv, F, S, side, ch, chv, c0, c1, t, buf, nord, oi, oc, k):  # pragma: no cover - compiled
+    """A snapshot side into an EMPTY side: ``LevelBook.set`` of the entries ``c0..c1`` of ``ch``
+    (``ch[c] = (side (+2 when the size is zero), ps, pe, qs, qe, pid, .)``, ``chv[c] = (price,
+    size)`` floats; every pid at the book's scale, no re-base among them), in order, rows and
+    all, in O(m log m) instead of a sorted insert each (a snapshot arrives best first: the far
+    end of the arrays).  The caller made room for ``c1 - c0`` rows and ``2 * (c1 - c0)`` output
+    rows.  Returns ``(n, k, nord)``."""
+    m = c1 - c0
+    pids = np.empty(m, np.int64)
+    for j in range(m):
+        pids[j] = ch[c0 + j, 5]
+    order = np.argsort(pids, kind="mergesort")
+    grp = np.empty(m, np.int64)      # entry -> its first entry of the same price
+    for j in range(m):
+        e = order[j]
+        if j > 0 and pids[order[j - 1]] == pids[e]:
+            grp[e] = grp[order[j - 1]]
+        else:
+            grp[e] = e
+    cur = np.full(m, -1, np.int64)   # first entry of a price -> the row holding that level
+    dead = np.zeros(m, np.bool_)
+    n = 0
+    w = S.shape[1] // 2
+    for j in range(m):
+        c = c0 + j
+        g = grp[j]
+        r = cur[g]
+        qzero = ch[c, 0] >= 2
+        if r >= 0:
+            oi[k, 0] = side
+            oi[k, 1] = -1
+            oc[k, 0] = F[r, 0]
+            oc[k, 1] = float(Iv[r, 0])
+            oc[k, 2] = 0.0
+            oc[k, 3] = F[r, 1]
+            oc[k, 4] = F[r, 2]
+            k += 1
+            if qzero:
+                dead[r] = True
+                cur[g] = -1
+                continue
+        elif qzero:
+            continue
+        else:
+            r = n
+            n += 1
+            cur[g] = r
+            Iv[r, 0] = pids[j]
+            Iv[r, 1] = nord
+            nord += 1
+        pl, ql = ch[c, 2] - ch[c, 1], ch[c, 4] - ch[c, 3]
+        Iv[r, 2] = pl
+        Iv[r, 3] = ql
+        for x in range(pl):
+            S[r, x] = buf[ch[c, 1] + x]
+        for x in range(ql):
+            S[r, w + x] = buf[ch[c, 3] + x]
+        F[r, 0] = t
+        F[r, 1] = chv[c, 1]
+        F[r, 2] = chv[c, 0]
+        oi[k, 0] = side
+        oi[k, 1] = 1
+        oc[k, 0] = t
+        oc[k, 1] = float(Iv[r, 0])
+        oc[k, 2] = 0.0
+        oc[k, 3] = chv[c, 1]
+        oc[k, 4] = chv[c, 0]
+        k += 1
+    # the live rows, sorted towards the best
+    live = 0
+    for r in range(n):
+        if not dead[r]:
+            live += 1
+    keys = np.empty(live, np.int64)
+    rows = np.empty(live, np.int64)
+    q = 0
+    for r in range(n):
+        if not dead[r]:
+            keys[q] = Iv[r, 0] if side == 0 else -Iv[r, 0]
+            rows[q] = r
+            q += 1
+    srt = rows[np.argsort(keys)]
+    I2, F2, S2 = Iv[srt].copy(), F[srt].copy(), S[srt].copy()
+    Iv[:live] = I2
+    F[:live] = F2
+    S[:live] = S2
+    return live, k, nord

@@ -1,0 +1,551 @@
+"""Chunked fast lane for OKX v5 ``books`` messages: many raw messages per numba call.
+
+Why: :meth:`OkxBooks.feed <ddms.io.venues.okx.OkxBooks.feed>` costs tens of us of Python per
+message (JSON decode, validation, a ``LevelBook.set`` per level, the checksum text).  :func:`_run`
+applies ``snapshot`` messages and the ``update`` messages of synced books in numba on the exact-string arrays of
+:mod:`~ddms.io.kernels.strlevels`, checks ``prevSeqId`` against the last ``seqId`` and verifies
+the signed CRC32 checksum of every message that carries one, computed in the kernel over the
+same text the Python path builds (:func:`~ddms.io.kernels.strlevels.top_crc_text`, then
+:func:`crc32`: ``zlib.crc32``'s polynomial and bit order).
+
+Everything else takes the Python path, one message at a time, exactly as before: other
+channels and ``event`` messages, a ``data`` list of more than one entry, unknown or repeated
+fields, a value of an unexpected JSON type, escapes or non-ASCII text, malformed values, a
+continuity break (gap or stale message), a book the lane does not hold.  A checksum mismatch
+stops the kernel after the message (its levels applied, as the Python path applies them before
+the check) and the lane reports it through the core's own ``_checksum`` (resync and report).
+The lane itself (book ownership, events, counters) is
+:class:`~ddms.io.venues.coinbase_chunk.CoinbaseLane`'s; the last ``seqId`` of a held book lives
+in the lane's slot state and is copied to ``OkxBooks.last_seq`` after every kernel run.
+
+Cost: O(bytes + levels + 50 checksum strings) in numba per message, one ``SymbolEvents`` per
+message (~1-2 us of Python).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numba import njit
+
+from ddms.io.kernels.strlevels import (
+    MAX_ID,
+    OK,
+    P10F,
+    P10I,
+    W,
+    decimal_of,
+    emit_side,
+    load_side,
+    set_level,
+    top_crc_text,
+)
+from ddms.io.venues.binance_book import _key, _skip_scalar, _ws
+from ddms.io.venues.binance_chunk import _find
+from ddms.io.venues.coinbase_chunk import (
+    _M_NA,
+    _M_NB,
+    _M_ORD,
+    _M_OWNED,
+    _M_SCALE,
+    _M_SYNCED,
+    _STOP_CH,
+    _STOP_CROSSED,
+    _STOP_GROW,
+    _STOP_NEW,
+    _STOP_ROWS,
+    _STOP_SLOW,
+    _STOP_VENUE,
+    CoinbaseLane,
+    _eq,
+    _string,
+)
+
+if TYPE_CHECKING:
+    from ddms.io.venues.okx import OkxBooks
+
+__all__ = ["OkxLane", "crc32"]
+
+_M_LAST, _M_HASLAST = 6, 7
+_STOP_MISMATCH = _STOP_VENUE
+# kinds of applied messages: an update / a snapshot, without or with a verified checksum
+_K_PLAIN, _K_CHECKED, _K_SNAP, _K_SNAP_CHECKED = 0, 1, 2, 3
+
+
+def _names(*names: str) -> tuple[np.ndarray, np.ndarray]:
+    tab = np.zeros((len(names), 16), np.uint8)
+    ln = np.zeros(len(names), np.int64)
+    for i, k in enumerate(names):
+        tab[i, :len(k)] = np.frombuffer(k.encode(), np.uint8)
+        ln[i] = len(k)
+    return tab, ln
+
+
+_TOP, _TOPLEN = _names("arg", "action", "data")
+_ARG, _ARGLEN = _names("channel", "instId")
+_DATA, _DATALEN = _names("asks", "bids", "ts", "checksum", "seqId", "prevSeqId")
+_CHANNELS, _CHANLEN = _names("books", "books-l2-tbt", "books50-l2-tbt")
+_UPDATE = np.frombuffer(b"update", np.uint8).copy()
+_SNAPSHOT = np.frombuffer(b"snapshot", np.uint8).copy()
+
+
+def _crc_table() -> np.ndarray:
+    t = np.zeros(256, np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        t[i] = c
+    return t
+
+
+_CRC = _crc_table()
+
+
+@njit(cache=True, nogil=True)
+def crc32(buf, n):  # pragma: no cover - compiled
+    """``zlib.crc32(bytes(buf[:n]))`` (unsigned)."""
+    c = np.uint32(0xFFFFFFFF)
+    for i in range(n):
+        c = _CRC[(c ^ np.uint32(buf[i])) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
+    return c ^ np.uint32(0xFFFFFFFF)
+
+
+@njit(cache=True, nogil=True)
+def _name(buf, s, e, tab, lens):  # pragma: no cover - compiled
+    ln = e - s
+    for k in range(tab.shape[0]):
+        if lens[k] == ln:
+            ok = True
+            for j in range(ln):
+                if buf[s + j] != tab[k, j]:
+                    ok = False
+                    break
+            if ok:
+                return k
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _int(buf, i, n):  # pragma: no cover - compiled
+    """A JSON integer at ``i`` (``-?(0|[1-9][0-9]*)``, at most 18 digits, not followed by a
+    fraction or exponent): ``(value, j)``, ``j = -1`` otherwise."""
+    neg = i < n and buf[i] == 45
+    if neg:
+        i += 1
+    s = i
+    v = np.int64(0)
+    while i < n and 48 <= buf[i] <= 57:
+        v = v * 10 + (np.int64(buf[i]) - 48)
+        i += 1
+    nd = i - s
+    if nd == 0 or nd > 18 or (nd > 1 and buf[s] == 48):
+        return 0, -1
+    if i < n and (buf[i] == 46 or buf[i] == 101 or buf[i] == 69):
+        return 0, -1
+    return (-v if neg else v), i
+
+
+@njit(cache=True, nogil=True)
+def _olevels(buf, i, n, ch, c, side):  # pragma: no cover - compiled
+    """A level list ``[[px, sz(, s3(, s4))], ...]`` of escape-free strings at ``i`` into
+    ``ch[c:]`` (side, ps, pe, qs, qe).  Returns ``(j, c)``; ``j`` -1 for anything else, -2 if
+    ``ch`` is too small."""
+    if i >= n or buf[i] != 91:
+        return -1, c
+    i = _ws(buf, i + 1, n)
+    if i < n and buf[i] == 93:
+        return i + 1, c
+    while True:
+        if c >= ch.shape[0]:
+            return -2, c
+        if i >= n or buf[i] != 91:
+            return -1, c
+        i = _ws(buf, i + 1, n)
+        ch[c, 0] = side
+        cnt = 0
+        while True:
+            a, b, i = _string(buf, i, n)
+            if i < 0:
+                return -1, c
+            if cnt < 2:
+                ch[c, 1 + 2 * cnt] = a
+                ch[c, 2 + 2 * cnt] = b
+            cnt += 1
+            i = _ws(buf, i, n)
+            if i < n and buf[i] == 44:
+                i = _ws(buf, i + 1, n)
+                continue
+            break
+        if cnt < 2 or cnt > 4 or i >= n or buf[i] != 93:
+            return -1, c
+        c += 1
+        i = _ws(buf, i + 1, n)
+        if i < n and buf[i] == 44:
+            i = _ws(buf, i + 1, n)
+            continue
+        if i < n and buf[i] == 93:
+            return i + 1, c
+        return -1, c
+
+
+@njit(cache=True, nogil=True)
+def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, k, text, crc):  # pragma: no cover
+    """One message ``buf[a:n]``: ``(code, slot, k, nlev, kind)`` as the Coinbase kernel's;
+    ``crc[0], crc[1]`` the computed and the sent checksum of a mismatch."""
+    i = _ws(buf, a, n)
+    if i >= n or buf[i] != 123:
+        return _STOP_SLOW, -1, k, 0, 0
+    i = _ws(buf, i + 1, n)
+    seen = 0
+    ca = cb = pa = pb = xa = xb = 0
+    data_at = -1
+    while True:
+        ks, ke, i = _key(buf, i, n)
+        if i < 0:
+            return _STOP_SLOW, -1, k, 0, 0
+        kid = _name(buf, ks, ke, _TOP, _TOPLEN)
+        if kid < 0 or (seen >> kid) & 1:
+            return _STOP_SLOW, -1, k, 0, 0
+        seen |= 1 << kid
+        if kid == 0:                      # arg: channel, instId and any other scalar members
+            if i >= n or buf[i] != 123:
+                return _STOP_SLOW, -1, k, 0, 0
+            i = _ws(buf, i + 1, n)
+            aseen = 0
+            while True:
+                ks, ke, i = _key(buf, i, n)
+                if i < 0:
+                    return _STOP_SLOW, -1, k, 0, 0
+                aid = _name(buf, ks, ke, _ARG, _ARGLEN)
+                if aid >= 0:
+                    if (aseen >> aid) & 1:
+                        return _STOP_SLOW, -1, k, 0, 0
+                    aseen |= 1 << aid
+                    x, y, i = _string(buf, i, n)
+                    if aid == 0:
+                        ca, cb = x, y
+                    else:
+                        pa, pb = x, y
+                else:
+                    i = _skip_scalar(buf, i, n)
+                if i < 0:
+                    return _STOP_SLOW, -1, k, 0, 0
+                i = _ws(buf, i, n)
+                if i < n and buf[i] == 44:
+                    i = _ws(buf, i + 1, n)
+                    continue
+                if i < n and buf[i] == 125:
+                    i += 1
+                    break
+                return _STOP_SLOW, -1, k, 0, 0
+            if aseen != 3:
+                return _STOP_SLOW, -1, k, 0, 0
+        elif kid == 1:
+            xa, xb, i = _string(buf, i, n)
+        else:
+            data_at = i
+            i = _skip_data(buf, i, n)
+        if i < 0:
+            return _STOP_SLOW, -1, k, 0, 0
+        i = _ws(buf, i, n)
+        if i < n and buf[i] == 44:
+            i = _ws(buf, i + 1, n)
+            continue
+        if i < n and buf[i] == 125:
+            break
+        return _STOP_SLOW, -1, k, 0, 0
+    snap = _eq(buf, xa, xb, _SNAPSHOT)
+    if _ws(buf, i + 1, n) != n or seen != 7 or not (snap or _eq(buf, xa, xb, _UPDATE)):
+        return _STOP_SLOW, -1, k, 0, 0
+    if _name(buf, ca, cb, _CHANNELS, _CHANLEN) < 0:
+        return _STOP_SLOW, -1, k, 0, 0
+    # data: exactly one object
+    i = _ws(buf, data_at + 1, n)
+    if i >= n or buf[i] != 123:
+        return _STOP_SLOW, -1, k, 0, 0
+    i = _ws(buf, i + 1, n)
+    dseen = 0
+    asks_at = bids_at = -1
+    ts = np.int64(0)
+    seq = prev = cs = np.int64(0)
+    if i < n and buf[i] == 125:
+        i += 1
+    else:
+        while True:
+            ks, ke, i = _key(buf, i, n)
+            if i < 0:
+                return _STOP_SLOW, -1, k, 0, 0
+            did = _name(buf, ks, ke, _DATA, _DATALEN)
+            if did < 0 or (dseen >> did) & 1:
+                return _STOP_SLOW, -1, k, 0, 0
+            dseen |= 1 << did
+            if did == 0:
+                asks_at = i
+                i = _skip_data(buf, i, n)
+            elif did == 1:
+                bids_at = i
+                i = _skip_data(buf, i, n)
+            elif did == 2:
+                x, y, i = _string(buf, i, n)
+                if i < 0 or y - x < 1 or y - x > 16:
+                    return _STOP_SLOW, -1, k, 0, 0
+                for j in range(x, y):
+                    if buf[j] < 48 or buf[j] > 57:
+                        return _STOP_SLOW, -1, k, 0, 0
+                    ts = ts * 10 + (np.int64(buf[j]) - 48)
+            else:
+                v, i = _int(buf, i, n)
+                if did == 3:
+                    cs = v
+                elif did == 4:
+                    seq = v
+                else:
+                    prev = v
+            if i < 0:
+                return _STOP_SLOW, -1, k, 0, 0
+            i = _ws(buf, i, n)
+            if i < n and buf[i] == 44:
+                i = _ws(buf, i + 1, n)
+                continue
+            if i < n and buf[i] == 125:
+                i += 1
+                break
+            return _STOP_SLOW, -1, k, 0, 0
+    i = _ws(buf, i, n)
+    if i >= n or buf[i] != 93:           # more than one data entry: the Python path
+        return _STOP_SLOW, -1, k, 0, 0
+    has_crc = (dseen >> 3) & 1 == 1
+    if has_crc and not (-(2**31) <= cs < 2**31):
+        return _STOP_SLOW, -1, k, 0, 0
+    nch = 0
+    if bids_at >= 0:
+        j, nch = _olevels(buf, bids_at, n, ch, 0, 0)
+        if j == -2:
+            return _STOP_CH, -1, k, 0, 0
+        if j < 0:
+            return _STOP_SLOW, -1, k, 0, 0
+    if asks_at >= 0:
+        j, nch = _olevels(buf, asks_at, n, ch, nch, 1)
+        if j == -2:
+            return _STOP_CH, -1, k, 0, 0
+        if j < 0:
+            return _STOP_SLOW, -1, k, 0, 0
+    # the instrument
+    ln = pb - pa
+    if ln > up.shape[0]:
+        return _STOP_SLOW, -1, k, 0, 0
+    for j in range(ln):
+        c = buf[pa + j]
+        up[j] = c - 32 if 97 <= c <= 122 else c
+    s = _find(up, 0, ln, table, symtab, symlen)
+    if s < 0:
+        return (_STOP_NEW if snap else _STOP_SLOW), ln, k, 0, 0
+    if meta[s, _M_OWNED] == 0 or (meta[s, _M_SYNCED] == 0 and not snap):
+        return _STOP_SLOW, -1, k, 0, 0
+    if not snap and (dseen >> 5) & 1 and meta[s, _M_HASLAST] != 0 and prev != meta[s, _M_LAST]:
+        return _STOP_SLOW, -1, k, 0, 0         # a gap or a stale message: the Python path
+    nb, na, scale = meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_SCALE]
+    held = 0 if snap else nb + na
+    Ib, Ia = LI[2 * s], LI[2 * s + 1]
+    final = scale
+    steps = 0
+    need_b = need_a = 0
+    for c in range(nch):
+        st1, m1, d1 = decimal_of(buf, ch[c, 1], ch[c, 2])
+        st2, m2, d2 = decimal_of(buf, ch[c, 3], ch[c, 4])
+        if st1 != OK or st2 != OK or ch[c, 2] - ch[c, 1] > W or ch[c, 4] - ch[c, 3] > W:
+            return _STOP_SLOW, -1, k, 0, 0
+        if d1 > final:
+            final = d1
+            steps += 1
+        ch[c, 5] = m1
+        ch[c, 6] = d1
+        chv[c, 0] = np.float64(m1) / P10F[d1]
+        chv[c, 1] = np.float64(m2) / P10F[d2]
+        if m2 == 0:
+            ch[c, 0] += 2
+        if ch[c, 0] % 2 == 0:
+            need_b += 1
+        else:
+            need_a += 1
+    for c in range(nch):
+        if ch[c, 5] > (MAX_ID - 1) // P10I[final - ch[c, 6]]:
+            return _STOP_SLOW, -1, k, 0, 0
+    if final > scale and not snap:
+        mul = P10I[final - scale]
+        if (nb > 0 and Ib[nb - 1, 0] > (MAX_ID - 1) // mul) or (na > 0 and Ia[0, 0] > (MAX_ID - 1) // mul):
+            return _STOP_SLOW, -1, k, 0, 0
+    if not snap:
+        need_b += nb
+        need_a += na
+    if need_b > Ib.shape[0]:
+        return _STOP_GROW, ((2 * s) << 32) | need_b, k, 0, 0
+    if need_a > Ia.shape[0]:
+        return _STOP_GROW, ((2 * s + 1) << 32) | need_a, k, 0, 0
+    if k + (nb + na) + 2 * nch + 2 * steps * (held + nch) > oi.shape[0]:
+        return _STOP_ROWS, -1, k, 0, 0
+    Fb, Fa = LF[2 * s], LF[2 * s + 1]
+    t = np.float64(ts)
+    nord = meta[s, _M_ORD]
+    fast = False
+    if snap:                  # LevelBook.clear, then the levels (load_side when no re-base follows a level)
+        k = emit_side(Ib, Fb, nb, 0, -1, 1, oi, oc, k)
+        k = emit_side(Ia, Fa, na, 1, -1, 1, oi, oc, k)
+        nb = na = 0
+        meta[s, _M_SYNCED] = 1
+        meta[s, _M_HASLAST] = 0
+        at = scale
+        first = -1
+        for c in range(nch):
+            if first < 0:
+                at = max(at, ch[c, 6])
+                if ch[c, 0] < 2:
+                    first = c
+            elif ch[c, 6] > at:
+                first = -2
+                break
+        if first != -2:
+            fast = True
+            nbids = 0
+            for c in range(nch):
+                ch[c, 5] = ch[c, 5] * P10I[final - ch[c, 6]]
+                if ch[c, 0] % 2 == 0:
+                    nbids += 1
+            nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nbids, t, buf, nord, oi, oc, k)
+            na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nbids, nch, t, buf, nord, oi, oc, k)
+            scale = final
+    for c in range(0 if not fast else nch, nch):
+        side = ch[c, 0] % 2
+        d1 = ch[c, 6]
+        if d1 > scale:
+            mul = P10I[d1 - scale]
+            k = emit_side(Ib, Fb, nb, 0, -1, mul, oi, oc, k)
+            k = emit_side(Ia, Fa, na, 1, -1, mul, oi, oc, k)
+            scale = d1
+        pid = ch[c, 5] * P10I[scale - d1]
+        x = 2 * s + side
+        nn = nb if side == 0 else na
+        nn, k, nord = set_level(LI[x], LF[x], LS[x], nn, side, pid, chv[c, 0], ch[c, 0] >= 2, chv[c, 1], t,
+                                buf, ch[c, 1], ch[c, 2] - ch[c, 1], ch[c, 3], ch[c, 4] - ch[c, 3], nord, oi, oc, k)
+        if side == 0:
+            nb = nn
+        else:
+            na = nn
+    meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale
+    if (dseen >> 4) & 1:
+        meta[s, _M_LAST] = seq
+        meta[s, _M_HASLAST] = 1
+    kind = _K_SNAP if snap else _K_PLAIN
+    if has_crc:
+        m = top_crc_text(LS[2 * s], Ib, nb, LS[2 * s + 1], Ia, na, 25, 58, False, text)
+        c32 = np.int64(crc32(text, m))
+        have = c32 - (np.int64(1) << 32) if c32 >= (np.int64(1) << 31) else c32
+        if have != cs:
+            crc[0] = have
+            crc[1] = cs
+            return _STOP_MISMATCH, s, k, nch, kind
+        kind += 1
+    if nb > 0 and na > 0 and Ib[nb - 1, 0] >= Ia[na - 1, 0]:
+        return _STOP_CROSSED, s, k, nch, kind
+    return -1, s, k, nch, kind
+
+
+@njit(cache=True, nogil=True)
+def _skip_data(buf, i, n):  # pragma: no cover - compiled
+    """Index after a JSON array or object at ``i`` whose leaves are scalars (read later), -1 for
+    anything else (strings with escapes or non-ASCII bytes included)."""
+    if i >= n or (buf[i] != 91 and buf[i] != 123):
+        return -1
+    depth = 0
+    while i < n:
+        c = buf[i]
+        if c == 91 or c == 123:
+            depth += 1
+            i += 1
+        elif c == 93 or c == 125:
+            depth -= 1
+            i += 1
+            if depth == 0:
+                return i
+        elif c == 34:
+            x, y, i = _string(buf, i, n)
+            if i < 0:
+                return -1
+        elif c == 44 or c == 58 or c == 32 or c == 9 or c == 10 or c == 13:
+            i += 1
+        else:
+            i = _skip_scalar(buf, i, n)
+            if i < 0:
+                return -1
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _run(buf, starts, ends, i0, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, res, text,
+         crc):  # pragma: no cover - compiled
+    """As the Coinbase lane's ``_run``; ``_STOP_MISMATCH`` (message ``stop - 1`` applied, its
+    checksum wrong: ``crc``) besides."""
+    k = 0
+    n = starts.shape[0]
+    for i in range(i0, n):
+        code, s, k, nlev, kind = _message(buf, starts[i], ends[i], table, symtab, symlen, meta, LI, LF, LS, ch, chv,
+                                          up, oi, oc, k, text, crc)
+        if code >= 0 and code != _STOP_CROSSED and code != _STOP_MISMATCH:
+            return i, code, k, s
+        res[i, 0] = s
+        res[i, 1] = k
+        res[i, 2] = nlev
+        res[i, 3] = kind
+        if code >= 0:
+            return i + 1, code, k, s
+    return n, _STOP_SLOW, k, -1
+
+
+class OkxLane(CoinbaseLane):
+    """The fast lane of one :class:`~ddms.io.venues.okx.OkxBooks` (see the module docstring)."""
+
+    def __init__(self, core: OkxBooks, *, rows: int = 1 << 14) -> None:
+        super().__init__(core, rows=rows)     # type: ignore[arg-type]
+        self._text = np.zeros(50 * 2 * W + 100, np.uint8)
+        self._crc = np.zeros(2, np.int64)
+
+    def _call(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, i: int, res: np.ndarray
+              ) -> tuple[int, int, int, int]:
+        return _run(buf, starts, ends, i, self._table, self._symtab, self._symlen, self._meta, self._LI, self._LF,
+                    self._LS, self._ch, self._chv, self._up, self._oi, self._oc, res, self._text, self._crc)
+
+    def _refresh(self, s: int) -> None:
+        last = self.core.last_seq.get(self._sym[s])
+        self._meta[s, _M_LAST] = 0 if last is None else last
+        self._meta[s, _M_HASLAST] = last is not None
+
+    def _count(self, r: np.ndarray, nslot: int) -> None:
+        kinds, slots = r[:, 3], r[:, 0]
+        n_msg = np.bincount(slots, minlength=nslot)
+        n_snap = np.bincount(slots[kinds >= _K_SNAP], minlength=nslot)
+        n_lev = np.bincount(slots, weights=r[:, 2], minlength=nslot)
+        n_chk = np.bincount(slots[(kinds == _K_CHECKED) | (kinds == _K_SNAP_CHECKED)], minlength=nslot)
+        core, syms, meta = self.core, self._sym, self._meta
+        for s in np.flatnonzero(n_msg).tolist():
+            sym = syms[s]
+            st = core.status[sym]
+            c, c2 = int(n_msg[s]), int(n_snap[s])
+            st.messages += c
+            st.depth_events += c - c2
+            st.level_updates += int(n_lev[s])
+            st.checksum_checked += int(n_chk[s])
+            if c2:
+                st.snapshots += c2
+                st.synced = True
+            core.last_seq[sym] = int(meta[s, _M_LAST]) if meta[s, _M_HASLAST] else None
+
+    def _stopped(self, code: int, arg: int, msgs, lines, stop: int, actions: list) -> None:
+        """A checksum mismatch of message ``stop - 1`` (applied): the core's own check, which
+        counts it, discards the book and reports it with the message."""
+        from ddms.io.venues.base import loads_json
+        core = self.core
+        line = int(lines[stop - 1])
+        actions.extend(core._checksum(self._sym[arg], int(self._crc[0]), int(self._crc[1]), line,
+                                      loads_json(msgs[stop - 1])) or ())
