@@ -132,11 +132,15 @@ def test_empty_book_is_null(engine_program) -> None:
 
 
 def test_extremes_are_tree_extremes() -> None:
-    """The decision travels as IR: a MIN/MAX reads the ORDERED count map's extreme, O(log n),
-    and an equality with it is a lift (one probe), not a pass over the levels."""
+    """The decision travels as IR: a MIN/MAX reads the count map's extreme -- a map read by its
+    maximum alone is declared EXTREME MAX (ddms.m3.extremes: a hash table and a heap), one read
+    by ranks too stays ORDERED -- and an equality with it is a lift (one probe), not a pass over
+    the levels."""
     prog = compile_sql(HEADER + VIEWS["TOUCH_VOL"] + ";").program
     text = print_program(prog)
-    assert "ORDERED" in text and "^= Max(" in text, text
+    assert "EXTREME MAX" in text and "ORDERED" not in text and "^= Max(" in text, text
+    ranked = print_program(compile_sql(HEADER + VIEWS["NEAR_BEST"] + ";").program)
+    assert "ORDERED" in ranked, ranked   # a range sum below the best price needs the tree
     from ddms.backend.codegen import generate
     plan = "\n".join(generate(prog).plan)
     assert "max(" in plan and "O(n)" not in plan and "loop over" not in plan, plan

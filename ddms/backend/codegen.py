@@ -70,7 +70,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "17"
+CODEGEN_VERSION = "18"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -111,6 +111,7 @@ def _inlined(sizes: list[int]) -> set[int]:
 
 _PY_CMP = {"=": "==", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
+_SIGN = {"max": "1.0", "min": "-1.0"}   # ddms.storage.extheap: a max-heap of sign * key
 _OPCODE = {"<": 0, "<=": 1, ">": 2, ">=": 3}  # ddms.storage.btree.OP_CODES (not imported: no numba here)
 
 
@@ -179,7 +180,8 @@ def _point_candidates(program: Program) -> frozenset[str]:
     ~30 ns and a reference-count pair per state field read; a table probe is a hash and a compare
     on one plain array (the best bid per broker: 87 -> ~60 ns a line with its count there)."""
     views = {m for q in program.queries for m in q.maps}
-    return frozenset(m.name for m in program.maps if m.keys and not m.ordered and m.name not in views)
+    return frozenset(m.name for m in program.maps
+                     if m.keys and not m.ordered and m.extreme is None and m.name not in views)
 
 
 def _tree_only_candidates(program: Program) -> frozenset[str]:
@@ -259,12 +261,16 @@ class _Codegen:
         """Code reading hash map ``name`` at the key ``parts`` (0.0 if absent)."""
         if name in self.point:
             return f"ht_getf(borrow(st.m_{name}), {self._tuple(parts)}, 0.0)"
+        if self._m(name).extreme:
+            return f"xh_get(borrow(st.xt_{name}), {parts[0]})"
         return f"st.m_{name}.get({self._tuple(parts)}, 0.0)"
 
     def _dict(self, name: str) -> None:
         """``name`` is about to be iterated, cleared or indexed: it needs a typed Dict."""
         if name in self.point:
             raise _NeedsDict(name)
+        if self._m(name).extreme:   # (verify admits no such read: ddms.m3.extremes.check_extreme)
+            raise CompileError(f"map {name} is EXTREME {self._m(name).extreme.upper()}: it cannot be iterated")
 
     def _tree_of(self, name: str) -> str:
         """The name of the range tree(s) holding ordered map ``name``: its own, or a shared one's."""
@@ -387,6 +393,13 @@ class _Codegen:
 
     def _special(self, fn: _Fn, e: Expr, env: dict[str, str]) -> str | None:
         """O(log n) code for the range-map shapes, or None."""
+        if isinstance(e, Extreme) and self._m(e.ref.name).extreme == e.kind and e.n == 1 and not e.rows \
+                and e.ref.keys == (e.var,) and e.var not in env:
+            name = e.ref.name
+            self.plan.append(f"  {e.kind}({name}) via extreme heap: O(1) read, O(log n) update when the extreme "
+                             "empties")
+            call = self._hoist(f"xh_top(borrow(st.xh_{name}), {_SIGN[e.kind]})", [])
+            return f"({call}[1] if {call}[0] else np.nan)"
         if isinstance(e, Extreme):
             ref = e.ref
             if self._ordered_slice(ref, env) and ref.keys[-1] == e.var:
@@ -806,8 +819,11 @@ class _Codegen:
                 def write(v: str, env2: dict[str, str]) -> None:
                     key = self._tuple([env2[x] for x in s.target.keys])
                     fn.line(self._add(tname, key, v))
-                if self._tree_only(tname) and all(x in env for x in s.target.keys):
-                    self._note_prefetch(tname, self._tuple([env[x] for x in s.target.keys]))
+                if all(x in env for x in s.target.keys):
+                    if self._tree_only(tname):
+                        self._note_prefetch(tname, self._tuple([env[x] for x in s.target.keys]))
+                    elif tname in self.point or target.extreme:
+                        self._note_hash_prefetch(tname, self._tuple([env[x] for x in s.target.keys]))
                 self._emit(fn, expr, env, write)
         params = ", ".join(["st", *env.values(), *(v for cut in self._cuts.values() for v in cut)])
         self.functions.append(f"@njit(cache=True, inline='always')\ndef {fname}({params}):\n" + "\n".join(fn.body())
@@ -857,10 +873,26 @@ class _Codegen:
         A map with prefix keys (a tree per symbol or broker) is prefetched in the slice's tree,
         found by its prefix in the root table: with many instruments it is the pool, not one
         tree, that outgrows the caches."""
-        self._prefetch.append((self._tree_of(name), key, self.arity[name]))
+        self._prefetch.append(("tree", self._tree_of(name), key, self.arity[name]))
 
-    def _prefetch_call(self, tree: str, key: str, arity: int) -> str:
-        """Code starting to load the leaf of ``tree``'s slice that an update at ``key`` touches."""
+    def _note_hash_prefetch(self, name: str, key: str) -> None:
+        """Record that the trigger being generated updates the hash table of map ``name`` (a map
+        of ``self.point`` or an EXTREME map's values) at ``key``, a tuple expression of event
+        values: ``run_batch`` prefetches its home row ahead, as it does the trees' leaves."""
+        field = f"xt_{name}" if self._m(name).extreme else f"m_{name}"
+        self._prefetch.append(("hash", field, key, self.arity[name]))
+
+    @staticmethod
+    def _big_test(kind: str, name: str) -> str:
+        """Code telling whether structure ``name`` has outgrown the caches (prefetch pays then)."""
+        return f"btree_big(st.op_{name})" if kind == "tree" else f"ht_big(st.{name})"
+
+    def _prefetch_call(self, kind: str, tree: str, key: str, arity: int) -> str:
+        """Code starting to load the leaf of ``tree``'s slice that an update at ``key`` touches
+        (``kind`` "tree"), or the home row of ``key`` in the hash table in state field ``tree``
+        (``kind`` "hash")."""
+        if kind == "hash":
+            return f"ht_prefetch(borrow(st.{tree}), {key})"
         if arity == 1:
             return f"btree_prefetch(borrow_pool(st.op_{tree}), st.or_{tree}[0], {key}[0])"
         prefix = self._tuple([f"{key}[{p}]" for p in range(arity - 1)])
@@ -906,6 +938,8 @@ class _Codegen:
             return out
         if m.name in self.point:
             return self._point_functions(m)
+        if m.extreme:
+            return [self._extreme_writer(m)]
         body = ["    if old == new:", "        return"]
         if log:
             body.append(log.rstrip("\n"))
@@ -956,6 +990,19 @@ class _Codegen:
                     "        if grown.shape[0] != tab.shape[0]:\n"
                     f"            st.m_{m.name} = grown\n")
         return [writer("w", "new", "new"), writer("a", "delta", f"tab[s, {v}] + delta")]
+
+    def _extreme_writer(self, m: MapDecl) -> str:
+        """``a_M(st, key, delta)`` of an EXTREME map (``ddms.storage.extheap``): one probe and one
+        add unless the value crosses zero; the table and the heap are stored back only when one
+        grew (a new array).  Only ``+=`` writes such a map (``ddms.m3.extremes``)."""
+        return (f"@njit(cache=True, inline='always')\ndef a_{m.name}(st, key, delta):\n"
+                f"    tab = borrow(st.xt_{m.name})\n"
+                f"    hp = borrow(st.xh_{m.name})\n"
+                f"    tab2, hp2 = xh_add(tab, hp, key[0], delta, {_SIGN[m.extreme]})\n"
+                "    if tab2.shape[0] != tab.shape[0]:\n"
+                f"        st.xt_{m.name} = tab2\n"
+                "    if hp2.shape[0] != hp.shape[0]:\n"
+                f"        st.xh_{m.name} = hp2\n")
 
     def _slice_update(self, m: MapDecl, op: str, value: str) -> list[str]:
         """Lines applying ``op`` (``btree_set``/``btree_add``) with ``value`` at ``key`` to the
@@ -1162,11 +1209,16 @@ class _Codegen:
         hoist += "".join(f"    kz{g} = st.lazy_keys_{g}\n" for g in range(len(kgroups)))
         flushes = bool(lazy or klazy)
         # prefetch only for trees past the caches' size (tested once per batch)
-        pf_trees = sorted({pf[0] for pfs in self.prefetch.values() for pf in pfs})
-        big = ("    big = " + " or ".join(f"btree_big(st.op_{t})" for t in pf_trees) + "\n" if pf_trees else "")
+        pf_all = sorted({pf[:2] for pfs in self.prefetch.values() for pf in pfs})
+        pf_trees = [name for kind, name in pf_all if kind == "tree"]
+        pf_hash = [name.split("_", 1)[1] for kind, name in pf_all if kind == "hash"]
+        big = ("    big = " + " or ".join(self._big_test(*pf) for pf in pf_all) + "\n" if pf_all else "")
         if pf_trees:
             self.plan.append(f"run_batch: prefetches the leaves of range tree{'s' if len(pf_trees) > 1 else ''} "
                              + ", ".join(pf_trees) + f" {PF_AHEAD} events ahead once one has outgrown the caches")
+        if pf_hash:
+            self.plan.append(f"run_batch: prefetches the rows of hash table{'s' if len(pf_hash) > 1 else ''} "
+                             + ", ".join(pf_hash) + f" {PF_AHEAD} events ahead once one has outgrown the caches")
         run = ("@njit(cache=True, nogil=True)\n"   # GIL released: a reader thread parses meanwhile
                "def run_batch(st, relmap, rel, sign, cols, line, start, end, prev, fire):\n"
                "    \"\"\"Apply events start..end.  After a line that changed a watched view, call the\n"
@@ -1218,7 +1270,10 @@ class _Codegen:
                   "    btree_big, btree_new, btree_prefetch, btree_set, range_sum, threshold_apply, threshold_cut,\n"
                   "    threshold_sum,\n)\n"
                   + ("from ddms.storage.btree import btree_nth, btree_nth_row\n" if self._ranks else "")
-                  + "from ddms.storage.hashtab import ht_get, ht_getf, ht_new, ht_pop, ht_set, ht_slot\n\n\n"
+                  + ("from ddms.storage.extheap import xh_add, xh_get, xh_new, xh_new_heap, xh_top\n"
+                     if any(m.extreme for m in p.maps) else "")
+                  + "from ddms.storage.hashtab import ht_big, ht_get, ht_getf, ht_new, ht_pop, ht_prefetch, ht_set, "
+                  "ht_slot\n\n\n"
                   + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
                             for i in range(1, self._max_arity() + 1)) + "\n\n"
                   "@structref.register\n"
@@ -1280,6 +1335,11 @@ class _Codegen:
                 inits.append("np.zeros(1)")
                 continue
             kt = f"K{n}"
+            if m.extreme:   # a value table and a heap (ddms.storage.extheap), no Dict
+                fields.remove(f"m_{m.name}")
+                fields += [f"xt_{m.name}", f"xh_{m.name}"]
+                inits += ["xh_new()", "xh_new_heap()"]
+                continue
             if self._tree_only(m.name):
                 fields.remove(f"m_{m.name}")
             elif m.name in self.point:
@@ -1336,9 +1396,9 @@ def _runtime_fingerprint() -> str:
     wheel built from it) share machine code; installations that differ in any of these files
     get different module names and never load each other's."""
     from ddms.backend import rt
-    from ddms.storage import btree, hashtab
+    from ddms.storage import btree, extheap, hashtab
     h = hashlib.sha256()
-    for mod in (rt, btree, hashtab):
+    for mod in (rt, btree, hashtab, extheap):
         h.update(Path(mod.__file__).read_bytes())
     return h.hexdigest()
 
