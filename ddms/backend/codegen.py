@@ -82,6 +82,10 @@ applies event ``i`` (``btree_prefetch``), once a tree is too big for the caches.
 distinct prices (``python -m bench --only depth``, ns per line): VWAP 743 -> 659-670, SOBI
 984 -> 772-787; 8 or 16 events ahead were no better, and also prefetching the bottom internal
 level twice as far ahead was slower.  Below ``btree.PF_LEAVES`` leaves it is skipped (one test per batch)."""
+PF_HASH_AHEAD = 12
+"""The same for hash-table rows (``ht_prefetch``): a probe and an add are cheaper than a tree
+update, so the load must start more events ahead to have landed.  Measured at 1M distinct prices
+(best bid: an EXTREME map, ns per line): 59 without, 46 at 4 events ahead, 34 at 12."""
 LAZY_KEYS_SMALL = 16
 """A keyed deferred group records the keys (symbols) its triggers touched in a hash table
 (``lazy_keys_<g>``: one probe per event, a store only for a key new since the last flush); the flush
@@ -1073,8 +1077,11 @@ class _Codegen:
         params = ", ".join(["st", *("a_" + a for a in t.args)])   # passed on unchanged
         if self._prefetch:
             self.prefetch[tname] = list(dict.fromkeys(self._prefetch))
-            out.append(f"@njit(cache=True, inline='always')\ndef pf_{tname}({params}):\n"
-                       + "".join(f"    {self._prefetch_call(*pf)}\n" for pf in self.prefetch[tname]))
+            for kind, fname in (("tree", "pf"), ("hash", "pfh")):   # (two distances: PF_AHEAD, PF_HASH_AHEAD)
+                calls_pf = [f"    {self._prefetch_call(*pf)}\n" for pf in self.prefetch[tname] if pf[0] == kind]
+                if calls_pf:
+                    out.append(f"@njit(cache=True, inline='always')\ndef {fname}_{tname}({params}):\n"
+                               + "".join(calls_pf))
         # a long trigger (no shared boundaries then: one line per statement) calls chunk functions
         # the statements inline into; a short one keeps its boundaries and their users together
         if len(t.statements) > STATEMENTS_PER_FUNCTION:
@@ -1161,14 +1168,16 @@ class _Codegen:
         writers = [f for m in p.maps for f in self.map_functions(m)]
         fields, inits = self._state_fields()
         dispatch = []
-        pf_dispatch = []
+        pf_dispatch: list[str] = []    # range-tree leaves, PF_AHEAD events ahead
+        pfh_dispatch: list[str] = []   # hash-table rows, PF_HASH_AHEAD events ahead
         for n, t in enumerate(p.triggers):
             si, sign = streams[t.stream], (1 if t.sign == "+" else -1)
             args = ", ".join(f"cols[i, {c}]" for c in range(len(t.args)))
             tname = _trigger_name(t)
-            if tname in self.prefetch:
-                pf_args = ", ".join(f"cols[j, {c}]" for c in range(len(t.args)))
-                pf_dispatch.append(f"    if r == {si} and s == {sign}:\n        pf_{tname}(st, {pf_args})")
+            pf_args = ", ".join(f"cols[j, {c}]" for c in range(len(t.args)))
+            for kind, fname, out_ in (("tree", "pf", pf_dispatch), ("hash", "pfh", pfh_dispatch)):
+                if any(pf[0] == kind for pf in self.prefetch.get(tname, ())):
+                    out_.append(f"    if r == {si} and s == {sign}:\n        {fname}_{tname}(st, {pf_args})")
             dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}(st, {args})"
                             + (f"\n                lz[{lazy[n]}] = 1" if n in lazy else "")
                             + "".join(f"\n                if ht_slot(kz{g}, (cols[i, {c}],)) < 0:"
@@ -1212,13 +1221,14 @@ class _Codegen:
         pf_all = sorted({pf[:2] for pfs in self.prefetch.values() for pf in pfs})
         pf_trees = [name for kind, name in pf_all if kind == "tree"]
         pf_hash = [name.split("_", 1)[1] for kind, name in pf_all if kind == "hash"]
-        big = ("    big = " + " or ".join(self._big_test(*pf) for pf in pf_all) + "\n" if pf_all else "")
+        big = "".join(f"    {flag} = " + " or ".join(self._big_test(*pf) for pf in pf_all if pf[0] == kind) + "\n"
+                      for kind, flag in (("tree", "big"), ("hash", "bigh")) if any(pf[0] == kind for pf in pf_all))
         if pf_trees:
             self.plan.append(f"run_batch: prefetches the leaves of range tree{'s' if len(pf_trees) > 1 else ''} "
                              + ", ".join(pf_trees) + f" {PF_AHEAD} events ahead once one has outgrown the caches")
         if pf_hash:
             self.plan.append(f"run_batch: prefetches the rows of hash table{'s' if len(pf_hash) > 1 else ''} "
-                             + ", ".join(pf_hash) + f" {PF_AHEAD} events ahead once one has outgrown the caches")
+                             + ", ".join(pf_hash) + f" {PF_HASH_AHEAD} events ahead once one has outgrown the caches")
         run = ("@njit(cache=True, nogil=True)\n"   # GIL released: a reader thread parses meanwhile
                "def run_batch(st, relmap, rel, sign, cols, line, start, end, prev, fire):\n"
                "    \"\"\"Apply events start..end.  After a line that changed a watched view, call the\n"
@@ -1235,7 +1245,10 @@ class _Codegen:
                "        if watching:\n" + ("\n".join(snap) if snap else "            pass") + "\n"
                "        while i < end and line[i] == ln:\n"
                + (f"            if big and i + {PF_AHEAD} < end:\n"
-                  f"                prefetch(st, relmap, rel, sign, cols, i + {PF_AHEAD})\n" if pf_dispatch else "") +
+                  f"                prefetch(st, relmap, rel, sign, cols, i + {PF_AHEAD})\n" if pf_dispatch else "")
+               + (f"            if bigh and i + {PF_HASH_AHEAD} < end:\n"
+                  f"                prefetch_hash(st, relmap, rel, sign, cols, i + {PF_HASH_AHEAD})\n"
+                  if pfh_dispatch else "") +
                "            r = relmap[rel[i]]\n"
                "            s = sign[i]\n"
                + ("\n".join(dispatch) if dispatch else "            pass") + "\n"
@@ -1256,6 +1269,12 @@ class _Codegen:
                             "    \"\"\"Start loading what event j's tree updates touch (btree_prefetch).\"\"\"\n"
                             "    r = relmap[rel[j]]\n"
                             "    s = sign[j]\n" + "\n".join(pf_dispatch) + "\n")
+        if pfh_dispatch:
+            trig_fns.append("@njit(cache=True, inline='always')\n"
+                            "def prefetch_hash(st, relmap, rel, sign, cols, j):\n"
+                            "    \"\"\"Start loading the hash-table rows event j probes (ht_prefetch).\"\"\"\n"
+                            "    r = relmap[rel[j]]\n"
+                            "    s = sign[j]\n" + "\n".join(pfh_dispatch) + "\n")
         header = (f'"""Generated by ddms codegen v{CODEGEN_VERSION} from an M3 program: do not edit.\n\n'
                   + print_program(p).replace("\\", "\\\\").replace('"""', "'''") + '"""\n\n'
                   "import ddms  # noqa: F401\n"

@@ -166,7 +166,7 @@ def _emptied(tab, heap, key: float, sign: float) -> None:
     heap[1] -= 1.0
     if heap[HDR] == sign * key:
         _settle(tab, heap, sign)
-    if heap[0] - heap[1] > heap[1] + SLACK:
+    if heap[0] - heap[1] > 4.0 * heap[1] + SLACK:
         _compact(tab, heap, sign)
 
 
