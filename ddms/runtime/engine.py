@@ -371,7 +371,8 @@ class Engine:
 
     def _check(self) -> None:
         """Assert every invariant of the program state (tests call it after each update):
-        hash maps hold no zero values; every EXTREME map's table and heap pass ``xh_check``; every secondary index holds exactly the keys of its map,
+        hash maps hold no zero values; every EXTREME map's table and heap pass ``xh_check``; every
+        secondary index holds exactly the keys of its map,
         grouped by its key positions; every range tree passes ``btree_check`` and holds exactly
         its map's entries (per prefix); no deferred statement (nor key of a keyed one) is left
         pending between batches.

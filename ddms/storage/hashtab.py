@@ -32,7 +32,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from ddms.storage.btree import _prefetch   # llvm.prefetch (an intrinsic; hashtab's rows as btree's nodes)
+from ddms.storage.btree import _prefetch  # llvm.prefetch (an intrinsic; hashtab's rows as btree's nodes)
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)   # 2**64 / golden ratio: Fibonacci hashing
 
