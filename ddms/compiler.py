@@ -70,8 +70,9 @@ def compile_sql(text: str, source: str = "<sql>") -> SqlProgram:
     t0 = time.perf_counter()
     program, notes = choose_orders(compiled.program)
     program = choose_extremes(program)
-    notes += [f"{m.name} EXTREME {m.extreme.upper()} instead: only its {m.extreme} key and event values read it "
-              "(ddms.m3.extremes)" for m in program.maps if m.extreme]
+    notes += [f"{m.name} EXTREME {' '.join(k.upper() for k in m.extremes)} instead: only its "
+              f"{' and '.join(m.extremes)} key and bound keys read it (ddms.m3.extremes)"
+              for m in program.maps if m.extreme]
     program = infer_map_types(program)
     verify(program)
     timings.append(("order", time.perf_counter() - t0))

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from ddms.errors import ProgramError
 from ddms.m3.parser import parse_program
+from ddms.m3.printer import print_program
 from ddms.m3.verify import verify
 from ddms.storage.extheap import SLACK, STALE, xh_add, xh_check, xh_dict, xh_get, xh_new, xh_new_heap, xh_top
 
@@ -145,8 +146,12 @@ def test_sql_pass_decides_extreme_maps() -> None:
             "LINE DELIMITED orderbook (book := 'bids', brokers := '10', deterministic := 'yes');\n")
     best = compile_sql(head + "SELECT MAX(price) AS best FROM bids;").program
     assert [m.extreme for m in best.maps if m.keys] == ["max"] and not any(m.ordered for m in best.maps)
-    # both extremes of one map, or a range sum below the best: the range tree stays
+    # both extremes of one map: a table and a heap for each; a range sum below the best: the tree stays
     both = compile_sql(head + "SELECT MAX(price) - MIN(price) AS rng FROM bids;").program
-    assert any(m.ordered for m in both.maps) and not any(m.extreme for m in both.maps)
+    assert [m.extreme for m in both.maps if m.keys] == ["both"] and not any(m.ordered for m in both.maps)
+    assert "EXTREME MAX MIN;" in print_program(both)
+    assert parse_program(print_program(both)) == both
+    near = compile_sql(head + "SELECT SUM(volume) AS v FROM bids WHERE price >= (SELECT MAX(price) FROM bids) - 5;")
+    assert [(m.ordered, m.extreme) for m in near.program.maps if m.keys] == [(False, "max"), (True, None)]
     grouped = compile_sql(head + "SELECT broker_id, MAX(price) AS b FROM bids GROUP BY broker_id;").program
     assert not any(m.extreme for m in grouped.maps)

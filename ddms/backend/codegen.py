@@ -116,6 +116,13 @@ def _inlined(sizes: list[int]) -> set[int]:
 _PY_CMP = {"=": "==", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
 _SIGN = {"max": "1.0", "min": "-1.0"}   # ddms.storage.extheap: a max-heap of sign * key
+
+
+def _xfields(m: MapDecl) -> list[tuple[str, str, str]]:
+    """(extreme, value-table field, heap field) of each ``ddms.storage.extheap`` instance of an
+    EXTREME map: one per extreme it is read by (the first also answers its point reads)."""
+    return [(kind, f"xt{'' if j == 0 else 'n'}_{m.name}", f"xh{'' if j == 0 else 'n'}_{m.name}")
+            for j, kind in enumerate(m.extremes)]
 _OPCODE = {"<": 0, "<=": 1, ">": 2, ">=": 3}  # ddms.storage.btree.OP_CODES (not imported: no numba here)
 
 
@@ -397,12 +404,13 @@ class _Codegen:
 
     def _special(self, fn: _Fn, e: Expr, env: dict[str, str]) -> str | None:
         """O(log n) code for the range-map shapes, or None."""
-        if isinstance(e, Extreme) and self._m(e.ref.name).extreme == e.kind and e.n == 1 and not e.rows \
+        if isinstance(e, Extreme) and e.kind in self._m(e.ref.name).extremes and e.n == 1 and not e.rows \
                 and e.ref.keys == (e.var,) and e.var not in env:
             name = e.ref.name
             self.plan.append(f"  {e.kind}({name}) via extreme heap: O(1) read, O(log n) update when the extreme "
                              "empties")
-            call = self._hoist(f"xh_top(borrow(st.xh_{name}), {_SIGN[e.kind]})", [])
+            [heap] = [h for kind, _, h in _xfields(self._m(name)) if kind == e.kind]
+            call = self._hoist(f"xh_top(borrow(st.{heap}), {_SIGN[e.kind]})", [])
             return f"({call}[1] if {call}[0] else np.nan)"
         if isinstance(e, Extreme):
             ref = e.ref
@@ -883,8 +891,8 @@ class _Codegen:
         """Record that the trigger being generated updates the hash table of map ``name`` (a map
         of ``self.point`` or an EXTREME map's values) at ``key``, a tuple expression of event
         values: ``run_batch`` prefetches its home row ahead, as it does the trees' leaves."""
-        field = f"xt_{name}" if self._m(name).extreme else f"m_{name}"
-        self._prefetch.append(("hash", field, key, self.arity[name]))
+        fields = [t for _, t, _ in _xfields(self._m(name))] or [f"m_{name}"]
+        self._prefetch += [("hash", field, key, self.arity[name]) for field in fields]
 
     @staticmethod
     def _big_test(kind: str, name: str) -> str:
@@ -1000,13 +1008,13 @@ class _Codegen:
         add unless the value crosses zero; the table and the heap are stored back only when one
         grew (a new array).  Only ``+=`` writes such a map (``ddms.m3.extremes``)."""
         return (f"@njit(cache=True, inline='always')\ndef a_{m.name}(st, key, delta):\n"
-                f"    tab = borrow(st.xt_{m.name})\n"
-                f"    hp = borrow(st.xh_{m.name})\n"
-                f"    tab2, hp2 = xh_add(tab, hp, key[0], delta, {_SIGN[m.extreme]})\n"
-                "    if tab2.shape[0] != tab.shape[0]:\n"
-                f"        st.xt_{m.name} = tab2\n"
-                "    if hp2.shape[0] != hp.shape[0]:\n"
-                f"        st.xh_{m.name} = hp2\n")
+                + "".join(f"    tab = borrow(st.{t})\n"
+                          f"    hp = borrow(st.{h})\n"
+                          f"    tab2, hp2 = xh_add(tab, hp, key[0], delta, {_SIGN[kind]})\n"
+                          "    if tab2.shape[0] != tab.shape[0]:\n"
+                          f"        st.{t} = tab2\n"
+                          "    if hp2.shape[0] != hp.shape[0]:\n"
+                          f"        st.{h} = hp2\n" for kind, t, h in _xfields(m)))
 
     def _slice_update(self, m: MapDecl, op: str, value: str) -> list[str]:
         """Lines applying ``op`` (``btree_set``/``btree_add``) with ``value`` at ``key`` to the
@@ -1220,7 +1228,7 @@ class _Codegen:
         # prefetch only for trees past the caches' size (tested once per batch)
         pf_all = sorted({pf[:2] for pfs in self.prefetch.values() for pf in pfs})
         pf_trees = [name for kind, name in pf_all if kind == "tree"]
-        pf_hash = [name.split("_", 1)[1] for kind, name in pf_all if kind == "hash"]
+        pf_hash = list(dict.fromkeys(name.split("_", 1)[1] for kind, name in pf_all if kind == "hash"))
         big = "".join(f"    {flag} = " + " or ".join(self._big_test(*pf) for pf in pf_all if pf[0] == kind) + "\n"
                       for kind, flag in (("tree", "big"), ("hash", "bigh")) if any(pf[0] == kind for pf in pf_all))
         if pf_trees:
@@ -1354,10 +1362,11 @@ class _Codegen:
                 inits.append("np.zeros(1)")
                 continue
             kt = f"K{n}"
-            if m.extreme:   # a value table and a heap (ddms.storage.extheap), no Dict
+            if m.extreme:   # a value table and a heap per extreme (ddms.storage.extheap), no Dict
                 fields.remove(f"m_{m.name}")
-                fields += [f"xt_{m.name}", f"xh_{m.name}"]
-                inits += ["xh_new()", "xh_new_heap()"]
+                for _, t, h in _xfields(m):
+                    fields += [t, h]
+                    inits += ["xh_new()", "xh_new_heap()"]
                 continue
             if self._tree_only(m.name):
                 fields.remove(f"m_{m.name}")

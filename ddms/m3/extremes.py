@@ -5,11 +5,12 @@ thresholds, ranks, or just its largest or smallest key.  A range tree answers al
 price of a descent and a rewrite of the counted sums along the path on every update (60-180 ns a
 line for the best bid), while the maximum of a count of orders per price only changes when a price
 level appears or empties.  A one-key map that the program reads only by its maximum (or only by its
-minimum) and at bound keys, and that it changes only by ``+=``, needs none of the sums: this pass
-declares it ``extreme="max"``/``"min"`` instead of ORDERED, and the code generator keeps it in
-``ddms.storage.extheap`` (a value per key in a hash table, the keys on a lazy heap changed only
-when a value leaves or reaches zero).  A map exposed by a query, read by a range sum, a rank, both
-extremes, a loop, or with prefix keys (one tree per group) stays a range tree.
+minimum, or by both) and at bound keys, and that it changes only by ``+=``, needs none of the sums:
+this pass declares it ``extreme="max"``/``"min"``/``"both"`` instead of ORDERED, and the code
+generator keeps it in ``ddms.storage.extheap`` (a value per key in a hash table, the keys on a lazy
+heap changed only when a value leaves or reaches zero; one of each per extreme read).  A map
+exposed by a query, read by a range sum, a rank, a loop, or with prefix keys (one tree per group)
+stays a range tree.
 
 The decision is made here once and travels on the map declaration (printed ``EXTREME MAX``);
 ``ddms.m3.verify.check_extreme`` states the rule and is enforced on every program (a hand-written
@@ -27,7 +28,7 @@ __all__ = ["choose_extremes"]
 
 
 def choose_extremes(program: Program) -> Program:
-    """``program`` with every one-key ORDERED map that only one extreme reads (see the module
+    """``program`` with every one-key ORDERED map that only its extremes read (see the module
     docstring) declared ``extreme`` instead of ORDERED; the same object when none is."""
     arity = {m.name: len(m.keys) for m in program.maps}
     maps = []
@@ -37,8 +38,8 @@ def choose_extremes(program: Program) -> Program:
             for t in program.triggers:
                 for s in t.statements:
                     kinds |= extreme_reads(s.expr, m.name, frozenset(t.args), arity) or set()
-            if len(kinds) == 1:
-                cand = replace(m, ordered=False, extreme=kinds.pop())
+            if kinds:
+                cand = replace(m, ordered=False, extreme=kinds.pop() if len(kinds) == 1 else "both")
                 if check_extreme(program, cand) is None:
                     maps.append(cand)
                     continue

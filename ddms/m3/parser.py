@@ -9,7 +9,7 @@ Grammar (``[...]`` optional, ``{...}`` repeated)::
     program   := { stream | map | query | trigger }
     stream    := CREATE (STREAM|TABLE) NAME '(' NAME type {',' NAME type} ')'
                  [FROM FILE STRING LINE DELIMITED NAME ['(' [NAME ':=' STRING {',' ...}] ')']] ';'
-    map       := DECLARE MAP NAME '(' type ')' '[' [NAME ':' type {',' ...}] ']' [ORDERED] [EXTREME (MAX|MIN)]
+    map       := DECLARE MAP NAME '(' type ')' '[' [NAME ':' type {',' ...}] ']' [ORDERED] [EXTREME (MAX [MIN] | MIN)]
                  [':=' expr] ';'
     query     := DECLARE QUERY NAME ['[' names ']'] ':=' (NAME | '(' NAME ':=' NAME {',' ...} ')') ';'
     trigger   := ON ('+'|'-') NAME '(' [NAME {',' NAME}] ')' '{' { mapref ('+='|':=') expr ';' } '}'
@@ -233,12 +233,10 @@ class _Parser:
         ordered = self._accept("ORDERED")
         extreme = None
         if self._accept("EXTREME"):
-            if self._accept("MAX"):
-                extreme = "max"
-            elif self._accept("MIN"):
-                extreme = "min"
-            else:
+            kinds = [k for k in ("max", "min") if self._accept(k.upper())]
+            if not kinds:
                 self._fail(f"expected MAX or MIN after EXTREME, found {self.tok.text or 'end of input'!r}")
+            extreme = kinds[0] if len(kinds) == 1 else "both"
         init = self.expr() if self._accept(":=") else None
         self._expect(";")
         return MapDecl(name, vtype, tuple(keys), ordered, init, extreme)

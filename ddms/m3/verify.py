@@ -158,6 +158,8 @@ def check_extreme(p: Program, m: MapDecl) -> str | None:
     """Why map ``m`` (``m.extreme`` set) cannot be kept for that extreme alone, or None if it can:
     one key, not ORDERED, no initial value, no query exposes it, written only by ``+=``, read only
     by that extreme and at bound keys (:func:`extreme_reads`) in the triggers.  O(program size)."""
+    if m.extreme not in ("max", "min", "both"):
+        return f"{m.extreme!r} is no extreme"
     if len(m.keys) != 1 or m.ordered or m.init is not None:
         return "it must have one key, no ORDERED and no initial value"
     if any(m.name in q.maps for q in p.queries):
@@ -171,7 +173,7 @@ def check_extreme(p: Program, m: MapDecl) -> str | None:
             reads.append(extreme_reads(s.expr, m.name, frozenset(t.args), arity))
     if any(r is None for r in reads):
         return "it is read otherwise than by its extreme or at bound keys"
-    other = set().union(*reads) - {m.extreme}
+    other = set().union(*reads) - set(m.extremes)
     return f"it is also read by its {', '.join(sorted(other))}" if other else None
 
 
@@ -191,7 +193,8 @@ def verify(p: Program) -> Program:
         if m.extreme is not None:
             why = check_extreme(p, m)
             if why is not None:
-                raise ProgramError(f"map {m.name} is declared EXTREME {m.extreme.upper()}, but {why}")
+                raise ProgramError(f"map {m.name} is declared EXTREME {' '.join(k.upper() for k in m.extremes)}, "
+                                   f"but {why}")
         if len({c.name for c in m.keys}) != len(m.keys):
             raise ProgramError(f"map {m.name} repeats a key column name")
         if m.init is not None:

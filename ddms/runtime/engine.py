@@ -395,7 +395,10 @@ class Engine:
                 continue
             if m.extreme:   # a value table and a lazy heap (ddms.storage.extheap)
                 from ddms.storage.extheap import xh_check
-                xh_check(getattr(st, f"xt_{m.name}"), getattr(st, f"xh_{m.name}"), 1.0 if m.extreme == "max" else -1.0)
+                for j, kind in enumerate(m.extremes):   # (codegen: one table and heap per extreme, xt_/xh_ first)
+                    sfx = "" if j == 0 else "n"
+                    xh_check(getattr(st, f"xt{sfx}_{m.name}"), getattr(st, f"xh{sfx}_{m.name}"),
+                             1.0 if kind == "max" else -1.0)
                 continue
             if m.ordered:   # prefix -> root of its range tree (maybe a column of a shared tree)
                 tree, col = mod.TREES.get(m.name, (m.name, 0))
