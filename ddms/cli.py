@@ -660,7 +660,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print("\n-- storage")
         for m in sql.maps:
             decl = program.map(m.name)
-            kind = "scalar" if not decl.keys else ("range tree (ORDERED on last key)" if decl.ordered else "hash map")
+            kind = "scalar" if not decl.keys else ("range tree (ORDERED on last key)" if decl.ordered else
+                                                   f"hash table + lazy {'/'.join(decl.extremes)}-heap (EXTREME "
+                                                   f"{' '.join(k.upper() for k in decl.extremes)}: read only by its "
+                                                   f"{' and '.join(decl.extremes)} key and at bound keys; a heap "
+                                                   "changes only when a value leaves or reaches 0)"
+                                                   if decl.extreme else "hash map")
             how = "re-evaluated after each relevant event" if m.kind == "reeval" else "maintained by deltas"
             print(f"-- {m.name}: {kind}; {how}" + (f" ({m.note})" if m.note else ""))
         for note in sql.notes:

@@ -4,6 +4,7 @@
     translate  (ddms.sql.translate)      SQL AST -> calculus views
     materialize(ddms.calculus.materialize) calculus -> M3 (delta compilation, maps)
     order      (ddms.calculus.order)     M3 -> M3 with ORDERED range maps
+               (ddms.m3.extremes)         ... and EXTREME maps (read by one extreme alone)
     verify     (ddms.m3.verify)          after every pass that yields M3
 
 ``--print-after-all`` shows each stage's output, ``--time-passes`` their cost.
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from ddms.calculus.materialize import Compiler, MapInfo
 from ddms.calculus.order import choose_orders
+from ddms.m3.extremes import choose_extremes
 from ddms.m3.ir import Program
 from ddms.m3.maptypes import infer_map_types
 from ddms.m3.parser import read_source
@@ -67,6 +69,10 @@ def compile_sql(text: str, source: str = "<sql>") -> SqlProgram:
 
     t0 = time.perf_counter()
     program, notes = choose_orders(compiled.program)
+    program = choose_extremes(program)
+    notes += [f"{m.name} EXTREME {' '.join(k.upper() for k in m.extremes)} instead: only its "
+              f"{' and '.join(m.extremes)} key and bound keys read it (ddms.m3.extremes)"
+              for m in program.maps if m.extreme]
     program = infer_map_types(program)
     verify(program)
     timings.append(("order", time.perf_counter() - t0))

@@ -115,6 +115,30 @@ def test_ties_and_deletes_of_the_extreme(engine_program) -> None:
     check_stream(engine_program, stream, Engine(engine_program))
 
 
+def test_extreme_level_empties_and_returns(engine_program) -> None:
+    """EXTREME maps (a hash table + lazy heap, ddms.storage.extheap) on the transitions a wrong
+    heap would get wrong: the best level's only order executed in part (its count goes 1 -> 0 -> 1
+    within the line: the price stays on the heap, stale, then live again), the best emptied while
+    a lower level is stale, a level coming back above the best, a side emptied and refilled."""
+    stream = [("B", 1, 10, 150), ("E", 1, 3, 0), ("B", 2, 5, 100), ("E", 2, 1, 0), ("D", 2, 0, 0),
+              ("D", 1, 0, 0), ("B", 3, 4, 100), ("B", 4, 2, 150), ("E", 4, 1, 0), ("D", 4, 0, 0),
+              ("B", 5, 2, 200), ("B", 6, 2, 150), ("D", 5, 0, 0), ("D", 6, 0, 0), ("D", 3, 0, 0),
+              ("S", 7, 3, 102), ("E", 7, 1, 0), ("S", 8, 1, 101), ("D", 8, 0, 0), ("F", 7, 0, 0),
+              ("S", 8, 1, 150), ("B", 1, 1, 99)]
+    check_stream(engine_program, stream, Engine(engine_program))
+
+
+def test_many_levels_emptied_below_the_extreme(engine_program) -> None:
+    """Enough levels emptied below the best that the heap compacts its stale prices (past
+    extheap.SLACK), then the best levels removed one by one down to an empty book."""
+    prices = [100 + (7 * k) % 150 for k in range(150)]
+    stream = [("B", k + 1, 1 + k % 5, p) for k, p in enumerate(prices)]
+    stream += [("D", k + 1, 0, 0) for k, p in enumerate(prices) if p < 240]
+    stream += [("D", k + 1, 0, 0) for k, p in sorted(enumerate(prices), key=lambda kp: -kp[1]) if p >= 240]
+    views = {v: VIEWS[v] for v in ("BEST_BID", "TOUCH_VOL", "NEAR_BEST")}
+    check_stream(engine_program, stream, Engine(engine_program), views)
+
+
 def test_tiny(program) -> None:
     from conftest import data_file
     rows = []
@@ -132,11 +156,15 @@ def test_empty_book_is_null(engine_program) -> None:
 
 
 def test_extremes_are_tree_extremes() -> None:
-    """The decision travels as IR: a MIN/MAX reads the ORDERED count map's extreme, O(log n),
-    and an equality with it is a lift (one probe), not a pass over the levels."""
+    """The decision travels as IR: a MIN/MAX reads the count map's extreme -- a map read by its
+    maximum alone is declared EXTREME MAX (ddms.m3.extremes: a hash table and a heap), one read
+    by ranks too stays ORDERED -- and an equality with it is a lift (one probe), not a pass over
+    the levels."""
     prog = compile_sql(HEADER + VIEWS["TOUCH_VOL"] + ";").program
     text = print_program(prog)
-    assert "ORDERED" in text and "^= Max(" in text, text
+    assert "EXTREME MAX" in text and "ORDERED" not in text and "^= Max(" in text, text
+    ranked = print_program(compile_sql(HEADER + VIEWS["NEAR_BEST"] + ";").program)
+    assert "ORDERED" in ranked, ranked   # a range sum below the best price needs the tree
     from ddms.backend.codegen import generate
     plan = "\n".join(generate(prog).plan)
     assert "max(" in plan and "O(n)" not in plan and "loop over" not in plan, plan

@@ -70,7 +70,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "17"
+CODEGEN_VERSION = "18"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -82,6 +82,10 @@ applies event ``i`` (``btree_prefetch``), once a tree is too big for the caches.
 distinct prices (``python -m bench --only depth``, ns per line): VWAP 743 -> 659-670, SOBI
 984 -> 772-787; 8 or 16 events ahead were no better, and also prefetching the bottom internal
 level twice as far ahead was slower.  Below ``btree.PF_LEAVES`` leaves it is skipped (one test per batch)."""
+PF_HASH_AHEAD = 12
+"""The same for hash-table rows (``ht_prefetch``): a probe and an add are cheaper than a tree
+update, so the load must start more events ahead to have landed.  Measured at 1M distinct prices
+(best bid: an EXTREME map, ns per line): 59 without, 46 at 4 events ahead, 34 at 12."""
 LAZY_KEYS_SMALL = 16
 """A keyed deferred group records the keys (symbols) its triggers touched in a hash table
 (``lazy_keys_<g>``: one probe per event, a store only for a key new since the last flush); the flush
@@ -111,6 +115,14 @@ def _inlined(sizes: list[int]) -> set[int]:
 
 _PY_CMP = {"=": "==", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
+_SIGN = {"max": "1.0", "min": "-1.0"}   # ddms.storage.extheap: a max-heap of sign * key
+
+
+def _xfields(m: MapDecl) -> list[tuple[str, str, str]]:
+    """(extreme, value-table field, heap field) of each ``ddms.storage.extheap`` instance of an
+    EXTREME map: one per extreme it is read by (the first also answers its point reads)."""
+    return [(kind, f"xt{'' if j == 0 else 'n'}_{m.name}", f"xh{'' if j == 0 else 'n'}_{m.name}")
+            for j, kind in enumerate(m.extremes)]
 _OPCODE = {"<": 0, "<=": 1, ">": 2, ">=": 3}  # ddms.storage.btree.OP_CODES (not imported: no numba here)
 
 
@@ -179,7 +191,8 @@ def _point_candidates(program: Program) -> frozenset[str]:
     ~30 ns and a reference-count pair per state field read; a table probe is a hash and a compare
     on one plain array (the best bid per broker: 87 -> ~60 ns a line with its count there)."""
     views = {m for q in program.queries for m in q.maps}
-    return frozenset(m.name for m in program.maps if m.keys and not m.ordered and m.name not in views)
+    return frozenset(m.name for m in program.maps
+                     if m.keys and not m.ordered and m.extreme is None and m.name not in views)
 
 
 def _tree_only_candidates(program: Program) -> frozenset[str]:
@@ -259,12 +272,16 @@ class _Codegen:
         """Code reading hash map ``name`` at the key ``parts`` (0.0 if absent)."""
         if name in self.point:
             return f"ht_getf(borrow(st.m_{name}), {self._tuple(parts)}, 0.0)"
+        if self._m(name).extreme:
+            return f"xh_get(borrow(st.xt_{name}), {parts[0]})"
         return f"st.m_{name}.get({self._tuple(parts)}, 0.0)"
 
     def _dict(self, name: str) -> None:
         """``name`` is about to be iterated, cleared or indexed: it needs a typed Dict."""
         if name in self.point:
             raise _NeedsDict(name)
+        if self._m(name).extreme:   # (verify admits no such read: ddms.m3.extremes.check_extreme)
+            raise CompileError(f"map {name} is EXTREME {self._m(name).extreme.upper()}: it cannot be iterated")
 
     def _tree_of(self, name: str) -> str:
         """The name of the range tree(s) holding ordered map ``name``: its own, or a shared one's."""
@@ -387,6 +404,14 @@ class _Codegen:
 
     def _special(self, fn: _Fn, e: Expr, env: dict[str, str]) -> str | None:
         """O(log n) code for the range-map shapes, or None."""
+        if isinstance(e, Extreme) and e.kind in self._m(e.ref.name).extremes and e.n == 1 and not e.rows \
+                and e.ref.keys == (e.var,) and e.var not in env:
+            name = e.ref.name
+            self.plan.append(f"  {e.kind}({name}) via extreme heap: O(1) read, O(log n) update when the extreme "
+                             "empties")
+            [heap] = [h for kind, _, h in _xfields(self._m(name)) if kind == e.kind]
+            call = self._hoist(f"xh_top(borrow(st.{heap}), {_SIGN[e.kind]})", [])
+            return f"({call}[1] if {call}[0] else np.nan)"
         if isinstance(e, Extreme):
             ref = e.ref
             if self._ordered_slice(ref, env) and ref.keys[-1] == e.var:
@@ -806,8 +831,11 @@ class _Codegen:
                 def write(v: str, env2: dict[str, str]) -> None:
                     key = self._tuple([env2[x] for x in s.target.keys])
                     fn.line(self._add(tname, key, v))
-                if self._tree_only(tname) and all(x in env for x in s.target.keys):
-                    self._note_prefetch(tname, self._tuple([env[x] for x in s.target.keys]))
+                if all(x in env for x in s.target.keys):
+                    if self._tree_only(tname):
+                        self._note_prefetch(tname, self._tuple([env[x] for x in s.target.keys]))
+                    elif tname in self.point or target.extreme:
+                        self._note_hash_prefetch(tname, self._tuple([env[x] for x in s.target.keys]))
                 self._emit(fn, expr, env, write)
         params = ", ".join(["st", *env.values(), *(v for cut in self._cuts.values() for v in cut)])
         self.functions.append(f"@njit(cache=True, inline='always')\ndef {fname}({params}):\n" + "\n".join(fn.body())
@@ -857,10 +885,26 @@ class _Codegen:
         A map with prefix keys (a tree per symbol or broker) is prefetched in the slice's tree,
         found by its prefix in the root table: with many instruments it is the pool, not one
         tree, that outgrows the caches."""
-        self._prefetch.append((self._tree_of(name), key, self.arity[name]))
+        self._prefetch.append(("tree", self._tree_of(name), key, self.arity[name]))
 
-    def _prefetch_call(self, tree: str, key: str, arity: int) -> str:
-        """Code starting to load the leaf of ``tree``'s slice that an update at ``key`` touches."""
+    def _note_hash_prefetch(self, name: str, key: str) -> None:
+        """Record that the trigger being generated updates the hash table of map ``name`` (a map
+        of ``self.point`` or an EXTREME map's values) at ``key``, a tuple expression of event
+        values: ``run_batch`` prefetches its home row ahead, as it does the trees' leaves."""
+        fields = [t for _, t, _ in _xfields(self._m(name))] or [f"m_{name}"]
+        self._prefetch += [("hash", field, key, self.arity[name]) for field in fields]
+
+    @staticmethod
+    def _big_test(kind: str, name: str) -> str:
+        """Code telling whether structure ``name`` has outgrown the caches (prefetch pays then)."""
+        return f"btree_big(st.op_{name})" if kind == "tree" else f"ht_big(st.{name})"
+
+    def _prefetch_call(self, kind: str, tree: str, key: str, arity: int) -> str:
+        """Code starting to load the leaf of ``tree``'s slice that an update at ``key`` touches
+        (``kind`` "tree"), or the home row of ``key`` in the hash table in state field ``tree``
+        (``kind`` "hash")."""
+        if kind == "hash":
+            return f"ht_prefetch(borrow(st.{tree}), {key})"
         if arity == 1:
             return f"btree_prefetch(borrow_pool(st.op_{tree}), st.or_{tree}[0], {key}[0])"
         prefix = self._tuple([f"{key}[{p}]" for p in range(arity - 1)])
@@ -906,6 +950,8 @@ class _Codegen:
             return out
         if m.name in self.point:
             return self._point_functions(m)
+        if m.extreme:
+            return [self._extreme_writer(m)]
         body = ["    if old == new:", "        return"]
         if log:
             body.append(log.rstrip("\n"))
@@ -956,6 +1002,19 @@ class _Codegen:
                     "        if grown.shape[0] != tab.shape[0]:\n"
                     f"            st.m_{m.name} = grown\n")
         return [writer("w", "new", "new"), writer("a", "delta", f"tab[s, {v}] + delta")]
+
+    def _extreme_writer(self, m: MapDecl) -> str:
+        """``a_M(st, key, delta)`` of an EXTREME map (``ddms.storage.extheap``): one probe and one
+        add unless the value crosses zero; the table and the heap are stored back only when one
+        grew (a new array).  Only ``+=`` writes such a map (``ddms.m3.extremes``)."""
+        return (f"@njit(cache=True, inline='always')\ndef a_{m.name}(st, key, delta):\n"
+                + "".join(f"    tab = borrow(st.{t})\n"
+                          f"    hp = borrow(st.{h})\n"
+                          f"    tab2, hp2 = xh_add(tab, hp, key[0], delta, {_SIGN[kind]})\n"
+                          "    if tab2.shape[0] != tab.shape[0]:\n"
+                          f"        st.{t} = tab2\n"
+                          "    if hp2.shape[0] != hp.shape[0]:\n"
+                          f"        st.{h} = hp2\n" for kind, t, h in _xfields(m)))
 
     def _slice_update(self, m: MapDecl, op: str, value: str) -> list[str]:
         """Lines applying ``op`` (``btree_set``/``btree_add``) with ``value`` at ``key`` to the
@@ -1026,8 +1085,11 @@ class _Codegen:
         params = ", ".join(["st", *("a_" + a for a in t.args)])   # passed on unchanged
         if self._prefetch:
             self.prefetch[tname] = list(dict.fromkeys(self._prefetch))
-            out.append(f"@njit(cache=True, inline='always')\ndef pf_{tname}({params}):\n"
-                       + "".join(f"    {self._prefetch_call(*pf)}\n" for pf in self.prefetch[tname]))
+            for kind, fname in (("tree", "pf"), ("hash", "pfh")):   # (two distances: PF_AHEAD, PF_HASH_AHEAD)
+                calls_pf = [f"    {self._prefetch_call(*pf)}\n" for pf in self.prefetch[tname] if pf[0] == kind]
+                if calls_pf:
+                    out.append(f"@njit(cache=True, inline='always')\ndef {fname}_{tname}({params}):\n"
+                               + "".join(calls_pf))
         # a long trigger (no shared boundaries then: one line per statement) calls chunk functions
         # the statements inline into; a short one keeps its boundaries and their users together
         if len(t.statements) > STATEMENTS_PER_FUNCTION:
@@ -1114,14 +1176,16 @@ class _Codegen:
         writers = [f for m in p.maps for f in self.map_functions(m)]
         fields, inits = self._state_fields()
         dispatch = []
-        pf_dispatch = []
+        pf_dispatch: list[str] = []    # range-tree leaves, PF_AHEAD events ahead
+        pfh_dispatch: list[str] = []   # hash-table rows, PF_HASH_AHEAD events ahead
         for n, t in enumerate(p.triggers):
             si, sign = streams[t.stream], (1 if t.sign == "+" else -1)
             args = ", ".join(f"cols[i, {c}]" for c in range(len(t.args)))
             tname = _trigger_name(t)
-            if tname in self.prefetch:
-                pf_args = ", ".join(f"cols[j, {c}]" for c in range(len(t.args)))
-                pf_dispatch.append(f"    if r == {si} and s == {sign}:\n        pf_{tname}(st, {pf_args})")
+            pf_args = ", ".join(f"cols[j, {c}]" for c in range(len(t.args)))
+            for kind, fname, out_ in (("tree", "pf", pf_dispatch), ("hash", "pfh", pfh_dispatch)):
+                if any(pf[0] == kind for pf in self.prefetch.get(tname, ())):
+                    out_.append(f"    if r == {si} and s == {sign}:\n        {fname}_{tname}(st, {pf_args})")
             dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}(st, {args})"
                             + (f"\n                lz[{lazy[n]}] = 1" if n in lazy else "")
                             + "".join(f"\n                if ht_slot(kz{g}, (cols[i, {c}],)) < 0:"
@@ -1162,11 +1226,17 @@ class _Codegen:
         hoist += "".join(f"    kz{g} = st.lazy_keys_{g}\n" for g in range(len(kgroups)))
         flushes = bool(lazy or klazy)
         # prefetch only for trees past the caches' size (tested once per batch)
-        pf_trees = sorted({pf[0] for pfs in self.prefetch.values() for pf in pfs})
-        big = ("    big = " + " or ".join(f"btree_big(st.op_{t})" for t in pf_trees) + "\n" if pf_trees else "")
+        pf_all = sorted({pf[:2] for pfs in self.prefetch.values() for pf in pfs})
+        pf_trees = [name for kind, name in pf_all if kind == "tree"]
+        pf_hash = list(dict.fromkeys(name.split("_", 1)[1] for kind, name in pf_all if kind == "hash"))
+        big = "".join(f"    {flag} = " + " or ".join(self._big_test(*pf) for pf in pf_all if pf[0] == kind) + "\n"
+                      for kind, flag in (("tree", "big"), ("hash", "bigh")) if any(pf[0] == kind for pf in pf_all))
         if pf_trees:
             self.plan.append(f"run_batch: prefetches the leaves of range tree{'s' if len(pf_trees) > 1 else ''} "
                              + ", ".join(pf_trees) + f" {PF_AHEAD} events ahead once one has outgrown the caches")
+        if pf_hash:
+            self.plan.append(f"run_batch: prefetches the rows of hash table{'s' if len(pf_hash) > 1 else ''} "
+                             + ", ".join(pf_hash) + f" {PF_HASH_AHEAD} events ahead once one has outgrown the caches")
         run = ("@njit(cache=True, nogil=True)\n"   # GIL released: a reader thread parses meanwhile
                "def run_batch(st, relmap, rel, sign, cols, line, start, end, prev, fire):\n"
                "    \"\"\"Apply events start..end.  After a line that changed a watched view, call the\n"
@@ -1183,7 +1253,10 @@ class _Codegen:
                "        if watching:\n" + ("\n".join(snap) if snap else "            pass") + "\n"
                "        while i < end and line[i] == ln:\n"
                + (f"            if big and i + {PF_AHEAD} < end:\n"
-                  f"                prefetch(st, relmap, rel, sign, cols, i + {PF_AHEAD})\n" if pf_dispatch else "") +
+                  f"                prefetch(st, relmap, rel, sign, cols, i + {PF_AHEAD})\n" if pf_dispatch else "")
+               + (f"            if bigh and i + {PF_HASH_AHEAD} < end:\n"
+                  f"                prefetch_hash(st, relmap, rel, sign, cols, i + {PF_HASH_AHEAD})\n"
+                  if pfh_dispatch else "") +
                "            r = relmap[rel[i]]\n"
                "            s = sign[i]\n"
                + ("\n".join(dispatch) if dispatch else "            pass") + "\n"
@@ -1204,6 +1277,12 @@ class _Codegen:
                             "    \"\"\"Start loading what event j's tree updates touch (btree_prefetch).\"\"\"\n"
                             "    r = relmap[rel[j]]\n"
                             "    s = sign[j]\n" + "\n".join(pf_dispatch) + "\n")
+        if pfh_dispatch:
+            trig_fns.append("@njit(cache=True, inline='always')\n"
+                            "def prefetch_hash(st, relmap, rel, sign, cols, j):\n"
+                            "    \"\"\"Start loading the hash-table rows event j probes (ht_prefetch).\"\"\"\n"
+                            "    r = relmap[rel[j]]\n"
+                            "    s = sign[j]\n" + "\n".join(pfh_dispatch) + "\n")
         header = (f'"""Generated by ddms codegen v{CODEGEN_VERSION} from an M3 program: do not edit.\n\n'
                   + print_program(p).replace("\\", "\\\\").replace('"""', "'''") + '"""\n\n'
                   "import ddms  # noqa: F401\n"
@@ -1218,7 +1297,10 @@ class _Codegen:
                   "    btree_big, btree_new, btree_prefetch, btree_set, range_sum, threshold_apply, threshold_cut,\n"
                   "    threshold_sum,\n)\n"
                   + ("from ddms.storage.btree import btree_nth, btree_nth_row\n" if self._ranks else "")
-                  + "from ddms.storage.hashtab import ht_get, ht_getf, ht_new, ht_pop, ht_set, ht_slot\n\n\n"
+                  + ("from ddms.storage.extheap import xh_add, xh_get, xh_new, xh_new_heap, xh_top\n"
+                     if any(m.extreme for m in p.maps) else "")
+                  + "from ddms.storage.hashtab import ht_big, ht_get, ht_getf, ht_new, ht_pop, ht_prefetch, ht_set, "
+                  "ht_slot\n\n\n"
                   + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
                             for i in range(1, self._max_arity() + 1)) + "\n\n"
                   "@structref.register\n"
@@ -1280,6 +1362,12 @@ class _Codegen:
                 inits.append("np.zeros(1)")
                 continue
             kt = f"K{n}"
+            if m.extreme:   # a value table and a heap per extreme (ddms.storage.extheap), no Dict
+                fields.remove(f"m_{m.name}")
+                for _, t, h in _xfields(m):
+                    fields += [t, h]
+                    inits += ["xh_new()", "xh_new_heap()"]
+                continue
             if self._tree_only(m.name):
                 fields.remove(f"m_{m.name}")
             elif m.name in self.point:
@@ -1336,9 +1424,9 @@ def _runtime_fingerprint() -> str:
     wheel built from it) share machine code; installations that differ in any of these files
     get different module names and never load each other's."""
     from ddms.backend import rt
-    from ddms.storage import btree, hashtab
+    from ddms.storage import btree, extheap, hashtab
     h = hashlib.sha256()
-    for mod in (rt, btree, hashtab):
+    for mod in (rt, btree, hashtab, extheap):
         h.update(Path(mod.__file__).read_bytes())
     return h.hexdigest()
 

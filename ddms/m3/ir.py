@@ -158,13 +158,27 @@ class MapDecl:
     """A map ``name(value_type)[keys]``.  ``ordered`` asks for a range-cumulative index on the
     last key column (prefix sums and threshold search in O(log n)).  ``init`` (maps without keys
     only) is the value before any event: an expression over the maps, read on an empty database
-    in declaration order, e.g. ``Max(P, BID_CNT[P])`` is NaN (SQL NULL) on an empty book."""
+    in declaration order, e.g. ``Max(P, BID_CNT[P])`` is NaN (SQL NULL) on an empty book.
+
+    ``extreme`` (``"max"``/``"min"``/``"both"``, one-key maps only, never with ``ordered``) states
+    that the program reads the map only by that extreme (or both) of its nonzero keys and at bound
+    keys, and writes it only by ``+=``: no range sums, ranks or loops (decided by
+    :mod:`ddms.m3.extremes`).  Its storage then need not keep the keys in order: a hash table of the
+    values plus a heap of the keys per extreme (:mod:`ddms.storage.extheap`).  Printed
+    ``EXTREME MAX``, ``EXTREME MIN``, ``EXTREME MAX MIN``."""
 
     name: str
     value_type: Type
     keys: tuple[Column, ...]
     ordered: bool = False
     init: Expr | None = None
+    extreme: Literal["max", "min", "both"] | None = None
+
+    @property
+    def extremes(self) -> tuple[str, ...]:
+        """The extremes an EXTREME map is read by: ``("max",)``, ``("min",)``, ``("max", "min")``
+        or none."""
+        return {"max": ("max",), "min": ("min",), "both": ("max", "min")}.get(self.extreme or "", ())
 
 
 @dataclass(frozen=True)

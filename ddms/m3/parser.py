@@ -9,7 +9,8 @@ Grammar (``[...]`` optional, ``{...}`` repeated)::
     program   := { stream | map | query | trigger }
     stream    := CREATE (STREAM|TABLE) NAME '(' NAME type {',' NAME type} ')'
                  [FROM FILE STRING LINE DELIMITED NAME ['(' [NAME ':=' STRING {',' ...}] ')']] ';'
-    map       := DECLARE MAP NAME '(' type ')' '[' [NAME ':' type {',' ...}] ']' [ORDERED] [':=' expr] ';'
+    map       := DECLARE MAP NAME '(' type ')' '[' [NAME ':' type {',' ...}] ']' [ORDERED] [EXTREME (MAX [MIN] | MIN)]
+                 [':=' expr] ';'
     query     := DECLARE QUERY NAME ['[' names ']'] ':=' (NAME | '(' NAME ':=' NAME {',' ...} ')') ';'
     trigger   := ON ('+'|'-') NAME '(' [NAME {',' NAME}] ')' '{' { mapref ('+='|':=') expr ';' } '}'
     expr      := term { ('+'|'-') term }
@@ -230,9 +231,15 @@ class _Parser:
             return Column(k, self._type())
         keys = self._list(key, "]")
         ordered = self._accept("ORDERED")
+        extreme = None
+        if self._accept("EXTREME"):
+            kinds = [k for k in ("max", "min") if self._accept(k.upper())]
+            if not kinds:
+                self._fail(f"expected MAX or MIN after EXTREME, found {self.tok.text or 'end of input'!r}")
+            extreme = kinds[0] if len(kinds) == 1 else "both"
         init = self.expr() if self._accept(":=") else None
         self._expect(";")
-        return MapDecl(name, vtype, tuple(keys), ordered, init)
+        return MapDecl(name, vtype, tuple(keys), ordered, init, extreme)
 
     def _trigger(self) -> Trigger:
         if self._accept("+"):

@@ -102,7 +102,8 @@ def print_stream(s: Stream) -> str:
 def print_map(m: MapDecl) -> str:
     keys = ", ".join(f"{c.name}: {c.type}" for c in m.keys)
     init = f" := {print_expr(m.init)}" if m.init is not None else ""
-    return f"DECLARE MAP {m.name}({m.value_type})[{keys}]" + (" ORDERED" if m.ordered else "") + init + ";"
+    extreme = " EXTREME " + " ".join(k.upper() for k in m.extremes) if m.extreme else ""
+    return f"DECLARE MAP {m.name}({m.value_type})[{keys}]" + (" ORDERED" if m.ordered else "") + extreme + init + ";"
 
 
 def print_statement(s: Statement) -> str:

@@ -19,6 +19,7 @@ from ddms.m3.ir import (
     Expr,
     Extreme,
     Lift,
+    MapDecl,
     MapRef,
     Mod,
     Mul,
@@ -26,6 +27,7 @@ from ddms.m3.ir import (
     Program,
     Statement,
     Var,
+    children,
 )
 
 
@@ -120,6 +122,61 @@ def verify_statement(s: Statement, bound: frozenset[str], arity: dict[str, int],
                            "sum them away with AggSum")
 
 
+def extreme_reads(e: Expr, name: str, bound: frozenset[str], arity: dict[str, int]) -> set[str] | None:
+    """The kinds of extreme (``max``/``min``) ``e`` reads one-key map ``name`` by, evaluated with
+    ``bound`` bound; None if ``e`` also reads the map otherwise than by a plain extreme
+    ``Max(X, M[X])`` or at a bound key (a point read): by a loop, a rank or a row rank.  What
+    decides an EXTREME map (``ddms.m3.extremes``).  O(size of e)."""
+    kinds: set[str] = set()
+    ok = True
+
+    def go(x: Expr, b: frozenset[str]) -> None:
+        nonlocal ok
+        match x:
+            case MapRef(n, keys):
+                ok = ok and (n != name or set(keys) <= b)
+            case Extreme(kind, var, ref, rank, rows) if ref.name == name:
+                ok = ok and rank == 1 and not rows and ref.keys == (var,)
+                kinds.add(kind)
+            case Extreme():
+                pass
+            case Mul(factors):
+                for f in factors:
+                    go(f, b)
+                    b = b | frozenset(outputs(f, b, arity))
+            case Div(num, den) | Mod(num, den):
+                go(num, b)
+                go(den, b | frozenset(outputs(num, b, arity)))
+            case _:
+                for c in children(x):
+                    go(c, b)
+    go(e, bound)
+    return kinds if ok else None
+
+
+def check_extreme(p: Program, m: MapDecl) -> str | None:
+    """Why map ``m`` (``m.extreme`` set) cannot be kept for that extreme alone, or None if it can:
+    one key, not ORDERED, no initial value, no query exposes it, written only by ``+=``, read only
+    by that extreme and at bound keys (:func:`extreme_reads`) in the triggers.  O(program size)."""
+    if m.extreme not in ("max", "min", "both"):
+        return f"{m.extreme!r} is no extreme"
+    if len(m.keys) != 1 or m.ordered or m.init is not None:
+        return "it must have one key, no ORDERED and no initial value"
+    if any(m.name in q.maps for q in p.queries):
+        return "a query exposes it"
+    arity = {d.name: len(d.keys) for d in p.maps}
+    reads = []   # (initial values are read on an empty database, by the interpreter: not here)
+    for t in p.triggers:
+        for s in t.statements:
+            if s.target.name == m.name and s.op != "+=":
+                return f"ON {t.sign} {t.stream} assigns it with :="
+            reads.append(extreme_reads(s.expr, m.name, frozenset(t.args), arity))
+    if any(r is None for r in reads):
+        return "it is read otherwise than by its extreme or at bound keys"
+    other = set().union(*reads) - set(m.extremes)
+    return f"it is also read by its {', '.join(sorted(other))}" if other else None
+
+
 def verify(p: Program) -> Program:
     """Check ``p`` and return it unchanged (so passes can be chained); raise ProgramError."""
     seen: set[str] = set()
@@ -133,6 +190,11 @@ def verify(p: Program) -> Program:
     for m in p.maps:
         if m.ordered and not m.keys:
             raise ProgramError(f"map {m.name} is ORDERED but has no key to order by")
+        if m.extreme is not None:
+            why = check_extreme(p, m)
+            if why is not None:
+                raise ProgramError(f"map {m.name} is declared EXTREME {' '.join(k.upper() for k in m.extremes)}, "
+                                   f"but {why}")
         if len({c.name for c in m.keys}) != len(m.keys):
             raise ProgramError(f"map {m.name} repeats a key column name")
         if m.init is not None:

@@ -107,7 +107,7 @@ def signature(program: Program, query: Query) -> str:
     for m, canon in sorted(names.items(), key=lambda kv: int(kv[1][1:])):
         d = decls[m]
         init = print_expr(_rename(d.init, names, lambda v: v)) if d.init is not None else ""
-        lines.append(f"{canon} {d.value_type} {[c.type for c in d.keys]} {d.ordered} {init}")
+        lines.append(f"{canon} {d.value_type} {[c.type for c in d.keys]} {d.ordered} {d.extreme} {init}")
     for t in program.triggers:
         var = _namer()
         args = [var(a) for a in t.args]

@@ -32,6 +32,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from ddms.storage.btree import _prefetch  # llvm.prefetch (an intrinsic; hashtab's rows as btree's nodes)
+
 _MIX = np.uint64(0x9E3779B97F4A7C15)   # 2**64 / golden ratio: Fibonacci hashing
 
 
@@ -206,3 +208,25 @@ def ht_check(tab: np.ndarray) -> None:
 @njit(cache=True)
 def _find_py(tab, key) -> int:
     return _find(tab, key)
+
+
+PF_ROWS = 1 << 15
+"""Tables with fewer rows than this are not worth prefetching for (:func:`ht_big`): at 3 floats a
+row (one key), 768 KiB, about what stays in the caches beside the rest of a program's state."""
+
+
+@njit(cache=True)
+def ht_big(tab: np.ndarray) -> bool:
+    """Whether ``tab`` has outgrown the caches enough for :func:`ht_prefetch` to pay.  O(1)."""
+    return tab.shape[0] > PF_ROWS
+
+
+@njit(cache=True, inline="always")
+def ht_prefetch(tab: np.ndarray, key) -> None:
+    """Start loading the row where a probe of ``key`` starts (its home slot): a hint to the CPU that
+    changes nothing.  Why: at a million distinct prices a volume-per-price table is tens of MB and
+    every probe at a fresh price waits on memory; ``run_batch`` calls this a few events ahead
+    (``codegen.PF_AHEAD``), as it prefetches the range trees' leaves.  O(1)."""
+    s = _home(key, tab.shape[0] - 2)
+    _prefetch(tab, (s, 0))
+    _prefetch(tab, (s, tab.shape[1] - 1))

@@ -1,0 +1,159 @@
+"""Model-based tests of ddms.storage.extheap (the value table + lazy heap of an EXTREME map) against a
+Python dict, with ``xh_check`` after every operation: adds of any sign (a value may go negative,
+to zero and back), keys that empty and come back while stale on the heap, deletes of the extreme,
+ties, an emptied map (no extreme: NaN), growth of the table and the heap, and the compaction of
+stale keys.  Then the SQL pass: which maps it declares EXTREME, and that ``verify`` refuses a
+hand-written EXTREME map the program reads otherwise."""
+
+from __future__ import annotations
+
+import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba is first imported)
+
+# isort: split
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddms.errors import ProgramError
+from ddms.m3.parser import parse_program
+from ddms.m3.printer import print_program
+from ddms.m3.verify import verify
+from ddms.storage.extheap import SLACK, STALE, xh_add, xh_check, xh_dict, xh_get, xh_new, xh_new_heap, xh_top
+
+
+class Model:
+    """The EXTREME map and its dict model side by side; every step checked."""
+
+    def __init__(self, sign: float) -> None:
+        self.sign = sign
+        self.tab, self.heap = xh_new(), xh_new_heap()
+        self.want: dict[float, float] = {}
+
+    def add(self, key: float, delta: float) -> None:
+        self.tab, self.heap = xh_add(self.tab, self.heap, key, delta, self.sign)
+        k = key + 0.0
+        v = self.want.get(k, 0.0) + delta
+        if v == 0.0:
+            self.want.pop(k, None)
+        else:
+            self.want[k] = v
+        self.check()
+
+    def check(self) -> None:
+        xh_check(self.tab, self.heap, self.sign)
+        assert xh_dict(self.tab) == self.want
+        found, top = xh_top(self.heap, self.sign)
+        if self.want:
+            assert found and top == (max(self.want) if self.sign > 0 else min(self.want))
+        else:
+            assert not found and math.isnan(top)
+        for k in list(self.want)[:5]:
+            assert xh_get(self.tab, k) == self.want[k]
+
+
+KEYS = [0.0, -0.0, 1.0, 2.0, 3.0, 1.5, -7.25, 1e300, -math.inf, math.inf, 100.0, 101.0]
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+@settings(max_examples=80, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from([1.0, -1.0, 2.0, -2.0, 0.5, 0.0])),
+                    max_size=300))
+def test_matches_a_dict(sign, ops) -> None:
+    m = Model(sign)
+    for key, delta in ops:
+        m.add(key, delta)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_transitions_of_the_extreme(sign) -> None:
+    """The extreme goes to zero and back (stale on the heap in between), goes negative (still a
+    nonzero key: it counts), its tie partner is removed, the map empties and refills."""
+    m = Model(sign)
+    best, other = (10.0, 5.0) if sign > 0 else (5.0, 10.0)
+    m.add(other, 1.0)
+    m.add(best, 1.0)
+    m.add(best, -1.0)        # the extreme empties: the other key is the extreme
+    m.add(best, 1.0)         # and comes back
+    m.add(best, -2.0)        # a negative value is nonzero: still the extreme
+    m.add(best, 1.0)         # zero again
+    m.add(best, 1.0)
+    m.add(other, -1.0)
+    m.add(best, -1.0)        # empty: NaN
+    m.add(other, 3.0)
+    m.add(other, -3.0)
+    assert not m.want and m.heap[0] == 0
+
+
+def test_growth_and_compaction() -> None:
+    """Thousands of keys (the table and the heap grow), then most of them emptied away from the
+    top (stale: compacted once they outnumber the live ones by SLACK), then the top ones."""
+    m = Model(1.0)
+    for k in range(3000):
+        m.tab, m.heap = xh_add(m.tab, m.heap, float(k * 7 % 3001), 1.0, 1.0)
+        m.want[float(k * 7 % 3001)] = 1.0
+    m.check()
+    for k in range(0, 2900):
+        m.tab, m.heap = xh_add(m.tab, m.heap, float(k * 7 % 3001), -1.0, 1.0)
+        m.want.pop(float(k * 7 % 3001))
+    m.check()
+    assert m.heap[0] <= (1 + STALE) * len(m.want) + SLACK, "stale keys were never compacted"
+    for k in sorted(m.want, reverse=True):
+        m.add(k, -1.0)
+    assert m.heap[0] == 0
+
+
+def test_nan_key_is_refused() -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        xh_add(xh_new(), xh_new_heap(), math.nan, 1.0, 1.0)
+
+
+# -- the pass and its rule ---------------------------------------------------------------------
+_HEAD = """CREATE STREAM BIDS(T float, ID int, BROKER_ID int, VOLUME float, PRICE float);
+DECLARE MAP BB(float)[] := Max(X, C[X]);
+DECLARE QUERY BB := BB;
+"""
+
+
+def _program(decl: str, read: str):
+    return verify(parse_program(_HEAD + decl + f"""
+ON + BIDS(T, ID, B, V, P) {{
+  C[P] += 1.0;
+  BB[] := {read};
+}}
+"""))
+
+
+def test_verify_accepts_a_map_read_by_its_extreme_and_at_event_keys() -> None:
+    p = _program("DECLARE MAP C(float)[K: float] EXTREME MAX;", "Max(X, C[X]) + C[P]")
+    assert p.map("C").extreme == "max"
+
+
+@pytest.mark.parametrize("read, why", [
+    ("Min(X, C[X])", "also read by its min"),
+    ("AggSum([], C[Y])", "read otherwise"),             # a loop over the map
+    ("Max(X, C[X], 2)", "read otherwise"),              # a rank
+])
+def test_verify_refuses_other_reads(read, why) -> None:
+    with pytest.raises(ProgramError, match=why):
+        _program("DECLARE MAP C(float)[K: float] EXTREME MAX;", read)
+
+
+def test_sql_pass_decides_extreme_maps() -> None:
+    from ddms.compiler import compile_sql
+    head = ("CREATE STREAM bids(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT) FROM FILE 'f.csv' "
+            "LINE DELIMITED orderbook (book := 'bids', brokers := '10', deterministic := 'yes');\n")
+    best = compile_sql(head + "SELECT MAX(price) AS best FROM bids;").program
+    assert [m.extreme for m in best.maps if m.keys] == ["max"] and not any(m.ordered for m in best.maps)
+    # both extremes of one map: a table and a heap for each; a range sum below the best: the tree stays
+    both = compile_sql(head + "SELECT MAX(price) - MIN(price) AS rng FROM bids;").program
+    assert [m.extreme for m in both.maps if m.keys] == ["both"] and not any(m.ordered for m in both.maps)
+    assert "EXTREME MAX MIN;" in print_program(both)
+    assert parse_program(print_program(both)) == both
+    # the count map written where the ORDERED volume map is (same triggers, same key) stays a column
+    # of its tree (one descent updates both)
+    near = compile_sql(head + "SELECT SUM(volume) AS v FROM bids WHERE price >= (SELECT MAX(price) FROM bids) - 5;")
+    assert [(m.ordered, m.extreme) for m in near.program.maps if m.keys] == [(True, None), (True, None)]
+    grouped = compile_sql(head + "SELECT broker_id, MAX(price) AS b FROM bids GROUP BY broker_id;").program
+    assert not any(m.extreme for m in grouped.maps)
