@@ -92,6 +92,8 @@ random tree): 893 ns/line without prefetch, 459 with the leaf's alone 4 ahead, 3
 8, 4 ahead, 281 with it 6, 4, 2 ahead (185 for one tree of 500 keys)."""
 PF_SLICE = 2
 """Events between two prefetch stages of a per-slice tree's path (see ``PF_PATH``)."""
+PF_LEAF = 64
+"""The last stage's level: at least any tree's depth (``btree.MAXD``), so it loads the leaf."""
 LAZY_KEYS_SMALL = 16
 """A keyed deferred group records the keys (symbols) its triggers touched in a hash table
 (``lazy_keys_<g>``: one probe per event, a store only for a key new since the last flush); the flush
@@ -1040,13 +1042,12 @@ class _Codegen:
             self.prefetch[tname] = pfs = list(dict.fromkeys(self._prefetch))
             sliced = [pf for pf in pfs if pf[2] > 1]
             single = [pf for pf in pfs if pf[2] == 1]
-            # lvl -1: the leaves (and their parents' sums) of the single trees, -2: of the per-slice
-            # trees; lvl >= 0: that level of a per-slice tree's path
+            # lvl -1: the leaves (and their parents' sums) of the single trees; lvl >= 0: that level
+            # of a per-slice tree's path (its leaf if shorter)
             out.append(f"@njit(cache=True, inline='always')\ndef pf_{tname}(lvl, {params}):\n"
                        + ("    if lvl == -1:\n" + "".join(f"        {self._prefetch_call(*pf)}\n" for pf in single)
                           if single else "")
-                       + ("    if lvl == -2:\n" + "".join(f"        {self._prefetch_call(*pf)}\n" for pf in sliced)
-                          + "    if lvl >= 0:\n"
+                       + ("    if lvl >= 0:\n"
                           + "".join(f"        {self._prefetch_call(*pf, 'lvl')}\n" for pf in sliced)
                           if sliced else ""))
         # a long trigger (no shared boundaries then: one line per statement) calls chunk functions
@@ -1188,7 +1189,7 @@ class _Codegen:
         # trees per slice (per symbol): also the upper levels of the path, farther ahead (PF_PATH)
         path = sorted({pf[0] for pfs in self.prefetch.values() for pf in pfs if pf[2] > 1})
         whole = [t for t in pf_trees if t not in path]
-        stages = ([(PF_SLICE * (PF_PATH + 1 - lv), str(lv)) for lv in range(PF_PATH)] + [(PF_SLICE, "-2")]
+        stages = ([(PF_SLICE * (PF_PATH + 1 - lv), str(lv)) for lv in range(PF_PATH)] + [(PF_SLICE, str(PF_LEAF))]
                   if path else [])
         if path:
             self.plan.append(f"run_batch: prefetches the path (levels 0 .. {PF_PATH - 1}, then the leaf) in the "
@@ -1235,7 +1236,7 @@ class _Codegen:
             trig_fns.append("@njit(cache=True, inline='always')\n"
                             "def prefetch(st, relmap, rel, sign, cols, j, lvl):\n"
                             "    \"\"\"Start loading what event j's tree updates touch: their leaves (lvl -1,\n"
-                            "    btree_prefetch) or level lvl of the path in per-slice trees"
+                            "    btree_prefetch) or level lvl of the path in per-slice trees, the leaf if shorter"
                             " (btree_prefetch_level).\"\"\"\n"
                             "    r = relmap[rel[j]]\n"
                             "    s = sign[j]\n" + "\n".join(pf_dispatch) + "\n")
