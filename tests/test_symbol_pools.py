@@ -24,6 +24,8 @@ from ddms.io.symbols import symbol_name
 from ddms.runtime.engine import Engine
 from ddms.storage.btree import btree_big
 
+pytestmark = pytest.mark.long(120)   # two per-symbol programs compile cold in CI: scheduled first (tests/conftest.py)
+
 SQL = REPO / "examples" / "sql"
 FILES = ("symbol_bid_vwap_top_quarter.sql", "symbol_sobi.sql")
 
