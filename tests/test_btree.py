@@ -44,7 +44,8 @@ from ddms.storage.btree import (
 pytestmark = pytest.mark.long(130)   # the fanout-8 copy of the tree compiles cold: scheduled first (tests/conftest.py)
 
 NAMES = ["new", "add", "addv", "set", "get", "total", "len", "negatives", "sum_lt", "sum_le", "sum_gt",
-         "sum_ge", "first_prefix", "min", "max", "nth", "items", "free", "check", "big", "prefetch", "flush"]
+         "sum_ge", "first_prefix", "min", "max", "nth", "items", "free", "check", "big", "prefetch", "prefetch_level",
+         "flush"]
 
 
 # -- the model (a SortedDict) ---------------------------------------------------------------
@@ -625,11 +626,47 @@ def test_prefetch_changes_nothing(b: SimpleNamespace) -> None:
         for k in probes:
             b.prefetch(pool, root, k)
             b.prefetch(pool, -1, k)
+            for level in range(8):   # past the leaf too: it stops there
+                b.prefetch_level(pool, root, k, level)
+                b.prefetch_level(pool, -1, k, level)
         assert pool_bytes(pool) == before
     b.flush(pool)
     b.check(pool, root)
     assert b.total(pool, root, 0) == n + 5 and b.get(pool, root, ks[0], 0) == 2.0
     b.free(pool, root)
+
+
+def test_prefetch_level_changes_nothing_in_many_small_trees(b: SimpleNamespace) -> None:
+    """btree_prefetch_level on a pool of many small trees (the per-symbol layout: a root, an
+    internal level or two, leaves), at every level of each tree's path and beyond its depth, for
+    keys present and absent, with leaves pending and not, leaves every byte of the pool alone;
+    the trees still check and hold what the model says."""
+    pool = b.new(1, 2)
+    rng = np.random.default_rng(9)
+    roots = [-1] * 40
+    models = [SortedDict() for _ in roots]
+    for _ in range(6000):
+        t = int(rng.integers(len(roots)))
+        k = float(rng.integers(0, 400))
+        roots[t] = b.addv(pool, roots[t], k, (1.0, k))
+        model_update(models[t], k, 1.0, False)
+    assert max(r & 1 for r in roots) == 1   # some trees have internal levels
+    for pending in (False, True):
+        if pending:
+            for t in range(5):
+                k = models[t].keys()[0]
+                roots[t] = b.addv(pool, roots[t], k, (1.0, 0.0))
+                model_update(models[t], k, 1.0, False)
+            assert pool.ps[0, 0] > 0
+        before = pool_bytes(pool)
+        for r in roots:
+            for k in (-1.0, 0.0, 17.0, 17.5, 399.0, 1e9, math.nan):
+                for level in range(6):
+                    b.prefetch_level(pool, r, k, level)
+        assert pool_bytes(pool) == before
+    for r, m in zip(roots, models, strict=True):
+        b.check(pool, r)
+        assert [b.get(pool, r, k, 0) for k in m] == list(m.values())
 
 
 def test_many_roots(b: SimpleNamespace) -> None:

@@ -54,8 +54,14 @@ def test_groups_of_the_programs():
     # a statement between them reads CNT: it must see CNT updated and VOL not yet
     ("ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { CNT[PRICE] += 1; "
      f"H[PRICE] += AggSum([], CNT[P] * {{P > 1}}); VOL[PRICE] += VOLUME; {READ} }}", ()),
-    # a statement between them writes an unrelated map: still two runs
+    # a statement between them writes an unrelated map and reads none: it commutes, one run
     (f"ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) {{ CNT[PRICE] += 1; H[PRICE] += 1; VOL[PRICE] += VOLUME; {READ} }}",
+     (("CNT", "VOL"),)),
+    # ... but not one that reads a candidate map (H reads VOL, written after it)
+    ("ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) { CNT[PRICE] += 1; "
+     f"H[PRICE] += AggSum([], VOL[P] * {{P > 1}}); VOL[PRICE] += VOLUME; {READ} }}", ()),
+    # ... nor an assignment to a candidate map
+    (f"ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) {{ CNT[PRICE] += 1; VOL[T] := 1; VOL[PRICE] += VOLUME; {READ} }}",
      ()),
     # an assignment is not an update of a tree at one key
     (f"ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) {{ CNT[PRICE] := 1; VOL[PRICE] += VOLUME; {READ} }}", ()),

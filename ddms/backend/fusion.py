@@ -14,13 +14,17 @@ writes one of them writes all of them.  A statement of a trigger is fusible when
 ``M[keys] += e`` with every key an event argument and ``e`` made of constants, event arguments and
 arithmetic only (no map read, no loop): evaluating the C expressions first and writing after is
 then the same as running the statements in turn.  A run is a maximal sequence of consecutive
-fusible statements of one trigger with identical target keys and distinct targets.  Cost: O(program
+fusible statements of one trigger with identical target keys and distinct targets; a statement
+between them that is not fusible but writes no candidate map and reads none (a count per symbol
+kept in a hash map, say) does not end a run: the run's statements read no map, so it commutes with
+them.  (Per-symbol VWAP writes ``volume[symbol]`` between its price trees' updates; fused across
+it, an event descends one tree of a thousand-instrument pool instead of two.)  Cost: O(program
 size).
 """
 
 from __future__ import annotations
 
-from ddms.m3.ir import Add, Cmp, Const, Div, Mul, Neg, Program, Statement, Trigger, Var, walk
+from ddms.m3.ir import Add, Cmp, Const, Div, Mul, Neg, Program, Statement, Trigger, Var, map_reads, walk
 
 _SCALAR = (Const, Var, Add, Mul, Neg, Div, Cmp)
 
@@ -39,6 +43,8 @@ def runs(t: Trigger, candidates: frozenset[str]) -> list[list[int]]:
     cur: list[int] = []
     for j, s in enumerate(t.statements):
         if not fusible(s, t, candidates):
+            if s.target.name not in candidates and not map_reads(s.expr) & candidates:
+                continue   # commutes with the run's statements (they read no map)
             cur = []
             continue
         head = t.statements[cur[0]] if cur else None

@@ -1,0 +1,89 @@
+"""Per-symbol views on pools big enough for ``run_batch``'s prefetch of the per-slice paths.
+
+The hypothesis streams of tests/test_symbols.py keep every book tiny, so the generated prefetch
+(``btree_prefetch_level`` of the root and level 1 of each event's per-symbol tree a few events
+ahead, then its leaf: codegen ``PF_PATH``), which runs only once a pool has ``btree.PF_LEAVES``
+leaves, never runs there.  Here the bench's stream (``bench.symbols``: 40 instruments of 1,000
+resting orders, every line a delete and an insert of one order of a random instrument) fills the
+pools past that size; the views after it must equal DuckDB over the resting orders, and the state
+must check.  A prefetch is a hint, so a wrong one costs time, not results; what this guards is a
+prefetch that reads outside the pool or a fused tree that answers wrongly at scale.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from conftest import REPO
+from oracle import Duck, coalesce_sums, same, strip_comments
+
+from bench.symbols import book_events
+from ddms.compiler import compile_sql_file
+from ddms.io.symbols import symbol_name
+from ddms.runtime.engine import Engine
+from ddms.storage.btree import btree_big
+
+pytestmark = pytest.mark.long(120)   # two per-symbol programs compile cold in CI: scheduled first (tests/conftest.py)
+
+SQL = REPO / "examples" / "sql"
+FILES = ("symbol_bid_vwap_top_quarter.sql", "symbol_sobi.sql")
+
+
+def select_of(path) -> str:
+    stmts = [s.strip() for s in strip_comments(path.read_text()).split(";")]
+    [sel] = [s for s in stmts if s.upper().startswith(("SELECT", "WITH"))]
+    return sel
+
+
+class Resting:
+    """The resting orders after the batches, replayed in Python (an order is its id's last insert
+    unless deleted since): bids and asks as DuckDB tables with a VARCHAR symbol."""
+
+    version = 0
+
+    def __init__(self, *batches) -> None:
+        live: dict[tuple[int, float], tuple] = {}
+        for b in batches:
+            for rel, sign, row in zip(b.rel.tolist(), b.sign.tolist(), b.cols.tolist(), strict=True):
+                key = (rel, row[1])
+                if sign > 0:
+                    live[key] = row
+                else:
+                    assert live.pop(key)[3:5] == row[3:5]   # a delete names the resting order
+        self.rows = live
+
+    def tables(self) -> tuple[pa.Table, pa.Table]:
+        out = []
+        for rel in (0, 1):
+            rows = [r for (k, _), r in self.rows.items() if k == rel]
+            cols = np.array(rows).reshape(-1, 6)
+            out.append(pa.table({"t": cols[:, 0], "id": cols[:, 1].astype(np.int64),
+                                 "broker_id": cols[:, 2].astype(np.int64), "volume": cols[:, 3],
+                                 "price": cols[:, 4], "symbol": [symbol_name(s) for s in cols[:, 5]]}))
+        return out[0], out[1]
+
+
+@pytest.fixture(scope="module")
+def stream():
+    return book_events(40, 1000, 3000, seed=3)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_views_over_prefetched_pools_equal_duckdb(stream, name) -> None:
+    pre, upd = stream
+    program = compile_sql_file(SQL / name).program
+    engine = Engine(program)
+    relmap = engine.relmap(("bids", "asks"))
+    engine.apply(pre, relmap)
+    pools = [getattr(engine.state, f) for f in engine.module.FIELDS if f.startswith("op_")]
+    assert any(btree_big(p) for p in pools)   # the prefetching path of run_batch runs below
+    assert any("per-slice range tree" in p for p in engine.generated.plan)
+    engine.apply(upd, relmap)
+    engine._check()
+    view = name.removesuffix(".sql").upper()
+    got = {k[0]: v for k, v in engine.views[view].items()}
+    want = {r[0]: r[1] for r in Duck().query(Resting(pre, upd), coalesce_sums(select_of(SQL / name)))
+            if r[1] is not None and r[1] != 0}
+    assert got.keys() == want.keys() and len(got) == 40
+    assert all(same(got[s], want[s], 1e-9) for s in want), {s: (got[s], want[s]) for s in want}
