@@ -45,7 +45,8 @@ def duck_rows(result: list[tuple], keys: int) -> dict[tuple, tuple]:
     """DuckDB's rows in the form of :func:`view_rows`."""
     out = {}
     for r in result:
-        vals = tuple(math.nan if x is None else float(x) for x in r[keys:])
+        # NULL is NaN, and so is DuckDB's x / 0 (±inf, NaN): NULL by the documented convention
+        vals = tuple(math.nan if x is None or math.isinf(x) else float(x) for x in r[keys:])
         if any(v != 0 for v in vals):
             out[tuple(float(k) for k in r[:keys])] = vals
     return out
