@@ -92,6 +92,38 @@ VIEWS: dict[str, str] = {
     "TOUCH_SHARE": "SELECT b.broker_id, SUM(b.volume) / (SELECT SUM(b3.volume) FROM bids b3 WHERE b3.price = "
                    "(SELECT MAX(price) FROM bids)) AS touch_share FROM bids b WHERE b.price = "
                    "(SELECT MAX(b2.price) FROM bids b2) GROUP BY b.broker_id",
+    "BEST": ('SELECT max(price) best FROM bids'),
+    "QV": ('SELECT SUM("volume") AS qv FROM "bids" WHERE "price" BETWEEN 100 AND 150'),
+    "NE": ('select count(price) as ne from BIDS where PRICE != 100'),
+    "C1": ('SELECT COUNT(1) AS c1, 2 * SUM(volume) + 1 AS lin FROM asks'),
+    "OR_V": ('SELECT SUM(volume) AS or_v FROM bids WHERE price > 100 OR broker_id = 3'),
+    "HAV_NOGROUP": ('SELECT SUM(volume) AS hav_nogroup FROM bids HAVING COUNT(*) > 3'),
+    "CMAX": ('SELECT COALESCE(MAX(price), 0) AS cmax FROM asks'),
+    "CASE_NULL": ('SELECT CASE WHEN MAX(price) IS NULL THEN -1 ELSE MAX(price) END AS case_null FROM bids'),
+    "NEAR_BROKERS": ('SELECT COUNT(DISTINCT broker_id) AS near_brokers FROM bids WHERE price >= (SELECT MAX(price) '
+        'FROM bids) - 100'),
+    "ANY_ASK": ('SELECT SUM(volume) AS any_ask FROM bids WHERE EXISTS (SELECT 1 FROM asks)'),
+    "PARITY": ('SELECT COUNT(*) % 2 AS parity FROM bids'),
+    "NOT_IN_NULL": ('SELECT COUNT(*) AS not_in_null FROM bids WHERE price NOT IN (SELECT MAX(price) FROM asks)'),
+    "IN_MAX": ('SELECT SUM(volume) AS in_max FROM bids WHERE price IN (SELECT MAX(a.price) FROM asks a WHERE '
+        'a.broker_id = bids.broker_id)'),
+    "NESTED_CTE": ('WITH lv AS (SELECT price, SUM(volume) AS v FROM asks GROUP BY price), top AS (SELECT MIN(price) '
+        'AS p FROM asks) SELECT SUM(lv.v) AS nested_cte FROM lv, top WHERE lv.price <= top.p + 50'),
+    "AVG_DIST": ('SELECT AVG(DISTINCT price) AS avg_dist FROM asks'),
+    "DIV_AGG": ('SELECT (SELECT MAX(price) FROM bids) / AVG(price) AS div_agg FROM asks'),
+    "LEAST3": ('SELECT LEAST(MIN(price), 100, MAX(price) - 50) AS least3 FROM asks'),
+    "NULLIF_EQ": ('SELECT NULLIF(MAX(price), MIN(price)) AS nullif_eq FROM bids'),
+    "ABS_NEG": ('SELECT broker_id, ABS(SUM(volume) - 50) AS abs_neg FROM asks GROUP BY broker_id'),
+    "RN_EQ": ('SELECT SUM(x.volume) AS rn_eq FROM (SELECT volume, ROW_NUMBER() OVER (ORDER BY price DESC, id) '
+        'AS rn FROM bids) x WHERE x.rn BETWEEN 1 AND 3'),
+    "RN_LT": ('SELECT SUM(x.volume) AS rn_lt FROM (SELECT volume, ROW_NUMBER() OVER (ORDER BY price DESC, id) '
+        'AS rn FROM bids) x WHERE x.rn < 4 AND x.volume > 5'),
+    "MOD_NEG": ('SELECT SUM((price - 150) % 7) AS mod_neg FROM bids'),
+    "SELF_JOIN_MAX": ('SELECT MAX(b1.price - b2.price) AS self_join_max FROM bids b1, bids b2 WHERE b1.broker_id = '
+        'b2.broker_id'),
+    "CAST_DBL": ('SELECT SUM(CAST(price / 3 AS DOUBLE)) AS cast_dbl FROM bids'),
+    "IN_MINMAX_OR": ('SELECT COUNT(*) AS in_minmax_or FROM asks WHERE price IN (SELECT MIN(price) FROM asks) OR price '
+        'NOT IN (SELECT MAX(a.price) - 1 FROM asks a WHERE a.broker_id = asks.broker_id)'),
 }
 
 # rejected views: (sql, words of the reason); the caret and location are checked by the test
@@ -104,6 +136,18 @@ REJECTED: dict[str, tuple[str, str]] = {
                "ORDER BY price DESC LIMIT 5) l", "a view needs an aggregate output"),
     "TIE_NOT_UNIQUE": ("SELECT SUM(o.volume) AS v FROM (SELECT volume FROM bids ORDER BY price DESC, id, t LIMIT 3) o",
                        "ends its tie-break with a column the stream keeps unique"),
+    "GT_ALL": ('SELECT COUNT(*) AS gt_all FROM bids WHERE price > ALL (SELECT price FROM asks)',
+        'unsupported expression (ALL)'),
+    "ROUND": ('SELECT ROUND(AVG(price), 2) AS rnd FROM bids',
+        'unsupported expression (ROUND)'),
+    "FILTER": ('SELECT SUM(volume) FILTER (WHERE price > 100) AS flt FROM bids',
+        'unsupported expression (FILTER)'),
+    "POS_GROUP": ('SELECT broker_id, SUM(volume) AS pg FROM bids GROUP BY 1',
+        'GROUP BY takes column names only'),
+    "CAST_INT": ('SELECT SUM(CAST(price / 3 AS INTEGER)) AS cast_int FROM bids',
+        'changes the value'),
+    "NOT_IN_AGG_GRP": ('SELECT COUNT(*) AS n FROM bids WHERE price IN (SELECT MAX(price) FROM asks GROUP BY broker_id)',
+        'with GROUP BY or HAVING is not supported'),
     "LEFT_JOIN": ("SELECT COUNT(*) AS n FROM bids b LEFT JOIN asks a ON a.broker_id = b.broker_id",
                   "LEFT JOIN is not supported"),
 }

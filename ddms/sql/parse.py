@@ -438,6 +438,10 @@ class _Converter:
                 raise self.fail("only SELECT subqueries are supported", node)
             return Scalar(self.select(node.this), node.sql())
         if isinstance(node, exp.Cast):
+            if not node.to.is_type("double"):
+                # DuckDB rounds to INTEGER and DECIMAL, and FLOAT/REAL is single precision there
+                raise self.fail(f"CAST to {node.to.sql()} changes the value (only CAST(x AS DOUBLE), the type every "
+                                "value is computed in, is supported)", node)
             return self.expr(node.this)
         if isinstance(node, exp.Null):
             return Null(node.sql())
@@ -502,8 +506,12 @@ class _Converter:
                 if not isinstance(sub, exp.Select) or len(sub.expressions) != 1:
                     raise self.fail("IN takes a SELECT of one column", node)
                 sel = self.select(sub)
+                if not sel.group and sel.having is None and has_agg(sel.items[0].expr):
+                    # an aggregate without GROUP BY is exactly one row: x IN it is x = it, and
+                    # NOT IN is x <> it (false when it is NULL, as SQL's NOT IN (NULL))
+                    return Compare("=", x, Scalar(sel, query.sql()), node.sql())
                 if sel.group or sel.having is not None or has_agg(sel.items[0].expr):
-                    raise self.fail("IN (SELECT ...) with GROUP BY, HAVING or an aggregate is not supported", node)
+                    raise self.fail("IN (SELECT ...) with GROUP BY or HAVING is not supported", node)
                 return Exists(sel, (sel.items[0].expr, x), node.sql())
             if not node.expressions or node.args.get("unnest") or node.args.get("field"):
                 raise self.fail("IN takes a list of values or a SELECT", node)
@@ -527,7 +535,12 @@ _RANK_FLIP = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ}
 
 def _rank_bound(c: exp.Expression, rn: str, table: str) -> int | None:
     """n when ``c`` keeps the row numbers ``rn`` 1..n (``rn <= n``, ``rn < n + 1``, ``n >= rn``,
-    ``rn = 1``), else None."""
+    ``rn = 1``, ``rn BETWEEN 1 AND n``), else None."""
+    if isinstance(c, exp.Between):   # rn >= 1 always: a low bound of 1 or less keeps from the first
+        low = c.args.get("low")
+        if not isinstance(low, exp.Literal) or low.is_string or float(low.this) > 1.0:
+            return None
+        return _rank_bound(exp.LTE(this=c.this, expression=c.args.get("high")), rn, table)
     kind, a, b = type(c), c.args.get("this"), c.args.get("expression")
     if isinstance(b, exp.Column) and kind in _RANK_FLIP:
         kind, a, b = _RANK_FLIP[kind], b, a
