@@ -209,6 +209,9 @@ def test_symbol_views_interpreter(symbol_program, stream) -> None:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(SYMBOL_LINE, min_size=1, max_size=30))
 def test_symbol_views_engine(symbol_engine_program, stream) -> None:
+    """The engine on streams of several symbols whose order ids repeat across symbols (unique per
+    symbol only), with the per-symbol order top-N among the views: ``ROW_NUMBER() OVER (PARTITION
+    BY symbol ORDER BY price DESC, id) <= 2`` (OV2) and ``... ORDER BY price, t DESC, id`` (OT2)."""
     _apply(SymbolRun(symbol_engine_program, interp=False, engine=True), stream)
 
 
