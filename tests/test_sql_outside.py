@@ -121,12 +121,15 @@ def _tie_lines(stream: list[tuple]) -> list[str]:
     return [f"{t},{oid},{a},{v},{p}" for t, (a, oid, v, p) in stream]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+ORDERED = {name: sql for name, sql in VIEWS.items() if "ORDER BY" in sql.upper()}   # the top-N views
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(tie_line, min_size=1, max_size=30))
 def test_ties_on_every_order_column(program, engine_program, stream: list[tuple]) -> None:
     lines = _tie_lines(stream)
-    check_lines(program, lines, VIEWS)
-    check_lines(engine_program, lines, VIEWS, interp=False, engine=Engine(engine_program), check_state=True)
+    check_lines(program, lines, ORDERED)
+    check_lines(engine_program, lines, ORDERED, interp=False, engine=Engine(engine_program), check_state=True)
 
 
 @pytest.mark.slow
