@@ -98,13 +98,13 @@ def test_tiny_every_line(program, engine_program) -> None:
     assert nulls > 0   # the NULL-producing views (MIN/MAX/AVG over nothing) are reached
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(line, min_size=1, max_size=30))
 def test_interpreter_matches_duckdb(program, stream: list[tuple]) -> None:
     check_lines(program, stream_lines(stream), VIEWS)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(line, min_size=1, max_size=30))
 def test_engine_matches_duckdb(engine_program, stream: list[tuple]) -> None:
     check_lines(engine_program, stream_lines(stream), VIEWS, interp=False, engine=Engine(engine_program),
@@ -124,7 +124,7 @@ def _tie_lines(stream: list[tuple]) -> list[str]:
 ORDERED = {name: sql for name, sql in VIEWS.items() if "ORDER BY" in sql.upper()}   # the top-N views
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(tie_line, min_size=1, max_size=30))
 def test_ties_on_every_order_column(program, engine_program, stream: list[tuple]) -> None:
     lines = _tie_lines(stream)
