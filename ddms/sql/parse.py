@@ -61,49 +61,59 @@ _AGG = {exp.Sum: "SUM", exp.Count: "COUNT", exp.Avg: "AVG", exp.Max: "MAX", exp.
 _SELECT_ARGS_OK = {"expressions", "from_", "joins", "where", "group", "kind", "hint", "having", "with_"}
 
 
-def split_statements(text: str) -> list[tuple[int, str]]:
-    """``;``-separated statements (quotes and ``--`` comments respected), with their offsets."""
-    out: list[tuple[int, str]] = []
-    start, i, n = 0, 0, len(text)
-    quote = ""
+def blank_comments(text: str) -> str:
+    """``text`` with its ``--`` and ``/* ... */`` comments (outside quotes) replaced by blanks,
+    newlines kept: every offset, line and column of the code stays where it was, so statements
+    are split, parsed and located (``file:line:column``) on this text alike whichever comments
+    they hold.  One pass, O(len(text))."""
+    out = list(text)
+    i, n, quote = 0, len(text), ""
     while i < n:
         c = text[i]
         if quote:
             if c == quote:
                 quote = ""
+            i += 1
         elif c in "'\"":
             quote = c
-        elif c == "-" and text.startswith("--", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-            continue
+            i += 1
+        elif text.startswith("--", i) or text.startswith("/*", i):
+            end = text.find("\n", i) if c == "-" else text.find("*/", i + 2)
+            end = n if end < 0 else (end if c == "-" else end + 2)
+            for j in range(i, end):
+                if out[j] != "\n":
+                    out[j] = " "
+            i = end
+        else:
+            i += 1
+    return "".join(out)
+
+
+def split_statements(text: str) -> list[tuple[int, str]]:
+    """``;``-separated statements (quotes and comments respected), with their offsets."""
+    clean = blank_comments(text)
+    out: list[tuple[int, str]] = []
+    start, quote = 0, ""
+    for i, c in enumerate(clean):
+        if quote:
+            if c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
         elif c == ";":
             out.append((start, text[start:i]))
             start = i + 1
-        i += 1
     out.append((start, text[start:]))
-    return [(o, s) for o, s in out if _strip_comments(s).strip()]
+    return [(o, s) for o, s in out if blank_comments(s).strip()]
 
 
 _CREATE_VIEW = re.compile(r"CREATE\s+VIEW\s+(\w+)\s+AS\s+SELECT\b", re.IGNORECASE)
 
 
 def _code_start(stmt: str) -> int:
-    """Offset in ``stmt`` of its first token (after blanks and ``--`` comment lines)."""
-    i = 0
-    while i < len(stmt):
-        if stmt[i].isspace():
-            i += 1
-        elif stmt.startswith("--", i):
-            j = stmt.find("\n", i)
-            i = len(stmt) if j < 0 else j
-        else:
-            break
-    return i
-
-
-def _strip_comments(s: str) -> str:
-    return "\n".join(line.split("--", 1)[0] for line in s.splitlines())
+    """Offset in ``stmt`` of its first token (after blanks and comments)."""
+    clean = blank_comments(stmt)
+    return len(clean) - len(clean.lstrip())
 
 
 def parse_sql(text: str, source: str = "<sql>") -> Script:
@@ -112,7 +122,8 @@ def parse_sql(text: str, source: str = "<sql>") -> Script:
     streams: list[Stream] = []
     views: list[View] = []
     for offset, stmt in split_statements(text):
-        body = _strip_comments(stmt).strip()
+        stmt = blank_comments(stmt)   # comments blanked: offsets unchanged
+        body = stmt.strip()
         head = body.split(None, 1)[0].upper() if body else ""
         named = _CREATE_VIEW.match(body)
         if named is not None:
@@ -427,6 +438,10 @@ class _Converter:
                 raise self.fail("only SELECT subqueries are supported", node)
             return Scalar(self.select(node.this), node.sql())
         if isinstance(node, exp.Cast):
+            if not node.to.is_type("double"):
+                # DuckDB rounds to INTEGER and DECIMAL, and FLOAT/REAL is single precision there
+                raise self.fail(f"CAST to {node.to.sql()} changes the value (only CAST(x AS DOUBLE), the type every "
+                                "value is computed in, is supported)", node)
             return self.expr(node.this)
         if isinstance(node, exp.Null):
             return Null(node.sql())
@@ -491,8 +506,12 @@ class _Converter:
                 if not isinstance(sub, exp.Select) or len(sub.expressions) != 1:
                     raise self.fail("IN takes a SELECT of one column", node)
                 sel = self.select(sub)
+                if not sel.group and sel.having is None and has_agg(sel.items[0].expr):
+                    # an aggregate without GROUP BY is exactly one row: x IN it is x = it, and
+                    # NOT IN is x <> it (false when it is NULL, as SQL's NOT IN (NULL))
+                    return Compare("=", x, Scalar(sel, query.sql()), node.sql())
                 if sel.group or sel.having is not None or has_agg(sel.items[0].expr):
-                    raise self.fail("IN (SELECT ...) with GROUP BY, HAVING or an aggregate is not supported", node)
+                    raise self.fail("IN (SELECT ...) with GROUP BY or HAVING is not supported", node)
                 return Exists(sel, (sel.items[0].expr, x), node.sql())
             if not node.expressions or node.args.get("unnest") or node.args.get("field"):
                 raise self.fail("IN takes a list of values or a SELECT", node)
@@ -516,7 +535,12 @@ _RANK_FLIP = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ}
 
 def _rank_bound(c: exp.Expression, rn: str, table: str) -> int | None:
     """n when ``c`` keeps the row numbers ``rn`` 1..n (``rn <= n``, ``rn < n + 1``, ``n >= rn``,
-    ``rn = 1``), else None."""
+    ``rn = 1``, ``rn BETWEEN 1 AND n``), else None."""
+    if isinstance(c, exp.Between):   # rn >= 1 always: a low bound of 1 or less keeps from the first
+        low = c.args.get("low")
+        if not isinstance(low, exp.Literal) or low.is_string or float(low.this) > 1.0:
+            return None
+        return _rank_bound(exp.LTE(this=c.this, expression=c.args.get("high")), rn, table)
     kind, a, b = type(c), c.args.get("this"), c.args.get("expression")
     if isinstance(b, exp.Column) and kind in _RANK_FLIP:
         kind, a, b = _RANK_FLIP[kind], b, a

@@ -369,7 +369,18 @@ class _Translator:
         n`` exactly when (k, i) is unique among the rows; hence the tie-break must be a column
         the stream keeps unique (``id`` of an order-book stream: every reader keeps one row per
         resting order id, a repeated id replaces).  Without it, orders tying at the n-th key make
-        SQL keep an arbitrary subset of them: rejected, pointing at the ORDER BY."""
+        SQL keep an arbitrary subset of them: rejected, pointing at the ORDER BY.
+
+        Several tie-break columns (``ORDER BY price DESC, t, id``, the last one unique; or any
+        columns under ``RANK()``) order the rows at a key lexicographically: ``B`` is then the sum
+        over the columns ``j`` of the rows equal on the key and the columns before ``j`` and before
+        on ``j``, exact alike.  Its cost is not O(log n) but O(m log n), ``m`` the rows at the cut
+        key (``ddms compile``: "loop over .. slice", cost class O(slice)): the rows kept at ``P``
+        are a prefix of its rows in (t, id) order, and the trees order one column each, so no
+        single threshold search finds the prefix's end.  O(log n) would take a second cut, the
+        ``t`` of the ``(n - A)``-th row at ``P`` (a select by weighted rank in the tree of rows per
+        ``t`` at ``P``, whose rank ``n - A`` is read from a map, where ``ExtremeAgg.n`` is a
+        constant today), then the rows at that ``t`` by id (the threshold search above)."""
         sub, top = item.select, item.select.top
         assert top is not None
         where = top.text or item.text
@@ -393,18 +404,15 @@ class _Translator:
         if len(sub.sources) != 1 or len(tables) != 1:
             raise self.fail("a top-N over single rows reads one stream (its order id is unique there, not in a "
                             "join or a subquery)", where)
-        if top.rank and len(top.ties) > 1:
-            raise self.fail("a RANK() over single rows orders by a key and at most one more column", where)
-        if top.ties and not top.rank and (len(top.ties) != 1 or top.ties[0][0].name.upper() not in unique):
-            raise self.fail("a top-N over single rows breaks the ties of its key by one column the stream keeps "
-                            f"unique ({', '.join(sorted(unique)).lower() or 'none here'}: ORDER BY price DESC, id), "
-                            "so that the n first rows are one set", where)
+        if top.ties and not top.rank and top.ties[-1][0].name.upper() not in unique:
+            raise self.fail("a top-N over single rows ends its tie-break with a column the stream keeps unique "
+                            f"({', '.join(sorted(unique)).lower() or 'none here'}: ORDER BY price DESC, id or "
+                            "ORDER BY price DESC, t, id), so that the n first rows are one set", where)
         if not top.rank and stream is not None and any(c.name == "SYMBOL" for c in stream.columns) \
                 and "SYMBOL" not in {c.name.upper() for c in top.partition}:
             raise self.fail("order ids are unique per instrument only (price-level readers derive them from the "
                             "price): rank the orders per symbol, ROW_NUMBER() OVER (PARTITION BY symbol ORDER BY "
                             "price DESC, id)", where)
-        tie, tie_desc = top.ties[0] if top.ties else (top.key, top.desc)   # a unique key needs none
 
         def rows() -> tuple[_Scope, list[Term], set[str]]:
             # a fresh copy of the subquery's rows (its own variables): the rows, and each count
@@ -426,7 +434,8 @@ class _Translator:
             cols[it.name.upper()] = scope0.lookup(it.expr, self.fail)
         if top.n < 1:   # LIMIT 0: no row
             return cols, [], local0
-        k0, i0 = var(scope0, top.key), var(scope0, tie)
+        k0 = var(scope0, top.key)
+        ties0 = [var(scope0, c) for c, _ in top.ties]
         g0 = tuple(var(scope0, c) for c in top.partition)
 
         def count(group: tuple[str, ...], conds) -> Expr:
@@ -444,10 +453,17 @@ class _Translator:
         if not top.ties:   # the key is unique: the rows up to the key of the n-th
             return cols, _times(terms0, [Term(1.0, (), (Cmp(better + "=", Var(k0), cut),))]), local0
         above = count((), lambda s: (Cmp(better, Var(var(s, top.key)), Var(k0)),))
-        before = count((), lambda s: (Cmp("=", Var(var(s, top.key)), Var(k0)),
-                                      Cmp(">" if tie_desc else "<", Var(var(s, tie)), Var(i0))))
+        # rows before this one at its key, by the tie-break columns in order (lexicographic):
+        # equal on the key and on the columns before ``j``, before it on column ``j``
+        before = [count((), lambda s, j=j: (Cmp("=", Var(var(s, top.key)), Var(k0)),
+                                            *(Cmp("=", Var(var(s, c)), Var(t)) for (c, _), t
+                                              in zip(top.ties[:j], ties0, strict=False)),
+                                            Cmp(">" if top.ties[j][1] else "<", Var(var(s, top.ties[j][0])),
+                                                Var(ties0[j]))))
+                  for j in range(len(top.ties))]
+        ahead = before[0] if len(before) == 1 else Add(tuple(before))
         keep = [Term(1.0, (), (Cmp(better, Var(k0), cut),)),
-                Term(1.0, (), (Cmp("=", Var(k0), cut), Cmp(">", Add((Const(float(top.n)), Neg(above))), before)))]
+                Term(1.0, (), (Cmp("=", Var(k0), cut), Cmp(">", Add((Const(float(top.n)), Neg(above))), ahead)))]
         return cols, _times(terms0, keep), local0
 
     # -- conditions -------------------------------------------------------------------------------
