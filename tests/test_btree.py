@@ -41,7 +41,7 @@ from ddms.storage.btree import (
     btree_sum_le,
 )
 
-pytestmark = pytest.mark.long(30)   # the tree module compiles cold (the fanout-8 copy only with -m slow): scheduled early
+pytestmark = pytest.mark.long(30)   # the tree module compiles cold (the fanout-8 copy: -m slow only)
 
 NAMES = ["new", "add", "addv", "set", "get", "total", "len", "negatives", "sum_lt", "sum_le", "sum_gt",
          "sum_ge", "first_prefix", "min", "max", "nth", "items", "free", "check", "big", "prefetch", "prefetch_level",

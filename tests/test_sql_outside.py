@@ -10,9 +10,9 @@ compiled once for the module (the engine's numba compile dominates a cold run).
 
 The engine's compile of all 75 single-book views costs several CPU minutes cold (about 7 s a
 view), more than the whole suite can spend on one file: the default suite runs every view
-through the interpreter (the front end, where this check's fixes live, is shared with the engine)
-and through the engine only the views of the tie-break feature (``TIES``); ``-m slow`` runs
-every view through the engine as well."""
+through the interpreter (the front end, where this check's fixes live, is shared with the engine);
+``-m slow`` runs every view through the engine as well, the tie-break views (``TIES``) and the
+per-symbol views included (two more programs of a minute or two each cold)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,6 @@ from ddms.io.orderbook import OrderBookParser
 from ddms.io.symbols import symbol_id, with_symbol
 from ddms.m3.interpreter import Interpreter
 from ddms.runtime.engine import Engine
-
-pytestmark = pytest.mark.long(100)   # two cold engine compiles: scheduled first (tests/conftest.py)
 
 TIES = ("TIE3", "TIE3_RN", "RK_TV", "TIE_BROKER")   # top-N over orders with several tie-break columns
 
@@ -107,16 +105,17 @@ def _tiny() -> list[str]:
     return shared_file("data", "orderbook", "tiny", "finance.csv").read_text().splitlines()
 
 
-def test_tiny_every_line(program, ties_engine_program) -> None:
+def test_tiny_every_line(program) -> None:
     lines = _tiny()
     nulls = check_lines(program, lines, VIEWS)
     assert nulls > 0   # the NULL-producing views (MIN/MAX/AVG over nothing) are reached
-    ties = {k: VIEWS[k] for k in TIES}
-    check_lines(ties_engine_program, lines, ties, interp=False, engine=Engine(ties_engine_program), check_state=True)
 
 
 @pytest.mark.slow
-def test_tiny_every_line_engine(engine_program) -> None:
+def test_tiny_every_line_engine(engine_program, ties_engine_program) -> None:
+    lines = _tiny()
+    ties = {k: VIEWS[k] for k in TIES}
+    check_lines(ties_engine_program, lines, ties, interp=False, engine=Engine(ties_engine_program), check_state=True)
     check_lines(engine_program, _tiny(), VIEWS, interp=False, engine=Engine(engine_program), check_state=True)
 
 
@@ -149,19 +148,18 @@ ORDERED = {name: sql for name, sql in VIEWS.items() if "ORDER BY" in sql.upper()
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(tie_line, min_size=1, max_size=30))
-def test_ties_on_every_order_column(program, ties_engine_program, stream: list[tuple]) -> None:
-    lines = _tie_lines(stream)
-    check_lines(program, lines, ORDERED)
-    ties = {k: VIEWS[k] for k in TIES}
-    check_lines(ties_engine_program, lines, ties, interp=False, engine=Engine(ties_engine_program), check_state=True)
+def test_ties_on_every_order_column(program, stream: list[tuple]) -> None:
+    check_lines(program, _tie_lines(stream), ORDERED)
 
 
 @pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(tie_line, min_size=1, max_size=30))
-def test_ties_on_every_order_column_engine(engine_program, stream: list[tuple]) -> None:
-    check_lines(engine_program, _tie_lines(stream), ORDERED, interp=False, engine=Engine(engine_program),
-                check_state=True)
+def test_ties_on_every_order_column_engine(engine_program, ties_engine_program, stream: list[tuple]) -> None:
+    lines = _tie_lines(stream)
+    check_lines(engine_program, lines, ORDERED, interp=False, engine=Engine(engine_program), check_state=True)
+    ties = {k: VIEWS[k] for k in TIES}
+    check_lines(ties_engine_program, lines, ties, interp=False, engine=Engine(ties_engine_program), check_state=True)
 
 
 @pytest.mark.slow
@@ -241,6 +239,7 @@ def test_symbol_views_interpreter(symbol_program, stream) -> None:
     _apply(SymbolRun(symbol_program, interp=True, engine=False), stream)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(SYMBOL_LINE, min_size=1, max_size=30))
 def test_symbol_views_engine(symbol_engine_program, stream) -> None:
@@ -250,6 +249,7 @@ def test_symbol_views_engine(symbol_engine_program, stream) -> None:
     _apply(SymbolRun(symbol_engine_program, interp=False, engine=True), stream)
 
 
+@pytest.mark.slow
 def test_symbol_views_tiny_split_into_symbols(symbol_engine_program) -> None:
     """tiny/finance.csv split into three symbols by order id (an order's lines stay in its
     symbol): every line, interpreter and engine."""

@@ -107,7 +107,9 @@ def signature(program: Program, query: Query) -> str:
     for m, canon in sorted(names.items(), key=lambda kv: int(kv[1][1:])):
         d = decls[m]
         init = print_expr(_rename(d.init, names, lambda v: v)) if d.init is not None else ""
-        lines.append(f"{canon} {d.value_type} {[c.type for c in d.keys]} {d.ordered} {d.extreme} {init}")
+        # not its storage (ORDERED, EXTREME): a physical choice the program makes per map from all
+        # of its views (a map another view reads by range stays a tree), which never changes a value
+        lines.append(f"{canon} {d.value_type} {[c.type for c in d.keys]} {init}")
     for t in program.triggers:
         var = _namer()
         args = [var(a) for a in t.args]

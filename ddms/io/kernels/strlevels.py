@@ -32,7 +32,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["MAX_ID", "P10I", "W", "decimal_of", "emit_side", "find", "load_side", "set_level", "top_crc_text"]
+__all__ = ["MAX_ID", "P10I", "W", "apply_changes", "decimal_of", "emit_side", "find", "load_side", "read_changes",
+           "set_level", "top_crc_text"]
 
 W = 32
 """Bytes kept per price and per size string."""
@@ -335,3 +336,70 @@ def load_side(Iv, F, S, side, ch, chv, c0, c1, t, buf, nord, oi, oc, k):  # prag
     F[:live] = F2
     S[:live] = S2
     return live, k, nord
+
+
+@njit(cache=True, nogil=True)
+def read_changes(buf, ch, chv, nch, scale):  # pragma: no cover - compiled
+    """Read the ``nch`` level changes of one message (``ch[c] = (side, ps, pe, qs, qe, ., .)``:
+    the spans of the price and size strings in ``buf``) exactly: ``ch[c, 5:7]`` = the price's
+    mantissa and decimals, ``chv[c]`` = (price, size) floats, side + 2 where the size is zero (the
+    level goes).  Returns ``(ok, final, steps, need_b, need_a)``: the scale the book ends at (a
+    finer price re-bases it, ``steps`` times) and the changes per side; ``ok`` False when a value
+    is not a plain decimal, is longer than :data:`W` bytes or would not fit an id below 2**53 at
+    the final scale (the venue's Python path then takes the message).  Shared by the Coinbase and
+    OKX lanes.  Cost: O(nch)."""
+    final = scale
+    steps = 0
+    need_b = need_a = 0
+    for c in range(nch):
+        st1, m1, d1 = decimal_of(buf, ch[c, 1], ch[c, 2])
+        st2, m2, d2 = decimal_of(buf, ch[c, 3], ch[c, 4])
+        if st1 != OK or st2 != OK or ch[c, 2] - ch[c, 1] > W or ch[c, 4] - ch[c, 3] > W:
+            return False, final, steps, need_b, need_a
+        if d1 > final:
+            final = d1
+            steps += 1
+        ch[c, 5] = m1
+        ch[c, 6] = d1
+        chv[c, 0] = np.float64(m1) / P10F[d1]
+        chv[c, 1] = np.float64(m2) / P10F[d2]
+        if m2 == 0:
+            ch[c, 0] += 2
+        if ch[c, 0] % 2 == 0:
+            need_b += 1
+        else:
+            need_a += 1
+    for c in range(nch):
+        if ch[c, 5] > (MAX_ID - 1) // P10I[final - ch[c, 6]]:
+            return False, final, steps, need_b, need_a
+    return True, final, steps, need_b, need_a
+
+
+@njit(cache=True, nogil=True)
+def apply_changes(LI, LF, LS, s, ch, chv, c0, nch, nb, na, scale, t, buf, nord, oi, oc, k):  # pragma: no cover
+    """``LevelBook.set`` of changes ``c0..nch`` (read by :func:`read_changes`) on book ``s``
+    (sides ``2s``, ``2s + 1`` of ``LI``/``LF``/``LS``, ``nb``/``na`` live rows, ids at ``scale``),
+    in order; a finer price first re-emits every level at the finer scale (``LevelBook._rebase``).
+    The caller made room for the rows and the output.  Returns ``(nb, na, scale, nord, k)``.
+    Shared by the Coinbase and OKX lanes.  Cost: a binary search a change, plus a row shift when
+    a level appears or goes, plus O(levels) a re-base."""
+    Ib, Ia = LI[2 * s], LI[2 * s + 1]
+    Fb, Fa = LF[2 * s], LF[2 * s + 1]
+    for c in range(c0, nch):
+        side = ch[c, 0] % 2
+        d1 = ch[c, 6]
+        if d1 > scale:
+            mul = P10I[d1 - scale]
+            k = emit_side(Ib, Fb, nb, 0, -1, mul, oi, oc, k)
+            k = emit_side(Ia, Fa, na, 1, -1, mul, oi, oc, k)
+            scale = d1
+        pid = ch[c, 5] * P10I[scale - d1]
+        x = 2 * s + side
+        nn = nb if side == 0 else na
+        nn, k, nord = set_level(LI[x], LF[x], LS[x], nn, side, pid, chv[c, 0], ch[c, 0] >= 2, chv[c, 1], t,
+                                buf, ch[c, 1], ch[c, 2] - ch[c, 1], ch[c, 3], ch[c, 4] - ch[c, 3], nord, oi, oc, k)
+        if side == 0:
+            nb = nn
+        else:
+            na = nn
+    return nb, na, scale, nord, k

@@ -61,6 +61,10 @@ class VenueBooks:
     :attr:`reports` (problems as :class:`InputError`: source, line, reason, message)."""
 
     venue = "?"
+    _lane: Any = None
+    """A numba chunk lane holding some of the books in arrays (the Coinbase and OKX cores build one
+    in ``feed_chunk``, :mod:`ddms.io.venues.coinbase_chunk`); a book goes back to its
+    :class:`LevelBook` whenever Python code touches it."""
 
     def __init__(self, source: str = "<feed>", *, max_reports: int = 1000) -> None:
         self.source = source
@@ -208,6 +212,7 @@ class VenueBooks:
         self.malformed, self.bad_messages = int(state["malformed"]), int(state["bad_messages"])
         self._dirty = list(state["dirty"])
         self._load_extra(state["extra"])
+        self._lane = None      # its slots held the books replaced here
 
     def _save_extra(self) -> dict[str, Any]:
         """A venue's own state beside the books (sequence ids, subscribed depth)."""
@@ -225,7 +230,9 @@ class VenueBooks:
             self._resync(sym, f"restart: {reason}", line)
 
     def _check(self) -> None:
-        """Every book's invariants; an unsynced symbol holds no levels."""
+        """Every book's invariants (the chunk lane's first); an unsynced symbol holds no levels."""
+        if self._lane is not None:
+            self._lane._check()
         for sym, book in self.books.items():
             book._check()
             if not self.status[sym].synced:

@@ -283,18 +283,26 @@ def _dec(buf, i, n):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _slot(buf, s, e):  # pragma: no cover - compiled
+def name_index(buf, s, e, tab, lens):  # pragma: no cover - compiled
+    """The row of ``tab`` (names padded into rows, ``lens`` their lengths) equal to the bytes
+    ``buf[s:e]``, -1 if none: the JSON key and name lookups of the venues' chunk kernels.
+    Cost: O(rows * length), tables of a few short names."""
     ln = e - s
-    for k in range(_KEYTAB.shape[0]):
-        if _KEYLEN[k] == ln:
+    for k in range(tab.shape[0]):
+        if lens[k] == ln:
             ok = True
             for j in range(ln):
-                if buf[s + j] != _KEYTAB[k, j]:
+                if buf[s + j] != tab[k, j]:
                     ok = False
                     break
             if ok:
                 return k
     return -1
+
+
+@njit(cache=True, nogil=True)
+def _slot(buf, s, e):  # pragma: no cover - compiled
+    return name_index(buf, s, e, _KEYTAB, _KEYLEN)
 
 
 @njit(cache=True, nogil=True)

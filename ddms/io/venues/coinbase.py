@@ -69,7 +69,6 @@ class CoinbaseBooks(VenueBooks):
     takes one parsed message."""
 
     venue = "coinbase"
-    _lane: Any = None      # the numba chunk lane (ddms.io.venues.coinbase_chunk), built by feed_chunk
 
     def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], *,
                    fallback: Callable[[int], Sequence[Resync]] | None = None,
@@ -86,15 +85,6 @@ class CoinbaseBooks(VenueBooks):
             from ddms.io.venues.coinbase_chunk import CoinbaseLane
             self._lane = CoinbaseLane(self)
         return self._lane.feed_chunk(msgs, lines, fallback=fallback, on_fast=on_fast, recv=recv)
-
-    def load_state(self, state: dict[str, Any]) -> None:
-        super().load_state(state)
-        self._lane = None      # its slots held the books replaced here
-
-    def _check(self) -> None:
-        if self._lane is not None:
-            self._lane._check()
-        super()._check()
 
     def feed(self, msg: Any, line: int = 0, recv_s: float = 0.0) -> tuple[Resync, ...]:
         """Process one parsed message; returns the actions to perform.  Never raises on bad input."""

@@ -40,9 +40,19 @@ from numba import njit
 from numba.typed import List
 
 from ddms.io.events import EventBatch
-from ddms.io.kernels.strlevels import MAX_ID, OK, P10F, P10I, W, decimal_of, emit_side, load_side, set_level
+from ddms.io.kernels.strlevels import (
+    MAX_ID,
+    OK,
+    P10I,
+    W,
+    apply_changes,
+    decimal_of,
+    emit_side,
+    load_side,
+    read_changes,
+)
 from ddms.io.levels import _DIV, KEY_DECIMALS, Resync, SymbolEvents, _Level
-from ddms.io.venues.binance_book import _key, _skip_scalar, _ws
+from ddms.io.venues.binance_book import _key, _skip_scalar, _ws, name_index
 from ddms.io.venues.binance_chunk import Spans, StopChunk, _find, _hash
 
 if TYPE_CHECKING:
@@ -80,17 +90,7 @@ _K_UPDATE, _K_TICK_OK, _K_TICK_DIS, _K_UNSYNCED, _K_SNAPSHOT = 0, 1, 2, 3, 4
 
 @njit(cache=True, nogil=True)
 def _keyid(buf, s, e):  # pragma: no cover - compiled
-    ln = e - s
-    for k in range(_KEYTAB.shape[0]):
-        if _KEYLEN[k] == ln:
-            ok = True
-            for j in range(ln):
-                if buf[s + j] != _KEYTAB[k, j]:
-                    ok = False
-                    break
-            if ok:
-                return k
-    return -1
+    return name_index(buf, s, e, _KEYTAB, _KEYLEN)
 
 
 @njit(cache=True, nogil=True)
@@ -266,12 +266,6 @@ def _best_is(Iv, n, best_row, scale, m, d):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _fits(m, d, scale):  # pragma: no cover - compiled
-    """Whether ``m / 10**d`` times ``10**scale`` (``scale >= d``) is below 2**53."""
-    return m <= (MAX_ID - 1) // P10I[scale - d]
-
-
-@njit(cache=True, nogil=True)
 def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, k):  # pragma: no cover
     """One message ``buf[a:n]``.  Returns ``(code, arg, k, nlev, kind)``: code -1 applied (``arg``
     the slot, ``kind`` one of ``_K_*``), else a stop code (``arg``: the side array to grow, the
@@ -401,30 +395,9 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
                 return _STOP_SLOW, -1, k, 0, 0
         return -1, s, k, 0, _K_UNSYNCED
     # every value read exactly, the scale the update ends at, room for everything
-    final = scale
-    steps = 0
-    need_b = need_a = 0
-    for c in range(nch):
-        st1, m1, d1 = decimal_of(buf, ch[c, 1], ch[c, 2])
-        st2, m2, d2 = decimal_of(buf, ch[c, 3], ch[c, 4])
-        if st1 != OK or st2 != OK or ch[c, 2] - ch[c, 1] > W or ch[c, 4] - ch[c, 3] > W:
-            return _STOP_SLOW, -1, k, 0, 0
-        if d1 > final:
-            final = d1
-            steps += 1
-        ch[c, 5] = m1
-        ch[c, 6] = d1
-        chv[c, 0] = np.float64(m1) / P10F[d1]
-        chv[c, 1] = np.float64(m2) / P10F[d2]
-        if m2 == 0:
-            ch[c, 0] += 2          # side + 2: a zero size (the level goes)
-        if ch[c, 0] % 2 == 0:
-            need_b += 1
-        else:
-            need_a += 1
-    for c in range(nch):
-        if not _fits(ch[c, 5], ch[c, 6], final):
-            return _STOP_SLOW, -1, k, 0, 0
+    ok, final, steps, need_b, need_a = read_changes(buf, ch, chv, nch, scale)
+    if not ok:
+        return _STOP_SLOW, -1, k, 0, 0
     held = 0
     if kind == _K_UPDATE:
         held = nb + na
@@ -470,23 +443,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
             if nb > 0 and na > 0 and Ib[nb - 1, 0] >= Ia[na - 1, 0]:
                 return _STOP_CROSSED, s, k, nch, kind
             return -1, s, k, nch, kind
-    for c in range(nch):
-        side = ch[c, 0] % 2
-        d1 = ch[c, 6]
-        if d1 > scale:                # LevelBook._rebase: every level re-emitted at the finer scale
-            mul = P10I[d1 - scale]
-            k = emit_side(Ib, Fb, nb, 0, -1, mul, oi, oc, k)
-            k = emit_side(Ia, Fa, na, 1, -1, mul, oi, oc, k)
-            scale = d1
-        pid = ch[c, 5] * P10I[scale - d1]
-        x = 2 * s + side
-        nn = nb if side == 0 else na
-        nn, k, nord = set_level(LI[x], LF[x], LS[x], nn, side, pid, chv[c, 0], ch[c, 0] >= 2, chv[c, 1], t,
-                                buf, ch[c, 1], ch[c, 2] - ch[c, 1], ch[c, 3], ch[c, 4] - ch[c, 3], nord, oi, oc, k)
-        if side == 0:
-            nb = nn
-        else:
-            na = nn
+    nb, na, scale, nord, k = apply_changes(LI, LF, LS, s, ch, chv, 0, nch, nb, na, scale, t, buf, nord, oi, oc, k)
     meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale
     if nb > 0 and na > 0 and Ib[nb - 1, 0] >= Ia[na - 1, 0]:
         return _STOP_CROSSED, s, k, nch, kind

@@ -88,7 +88,6 @@ class OkxBooks(VenueBooks):
     def _load_extra(self, extra: dict[str, Any]) -> None:
         self.last_seq = {k: v for k, v in extra["last_seq"]}
 
-    _lane: Any = None      # the numba chunk lane (ddms.io.venues.okx_chunk), built by feed_chunk
 
     def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], *,
                    fallback: Callable[[int], Sequence[Resync]] | None = None,
@@ -105,15 +104,6 @@ class OkxBooks(VenueBooks):
             from ddms.io.venues.okx_chunk import OkxLane
             self._lane = OkxLane(self)
         return self._lane.feed_chunk(msgs, lines, fallback=fallback, on_fast=on_fast, recv=recv)
-
-    def load_state(self, state: dict[str, Any]) -> None:
-        super().load_state(state)
-        self._lane = None      # its slots held the books replaced here
-
-    def _check(self) -> None:
-        if self._lane is not None:
-            self._lane._check()
-        super()._check()
 
     def feed(self, msg: Any, line: int = 0, recv_s: float = 0.0) -> tuple[Resync, ...]:
         """Process one parsed message; returns the actions to perform.  Never raises on bad input."""

@@ -31,17 +31,15 @@ from numba import njit
 
 from ddms.io.kernels.strlevels import (
     MAX_ID,
-    OK,
-    P10F,
     P10I,
     W,
-    decimal_of,
+    apply_changes,
     emit_side,
     load_side,
-    set_level,
+    read_changes,
     top_crc_text,
 )
-from ddms.io.venues.binance_book import _key, _skip_scalar, _ws
+from ddms.io.venues.binance_book import _key, _skip_scalar, _ws, name_index
 from ddms.io.venues.binance_chunk import _find
 from ddms.io.venues.coinbase_chunk import (
     _M_NA,
@@ -110,21 +108,6 @@ def crc32(buf, n):  # pragma: no cover - compiled
     for i in range(n):
         c = _CRC[(c ^ np.uint32(buf[i])) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
     return c ^ np.uint32(0xFFFFFFFF)
-
-
-@njit(cache=True, nogil=True)
-def _name(buf, s, e, tab, lens):  # pragma: no cover - compiled
-    ln = e - s
-    for k in range(tab.shape[0]):
-        if lens[k] == ln:
-            ok = True
-            for j in range(ln):
-                if buf[s + j] != tab[k, j]:
-                    ok = False
-                    break
-            if ok:
-                return k
-    return -1
 
 
 @njit(cache=True, nogil=True)
@@ -205,7 +188,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         ks, ke, i = _key(buf, i, n)
         if i < 0:
             return _STOP_SLOW, -1, k, 0, 0
-        kid = _name(buf, ks, ke, _TOP, _TOPLEN)
+        kid = name_index(buf, ks, ke, _TOP, _TOPLEN)
         if kid < 0 or (seen >> kid) & 1:
             return _STOP_SLOW, -1, k, 0, 0
         seen |= 1 << kid
@@ -218,7 +201,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
                 ks, ke, i = _key(buf, i, n)
                 if i < 0:
                     return _STOP_SLOW, -1, k, 0, 0
-                aid = _name(buf, ks, ke, _ARG, _ARGLEN)
+                aid = name_index(buf, ks, ke, _ARG, _ARGLEN)
                 if aid >= 0:
                     if (aseen >> aid) & 1:
                         return _STOP_SLOW, -1, k, 0, 0
@@ -259,7 +242,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     snap = _eq(buf, xa, xb, _SNAPSHOT)
     if _ws(buf, i + 1, n) != n or seen != 7 or not (snap or _eq(buf, xa, xb, _UPDATE)):
         return _STOP_SLOW, -1, k, 0, 0
-    if _name(buf, ca, cb, _CHANNELS, _CHANLEN) < 0:
+    if name_index(buf, ca, cb, _CHANNELS, _CHANLEN) < 0:
         return _STOP_SLOW, -1, k, 0, 0
     # data: exactly one object
     i = _ws(buf, data_at + 1, n)
@@ -277,7 +260,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
             ks, ke, i = _key(buf, i, n)
             if i < 0:
                 return _STOP_SLOW, -1, k, 0, 0
-            did = _name(buf, ks, ke, _DATA, _DATALEN)
+            did = name_index(buf, ks, ke, _DATA, _DATALEN)
             if did < 0 or (dseen >> did) & 1:
                 return _STOP_SLOW, -1, k, 0, 0
             dseen |= 1 << did
@@ -349,30 +332,9 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     nb, na, scale = meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_SCALE]
     held = 0 if snap else nb + na
     Ib, Ia = LI[2 * s], LI[2 * s + 1]
-    final = scale
-    steps = 0
-    need_b = need_a = 0
-    for c in range(nch):
-        st1, m1, d1 = decimal_of(buf, ch[c, 1], ch[c, 2])
-        st2, m2, d2 = decimal_of(buf, ch[c, 3], ch[c, 4])
-        if st1 != OK or st2 != OK or ch[c, 2] - ch[c, 1] > W or ch[c, 4] - ch[c, 3] > W:
-            return _STOP_SLOW, -1, k, 0, 0
-        if d1 > final:
-            final = d1
-            steps += 1
-        ch[c, 5] = m1
-        ch[c, 6] = d1
-        chv[c, 0] = np.float64(m1) / P10F[d1]
-        chv[c, 1] = np.float64(m2) / P10F[d2]
-        if m2 == 0:
-            ch[c, 0] += 2
-        if ch[c, 0] % 2 == 0:
-            need_b += 1
-        else:
-            need_a += 1
-    for c in range(nch):
-        if ch[c, 5] > (MAX_ID - 1) // P10I[final - ch[c, 6]]:
-            return _STOP_SLOW, -1, k, 0, 0
+    ok, final, steps, need_b, need_a = read_changes(buf, ch, chv, nch, scale)
+    if not ok:
+        return _STOP_SLOW, -1, k, 0, 0
     if final > scale and not snap:
         mul = P10I[final - scale]
         if (nb > 0 and Ib[nb - 1, 0] > (MAX_ID - 1) // mul) or (na > 0 and Ia[0, 0] > (MAX_ID - 1) // mul):
@@ -416,23 +378,8 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
             nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nbids, t, buf, nord, oi, oc, k)
             na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nbids, nch, t, buf, nord, oi, oc, k)
             scale = final
-    for c in range(0 if not fast else nch, nch):
-        side = ch[c, 0] % 2
-        d1 = ch[c, 6]
-        if d1 > scale:
-            mul = P10I[d1 - scale]
-            k = emit_side(Ib, Fb, nb, 0, -1, mul, oi, oc, k)
-            k = emit_side(Ia, Fa, na, 1, -1, mul, oi, oc, k)
-            scale = d1
-        pid = ch[c, 5] * P10I[scale - d1]
-        x = 2 * s + side
-        nn = nb if side == 0 else na
-        nn, k, nord = set_level(LI[x], LF[x], LS[x], nn, side, pid, chv[c, 0], ch[c, 0] >= 2, chv[c, 1], t,
-                                buf, ch[c, 1], ch[c, 2] - ch[c, 1], ch[c, 3], ch[c, 4] - ch[c, 3], nord, oi, oc, k)
-        if side == 0:
-            nb = nn
-        else:
-            na = nn
+    nb, na, scale, nord, k = apply_changes(LI, LF, LS, s, ch, chv, nch if fast else 0, nch, nb, na, scale, t, buf, nord,
+                                           oi, oc, k)
     meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale
     if (dseen >> 4) & 1:
         meta[s, _M_LAST] = seq
