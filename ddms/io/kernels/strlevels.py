@@ -47,6 +47,20 @@ P10F = np.array([10.0**i for i in range(23)])
 OK, BAD, BIG = 0, 1, 2
 
 
+@njit(cache=True, nogil=True)
+def put_row(oi, oc, k, side, sign, t, pid, qty, px):  # pragma: no cover - compiled
+    """Output row ``k`` of a level's engine event: ``oi[k] = (side, sign)``, ``oc[k] = (t, pid,
+    broker 0, volume, price)``.  Returns ``k + 1``."""
+    oi[k, 0] = side
+    oi[k, 1] = sign
+    oc[k, 0] = t
+    oc[k, 1] = pid
+    oc[k, 2] = 0.0
+    oc[k, 3] = qty
+    oc[k, 4] = px
+    return k + 1
+
+
 @njit(cache=True, nogil=True, inline="always")
 def decimal_of(buf, a, b):  # pragma: no cover - compiled
     """The decimal string ``buf[a:b]`` (its content, without quotes).  Returns ``(status, m, d)``:
@@ -130,14 +144,7 @@ def set_level(Iv, F, S, n, side, pid, fpx, qzero, fqty, t, buf, ps, pl, qs, ql, 
     made room (``n < Iv.shape[0]``, two output rows).  Returns ``(n, k, nord)``."""
     r = find(Iv, n, pid, 1 - 2 * side)
     if r >= 0:
-        oi[k, 0] = side
-        oi[k, 1] = -1
-        oc[k, 0] = F[r, 0]
-        oc[k, 1] = float(pid)
-        oc[k, 2] = 0.0
-        oc[k, 3] = F[r, 1]
-        oc[k, 4] = F[r, 2]
-        k += 1
+        k = put_row(oi, oc, k, side, -1, F[r, 0], float(pid), F[r, 1], F[r, 2])
         if qzero:
             for j in range(r, n - 1):
                 Iv[j] = Iv[j + 1]
@@ -166,14 +173,7 @@ def set_level(Iv, F, S, n, side, pid, fpx, qzero, fqty, t, buf, ps, pl, qs, ql, 
     F[r, 0] = t
     F[r, 1] = fqty
     F[r, 2] = fpx
-    oi[k, 0] = side
-    oi[k, 1] = 1
-    oc[k, 0] = t
-    oc[k, 1] = float(pid)
-    oc[k, 2] = 0.0
-    oc[k, 3] = fqty
-    oc[k, 4] = fpx
-    return n, k + 1, nord
+    return n, put_row(oi, oc, k, side, 1, t, float(pid), fqty, fpx), nord
 
 
 @njit(cache=True, nogil=True)
@@ -227,24 +227,10 @@ def emit_side(Iv, F, n, side, sign, mul, oi, oc, k):  # pragma: no cover - compi
     order = np.argsort(Iv[:n, 1], kind="mergesort")
     for j in range(n):
         r = order[j]
-        oi[k, 0] = side
-        oi[k, 1] = sign
-        oc[k, 0] = F[r, 0]
-        oc[k, 1] = float(Iv[r, 0])
-        oc[k, 2] = 0.0
-        oc[k, 3] = F[r, 1]
-        oc[k, 4] = F[r, 2]
-        k += 1
+        k = put_row(oi, oc, k, side, sign, F[r, 0], float(Iv[r, 0]), F[r, 1], F[r, 2])
         if mul > 1:
             Iv[r, 0] *= mul
-            oi[k, 0] = side
-            oi[k, 1] = 1
-            oc[k, 0] = F[r, 0]
-            oc[k, 1] = float(Iv[r, 0])
-            oc[k, 2] = 0.0
-            oc[k, 3] = F[r, 1]
-            oc[k, 4] = F[r, 2]
-            k += 1
+            k = put_row(oi, oc, k, side, 1, F[r, 0], float(Iv[r, 0]), F[r, 1], F[r, 2])
     return k
 
 
@@ -278,14 +264,7 @@ def load_side(Iv, F, S, side, ch, chv, c0, c1, t, buf, nord, oi, oc, k):  # prag
         r = cur[g]
         qzero = ch[c, 0] >= 2
         if r >= 0:
-            oi[k, 0] = side
-            oi[k, 1] = -1
-            oc[k, 0] = F[r, 0]
-            oc[k, 1] = float(Iv[r, 0])
-            oc[k, 2] = 0.0
-            oc[k, 3] = F[r, 1]
-            oc[k, 4] = F[r, 2]
-            k += 1
+            k = put_row(oi, oc, k, side, -1, F[r, 0], float(Iv[r, 0]), F[r, 1], F[r, 2])
             if qzero:
                 dead[r] = True
                 cur[g] = -1
@@ -309,14 +288,7 @@ def load_side(Iv, F, S, side, ch, chv, c0, c1, t, buf, nord, oi, oc, k):  # prag
         F[r, 0] = t
         F[r, 1] = chv[c, 1]
         F[r, 2] = chv[c, 0]
-        oi[k, 0] = side
-        oi[k, 1] = 1
-        oc[k, 0] = t
-        oc[k, 1] = float(Iv[r, 0])
-        oc[k, 2] = 0.0
-        oc[k, 3] = chv[c, 1]
-        oc[k, 4] = chv[c, 0]
-        k += 1
+        k = put_row(oi, oc, k, side, 1, t, float(Iv[r, 0]), chv[c, 1], chv[c, 0])
     # the live rows, sorted towards the best
     live = 0
     for r in range(n):
