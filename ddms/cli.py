@@ -189,7 +189,7 @@ def build_warm_engine(program, name: str):
     from ddms.backend.codegen import generate
     from ddms.runtime.warm import WarmEngine
 
-    if compiled_before(generate(program).digest):
+    if compiled_before(generate(program)):
         return None
 
     def ready(engine, seconds: float) -> None:

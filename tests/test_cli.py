@@ -107,7 +107,7 @@ def test_run_says_whether_it_compiles_or_loads(tmp_path, capsys, monkeypatch):
     from ddms.runtime.engine import load_program
     prog = write(tmp_path, "vw.m3", VWAP_M3.read_text().replace("0.25", "0.375"))   # a program of its own
     data = write(tmp_path, "book.csv", SAMPLE)
-    digest = generate(load_program(prog)).digest
+    digest = generate(load_program(prog))
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "empty"))
     assert not compiled_before(digest)
     monkeypatch.undo()

@@ -265,7 +265,7 @@ def test_compiled_before_is_per_module_folder(tmp_path, monkeypatch):
     from ddms.backend.codegen import generate
     program = load_program(PROGRAMS["vwap"])
     Engine(program)    # compiled (or loaded) under the default folder
-    digest = generate(program).digest
+    digest = generate(program)
     assert compiled_before(digest)
     monkeypatch.setenv("DDMS_CACHE_DIR", str(tmp_path / "elsewhere"))
     assert not compiled_before(digest)

@@ -148,7 +148,7 @@ class Engine:
         self.program = load_program(program)
         self.generated: Generated = generate(self.program)
         if on_build is not None:
-            on_build(compiled_before(self.generated.digest))
+            on_build(compiled_before(self.generated))
         self.module = load_module(self.generated.source, self.generated.digest)
         self.state = self.module.new_state()
         for name, value in initial_values(self.program).items():
