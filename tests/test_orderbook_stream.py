@@ -591,3 +591,41 @@ def test_memory_faulted_ahead_on_helper_threads_changes_nothing():
     small_rest = events_of(small.feed(data[cut:]), small.close())
     assert rest == small_rest
     table_check(ahead2._keys, ahead2._vals, int(ahead2._meta[3]))
+
+
+def test_fault_ahead_starts_no_thread_per_job_and_large_tables_sit_on_huge_pages(monkeypatch):
+    """The fault-ahead jobs go to the process's one helper thread (``ddms.io.pages.helper``):
+    ``Thread.start`` made the parsing thread wait until the new thread ran (milliseconds on a busy
+    2-core machine), once per job.  The order table's arrays of 1 MiB or more are mapped on huge
+    pages, whether grown ahead or in place; the events are those of a plain parser either way."""
+    import mmap
+    import threading
+
+    from ddms.io.kernels.ordertable import table_check
+    from ddms.io.pages import _CAN_HUGE, HUGE_MIN, helper
+
+    helper()   # (started once per process, before any timed run)
+    starts = []
+    start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda self: (starts.append(self.name), start(self))[1])
+    data = "".join(f"{i},{100_000 + i},{'BS'[i % 2]},{1 + i % 7},{1000 + i % 97}\n" for i in range(40_000)).encode()
+    cuts = list(range(0, len(data), 50_000))[1:]
+    plain, ref = feed_pieces(data, cuts)
+    ahead = OrderBookParser()
+    ahead.fault_ahead = True
+    got, prev = [], 0
+    for c in cuts + [len(data)]:
+        got.append(ahead.feed(data[prev:c]))
+        prev = c
+    ahead.wait_helpers()
+    assert starts == []
+    assert ahead.tables_made_ahead >= 2 and ahead.outputs_made_ahead >= 1
+    assert events_of(*got) == events_of(*ref)
+    for p in (ahead, plain):
+        assert p._keys.shape[0] == 1 << 17 and p._vals.nbytes >= HUGE_MIN
+        table_check(p._keys, p._vals, int(p._meta[3]))
+        if _CAN_HUGE:
+            root = p._vals
+            while root.base is not None and isinstance(root.base, np.ndarray):
+                root = root.base
+            assert isinstance(root.base, memoryview) and isinstance(root.base.obj, mmap.mmap)
