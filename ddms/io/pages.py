@@ -16,6 +16,7 @@ from a queue instead (a put costs ~1 us).
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 import queue
@@ -45,7 +46,7 @@ def huge_empty(shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
     asked for, and the whole last huge page of memory once any of it is written.  O(1)."""
     dtype = np.dtype(dtype)
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < HUGE_MIN or not _CAN_HUGE:
         return np.empty(shape, dtype)
     size = -(-nbytes // HUGE) * HUGE + HUGE   # room to align the start

@@ -66,9 +66,11 @@ def warm(engine: Any, parsers: Sequence[Any]) -> None:
             throwaway.fault_ahead = any(p.fault_ahead for p in parsers if type(p) is kind)
             # two feeds: the first grows its table in place (grow), the second into arrays made
             # ahead on a helper thread (blank, grow_into) when ddms run's parsers do that
-            half = WARM_ORDERBOOK.index(b"4,1200,")
+            # (the second as a memoryview with a partial line before it, as ddms run's chunks come:
+            # the newline searches for buffers without rfind)
+            half = WARM_ORDERBOOK.index(b"4,1200,") + 3
             throwaway.feed(WARM_ORDERBOOK[:half])
-            throwaway.feed(WARM_ORDERBOOK[half:])
+            throwaway.feed(memoryview(WARM_ORDERBOOK)[half:])
             throwaway.close()
             throwaway.wait_helpers()   # (their kernels load on them: not inside the timed run)
     engine.snapshot()
