@@ -149,10 +149,11 @@ def _run_chunks(path: Path) -> Iterator[bytes]:
     or copies its input before returning; ``parse_chunks`` asks for the next chunk after that).
     Why: ``f.read`` returned fresh ``bytes`` each time, ~300 page faults on big/finance.csv's
     2.7 MB (~0.5 ms on the parsing thread of a ~8 ms run); one buffer faults its pages once."""
+    import numpy as np  # (loaded already: the engine's)
+
     with open(path, "rb") as f:
         left = os.fstat(f.fileno()).st_size
         size = FIRST_CHUNK
-        import numpy as np   # (loaded already: the engine's)
         # np.empty, not bytearray(n), which writes zeros into all of it: 64 page faults (~0.1 ms)
         # before the first read, on the pipeline's critical path; unwritten pages fault as read into
         buf = memoryview(np.empty(RUN_CHUNK, np.uint8))
@@ -299,7 +300,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         batches = ckpt.batches(lambda chunks, size: _progress_chunks(chunks, size, label))
     elif not demo:   # parse the next chunk on another core while this one is applied
         batches = prefetch(batches)
-        for p in parsers:   # and grow the order table on a third thread (its page faults)
+        for p in parsers:   # and fault in the memory it needs next on a helper thread (ddms.io.pages)
             if hasattr(p, "fault_ahead"):
                 p.fault_ahead = True
     if args.until:

@@ -234,3 +234,38 @@ def test_run_reads_small_chunks_at_both_ends(tmp_path):
             assert all(b <= 2 * a for a, b in zip(sizes, sizes[1:], strict=False))
         if n >= 10 * cli.RUN_CHUNK:
             assert cli.RUN_CHUNK in sizes and len(sizes) < n // cli.RUN_CHUNK + 20
+
+
+def test_prefetch_thread_starts_at_once_reads_only_when_asked_and_ends_when_dropped():
+    """``prefetch`` starts its thread when called (``ddms run`` calls it before its clock) but the
+    thread reads nothing before the first batch is asked for; a prefetch dropped unstarted lets
+    its thread end."""
+    import gc
+    import threading
+    import time
+
+    from ddms.runtime.driver import prefetch
+
+    def alive() -> int:
+        return sum(t.name == "ddms-prefetch" and t.is_alive() for t in threading.enumerate())
+
+    before = alive()
+    read = []
+
+    def source():
+        for i in range(3):
+            read.append(i)
+            yield i
+    it = prefetch(source())
+    assert alive() == before + 1
+    time.sleep(0.05)
+    assert read == []                 # nothing read before the first next()
+    assert list(it) == [0, 1, 2] and read == [0, 1, 2]
+    assert alive() == before
+    it = prefetch(source())
+    del it
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while alive() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert alive() == before
