@@ -39,9 +39,12 @@ are kept as :class:`~ddms.errors.InputError` objects in ``parser.bad_samples``.
 Cost: parsing and applying are one numba kernel over a ``uint8`` view of the chunk (no copy);
 the order table is an open-addressing hash table (linear probing, backward-shift deletion) of
 plain numpy arrays kept across calls, so a line costs one or two O(1) probes.  About 30 ns a
-line on big/finance.csv replayed (33 ns before the numbers were read eight digits at a time),
-~50 ns in a single pass (branches on the action not learnt), page faults on top in a fresh
-process (:attr:`OrderBookParser.fault_ahead` moves most of them to helper threads).  Plain
+line on big/finance.csv replayed (33 ns before the numbers were read eight digits at a time);
+a single pass in a fresh process of ``ddms run`` ~31-35 ns in the kernel and ~46-50 ns all in
+(reading, the Python around each chunk), once its page faults are gone: order tables of 1 MiB
+or more sit on huge pages (:func:`_new_table_arrays`) and :attr:`OrderBookParser.fault_ahead`
+has the process's helper thread fault in the next table and output buffers (~35 faults left on
+the parsing thread of big/finance.csv, from ~1,350 two stops earlier).  Plain
 integer fields (all of the real data) are read eight digits at a time
 (:func:`~ddms.io.kernels.decimal.parse_number_wide`) away from the end of the chunk, byte by
 byte near it; other decimals take the exact Clinger fast path (<= 18 significant digits, power
@@ -542,7 +545,7 @@ class OrderBookParser:
         self._keys, self._vals = _grow_into(self._keys, self._vals, keys, vals, self._meta, 3, bits)
 
     def wait_helpers(self) -> None:
-        """Wait for the helper threads of :attr:`fault_ahead` (their work stays for later use)."""
+        """Wait for the helper thread's jobs of :attr:`fault_ahead` (their work stays for later use)."""
         for ahead in (self._ahead, self._out_ahead):
             if ahead is not None:
                 ahead[0].join()
