@@ -269,3 +269,29 @@ def test_prefetch_thread_starts_at_once_reads_only_when_asked_and_ends_when_drop
     while alive() > before and time.monotonic() < deadline:
         time.sleep(0.01)
     assert alive() == before
+
+
+def test_run_chunks_read_ahead_on_the_helper_and_stay_valid_until_the_next(tmp_path, monkeypatch):
+    """``ddms run``'s chunks: the next one is read on the helper thread while this one is parsed
+    (so each chunk after the first was read by a job of the helper), each chunk holds the file's
+    bytes until the next is asked for, and closing early waits for the read in flight."""
+    from ddms import cli
+    from ddms.io import pages
+
+    data = bytes(range(256)) * (4 * cli.RUN_CHUNK // 256 + 7)
+    path = tmp_path / "f.csv"
+    path.write_bytes(data)
+    jobs = []
+    submit = pages.Helper.submit
+    monkeypatch.setattr(pages.Helper, "submit",
+                        lambda self, fn, *a: (jobs.append(fn.__name__), submit(self, fn, *a))[1])
+    pos, n = 0, 0
+    for chunk in cli._run_chunks(path):
+        assert bytes(chunk) == data[pos:pos + len(chunk)]
+        pos += len(chunk)
+        n += 1
+    assert pos == len(data) and jobs.count("read") == n   # every chunk after the first, and the final empty read
+    it = cli._run_chunks(path)
+    first = bytes(next(it))
+    it.close()
+    assert first == data[:cli.FIRST_CHUNK]
