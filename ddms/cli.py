@@ -151,8 +151,10 @@ def _run_chunks(path: Path) -> Iterator[bytes]:
     big/finance.csv's 2.7 MB (~0.5 ms on the parsing thread of a ~8 ms run).  While a chunk is
     parsed, the process's helper thread (:func:`ddms.io.pages.helper`) reads the next one into
     the other buffer: reading (a copy out of the page cache, ~0.5 ms of big/finance.csv) leaves
-    the parsing thread, which bounds the faster views' end to end.  An error reading is raised
-    where the chunk is asked for, as a plain read's would be."""
+    the parsing thread, which bounds the faster views' end to end.  If the helper has not begun
+    that read when the chunk is asked for (it waits for a core on a loaded machine), this thread
+    reads it instead of waiting.  An error reading is raised where the chunk is asked for, as a
+    plain read's would be."""
     import numpy as np  # (loaded already: the engine's)
 
     from ddms.io.pages import helper
@@ -174,10 +176,13 @@ def _run_chunks(path: Path) -> Iterator[bytes]:
             left -= n
             size = min(RUN_CHUNK, 2 * size, max(FIRST_CHUNK, left // 4))
             ahead = helper().submit(read, 1 - i, size)
+            asked = False
             try:
                 yield bufs[i][:n]
-            finally:   # (also when closed early: the file stays open until the read is done)
-                ahead.join()
+                asked = True
+            finally:   # (also when closed early: the file stays open until a read begun is done)
+                if ahead.cancel_or_join() and asked:   # the helper had not got to it (a loaded machine)
+                    read(1 - i, size)
             i = 1 - i
 
 

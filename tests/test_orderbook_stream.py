@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -629,3 +630,29 @@ def test_fault_ahead_starts_no_thread_per_job_and_large_tables_sit_on_huge_pages
             while root.base is not None and isinstance(root.base, np.ndarray):
                 root = root.base
             assert isinstance(root.base, memoryview) and isinstance(root.base.obj, mmap.mmap)
+
+
+def test_fault_ahead_never_writes_rows_of_a_batch_however_late_the_helper_runs():
+    """The helper writes (zeros) the upper rows of a new output buffer, for the larger chunks it is
+    reused for.  Dense lines (a replacement makes two events in 10 bytes) fill more rows than the
+    feed's estimate (one event per 16 bytes), so those writes may only start once the feed is
+    done: with the helper held back until after the feed, every event of the batch is intact."""
+    from ddms.io.pages import helper
+
+    gate, running = threading.Event(), threading.Event()
+
+    def hold():
+        running.set()
+        gate.wait()
+    held = helper().submit(hold)
+    running.wait()
+    data = b"1,7,B,1,1\n" * 3000 + b"2,8,S,2,3\n"   # 6,000 events for an estimate of 1,939
+    plain, ref = feed_pieces(data, [])
+    p = OrderBookParser()
+    p.fault_ahead = True
+    got = [p.feed(data)]
+    gate.set()
+    held.join()
+    p.wait_helpers()
+    got.append(p.close())
+    assert len(got[0]) == 6000 and events_of(*got) == events_of(*ref)

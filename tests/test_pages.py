@@ -122,3 +122,21 @@ def test_one_helper_per_process_and_a_new_one_after_fork():
     _, status = os.waitpid(pid, 0)
     assert os.read(read, 2) == b"ok" and status == 0
     os.close(read)
+
+
+def test_cancel_or_join_takes_back_a_job_not_started_and_waits_for_one_running():
+    h = Helper()
+    gate, running = threading.Event(), threading.Event()
+
+    def blocker():
+        running.set()
+        gate.wait()
+    first = h.submit(blocker)
+    ran: list[int] = []
+    second = h.submit(ran.append, 2)
+    running.wait()
+    assert second.cancel_or_join() is True      # queued behind the blocker: never runs
+    gate.set()
+    assert first.cancel_or_join() is False      # was running: waited for
+    h.submit(ran.append, 3).join()
+    assert ran == [3] and second.done and first.done

@@ -381,6 +381,8 @@ class OrderBookParser:
         self.outputs_made_ahead = 0  # output buffers the helper faulted in (tests)
         self._ahead: tuple[Job, tuple[np.ndarray, np.ndarray], int] | None = None
         self._out_ahead: tuple[Job, _Out] | None = None
+        self._fresh: _Out | None = None   # the output buffer made by this feed, on this thread
+        self._touching: dict[int, Job] = {}   # id(spare buffer) -> the helper's job writing its upper rows
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -460,6 +462,7 @@ class OrderBookParser:
         if err is None:
             self._partial += data[end:]
             self._prepare_growth()
+        self._touch_rest(out, k)
         return self._batch(out, k, first, skipped, err)
 
     def close(self) -> EventBatch:
@@ -494,21 +497,21 @@ class OrderBookParser:
         for i in range(len(self._spare) - 1, -1, -1):   # the most recently used free one: its pages are warm
             buf = self._spare[i]
             if buf.rel.shape[0] >= n and all(sys.getrefcount(getattr(buf, c)) <= 2 for c in buf.COLUMNS):
+                self._settle(buf)
                 del self._spare[i]
                 self._spare.append(buf)
                 return buf
         ahead, self._out_ahead = self._out_ahead, None
         if ahead is not None and ahead[1].rel.shape[0] >= n:
-            ahead[0].join()   # (done long ago, normally: it started a feed earlier)
+            ahead[0].cancel_or_join()   # (done long ago, normally: it started a feed earlier)
             buf = ahead[1]
             self.outputs_made_ahead += 1
         else:
             buf = _Out(max(n, _MIN_OUT))
-            if self.fault_ahead:   # the rows this feed cannot reach, for the larger chunks it is reused for
-                self._touch_ahead(buf, n)
+            self._fresh = buf
         self._spare.append(buf)
         if len(self._spare) > _SPARE:
-            del self._spare[0]
+            self._settle(self._spare.pop(0))
         elif self.fault_ahead:   # the pipeline is still filling: the next feed will want a new buffer too
             nxt = _Out(max(n, _MIN_OUT))
             self._out_ahead = (self._touch_ahead(nxt, 0), nxt)
@@ -518,10 +521,25 @@ class OrderBookParser:
     def _touch_ahead(buf: _Out, lo: int) -> Job:
         """Have the helper write rows ``lo:`` of ``buf`` up to what real data fills of the largest
         chunk (~1 event a 28-byte line; capacities are one event per 16 bytes): a buffer first used
-        for a small chunk is reused for larger ones.  The parsing thread writes only rows below
-        ``lo`` meanwhile (or, full, moves to new arrays: :meth:`~ddms.io.events.EventBuffer.grow`)."""
+        for a small chunk is reused for larger ones.  Nothing else may write those rows until the
+        job is settled (:meth:`_settle`)."""
         hi = buf.rel.shape[0] * 5 // 8
         return helper().submit(_touch, buf.rel, buf.sign, buf.cols, buf.line, min(lo, hi), hi)
+
+    def _touch_rest(self, out: _Out, k: int) -> None:
+        """After a feed that wrote rows ``:k`` of a buffer made for it on this thread: the helper
+        writes the rows above (the larger chunks it is reused for will fill them), and the buffer
+        is not reused before that job is settled.  Only after the feed: the kernel may write any
+        row below the capacity, so a concurrent write there would race with it."""
+        if self._fresh is out and self.fault_ahead:
+            self._touching[id(out)] = self._touch_ahead(out, k)
+        self._fresh = None
+
+    def _settle(self, buf: _Out) -> None:
+        """Before ``buf`` is written again or dropped: its helper job finished, or is taken back unstarted."""
+        job = self._touching.pop(id(buf), None)
+        if job is not None:
+            job.cancel_or_join()
 
     def _batch(self, out: _Out, k: int, first: int, skipped: int, err: InputError | None) -> EventBatch:
         return EventBatch(out.rel[:k], out.sign[:k], out.cols[:k], out.line[:k], first + 1,
@@ -535,7 +553,8 @@ class OrderBookParser:
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             job, box, ahead_cap = ahead
-            job.join()   # (made long ago, normally: it started a quarter of the table earlier)
+            if job.cancel_or_join() and ahead_cap == cap:   # (the helper had not got to it: clear here)
+                _clear(box[0], box[1])
             if ahead_cap == cap:
                 self._keys, self._vals = _grow_into(self._keys, self._vals, box[0], box[1], self._meta, 3, bits)
                 self.tables_made_ahead += 1
@@ -549,6 +568,8 @@ class OrderBookParser:
         for ahead in (self._ahead, self._out_ahead):
             if ahead is not None:
                 ahead[0].join()
+        for job in self._touching.values():
+            job.join()
 
     def _prepare_growth(self) -> None:
         """With :attr:`fault_ahead`, start making the next table's arrays once a quarter full (3/8 from

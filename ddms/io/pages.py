@@ -60,19 +60,46 @@ def huge_empty(shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
     return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
-class Job:
-    """A job of the :class:`Helper`: :meth:`join` waits for it (and re-raises its exception)."""
+_PENDING, _STARTED, _CANCELLED = 0, 1, 2
 
-    __slots__ = ("_done", "_error")
+
+class Job:
+    """A job of the :class:`Helper`: :meth:`join` waits for it (and re-raises its exception);
+    :meth:`cancel_or_join` takes it back if the helper has not started it."""
+
+    __slots__ = ("_done", "_error", "_lock", "_state")
 
     def __init__(self) -> None:
         self._done = threading.Event()
         self._error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._state = _PENDING
 
     def join(self) -> None:
         self._done.wait()
         if self._error is not None:
             raise self._error
+
+    def cancel_or_join(self) -> bool:
+        """True if the helper had not started the job: it never will, and the caller does
+        without it or does the work itself.  Else wait for it to finish (as :meth:`join`) and
+        return False.  Why: on a loaded machine the helper may wait milliseconds for a core, and
+        a thread that needs the work now should not wait for it to be scheduled, only for work
+        already running."""
+        with self._lock:
+            if self._state == _PENDING:
+                self._state = _CANCELLED
+                self._done.set()
+                return True
+        self.join()
+        return False
+
+    def _start(self) -> bool:   # (the helper: whether to run it)
+        with self._lock:
+            if self._state == _CANCELLED:
+                return False
+            self._state = _STARTED
+            return True
 
     @property
     def done(self) -> bool:
@@ -92,6 +119,8 @@ class Helper:
     def _loop(self) -> None:
         while True:
             fn, args, job = self._jobs.get()
+            if not job._start():
+                continue
             try:
                 fn(*args)
             except BaseException as e:  # noqa: BLE001 - handed to whoever joins the job
