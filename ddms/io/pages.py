@@ -70,13 +70,17 @@ class Job:
     __slots__ = ("_done", "_error", "_lock", "_state")
 
     def __init__(self) -> None:
-        self._done = threading.Event()
+        # a held lock, released once the job is over: cheaper than threading.Event (whose set and
+        # wait run Python code under the GIL, which the parsing and applying threads want too)
+        self._done = threading.Lock()
+        self._done.acquire()
         self._error: BaseException | None = None
         self._lock = threading.Lock()
         self._state = _PENDING
 
     def join(self) -> None:
-        self._done.wait()
+        with self._done:
+            pass
         if self._error is not None:
             raise self._error
 
@@ -89,7 +93,7 @@ class Job:
         with self._lock:
             if self._state == _PENDING:
                 self._state = _CANCELLED
-                self._done.set()
+                self._done.release()
                 return True
         self.join()
         return False
@@ -103,7 +107,7 @@ class Job:
 
     @property
     def done(self) -> bool:
-        return self._done.is_set()
+        return not self._done.locked()
 
 
 class Helper:
@@ -125,7 +129,7 @@ class Helper:
                 fn(*args)
             except BaseException as e:  # noqa: BLE001 - handed to whoever joins the job
                 job._error = e
-            job._done.set()
+            job._done.release()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Job:
         job = Job()
