@@ -11,6 +11,7 @@ import gc
 import mmap
 import os
 import threading
+import time
 import weakref
 from pathlib import Path
 
@@ -119,8 +120,14 @@ def test_one_helper_per_process_and_a_new_one_after_fork():
         finally:
             os._exit(0)
     os.close(write)
-    _, status = os.waitpid(pid, 0)
-    assert os.read(read, 2) == b"ok" and status == 0
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if done[0] == 0:   # a child stuck (it forked a threaded process): never hang the suite
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child did not finish within 60 s")
+    assert os.read(read, 2) == b"ok" and done[1] == 0
     os.close(read)
 
 
