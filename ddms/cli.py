@@ -144,19 +144,46 @@ def _run_chunks(path: Path) -> Iterator[bytes]:
     parsing of 64 KiB and the applying of a last small chunk.  Cost: ~20 more chunks per file
     at ~30 us each (a feed, an apply call and a queue hand-off).
 
-    Every chunk is a ``memoryview`` of one buffer, read into again (``readinto``) for the next
-    chunk: **a chunk is valid until the next one is asked for** (every reader's ``feed`` parses
-    or copies its input before returning; ``parse_chunks`` asks for the next chunk after that).
-    Why: ``f.read`` returned fresh ``bytes`` each time, ~300 page faults on big/finance.csv's
-    2.7 MB (~0.5 ms on the parsing thread of a ~8 ms run); one buffer faults its pages once."""
+    Every chunk is a ``memoryview`` of one of two buffers, read into again (``readinto``) for a
+    later chunk: **a chunk is valid until the next one is asked for** (every reader's ``feed``
+    parses or copies its input before returning; ``parse_chunks`` asks for the next chunk after
+    that).  Why: ``f.read`` returned fresh ``bytes`` each time, ~300 page faults on
+    big/finance.csv's 2.7 MB (~0.5 ms on the parsing thread of a ~8 ms run).  While a chunk is
+    parsed, the process's helper thread (:func:`ddms.io.pages.helper`) reads the next one into
+    the other buffer: reading (a copy out of the page cache, ~0.5 ms of big/finance.csv) leaves
+    the parsing thread, which bounds the faster views' end to end.  If the helper has not begun
+    that read when the chunk is asked for (it waits for a core on a loaded machine), this thread
+    reads it instead of waiting.  An error reading is raised where the chunk is asked for, as a
+    plain read's would be."""
+    import numpy as np  # (loaded already: the engine's)
+
+    from ddms.io.pages import helper
+
     with open(path, "rb") as f:
         left = os.fstat(f.fileno()).st_size
+        # np.empty, not bytearray(n), which writes zeros into all of it: 64 page faults (~0.1 ms)
+        # before the first read, on the pipeline's critical path; unwritten pages fault as read into
+        bufs = [memoryview(np.empty(RUN_CHUNK, np.uint8)) for _ in range(2)]
+        got = [0, 0]
+
+        def read(i: int, size: int) -> None:   # on the helper thread
+            got[i] = f.readinto(bufs[i][:size])
+
         size = FIRST_CHUNK
-        buf = memoryview(bytearray(RUN_CHUNK))
-        while n := f.readinto(buf[:size]):
-            yield buf[:n]
+        read(0, size)   # (the first on this thread: nothing to overlap it with)
+        i = 0
+        while n := got[i]:
             left -= n
             size = min(RUN_CHUNK, 2 * size, max(FIRST_CHUNK, left // 4))
+            ahead = helper().submit(read, 1 - i, size)
+            asked = False
+            try:
+                yield bufs[i][:n]
+                asked = True
+            finally:   # (also when closed early: the file stays open until a read begun is done)
+                if ahead.cancel_or_join() and asked:   # the helper had not got to it (a loaded machine)
+                    read(1 - i, size)
+            i = 1 - i
 
 
 def build_engine(program, name: str):
@@ -296,7 +323,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         batches = ckpt.batches(lambda chunks, size: _progress_chunks(chunks, size, label))
     elif not demo:   # parse the next chunk on another core while this one is applied
         batches = prefetch(batches)
-        for p in parsers:   # and grow the order table on a third thread (its page faults)
+        for p in parsers:   # and fault in the memory it needs next on a helper thread (ddms.io.pages)
             if hasattr(p, "fault_ahead"):
                 p.fault_ahead = True
     if args.until:

@@ -234,3 +234,64 @@ def test_run_reads_small_chunks_at_both_ends(tmp_path):
             assert all(b <= 2 * a for a, b in zip(sizes, sizes[1:], strict=False))
         if n >= 10 * cli.RUN_CHUNK:
             assert cli.RUN_CHUNK in sizes and len(sizes) < n // cli.RUN_CHUNK + 20
+
+
+def test_prefetch_thread_starts_at_once_reads_only_when_asked_and_ends_when_dropped():
+    """``prefetch`` starts its thread when called (``ddms run`` calls it before its clock) but the
+    thread reads nothing before the first batch is asked for; a prefetch dropped unstarted lets
+    its thread end."""
+    import gc
+    import threading
+    import time
+
+    from ddms.runtime.driver import prefetch
+
+    def alive() -> int:
+        return sum(t.name == "ddms-prefetch" and t.is_alive() for t in threading.enumerate())
+
+    before = alive()
+    read = []
+
+    def source():
+        for i in range(3):
+            read.append(i)
+            yield i
+    it = prefetch(source())
+    assert alive() == before + 1
+    time.sleep(0.05)
+    assert read == []                 # nothing read before the first next()
+    assert list(it) == [0, 1, 2] and read == [0, 1, 2]
+    assert alive() == before
+    it = prefetch(source())
+    del it
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while alive() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert alive() == before
+
+
+def test_run_chunks_read_ahead_on_the_helper_and_stay_valid_until_the_next(tmp_path, monkeypatch):
+    """``ddms run``'s chunks: the next one is read on the helper thread while this one is parsed
+    (so each chunk after the first was read by a job of the helper), each chunk holds the file's
+    bytes until the next is asked for, and closing early waits for the read in flight."""
+    from ddms import cli
+    from ddms.io import pages
+
+    data = bytes(range(256)) * (4 * cli.RUN_CHUNK // 256 + 7)
+    path = tmp_path / "f.csv"
+    path.write_bytes(data)
+    jobs = []
+    submit = pages.Helper.submit
+    monkeypatch.setattr(pages.Helper, "submit",
+                        lambda self, fn, *a: (jobs.append(fn.__name__), submit(self, fn, *a))[1])
+    pos, n = 0, 0
+    for chunk in cli._run_chunks(path):
+        assert bytes(chunk) == data[pos:pos + len(chunk)]
+        pos += len(chunk)
+        n += 1
+    assert pos == len(data) and jobs.count("read") == n   # every chunk after the first, and the final empty read
+    it = cli._run_chunks(path)
+    first = bytes(next(it))
+    it.close()
+    assert first == data[:cli.FIRST_CHUNK]

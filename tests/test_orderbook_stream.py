@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -591,3 +592,67 @@ def test_memory_faulted_ahead_on_helper_threads_changes_nothing():
     small_rest = events_of(small.feed(data[cut:]), small.close())
     assert rest == small_rest
     table_check(ahead2._keys, ahead2._vals, int(ahead2._meta[3]))
+
+
+def test_fault_ahead_starts_no_thread_per_job_and_large_tables_sit_on_huge_pages(monkeypatch):
+    """The fault-ahead jobs go to the process's one helper thread (``ddms.io.pages.helper``):
+    ``Thread.start`` made the parsing thread wait until the new thread ran (milliseconds on a busy
+    2-core machine), once per job.  The order table's arrays of 1 MiB or more are mapped on huge
+    pages, whether grown ahead or in place; the events are those of a plain parser either way."""
+    import mmap
+    import threading
+
+    from ddms.io.kernels.ordertable import table_check
+    from ddms.io.pages import _CAN_HUGE, HUGE_MIN, helper
+
+    helper()   # (started once per process, before any timed run)
+    starts = []
+    start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda self: (starts.append(self.name), start(self))[1])
+    data = "".join(f"{i},{100_000 + i},{'BS'[i % 2]},{1 + i % 7},{1000 + i % 97}\n" for i in range(40_000)).encode()
+    cuts = list(range(0, len(data), 50_000))[1:]
+    plain, ref = feed_pieces(data, cuts)
+    ahead = OrderBookParser()
+    ahead.fault_ahead = True
+    got, prev = [], 0
+    for c in cuts + [len(data)]:
+        got.append(ahead.feed(data[prev:c]))
+        prev = c
+    ahead.wait_helpers()
+    assert starts == []
+    assert ahead.tables_made_ahead >= 2 and ahead.outputs_made_ahead >= 1
+    assert events_of(*got) == events_of(*ref)
+    for p in (ahead, plain):
+        assert p._keys.shape[0] == 1 << 17 and p._vals.nbytes >= HUGE_MIN
+        table_check(p._keys, p._vals, int(p._meta[3]))
+        if _CAN_HUGE:
+            root = p._vals
+            while root.base is not None and isinstance(root.base, np.ndarray):
+                root = root.base
+            assert isinstance(root.base, memoryview) and isinstance(root.base.obj, mmap.mmap)
+
+
+def test_fault_ahead_never_writes_rows_of_a_batch_however_late_the_helper_runs():
+    """The helper writes (zeros) the upper rows of a new output buffer, for the larger chunks it is
+    reused for.  Dense lines (a replacement makes two events in 10 bytes) fill more rows than the
+    feed's estimate (one event per 16 bytes), so those writes may only start once the feed is
+    done: with the helper held back until after the feed, every event of the batch is intact."""
+    from ddms.io.pages import helper
+
+    gate, running = threading.Event(), threading.Event()
+
+    def hold():
+        running.set()
+        gate.wait()
+    held = helper().submit(hold)
+    running.wait()
+    data = b"1,7,B,1,1\n" * 3000 + b"2,8,S,2,3\n"   # 6,000 events for an estimate of 1,939
+    plain, ref = feed_pieces(data, [])
+    p = OrderBookParser()
+    p.fault_ahead = True
+    got = [p.feed(data)]
+    gate.set()
+    held.join()
+    p.wait_helpers()
+    got.append(p.close())
+    assert len(got[0]) == 6000 and events_of(*got) == events_of(*ref)

@@ -39,9 +39,12 @@ are kept as :class:`~ddms.errors.InputError` objects in ``parser.bad_samples``.
 Cost: parsing and applying are one numba kernel over a ``uint8`` view of the chunk (no copy);
 the order table is an open-addressing hash table (linear probing, backward-shift deletion) of
 plain numpy arrays kept across calls, so a line costs one or two O(1) probes.  About 30 ns a
-line on big/finance.csv replayed (33 ns before the numbers were read eight digits at a time),
-~50 ns in a single pass (branches on the action not learnt), page faults on top in a fresh
-process (:attr:`OrderBookParser.fault_ahead` moves most of them to helper threads).  Plain
+line on big/finance.csv replayed (33 ns before the numbers were read eight digits at a time);
+a single pass in a fresh process of ``ddms run`` ~31-35 ns in the kernel and ~46-50 ns all in
+(reading, the Python around each chunk), once its page faults are gone: order tables of 1 MiB
+or more sit on huge pages (:func:`_new_table_arrays`) and :attr:`OrderBookParser.fault_ahead`
+has the process's helper thread fault in the next table and output buffers (~35 faults left on
+the parsing thread of big/finance.csv, from ~1,350 two stops earlier).  Plain
 integer fields (all of the real data) are read eight digits at a time
 (:func:`~ddms.io.kernels.decimal.parse_number_wide`) away from the end of the chunk, byte by
 byte near it; other decimals take the exact Clinger fast path (<= 18 significant digits, power
@@ -59,7 +62,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import threading
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
@@ -78,11 +80,11 @@ from ddms.io.kernels.ordertable import FAST_GROWTH as _FAST_GROWTH
 from ddms.io.kernels.ordertable import INIT_BITS as _INIT_BITS
 from ddms.io.kernels.ordertable import clear as _clear
 from ddms.io.kernels.ordertable import find as _find
-from ddms.io.kernels.ordertable import grow as _grow
 from ddms.io.kernels.ordertable import grow_bits as _grow_bits
 from ddms.io.kernels.ordertable import grow_into as _grow_into
 from ddms.io.kernels.ordertable import put as _put
 from ddms.io.kernels.ordertable import remove as _remove
+from ddms.io.pages import Job, helper, huge_empty
 from ddms.io.schema import ASKS, BIDS, COLUMNS, RELATIONS
 
 __all__ = [
@@ -176,13 +178,13 @@ def _classify(buf, s, e):  # pragma: no cover - compiled
 
 
 @njit(cache=True, _nrt=False, nogil=True)
-def _touch(o_rel, o_sign, o_cols, o_line, rows):  # pragma: no cover - compiled
-    """Write the first ``rows`` rows of an output buffer (zeros), faulting its pages in on the
-    calling thread (a helper: :attr:`OrderBookParser.fault_ahead`).  O(rows)."""
-    o_rel[:rows] = 0
-    o_sign[:rows] = 0
-    o_cols[:rows] = 0.0
-    o_line[:rows] = 0
+def _touch(o_rel, o_sign, o_cols, o_line, lo, hi):  # pragma: no cover - compiled
+    """Write rows ``lo:hi`` of an output buffer (zeros), faulting their pages in on the calling
+    thread (the helper: :attr:`OrderBookParser.fault_ahead`).  O(hi - lo)."""
+    o_rel[lo:hi] = 0
+    o_sign[lo:hi] = 0
+    o_cols[lo:hi] = 0.0
+    o_line[lo:hi] = 0
 
 
 @njit(cache=True, _nrt=False)
@@ -310,27 +312,25 @@ def _reason(code: int, extra: int, text: str) -> str:
     return _REASONS.get(code, "malformed line")
 
 
-def _last_newline(arr: np.ndarray) -> int:
-    """Index of the last newline byte of ``arr``, -1 if none: searched from the end 4 KiB at a time
-    (a chunk's last line ends near its end).  For buffers that have no ``rfind`` (memoryview)."""
-    hi = arr.shape[0]
-    while hi > 0:
-        lo = max(0, hi - 4096)
-        hits = np.flatnonzero(arr[lo:hi] == 10)
-        if hits.size:
-            return lo + int(hits[-1])
-        hi = lo
+@njit(cache=True, _nrt=False, nogil=True)
+def _last_newline(arr):  # pragma: no cover - compiled
+    """Index of the last newline byte of ``arr``, -1 if none, searched from the end (a chunk's last
+    line ends near its end): for buffers that have no ``rfind`` (a memoryview: ``ddms run``'s
+    chunks).  A compiled loop: numpy's ``flatnonzero`` over 4 KiB pieces cost ~25 us a call, a
+    fixed cost per chunk on the parsing thread.  O(length of the last partial line)."""
+    i = arr.shape[0] - 1
+    while i >= 0 and arr[i] != 10:
+        i -= 1
+    return i
+
+
+@njit(cache=True, _nrt=False, nogil=True)
+def _first_newline(arr):  # pragma: no cover - compiled
+    """Index of the first newline byte of ``arr``, -1 if none.  O(length of the first line)."""
+    for i in range(arr.shape[0]):
+        if arr[i] == 10:
+            return i
     return -1
-
-
-def _first_newline(arr: np.ndarray) -> int:
-    """Index of the first newline byte of ``arr`` (which has one), searched 4 KiB at a time."""
-    lo = 0
-    while True:
-        hits = np.flatnonzero(arr[lo:lo + 4096] == 10)
-        if hits.size:
-            return lo + int(hits[0])
-        lo += 4096
 
 
 def _as_readonly_u8(data: bytes | bytearray | memoryview) -> np.ndarray:
@@ -370,16 +370,19 @@ class OrderBookParser:
         self._bad = np.zeros((MAX_BAD_SAMPLES, 5), np.int64)
         self._spare: list[_Out] = []   # output buffers of recent batches, reused once unreferenced
         self.fault_ahead = False
-        """Have helper threads write (so fault in) the memory the parser will need next: the order
-        table's next arrays once it is a quarter full (3/8 once large; it grows at half; ~640 page faults for the
-        65,536 slots of big/finance.csv, ~1-1.5 ms) and, while the pipeline fills, the next output
-        buffer (~115 faults a 256 KiB chunk), so that those faults fall off the parsing thread.
-        ``ddms run`` sets it (it parses on a thread of its own while another applies, so a core
-        idles).  Values never depend on it."""
+        """Have the helper thread (:func:`~ddms.io.pages.helper`, one per process, started once)
+        write (so fault in) the memory the parser will need next: the order table's next arrays
+        once it is a quarter full (3/8 once large; it grows at half; the 65,536 slots of
+        big/finance.csv: one huge page and ~130 small ones, see :func:`_new_table_arrays`) and,
+        while the pipeline fills, the next output buffer (~115 faults a 256 KiB chunk), so that
+        those faults fall off the parsing thread.  ``ddms run`` sets it (it parses on a thread of
+        its own while another applies, so a core idles).  Values never depend on it."""
         self.tables_made_ahead = 0   # growths that used the helper's arrays (tests)
         self.outputs_made_ahead = 0  # output buffers the helper faulted in (tests)
-        self._ahead: tuple[threading.Thread, list, int] | None = None
-        self._out_ahead: tuple[threading.Thread, _Out] | None = None
+        self._ahead: tuple[Job, tuple[np.ndarray, np.ndarray], int] | None = None
+        self._out_ahead: tuple[Job, _Out] | None = None
+        self._fresh: _Out | None = None   # the output buffer made by this feed, on this thread
+        self._touching: dict[int, Job] = {}   # id(spare buffer) -> the helper's job writing its upper rows
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -459,6 +462,7 @@ class OrderBookParser:
         if err is None:
             self._partial += data[end:]
             self._prepare_growth()
+        self._touch_rest(out, k)
         return self._batch(out, k, first, skipped, err)
 
     def close(self) -> EventBatch:
@@ -493,27 +497,49 @@ class OrderBookParser:
         for i in range(len(self._spare) - 1, -1, -1):   # the most recently used free one: its pages are warm
             buf = self._spare[i]
             if buf.rel.shape[0] >= n and all(sys.getrefcount(getattr(buf, c)) <= 2 for c in buf.COLUMNS):
+                self._settle(buf)
                 del self._spare[i]
                 self._spare.append(buf)
                 return buf
         ahead, self._out_ahead = self._out_ahead, None
         if ahead is not None and ahead[1].rel.shape[0] >= n:
-            ahead[0].join()   # (done long ago, normally: it started a feed earlier)
+            ahead[0].cancel_or_join()   # (done long ago, normally: it started a feed earlier)
             buf = ahead[1]
             self.outputs_made_ahead += 1
         else:
             buf = _Out(max(n, _MIN_OUT))
+            self._fresh = buf
         self._spare.append(buf)
         if len(self._spare) > _SPARE:
-            del self._spare[0]
+            self._settle(self._spare.pop(0))
         elif self.fault_ahead:   # the pipeline is still filling: the next feed will want a new buffer too
             nxt = _Out(max(n, _MIN_OUT))
-            rows = n * 5 // 8   # what real data fills: ~1 event a 28-byte line, n is one per 16 bytes
-            thread = threading.Thread(target=_touch, args=(nxt.rel, nxt.sign, nxt.cols, nxt.line, rows),
-                                      name="ddms-output", daemon=True)
-            thread.start()
-            self._out_ahead = (thread, nxt)
+            self._out_ahead = (self._touch_ahead(nxt, 0), nxt)
         return buf
+
+    @staticmethod
+    def _touch_ahead(buf: _Out, lo: int) -> Job:
+        """Have the helper write rows ``lo:`` of ``buf`` up to what real data fills of the largest
+        chunk (~1 event a 28-byte line; capacities are one event per 16 bytes): a buffer first used
+        for a small chunk is reused for larger ones.  Nothing else may write those rows until the
+        job is settled (:meth:`_settle`)."""
+        hi = buf.rel.shape[0] * 5 // 8
+        return helper().submit(_touch, buf.rel, buf.sign, buf.cols, buf.line, min(lo, hi), hi)
+
+    def _touch_rest(self, out: _Out, k: int) -> None:
+        """After a feed that wrote rows ``:k`` of a buffer made for it on this thread: the helper
+        writes the rows above (the larger chunks it is reused for will fill them), and the buffer
+        is not reused before that job is settled.  Only after the feed: the kernel may write any
+        row below the capacity, so a concurrent write there would race with it."""
+        if self._fresh is out and self.fault_ahead:
+            self._touching[id(out)] = self._touch_ahead(out, k)
+        self._fresh = None
+
+    def _settle(self, buf: _Out) -> None:
+        """Before ``buf`` is written again or dropped: its helper job finished, or is taken back unstarted."""
+        job = self._touching.pop(id(buf), None)
+        if job is not None:
+            job.cancel_or_join()
 
     def _batch(self, out: _Out, k: int, first: int, skipped: int, err: InputError | None) -> EventBatch:
         return EventBatch(out.rel[:k], out.sign[:k], out.cols[:k], out.line[:k], first + 1,
@@ -523,21 +549,27 @@ class OrderBookParser:
         """Grow the order table (x4 while small, then x2: :func:`~ddms.io.kernels.ordertable.grow_bits`),
         into the arrays the helper thread made if they are of the size needed (:attr:`fault_ahead`)."""
         bits = _grow_bits(self._keys.shape[0])
+        cap = self._keys.shape[0] << bits
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
-            thread, box, cap = ahead
-            thread.join()   # (made long ago, normally: it started a quarter of the table earlier)
-            if cap == self._keys.shape[0] << bits:
+            job, box, ahead_cap = ahead
+            if job.cancel_or_join() and ahead_cap == cap:   # (the helper had not got to it: clear here)
+                _clear(box[0], box[1])
+            if ahead_cap == cap:
                 self._keys, self._vals = _grow_into(self._keys, self._vals, box[0], box[1], self._meta, 3, bits)
                 self.tables_made_ahead += 1
                 return
-        self._keys, self._vals = _grow(self._keys, self._vals, self._meta, 3, bits)
+        keys, vals = _new_table_arrays(cap)
+        _clear(keys, vals)
+        self._keys, self._vals = _grow_into(self._keys, self._vals, keys, vals, self._meta, 3, bits)
 
     def wait_helpers(self) -> None:
-        """Wait for the helper threads of :attr:`fault_ahead` (their work stays for later use)."""
+        """Wait for the helper thread's jobs of :attr:`fault_ahead` (their work stays for later use)."""
         for ahead in (self._ahead, self._out_ahead):
             if ahead is not None:
                 ahead[0].join()
+        for job in self._touching.values():
+            job.join()
 
     def _prepare_growth(self) -> None:
         """With :attr:`fault_ahead`, start making the next table's arrays once a quarter full (3/8 from
@@ -554,10 +586,8 @@ class OrderBookParser:
         # allocated here (no page touched yet: the parsing thread's allocator, whose freed memory
         # comes back; arrays allocated on the helper came from a malloc arena of their own and
         # doubled the run's page faults), cleared (faulted in) there
-        box = [np.empty(new_cap, np.int64), np.empty((new_cap, 4), np.float64)]
-        thread = threading.Thread(target=_clear, args=(box[0], box[1]), name="ddms-order-table", daemon=True)
-        thread.start()
-        self._ahead = (thread, box, new_cap)
+        box = _new_table_arrays(new_cap)
+        self._ahead = (helper().submit(_clear, box[0], box[1]), box, new_cap)
 
     def _bad_line(self, code: int, extra: int, line: int, text_bytes: bytes) -> InputError:
         text = text_bytes.decode("utf-8", errors="replace")
@@ -613,6 +643,13 @@ class OrderBookParser:
             skipped += 1
             self._skip(err)
             pos = nl + 1
+
+
+def _new_table_arrays(cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """Uncleared ``keys``/``vals`` arrays for an order table of ``cap`` slots, on huge pages once
+    large (:func:`~ddms.io.pages.huge_empty`: the 2 MiB ``vals`` of a 65,536-slot table cost one
+    page fault instead of 512).  O(1); clearing (:func:`~ddms.io.kernels.ordertable.clear`) writes them."""
+    return huge_empty(cap, np.int64), huge_empty((cap, 4), np.float64)
 
 
 def _slow_values(text: bytes) -> tuple[int, tuple]:
