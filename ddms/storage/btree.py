@@ -109,6 +109,8 @@ from __future__ import annotations
 
 # Importing this submodule runs ddms/__init__.py first, which fixes NUMBA_CACHE_DIR before numba
 # is imported here.
+import sys
+
 import numpy as np
 from llvmlite import ir
 from numba import literally, njit, types
@@ -367,6 +369,48 @@ def btree_new(capacity: int, columns: int) -> BTreePool:
     return p
 
 
+_LINUX = sys.platform.startswith("linux")
+HUGE = 1 << 21
+"""Bytes of a transparent huge page (x86-64, aarch64 with 4 KiB pages): node arrays past two of them
+are asked to be backed by huge pages (:func:`_huge`)."""
+
+
+@intrinsic
+def _madvise_huge(typingctx, addr, length):
+    """``madvise(addr, length, MADV_HUGEPAGE)`` (Linux; nothing elsewhere): a hint, its result
+    ignored (a kernel without transparent huge pages, or with them off, says no and nothing
+    changes)."""
+    if not (isinstance(addr, types.Integer) and isinstance(length, types.Integer)):
+        return None
+    sig = types.void(addr, length)
+
+    def codegen(context, builder, signature, args):
+        if _LINUX:
+            i64 = ir.IntType(64)
+            i32 = ir.IntType(32)
+            i8p = ir.IntType(8).as_pointer()
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [i8p, i64, i32]), "madvise")
+            a = context.cast(builder, args[0], signature.args[0], types.int64)
+            n = context.cast(builder, args[1], signature.args[1], types.int64)
+            builder.call(fn, [builder.inttoptr(a, i8p), n, i32(14)])   # MADV_HUGEPAGE
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@njit(cache=True)
+def _huge(a):
+    """Ask for the whole huge pages inside ``a``'s buffer to be backed by transparent huge pages,
+    before anything touches them.  Why: a pool of a thousand small trees (one per instrument) is
+    tens of MB read at random, one node per tree per update; with 4 KiB pages nearly every node is
+    also a TLB miss (a page walk before the load can even start, prefetches included).  numba
+    allocates arrays with malloc, which never asks (numpy's own allocator does, from 4 MiB).
+    O(1): a system call per doubling of a big array."""
+    if a.nbytes >= 2 * HUGE:
+        lo = (a.ctypes.data + HUGE - 1) // HUGE * HUGE
+        hi = (a.ctypes.data + a.nbytes) // HUGE * HUGE
+        _madvise_huge(lo, hi - lo)
+
+
 @njit(cache=True)
 def _grow1i(a, cap):
     out = np.full(cap, -1, np.int64)
@@ -377,6 +421,7 @@ def _grow1i(a, cap):
 @njit(cache=True)
 def _grow2f(a, cap):
     out = np.empty((cap, a.shape[1]), np.float64)
+    _huge(out)
     out[: a.shape[0]] = a
     return out
 
@@ -384,6 +429,7 @@ def _grow2f(a, cap):
 @njit(cache=True)
 def _grow2i(a, cap):
     out = np.empty((cap, a.shape[1]), np.int64)
+    _huge(out)
     out[: a.shape[0]] = a
     return out
 
