@@ -145,6 +145,26 @@ def test_growth_and_compaction() -> None:
     assert m.heap[0] == 0
 
 
+def test_a_table_past_the_caches_compacts_sooner() -> None:
+    """Once the table has more than ``PF_ROWS`` rows, stale keys are compacted as soon as they
+    outnumber the live ones (``STALE_BIG``), not four times over: the table's size is then what
+    every probe pays for."""
+    from ddms.storage.hashtab import PF_ROWS
+    m = Model(-1.0)
+    n = PF_ROWS // 2 + 100
+    for k in range(n):
+        m.tab, m.heap = xh_add(m.tab, m.heap, float(k), 1.0, -1.0)
+        m.want[float(k)] = 1.0
+    assert m.tab.shape[0] - 1 > PF_ROWS
+    for k in range(n - 1, n // 3, -1):      # away from the minimum: they stay on the heap, stale
+        m.tab, m.heap = xh_add(m.tab, m.heap, float(k), -1.0, -1.0)
+        del m.want[float(k)]
+    m.check()
+    stale, live = m.heap[0] - m.heap[1], m.heap[1]
+    assert stale <= live + SLACK, f"{stale} stale keys, {live} live: not compacted at 1x"
+    assert m.heap[0] > m.heap[1], "compacted at every step"
+
+
 def test_nan_key_is_refused() -> None:
     with pytest.raises(ValueError, match="NaN"):
         xh_add(xh_new(), xh_new_heap(), math.nan, 1.0, 1.0)

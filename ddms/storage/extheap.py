@@ -9,9 +9,9 @@ events on a real book: orders join and leave levels that stay) is one hash probe
 that becomes nonzero is pushed on the heap (O(1) expected for a key that is not a new extreme, the
 heap's bottom rows being the recently touched ones), and a key that becomes zero stays on the heap,
 *stale*, until it reaches the top (then popped: O(log n)) or until the stale keys outnumber the
-live ones ``STALE`` times over (then all are removed at once, in sequential passes over the table
-and the heap: O(table + heap), amortised O(1) per stale key; 25 ns per stale key at 500k live and
-1.9M stale keys, against 112 when it probed the table once per heap key).  The top of the heap is
+live ones ``STALE`` (``STALE_BIG``) times over (then all are removed at once, in sequential passes
+over the table and the heap: O(table + heap), amortised O(1) per stale key; 25 ns per stale key at
+500k live and 1.9M stale keys, against 112 when it probed the table once per heap key).  The top of the heap is
 kept live, so reading the extreme is O(1).
 
 Layout (two plain float64 arrays, each one state-field load for a generated program):
@@ -33,18 +33,24 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ddms.storage.hashtab import _home, _same_row, ht_fdict, ht_getf, ht_new, ht_pop, ht_set, ht_slot
+from ddms.storage.hashtab import PF_ROWS, _home, _same_row, ht_fdict, ht_getf, ht_new, ht_pop, ht_set, ht_slot
 
 __all__ = ["HDR", "xh_add", "xh_check", "xh_dict", "xh_get", "xh_new", "xh_new_heap", "xh_top"]
 
 HDR = 2
 """Header cells before the heap: its size and its count of live (nonzero-valued) keys."""
 STALE = 4.0
+STALE_BIG = 1.0
 SLACK = 64
 """Compaction runs once the stale keys number more than ``STALE`` times the live ones plus
-``SLACK`` (a small map is not compacted back and forth).  Why 4: at 1k distinct prices the best
-bid costs 27 ns a line compacting at 1x, 19 at 4x (measured when compaction probed the table once
-per heap key); the stale rows cost table space, not time, at larger depths."""
+``SLACK`` (a small map is not compacted back and forth), ``STALE_BIG`` times once the table has
+outgrown the caches (``hashtab.PF_ROWS`` rows).  Why 4 for a small table: at 1k distinct prices the
+best bid costs 27 ns a line compacting at 1x, 19 at 4x (a compaction is a pass over the table, and
+a small table's passes are what it costs).  Why 1 for a big one: there the stale rows cost table
+space, that is cache and memory traffic on every probe (a table holds up to ``1 + STALE`` rows per
+live key, at least twice as many slots): at 100k resting orders (distinct prices) the best bid
+measured 46-52 ns a line at 1x against 53-57 at 4x, and 48-51 against 52-54 over a 2.5M-line run
+at 1M (the table 2M slots instead of 4M), machine loaded."""
 
 
 @njit(cache=True)
@@ -209,7 +215,7 @@ def _emptied(tab, heap, key: float, sign: float) -> None:
     heap[1] -= 1.0
     if heap[HDR] == sign * key:
         _settle(tab, heap, sign)
-    if heap[0] - heap[1] > STALE * heap[1] + SLACK:
+    if heap[0] - heap[1] > (STALE if tab.shape[0] <= PF_ROWS else STALE_BIG) * heap[1] + SLACK:
         _compact(tab, heap, sign)
 
 
