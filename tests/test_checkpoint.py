@@ -226,3 +226,22 @@ def test_checkpoint_is_atomic(vwap_ckpt, tmp_path):
     e.checkpoint(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.arrow"]
     assert Engine(EXAMPLES / "vwap.m3", restore=path).position == 3
+
+
+def test_layout_digest_covers_every_storage_module(tmp_path, monkeypatch):
+    """The state layout digest changes with the source of each storage module whose arrays a state
+    holds (range trees, hash tables, the EXTREME maps' table and heap): a checkpoint written by
+    one version of those layouts is refused by another, never misread."""
+    from ddms.runtime.checkpoint import layout_digest
+    from ddms.storage import btree, extheap, hashtab
+    eng = Engine(EXAMPLES / "vwap.m3")
+    base = layout_digest(eng)
+    for mod in (btree, hashtab, extheap):
+        changed = tmp_path / f"{mod.__name__}.py"
+        changed.write_bytes(open(mod.__file__, "rb").read() + b"\n# another layout\n")
+        with monkeypatch.context() as m:
+            m.setattr(mod, "__file__", str(changed))
+            eng.__dict__.pop("_ckpt_digests", None)   # (computed once per engine)
+            assert layout_digest(eng) != base, f"{mod.__name__} is not in the layout digest"
+        eng.__dict__.pop("_ckpt_digests", None)
+    assert layout_digest(eng) == base

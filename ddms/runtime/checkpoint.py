@@ -50,7 +50,7 @@ from ddms.errors import CheckpointError
 from ddms.io.symbols import known_symbols, symbol_id
 from ddms.m3.printer import print_program
 from ddms.runtime.statecopy import dict_dump, dict_load, index_dump, index_load, pool_load, set_field
-from ddms.storage import btree, hashtab
+from ddms.storage import btree, extheap, hashtab
 
 if TYPE_CHECKING:
     from ddms.runtime.engine import Engine
@@ -78,7 +78,7 @@ def _digests(engine: Engine) -> tuple[str, str]:
     cached = getattr(engine, "_ckpt_digests", None)
     if cached is None:
         h = hashlib.sha256(engine.generated.source.encode())
-        for mod in (btree, hashtab):
+        for mod in (btree, hashtab, extheap):
             h.update(Path(mod.__file__).read_bytes())
         cached = (hashlib.sha256(print_program(engine.program).encode()).hexdigest()[:20], h.hexdigest()[:20])
         engine._ckpt_digests = cached

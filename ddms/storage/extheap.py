@@ -9,8 +9,10 @@ events on a real book: orders join and leave levels that stay) is one hash probe
 that becomes nonzero is pushed on the heap (O(1) expected for a key that is not a new extreme, the
 heap's bottom rows being the recently touched ones), and a key that becomes zero stays on the heap,
 *stale*, until it reaches the top (then popped: O(log n)) or until the stale keys outnumber the
-live ones ``STALE`` times over (then all are removed at once: O(heap), amortised O(1) per stale key).  The top of the
-heap is kept live, so reading the extreme is O(1).
+live ones ``STALE`` (``STALE_BIG``) times over (then all are removed at once, in sequential passes
+over the table and the heap: O(table + heap), amortised O(1) per stale key; 25 ns per stale key at
+500k live and 1.9M stale keys, against 112 when it probed the table once per heap key).  The top of the heap is
+kept live, so reading the extreme is O(1).
 
 Layout (two plain float64 arrays, each one state-field load for a generated program):
 
@@ -31,18 +33,24 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ddms.storage.hashtab import ht_fdict, ht_getf, ht_new, ht_pop, ht_set, ht_slot
+from ddms.storage.hashtab import PF_ROWS, _home, _same_row, ht_fdict, ht_getf, ht_new, ht_pop, ht_set, ht_slot
 
 __all__ = ["HDR", "xh_add", "xh_check", "xh_dict", "xh_get", "xh_new", "xh_new_heap", "xh_top"]
 
 HDR = 2
 """Header cells before the heap: its size and its count of live (nonzero-valued) keys."""
 STALE = 4.0
+STALE_BIG = 1.0
 SLACK = 64
 """Compaction runs once the stale keys number more than ``STALE`` times the live ones plus
-``SLACK`` (a small map is not compacted back and forth).  Why 4: at 1k distinct prices the best
-bid costs 27 ns a line compacting at 1x, 19 at 4x (compaction is a pass over the heap with a probe
-per key); the stale rows cost table space, not time, at larger depths."""
+``SLACK`` (a small map is not compacted back and forth), ``STALE_BIG`` times once the table has
+outgrown the caches (``hashtab.PF_ROWS`` rows).  Why 4 for a small table: at 1k distinct prices the
+best bid costs 27 ns a line compacting at 1x, 19 at 4x (a compaction is a pass over the table, and
+a small table's passes are what it costs).  Why 1 for a big one: there the stale rows cost table
+space, that is cache and memory traffic on every probe (a table holds up to ``1 + STALE`` rows per
+live key, at least twice as many slots): at 100k resting orders (distinct prices) the best bid
+measured 46-52 ns a line at 1x against 53-57 at 4x, and 48-51 against 52-54 over a 2.5M-line run
+at 1M (the table 2M slots instead of 4M), machine loaded."""
 
 
 @njit(cache=True)
@@ -135,28 +143,66 @@ def _settle(tab, heap, sign: float) -> None:
 
 @njit(cache=True)
 def _compact(tab, heap, sign: float) -> None:
-    """Remove every stale key (from the heap and the table) and re-heapify.  O(heap size)."""
-    n = int(heap[0])
+    """Remove every stale key, from the table and the heap, in place: free the stale rows, move
+    each live row that follows a freed one back toward its home slot (the rows of a run are
+    re-placed in order from a row that was free, so each probe stays within its run), then refill the heap
+    with the live keys and heapify it.  O(table rows + heap size), in sequential passes: no probe
+    per heap key (at a million keys each would wait on memory)."""
+    cap = tab.shape[0] - 1
+    mask = cap - 1
+    start = 0
+    while tab[start, 2] != 0.0:   # a row free before the pass (one exists: the table is at most
+        start += 1                # half full): no run crosses it
+    live = 0
+    for s in range(cap):
+        if tab[s, 2] != 0.0:
+            if tab[s, 1] == 0.0:
+                tab[s, 0] = 0.0
+                tab[s, 2] = 0.0
+            else:
+                live += 1
+    for d in range(1, cap + 1):
+        r = (start + d) & mask
+        if tab[r, 2] == 0.0:
+            continue
+        key = tab[r, 0]
+        val = tab[r, 1]
+        tab[r, 0] = 0.0
+        tab[r, 1] = 0.0
+        tab[r, 2] = 0.0
+        h = _home((key,), mask)
+        while tab[h, 2] != 0.0:
+            h = (h + 1) & mask
+        tab[h, 0] = key
+        tab[h, 1] = val
+        tab[h, 2] = 1.0
+    tab[cap, 0] = live
     j = 0
-    for i in range(n):
-        x = heap[HDR + i]
-        if ht_getf(tab, (sign * x,), 0.0) != 0.0:
-            heap[HDR + j] = x
+    for s in range(cap):
+        if tab[s, 2] != 0.0:
+            heap[HDR + j] = sign * tab[s, 0]
             j += 1
-        else:
-            ht_pop(tab, (sign * x,))
-    heap[HDR + j:HDR + n] = 0.0
-    heap[0] = j
-    for i in range(j // 2 - 1, -1, -1):
-        _sift_down(heap, i, j)
+    n = int(heap[0])
+    heap[HDR + live:HDR + n] = 0.0
+    heap[0] = live
+    heap[1] = live
+    for i in range(live // 2 - 1, -1, -1):
+        _sift_down(heap, i, live)
 
 
 @njit(cache=True)
-def _insert(tab, heap, key: float, delta: float, sign: float):
-    """A key absent from the table becomes ``delta`` (nonzero): a row and a push."""
+def _insert(tab, heap, s: int, key: float, delta: float, sign: float):
+    """A key absent from the table becomes ``delta`` (nonzero): a row (at free row ``s``, where
+    the probe for ``key`` ended, unless the table must grow first) and a push."""
     if key != key:
         raise ValueError("extreme heap key is NaN")
-    tab = ht_set(tab, (key,), delta)
+    if 2 * (tab[-1, 0] + 1) > tab.shape[0] - 1:
+        tab = ht_set(tab, (key,), delta)
+    else:
+        tab[s, 0] = key + 0.0
+        tab[s, 1] = delta
+        tab[s, 2] = 1.0
+        tab[-1, 0] += 1.0
     heap = _push(heap, sign * (key + 0.0))
     heap[1] += 1.0
     return tab, heap
@@ -169,7 +215,7 @@ def _emptied(tab, heap, key: float, sign: float) -> None:
     heap[1] -= 1.0
     if heap[HDR] == sign * key:
         _settle(tab, heap, sign)
-    if heap[0] - heap[1] > STALE * heap[1] + SLACK:
+    if heap[0] - heap[1] > (STALE if tab.shape[0] <= PF_ROWS else STALE_BIG) * heap[1] + SLACK:
         _compact(tab, heap, sign)
 
 
@@ -178,9 +224,13 @@ def xh_add(tab: np.ndarray, heap: np.ndarray, key: float, delta: float, sign: fl
     """Add ``delta`` to the value at ``key``; returns (table, heap), either of which may be a new,
     bigger array the caller must store in place of its old one.  The common case -- the key
     already has a row and its value does not cross zero -- is one probe and one add (inlined);
-    the others call out.  O(1) expected, amortised (see the module docstring)."""
-    s = ht_slot(tab, (key,))
-    if s >= 0:
+    the others call out, an insertion at the row where the probe ended (one probe in all).  O(1)
+    expected, amortised (see the module docstring)."""
+    mask = tab.shape[0] - 2
+    s = _home((key,), mask)
+    while tab[s, 2] != 0.0 and not _same_row(tab, s, (key,)):
+        s = (s + 1) & mask
+    if tab[s, 2] != 0.0:
         old = tab[s, 1]
         new = old + delta
         tab[s, 1] = new
@@ -192,7 +242,7 @@ def xh_add(tab: np.ndarray, heap: np.ndarray, key: float, delta: float, sign: fl
         return tab, heap
     if delta == 0.0:
         return tab, heap
-    return _insert(tab, heap, key, delta, sign)
+    return _insert(tab, heap, s, key, delta, sign)
 
 
 def xh_dict(tab: np.ndarray) -> dict[float, float]:
