@@ -24,6 +24,7 @@ from ddms.io.kernels.strlevels import BAD, BIG, OK, decimal_of
 from ddms.io.levels import price_key
 from ddms.io.venues.base import loads_json
 from ddms.io.venues.coinbase import CoinbaseBooks
+from ddms.io.venues.kraken import KrakenBooks
 from ddms.io.venues.okx import OkxBooks
 from tests.conftest import shared_file
 from tests.test_binance_chunk import same_events
@@ -41,8 +42,8 @@ def _payloads(name: str) -> list[bytes]:
 
 
 _REAL: dict[str, list[bytes]] = {}
-_FILES = {"coinbase": "COINBASE.ws.28.0", "okx": "OKX.ws.1.0"}
-_CORES = {"coinbase": CoinbaseBooks, "okx": OkxBooks}
+_FILES = {"coinbase": "COINBASE.ws.28.0", "okx": "OKX.ws.1.0", "kraken": "KRAKEN.ws.50.0"}
+_CORES = {"coinbase": CoinbaseBooks, "okx": OkxBooks, "kraken": KrakenBooks}
 
 
 def _real(venue: str = "coinbase") -> list[bytes]:

@@ -185,36 +185,39 @@ def top_crc_text(Sb, Ib, nb, Sa, Ia, na, depth, sep, strip, out):  # pragma: no 
     w = Sb.shape[1] // 2
     k = 0
     first = True
-    for i in range(depth):
-        for side in range(2):
-            if side == 0:
-                if i >= nb:
-                    continue
-                r = nb - 1 - i
-                S, Iv = Sb, Ib
-            else:
-                if i >= na:
-                    continue
-                r = na - 1 - i
-                S, Iv = Sa, Ia
-            for part in range(2):
-                if sep >= 0:
-                    if not first:
-                        out[k] = sep
-                        k += 1
-                    first = False
-                off = part * w
-                ln = Iv[r, 2 + part]
-                lead = strip
-                for j in range(ln):
-                    c = S[r, off + j]
-                    if strip and c == 46:
-                        continue
-                    if lead and c == 48:
-                        continue
-                    lead = False
-                    out[k] = c
+    for x in range(2 * depth):
+        if strip:                 # Kraken: the asks, then the bids
+            side, i = (1, x) if x < depth else (0, x - depth)
+        else:                     # OKX: bid i, ask i, bid i + 1, ...
+            side, i = x % 2, x // 2
+        if side == 0:
+            if i >= nb:
+                continue
+            r = nb - 1 - i
+            S, Iv = Sb, Ib
+        else:
+            if i >= na:
+                continue
+            r = na - 1 - i
+            S, Iv = Sa, Ia
+        for part in range(2):
+            if sep >= 0:
+                if not first:
+                    out[k] = sep
                     k += 1
+                first = False
+            off = part * w
+            ln = Iv[r, 2 + part]
+            lead = strip
+            for j in range(ln):
+                c = S[r, off + j]
+                if strip and c == 46:
+                    continue
+                if lead and c == 48:
+                    continue
+                lead = False
+                out[k] = c
+                k += 1
     return k
 
 

@@ -750,7 +750,7 @@ class CoinbaseLane:
             offs = np.zeros(n + 1, np.int64)
             np.cumsum([len(m) for m in raw], out=offs[1:])
             starts, ends = offs[:-1], offs[1:]
-        res = np.zeros((n, 4), np.int64)
+        res = np.zeros((n, self._RES), np.int64)
         self._recv = None if recv is None else np.asarray(recv, np.int64)
         try:
             self._loop(msgs, lines, fallback, on_fast, actions, events, buf, starts, ends, res, n)
@@ -788,7 +788,7 @@ class CoinbaseLane:
                 self._grow(arg >> 32, arg & 0xFFFFFFFF)
             elif code == _STOP_CH:
                 self._ch = np.zeros((4 * self._ch.shape[0], 7), np.int64)
-                self._chv = np.zeros((4 * self._chv.shape[0], 2), np.float64)
+                self._chv = np.zeros((4 * self._chv.shape[0], self._chv.shape[1]), np.float64)
             elif code == _STOP_ROWS:
                 if k == 0:
                     self._oi = np.zeros((2 * self._oi.shape[0], 2), np.int64)
