@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddms.io.kernels.strlevels import BAD, BIG, OK, decimal_of
-from ddms.io.levels import price_key
+from ddms.io.levels import per_symbol, price_key
 from ddms.io.venues.base import loads_json
 from ddms.io.venues.coinbase import CoinbaseBooks
 from ddms.io.venues.kraken import KrakenBooks
@@ -78,7 +78,7 @@ def _chunked(msgs: list[bytes], sizes: list[int], venue: str = "coinbase") -> tu
         k += 1
         a, e = core.feed_chunk(msgs[i:j], lines[i:j])
         acts += a
-        events += e
+        events += per_symbol(e)
         core._check()
         i = j
     return acts, events, core

@@ -41,6 +41,7 @@ import heapq
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -49,7 +50,7 @@ import numpy as np
 from ddms.errors import InputError, ReplayError
 from ddms.io.cursor import LineCursor
 from ddms.io.events import EventBatch
-from ddms.io.levels import Resync, SymbolEvents
+from ddms.io.levels import ChunkEvents, Resync, SymbolEvents
 from ddms.io.venues.base import loads_json
 
 __all__ = ["VENUES", "CryptofeedParser", "CryptofeedReader", "Line", "capture_files", "capture_paths", "depth_symbols",
@@ -706,14 +707,14 @@ def _recv_ns(t: float) -> int:
     return int(ns) if ns < _MAX_NS else _MAX_NS     # (also an infinite time: a 400-digit one)
 
 
-def _timed(ev: SymbolEvents, p: CryptofeedParser) -> SymbolEvents:
+def _timed(ev: SymbolEvents | ChunkEvents, p: CryptofeedParser) -> SymbolEvents | ChunkEvents:
     """``ev`` with each row's receive time: that of the line of the message that made it
     (:attr:`CryptofeedParser.recv_of`), for merges with other inputs."""
     b = ev.batch
     if b.recv is not None:       # already timed (the chunk lanes)
         return ev
-    return SymbolEvents(ev.venue, ev.symbol, EventBatch(b.rel, b.sign, b.cols, b.line, b.first_line, b.last_line,
-                                                        b.skipped, b.error, p.recv_of[b.line]))
+    return replace(ev, batch=EventBatch(b.rel, b.sign, b.cols, b.line, b.first_line, b.last_line, b.skipped, b.error,
+                                        p.recv_of[b.line]))
 
 
 class CryptofeedReader:

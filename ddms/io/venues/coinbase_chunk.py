@@ -26,8 +26,8 @@ book -- the per-message path, a summary's crossed check, ``save_state``, a monit
 first hands it back (:meth:`CoinbaseLane.pull`, O(levels)).  Counters stay in
 :class:`~ddms.io.levels.SymbolStatus` (updated after each kernel run).
 
-Cost: O(bytes + levels) in numba per chunk, one ``SymbolEvents`` per applied update (~1-2 us of
-Python), O(touched products) per kernel run.
+Cost: O(bytes + levels) in numba per chunk; per kernel run O(messages + rows) in numpy, one
+:class:`~ddms.io.levels.ChunkEvents` (no Python object per message), O(touched products).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from ddms.io.kernels.strlevels import (
     load_side,
     read_changes,
 )
-from ddms.io.levels import _DIV, KEY_DECIMALS, Resync, SymbolEvents, _Level
+from ddms.io.levels import _DIV, KEY_DECIMALS, ChunkEvents, Resync, SymbolEvents, _Level
 from ddms.io.venues.binance_book import _key, _skip_scalar, _ws, name_index
 from ddms.io.venues.binance_chunk import Spans, StopChunk, _find, _hash
 
@@ -554,6 +554,9 @@ class CoinbaseLane:
     per-message path: a message that falls back costs a kernel call of a few us more, while
     resting would hand every book the Python path touches back and forth (O(levels) each way)."""
 
+    _RES = 4
+    """Columns of the kernel's per-message results (slot, rows end, levels, kind; a venue adds)."""
+
     def __init__(self, core: CoinbaseBooks, *, rows: int = 1 << 14) -> None:
         self.core = core
         self._sym: list[str] = []
@@ -725,13 +728,16 @@ class CoinbaseLane:
     def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], *,
                    fallback: Callable[[int], Sequence[Resync]] | None = None,
                    on_fast: Callable[[int, np.ndarray], None] | None = None,
-                   recv: np.ndarray | None = None) -> tuple[list[Resync], list[SymbolEvents]]:
+                   recv: np.ndarray | None = None) -> tuple[list[Resync], list[SymbolEvents | ChunkEvents]]:
         """As :meth:`ChunkLane.feed_chunk <ddms.io.venues.binance_chunk.ChunkLane.feed_chunk>`:
         ``msgs`` raw messages (bytes or :class:`~ddms.io.venues.binance_chunk.Spans`; anything
         else takes the Python path), ``lines`` their message numbers; ``fallback(t)`` handles
         message ``t`` instead of ``core.feed(json, lines[t])`` and may raise
         :class:`~ddms.io.venues.binance_chunk.StopChunk`; ``on_fast(i, slots)`` after each kernel
-        run; ``recv`` the messages' receive times for the rows the kernel applies."""
+        run; ``recv`` the messages' receive times for the rows the kernel applies.  The events:
+        the rows of each kernel run as one :class:`~ddms.io.levels.ChunkEvents`, those of a
+        message through the Python path as its :class:`~ddms.io.levels.SymbolEvents`, in message
+        order (:func:`~ddms.io.levels.per_symbol` splits them as the per-message path gives them)."""
         core = self.core
         events = core.take_events()
         actions: list[Resync] = []
@@ -891,29 +897,18 @@ class CoinbaseLane:
                 st.synced = True
 
     def _emit(self, i0: int, i1: int, k: int, res: np.ndarray, lines: Sequence[int],
-              events: list[SymbolEvents]) -> None:
-        """Counters and events of the kernel's messages ``i0..i1`` (rows ``0..k``)."""
-        core = self.core
+              events: list[SymbolEvents | ChunkEvents]) -> None:
+        """Counters and events of the kernel's messages ``i0..i1`` (rows ``0..k``): one
+        :class:`~ddms.io.levels.ChunkEvents` for all of them (columns: each row's symbol slot,
+        message number and receive time).  O(rows + messages) in numpy, O(1) objects."""
         r = res[i0:i1]
-        ends = r[:, 1]
-        rel = self._oi[:k, 0].astype(np.int8)
-        sign = self._oi[:k, 1].astype(np.int8)
-        cols = self._oc[:k].copy()
-        lines_in = np.asarray(lines[i0:i1], np.int64)
-        per = np.diff(ends, prepend=0)
-        line_col = np.repeat(lines_in, per)
-        recv_col = None if self._recv is None else np.repeat(self._recv[i0:i1], per)
-        syms, venue = self._sym, core.venue
-        nslot = len(syms)
-        slots = r[:, 0]
-        self._count(r, nslot)
-        start = 0
-        append = events.append
-        for j in np.flatnonzero(per).tolist():
-            end = int(ends[j])
-            start = end - int(per[j])
-            line = int(lines_in[j])
-            append(SymbolEvents(venue, syms[int(slots[j])], EventBatch(
-                rel[start:end], sign[start:end], cols[start:end], line_col[start:end], line, line,
-                recv=None if recv_col is None else recv_col[start:end])))
+        self._count(r, len(self._sym))
         self.fast_messages += i1 - i0
+        if k == 0:
+            return
+        per = np.diff(r[:, 1], prepend=0)
+        line_col = np.repeat(np.asarray(lines[i0:i1], np.int64), per)
+        recv = None if self._recv is None else np.repeat(self._recv[i0:i1], per)
+        events.append(ChunkEvents(self.core.venue, self._sym, np.repeat(r[:, 0].astype(np.int32), per), EventBatch(
+            self._oi[:k, 0].astype(np.int8), self._oi[:k, 1].astype(np.int8), self._oc[:k].copy(), line_col,
+            int(line_col[0]), int(line_col[-1]), recv=recv)))

@@ -8,7 +8,7 @@ and the updates of synced books in numba on the exact-string arrays of
 timestamp as the row's ``t``), a finer price re-basing the book as ``LevelBook`` does, the
 truncation to the subscribed depth of the channel name (``book-<depth>``: the worst bids, then
 the worst asks, deleted), then the CRC32 of the 10 best asks and bids over the exact strings
-(:func:`~ddms.io.kernels.strlevels.top_crc_text` in Kraken's mode, :func:`~ddms.io.venues.okx_chunk.crc32`)
+(:func:`~ddms.io.kernels.strlevels.kraken_crc_text`, :func:`~ddms.io.kernels.strlevels.crc32`)
 against the message's ``c``.
 
 Everything else takes the Python path, one message at a time, exactly as before: dict messages
@@ -39,13 +39,14 @@ from ddms.io.kernels.strlevels import (
     P10F,
     P10I,
     W,
+    crc32,
     decimal_of,
     emit_side,
+    kraken_crc_text,
     load_side,
     put_row,
     read_changes,
     set_level,
-    top_crc_text,
 )
 from ddms.io.venues.binance_book import _key, _ws, name_index
 from ddms.io.venues.binance_chunk import _find
@@ -66,7 +67,7 @@ from ddms.io.venues.coinbase_chunk import (
     CoinbaseLane,
     _string,
 )
-from ddms.io.venues.okx_chunk import _int, crc32
+from ddms.io.venues.okx_chunk import _int
 
 if TYPE_CHECKING:
     from ddms.io.venues.kraken import KrakenBooks
@@ -428,7 +429,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale
     kind = _K_SNAP if snap else _K_PLAIN
     if has_crc:
-        m = top_crc_text(LS[2 * s], Ib, nb, LS[2 * s + 1], Ia, na, 10, -1, True, text)
+        m = kraken_crc_text(LS[2 * s], Ib, nb, LS[2 * s + 1], Ia, na, 10, text)
         have = np.int64(crc32(text, m))
         if have != cs:
             crc[0] = have

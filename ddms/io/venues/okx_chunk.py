@@ -34,6 +34,7 @@ from ddms.io.kernels.strlevels import (
     P10I,
     W,
     apply_changes,
+    crc32,
     emit_side,
     load_side,
     read_changes,
@@ -86,28 +87,6 @@ _DATA, _DATALEN = _names("asks", "bids", "ts", "checksum", "seqId", "prevSeqId")
 _CHANNELS, _CHANLEN = _names("books", "books-l2-tbt", "books50-l2-tbt")
 _UPDATE = np.frombuffer(b"update", np.uint8).copy()
 _SNAPSHOT = np.frombuffer(b"snapshot", np.uint8).copy()
-
-
-def _crc_table() -> np.ndarray:
-    t = np.zeros(256, np.uint32)
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
-        t[i] = c
-    return t
-
-
-_CRC = _crc_table()
-
-
-@njit(cache=True, nogil=True)
-def crc32(buf, n):  # pragma: no cover - compiled
-    """``zlib.crc32(bytes(buf[:n]))`` (unsigned)."""
-    c = np.uint32(0xFFFFFFFF)
-    for i in range(n):
-        c = _CRC[(c ^ np.uint32(buf[i])) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
-    return c ^ np.uint32(0xFFFFFFFF)
 
 
 @njit(cache=True, nogil=True)
