@@ -306,10 +306,11 @@ def emit_side(Iv, F, n, side, sign, mul, oi, oc, k):  # pragma: no cover - compi
 
 
 @njit(cache=True, nogil=True)
-def load_side(Iv, F, S, side, ch, chv, c0, c1, t, buf, nord, oi, oc, k):  # pragma: no cover - compiled
+def load_side(Iv, F, S, side, ch, chv, c0, c1, t, own_t, buf, nord, oi, oc, k):  # pragma: no cover - compiled
     """A snapshot side into an EMPTY side: ``LevelBook.set`` of the entries ``c0..c1`` of ``ch``
     (``ch[c] = (side (+2 when the size is zero), ps, pe, qs, qe, pid, .)``, ``chv[c] = (price,
-    size)`` floats; every pid at the book's scale, no re-base among them), in order, rows and
+    size)`` floats (``own_t``: each entry's time in ``chv[c, 2]``, Kraken's; else every level
+    gets ``t``); every pid at the book's scale, no re-base among them), in order, rows and
     all, in O(m log m) instead of a sorted insert each (a snapshot arrives best first: the far
     end of the arrays).  The caller made room for ``c1 - c0`` rows and ``2 * (c1 - c0)`` output
     rows.  Returns ``(n, k, nord)``."""
@@ -349,6 +350,7 @@ def load_side(Iv, F, S, side, ch, chv, c0, c1, t, buf, nord, oi, oc, k):  # prag
             Iv[r, 0] = pids[j]
             Iv[r, 1] = nord
             nord += 1
+        tc = chv[c, 2] if own_t else t
         pl, ql = ch[c, 2] - ch[c, 1], ch[c, 4] - ch[c, 3]
         Iv[r, 2] = pl
         Iv[r, 3] = ql
@@ -356,10 +358,10 @@ def load_side(Iv, F, S, side, ch, chv, c0, c1, t, buf, nord, oi, oc, k):  # prag
             S[r, x] = buf[ch[c, 1] + x]
         for x in range(ql):
             S[r, w + x] = buf[ch[c, 3] + x]
-        F[r, 0] = t
+        F[r, 0] = tc
         F[r, 1] = chv[c, 1]
         F[r, 2] = chv[c, 0]
-        k = put_row(oi, oc, k, side, 1, t, float(Iv[r, 0]), chv[c, 1], chv[c, 0])
+        k = put_row(oi, oc, k, side, 1, tc, float(Iv[r, 0]), chv[c, 1], chv[c, 0])
     # the live rows, sorted towards the best
     live = 0
     for r in range(n):

@@ -437,8 +437,8 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         if first != -2:
             for c in range(nch):
                 ch[c, 5] = ch[c, 5] * P10I[final - ch[c, 6]]
-            nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nbids, t, buf, nord, oi, oc, k)
-            na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nbids, nch, t, buf, nord, oi, oc, k)
+            nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nbids, t, False, buf, nord, oi, oc, k)
+            na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nbids, nch, t, False, buf, nord, oi, oc, k)
             meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, final
             if nb > 0 and na > 0 and Ib[nb - 1, 0] >= Ia[na - 1, 0]:
                 return _STOP_CROSSED, s, k, nch, kind
@@ -616,8 +616,11 @@ class CoinbaseLane:
 
     def _grow(self, x: int, need: int = 0) -> None:
         """Grow the arrays of side ``x`` (``2 * slot + side``) to at least ``need`` rows (at least
-        double)."""
+        double), and the other side of the slot to ``need`` rows if it has fewer: a snapshot
+        needs both, and each stop re-reads the message."""
         _grow_side(self._LI, self._LF, self._LS, x, need)
+        if self._LI[x ^ 1].shape[0] < need:
+            _grow_side(self._LI, self._LF, self._LS, x ^ 1, need)
 
     # -- ownership ----------------------------------------------------------------------------
     def _take(self, s: int) -> None:
@@ -756,6 +759,10 @@ class CoinbaseLane:
             offs = np.zeros(n + 1, np.int64)
             np.cumsum([len(m) for m in raw], out=offs[1:])
             starts, ends = offs[:-1], offs[1:]
+        longest = int((ends - starts).max())
+        if longest // 8 > self._ch.shape[0]:      # room for every level of any message: no stop to grow
+            self._ch = np.zeros((longest // 8 + 64, 7), np.int64)
+            self._chv = np.zeros((longest // 8 + 64, self._chv.shape[1]), np.float64)
         res = np.zeros((n, self._RES), np.int64)
         self._recv = None if recv is None else np.asarray(recv, np.int64)
         try:
@@ -787,7 +794,7 @@ class CoinbaseLane:
             if i >= n or code == _STOP_CROSSED or code >= _STOP_VENUE:
                 continue
             if code == _STOP_NEW:
-                if not self._new(arg):
+                if not self._new(arg, int(ends[i] - starts[i])):
                     self._fallback(msgs, lines, i, actions, events, fallback)
                     i += 1
             elif code == _STOP_GROW:
@@ -803,16 +810,19 @@ class CoinbaseLane:
                 self._fallback(msgs, lines, i, actions, events, fallback)
                 i += 1
 
-    def _new(self, ln: int) -> bool:
+    def _new(self, ln: int, size: int = 0) -> bool:
         """A well-formed snapshot or update of a product without a slot (its name, ``ln`` bytes,
         in ``_up``): its book and status are created, as the Python path would at this message,
         and handed to the lane, which retries the message (True); False: the Python path takes
-        it (a product the lane cannot hold)."""
+        it (a product the lane cannot hold).  ``size``: the message's bytes (its book's arrays
+        get room for a snapshot of that size)."""
         sym = self._up[:ln].tobytes().decode()
         s = self._slot_of.get(sym)
         if s is None:
             self.core._sym(sym)
             s = self._add(sym)
+            if size // 32 > _CAP0:      # a snapshot's levels (~50 bytes each): room now, not a stop later
+                self._grow(2 * s, size // 32)
             self._take(s)
         return self._books[s] is not None and self._symlen[s] >= 0 and s == _find(
             self._up[:ln].copy(), 0, ln, self._table, self._symtab, self._symlen)

@@ -169,81 +169,6 @@ def _apply(LI, LF, LS, s, ch, chv, c0, nch, nb, na, scale, buf, nord, oi, oc, k)
 
 
 @njit(cache=True, nogil=True)
-def _load(Iv, F, S, side, ch, chv, c0, c1, buf, nord, oi, oc, k):  # pragma: no cover - compiled
-    """:func:`~ddms.io.kernels.strlevels.load_side` of entries ``c0..c1`` with each entry's own
-    time: entries of one time go through it together (a snapshot's levels mostly differ in
-    time, so this loads level by level through :func:`set_level` when times differ).  Returns
-    ``(n, k, nord)``."""
-    if c1 <= c0:
-        return 0, k, nord
-    same = True
-    for c in range(c0 + 1, c1):
-        if chv[c, 2] != chv[c0, 2]:
-            same = False
-            break
-    if same:
-        return load_side(Iv, F, S, side, ch, chv, c0, c1, chv[c0, 2], buf, nord, oi, oc, k)
-    # the times differ: load_side's placement, then each row's time and its output rows' times
-    k0 = k
-    n, k, nord = load_side(Iv, F, S, side, ch, chv, c0, c1, 0.0, buf, nord, oi, oc, k)
-    # load_side wrote the rows of the entries in order: +1 rows (and -1 rows of repeated prices)
-    # carry the time of the entry that set them; replay the entries to fix them up
-    return n, _retime(Iv, F, n, ch, chv, c0, c1, oi, oc, k0, k), nord
-
-
-@njit(cache=True, nogil=True)
-def _retime(Iv, F, n, ch, chv, c0, c1, oi, oc, k0, k1):  # pragma: no cover - compiled
-    """The times of a :func:`load_side` run made with time 0: output rows ``k0..k1`` and the
-    levels' ``F[:, 0]`` get their entries' times (an insert row: the time of its entry; a delete
-    row of a repeated price: the time of the entry that had set it).  Returns ``k1``."""
-    # a price's current time, by the order the entries set it
-    m = c1 - c0
-    pids = np.empty(m, np.int64)
-    for j in range(m):
-        pids[j] = ch[c0 + j, 5]
-    order = np.argsort(pids, kind="mergesort")
-    grp = np.empty(m, np.int64)
-    for j in range(m):
-        e = order[j]
-        if j > 0 and pids[order[j - 1]] == pids[e]:
-            grp[e] = grp[order[j - 1]]
-        else:
-            grp[e] = e
-    cur = np.full(m, -1.0)          # first entry of a price -> the time of the level it holds
-    live = np.zeros(m, np.bool_)
-    r = k0
-    for j in range(m):
-        c = c0 + j
-        g = grp[j]
-        qzero = ch[c, 0] >= 2
-        if live[g]:
-            oc[r, 0] = cur[g]        # the delete of the level set before
-            r += 1
-            if qzero:
-                live[g] = False
-                continue
-        elif qzero:
-            continue
-        t = chv[c, 2]
-        oc[r, 0] = t
-        r += 1
-        cur[g] = t
-        live[g] = True
-    # the levels' times: by price
-    for x in range(n):
-        pid = Iv[x, 0]
-        lo, hi = 0, m
-        while lo < hi:                # the first entry of that price in sorted order
-            mid = (lo + hi) >> 1
-            if pids[order[mid]] < pid:
-                lo = mid + 1
-            else:
-                hi = mid
-        F[x, 0] = cur[grp[order[lo]]]
-    return k1
-
-
-@njit(cache=True, nogil=True)
 def _truncate(Iv, F, S, n, side, depth, oi, oc, k):  # pragma: no cover - compiled
     """``LevelBook.truncate`` of one side: the rows beyond the best ``depth`` (the array's first
     ones: the worst) deleted worst first.  Returns ``(n, k, dropped)``.  O(n) row moves."""
@@ -416,11 +341,11 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
                 ch[c, 5] = ch[c, 5] * P10I[final - ch[c, 6]]
             # the sides in the message's order (the levels' insertion numbers follow it)
             if first_side == 0:
-                nb, k, nord = _load(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nfirst, buf, nord, oi, oc, k)
-                na, k, nord = _load(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nfirst, nch, buf, nord, oi, oc, k)
+                nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nfirst, 0.0, True, buf, nord, oi, oc, k)
+                na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nfirst, nch, 0.0, True, buf, nord, oi, oc, k)
             else:
-                na, k, nord = _load(Ia, Fa, LS[2 * s + 1], 1, ch, chv, 0, nfirst, buf, nord, oi, oc, k)
-                nb, k, nord = _load(Ib, Fb, LS[2 * s], 0, ch, chv, nfirst, nch, buf, nord, oi, oc, k)
+                na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, 0, nfirst, 0.0, True, buf, nord, oi, oc, k)
+                nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, nfirst, nch, 0.0, True, buf, nord, oi, oc, k)
             scale = final
     nb, na, scale, nord, k = _apply(LI, LF, LS, s, ch, chv, nch if fast else 0, nch, nb, na, scale, buf, nord,
                                     oi, oc, k)

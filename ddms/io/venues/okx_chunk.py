@@ -354,8 +354,8 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
                 ch[c, 5] = ch[c, 5] * P10I[final - ch[c, 6]]
                 if ch[c, 0] % 2 == 0:
                     nbids += 1
-            nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nbids, t, buf, nord, oi, oc, k)
-            na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nbids, nch, t, buf, nord, oi, oc, k)
+            nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nbids, t, False, buf, nord, oi, oc, k)
+            na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nbids, nch, t, False, buf, nord, oi, oc, k)
             scale = final
     nb, na, scale, nord, k = apply_changes(LI, LF, LS, s, ch, chv, nch if fast else 0, nch, nb, na, scale, t, buf, nord,
                                            oi, oc, k)
