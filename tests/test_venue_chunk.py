@@ -123,7 +123,7 @@ def test_kraken_real_capture_through_the_lane() -> None:
     _same(ref, got)
     s = got[2].summary()
     assert s["synced"] and s["checksum_checked"] == 4269 and s["checksum_mismatch"] == 0 and s["crossed"] == 0
-    assert got[2]._lane.fast_messages == s["messages"] == 4279
+    assert s["messages"] == 4279 and got[2]._lane.fast_messages == 4279 + s["ignored"]["event:heartbeat"] == 4310
 
 
 def test_kraken_truncation_in_the_kernel() -> None:
@@ -354,6 +354,10 @@ def _mutated(seed: int, n: int, venue: str = "coinbase") -> list[bytes]:
             out.append(m[:rng.randrange(len(m))])
         elif r < 0.06:
             out.append(rng.choice([b"", b"junk", b"[1,2]", b'{"type":"l2update"}', b"\xff\xfe", b"NaN",
+                                   b'{"event":"heartbeat"} x', b'{ "event" : "heartbeat" }',
+                                   b'{"event":"heartbeat","a":1}',
+                                   b'{"event":"heartbeat","event":"error"}', b'{"event":"heartbeat"',
+                                   b'{"event":"heartbeats"}',
                                    b'{"type":"l2update","product_id":"SKL-GBP","changes":[["buy","1","1"]]} x']))
             out.append(m)
         elif r < 0.08 and out:

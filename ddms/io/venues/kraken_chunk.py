@@ -11,8 +11,9 @@ the worst asks, deleted), then the CRC32 of the 10 best asks and bids over the e
 (:func:`~ddms.io.kernels.strlevels.kraken_crc_text`, :func:`~ddms.io.kernels.strlevels.crc32`)
 against the message's ``c``.
 
-Everything else takes the Python path, one message at a time, exactly as before: dict messages
-(heartbeats, statuses), other channels, a channel name that is not ``book-<digits>``, unknown or
+Heartbeats (``{"event": "heartbeat"}`` exactly) are counted in ``ignored`` by the lane.
+Everything else takes the Python path, one message at a time, exactly as before: other dict
+messages (statuses, errors), other channels, a channel name that is not ``book-<digits>``, unknown or
 repeated fields, a snapshot mixed with update fields or with a side given twice, an entry that
 is not ``[price, volume, timestamp(, "r")]`` escape-free ASCII strings, a value the exact
 readers refuse (the Python path reports it), a book the lane does not hold.  An update of an
@@ -65,6 +66,7 @@ from ddms.io.venues.coinbase_chunk import (
     _STOP_SLOW,
     _STOP_VENUE,
     CoinbaseLane,
+    _eq,
     _string,
 )
 from ddms.io.venues.okx_chunk import _int
@@ -77,13 +79,30 @@ __all__ = ["KrakenLane"]
 _STOP_MISMATCH = _STOP_VENUE
 # kinds of applied messages (res[:, 3]): an update without / with a verified checksum, a
 # snapshot, an update of an unsynced book (counted only)
-_K_PLAIN, _K_CHECKED, _K_SNAP, _K_UNSYNCED = 0, 1, 2, 3
+_K_PLAIN, _K_CHECKED, _K_SNAP, _K_UNSYNCED, _K_HEARTBEAT = 0, 1, 2, 3, 4
 _KEYS = np.zeros((5, 4), np.uint8)
 _KEYLEN = np.zeros(5, np.int64)
 for _i, _k in enumerate(("a", "b", "as", "bs", "c")):
     _KEYS[_i, :len(_k)] = np.frombuffer(_k.encode(), np.uint8)
     _KEYLEN[_i] = len(_k)
 _BOOK = np.frombuffer(b"book-", np.uint8).copy()
+_EVENT = np.frombuffer(b"event", np.uint8).copy()
+_HEARTBEAT = np.frombuffer(b"heartbeat", np.uint8).copy()
+
+
+@njit(cache=True, nogil=True)
+def _heartbeat(buf, i, n):  # pragma: no cover - compiled
+    """Whether ``buf[i:n]`` is exactly ``{"event": "heartbeat"}`` (whitespace allowed): the
+    Python path counts it in ``ignored`` and does nothing else."""
+    i = _ws(buf, i + 1, n)
+    ks, ke, i = _key(buf, i, n)
+    if i < 0 or not _eq(buf, ks, ke, _EVENT):
+        return False
+    a, b, i = _string(buf, i, n)
+    if i < 0 or not _eq(buf, a, b, _HEARTBEAT):
+        return False
+    i = _ws(buf, i, n)
+    return i < n and buf[i] == 125 and _ws(buf, i + 1, n) == n
 
 
 @njit(cache=True, nogil=True)
@@ -192,6 +211,8 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     kernel's (plus the levels truncated); ``crc[0], crc[1]`` the computed and the sent checksum
     of a mismatch."""
     i = _ws(buf, a, n)
+    if i < n and buf[i] == 123 and _heartbeat(buf, i, n):
+        return -1, -1, k, 0, _K_HEARTBEAT, 0
     if i >= n or buf[i] != 91:
         return _STOP_SLOW, -1, k, 0, 0, 0
     i = _ws(buf, i + 1, n)
@@ -405,6 +426,11 @@ class KrakenLane(CoinbaseLane):
                     self._LS, self._ch, self._chv, self._up, self._oi, self._oc, res, self._text, self._crc)
 
     def _count(self, r: np.ndarray, nslot: int) -> None:
+        beats = r[:, 3] == _K_HEARTBEAT
+        if beats.any():
+            core = self.core
+            core.ignored["event:heartbeat"] = core.ignored.get("event:heartbeat", 0) + int(beats.sum())
+            r = r[~beats]
         kinds, slots = r[:, 3], r[:, 0]
         n_msg = np.bincount(slots, minlength=nslot)
         n_snap = np.bincount(slots[kinds == _K_SNAP], minlength=nslot)

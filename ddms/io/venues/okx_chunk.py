@@ -18,8 +18,8 @@ The lane itself (book ownership, events, counters) is
 :class:`~ddms.io.venues.coinbase_chunk.CoinbaseLane`'s; the last ``seqId`` of a held book lives
 in the lane's slot state and is copied to ``OkxBooks.last_seq`` after every kernel run.
 
-Cost: O(bytes + levels + 50 checksum strings) in numba per message, one ``SymbolEvents`` per
-message (~1-2 us of Python).
+Cost: O(bytes + levels + 50 checksum strings) in numba per message; the events of a kernel run
+are one :class:`~ddms.io.levels.ChunkEvents` (no Python object per message).
 """
 
 from __future__ import annotations
