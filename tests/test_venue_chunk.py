@@ -112,7 +112,9 @@ def test_okx_real_capture_through_the_lane() -> None:
     _same(ref, got)
     s = got[2].summary()
     assert s["synced"] and s["checksum_checked"] == 290 and s["checksum_mismatch"] == 0 and s["gaps"] == 0
-    assert got[2]._lane.fast_messages == s["messages"] == 290      # snapshots and updates
+    channels = sum(v for k, v in s["ignored"].items() if not k.startswith("event"))    # tickers, trades
+    assert s["messages"] == 290 and channels > 100
+    assert got[2]._lane.fast_messages == s["messages"] + channels      # snapshots, updates, the rest counted
 
 
 def test_kraken_real_capture_through_the_lane() -> None:
@@ -540,3 +542,37 @@ def test_crc32_agrees_with_zlib(data: bytes) -> None:
 
     from ddms.io.kernels.strlevels import crc32
     assert int(crc32(np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8), len(data))) == zlib.crc32(data)
+
+
+_JSON_TEXT = st.one_of(
+    st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+                 lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=4), c, max_size=4),
+                 max_leaves=16).map(lambda v: json.dumps(v, ensure_ascii=False).encode()),
+    st.binary(max_size=40),
+    st.sampled_from([b"NaN", b"[1,]", b"{,}", b'{"a" 1}', b"[1 2]", b"01", b"1.", b".5", b"-", b"1e", b'{"a":1}}',
+                     b"[" * 61 + b"]" * 61, b"[" * 59 + b"]" * 59, b"1" * 31, b"1" * 30, b"[tru]", b'["\\n"]',
+                     b'{"a":[1,{"b":null}],"c":"d"} ', b"\t[ ]\r\n", b"[1.5e999]", b'{"a":1,"a":2}']))
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_JSON_TEXT)
+def test_skip_json_accepts_only_what_json_loads_reads(text: bytes) -> None:
+    """What the lanes' strict JSON skipper passes over (to count a ticker or trade without the
+    Python path), json.loads reads: never a message the Python path would call malformed."""
+    from ddms.io.venues.coinbase_chunk import skip_json
+    buf = np.frombuffer(text, np.uint8) if text else np.zeros(0, np.uint8)
+    if skip_json(buf, 0, len(text)) == len(text) and text.strip():
+        json.loads(text)
+        loads_json(text)
+
+
+def test_tickers_and_trades_counted_in_the_kernel() -> None:
+    """OKX tickers/trades and Coinbase matches/subscriptions: counted in ``ignored`` by the
+    lanes (no Python per message), the same counts as the per-message path."""
+    for venue in ("okx", "coinbase"):
+        msgs = _real(venue)
+        ref, got = _per_message(msgs, venue), _chunked(msgs, [4096], venue)
+        _same(ref, got)
+        ign = sum(got[2].ignored.values())
+        assert ign > 0
+        assert got[2]._lane.fast_messages >= len(msgs) - 30, (venue, got[2]._lane.fast_messages, len(msgs))

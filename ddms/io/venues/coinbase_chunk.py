@@ -86,6 +86,9 @@ _STOP_VENUE = 8      # a venue lane's own stop codes from here (message stop - 1
 _M_NB, _M_NA, _M_SCALE, _M_ORD, _M_OWNED, _M_SYNCED = 0, 1, 2, 3, 4, 5   # 6, 7: the venue's
 # kinds of applied messages (res[:, 3])
 _K_UPDATE, _K_TICK_OK, _K_TICK_DIS, _K_UNSYNCED, _K_SNAPSHOT = 0, 1, 2, 3, 4
+_K_IGNORED = 9       # a message the Python path only counts in ``ignored`` (res[:, 4:6]: the name's span)
+_TYPE = np.frombuffer(b"type", np.uint8).copy()
+_ERROR = np.frombuffer(b"error", np.uint8).copy()
 
 
 @njit(cache=True, nogil=True)
@@ -488,6 +491,115 @@ def _skip_levels(buf, i, n):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def skip_json(buf, i, n):  # pragma: no cover - compiled
+    """Index after the JSON value at ``i`` in JSON's strict grammar, -1 for anything else or
+    anything the Python path might judge otherwise: strings with escapes or bytes outside
+    printable ASCII, numbers longer than 30 bytes (Python refuses integers of more than 4,300
+    digits), nesting deeper than 60.  What it accepts, ``json.loads`` reads (the kernels use it
+    to pass over messages the Python path would only count).  O(bytes), no allocation."""
+    depth = 0
+    kinds = np.int64(0)        # bit d: the container at depth d is an object
+    i = _ws(buf, i, n)
+    while True:
+        # a value at i
+        if i >= n:
+            return -1
+        c = buf[i]
+        if c == 123 or c == 91:
+            if depth >= 60:
+                return -1
+            obj = c == 123
+            kinds = (kinds << 1) | (1 if obj else 0)
+            depth += 1
+            i = _ws(buf, i + 1, n)
+            if i < n and buf[i] == (125 if obj else 93):
+                i += 1
+                depth -= 1
+                kinds >>= 1
+            else:
+                if obj:
+                    a, b, i = _string(buf, i, n)
+                    if i < 0:
+                        return -1
+                    i = _ws(buf, i, n)
+                    if i >= n or buf[i] != 58:
+                        return -1
+                    i = _ws(buf, i + 1, n)
+                continue
+        else:
+            j = _skip_scalar(buf, i, n)
+            if j < 0 or (c != 34 and j - i > 30):
+                return -1
+            i = j
+        # after a value
+        while True:
+            if depth == 0:
+                return i
+            i = _ws(buf, i, n)
+            if i >= n:
+                return -1
+            c = buf[i]
+            if c == 44:
+                i = _ws(buf, i + 1, n)
+                if kinds & 1:
+                    a, b, i = _string(buf, i, n)
+                    if i < 0:
+                        return -1
+                    i = _ws(buf, i, n)
+                    if i >= n or buf[i] != 58:
+                        return -1
+                    i = _ws(buf, i + 1, n)
+                break
+            if c == (125 if kinds & 1 else 93):
+                i += 1
+                depth -= 1
+                kinds >>= 1
+                continue
+            return -1
+
+
+@njit(cache=True, nogil=True)
+def _ignored(buf, a, n):  # pragma: no cover - compiled
+    """The span of the ``type`` of a message the Python path only counts in ``ignored`` (valid
+    JSON, an object with one string ``type`` other than ``snapshot``/``l2update``/``ticker``/
+    ``error``), else ``(-1, -1)``."""
+    i = _ws(buf, a, n)
+    if i >= n or buf[i] != 123:
+        return -1, -1
+    i = _ws(buf, i + 1, n)
+    ta = tb = -1
+    while True:
+        ks, ke, i = _string(buf, i, n)
+        if i < 0:
+            return -1, -1
+        i = _ws(buf, i, n)
+        if i >= n or buf[i] != 58:
+            return -1, -1
+        i = _ws(buf, i + 1, n)
+        if _eq(buf, ks, ke, _TYPE):
+            if ta >= 0:
+                return -1, -1
+            ta, tb, i = _string(buf, i, n)
+        else:
+            i = skip_json(buf, i, n)
+        if i < 0:
+            return -1, -1
+        i = _ws(buf, i, n)
+        if i < n and buf[i] == 44:
+            i = _ws(buf, i + 1, n)
+            continue
+        if i < n and buf[i] == 125:
+            break
+        return -1, -1
+    if _ws(buf, i + 1, n) != n or ta < 0:
+        return -1, -1
+    if _eq(buf, ta, tb, _L2UPDATE) or _eq(buf, ta, tb, _SNAPSHOT) or _eq(buf, ta, tb, _TICKER) or \
+            _eq(buf, ta, tb, _ERROR):
+        return -1, -1
+    return ta, tb
+
+
+@njit(cache=True, nogil=True)
 def _run(buf, starts, ends, i0, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, res):  # pragma: no cover
     """Messages ``i0..`` until one needs Python: ``res[i] = (slot, rows end, levels, kind)`` per
     applied message.  Returns ``(stop, code, rows, arg)``: messages ``i0..stop`` were applied
@@ -497,6 +609,12 @@ def _run(buf, starts, ends, i0, table, symtab, symlen, meta, LI, LF, LS, ch, chv
     for i in range(i0, n):
         code, s, k, nlev, kind = _message(buf, starts[i], ends[i], table, symtab, symlen, meta, LI, LF, LS, ch, chv,
                                           up, oi, oc, k)
+        if code == _STOP_SLOW:
+            ta, tb = _ignored(buf, starts[i], ends[i])
+            if ta >= 0:
+                code, s, nlev, kind = -1, -1, 0, _K_IGNORED
+                res[i, 4] = ta
+                res[i, 5] = tb
         if code >= 0 and code != _STOP_CROSSED:
             return i, code, k, s
         res[i, 0] = s
@@ -554,8 +672,9 @@ class CoinbaseLane:
     per-message path: a message that falls back costs a kernel call of a few us more, while
     resting would hand every book the Python path touches back and forth (O(levels) each way)."""
 
-    _RES = 4
-    """Columns of the kernel's per-message results (slot, rows end, levels, kind; a venue adds)."""
+    _RES = 6
+    """Columns of the kernel's per-message results (slot, rows end, levels, kind, the span of an
+    ignored message's kind in the chunk's buffer; a venue adds)."""
 
     def __init__(self, core: CoinbaseBooks, *, rows: int = 1 << 14) -> None:
         self.core = core
@@ -576,6 +695,8 @@ class CoinbaseLane:
         self._refused: dict[int, int] = {}   # slot -> the snapshot count at which taking over failed
         self.fast_messages = 0
         self.consumed = 0
+        self._recv: np.ndarray | None = None
+        self._buf: np.ndarray | None = None      # the chunk's bytes during feed_chunk (ignored kinds' names)
 
     # -- slots --------------------------------------------------------------------------------
     def _add(self, sym: str) -> int:
@@ -765,12 +886,14 @@ class CoinbaseLane:
             self._chv = np.zeros((longest // 8 + 64, self._chv.shape[1]), np.float64)
         res = np.zeros((n, self._RES), np.int64)
         self._recv = None if recv is None else np.asarray(recv, np.int64)
+        self._buf = buf
         try:
             self._loop(msgs, lines, fallback, on_fast, actions, events, buf, starts, ends, res, n)
         except StopChunk:
             pass
         finally:
             self._recv = None
+            self._buf = None
         return actions, events
 
     def _loop(self, msgs, lines, fallback, on_fast, actions, events, buf, starts, ends, res, n) -> None:
@@ -912,7 +1035,13 @@ class CoinbaseLane:
         :class:`~ddms.io.levels.ChunkEvents` for all of them (columns: each row's symbol slot,
         message number and receive time).  O(rows + messages) in numpy, O(1) objects."""
         r = res[i0:i1]
-        self._count(r, len(self._sym))
+        ign = r[:, 3] == _K_IGNORED
+        if ign.any():           # counted by kind, as the Python path does
+            core, buf = self.core, self._buf
+            for a, b in r[ign, 4:6].tolist():
+                name = buf[a:b].tobytes().decode()
+                core.ignored[name] = core.ignored.get(name, 0) + 1
+        self._count(r[~ign] if ign.any() else r, len(self._sym))
         self.fast_messages += i1 - i0
         if k == 0:
             return

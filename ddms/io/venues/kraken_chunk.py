@@ -390,7 +390,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
 @njit(cache=True, nogil=True)
 def _run(buf, starts, ends, i0, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, res, text,
          crc):  # pragma: no cover - compiled
-    """As the OKX lane's ``_run``; ``res[i, 4]`` the levels truncated."""
+    """As the OKX lane's ``_run``; ``res[i, 6]`` the levels truncated."""
     k = 0
     n = starts.shape[0]
     for i in range(i0, n):
@@ -402,7 +402,7 @@ def _run(buf, starts, ends, i0, table, symtab, symlen, meta, LI, LF, LS, ch, chv
         res[i, 1] = k
         res[i, 2] = nlev
         res[i, 3] = kind
-        res[i, 4] = trunc
+        res[i, 6] = trunc
         if code >= 0:
             return i + 1, code, k, s
     return n, _STOP_SLOW, k, -1
@@ -412,7 +412,7 @@ class KrakenLane(CoinbaseLane):
     """The fast lane of one :class:`~ddms.io.venues.kraken.KrakenBooks` (see the module
     docstring)."""
 
-    _RES = 5
+    _RES = 7
 
     def __init__(self, core: KrakenBooks, *, rows: int = 1 << 14) -> None:
         super().__init__(core, rows=rows)     # type: ignore[arg-type]
@@ -436,7 +436,7 @@ class KrakenLane(CoinbaseLane):
         n_snap = np.bincount(slots[kinds == _K_SNAP], minlength=nslot)
         n_lev = np.bincount(slots, weights=r[:, 2], minlength=nslot)
         n_chk = np.bincount(slots[kinds == _K_CHECKED], minlength=nslot)
-        n_trunc = np.bincount(slots, weights=r[:, 4], minlength=nslot)
+        n_trunc = np.bincount(slots, weights=r[:, 6], minlength=nslot)
         status, syms = self.core.status, self._sym
         for s in np.flatnonzero(n_msg).tolist():
             st = status[syms[s]]

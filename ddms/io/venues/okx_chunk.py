@@ -43,6 +43,7 @@ from ddms.io.kernels.strlevels import (
 from ddms.io.venues.binance_book import _key, _skip_scalar, _ws, name_index
 from ddms.io.venues.binance_chunk import _find
 from ddms.io.venues.coinbase_chunk import (
+    _K_IGNORED,
     _M_NA,
     _M_NB,
     _M_ORD,
@@ -59,6 +60,7 @@ from ddms.io.venues.coinbase_chunk import (
     CoinbaseLane,
     _eq,
     _string,
+    skip_json,
 )
 
 if TYPE_CHECKING:
@@ -408,6 +410,84 @@ def _skip_data(buf, i, n):  # pragma: no cover - compiled
     return -1
 
 
+_EVENT = np.frombuffer(b"event", np.uint8).copy()
+_ARGW = np.frombuffer(b"arg", np.uint8).copy()
+_CHANNEL = np.frombuffer(b"channel", np.uint8).copy()
+_INSTID = np.frombuffer(b"instId", np.uint8).copy()
+
+
+@njit(cache=True, nogil=True)
+def _ignored(buf, a, n):  # pragma: no cover - compiled
+    """The span of the channel of a message the Python path only counts in ``ignored`` (valid
+    JSON, an object without ``event`` whose one ``arg`` is an object with one string ``channel``
+    -- not a book channel -- and one string ``instId``: tickers, trades, ...), else
+    ``(-1, -1)``."""
+    i = _ws(buf, a, n)
+    if i >= n or buf[i] != 123:
+        return -1, -1
+    i = _ws(buf, i + 1, n)
+    ca = cb = -1
+    seen_arg = False
+    while True:
+        ks, ke, i = _string(buf, i, n)
+        if i < 0 or _eq(buf, ks, ke, _EVENT):
+            return -1, -1
+        i = _ws(buf, i, n)
+        if i >= n or buf[i] != 58:
+            return -1, -1
+        i = _ws(buf, i + 1, n)
+        if _eq(buf, ks, ke, _ARGW):
+            if seen_arg or i >= n or buf[i] != 123:
+                return -1, -1
+            seen_arg = True
+            i = _ws(buf, i + 1, n)
+            pa = -1
+            while True:
+                xs, xe, i = _string(buf, i, n)
+                if i < 0:
+                    return -1, -1
+                i = _ws(buf, i, n)
+                if i >= n or buf[i] != 58:
+                    return -1, -1
+                i = _ws(buf, i + 1, n)
+                if _eq(buf, xs, xe, _CHANNEL):
+                    if ca >= 0:
+                        return -1, -1
+                    ca, cb, i = _string(buf, i, n)
+                elif _eq(buf, xs, xe, _INSTID):
+                    if pa >= 0:
+                        return -1, -1
+                    pa, pb, i = _string(buf, i, n)
+                else:
+                    i = skip_json(buf, i, n)
+                if i < 0:
+                    return -1, -1
+                i = _ws(buf, i, n)
+                if i < n and buf[i] == 44:
+                    i = _ws(buf, i + 1, n)
+                    continue
+                if i < n and buf[i] == 125:
+                    i += 1
+                    break
+                return -1, -1
+            if ca < 0 or pa < 0:
+                return -1, -1
+        else:
+            i = skip_json(buf, i, n)
+        if i < 0:
+            return -1, -1
+        i = _ws(buf, i, n)
+        if i < n and buf[i] == 44:
+            i = _ws(buf, i + 1, n)
+            continue
+        if i < n and buf[i] == 125:
+            break
+        return -1, -1
+    if _ws(buf, i + 1, n) != n or not seen_arg or name_index(buf, ca, cb, _CHANNELS, _CHANLEN) >= 0:
+        return -1, -1
+    return ca, cb
+
+
 @njit(cache=True, nogil=True)
 def _run(buf, starts, ends, i0, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, res, text,
          crc):  # pragma: no cover - compiled
@@ -418,6 +498,12 @@ def _run(buf, starts, ends, i0, table, symtab, symlen, meta, LI, LF, LS, ch, chv
     for i in range(i0, n):
         code, s, k, nlev, kind = _message(buf, starts[i], ends[i], table, symtab, symlen, meta, LI, LF, LS, ch, chv,
                                           up, oi, oc, k, text, crc)
+        if code == _STOP_SLOW:
+            ca, cb = _ignored(buf, starts[i], ends[i])
+            if ca >= 0:
+                code, s, nlev, kind = -1, -1, 0, _K_IGNORED
+                res[i, 4] = ca
+                res[i, 5] = cb
         if code >= 0 and code != _STOP_CROSSED and code != _STOP_MISMATCH:
             return i, code, k, s
         res[i, 0] = s
