@@ -26,7 +26,7 @@ so numba compile/cache-load time is excluded; the machine is shared, so state it
   cores' count) in CPU seconds -- small files (0.02-0.2 s each), so these are rough; OKX and
   Coinbase interleaved with the same file line by line (the per-message Python path), and their
   cores' ``feed_chunk`` (the numba lanes) against ``loads_json`` + ``feed`` on the messages in
-  memory;
+  memory; Kraken too (its lane: snapshots, updates, truncation and checksums in numba);
 * ``MBO (DBN)``: the CME ESH4 market-by-order file through :func:`ddms.io.dbn.read_dbn`:
   records/s and rows/s (``events/s`` = records: one add/cancel/modify each).
 """
@@ -243,6 +243,9 @@ def _core_each(venue: str, msgs: list[bytes]) -> tuple[int, int, int]:
 
 
 def _core(venue: str) -> Any:
+    if venue == "kraken":
+        from ddms.io.venues.kraken import KrakenBooks
+        return KrakenBooks()
     if venue == "okx":
         from ddms.io.venues.okx import OkxBooks
         return OkxBooks()
@@ -251,11 +254,11 @@ def _core(venue: str) -> Any:
 
 
 def _lane_rows(name: str, reps: int) -> list[Row]:
-    """A Coinbase or OKX capture: the reader with the chunk lane against the reader line by line
+    """A Kraken, OKX or Coinbase capture: the reader with the chunk lane against the reader line by line
     (``chunk=1``: the per-message Python path), and the core's ``feed_chunk`` against its
     per-message ``feed`` on the messages in memory; CPU seconds, interleaved, best of ``reps``."""
     path = VENUES / name
-    venue = "okx" if name.startswith("OKX") else "coinbase"
+    venue = name.split(".")[0].lower()
     (d1, (lv1, _, _), t1), (d0, (lv0, _, _), t0) = _interleaved(
         [lambda: _cryptofeed(path), lambda: _cryptofeed(path, chunk=1)], reps, time.process_time)
     msgs = _payloads(path)
@@ -324,7 +327,7 @@ def measure(quick: bool = False) -> list[Row]:
                         "", _verdict(0, 0, times)))
     for name in ("KRAKEN.ws.50.0", "OKX.ws.1.0", "COINBASE.ws.28.0", "BINANCE.ws.1.0", "BINANCE_FUTURES.ws.1.0"):
         path = VENUES / name
-        if path.exists() and name.startswith(("OKX", "COINBASE")):
+        if path.exists() and name.startswith(("KRAKEN", "OKX", "COINBASE")):
             rows += _lane_rows(name, reps)
         elif path.exists():
             dt, (levels, _, out), times = _best(lambda p=path: _cryptofeed(p), reps, time.process_time)

@@ -72,7 +72,10 @@ def _run_chunked(market: str, ops: list[Op], sizes: list[int], rows: int = 1 << 
 def same_events(ev_a: list, ev_b: list) -> None:
     """Two lists of venue events equal: venue, symbol, lines, and every array of each batch,
     dtypes included (the check of every chunk-versus-one-by-one test, here and in
-    test_cryptofeed_chunk)."""
+    test_cryptofeed_chunk).  A chunk lane's ChunkEvents count as the per-message events they
+    hold (ddms.io.levels.per_symbol), with their receive times."""
+    from ddms.io.levels import per_symbol
+    ev_a, ev_b = per_symbol(ev_a), per_symbol(ev_b)
     assert len(ev_a) == len(ev_b)
     for x, y in zip(ev_a, ev_b, strict=True):
         assert (x.venue, x.symbol, x.batch.first_line, x.batch.last_line) == (

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from ddms.errors import InputError
 from ddms.io.cryptofeed import CryptofeedParser, read_cryptofeed
+from ddms.io.levels import per_symbol
 from ddms.io.venues.binance_chunk import ChunkLane
 from tests.conftest import shared_file
 from tests.test_binance_chunk import _gen, same_events
@@ -287,7 +288,7 @@ def test_venue_real_captures_chunked(name: str) -> None:
         p = CryptofeedParser(str(ws))
         out.append((p, list(read_cryptofeed(ws, parser=p, chunk=chunk)), None))
     _same(*out)
-    for x, y in zip(out[0][1], out[1][1], strict=True):
+    for x, y in zip(per_symbol(out[0][1]), per_symbol(out[1][1]), strict=True):
         assert x.batch.recv is not None and np.array_equal(x.batch.recv, y.batch.recv)
     s = out[1][0].summary()
     assert s["synced"] and s["gaps"] == 0 and s["checksum_mismatch"] == 0

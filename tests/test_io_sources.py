@@ -105,3 +105,29 @@ def test_file_hash_symbol_in_every_command(tmp_path, capsys):
     assert open_source(tmp_path / "one.parquet").kind == "parquet"
     code = main(["run", str(EXAMPLES / "sobi.m3"), "--data", str(p), "--json"])
     assert code != 0 and f"{p}#" in capsys.readouterr().err      # several symbols: says how to choose
+
+
+@pytest.mark.parametrize("name", ["KRAKEN.ws.50.0", "OKX.ws.1.0", "COINBASE.ws.28.0"])
+def test_symbol_batches_of_chunk_events_equal_line_by_line(name: str) -> None:
+    """SymbolBatches reads the chunk lanes' ChunkEvents natively (symbol ids by row, one
+    symbol's rows picked out): the batches of ddms run/backtest equal those of the same capture
+    read line by line (one SymbolEvents per message), every symbol and one chosen symbol."""
+    from ddms.io.formats import FORMATS, SymbolBatches
+    path = SHARED / "data" / "venues" / name
+    if not path.exists():
+        pytest.skip("no shared data")
+    fmt = next(f for f in FORMATS if f.kind == "cryptofeed")
+
+    def rows(symbol: str | None, keep: bool, step: int | None) -> tuple[list, list[str]]:
+        sb = SymbolBatches(fmt, str(path), symbol=symbol, keep=keep)
+        if step is not None:
+            sb.batch_updates = step
+        bs = list(sb.batches())
+        return [np.concatenate([getattr(b, f) for b in bs]) for f in ("rel", "sign", "cols", "line")], sb.seen
+
+    _, seen = rows(None, True, None)
+    assert len(seen) > 1
+    for symbol, keep in ((None, True), (seen[1], False), (seen[-1], True)):
+        fast, by_line = rows(symbol, keep, None)[0], rows(symbol, keep, 1)[0]
+        for u, v in zip(fast, by_line, strict=True):
+            assert u.dtype == v.dtype and np.array_equal(u, v)

@@ -26,7 +26,7 @@ from venue_sim import binance, coinbase, kraken, okx
 
 from ddms.errors import InputError, ReplayError
 from ddms.io.cryptofeed import CryptofeedParser, parse_line, read_cryptofeed, venue_of
-from ddms.io.levels import ASKS, BIDS, LevelBook, price_key
+from ddms.io.levels import ASKS, BIDS, LevelBook, per_symbol, price_key
 from ddms.io.venues.binance import BinanceBooks
 from ddms.io.venues.coinbase import CoinbaseBooks
 from ddms.io.venues.kraken import KrakenBooks, kraken_checksum
@@ -44,7 +44,7 @@ class Rows:
         self.rows: dict[str, dict] = {}
 
     def apply(self, events) -> None:
-        for ev in events:
+        for ev in per_symbol(events):     # a chunk lane's ChunkEvents as the per-message events
             b = ev.batch
             assert (b.line[1:] >= b.line[:-1]).all() and b.first_line <= int(b.line[0]) <= b.last_line
             store = self.rows.setdefault(ev.symbol, {})

@@ -21,9 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddms.io.kernels.strlevels import BAD, BIG, OK, decimal_of
-from ddms.io.levels import price_key
+from ddms.io.levels import per_symbol, price_key
 from ddms.io.venues.base import loads_json
 from ddms.io.venues.coinbase import CoinbaseBooks
+from ddms.io.venues.kraken import KrakenBooks
 from ddms.io.venues.okx import OkxBooks
 from tests.conftest import shared_file
 from tests.test_binance_chunk import same_events
@@ -41,8 +42,8 @@ def _payloads(name: str) -> list[bytes]:
 
 
 _REAL: dict[str, list[bytes]] = {}
-_FILES = {"coinbase": "COINBASE.ws.28.0", "okx": "OKX.ws.1.0"}
-_CORES = {"coinbase": CoinbaseBooks, "okx": OkxBooks}
+_FILES = {"coinbase": "COINBASE.ws.28.0", "okx": "OKX.ws.1.0", "kraken": "KRAKEN.ws.50.0"}
+_CORES = {"coinbase": CoinbaseBooks, "okx": OkxBooks, "kraken": KrakenBooks}
 
 
 def _real(venue: str = "coinbase") -> list[bytes]:
@@ -77,7 +78,7 @@ def _chunked(msgs: list[bytes], sizes: list[int], venue: str = "coinbase") -> tu
         k += 1
         a, e = core.feed_chunk(msgs[i:j], lines[i:j])
         acts += a
-        events += e
+        events += per_symbol(e)
         core._check()
         i = j
     return acts, events, core
@@ -111,7 +112,47 @@ def test_okx_real_capture_through_the_lane() -> None:
     _same(ref, got)
     s = got[2].summary()
     assert s["synced"] and s["checksum_checked"] == 290 and s["checksum_mismatch"] == 0 and s["gaps"] == 0
-    assert got[2]._lane.fast_messages == s["messages"] == 290      # snapshots and updates
+    channels = sum(v for k, v in s["ignored"].items() if not k.startswith("event"))    # tickers, trades
+    assert s["messages"] == 290 and channels > 100
+    assert got[2]._lane.fast_messages == s["messages"] + channels      # snapshots, updates, the rest counted
+
+
+def test_kraken_real_capture_through_the_lane() -> None:
+    """Every book message of the Kraken capture (10 snapshots of up to 1,546 levels a side,
+    4,269 updates) through the kernel, its 4,269 checksums verified there."""
+    msgs = _real("kraken")
+    ref, got = _per_message(msgs, "kraken"), _chunked(msgs, [4096, 300, 13], "kraken")
+    _same(ref, got)
+    s = got[2].summary()
+    assert s["synced"] and s["checksum_checked"] == 4269 and s["checksum_mismatch"] == 0 and s["crossed"] == 0
+    assert s["messages"] == 4279 and got[2]._lane.fast_messages == 4279 + s["ignored"]["event:heartbeat"] == 4310
+
+
+def test_kraken_truncation_in_the_kernel() -> None:
+    """The same capture as ``book-10`` and ``book-25``: every snapshot and many updates leave
+    levels beyond the depth, which the kernel deletes (worst first) as ``LevelBook.truncate``
+    does (a level deleted from the top 10 leaves it short: the venue would have republished the
+    11th, so some checksums then fail, in both paths alike)."""
+    for depth in (b"book-10", b"book-25"):
+        msgs = [m.replace(b'"book-1000"', b'"' + depth + b'"') for m in _real("kraken")]
+        ref, got = _per_message(msgs, "kraken"), _chunked(msgs, [1000, 37], "kraken")
+        _same(ref, got)
+        s = got[2].summary()
+        assert s["truncated"] > 7000 and s["snapshots"] == 10 and s["checksum_checked"] > 0
+        assert got[2]._lane.fast_messages >= s["snapshots"] + s["checksum_checked"]     # all in the kernel
+
+
+def test_kraken_checksum_mismatch_found_by_the_kernel() -> None:
+    msgs = list(_real("kraken"))
+    k = next(i for i, m in enumerate(msgs) if b'"c":"' in m and i > 500)
+    d = json.loads(msgs[k])
+    d[-3]["c"] = str((int(d[-3]["c"]) + 1) % 2**32)
+    msgs[k] = json.dumps(d, separators=(",", ":")).encode()
+    ref, got = _per_message(msgs, "kraken"), _chunked(msgs, [4096], "kraken")
+    _same(ref, got)
+    s = got[2].summary()
+    assert s["checksum_mismatch"] == 1 and s["resyncs"] == 1
+    assert "checksum mismatch" in got[2].reports[-1].reason
 
 
 def test_held_book_is_handed_back_on_use() -> None:
@@ -134,8 +175,14 @@ def test_held_book_is_handed_back_on_use() -> None:
 # mutations of the real capture
 # ------------------------------------------------------------------------------------------
 
-def _respell(rng: random.Random, msg: dict) -> bytes:
+def _respell(rng: random.Random, msg: dict | list) -> bytes:
     """The same JSON value spelt another way (key order, whitespace, an escape)."""
+    if isinstance(msg, list):        # Kraken: key order inside the objects, whitespace, an escaped pair
+        msg = [{k: d[k] for k in rng.sample(list(d), len(d))} if isinstance(d, dict) else d for d in msg]
+        text = json.dumps(msg, separators=rng.choice([(",", ":"), (", ", ": ")]))
+        if rng.random() < 0.2:
+            text = text.replace('/', '\\/', 1)
+        return (" \n" + text if rng.random() < 0.3 else text).encode()
     keys = list(msg)
     rng.shuffle(keys)
     text = json.dumps({k: msg[k] for k in keys}, separators=rng.choice([(",", ":"), (", ", ": ")]))
@@ -238,6 +285,60 @@ def _mutate_value(rng: random.Random, msg: dict) -> dict:
     return msg
 
 
+def _mutate_kraken(rng: random.Random, msg: list) -> list:
+    """A Kraken channel message changed: checksums, prices (finer: a re-base; crossing), sizes,
+    timestamps, the 4th field, the channel name (another depth: a truncation), the pair, the
+    channelID, unknown keys, the update split over two objects or a snapshot mixed with update
+    keys."""
+    msg = json.loads(json.dumps(msg))
+    if len(msg) < 4 or not all(isinstance(d, dict) for d in msg[1:-2]):
+        return msg
+    body = msg[1:-2]
+    d = rng.choice(body)
+    lv = next((v for k, v in d.items() if k in ("a", "b", "as", "bs") and isinstance(v, list) and v), None)
+    r = rng.randrange(18)
+    if r == 0 and "c" in d:
+        d["c"] = str((int(d["c"]) + 1) % 2**32)                                  # a mismatch: resync
+    elif r == 1:
+        d["c"] = rng.choice(["", "x1", str(2**32), "0" * 12 + "5", 5, None, "-1"])
+    elif r == 2 and lv:
+        e = rng.choice(lv)
+        e[0] = e[0] + rng.choice(["1", "01", "0", "000001"])                    # finer price: a re-base
+    elif r == 3 and lv:
+        rng.choice(lv)[0] = rng.choice(["0.00001", "99999", "1e3", "", ".5", "1" * 20, "0" * 25 + "1"])
+    elif r == 4 and lv:
+        rng.choice(lv)[1] = rng.choice(["0.00000000", "0", "00.0", "", "-1", "1e5", "1." + "0" * 19])
+    elif r == 5 and lv:
+        rng.choice(lv)[2] = rng.choice(["x", "1e9", "-5", "99999999999999999", "1618678133", "1618678133.",
+                                        "1618678133.12345678901234567890", "", "0"])
+    elif r == 6 and lv:
+        e = rng.choice(lv)
+        e[3:] = rng.choice([["r"], ["x"], ["r", "r"], [1]])
+    elif r == 7:
+        msg[-2] = rng.choice(["book-10", "book-3", "book-0", "book-x", "book", "trade", "book-010", "book-+5"])
+    elif r == 8:
+        msg[-1] = rng.choice([msg[-1].lower(), "NEW/PAIR", "é/X", 5])
+    elif r == 9:
+        msg[0] = rng.choice(["x", 1.5, None, -3, [1]])
+    elif r == 10:
+        d[rng.choice(["foo", "d", "as"])] = []
+    elif r == 11 and "a" in d and "c" in d:
+        msg[1:-2] = [{"a": d["a"]}, {"b": d.get("b", []), "c": d["c"]}]       # one update, two objects
+    elif r == 12 and lv:
+        lv.insert(rng.randrange(len(lv) + 1), list(rng.choice(lv)))          # a repeated price
+    elif r == 13:
+        msg.insert(1, rng.choice([{}, [], "x", {"a": []}]))
+    elif r == 14 and lv:
+        del lv[rng.randrange(len(lv))]
+    elif r == 15 and ("as" in d or "bs" in d):
+        msg[1:-2] = [{k: v} for k, v in d.items()]                          # snapshot sides in two objects
+    elif r == 16:
+        d[rng.choice(["a", "b"])] = rng.choice(["x", [[1, 2, 3]], [["1", "2"]], []])
+    elif r == 17 and lv:
+        rng.choice(lv)[0] = str(rng.choice([1, 10**6, 0.01]))                  # maybe crossing
+    return msg
+
+
 def _mutated(seed: int, n: int, venue: str = "coinbase") -> list[bytes]:
     rng = random.Random(seed)
     src = _real(venue)
@@ -255,6 +356,10 @@ def _mutated(seed: int, n: int, venue: str = "coinbase") -> list[bytes]:
             out.append(m[:rng.randrange(len(m))])
         elif r < 0.06:
             out.append(rng.choice([b"", b"junk", b"[1,2]", b'{"type":"l2update"}', b"\xff\xfe", b"NaN",
+                                   b'{"event":"heartbeat"} x', b'{ "event" : "heartbeat" }',
+                                   b'{"event":"heartbeat","a":1}',
+                                   b'{"event":"heartbeat","event":"error"}', b'{"event":"heartbeat"',
+                                   b'{"event":"heartbeats"}',
                                    b'{"type":"l2update","product_id":"SKL-GBP","changes":[["buy","1","1"]]} x']))
             out.append(m)
         elif r < 0.08 and out:
@@ -269,13 +374,16 @@ def _mutated(seed: int, n: int, venue: str = "coinbase") -> list[bytes]:
                 continue
             if isinstance(msg, dict):
                 msg = _mutate_value(rng, msg)
+            elif isinstance(msg, list):
+                msg = _mutate_kraken(rng, msg)
             out.append(_respell(rng, msg) if rng.random() < 0.5 else json.dumps(msg).encode())
         else:
             out.append(m)
     return out
 
 
-@pytest.mark.parametrize("venue,seed", [("coinbase", s) for s in range(12)] + [("okx", s) for s in range(12)])
+@pytest.mark.parametrize("venue,seed", [("coinbase", s) for s in range(12)] + [("okx", s) for s in range(12)]
+                         + [("kraken", s) for s in range(12)])
 def test_mutated_real_capture(venue: str, seed: int) -> None:
     msgs = _mutated(seed, 1500, venue)
     rng = random.Random(seed)
@@ -283,7 +391,7 @@ def test_mutated_real_capture(venue: str, seed: int) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(venue=st.sampled_from(["coinbase", "okx"]), seed=st.integers(0, 2**32 - 1),
+@given(venue=st.sampled_from(["coinbase", "okx", "kraken"]), seed=st.integers(0, 2**32 - 1),
        fault=st.sampled_from([None, "drop", "duplicate", "reorder", "corrupt_price", "corrupt_checksum"]),
        sizes=st.lists(st.integers(1, 120), min_size=1, max_size=3), p_mut=st.sampled_from([0.0, 0.1, 0.4]))
 def test_generated_streams(venue: str, seed: int, fault: str | None, sizes: list[int], p_mut: float) -> None:
@@ -302,6 +410,8 @@ def test_generated_streams(venue: str, seed: int, fault: str | None, sizes: list
     for _, m in msgs:
         if rng.random() < p_mut and isinstance(m, dict):
             m = _mutate_value(rng, m)
+        elif rng.random() < p_mut and isinstance(m, list):
+            m = _mutate_kraken(rng, m)
         raw.append(_respell(rng, m) if rng.random() < 0.3 else json.dumps(m).encode())
     _same(_per_message(raw, venue), _chunked(raw, sizes, venue))
 
@@ -390,3 +500,79 @@ def test_checksum_text_and_crc32_agree_with_the_python_path(bids: dict, asks: di
     c = int(crc32(out, m))
     assert c == zlib.crc32(out[:m].tobytes())
     assert (c - (1 << 32) if c >= 1 << 31 else c) == okx_checksum(pb, pa)
+
+
+@settings(max_examples=100, deadline=None)
+@given(bids=st.dictionaries(st.integers(1, 10**9), st.integers(0, 10**9), max_size=30),
+       asks=st.dictionaries(st.integers(1, 10**9), st.integers(0, 10**9), max_size=30),
+       decimals=st.integers(0, 10))
+def test_kraken_checksum_text_agrees_with_the_python_path(bids: dict, asks: dict, decimals: int) -> None:
+    """strlevels.kraken_crc_text + crc32 against kraken.kraken_checksum (zlib) on the same
+    strings: leading zeros ("0.000022900"), zero integer parts, sides shorter than 10."""
+
+    from ddms.io.kernels.strlevels import W, crc32, kraken_crc_text
+    from ddms.io.venues.kraken import kraken_checksum
+
+    def fmt(v: int) -> str:
+        return f"{v / 10**decimals:.{decimals}f}" if decimals else str(v)
+
+    def side(levels: dict, ascending_best_last: bool) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
+        keys = sorted(levels, reverse=not ascending_best_last)
+        iv = np.zeros((max(1, len(keys)), 4), np.int64)
+        sv = np.zeros((max(1, len(keys)), 2 * W), np.uint8)
+        for r, p in enumerate(keys):
+            px, qty = fmt(p), "0." + str(levels[p]).rjust(8, "0")
+            iv[r] = (p, r, len(px), len(qty))
+            sv[r, :len(px)] = np.frombuffer(px.encode(), np.uint8)
+            sv[r, W:W + len(qty)] = np.frombuffer(qty.encode(), np.uint8)
+        return iv, sv, [(fmt(p), "0." + str(levels[p]).rjust(8, "0")) for p in reversed(keys)]
+
+    ib, sb, pb = side(bids, True)
+    ia, sa, pa = side(asks, False)
+    out = np.zeros(4000, np.uint8)
+    m = kraken_crc_text(sb, ib, len(bids), sa, ia, len(asks), 10, out)
+    assert int(crc32(out, m)) == kraken_checksum(pa, pb)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=300))
+def test_crc32_agrees_with_zlib(data: bytes) -> None:
+    """The sliced-by-8 crc32 against zlib.crc32 on any bytes (every length mod 8)."""
+    import zlib
+
+    from ddms.io.kernels.strlevels import crc32
+    assert int(crc32(np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8), len(data))) == zlib.crc32(data)
+
+
+_JSON_TEXT = st.one_of(
+    st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+                 lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=4), c, max_size=4),
+                 max_leaves=16).map(lambda v: json.dumps(v, ensure_ascii=False).encode()),
+    st.binary(max_size=40),
+    st.sampled_from([b"NaN", b"[1,]", b"{,}", b'{"a" 1}', b"[1 2]", b"01", b"1.", b".5", b"-", b"1e", b'{"a":1}}',
+                     b"[" * 61 + b"]" * 61, b"[" * 59 + b"]" * 59, b"1" * 31, b"1" * 30, b"[tru]", b'["\\n"]',
+                     b'{"a":[1,{"b":null}],"c":"d"} ', b"\t[ ]\r\n", b"[1.5e999]", b'{"a":1,"a":2}']))
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_JSON_TEXT)
+def test_skip_json_accepts_only_what_json_loads_reads(text: bytes) -> None:
+    """What the lanes' strict JSON skipper passes over (to count a ticker or trade without the
+    Python path), json.loads reads: never a message the Python path would call malformed."""
+    from ddms.io.venues.coinbase_chunk import skip_json
+    buf = np.frombuffer(text, np.uint8) if text else np.zeros(0, np.uint8)
+    if skip_json(buf, 0, len(text)) == len(text) and text.strip():
+        json.loads(text)
+        loads_json(text)
+
+
+def test_tickers_and_trades_counted_in_the_kernel() -> None:
+    """OKX tickers/trades and Coinbase matches/subscriptions: counted in ``ignored`` by the
+    lanes (no Python per message), the same counts as the per-message path."""
+    for venue in ("okx", "coinbase"):
+        msgs = _real(venue)
+        ref, got = _per_message(msgs, venue), _chunked(msgs, [4096], venue)
+        _same(ref, got)
+        ign = sum(got[2].ignored.values())
+        assert ign > 0
+        assert got[2]._lane.fast_messages >= len(msgs) - 30, (venue, got[2]._lane.fast_messages, len(msgs))

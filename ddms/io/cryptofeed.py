@@ -29,10 +29,15 @@ discards its symbol's book until the next snapshot).  Protocol faults (a gap, a 
 mismatch) never raise: the symbol's book is discarded, counted and reported, and the other
 symbols keep running; :meth:`CryptofeedParser.summary` has the per-symbol status.
 
-Cost: one ``json.loads`` per line plus the venue core's work -- except a Binance capture's runs
-of received messages, which go through the numba chunk lane without a JSON decode; read from one
-plain file (:class:`CryptofeedReader`), those lines are also found, timed and cut out by a numba
-scan of each step's buffer (:mod:`ddms.io.kernels.recvlines`), so they cost no Python per line.
+Cost: one ``json.loads`` per line plus the venue core's work -- except runs of received
+messages, which go through the venue core's numba chunk lane without a JSON decode (Binance,
+Kraken, OKX, Coinbase); read from one plain file (:class:`CryptofeedReader`), those lines are
+also found, timed and cut out by a numba scan of each step's buffer
+(:mod:`ddms.io.kernels.recvlines`), so they cost no Python per line.  The Kraken, OKX and
+Coinbase lanes hand the rows of a kernel run out as one :class:`~ddms.io.levels.ChunkEvents`
+(each row's symbol, message number and receive time as columns; every message still one atomic
+update): the events are :class:`SymbolEvents` and :class:`ChunkEvents`, in input order
+(:func:`~ddms.io.levels.per_symbol` splits the latter into the per-message events).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import heapq
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -49,7 +55,7 @@ import numpy as np
 from ddms.errors import InputError, ReplayError
 from ddms.io.cursor import LineCursor
 from ddms.io.events import EventBatch
-from ddms.io.levels import Resync, SymbolEvents
+from ddms.io.levels import ChunkEvents, Resync, SymbolEvents
 from ddms.io.venues.base import loads_json
 
 __all__ = ["VENUES", "CryptofeedParser", "CryptofeedReader", "Line", "capture_files", "capture_paths", "depth_symbols",
@@ -681,13 +687,14 @@ def _lines_of(path: str | LineCursor, tag: int, last: float = 0.0) -> Iterator[t
 
 def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = None, venue: str | None = None,
                     skip_bad: bool = False, parser: CryptofeedParser | None = None, chunk: int = 4096
-                    ) -> Iterator[SymbolEvents]:
+                    ) -> Iterator[SymbolEvents | ChunkEvents]:
     """Read a cryptofeed websocket capture and its REST files (``http``; default: the
     ``<EXCHANGE>.http.*`` files beside it), merged by receive time; yield the events.  Pass a
     ``parser`` to read its :meth:`~CryptofeedParser.summary` afterwards (:class:`CryptofeedReader`
     is the same with a position that can be saved).  Lines go to
     :meth:`CryptofeedParser.feed_lines` ``chunk`` at a time (``chunk=1``: line by line; the
-    output is the same)."""
+    output is the same rows, lines and receive times; the chunk lanes' as
+    :class:`~ddms.io.levels.ChunkEvents`)."""
     reader = CryptofeedReader(path, http=http, venue=venue, skip_bad=skip_bad, chunk=chunk)
     if parser is not None:
         reader.parser = parser
@@ -706,14 +713,14 @@ def _recv_ns(t: float) -> int:
     return int(ns) if ns < _MAX_NS else _MAX_NS     # (also an infinite time: a 400-digit one)
 
 
-def _timed(ev: SymbolEvents, p: CryptofeedParser) -> SymbolEvents:
+def _timed(ev: SymbolEvents | ChunkEvents, p: CryptofeedParser) -> SymbolEvents | ChunkEvents:
     """``ev`` with each row's receive time: that of the line of the message that made it
     (:attr:`CryptofeedParser.recv_of`), for merges with other inputs."""
     b = ev.batch
     if b.recv is not None:       # already timed (the chunk lanes)
         return ev
-    return SymbolEvents(ev.venue, ev.symbol, EventBatch(b.rel, b.sign, b.cols, b.line, b.first_line, b.last_line,
-                                                        b.skipped, b.error, p.recv_of[b.line]))
+    return replace(ev, batch=EventBatch(b.rel, b.sign, b.cols, b.line, b.first_line, b.last_line, b.skipped, b.error,
+                                        p.recv_of[b.line]))
 
 
 class CryptofeedReader:

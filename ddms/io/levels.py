@@ -37,8 +37,8 @@ from sortedcontainers import SortedList
 from ddms.io.events import EventBatch
 from ddms.io.schema import ASKS, BIDS
 
-__all__ = ["ASKS", "BIDS", "KEY_DECIMALS", "LevelBook", "Resync", "SymbolEvents", "SymbolStatus", "check_decimal",
-           "price_key"]
+__all__ = ["ASKS", "BIDS", "KEY_DECIMALS", "ChunkEvents", "LevelBook", "Resync", "SymbolEvents", "SymbolStatus",
+           "check_decimal", "event_symbols", "per_symbol", "price_key"]
 
 KEY_DECIMALS = 18
 """Price keys are integers at this many decimals (a venue sending more is refused)."""
@@ -111,6 +111,62 @@ class SymbolEvents:
     venue: str
     symbol: str
     batch: EventBatch
+
+
+@dataclass(frozen=True)
+class ChunkEvents:
+    """The engine rows of many consecutive messages of many symbols as one batch: what a chunk
+    lane hands out per kernel run (:mod:`ddms.io.venues.coinbase_chunk`) instead of one
+    :class:`SymbolEvents` per message -- building those cost more than the kernel's work for a
+    message of one or two levels.  Row ``i`` is of symbol ``symbols[sym[i]]``; rows are in
+    message order and ``batch.line`` numbers each row's message, so every message stays one
+    atomic update (views are looked at between lines) exactly as with the per-message objects:
+    :meth:`split` gives those objects back.  ``symbols`` is the lane's list of slot names
+    (append-only: an index never changes its name)."""
+
+    venue: str
+    symbols: list[str]
+    sym: np.ndarray
+    batch: EventBatch
+
+    def names(self) -> list[str]:
+        """The symbols of the rows, in order of first appearance.  O(rows log rows)."""
+        idx, first = np.unique(self.sym, return_index=True)
+        return [self.symbols[i] for i in idx[np.argsort(first, kind="stable")].tolist()]
+
+    def split(self) -> list[SymbolEvents]:
+        """One :class:`SymbolEvents` per run of rows of one symbol and one message: the events
+        the per-message path gives for the same messages (lines, arrays and dtypes equal).
+        O(rows) in numpy plus one object per run."""
+        b, sym = self.batch, self.sym
+        n = len(b)
+        if n == 0:
+            return []
+        cut = np.flatnonzero((sym[1:] != sym[:-1]) | (b.line[1:] != b.line[:-1])) + 1
+        starts, ends = [0, *cut.tolist()], [*cut.tolist(), n]
+        lines, syms = b.line[starts].tolist(), sym[starts].tolist()
+        out = []
+        for a, e, line, s in zip(starts, ends, lines, syms, strict=True):
+            out.append(SymbolEvents(self.venue, self.symbols[s], EventBatch(
+                b.rel[a:e], b.sign[a:e], b.cols[a:e], b.line[a:e], line, line,
+                recv=None if b.recv is None else b.recv[a:e])))
+        return out
+
+
+def per_symbol(events: list[SymbolEvents | ChunkEvents]) -> list[SymbolEvents]:
+    """``events`` with every :class:`ChunkEvents` split into its :class:`SymbolEvents`."""
+    out: list[SymbolEvents] = []
+    for ev in events:
+        if type(ev) is ChunkEvents:
+            out += ev.split()
+        else:
+            out.append(ev)
+    return out
+
+
+def event_symbols(ev: SymbolEvents | ChunkEvents) -> list[str]:
+    """The symbols whose rows ``ev`` holds, in order of first appearance."""
+    return ev.names() if type(ev) is ChunkEvents else [ev.symbol]
 
 
 _STATUS_INT = ("messages", "depth_events", "snapshots", "level_updates", "gaps", "resyncs", "stale", "malformed",

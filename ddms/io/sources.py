@@ -52,6 +52,7 @@ from ddms.errors import InputError, ReplayError
 from ddms.io import formats as io_formats
 from ddms.io.detect import KINDS, detect_file, detect_kind
 from ddms.io.events import EventBatch
+from ddms.io.levels import event_symbols
 from ddms.io.schema import RELATIONS
 from ddms.io.symbols import symbol_id, with_symbol
 
@@ -194,7 +195,8 @@ def file_symbols(path: str | os.PathLike) -> list[str]:
         return []
     seen: dict[str, None] = {}
     for ev in _IO_FORMATS[src.kind].read(src.path, src.skip_bad):
-        seen.setdefault(ev.symbol, None)
+        for sym in event_symbols(ev):
+            seen.setdefault(sym, None)
     return list(seen)
 
 

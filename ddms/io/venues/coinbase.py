@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from ddms.io.levels import ASKS, BIDS, Resync, SymbolEvents, check_decimal, price_key
+from ddms.io.levels import ASKS, BIDS, ChunkEvents, Resync, SymbolEvents, check_decimal, price_key
 from ddms.io.venues.base import VenueBooks
 
 __all__ = ["CoinbaseBooks"]
@@ -73,7 +73,7 @@ class CoinbaseBooks(VenueBooks):
     def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], *,
                    fallback: Callable[[int], Sequence[Resync]] | None = None,
                    on_fast: Callable[[int, Any], None] | None = None,
-                   recv: Any = None) -> tuple[list[Resync], list[SymbolEvents]]:
+                   recv: Any = None) -> tuple[list[Resync], list[SymbolEvents | ChunkEvents]]:
         """Many raw messages (bytes, or :class:`~ddms.io.venues.binance_chunk.Spans`) numbered
         ``lines``: the actions and events of feeding them one by one (parsed JSON through
         :meth:`feed`; a message that is not JSON is counted and reported), with in-sequence

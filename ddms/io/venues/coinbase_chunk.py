@@ -26,8 +26,8 @@ book -- the per-message path, a summary's crossed check, ``save_state``, a monit
 first hands it back (:meth:`CoinbaseLane.pull`, O(levels)).  Counters stay in
 :class:`~ddms.io.levels.SymbolStatus` (updated after each kernel run).
 
-Cost: O(bytes + levels) in numba per chunk, one ``SymbolEvents`` per applied update (~1-2 us of
-Python), O(touched products) per kernel run.
+Cost: O(bytes + levels) in numba per chunk; per kernel run O(messages + rows) in numpy, one
+:class:`~ddms.io.levels.ChunkEvents` (no Python object per message), O(touched products).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from ddms.io.kernels.strlevels import (
     load_side,
     read_changes,
 )
-from ddms.io.levels import _DIV, KEY_DECIMALS, Resync, SymbolEvents, _Level
+from ddms.io.levels import _DIV, KEY_DECIMALS, ChunkEvents, Resync, SymbolEvents, _Level
 from ddms.io.venues.binance_book import _key, _skip_scalar, _ws, name_index
 from ddms.io.venues.binance_chunk import Spans, StopChunk, _find, _hash
 
@@ -86,6 +86,9 @@ _STOP_VENUE = 8      # a venue lane's own stop codes from here (message stop - 1
 _M_NB, _M_NA, _M_SCALE, _M_ORD, _M_OWNED, _M_SYNCED = 0, 1, 2, 3, 4, 5   # 6, 7: the venue's
 # kinds of applied messages (res[:, 3])
 _K_UPDATE, _K_TICK_OK, _K_TICK_DIS, _K_UNSYNCED, _K_SNAPSHOT = 0, 1, 2, 3, 4
+_K_IGNORED = 9       # a message the Python path only counts in ``ignored`` (res[:, 4:6]: the name's span)
+_TYPE = np.frombuffer(b"type", np.uint8).copy()
+_ERROR = np.frombuffer(b"error", np.uint8).copy()
 
 
 @njit(cache=True, nogil=True)
@@ -437,8 +440,8 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         if first != -2:
             for c in range(nch):
                 ch[c, 5] = ch[c, 5] * P10I[final - ch[c, 6]]
-            nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nbids, t, buf, nord, oi, oc, k)
-            na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nbids, nch, t, buf, nord, oi, oc, k)
+            nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nbids, t, False, buf, nord, oi, oc, k)
+            na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nbids, nch, t, False, buf, nord, oi, oc, k)
             meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, final
             if nb > 0 and na > 0 and Ib[nb - 1, 0] >= Ia[na - 1, 0]:
                 return _STOP_CROSSED, s, k, nch, kind
@@ -488,6 +491,115 @@ def _skip_levels(buf, i, n):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def skip_json(buf, i, n):  # pragma: no cover - compiled
+    """Index after the JSON value at ``i`` in JSON's strict grammar, -1 for anything else or
+    anything the Python path might judge otherwise: strings with escapes or bytes outside
+    printable ASCII, numbers longer than 30 bytes (Python refuses integers of more than 4,300
+    digits), nesting deeper than 60.  What it accepts, ``json.loads`` reads (the kernels use it
+    to pass over messages the Python path would only count).  O(bytes), no allocation."""
+    depth = 0
+    kinds = np.int64(0)        # bit d: the container at depth d is an object
+    i = _ws(buf, i, n)
+    while True:
+        # a value at i
+        if i >= n:
+            return -1
+        c = buf[i]
+        if c == 123 or c == 91:
+            if depth >= 60:
+                return -1
+            obj = c == 123
+            kinds = (kinds << 1) | (1 if obj else 0)
+            depth += 1
+            i = _ws(buf, i + 1, n)
+            if i < n and buf[i] == (125 if obj else 93):
+                i += 1
+                depth -= 1
+                kinds >>= 1
+            else:
+                if obj:
+                    a, b, i = _string(buf, i, n)
+                    if i < 0:
+                        return -1
+                    i = _ws(buf, i, n)
+                    if i >= n or buf[i] != 58:
+                        return -1
+                    i = _ws(buf, i + 1, n)
+                continue
+        else:
+            j = _skip_scalar(buf, i, n)
+            if j < 0 or (c != 34 and j - i > 30):
+                return -1
+            i = j
+        # after a value
+        while True:
+            if depth == 0:
+                return i
+            i = _ws(buf, i, n)
+            if i >= n:
+                return -1
+            c = buf[i]
+            if c == 44:
+                i = _ws(buf, i + 1, n)
+                if kinds & 1:
+                    a, b, i = _string(buf, i, n)
+                    if i < 0:
+                        return -1
+                    i = _ws(buf, i, n)
+                    if i >= n or buf[i] != 58:
+                        return -1
+                    i = _ws(buf, i + 1, n)
+                break
+            if c == (125 if kinds & 1 else 93):
+                i += 1
+                depth -= 1
+                kinds >>= 1
+                continue
+            return -1
+
+
+@njit(cache=True, nogil=True)
+def _ignored(buf, a, n):  # pragma: no cover - compiled
+    """The span of the ``type`` of a message the Python path only counts in ``ignored`` (valid
+    JSON, an object with one string ``type`` other than ``snapshot``/``l2update``/``ticker``/
+    ``error``), else ``(-1, -1)``."""
+    i = _ws(buf, a, n)
+    if i >= n or buf[i] != 123:
+        return -1, -1
+    i = _ws(buf, i + 1, n)
+    ta = tb = -1
+    while True:
+        ks, ke, i = _string(buf, i, n)
+        if i < 0:
+            return -1, -1
+        i = _ws(buf, i, n)
+        if i >= n or buf[i] != 58:
+            return -1, -1
+        i = _ws(buf, i + 1, n)
+        if _eq(buf, ks, ke, _TYPE):
+            if ta >= 0:
+                return -1, -1
+            ta, tb, i = _string(buf, i, n)
+        else:
+            i = skip_json(buf, i, n)
+        if i < 0:
+            return -1, -1
+        i = _ws(buf, i, n)
+        if i < n and buf[i] == 44:
+            i = _ws(buf, i + 1, n)
+            continue
+        if i < n and buf[i] == 125:
+            break
+        return -1, -1
+    if _ws(buf, i + 1, n) != n or ta < 0:
+        return -1, -1
+    if _eq(buf, ta, tb, _L2UPDATE) or _eq(buf, ta, tb, _SNAPSHOT) or _eq(buf, ta, tb, _TICKER) or \
+            _eq(buf, ta, tb, _ERROR):
+        return -1, -1
+    return ta, tb
+
+
+@njit(cache=True, nogil=True)
 def _run(buf, starts, ends, i0, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, res):  # pragma: no cover
     """Messages ``i0..`` until one needs Python: ``res[i] = (slot, rows end, levels, kind)`` per
     applied message.  Returns ``(stop, code, rows, arg)``: messages ``i0..stop`` were applied
@@ -497,6 +609,12 @@ def _run(buf, starts, ends, i0, table, symtab, symlen, meta, LI, LF, LS, ch, chv
     for i in range(i0, n):
         code, s, k, nlev, kind = _message(buf, starts[i], ends[i], table, symtab, symlen, meta, LI, LF, LS, ch, chv,
                                           up, oi, oc, k)
+        if code == _STOP_SLOW:
+            ta, tb = _ignored(buf, starts[i], ends[i])
+            if ta >= 0:
+                code, s, nlev, kind = -1, -1, 0, _K_IGNORED
+                res[i, 4] = ta
+                res[i, 5] = tb
         if code >= 0 and code != _STOP_CROSSED:
             return i, code, k, s
         res[i, 0] = s
@@ -554,6 +672,10 @@ class CoinbaseLane:
     per-message path: a message that falls back costs a kernel call of a few us more, while
     resting would hand every book the Python path touches back and forth (O(levels) each way)."""
 
+    _RES = 6
+    """Columns of the kernel's per-message results (slot, rows end, levels, kind, the span of an
+    ignored message's kind in the chunk's buffer; a venue adds)."""
+
     def __init__(self, core: CoinbaseBooks, *, rows: int = 1 << 14) -> None:
         self.core = core
         self._sym: list[str] = []
@@ -573,6 +695,8 @@ class CoinbaseLane:
         self._refused: dict[int, int] = {}   # slot -> the snapshot count at which taking over failed
         self.fast_messages = 0
         self.consumed = 0
+        self._recv: np.ndarray | None = None
+        self._buf: np.ndarray | None = None      # the chunk's bytes during feed_chunk (ignored kinds' names)
 
     # -- slots --------------------------------------------------------------------------------
     def _add(self, sym: str) -> int:
@@ -613,8 +737,11 @@ class CoinbaseLane:
 
     def _grow(self, x: int, need: int = 0) -> None:
         """Grow the arrays of side ``x`` (``2 * slot + side``) to at least ``need`` rows (at least
-        double)."""
+        double), and the other side of the slot to ``need`` rows if it has fewer: a snapshot
+        needs both, and each stop re-reads the message."""
         _grow_side(self._LI, self._LF, self._LS, x, need)
+        if self._LI[x ^ 1].shape[0] < need:
+            _grow_side(self._LI, self._LF, self._LS, x ^ 1, need)
 
     # -- ownership ----------------------------------------------------------------------------
     def _take(self, s: int) -> None:
@@ -725,13 +852,16 @@ class CoinbaseLane:
     def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], *,
                    fallback: Callable[[int], Sequence[Resync]] | None = None,
                    on_fast: Callable[[int, np.ndarray], None] | None = None,
-                   recv: np.ndarray | None = None) -> tuple[list[Resync], list[SymbolEvents]]:
+                   recv: np.ndarray | None = None) -> tuple[list[Resync], list[SymbolEvents | ChunkEvents]]:
         """As :meth:`ChunkLane.feed_chunk <ddms.io.venues.binance_chunk.ChunkLane.feed_chunk>`:
         ``msgs`` raw messages (bytes or :class:`~ddms.io.venues.binance_chunk.Spans`; anything
         else takes the Python path), ``lines`` their message numbers; ``fallback(t)`` handles
         message ``t`` instead of ``core.feed(json, lines[t])`` and may raise
         :class:`~ddms.io.venues.binance_chunk.StopChunk`; ``on_fast(i, slots)`` after each kernel
-        run; ``recv`` the messages' receive times for the rows the kernel applies."""
+        run; ``recv`` the messages' receive times for the rows the kernel applies.  The events:
+        the rows of each kernel run as one :class:`~ddms.io.levels.ChunkEvents`, those of a
+        message through the Python path as its :class:`~ddms.io.levels.SymbolEvents`, in message
+        order (:func:`~ddms.io.levels.per_symbol` splits them as the per-message path gives them)."""
         core = self.core
         events = core.take_events()
         actions: list[Resync] = []
@@ -750,14 +880,20 @@ class CoinbaseLane:
             offs = np.zeros(n + 1, np.int64)
             np.cumsum([len(m) for m in raw], out=offs[1:])
             starts, ends = offs[:-1], offs[1:]
-        res = np.zeros((n, 4), np.int64)
+        longest = int((ends - starts).max())
+        if longest // 8 > self._ch.shape[0]:      # room for every level of any message: no stop to grow
+            self._ch = np.zeros((longest // 8 + 64, 7), np.int64)
+            self._chv = np.zeros((longest // 8 + 64, self._chv.shape[1]), np.float64)
+        res = np.zeros((n, self._RES), np.int64)
         self._recv = None if recv is None else np.asarray(recv, np.int64)
+        self._buf = buf
         try:
             self._loop(msgs, lines, fallback, on_fast, actions, events, buf, starts, ends, res, n)
         except StopChunk:
             pass
         finally:
             self._recv = None
+            self._buf = None
         return actions, events
 
     def _loop(self, msgs, lines, fallback, on_fast, actions, events, buf, starts, ends, res, n) -> None:
@@ -781,14 +917,14 @@ class CoinbaseLane:
             if i >= n or code == _STOP_CROSSED or code >= _STOP_VENUE:
                 continue
             if code == _STOP_NEW:
-                if not self._new(arg):
+                if not self._new(arg, int(ends[i] - starts[i])):
                     self._fallback(msgs, lines, i, actions, events, fallback)
                     i += 1
             elif code == _STOP_GROW:
                 self._grow(arg >> 32, arg & 0xFFFFFFFF)
             elif code == _STOP_CH:
                 self._ch = np.zeros((4 * self._ch.shape[0], 7), np.int64)
-                self._chv = np.zeros((4 * self._chv.shape[0], 2), np.float64)
+                self._chv = np.zeros((4 * self._chv.shape[0], self._chv.shape[1]), np.float64)
             elif code == _STOP_ROWS:
                 if k == 0:
                     self._oi = np.zeros((2 * self._oi.shape[0], 2), np.int64)
@@ -797,16 +933,19 @@ class CoinbaseLane:
                 self._fallback(msgs, lines, i, actions, events, fallback)
                 i += 1
 
-    def _new(self, ln: int) -> bool:
+    def _new(self, ln: int, size: int = 0) -> bool:
         """A well-formed snapshot or update of a product without a slot (its name, ``ln`` bytes,
         in ``_up``): its book and status are created, as the Python path would at this message,
         and handed to the lane, which retries the message (True); False: the Python path takes
-        it (a product the lane cannot hold)."""
+        it (a product the lane cannot hold).  ``size``: the message's bytes (its book's arrays
+        get room for a snapshot of that size)."""
         sym = self._up[:ln].tobytes().decode()
         s = self._slot_of.get(sym)
         if s is None:
             self.core._sym(sym)
             s = self._add(sym)
+            if size // 32 > _CAP0:      # a snapshot's levels (~50 bytes each): room now, not a stop later
+                self._grow(2 * s, size // 32)
             self._take(s)
         return self._books[s] is not None and self._symlen[s] >= 0 and s == _find(
             self._up[:ln].copy(), 0, ln, self._table, self._symtab, self._symlen)
@@ -891,29 +1030,24 @@ class CoinbaseLane:
                 st.synced = True
 
     def _emit(self, i0: int, i1: int, k: int, res: np.ndarray, lines: Sequence[int],
-              events: list[SymbolEvents]) -> None:
-        """Counters and events of the kernel's messages ``i0..i1`` (rows ``0..k``)."""
-        core = self.core
+              events: list[SymbolEvents | ChunkEvents]) -> None:
+        """Counters and events of the kernel's messages ``i0..i1`` (rows ``0..k``): one
+        :class:`~ddms.io.levels.ChunkEvents` for all of them (columns: each row's symbol slot,
+        message number and receive time).  O(rows + messages) in numpy, O(1) objects."""
         r = res[i0:i1]
-        ends = r[:, 1]
-        rel = self._oi[:k, 0].astype(np.int8)
-        sign = self._oi[:k, 1].astype(np.int8)
-        cols = self._oc[:k].copy()
-        lines_in = np.asarray(lines[i0:i1], np.int64)
-        per = np.diff(ends, prepend=0)
-        line_col = np.repeat(lines_in, per)
-        recv_col = None if self._recv is None else np.repeat(self._recv[i0:i1], per)
-        syms, venue = self._sym, core.venue
-        nslot = len(syms)
-        slots = r[:, 0]
-        self._count(r, nslot)
-        start = 0
-        append = events.append
-        for j in np.flatnonzero(per).tolist():
-            end = int(ends[j])
-            start = end - int(per[j])
-            line = int(lines_in[j])
-            append(SymbolEvents(venue, syms[int(slots[j])], EventBatch(
-                rel[start:end], sign[start:end], cols[start:end], line_col[start:end], line, line,
-                recv=None if recv_col is None else recv_col[start:end])))
+        ign = r[:, 3] == _K_IGNORED
+        if ign.any():           # counted by kind, as the Python path does
+            core, buf = self.core, self._buf
+            for a, b in r[ign, 4:6].tolist():
+                name = buf[a:b].tobytes().decode()
+                core.ignored[name] = core.ignored.get(name, 0) + 1
+        self._count(r[~ign] if ign.any() else r, len(self._sym))
         self.fast_messages += i1 - i0
+        if k == 0:
+            return
+        per = np.diff(r[:, 1], prepend=0)
+        line_col = np.repeat(np.asarray(lines[i0:i1], np.int64), per)
+        recv = None if self._recv is None else np.repeat(self._recv[i0:i1], per)
+        events.append(ChunkEvents(self.core.venue, self._sym, np.repeat(r[:, 0].astype(np.int32), per), EventBatch(
+            self._oi[:k, 0].astype(np.int8), self._oi[:k, 1].astype(np.int8), self._oc[:k].copy(), line_col,
+            int(line_col[0]), int(line_col[-1]), recv=recv)))

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import functools
 import zlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ddms.io.levels import ASKS, BIDS, Resync, check_decimal
+from ddms.io.levels import ASKS, BIDS, ChunkEvents, Resync, SymbolEvents, check_decimal
 from ddms.io.venues.base import VenueBooks
 
 __all__ = ["KrakenBooks", "kraken_checksum"]
@@ -93,6 +94,23 @@ class KrakenBooks(VenueBooks):
 
     def _load_extra(self, extra: dict[str, Any]) -> None:
         self.depth = int(extra["depth"])
+
+    def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], *,
+                   fallback: Callable[[int], Sequence[Resync]] | None = None,
+                   on_fast: Callable[[int, Any], None] | None = None,
+                   recv: Any = None) -> tuple[list[Resync], list[SymbolEvents | ChunkEvents]]:
+        """Many raw messages (bytes, or :class:`~ddms.io.venues.binance_chunk.Spans`) numbered
+        ``lines``: the actions and events of feeding them one by one (parsed JSON through
+        :meth:`feed`; a message that is not JSON is counted and reported), with the ``book``
+        snapshots and updates of the books the lane holds -- truncation and checksum included
+        -- applied in numba (:mod:`ddms.io.venues.kraken_chunk`; ``fallback``, ``on_fast``,
+        ``recv``: see :meth:`CoinbaseLane.feed_chunk
+        <ddms.io.venues.coinbase_chunk.CoinbaseLane.feed_chunk>`).  Cost: O(bytes + levels) in
+        numba plus the events' Python."""
+        if self._lane is None:
+            from ddms.io.venues.kraken_chunk import KrakenLane
+            self._lane = KrakenLane(self)
+        return self._lane.feed_chunk(msgs, lines, fallback=fallback, on_fast=on_fast, recv=recv)
 
     def feed(self, msg: Any, line: int = 0, recv_s: float = 0.0) -> tuple[Resync, ...]:
         """Process one parsed message (``line`` numbers it in reports and rows).  Returns the

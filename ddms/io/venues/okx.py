@@ -29,7 +29,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ddms.io.levels import ASKS, BIDS, Resync, SymbolEvents, check_decimal
+from ddms.io.levels import ASKS, BIDS, ChunkEvents, Resync, SymbolEvents, check_decimal
 from ddms.io.venues.base import VenueBooks
 
 __all__ = ["OkxBooks", "okx_checksum"]
@@ -92,7 +92,7 @@ class OkxBooks(VenueBooks):
     def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], *,
                    fallback: Callable[[int], Sequence[Resync]] | None = None,
                    on_fast: Callable[[int, Any], None] | None = None,
-                   recv: Any = None) -> tuple[list[Resync], list[SymbolEvents]]:
+                   recv: Any = None) -> tuple[list[Resync], list[SymbolEvents | ChunkEvents]]:
         """Many raw messages (bytes, or :class:`~ddms.io.venues.binance_chunk.Spans`) numbered
         ``lines``: the actions and events of feeding them one by one (parsed JSON through
         :meth:`feed`; a message that is not JSON is counted and reported), with ``update``

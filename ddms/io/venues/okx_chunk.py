@@ -18,8 +18,8 @@ The lane itself (book ownership, events, counters) is
 :class:`~ddms.io.venues.coinbase_chunk.CoinbaseLane`'s; the last ``seqId`` of a held book lives
 in the lane's slot state and is copied to ``OkxBooks.last_seq`` after every kernel run.
 
-Cost: O(bytes + levels + 50 checksum strings) in numba per message, one ``SymbolEvents`` per
-message (~1-2 us of Python).
+Cost: O(bytes + levels + 50 checksum strings) in numba per message; the events of a kernel run
+are one :class:`~ddms.io.levels.ChunkEvents` (no Python object per message).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from ddms.io.kernels.strlevels import (
     P10I,
     W,
     apply_changes,
+    crc32,
     emit_side,
     load_side,
     read_changes,
@@ -42,6 +43,7 @@ from ddms.io.kernels.strlevels import (
 from ddms.io.venues.binance_book import _key, _skip_scalar, _ws, name_index
 from ddms.io.venues.binance_chunk import _find
 from ddms.io.venues.coinbase_chunk import (
+    _K_IGNORED,
     _M_NA,
     _M_NB,
     _M_ORD,
@@ -58,6 +60,7 @@ from ddms.io.venues.coinbase_chunk import (
     CoinbaseLane,
     _eq,
     _string,
+    skip_json,
 )
 
 if TYPE_CHECKING:
@@ -86,28 +89,6 @@ _DATA, _DATALEN = _names("asks", "bids", "ts", "checksum", "seqId", "prevSeqId")
 _CHANNELS, _CHANLEN = _names("books", "books-l2-tbt", "books50-l2-tbt")
 _UPDATE = np.frombuffer(b"update", np.uint8).copy()
 _SNAPSHOT = np.frombuffer(b"snapshot", np.uint8).copy()
-
-
-def _crc_table() -> np.ndarray:
-    t = np.zeros(256, np.uint32)
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
-        t[i] = c
-    return t
-
-
-_CRC = _crc_table()
-
-
-@njit(cache=True, nogil=True)
-def crc32(buf, n):  # pragma: no cover - compiled
-    """``zlib.crc32(bytes(buf[:n]))`` (unsigned)."""
-    c = np.uint32(0xFFFFFFFF)
-    for i in range(n):
-        c = _CRC[(c ^ np.uint32(buf[i])) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
-    return c ^ np.uint32(0xFFFFFFFF)
 
 
 @njit(cache=True, nogil=True)
@@ -375,8 +356,8 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
                 ch[c, 5] = ch[c, 5] * P10I[final - ch[c, 6]]
                 if ch[c, 0] % 2 == 0:
                     nbids += 1
-            nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nbids, t, buf, nord, oi, oc, k)
-            na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nbids, nch, t, buf, nord, oi, oc, k)
+            nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nbids, t, False, buf, nord, oi, oc, k)
+            na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nbids, nch, t, False, buf, nord, oi, oc, k)
             scale = final
     nb, na, scale, nord, k = apply_changes(LI, LF, LS, s, ch, chv, nch if fast else 0, nch, nb, na, scale, t, buf, nord,
                                            oi, oc, k)
@@ -429,6 +410,84 @@ def _skip_data(buf, i, n):  # pragma: no cover - compiled
     return -1
 
 
+_EVENT = np.frombuffer(b"event", np.uint8).copy()
+_ARGW = np.frombuffer(b"arg", np.uint8).copy()
+_CHANNEL = np.frombuffer(b"channel", np.uint8).copy()
+_INSTID = np.frombuffer(b"instId", np.uint8).copy()
+
+
+@njit(cache=True, nogil=True)
+def _ignored(buf, a, n):  # pragma: no cover - compiled
+    """The span of the channel of a message the Python path only counts in ``ignored`` (valid
+    JSON, an object without ``event`` whose one ``arg`` is an object with one string ``channel``
+    -- not a book channel -- and one string ``instId``: tickers, trades, ...), else
+    ``(-1, -1)``."""
+    i = _ws(buf, a, n)
+    if i >= n or buf[i] != 123:
+        return -1, -1
+    i = _ws(buf, i + 1, n)
+    ca = cb = -1
+    seen_arg = False
+    while True:
+        ks, ke, i = _string(buf, i, n)
+        if i < 0 or _eq(buf, ks, ke, _EVENT):
+            return -1, -1
+        i = _ws(buf, i, n)
+        if i >= n or buf[i] != 58:
+            return -1, -1
+        i = _ws(buf, i + 1, n)
+        if _eq(buf, ks, ke, _ARGW):
+            if seen_arg or i >= n or buf[i] != 123:
+                return -1, -1
+            seen_arg = True
+            i = _ws(buf, i + 1, n)
+            pa = -1
+            while True:
+                xs, xe, i = _string(buf, i, n)
+                if i < 0:
+                    return -1, -1
+                i = _ws(buf, i, n)
+                if i >= n or buf[i] != 58:
+                    return -1, -1
+                i = _ws(buf, i + 1, n)
+                if _eq(buf, xs, xe, _CHANNEL):
+                    if ca >= 0:
+                        return -1, -1
+                    ca, cb, i = _string(buf, i, n)
+                elif _eq(buf, xs, xe, _INSTID):
+                    if pa >= 0:
+                        return -1, -1
+                    pa, pb, i = _string(buf, i, n)
+                else:
+                    i = skip_json(buf, i, n)
+                if i < 0:
+                    return -1, -1
+                i = _ws(buf, i, n)
+                if i < n and buf[i] == 44:
+                    i = _ws(buf, i + 1, n)
+                    continue
+                if i < n and buf[i] == 125:
+                    i += 1
+                    break
+                return -1, -1
+            if ca < 0 or pa < 0:
+                return -1, -1
+        else:
+            i = skip_json(buf, i, n)
+        if i < 0:
+            return -1, -1
+        i = _ws(buf, i, n)
+        if i < n and buf[i] == 44:
+            i = _ws(buf, i + 1, n)
+            continue
+        if i < n and buf[i] == 125:
+            break
+        return -1, -1
+    if _ws(buf, i + 1, n) != n or not seen_arg or name_index(buf, ca, cb, _CHANNELS, _CHANLEN) >= 0:
+        return -1, -1
+    return ca, cb
+
+
 @njit(cache=True, nogil=True)
 def _run(buf, starts, ends, i0, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, res, text,
          crc):  # pragma: no cover - compiled
@@ -439,6 +498,12 @@ def _run(buf, starts, ends, i0, table, symtab, symlen, meta, LI, LF, LS, ch, chv
     for i in range(i0, n):
         code, s, k, nlev, kind = _message(buf, starts[i], ends[i], table, symtab, symlen, meta, LI, LF, LS, ch, chv,
                                           up, oi, oc, k, text, crc)
+        if code == _STOP_SLOW:
+            ca, cb = _ignored(buf, starts[i], ends[i])
+            if ca >= 0:
+                code, s, nlev, kind = -1, -1, 0, _K_IGNORED
+                res[i, 4] = ca
+                res[i, 5] = cb
         if code >= 0 and code != _STOP_CROSSED and code != _STOP_MISMATCH:
             return i, code, k, s
         res[i, 0] = s

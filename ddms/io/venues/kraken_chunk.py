@@ -1,0 +1,459 @@
+"""Chunked fast lane for Kraken websocket v1 ``book`` messages: many raw messages per numba call.
+
+Why: :meth:`KrakenBooks.feed <ddms.io.venues.kraken.KrakenBooks.feed>` costs ~15-20 us of Python
+per message (JSON decode, validation, a ``LevelBook.set`` per level, the truncation, the checksum
+text) for ~1 level update: ~110k level updates per CPU second.  :func:`_run` applies snapshots
+and the updates of synced books in numba on the exact-string arrays of
+:mod:`~ddms.io.kernels.strlevels`: the levels in the message's order (each with its own
+timestamp as the row's ``t``), a finer price re-basing the book as ``LevelBook`` does, the
+truncation to the subscribed depth of the channel name (``book-<depth>``: the worst bids, then
+the worst asks, deleted), then the CRC32 of the 10 best asks and bids over the exact strings
+(:func:`~ddms.io.kernels.strlevels.kraken_crc_text`, :func:`~ddms.io.kernels.strlevels.crc32`)
+against the message's ``c``.
+
+Heartbeats (``{"event": "heartbeat"}`` exactly) are counted in ``ignored`` by the lane.
+Everything else takes the Python path, one message at a time, exactly as before: other dict
+messages (statuses, errors), other channels, a channel name that is not ``book-<digits>``, unknown or
+repeated fields, a snapshot mixed with update fields or with a side given twice, an entry that
+is not ``[price, volume, timestamp(, "r")]`` escape-free ASCII strings, a value the exact
+readers refuse (the Python path reports it), a book the lane does not hold.  An update of an
+unsynced book is counted in the kernel (the Python path drops it after counting, unvalidated).
+A checksum mismatch stops the kernel after the message (applied and truncated, as the Python
+path does before its check); the lane reports it through the core's own ``_checksum``.  A book
+left crossed stops it after the message too (the core's report).  The lane itself (book
+ownership, events, counters) is :class:`~ddms.io.venues.coinbase_chunk.CoinbaseLane`'s.
+
+Cost: O(bytes + levels + 20 checksum strings) in numba per message plus a row shift when a level
+appears or goes; O(levels log levels) per snapshot.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numba import njit
+
+from ddms.io.kernels.strlevels import (
+    MAX_ID,
+    OK,
+    P10F,
+    P10I,
+    W,
+    crc32,
+    decimal_of,
+    emit_side,
+    kraken_crc_text,
+    load_side,
+    put_row,
+    read_changes,
+    set_level,
+)
+from ddms.io.venues.binance_book import _key, _ws, name_index
+from ddms.io.venues.binance_chunk import _find
+from ddms.io.venues.coinbase_chunk import (
+    _M_NA,
+    _M_NB,
+    _M_ORD,
+    _M_OWNED,
+    _M_SCALE,
+    _M_SYNCED,
+    _STOP_CH,
+    _STOP_CROSSED,
+    _STOP_GROW,
+    _STOP_NEW,
+    _STOP_ROWS,
+    _STOP_SLOW,
+    _STOP_VENUE,
+    CoinbaseLane,
+    _eq,
+    _string,
+)
+from ddms.io.venues.okx_chunk import _int
+
+if TYPE_CHECKING:
+    from ddms.io.venues.kraken import KrakenBooks
+
+__all__ = ["KrakenLane"]
+
+_STOP_MISMATCH = _STOP_VENUE
+# kinds of applied messages (res[:, 3]): an update without / with a verified checksum, a
+# snapshot, an update of an unsynced book (counted only)
+_K_PLAIN, _K_CHECKED, _K_SNAP, _K_UNSYNCED, _K_HEARTBEAT = 0, 1, 2, 3, 4
+_KEYS = np.zeros((5, 4), np.uint8)
+_KEYLEN = np.zeros(5, np.int64)
+for _i, _k in enumerate(("a", "b", "as", "bs", "c")):
+    _KEYS[_i, :len(_k)] = np.frombuffer(_k.encode(), np.uint8)
+    _KEYLEN[_i] = len(_k)
+_BOOK = np.frombuffer(b"book-", np.uint8).copy()
+_EVENT = np.frombuffer(b"event", np.uint8).copy()
+_HEARTBEAT = np.frombuffer(b"heartbeat", np.uint8).copy()
+
+
+@njit(cache=True, nogil=True)
+def _heartbeat(buf, i, n):  # pragma: no cover - compiled
+    """Whether ``buf[i:n]`` is exactly ``{"event": "heartbeat"}`` (whitespace allowed): the
+    Python path counts it in ``ignored`` and does nothing else."""
+    i = _ws(buf, i + 1, n)
+    ks, ke, i = _key(buf, i, n)
+    if i < 0 or not _eq(buf, ks, ke, _EVENT):
+        return False
+    a, b, i = _string(buf, i, n)
+    if i < 0 or not _eq(buf, a, b, _HEARTBEAT):
+        return False
+    i = _ws(buf, i, n)
+    return i < n and buf[i] == 125 and _ws(buf, i + 1, n) == n
+
+
+@njit(cache=True, nogil=True)
+def _entries(buf, i, n, ch, chv, c, side):  # pragma: no cover - compiled
+    """A list ``[[price, volume, ts(, "r")], ...]`` of escape-free strings at ``i`` into
+    ``ch[c:]`` (side, ps, pe, qs, qe) with ``chv[c, 2]`` the timestamp in ms (``float(ts) *
+    1e3``, read exactly; the Python path takes anything else).  Returns ``(j, c)``; ``j`` -1 for
+    anything else, -2 if ``ch`` is too small."""
+    if i >= n or buf[i] != 91:
+        return -1, c
+    i = _ws(buf, i + 1, n)
+    if i < n and buf[i] == 93:
+        return i + 1, c
+    while True:
+        if c >= ch.shape[0]:
+            return -2, c
+        if i >= n or buf[i] != 91:
+            return -1, c
+        i = _ws(buf, i + 1, n)
+        ch[c, 0] = side
+        cnt = 0
+        while True:
+            a, b, i = _string(buf, i, n)
+            if i < 0:
+                return -1, c
+            if cnt < 2:
+                ch[c, 1 + 2 * cnt] = a
+                ch[c, 2 + 2 * cnt] = b
+            elif cnt == 2:
+                st, m, d = decimal_of(buf, a, b)
+                if st != OK or d > 22:
+                    return -1, c
+                t = np.float64(m) / P10F[d] * 1e3
+                if not (0.0 <= t < 1e16):
+                    return -1, c
+                chv[c, 2] = t
+            elif cnt == 3:
+                if b - a != 1 or buf[a] != 114:       # only "r" (republish)
+                    return -1, c
+            cnt += 1
+            i = _ws(buf, i, n)
+            if i < n and buf[i] == 44:
+                i = _ws(buf, i + 1, n)
+                continue
+            break
+        if cnt < 3 or cnt > 4 or i >= n or buf[i] != 93:
+            return -1, c
+        c += 1
+        i = _ws(buf, i + 1, n)
+        if i < n and buf[i] == 44:
+            i = _ws(buf, i + 1, n)
+            continue
+        if i < n and buf[i] == 93:
+            return i + 1, c
+        return -1, c
+
+
+@njit(cache=True, nogil=True)
+def _apply(LI, LF, LS, s, ch, chv, c0, nch, nb, na, scale, buf, nord, oi, oc, k):  # pragma: no cover
+    """:func:`~ddms.io.kernels.strlevels.apply_changes` with each change's own time
+    (``chv[c, 2]``: a Kraken entry's timestamp is its row's ``t``).  Returns ``(nb, na, scale,
+    nord, k)``."""
+    Ib, Ia = LI[2 * s], LI[2 * s + 1]
+    Fb, Fa = LF[2 * s], LF[2 * s + 1]
+    for c in range(c0, nch):
+        side = ch[c, 0] % 2
+        d1 = ch[c, 6]
+        if d1 > scale:
+            mul = P10I[d1 - scale]
+            k = emit_side(Ib, Fb, nb, 0, -1, mul, oi, oc, k)
+            k = emit_side(Ia, Fa, na, 1, -1, mul, oi, oc, k)
+            scale = d1
+        pid = ch[c, 5] * P10I[scale - d1]
+        x = 2 * s + side
+        nn = nb if side == 0 else na
+        nn, k, nord = set_level(LI[x], LF[x], LS[x], nn, side, pid, chv[c, 0], ch[c, 0] >= 2, chv[c, 1], chv[c, 2],
+                                buf, ch[c, 1], ch[c, 2] - ch[c, 1], ch[c, 3], ch[c, 4] - ch[c, 3], nord, oi, oc, k)
+        if side == 0:
+            nb = nn
+        else:
+            na = nn
+    return nb, na, scale, nord, k
+
+
+@njit(cache=True, nogil=True)
+def _truncate(Iv, F, S, n, side, depth, oi, oc, k):  # pragma: no cover - compiled
+    """``LevelBook.truncate`` of one side: the rows beyond the best ``depth`` (the array's first
+    ones: the worst) deleted worst first.  Returns ``(n, k, dropped)``.  O(n) row moves."""
+    drop = n - depth
+    if drop <= 0:
+        return n, k, 0
+    for r in range(drop):
+        k = put_row(oi, oc, k, side, -1, F[r, 0], float(Iv[r, 0]), F[r, 1], F[r, 2])
+    keep = n - drop
+    for j in range(keep):        # forward: each row moves down, never over one not yet moved
+        Iv[j] = Iv[j + drop]
+        F[j] = F[j + drop]
+        S[j] = S[j + drop]
+    return keep, k, drop
+
+
+@njit(cache=True, nogil=True)
+def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, k, text,
+             crc):  # pragma: no cover - compiled
+    """One message ``buf[a:n]``: ``(code, slot, k, nlev, kind, truncated)`` as the Coinbase
+    kernel's (plus the levels truncated); ``crc[0], crc[1]`` the computed and the sent checksum
+    of a mismatch."""
+    i = _ws(buf, a, n)
+    if i < n and buf[i] == 123 and _heartbeat(buf, i, n):
+        return -1, -1, k, 0, _K_HEARTBEAT, 0
+    if i >= n or buf[i] != 91:
+        return _STOP_SLOW, -1, k, 0, 0, 0
+    i = _ws(buf, i + 1, n)
+    _, i = _int(buf, i, n)                 # channelID
+    if i < 0:
+        return _STOP_SLOW, -1, k, 0, 0, 0
+    i = _ws(buf, i, n)
+    nch = 0
+    seen = 0            # keys over all dicts: 1 a, 2 b, 4 as, 8 bs, 16 c
+    ndict = 0
+    has_crc = False
+    cs = np.int64(0)
+    nfirst = -1         # snapshot: entries of the first side given
+    first_side = -1
+    while True:
+        if i >= n or buf[i] != 44:
+            return _STOP_SLOW, -1, k, 0, 0, 0
+        i = _ws(buf, i + 1, n)
+        if i >= n or buf[i] != 123:
+            break
+        ndict += 1
+        i = _ws(buf, i + 1, n)
+        here = 0
+        while True:
+            ks, ke, i = _key(buf, i, n)
+            if i < 0:
+                return _STOP_SLOW, -1, k, 0, 0, 0
+            kid = name_index(buf, ks, ke, _KEYS, _KEYLEN)
+            if kid < 0 or (here >> kid) & 1:
+                return _STOP_SLOW, -1, k, 0, 0, 0
+            here |= 1 << kid
+            if kid == 4:
+                x, y, i = _string(buf, i, n)
+                if i < 0 or y - x < 1 or y - x > 18:
+                    return _STOP_SLOW, -1, k, 0, 0, 0
+                v = np.int64(0)
+                for j in range(x, y):
+                    if buf[j] < 48 or buf[j] > 57:
+                        return _STOP_SLOW, -1, k, 0, 0, 0
+                    v = v * 10 + (np.int64(buf[j]) - 48)
+                if v >= np.int64(1) << 32:
+                    return _STOP_SLOW, -1, k, 0, 0, 0
+                cs = v
+                has_crc = True
+            else:
+                if kid >= 2 and (seen >> kid) & 1:     # a snapshot side given twice
+                    return _STOP_SLOW, -1, k, 0, 0, 0
+                side = 1 - (kid % 2)                   # a/as: asks (1); b/bs: bids (0)
+                c0 = nch
+                i, nch = _entries(buf, i, n, ch, chv, nch, side)
+                if i == -2:
+                    return _STOP_CH, -1, k, 0, 0, 0
+                if kid >= 2 and first_side < 0:
+                    first_side = side
+                    nfirst = nch - c0
+            if i < 0:
+                return _STOP_SLOW, -1, k, 0, 0, 0
+            i = _ws(buf, i, n)
+            if i < n and buf[i] == 44:
+                i = _ws(buf, i + 1, n)
+                continue
+            if i < n and buf[i] == 125:
+                i = _ws(buf, i + 1, n)
+                break
+            return _STOP_SLOW, -1, k, 0, 0, 0
+        seen |= here
+    snap = (seen & 12) != 0
+    if ndict == 0 or (snap and (seen & 19) != 0) or (not snap and (seen & 3) == 0):
+        return _STOP_SLOW, -1, k, 0, 0, 0
+    # channel name: book-<depth>
+    ca, cb, i = _string(buf, i, n)
+    if i < 0 or cb - ca < 6 or cb - ca > 14:
+        return _STOP_SLOW, -1, k, 0, 0, 0
+    for j in range(5):
+        if buf[ca + j] != _BOOK[j]:
+            return _STOP_SLOW, -1, k, 0, 0, 0
+    depth = np.int64(0)
+    for j in range(ca + 5, cb):
+        if buf[j] < 48 or buf[j] > 57:
+            return _STOP_SLOW, -1, k, 0, 0, 0
+        depth = depth * 10 + (np.int64(buf[j]) - 48)
+    if depth < 1:
+        return _STOP_SLOW, -1, k, 0, 0, 0
+    i = _ws(buf, i, n)
+    if i >= n or buf[i] != 44:
+        return _STOP_SLOW, -1, k, 0, 0, 0
+    pa, pb, i = _string(buf, _ws(buf, i + 1, n), n)
+    if i < 0:
+        return _STOP_SLOW, -1, k, 0, 0, 0
+    i = _ws(buf, i, n)
+    if i >= n or buf[i] != 93 or _ws(buf, i + 1, n) != n:
+        return _STOP_SLOW, -1, k, 0, 0, 0
+    # the pair
+    ln = pb - pa
+    if ln > up.shape[0]:
+        return _STOP_SLOW, -1, k, 0, 0, 0
+    for j in range(ln):
+        c = buf[pa + j]
+        up[j] = c - 32 if 97 <= c <= 122 else c
+    s = _find(up, 0, ln, table, symtab, symlen)
+    if s < 0:
+        return _STOP_NEW, ln, k, 0, 0, 0
+    if meta[s, _M_OWNED] == 0:
+        return _STOP_SLOW, -1, k, 0, 0, 0
+    if not snap and meta[s, _M_SYNCED] == 0:
+        return -1, s, k, 0, _K_UNSYNCED, 0
+    nb, na, scale = meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_SCALE]
+    Ib, Ia = LI[2 * s], LI[2 * s + 1]
+    ok, final, steps, need_b, need_a = read_changes(buf, ch, chv, nch, scale)
+    if not ok:
+        return _STOP_SLOW, -1, k, 0, 0, 0
+    held = 0 if snap else nb + na
+    if final > scale and not snap:
+        mul = P10I[final - scale]
+        if (nb > 0 and Ib[nb - 1, 0] > (MAX_ID - 1) // mul) or (na > 0 and Ia[0, 0] > (MAX_ID - 1) // mul):
+            return _STOP_SLOW, -1, k, 0, 0, 0
+    if not snap:
+        need_b += nb
+        need_a += na
+    if need_b > Ib.shape[0]:
+        return _STOP_GROW, ((2 * s) << 32) | need_b, k, 0, 0, 0
+    if need_a > Ia.shape[0]:
+        return _STOP_GROW, ((2 * s + 1) << 32) | need_a, k, 0, 0, 0
+    if k + 2 * (nb + na) + 3 * nch + 2 * steps * (held + nch) > oi.shape[0]:
+        return _STOP_ROWS, -1, k, 0, 0, 0
+    Fb, Fa = LF[2 * s], LF[2 * s + 1]
+    nord = meta[s, _M_ORD]
+    fast = False
+    if snap:                  # LevelBook.clear, then the levels (load_side when no re-base follows a level)
+        k = emit_side(Ib, Fb, nb, 0, -1, 1, oi, oc, k)
+        k = emit_side(Ia, Fa, na, 1, -1, 1, oi, oc, k)
+        nb = na = 0
+        meta[s, _M_SYNCED] = 1
+        at = scale
+        first = -1
+        for c in range(nch):
+            if first < 0:
+                at = max(at, ch[c, 6])
+                if ch[c, 0] < 2:
+                    first = c
+            elif ch[c, 6] > at:
+                first = -2
+                break
+        if first != -2:
+            fast = True
+            for c in range(nch):
+                ch[c, 5] = ch[c, 5] * P10I[final - ch[c, 6]]
+            # the sides in the message's order (the levels' insertion numbers follow it)
+            if first_side == 0:
+                nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nfirst, 0.0, True, buf, nord, oi, oc, k)
+                na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nfirst, nch, 0.0, True, buf, nord, oi, oc, k)
+            else:
+                na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, 0, nfirst, 0.0, True, buf, nord, oi, oc, k)
+                nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, nfirst, nch, 0.0, True, buf, nord, oi, oc, k)
+            scale = final
+    nb, na, scale, nord, k = _apply(LI, LF, LS, s, ch, chv, nch if fast else 0, nch, nb, na, scale, buf, nord,
+                                    oi, oc, k)
+    nb, k, tb = _truncate(Ib, Fb, LS[2 * s], nb, 0, depth, oi, oc, k)
+    na, k, ta = _truncate(Ia, Fa, LS[2 * s + 1], na, 1, depth, oi, oc, k)
+    meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale
+    kind = _K_SNAP if snap else _K_PLAIN
+    if has_crc:
+        m = kraken_crc_text(LS[2 * s], Ib, nb, LS[2 * s + 1], Ia, na, 10, text)
+        have = np.int64(crc32(text, m))
+        if have != cs:
+            crc[0] = have
+            crc[1] = cs
+            return _STOP_MISMATCH, s, k, nch, kind, tb + ta
+        kind = _K_CHECKED
+    if nb > 0 and na > 0 and Ib[nb - 1, 0] >= Ia[na - 1, 0]:
+        return _STOP_CROSSED, s, k, nch, kind, tb + ta
+    return -1, s, k, nch, kind, tb + ta
+
+
+@njit(cache=True, nogil=True)
+def _run(buf, starts, ends, i0, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, res, text,
+         crc):  # pragma: no cover - compiled
+    """As the OKX lane's ``_run``; ``res[i, 6]`` the levels truncated."""
+    k = 0
+    n = starts.shape[0]
+    for i in range(i0, n):
+        code, s, k, nlev, kind, trunc = _message(buf, starts[i], ends[i], table, symtab, symlen, meta, LI, LF, LS,
+                                                 ch, chv, up, oi, oc, k, text, crc)
+        if code >= 0 and code != _STOP_CROSSED and code != _STOP_MISMATCH:
+            return i, code, k, s
+        res[i, 0] = s
+        res[i, 1] = k
+        res[i, 2] = nlev
+        res[i, 3] = kind
+        res[i, 6] = trunc
+        if code >= 0:
+            return i + 1, code, k, s
+    return n, _STOP_SLOW, k, -1
+
+
+class KrakenLane(CoinbaseLane):
+    """The fast lane of one :class:`~ddms.io.venues.kraken.KrakenBooks` (see the module
+    docstring)."""
+
+    _RES = 7
+
+    def __init__(self, core: KrakenBooks, *, rows: int = 1 << 14) -> None:
+        super().__init__(core, rows=rows)     # type: ignore[arg-type]
+        self._chv = np.zeros((self._chv.shape[0], 3), np.float64)    # price, size, time
+        self._text = np.zeros(2 * 10 * 2 * W + 100, np.uint8)
+        self._crc = np.zeros(2, np.int64)
+
+    def _call(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, i: int, res: np.ndarray
+              ) -> tuple[int, int, int, int]:
+        return _run(buf, starts, ends, i, self._table, self._symtab, self._symlen, self._meta, self._LI, self._LF,
+                    self._LS, self._ch, self._chv, self._up, self._oi, self._oc, res, self._text, self._crc)
+
+    def _count(self, r: np.ndarray, nslot: int) -> None:
+        beats = r[:, 3] == _K_HEARTBEAT
+        if beats.any():
+            core = self.core
+            core.ignored["event:heartbeat"] = core.ignored.get("event:heartbeat", 0) + int(beats.sum())
+            r = r[~beats]
+        kinds, slots = r[:, 3], r[:, 0]
+        n_msg = np.bincount(slots, minlength=nslot)
+        n_snap = np.bincount(slots[kinds == _K_SNAP], minlength=nslot)
+        n_lev = np.bincount(slots, weights=r[:, 2], minlength=nslot)
+        n_chk = np.bincount(slots[kinds == _K_CHECKED], minlength=nslot)
+        n_trunc = np.bincount(slots, weights=r[:, 6], minlength=nslot)
+        status, syms = self.core.status, self._sym
+        for s in np.flatnonzero(n_msg).tolist():
+            st = status[syms[s]]
+            c, c2 = int(n_msg[s]), int(n_snap[s])
+            st.messages += c
+            st.depth_events += c - c2
+            st.level_updates += int(n_lev[s])
+            st.checksum_checked += int(n_chk[s])
+            st.truncated += int(n_trunc[s])
+            if c2:
+                st.snapshots += c2
+                st.synced = True
+
+    def _stopped(self, code: int, arg: int, msgs, lines, stop: int, actions: list) -> None:
+        """A checksum mismatch of message ``stop - 1`` (applied and truncated): the core's own
+        check, which counts it, discards the book and reports it with the message."""
+        from ddms.io.venues.base import loads_json
+        line = int(lines[stop - 1])
+        actions.extend(self.core._checksum(self._sym[arg], int(self._crc[0]), int(self._crc[1]), line,
+                                           loads_json(msgs[stop - 1])) or ())
