@@ -650,6 +650,14 @@ def _append(LI, LF, LS, cap, W2):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _side_arrays(LI, LF, LS, x):  # pragma: no cover - compiled
+    """The three arrays of side ``x`` of the typed lists.  Python must read the lists through a
+    cached function: a typed ``List`` indexed from Python compiles its ``getitem`` in every
+    process (~0.3 s, never cached), which was most of a small capture's read."""
+    return LI[x], LF[x], LS[x]
+
+
+@njit(cache=True)
 def _grow_side(LI, LF, LS, x, need):  # pragma: no cover - compiled
     """Grow the arrays of side ``x`` to ``max(2 * rows, need)`` rows, rows kept."""
     a, b, c = LI[x], LF[x], LS[x]
@@ -740,7 +748,7 @@ class CoinbaseLane:
         double), and the other side of the slot to ``need`` rows if it has fewer: a snapshot
         needs both, and each stop re-reads the message."""
         _grow_side(self._LI, self._LF, self._LS, x, need)
-        if self._LI[x ^ 1].shape[0] < need:
+        if _side_arrays(self._LI, self._LF, self._LS, x ^ 1)[0].shape[0] < need:
             _grow_side(self._LI, self._LF, self._LS, x ^ 1, need)
 
     # -- ownership ----------------------------------------------------------------------------
@@ -772,12 +780,12 @@ class CoinbaseLane:
         for side, (keys, vals, px, qty) in enumerate(packed):
             x = 2 * s + side
             n = len(keys)
-            if n > self._LI[x].shape[0]:
+            if n > _side_arrays(self._LI, self._LF, self._LS, x)[0].shape[0]:
                 self._grow(x, n)
             if not n:
                 continue
             order = {key: j for j, key in enumerate(book.levels[side])}
-            Iv, F, S = self._LI[x], self._LF[x], self._LS[x]
+            Iv, F, S = _side_arrays(self._LI, self._LF, self._LS, x)
             Iv[:n, 0] = [key // div for key in keys]
             Iv[:n, 1] = [order[key] for key in keys]
             Iv[:n, 2] = [len(v.px) for v in vals]
@@ -808,7 +816,7 @@ class CoinbaseLane:
         mul = 10 ** (KEY_DECIMALS - book.scale)
         for side, n in ((0, int(m[_M_NB])), (1, int(m[_M_NA]))):
             x = 2 * s + side
-            Iv, F, S = self._LI[x][:n], self._LF[x][:n], self._LS[x][:n]
+            Iv, F, S = (a[:n] for a in _side_arrays(self._LI, self._LF, self._LS, x))
             keys = [p * mul for p in Iv[:, 0].tolist()]
             book.keys[side].clear()
             book.keys[side].update(keys[::-1] if side else keys)
@@ -844,9 +852,10 @@ class CoinbaseLane:
             assert synced or self._meta[s, _M_NB] == self._meta[s, _M_NA] == 0, sym
             for side in (0, 1):
                 n = int(self._meta[s, side])
-                ids = self._LI[2 * s + side][:n, 0]
+                held = _side_arrays(self._LI, self._LF, self._LS, 2 * s + side)[0][:n]
+                ids = held[:, 0]
                 assert np.all(np.diff(ids) * (1 - 2 * side) > 0) and (n == 0 or ids.max() < MAX_ID), sym
-                assert len(set(self._LI[2 * s + side][:n, 1].tolist())) == n, sym
+                assert len(set(held[:, 1].tolist())) == n, sym
 
     # -- the chunk ------------------------------------------------------------------------------
     def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], *,
