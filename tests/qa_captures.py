@@ -152,7 +152,7 @@ def cf_split(src: Path, out: Path, symbol_key: str) -> list[Path]:
             continue
         per.setdefault(sym, list(head)).append(line)
     paths = []
-    for k, (sym, body) in enumerate(sorted(per.items())):
+    for k, (_sym, body) in enumerate(sorted(per.items())):
         name = src.name.split(".", 1)
         paths.append(_write(out / f"{name[0]}.ws.{90 + k}.0", body))
     return paths

@@ -15,7 +15,8 @@ VIEWS: dict[str, str] = {
     "BEST_ASK": "select min(PRICE) as Best_Ask from ASKS",
     "TOTVOL": "SeLeCt Sum(Volume) As TotVol FrOm Bids -- mixed case everywhere",
     "SPREAD_BPS": ("SELECT ((SELECT MIN(price) FROM asks) - (SELECT MAX(price) FROM bids))\n"
-                   "       / (((SELECT MIN(price) FROM asks) + (SELECT MAX(price) FROM bids)) / 2) * 10000 AS spread_bps"),
+                   "       / (((SELECT MIN(price) FROM asks) + (SELECT MAX(price) FROM bids)) / 2) * 10000 AS "
+                   "spread_bps"),
     "TOUCH_BID_VOL": ("SELECT SUM(volume) AS touch_bid_vol FROM bids /* the touch */\n"
                       "WHERE price = (SELECT MAX(price) FROM bids) -- best price only"),
     "VOL": ("SELECT broker_id, SUM(volume) AS vol, COUNT(*) AS n, MAX(price) AS hi, MIN(price) AS lo\n"
@@ -23,11 +24,14 @@ VIEWS: dict[str, str] = {
     # -- HAVING, CASE, DISTINCT ---------------------------------------------------------------
     "ASK_VOL_BUSY": ("SELECT broker_id, SUM(volume) AS ask_vol_busy FROM asks GROUP BY broker_id\n"
                      "HAVING COUNT(*) >= 2 AND SUM(volume) > 60"),
-    "BIG_VOL": "SELECT SUM(CASE WHEN volume >= 100 THEN volume ELSE 0 END) AS big_vol, SUM(volume) AS all_vol FROM bids",
+    "BIG_VOL": "SELECT SUM(CASE WHEN volume >= 100 THEN volume ELSE 0 END) AS big_vol, SUM(volume) AS all_vol "
+    "FROM bids",
     "PRESSURE": ("SELECT CASE WHEN (SELECT SUM(volume) FROM bids) > (SELECT SUM(volume) FROM asks) THEN 1\n"
-                 "            WHEN (SELECT SUM(volume) FROM bids) < (SELECT SUM(volume) FROM asks) THEN -1 ELSE 0 END AS pressure"),
+                 "            WHEN (SELECT SUM(volume) FROM bids) < (SELECT SUM(volume) FROM asks) THEN -1 ELSE "
+                 "0 END AS pressure"),
     "BID_LEVELS": "SELECT COUNT(DISTINCT price) AS bid_levels FROM bids",
-    "ASK_LEVELS_BY_BROKER": "SELECT broker_id, COUNT(DISTINCT price) AS ask_levels_by_broker FROM asks GROUP BY broker_id",
+    "ASK_LEVELS_BY_BROKER": "SELECT broker_id, COUNT(DISTINCT price) AS ask_levels_by_broker FROM asks GROUP BY "
+    "broker_id",
     "DISTINCT_VOL": "SELECT SUM(DISTINCT volume) AS distinct_vol FROM asks",
     "AVG_BIG_PX": "SELECT AVG(CASE WHEN volume > 50 THEN price END) AS avg_big_px FROM bids",
     "BROKER_HI": ("SELECT broker_id, MAX(price) AS broker_hi FROM bids GROUP BY broker_id\n"
@@ -49,9 +53,11 @@ VIEWS: dict[str, str] = {
     "TOP4_BID_VWAP": ("SELECT SUM(lv.price * lv.v) / SUM(lv.v) AS top4_bid_vwap FROM\n"
                       "  (SELECT price, SUM(volume) AS v, ROW_NUMBER() OVER (ORDER BY price DESC) AS rn\n"
                       "   FROM bids GROUP BY price) lv WHERE lv.rn <= 4"),
-    "TOP5_ASK_ORDERS": "SELECT SUM(x.volume) AS top5_ask_orders FROM (SELECT price, volume FROM asks ORDER BY price, id LIMIT 5) x",
+    "TOP5_ASK_ORDERS": "SELECT SUM(x.volume) AS top5_ask_orders FROM (SELECT price, volume FROM asks ORDER BY "
+    "price, id LIMIT 5) x",
     "BROKER_TOP2": ("SELECT broker_id, SUM(volume) AS broker_top2 FROM\n"
-                    "  (SELECT broker_id, volume, RANK() OVER (PARTITION BY broker_id ORDER BY price DESC) AS r FROM bids) z\n"
+                    "  (SELECT broker_id, volume, RANK() OVER (PARTITION BY broker_id ORDER BY price DESC) AS r "
+                    "FROM bids) z\n"
                     "WHERE r <= 2 GROUP BY broker_id"),
     "TOP_CTE": ("WITH lv AS (SELECT price, SUM(volume) AS v, ROW_NUMBER() OVER (ORDER BY price ASC) AS k\n"
                 "            FROM asks GROUP BY price)\n"
@@ -63,8 +69,10 @@ VIEWS: dict[str, str] = {
     "HI_LO": ("SELECT GREATEST((SELECT MAX(price) FROM bids), (SELECT MAX(price) FROM asks)) AS hi_lo,\n"
               "       LEAST((SELECT MIN(price) FROM bids), (SELECT MIN(price) FROM asks)) AS lo"),
     "ABS_IMB": "SELECT ABS((SELECT SUM(volume) FROM bids) - (SELECT SUM(volume) FROM asks)) AS abs_imb",
-    "MICRO": ("SELECT ((SELECT MAX(price) FROM bids) * (SELECT SUM(a.volume) FROM asks a WHERE a.price = (SELECT MIN(price) FROM asks))\n"
-              "      + (SELECT MIN(price) FROM asks) * (SELECT SUM(b.volume) FROM bids b WHERE b.price = (SELECT MAX(price) FROM bids)))\n"
+    "MICRO": ("SELECT ((SELECT MAX(price) FROM bids) * (SELECT SUM(a.volume) FROM asks a WHERE a.price = "
+    "(SELECT MIN(price) FROM asks))\n"
+              "      + (SELECT MIN(price) FROM asks) * (SELECT SUM(b.volume) FROM bids b WHERE b.price = "
+              "(SELECT MAX(price) FROM bids)))\n"
               "     / ((SELECT SUM(a.volume) FROM asks a WHERE a.price = (SELECT MIN(price) FROM asks))\n"
               "      + (SELECT SUM(b.volume) FROM bids b WHERE b.price = (SELECT MAX(price) FROM bids))) AS micro"),
     "BID_SHARE": "SELECT SUM(volume) / (SELECT SUM(volume) FROM asks) AS bid_share FROM bids",
@@ -73,19 +81,23 @@ VIEWS: dict[str, str] = {
                  "WHERE price BETWEEN (SELECT MAX(price) FROM bids) * 0.98 AND (SELECT MAX(price) FROM bids)"),
     "NON_TOUCH": "SELECT COUNT(*) AS non_touch FROM bids WHERE price <> (SELECT MAX(price) FROM bids)",
     "NON_TOUCH_ASK": "SELECT COUNT(*) AS non_touch_ask FROM asks WHERE price != (SELECT MIN(price) FROM asks)",
-    "ASK_DEPTH": 'SELECT SUM("a"."volume") AS "ask_depth" FROM "asks" "a" WHERE "a"."price" <= 1.01 * (SELECT MIN(price) FROM asks)',
+    "ASK_DEPTH": ('SELECT SUM("a"."volume") AS "ask_depth" FROM "asks" "a" WHERE "a"."price" <= 1.01 * (SELECT '
+                  'MIN(price) FROM asks)'),
     "EVEN_IDS": "SELECT COUNT(*) AS even_ids FROM bids WHERE id % 2 = 0",
     "FAR_ASK_VOL": "SELECT SUM(volume) AS far_ask_vol FROM asks WHERE price < 100000 OR price > 1000000",
     "ABOVE_AVG": "SELECT COUNT(*) AS above_avg FROM bids WHERE price > (SELECT AVG(price) FROM bids)",
     "N_ASKS": "SELECT COUNT(*) AS n_asks, SUM(volume) / COUNT(*) AS avg_size FROM asks",
     "OUTSIDE_BAND": "SELECT COUNT(*) AS outside_band FROM asks WHERE price NOT BETWEEN 200000 AND 300000",
     # -- joins, per broker ------------------------------------------------------------------------------
-    "BROKER_AVG": "SELECT broker_id, AVG(price) AS broker_avg, SUM(price * volume) / SUM(volume) AS vwap FROM asks GROUP BY broker_id",
+    "BROKER_AVG": "SELECT broker_id, AVG(price) AS broker_avg, SUM(price * volume) / SUM(volume) AS vwap FROM "
+    "asks GROUP BY broker_id",
     "PAIRS": ("SELECT b.broker_id, COUNT(*) AS pairs FROM bids b JOIN asks a\n"
               "  ON a.broker_id = b.broker_id AND a.price > b.price GROUP BY b.broker_id"),
     "BROKER_TOUCH": ("SELECT b.broker_id, SUM(b.volume) AS broker_touch FROM bids b\n"
-                     "WHERE b.price = (SELECT MAX(b2.price) FROM bids b2 WHERE b2.broker_id = b.broker_id) GROUP BY b.broker_id"),
-    "CUM_DEPTH": ("SELECT lv.price, SUM(b.volume) AS cum_depth FROM (SELECT price FROM bids GROUP BY price) lv, bids b\n"
+                     "WHERE b.price = (SELECT MAX(b2.price) FROM bids b2 WHERE b2.broker_id = b.broker_id) "
+                     "GROUP BY b.broker_id"),
+    "CUM_DEPTH": ("SELECT lv.price, SUM(b.volume) AS cum_depth FROM (SELECT price FROM bids GROUP BY price) lv, "
+    "bids b\n"
                   "WHERE b.price >= lv.price GROUP BY lv.price"),
     "BROKER_SPREAD": ("SELECT b.broker_id, MIN(a.price) - MAX(b.price) AS broker_spread FROM bids b, asks a\n"
                       "WHERE a.broker_id = b.broker_id GROUP BY b.broker_id"),
@@ -116,15 +128,18 @@ VIEWS: dict[str, str] = {
 
 SYMBOL_VIEWS: dict[str, str] = {
     "SYM_BEST": "SELECT symbol, MAX(price) AS sym_best, COUNT(*) AS n FROM bids GROUP BY symbol",
-    "SYM_SPREAD": ("SELECT b.symbol, (SELECT MIN(a.price) FROM asks a WHERE a.symbol = b.symbol) - MAX(b.price) AS sym_spread\n"
+    "SYM_SPREAD": ("SELECT b.symbol, (SELECT MIN(a.price) FROM asks a WHERE a.symbol = b.symbol) - MAX(b.price) "
+    "AS sym_spread\n"
                    "FROM bids b GROUP BY b.symbol"),
     "SYM_TOUCH": ("SELECT b.symbol, SUM(b.volume) AS sym_touch FROM bids b\n"
                   "WHERE b.price = (SELECT MAX(b2.price) FROM bids b2 WHERE b2.symbol = b.symbol) GROUP BY b.symbol"),
     "SYM_TOP2": ("SELECT symbol, SUM(v) AS sym_top2 FROM (SELECT symbol, price, SUM(volume) AS v,\n"
-                 "  ROW_NUMBER() OVER (PARTITION BY symbol ORDER BY price DESC) AS rn FROM bids GROUP BY symbol, price) t\n"
+                 "  ROW_NUMBER() OVER (PARTITION BY symbol ORDER BY price DESC) AS rn FROM bids GROUP BY "
+                 "symbol, price) t\n"
                  "WHERE rn <= 2 GROUP BY symbol"),
     "SYM_ASK_DEPTH": ("SELECT a.symbol, SUM(a.volume) AS sym_ask_depth FROM asks a\n"
-                      "WHERE a.price <= 1.01 * (SELECT MIN(a2.price) FROM asks a2 WHERE a2.symbol = a.symbol) GROUP BY a.symbol"),
+                      "WHERE a.price <= 1.01 * (SELECT MIN(a2.price) FROM asks a2 WHERE a2.symbol = a.symbol) "
+                      "GROUP BY a.symbol"),
 }
 
 REJECTED: dict[str, tuple[str, str]] = {
