@@ -31,7 +31,7 @@ VIEWS: dict[str, str] = {
                  "0 END AS pressure"),
     "BID_LEVELS": "SELECT COUNT(DISTINCT price) AS bid_levels FROM bids",
     "ASK_LEVELS_BY_BROKER": "SELECT broker_id, COUNT(DISTINCT price) AS ask_levels_by_broker FROM asks GROUP BY "
-    "broker_id",
+        "broker_id",
     "DISTINCT_VOL": "SELECT SUM(DISTINCT volume) AS distinct_vol FROM asks",
     "AVG_BIG_PX": "SELECT AVG(CASE WHEN volume > 50 THEN price END) AS avg_big_px FROM bids",
     "BROKER_HI": ("SELECT broker_id, MAX(price) AS broker_hi FROM bids GROUP BY broker_id\n"
@@ -54,7 +54,7 @@ VIEWS: dict[str, str] = {
                       "  (SELECT price, SUM(volume) AS v, ROW_NUMBER() OVER (ORDER BY price DESC) AS rn\n"
                       "   FROM bids GROUP BY price) lv WHERE lv.rn <= 4"),
     "TOP5_ASK_ORDERS": "SELECT SUM(x.volume) AS top5_ask_orders FROM (SELECT price, volume FROM asks ORDER BY "
-    "price, id LIMIT 5) x",
+        "price, id LIMIT 5) x",
     "BROKER_TOP2": ("SELECT broker_id, SUM(volume) AS broker_top2 FROM\n"
                     "  (SELECT broker_id, volume, RANK() OVER (PARTITION BY broker_id ORDER BY price DESC) AS r "
                     "FROM bids) z\n"
@@ -70,7 +70,7 @@ VIEWS: dict[str, str] = {
               "       LEAST((SELECT MIN(price) FROM bids), (SELECT MIN(price) FROM asks)) AS lo"),
     "ABS_IMB": "SELECT ABS((SELECT SUM(volume) FROM bids) - (SELECT SUM(volume) FROM asks)) AS abs_imb",
     "MICRO": ("SELECT ((SELECT MAX(price) FROM bids) * (SELECT SUM(a.volume) FROM asks a WHERE a.price = "
-    "(SELECT MIN(price) FROM asks))\n"
+              "(SELECT MIN(price) FROM asks))\n"
               "      + (SELECT MIN(price) FROM asks) * (SELECT SUM(b.volume) FROM bids b WHERE b.price = "
               "(SELECT MAX(price) FROM bids)))\n"
               "     / ((SELECT SUM(a.volume) FROM asks a WHERE a.price = (SELECT MIN(price) FROM asks))\n"
@@ -90,14 +90,14 @@ VIEWS: dict[str, str] = {
     "OUTSIDE_BAND": "SELECT COUNT(*) AS outside_band FROM asks WHERE price NOT BETWEEN 200000 AND 300000",
     # -- joins, per broker ------------------------------------------------------------------------------
     "BROKER_AVG": "SELECT broker_id, AVG(price) AS broker_avg, SUM(price * volume) / SUM(volume) AS vwap FROM "
-    "asks GROUP BY broker_id",
+        "asks GROUP BY broker_id",
     "PAIRS": ("SELECT b.broker_id, COUNT(*) AS pairs FROM bids b JOIN asks a\n"
               "  ON a.broker_id = b.broker_id AND a.price > b.price GROUP BY b.broker_id"),
     "BROKER_TOUCH": ("SELECT b.broker_id, SUM(b.volume) AS broker_touch FROM bids b\n"
                      "WHERE b.price = (SELECT MAX(b2.price) FROM bids b2 WHERE b2.broker_id = b.broker_id) "
                      "GROUP BY b.broker_id"),
     "CUM_DEPTH": ("SELECT lv.price, SUM(b.volume) AS cum_depth FROM (SELECT price FROM bids GROUP BY price) lv, "
-    "bids b\n"
+                  "bids b\n"
                   "WHERE b.price >= lv.price GROUP BY lv.price"),
     "BROKER_SPREAD": ("SELECT b.broker_id, MIN(a.price) - MAX(b.price) AS broker_spread FROM bids b, asks a\n"
                       "WHERE a.broker_id = b.broker_id GROUP BY b.broker_id"),
