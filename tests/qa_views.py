@@ -101,6 +101,9 @@ VIEWS: dict[str, str] = {
                   "WHERE b.price >= lv.price GROUP BY lv.price"),
     "BROKER_SPREAD": ("SELECT b.broker_id, MIN(a.price) - MAX(b.price) AS broker_spread FROM bids b, asks a\n"
                       "WHERE a.broker_id = b.broker_id GROUP BY b.broker_id"),
+    "ONE_ROW_MIX": ("SELECT bb.p - ba.p AS one_row_mix, bb.n + ba.n AS orders, bb.n / NULLIF(ba.n, 0) AS ratio\n"
+                    "FROM (SELECT MAX(price) AS p, COUNT(*) AS n FROM bids) bb,\n"
+                    "     (SELECT MIN(price) AS p, COUNT(*) AS n FROM asks) ba"),
     "IMBALANCE": ("CREATE VIEW imbalance AS SELECT (bv.v - av.v) / (bv.v + av.v) AS imb FROM\n"
                   "  (SELECT SUM(volume) AS v FROM bids) bv, (SELECT SUM(volume) AS v FROM asks) av"),
     # -- NULL corners, self-joins, correlated EXISTS/IN ----------------------------------------------------
@@ -156,6 +159,9 @@ REJECTED: dict[str, tuple[str, str]] = {
                   "WHERE b1.price > (SELECT MAX(b2.price) FROM bids b2 WHERE b2.price < b1.price)",
                   "correlated other than by equality"),
     "USING": ("SELECT COUNT(*) AS using_pairs FROM bids b JOIN asks a USING (broker_id)", "USING is not supported"),
+    # plain columns beside an aggregate: SQL (DuckDB) refuses it, so does ddms
+    "ONE_ROW_AND_AGG": ("SELECT bb.p AS one_row_and_agg, COUNT(*) AS n FROM (SELECT MAX(price) AS p FROM bids) bb",
+                        "cannot be used here"),
     "NO_AGG_CTE": ("WITH x AS (SELECT price, volume FROM bids) SELECT x.price * 2 AS dbl FROM x",
                    "a view needs an aggregate output"),
 }

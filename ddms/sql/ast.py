@@ -244,10 +244,12 @@ def has_scalar(e: SqlExpr | Cond) -> bool:
 
 
 def one_row(sel: Select) -> bool:
-    """Whether ``sel``'s FROM is exactly one row whatever its input: it has sources, each an
-    aggregate subquery without GROUP BY or a cut (``(SELECT MAX(price) AS p FROM bids) bb``,
-    also as a WITH query), and no WHERE or GROUP BY filters or splits their product.  A
-    non-aggregate expression over such columns is then one value, as over scalar subqueries."""
-    return bool(sel.sources) and sel.where is None and not sel.group and all(
+    """Whether ``sel`` is a row of plain expressions over a FROM that is exactly one row whatever
+    its input: it has sources, each an aggregate subquery without GROUP BY or a cut (``(SELECT
+    MAX(price) AS p FROM bids) bb``, also as a WITH query), no WHERE or GROUP BY filters or
+    splits their product, and no aggregate in its SELECT list (SQL refuses plain columns beside
+    aggregates).  Each expression over such columns is one value, as over scalar subqueries."""
+    return bool(sel.sources) and sel.where is None and not sel.group and not any(
+        has_agg(it.expr) for it in sel.items) and all(
         isinstance(s, FromSelect) and not s.select.group and s.select.top is None
         and any(has_agg(it.expr) for it in s.select.items) for s in sel.sources)
