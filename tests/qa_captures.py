@@ -60,14 +60,16 @@ def _scale(s: str, exp10: int) -> str:
 # -- hftbacktest (`<ns> <json>`) -----------------------------------------------------------------
 
 def hft_transform(src: Path, dst: Path, *, symbol: str, coinm: bool = False, price_exp10: int = 0,
-                  extra: dict | None = None, ns_offset: int = 0) -> Path:
+                  extra: dict | None = None, ns_offset: int = 0, lines: int | None = None) -> Path:
     """A Binance hftbacktest capture with its one symbol renamed (stream names, ``s``), prices
     scaled by 10**price_exp10 (depth levels, bookTicker, trades, the REST snapshot), ``extra``
     fields in every message object, receive times shifted by ``ns_offset``; ``coinm`` adds
-    COIN-M's ``ps`` (pair) to each stream message."""
-    lines = []
+    COIN-M's ``ps`` (pair) to each stream message; the first ``lines`` lines only if given."""
+    out = []
     with _open(src) as f:
-        for line in f:
+        for n, line in enumerate(f):
+            if lines is not None and n >= lines:
+                break
             ns, raw = line.rstrip("\n").split(" ", 1)
             msg = json.loads(raw)
             data = msg.get("data", msg)
@@ -88,8 +90,8 @@ def hft_transform(src: Path, dst: Path, *, symbol: str, coinm: bool = False, pri
                 msg["stream"] = symbol.lower() + "@" + msg["stream"].split("@", 1)[1]
             if extra:
                 msg = _add_fields(msg, extra)
-            lines.append(f"{int(ns) + ns_offset} {json.dumps(msg, separators=(',', ':'))}")
-    return _write(dst, lines)
+            out.append(f"{int(ns) + ns_offset} {json.dumps(msg, separators=(',', ':'))}")
+    return _write(dst, out)
 
 
 def hft_merge(srcs: list[Path], dst: Path) -> Path:

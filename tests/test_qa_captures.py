@@ -6,7 +6,9 @@ Found by this check: a field a venue adds to every message (a new JSON key in ea
 ``l2update``) made every message fall back from the chunk lane to the Python path, and each
 fallback handed the product's whole book back and forth between the lane's arrays and its
 ``LevelBook`` (O(levels) each way): the full Coinbase capture took 417 s to read instead of 1 s.
-The lane now leaves such a book to the Python path for a doubling number of its messages."""
+The lane now leaves such a book to the Python path for a doubling number of its messages.
+An hftbacktest capture of several Binance symbols was refused by ``ddms backtest`` ("holds
+several symbols: choose one"), where the venue captures run one partition per symbol."""
 
 from __future__ import annotations
 
@@ -14,8 +16,11 @@ import json
 
 import pytest
 from conftest import shared_file
+from qa_captures import hft_merge, hft_transform
 
+from ddms.io.sources import file_symbols, open_source
 from ddms.io.venues.coinbase_chunk import CoinbaseLane
+from replay.backtest import symbol_partitions
 from tests.test_venue_chunk import _chunked, _per_message, _real, _same
 
 
@@ -54,3 +59,18 @@ def test_a_new_field_in_every_message_does_not_ping_pong_books(venue: str, monke
     assert s["unknown_fields"]["newField"] >= s["messages"] > 0   # (other messages carry it too)
     books = len(got[2].books)
     assert len(takes) <= books * 16, (len(takes), s["messages"])   # was one per message (9,7k Coinbase)
+
+
+def test_multi_symbol_hftbacktest_capture_is_partitioned_per_symbol(tmp_path) -> None:
+    """Two renamed, rescaled copies of the spot capture's head in one file (receive times
+    interleaved): listed per symbol, and each ``FILE#SYMBOL`` replays its own book."""
+    spot = shared_file("data", "binance", "spot_btcusdt_20240808.gz")
+    a = hft_transform(spot, tmp_path / "a.gz", symbol="ADAEUR", price_exp10=-4, lines=3000)
+    b = hft_transform(spot, tmp_path / "b.gz", symbol="DOTTRY", price_exp10=1, ns_offset=1234567, lines=3000,
+                      extra={"newField": 1})
+    both = hft_merge([a, b], tmp_path / "two.gz")
+    assert file_symbols(both) == ["ADAEUR", "DOTTRY"]
+    assert symbol_partitions([str(both)]) == [f"{both}#ADAEUR", f"{both}#DOTTRY"]
+    assert symbol_partitions([str(a)]) == [str(a)]          # one symbol: the file itself
+    rows = {s: sum(len(x) for x in open_source(f"{both}#{s}").batches()) for s in ("ADAEUR", "DOTTRY")}
+    assert rows["ADAEUR"] == rows["DOTTRY"] == sum(len(x) for x in open_source(a).batches()) > 0
