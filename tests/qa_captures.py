@@ -60,10 +60,12 @@ def _scale(s: str, exp10: int) -> str:
 # -- hftbacktest (`<ns> <json>`) -----------------------------------------------------------------
 
 def hft_transform(src: Path, dst: Path, *, symbol: str, coinm: bool = False, price_exp10: int = 0,
-                  extra: dict | None = None, ns_offset: int = 0, lines: int | None = None) -> Path:
+                  extra: dict | None = None, ns_offset: int = 0, lines: int | None = None,
+                  id_offset: int = 0) -> Path:
     """A Binance hftbacktest capture with its one symbol renamed (stream names, ``s``), prices
     scaled by 10**price_exp10 (depth levels, bookTicker, trades, the REST snapshot), ``extra``
-    fields in every message object, receive times shifted by ``ns_offset``; ``coinm`` adds
+    fields in every message object, receive times shifted by ``ns_offset``, update ids by
+    ``id_offset``; ``coinm`` adds
     COIN-M's ``ps`` (pair) to each stream message; the first ``lines`` lines only if given."""
     out = []
     with _open(src) as f:
@@ -82,6 +84,9 @@ def hft_transform(src: Path, dst: Path, *, symbol: str, coinm: bool = False, pri
                         data[side] = _scale(data[side], price_exp10)
                 if "p" in data:
                     data["p"] = _scale(data["p"], price_exp10)
+            for k in ("U", "u", "pu", "lastUpdateId"):     # another symbol's update id sequence
+                if id_offset and isinstance(data.get(k), int):
+                    data[k] += id_offset
             if old is not None:
                 data["s"] = symbol
                 if coinm:

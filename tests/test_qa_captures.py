@@ -16,7 +16,7 @@ import json
 
 import pytest
 from conftest import shared_file
-from qa_captures import hft_merge, hft_transform
+from qa_captures import cf_transform, hft_merge, hft_transform
 
 from ddms.io.sources import file_symbols, open_source
 from ddms.io.venues.coinbase_chunk import CoinbaseLane
@@ -74,3 +74,39 @@ def test_multi_symbol_hftbacktest_capture_is_partitioned_per_symbol(tmp_path) ->
     assert symbol_partitions([str(a)]) == [str(a)]          # one symbol: the file itself
     rows = {s: sum(len(x) for x in open_source(f"{both}#{s}").batches()) for s in ("ADAEUR", "DOTTRY")}
     assert rows["ADAEUR"] == rows["DOTTRY"] == sum(len(x) for x in open_source(a).batches()) > 0
+
+
+# real venue captures, transformed: renamed symbols, a new field in every JSON object, gzip; the
+# Binance futures capture as COIN-M (dstream/dapi hosts, *_PERP symbols, a ps field)
+_VENUES = {
+    "KRAKEN.ws.50.0": ("KRAKEN.ws.51.0.gz", None, {"XBT/CHF": "ZEC/JPY", "ADA/XBT": "DOGE/GBP"}, 4269, None),
+    "OKX.ws.1.0": ("OKX.ws.2.0", None, {"BTC-USDT": "SOL-USDC", "UNI-USD-SWAP": "ETH-USD-SWAP"}, 290, None),
+    "COINBASE.ws.28.0": ("COINBASE.ws.29.0.gz", None, {"SKL-USD": "SHIB-USD", "BAND-GBP": "ZRX-EUR"}, 0, None),
+    "BINANCE.ws.1.0": ("BINANCE.ws.3.0", "BINANCE.http.0.0", {"NKNUSDT": "PEPEUSDT", "BLZETH": "WIFBTC"}, 0, None),
+    "BINANCE_FUTURES.ws.1.0": ("BINANCE_DELIVERY.ws.1.0", "BINANCE_FUTURES.http.0.0",
+                               {"SUSHIUSDT": "SUSHIUSD_PERP", "AKROUSDT": "AKROUSD_PERP"}, 0,
+                               (("fstream.binance.com", "dstream.binance.com"),
+                                ("fapi.binance.com/fapi/v1", "dapi.binance.com/dapi/v1"))),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(_VENUES))
+def test_transformed_venue_capture_replays_clean(tmp_path, name: str) -> None:
+    """serve-feed + monitor over the transformed capture: every (renamed) symbol synced, 0 gaps,
+    every checksum verified, every bookTicker equal, the new field counted in unknown_fields."""
+    from tests.test_feeds_venues import _clean, _session, run
+
+    src = shared_file("data", "venues", name)
+    out, http, names, checksums, hosts = _VENUES[name]
+    ws_url, rest_url = hosts if hosts else (None, None)
+    path = cf_transform(src, tmp_path / out, names, extra={"newField": 1}, url=ws_url)
+    if http:    # the REST snapshots beside it
+        cf_transform(src.parent / http, tmp_path / (out.split(".ws.")[0] + ".http.0.0"), names, url=rest_url)
+    _, _, s, _ = run(_session(path))
+    syms = set(s["symbols"])
+    assert set(names.values()) <= syms and not set(names) & syms
+    _clean(s, syms)
+    assert s["checksum_checked"] == checksums and s["unknown_fields"]["newField"] > 0
+    if name == "BINANCE_FUTURES.ws.1.0":
+        assert s["bookticker_checked"] > 0
