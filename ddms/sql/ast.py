@@ -241,3 +241,15 @@ def has_agg(e: SqlExpr | Cond) -> bool:
 def has_scalar(e: SqlExpr | Cond) -> bool:
     """Whether an expression reads a scalar subquery (outside aggregates' arguments)."""
     return isinstance(e, Scalar) or (not isinstance(e, Agg) and any(has_scalar(x) for x in parts(e)))
+
+
+def one_row(sel: Select) -> bool:
+    """Whether ``sel`` is a row of plain expressions over a FROM that is exactly one row whatever
+    its input: it has sources, each an aggregate subquery without GROUP BY or a cut (``(SELECT
+    MAX(price) AS p FROM bids) bb``, also as a WITH query), no WHERE or GROUP BY filters or
+    splits their product, and no aggregate in its SELECT list (SQL refuses plain columns beside
+    aggregates).  Each expression over such columns is one value, as over scalar subqueries."""
+    return bool(sel.sources) and sel.where is None and not sel.group and not any(
+        has_agg(it.expr) for it in sel.items) and all(
+        isinstance(s, FromSelect) and not s.select.group and s.select.top is None
+        and any(has_agg(it.expr) for it in s.select.items) for s in sel.sources)

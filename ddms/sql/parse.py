@@ -53,6 +53,7 @@ from ddms.sql.ast import (
     View,
     has_agg,
     has_scalar,
+    one_row,
 )
 
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
@@ -184,7 +185,7 @@ def _check_orderbook(s: Stream, stmt: str, text: str, offset: int, source: str) 
 def _view_name(select: Select, text: str, source: str) -> str:
     """A view is named by its output's alias, the first one when it has several (``CREATE VIEW
     name AS SELECT`` names it explicitly)."""
-    aggs = [it for it in select.items if has_agg(it.expr) or has_scalar(it.expr)]
+    aggs = [it for it in select.items if has_agg(it.expr) or has_scalar(it.expr) or one_row(select)]
     for it in select.items:
         if not it.name:
             raise SqlError("an output expression needs an alias (AS name): it names the view or its column",
@@ -192,7 +193,7 @@ def _view_name(select: Select, text: str, source: str) -> str:
     if not aggs:
         raise SqlError("a view needs an aggregate output (SUM, COUNT, AVG, MIN or MAX, or arithmetic "
                        "over them or over scalar subqueries), named by its alias",
-                       source, "SELECT", text, select.offset)
+                       source, select.items[0].text if select.items else "SELECT", text, select.offset)
     return aggs[0].name.upper()
 
 
@@ -262,6 +263,10 @@ class _Converter:
         conds: list[Cond] = []
         for j in node.args.get("joins") or []:
             side, kind = (j.args.get("side") or "").upper(), (j.args.get("kind") or "").upper()
+            method = (j.args.get("method") or "").upper()   # NATURAL, ASOF: not a plain inner join
+            if method:
+                raise self.fail(f"{method} JOIN is not supported (inner and cross joins only: write the "
+                                "join condition in ON or WHERE)", j)
             if side or kind not in ("", "INNER", "CROSS"):
                 raise self.fail(f"{side or kind} JOIN is not supported (inner and cross joins only)", j)
             sources.append(self.source_item(j.this))

@@ -88,6 +88,7 @@ from ddms.sql.ast import (
     SqlExpr,
     has_agg,
     has_scalar,
+    one_row,
 )
 from ddms.sql.ast import Exists as SqlExists
 
@@ -716,8 +717,9 @@ class _Translator:
                 raise self.fail("an output expression needs an alias (AS name): it names its column", it.text)
             if any(it.name.upper() == o for o, _ in outputs) or it.name.upper() in keys:
                 raise self.fail(f"two output columns are named {it.name}: give each its own AS name", it.text)
-            if not sel.sources and not has_agg(it.expr):
-                # no FROM: one row, the expression over scalar subqueries (nested aggregates)
+            if (not sel.sources or one_row(sel)) and not has_agg(it.expr):
+                # no FROM, or FROM one-row aggregate subqueries: one row, the expression over
+                # scalar subqueries (nested aggregates)
                 outputs.append((it.name.upper(), self.value(it.expr, scope)))
             elif has_agg(it.expr) or has_scalar(it.expr):
                 outputs.append((it.name.upper(),
