@@ -53,6 +53,7 @@ VIEWS = {
     "RND_AVG": "SELECT ROUND(AVG(price), 2) AS rnd_avg, FLOOR(AVG(volume)) AS floor_avg, CEIL(SUM(volume) / 7) AS "
                "ceil_sum, SIGN(MAX(price) - 150) AS sign_max FROM bids",
     "GRP_RND": "SELECT broker_id, ROUND(SUM(price * volume) / SUM(volume), 1) AS grp_rnd FROM asks GROUP BY broker_id",
+    "GRP_MAX_RND": "SELECT broker_id % 4 AS b4, ROUND(MAX(price) / 7, 1) AS grp_max_rnd FROM bids GROUP BY 1",
     "CAST_AVG": "SELECT CAST(AVG(price) AS INTEGER) AS cast_avg FROM asks",
     "MID_TICK": "SELECT ROUND(((SELECT MIN(price) FROM asks) + (SELECT MAX(price) FROM bids)) / 2, -1) AS mid_tick",
     # FILTER (WHERE ...)
@@ -84,7 +85,8 @@ SCRIPT = HEADER + ";\n".join(VIEWS.values()) + ";"
 
 # the engine runs these in the default suite (one small program: its cold compile is the cost); the
 # whole family runs through the engine under -m slow
-ENGINE_VIEWS = ("DEPTH", "CLASS_VOL", "ROW_FUNCS", "CASTS", "RND_AVG", "FLT", "GT_ALL", "NE_ANY", "ALL_NULLS")
+ENGINE_VIEWS = ("DEPTH", "CLASS_VOL", "BUCKET_BEST", "ROW_FUNCS", "CASTS", "RND_AVG", "GRP_RND", "GRP_MAX_RND", "FLT",
+                "GT_ALL", "NE_ANY", "ALL_NULLS")
 
 # prices with negative offsets, halves and quarters for the rounding functions: (p - 150) / 4 is
 # an exact half at 148, 152, ..., (p - 101) / 8 at 2 decimals an exact tie at 102

@@ -509,7 +509,8 @@ class _Translator:
                 # NOT (x > ALL S) is x <= ANY S in SQL's three-valued logic, and the converse
                 return self.cond(Quantified(_NEGATE[op], x, sel, not every, c.text), scope)
             case Quantified():
-                return self.cond(self.quantified(c), scope)
+                # alternatives that exclude each other: their sum, not an OR's inclusion-exclusion
+                return [t for alt in self.quantified(c) for t in self.cond(alt, scope)]
             case Not(x):
                 return [Term(1.0, (), ())] + [Term(-t.coef, t.atoms, t.factors) for t in self.cond(x, scope)]
             case Bool(v):
@@ -534,7 +535,7 @@ class _Translator:
                 return [Term(1.0, (), (Cmp("!=", count, Const(0.0)),))]
         raise self.fail("unsupported condition", getattr(c, "text", ""))
 
-    def quantified(self, q: Quantified) -> Cond:
+    def quantified(self, q: Quantified) -> list[Cond]:
         """``x op ALL/ANY (SELECT e FROM ..)`` rewritten onto COUNT, MIN and MAX of ``e`` over the
         subquery's rows (so over the MIN/MAX range trees: ``price > ALL (SELECT price FROM asks)``
         is one comparison with the best ask, O(log n)), keeping SQL's rules for empty sets and
@@ -547,26 +548,28 @@ class _Translator:
           compares false); ``<``/``<=`` with ``MAX``; ``= ANY`` is IN; ``<> ANY``: ``x`` differs
           from ``MIN(e)`` or from ``MAX(e)``.
 
-        A subquery that is one aggregate without GROUP BY is one row: a plain comparison.
+        A subquery that is one aggregate without GROUP BY is one row: a plain comparison.  Returns
+        conditions of which at most one holds (S empty makes MIN/MAX NULL, so the comparison
+        branch of ALL fails there): the condition is their sum, one range sum or extreme each.
         O(size of the subquery), translated once per aggregate read."""
         sel = q.select
         if sel.group or sel.having is not None:
             raise self.fail(f"{'ALL' if q.all else 'ANY'} (SELECT ... GROUP BY / HAVING) is not supported", q.text)
         e = sel.items[0].expr
         if has_agg(e):
-            return Compare(q.op, q.expr, Scalar(sel, sel.text), q.text)
+            return [Compare(q.op, q.expr, Scalar(sel, sel.text), q.text)]
 
         def agg(func: str, arg: SqlExpr | None) -> Scalar:
             return Scalar(replace(sel, items=(replace(sel.items[0], expr=Agg(func, arg, q.text)),)), q.text)
         x, op = q.expr, q.op
         if not q.all:
             if op in (">", ">="):
-                return Compare(op, x, agg("MIN", e), q.text)
+                return [Compare(op, x, agg("MIN", e), q.text)]
             if op in ("<", "<="):
-                return Compare(op, x, agg("MAX", e), q.text)
+                return [Compare(op, x, agg("MAX", e), q.text)]
             if op == "=":
-                return SqlExists(replace(sel, items=()), (e, x), q.text)
-            return Or((Compare("!=", x, agg("MIN", e)), Compare("!=", x, agg("MAX", e))), q.text)
+                return [SqlExists(replace(sel, items=()), (e, x), q.text)]
+            return [Or((Compare("!=", x, agg("MIN", e)), Compare("!=", x, agg("MAX", e))), q.text)]
         empty = Compare("=", agg("COUNT", None), Lit(0.0), q.text)
         parts: list[Cond] = [] if _never_null(e) else [Compare("=", agg("COUNT", e), agg("COUNT", None), q.text)]
         if op in (">", ">="):
@@ -576,8 +579,12 @@ class _Translator:
         elif op == "=":
             parts += [Compare("=", x, agg("MIN", e), q.text), Compare("=", x, agg("MAX", e), q.text)]
         else:
-            parts += [Not(IsNull(x)), Not(SqlExists(replace(sel, items=()), (e, x), q.text))]
-        return Or((empty, And(tuple(parts), q.text)), q.text)
+            # NOT IN: holds over an empty S too, unless x is NULL (then only the empty branch does)
+            parts.append(Not(SqlExists(replace(sel, items=()), (e, x), q.text)))
+            if _never_null(x):
+                return [And(tuple(parts), q.text)]
+            return [Or((empty, And((Not(IsNull(x)), *parts), q.text)), q.text)]
+        return [empty, And(tuple(parts), q.text)]
 
     def agg_cond(self, c: Cond, value) -> Expr:
         """A condition over aggregates (HAVING, CASE over aggregates) as one 0/1 expression,
