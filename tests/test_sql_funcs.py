@@ -270,3 +270,18 @@ def test_rejected_with_location(sql: str, reason: str, fragment: str) -> None:
     col = int(head.split(":")[2])
     assert src.strip().startswith("SELECT") and "^" in caret, msg
     assert HEADER.count("\n") == 5 and (HEADER + sql).splitlines()[5][col - 1:].startswith(fragment.split()[0]), msg
+
+
+def test_an_adhoc_query_matches_its_view() -> None:
+    """``Engine.query`` answers from a view whose compiled program is the query's: the match
+    reads maps through ``%`` and the SQL functions too (it raised on ``%`` before)."""
+    from ddms.runtime.viewmatch import matching_view
+    views = [VIEWS["DEPTH"], VIEWS["RND_AVG"], "SELECT SUM(volume % 7) AS mod7 FROM bids"]
+    program = compile_sql(HEADER + ";\n".join(views) + ";", "<m>").program
+    for sql, name in ((views[0], "DEPTH"), (views[1], "RND_AVG"), (views[2], "MOD7"),
+                      ("select floor(b.price / 100) * 100 as k, sum(b.volume) as d from bids b group by 1", "DEPTH")):
+        adhoc = compile_sql(HEADER + sql + ";", "<q>").program
+        hit = matching_view(program, adhoc)
+        assert hit is not None and hit.name == name, sql
+    other = compile_sql(HEADER + "SELECT ROUND(AVG(price), 3) AS r FROM bids;", "<q>").program
+    assert matching_view(program, other) is None   # another precision is another view
