@@ -45,8 +45,9 @@ VIEWS = {
     "ROW_FUNCS": "SELECT SUM(ROUND((price - 150) / 8, 1)) AS row_funcs, SUM(FLOOR((price - 150) / 7)) AS row_floor, "
                  "SUM(CEILING((price - 150) / 7)) AS row_ceil, SUM(TRUNC((price - 150) / 7)) AS row_trunc, "
                  "SUM(SIGN(price - 100)) AS row_sign, SUM(TRUNC((price - 150) / 7, 1)) AS row_trunc1 FROM bids",
-    "ROUND_HALF": "SELECT SUM(ROUND((price - 150) / 4)) AS round_half, SUM(ROUND((price - 101) / 8, 2)) AS round_half2, "
-                  "MAX(ROUND(price, -1)) AS round_tens, SUM(ROUND(price / 20, 1)) AS round_exact FROM asks",
+    "ROUND_HALF": "SELECT SUM(ROUND((price - 150) / 4)) AS round_half, SUM(ROUND((price - 101) / 8, 2)) "
+                  "AS round_half2, MAX(ROUND(price, -1)) AS round_tens, SUM(ROUND(price / 20, 1)) AS round_exact "
+                  "FROM asks",
     "CASTS": "SELECT SUM(CAST(price / 3 AS INTEGER)) AS casts, SUM(CAST((price - 150) / 4 AS BIGINT)) AS cast_even, "
              "SUM(TRY_CAST(volume / 2 AS SMALLINT)) AS try_cast, SUM(price::INT) AS cast_colon FROM bids",
     # functions of aggregate results (computed at the output, never in a delta)
@@ -67,7 +68,8 @@ VIEWS = {
     "GT_ALL": "SELECT COUNT(*) AS gt_all FROM bids WHERE price > ALL (SELECT price FROM asks)",
     "GE_ALL_VOL": "SELECT SUM(volume) AS ge_all_vol FROM bids WHERE price >= ALL (SELECT b2.price FROM bids b2)",
     "LT_ANY": "SELECT COUNT(*) AS lt_any FROM asks WHERE price < ANY (SELECT price FROM bids)",
-    "LE_SOME": "SELECT SUM(volume) AS le_some FROM asks WHERE price <= SOME (SELECT price + 1 FROM bids WHERE volume > 20)",
+    "LE_SOME": "SELECT SUM(volume) AS le_some FROM asks WHERE price <= SOME "
+               "(SELECT price + 1 FROM bids WHERE volume > 20)",
     "EQ_ANY": "SELECT COUNT(*) AS eq_any FROM bids WHERE price = ANY (SELECT price FROM asks)",
     "NE_ALL": "SELECT COUNT(*) AS ne_all FROM bids WHERE price <> ALL (SELECT price FROM asks)",
     "NE_ANY": "SELECT COUNT(*) AS ne_any FROM bids WHERE price <> ANY (SELECT price FROM asks WHERE volume > 10)",
@@ -79,6 +81,16 @@ VIEWS = {
                      "(SELECT NULLIF(price, 150) FROM asks)",
     "CORR_ALL": "SELECT COUNT(*) AS corr_all FROM bids b WHERE b.price > ALL "
                 "(SELECT a.price FROM asks a WHERE a.broker_id = b.broker_id)",
+    # LEFT JOIN of a GROUP BY subquery on its keys: every bid once, NULL-padded without a group
+    "LJ": "SELECT b.broker_id, COUNT(*) AS lj, SUM(x.v) AS lj_v, SUM(b.volume * COALESCE(x.v, 0)) AS lj_w FROM bids b "
+          "LEFT JOIN (SELECT broker_id, SUM(volume) AS v FROM asks GROUP BY broker_id) x ON x.broker_id = b.broker_id "
+          "GROUP BY b.broker_id",
+    "LJ2": "SELECT COUNT(*) AS lj2, COUNT(x.best) AS lj2_matched, SUM(CASE WHEN x.best IS NULL THEN b.volume ELSE 0 "
+           "END) AS lj2_unmatched, MAX(b.price - x.best) AS lj2_gap FROM bids b LEFT OUTER JOIN "
+           "(SELECT broker_id, MIN(price) AS best FROM asks GROUP BY broker_id) x ON b.broker_id = x.broker_id",
+    "LJ_CTE": "WITH by_broker AS (SELECT broker_id, COUNT(*) AS n FROM asks WHERE volume > 5 GROUP BY broker_id) "
+              "SELECT SUM(COALESCE(x.n, 0) * b.volume) AS lj_cte FROM bids b LEFT JOIN by_broker x "
+              "ON x.broker_id = b.broker_id",
     "ALL_AGG": "SELECT COUNT(*) AS all_agg FROM bids WHERE price > ALL (SELECT AVG(price) FROM asks)",
 }
 SCRIPT = HEADER + ";\n".join(VIEWS.values()) + ";"
@@ -258,6 +270,12 @@ def test_all_is_a_comparison_with_the_extreme(program) -> None:
     ("SELECT SUM(CAST(price AS DECIMAL(10, 2))) AS r FROM bids", "changes the value", "CAST"),
     ("SELECT COUNT(*) AS n FROM bids WHERE price > ALL (SELECT MAX(price) FROM asks GROUP BY broker_id)",
      "ALL (SELECT ... GROUP BY / HAVING) is not supported", "price > ALL"),
+    ("SELECT COUNT(*) AS n FROM bids b LEFT JOIN (SELECT broker_id, SUM(volume) AS v FROM asks GROUP BY broker_id) x "
+     "ON x.broker_id > b.broker_id", "equates each GROUP BY column", "x.broker_id > b.broker_id"),
+    ("SELECT COUNT(*) AS n FROM bids b LEFT JOIN (SELECT broker_id, volume FROM asks) x ON x.broker_id = b.broker_id",
+     "LEFT JOIN is supported with a GROUP BY subquery", "LEFT JOIN"),
+    ("SELECT COUNT(*) AS n FROM bids b LEFT JOIN asks a ON a.broker_id = b.broker_id", "LEFT JOIN is not supported",
+     "LEFT JOIN"),
     ("SELECT COUNT(*) AS n FROM bids WHERE price > ALL (SELECT price, volume FROM asks)",
      "ALL takes a SELECT of one column", "ALL"),
 ])
