@@ -34,7 +34,16 @@ that combines them (``SUM(x) / COUNT(*)`` for AVG).
   price DESC, id``): its cut is the key of the n-th row, ``ExtremeAgg(.., n, rows=True)``, and the
   rows at that key are kept by their rank in the tie-break (:meth:`_Translator.row_top_source`);
   without one it is rejected (rows tying at the cut);
-* ``x / c`` for a nonzero constant ``c`` is ``x * (1 / c)``;
+* ``x / c`` for a nonzero constant ``c`` is ``x * (1 / c)``, except inside a SQL function's argument
+  or a GROUP BY expression, where the quotient is kept (``FLOOR(x / 100)`` must divide as DuckDB);
+* ``ROUND``/``FLOOR``/``CEIL``/``TRUNC``/``SIGN`` and integer CASTs are ``Func`` nodes: per row inside
+  an aggregate's argument, over the aggregates' maps at the output (never inside a delta);
+* ``GROUP BY`` an expression (or an ordinal, or an output alias) lifts each row's key into a
+  variable, ``(k ^= FLOOR(price / 100) * 100)``, that keys the maps; ``AGG(x) FILTER (WHERE c)``
+  multiplies ``c`` into that aggregate's rows only; ``x op ALL/ANY (subquery)`` becomes
+  comparisons with the subquery's COUNT/MIN/MAX (:meth:`_Translator.quantified`); ``LEFT JOIN`` of a
+  GROUP BY subquery on its keys reads its columns as correlated aggregates, NULL for an empty
+  group (:meth:`_Translator.left_group_source`);
 * equalities between variables are removed by renaming (:func:`ddms.calculus.normal.unify`).
 
 Pure; cost linear in the SQL plus the multiplied-out terms (bounded by ``normal.MAX_TERMS``).
