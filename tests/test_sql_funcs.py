@@ -303,3 +303,21 @@ def test_an_adhoc_query_matches_its_view() -> None:
         assert hit is not None and hit.name == name, sql
     other = compile_sql(HEADER + "SELECT ROUND(AVG(price), 3) AS r FROM bids;", "<q>").program
     assert matching_view(program, other) is None   # another precision is another view
+
+
+def test_hand_written_m3_calls_functions_and_the_verifier_checks_them() -> None:
+    """``Round``/``Floor``/``Int32`` ... in M3 text: interpreted as the SQL functions; an unknown
+    arity is refused by the verifier, naming the function."""
+    from ddms.errors import ProgramError
+    from ddms.m3.interpreter import Interpreter
+    from ddms.m3.parser import parse_program
+    text = ("CREATE STREAM BIDS(T float, ID int, BROKER_ID int, VOLUME float, PRICE float);\n"
+            "DECLARE MAP H(float)[K: float];\nDECLARE QUERY H := H;\n"
+            "ON + BIDS(T, ID, BROKER_ID, VOLUME, PRICE) {\n"
+            "  H[K] += (K ^= Floor(PRICE / 10.0)) * Round(VOLUME, {});\n}\n")
+    it = Interpreter(parse_program(text.replace("{}", "-1")))
+    it.apply("+", "BIDS", (0.0, 1.0, 1.0, 25.0, 123.0))
+    it.apply("+", "BIDS", (0.0, 2.0, 1.0, 14.0, 128.0))
+    assert it.view("H") == {(12.0,): 40.0}   # ROUND(25, -1) = 30 (away from zero), ROUND(14, -1) = 10
+    with pytest.raises(ProgramError, match="Round of 3"):
+        Interpreter(parse_program(text.replace("{}", "1, 2")))
