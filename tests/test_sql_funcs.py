@@ -126,7 +126,7 @@ def test_views_are_named_and_compiled(program) -> None:
     assert [q.name for q in program.queries] == list(VIEWS)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(fline, min_size=1, max_size=30))
 def test_interpreter_matches_duckdb(program, stream: list[tuple]) -> None:
     check_stream(program, stream, views=VIEWS)
