@@ -81,16 +81,6 @@ VIEWS = {
                      "(SELECT NULLIF(price, 150) FROM asks)",
     "CORR_ALL": "SELECT COUNT(*) AS corr_all FROM bids b WHERE b.price > ALL "
                 "(SELECT a.price FROM asks a WHERE a.broker_id = b.broker_id)",
-    # LEFT JOIN of a GROUP BY subquery on its keys: every bid once, NULL-padded without a group
-    "LJ": "SELECT b.broker_id, COUNT(*) AS lj, SUM(x.v) AS lj_v, SUM(b.volume * COALESCE(x.v, 0)) AS lj_w FROM bids b "
-          "LEFT JOIN (SELECT broker_id, SUM(volume) AS v FROM asks GROUP BY broker_id) x ON x.broker_id = b.broker_id "
-          "GROUP BY b.broker_id",
-    "LJ2": "SELECT COUNT(*) AS lj2, COUNT(x.best) AS lj2_matched, SUM(CASE WHEN x.best IS NULL THEN b.volume ELSE 0 "
-           "END) AS lj2_unmatched, MAX(b.price - x.best) AS lj2_gap FROM bids b LEFT OUTER JOIN "
-           "(SELECT broker_id, MIN(price) AS best FROM asks GROUP BY broker_id) x ON b.broker_id = x.broker_id",
-    "LJ_CTE": "WITH by_broker AS (SELECT broker_id, COUNT(*) AS n FROM asks WHERE volume > 5 GROUP BY broker_id) "
-              "SELECT SUM(COALESCE(x.n, 0) * b.volume) AS lj_cte FROM bids b LEFT JOIN by_broker x "
-              "ON x.broker_id = b.broker_id",
     "ALL_AGG": "SELECT COUNT(*) AS all_agg FROM bids WHERE price > ALL (SELECT AVG(price) FROM asks)",
 }
 SCRIPT = HEADER + ";\n".join(VIEWS.values()) + ";"
@@ -270,12 +260,10 @@ def test_all_is_a_comparison_with_the_extreme(program) -> None:
     ("SELECT SUM(CAST(price AS DECIMAL(10, 2))) AS r FROM bids", "changes the value", "CAST"),
     ("SELECT COUNT(*) AS n FROM bids WHERE price > ALL (SELECT MAX(price) FROM asks GROUP BY broker_id)",
      "ALL (SELECT ... GROUP BY / HAVING) is not supported", "price > ALL"),
-    ("SELECT COUNT(*) AS n FROM bids b LEFT JOIN (SELECT broker_id, SUM(volume) AS v FROM asks GROUP BY broker_id) x "
-     "ON x.broker_id > b.broker_id", "equates each GROUP BY column", "x.broker_id > b.broker_id"),
-    ("SELECT COUNT(*) AS n FROM bids b LEFT JOIN (SELECT broker_id, volume FROM asks) x ON x.broker_id = b.broker_id",
-     "LEFT JOIN is supported with a GROUP BY subquery", "LEFT JOIN"),
-    ("SELECT COUNT(*) AS n FROM bids b LEFT JOIN asks a ON a.broker_id = b.broker_id", "LEFT JOIN is not supported",
-     "LEFT JOIN"),
+    # (a LEFT JOIN of a GROUP BY subquery on its keys reduces to correlated aggregates, NULL for an
+    # empty group; the engine's product of such a NULL with COALESCE's test is NaN, not 0: rejected)
+    ("SELECT SUM(b.volume * COALESCE(x.v, 0)) AS n FROM bids b LEFT JOIN (SELECT broker_id, SUM(volume) AS v "
+     "FROM asks GROUP BY broker_id) x ON x.broker_id = b.broker_id", "LEFT JOIN is not supported", "LEFT JOIN"),
     ("SELECT COUNT(*) AS n FROM bids WHERE price > ALL (SELECT price, volume FROM asks)",
      "ALL takes a SELECT of one column", "ALL"),
 ])

@@ -183,7 +183,6 @@ class FromSelect:
     select: Select
     alias: str
     text: str = field(default="", compare=False)
-    left_on: Cond | None = None   # LEFT JOIN (SELECT ...) alias ON left_on: every row of the left side kept
 
 
 FromItem = FromTable | FromSelect

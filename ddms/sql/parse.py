@@ -268,15 +268,8 @@ class _Converter:
         conds: list[Cond] = []
         for j in node.args.get("joins") or []:
             side, kind = (j.args.get("side") or "").upper(), (j.args.get("kind") or "").upper()
-            if side == "LEFT" and kind in ("", "OUTER") and j.args.get("on") is not None:
-                # LEFT JOIN (SELECT g, AGG(..) .. GROUP BY g) x ON x.g = ..: ``translate`` checks the shape
-                item = self.source_item(j.this)
-                if isinstance(item, FromSelect):
-                    sources.append(replace(item, left_on=self.cond(j.args["on"]), text=j.sql()))
-                    continue
             if side or kind not in ("", "INNER", "CROSS"):
-                raise self.fail(f"{side or kind} JOIN is not supported (inner and cross joins, and LEFT JOIN of a "
-                                "GROUP BY subquery on its keys)", j)
+                raise self.fail(f"{side or kind} JOIN is not supported (inner and cross joins only)", j)
             sources.append(self.source_item(j.this))
             if j.args.get("on") is not None:
                 conds.append(self.cond(j.args["on"]))

@@ -41,9 +41,7 @@ that combines them (``SUM(x) / COUNT(*)`` for AVG).
 * ``GROUP BY`` an expression (or an ordinal, or an output alias) lifts each row's key into a
   variable, ``(k ^= FLOOR(price / 100) * 100)``, that keys the maps; ``AGG(x) FILTER (WHERE c)``
   multiplies ``c`` into that aggregate's rows only; ``x op ALL/ANY (subquery)`` becomes
-  comparisons with the subquery's COUNT/MIN/MAX (:meth:`_Translator.quantified`); ``LEFT JOIN`` of a
-  GROUP BY subquery on its keys reads its columns as correlated aggregates, NULL for an empty
-  group (:meth:`_Translator.left_group_source`);
+  comparisons with the subquery's COUNT/MIN/MAX (:meth:`_Translator.quantified`);
 * equalities between variables are removed by renaming (:func:`ddms.calculus.normal.unify`).
 
 Pure; cost linear in the SQL plus the multiplied-out terms (bounded by ``normal.MAX_TERMS``).
@@ -238,9 +236,6 @@ class _Translator:
             else:
                 assert isinstance(item, FromSelect)
                 sub = item.select
-                if item.left_on is not None:
-                    scope.tables[item.alias] = self.left_group_source(item, scope, parent)
-                    continue
                 if sub.top is not None:
                     top_cols, sub_terms, sub_local = self.top_source(item, parent)
                     scope.tables[item.alias] = top_cols
@@ -319,44 +314,6 @@ class _Translator:
                             item.text)
         count = self.normalize(group, body, inner_local)
         return cols, [Term(1.0, (), (Exists(group, query_expr(count)),))], set(group)
-
-    def left_group_source(self, item: FromSelect, scope: _Scope, parent: _Scope | None) -> dict[str, str | Expr]:
-        """``LEFT JOIN (SELECT g.., AGG(..) AS c FROM .. GROUP BY g..) x ON x.g = b.col AND ..``: the
-        ON condition names one group per row of the FROM items before it, so each of those rows
-        is kept exactly once, with x's columns those of its group (an aggregate correlated on
-        ``b.col``, as a scalar subquery is; ``x.g`` is ``b.col``) where the group has rows, and
-        NULL where it has none, as SQL pads an unmatched row.  No factor joins the rows: a column
-        is ``value / {count(group) <> 0}``, the value or, divided by 0, NULL (``CASE WHEN count <> 0
-        THEN value END``, what ``COALESCE((SELECT ..correlated..), ..)`` computes).  Any other LEFT
-        JOIN is rejected, located.  Cost: as correlated subqueries (re-evaluated from maps)."""
-        sub, where = item.select, item.text
-        if not sub.group or sub.top is not None or item.left_on is None:
-            raise self.fail("LEFT JOIN is supported with a GROUP BY subquery joined on its GROUP BY columns (each "
-                            "row then matches at most one group)", where)
-        cols, terms, _ = self.aggregate_source(replace(item, left_on=None), parent)
-        exists = terms[0].factors[0]
-        assert isinstance(exists, Exists)
-        names = {k for k, v in cols.items() if isinstance(v, str)}
-        conj = item.left_on.items if isinstance(item.left_on, And) else (item.left_on,)
-        to_outer: dict[str, str] = {}
-        for c in conj:
-            sides = (c.left, c.right) if isinstance(c, Compare) and c.op == "=" else ()
-            mine = [s for s in sides if isinstance(s, Col) and s.name.upper() in names
-                    and s.table in (item.alias, None)]
-            if len(sides) != 2 or len(mine) != 1:
-                raise self.fail("a LEFT JOIN's ON condition equates each GROUP BY column of the subquery with a "
-                                f"column before it ({item.alias}.g = b.g AND ...)", getattr(c, "text", "") or where)
-            other = sides[1] if mine[0] is sides[0] else sides[0]
-            if not isinstance(other, Col):
-                raise self.fail("a LEFT JOIN's ON condition equates the subquery's GROUP BY columns with columns",
-                                other.text or where)
-            to_outer[cols[mine[0].name.upper()]] = scope.resolve(other, self.fail)   # type: ignore[index]
-        if set(to_outer) != set(exists.group):
-            raise self.fail("a LEFT JOIN's ON condition names every GROUP BY column of the subquery (so that a row "
-                            "matches at most one group)", where)
-        present = Cmp("!=", substitute(exists.body, to_outer), Const(0.0))
-        return {k: Div(Var(to_outer[v]) if isinstance(v, str) else substitute(v, to_outer), present)
-                for k, v in cols.items()}
 
     def top_source(self, item: FromSelect, parent: _Scope | None
                    ) -> tuple[dict[str, str | Expr], list[Term], set[str]]:
