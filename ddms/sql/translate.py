@@ -820,7 +820,10 @@ class _Translator:
                     continue
                 if val not in keyed:
                     keyed[val] = self.fresh("group_key")
-                    body = _times(body, [Term(1.0, (), (Lift(keyed[val], val),))])
+                    # + 0.0 makes -0.0 (TRUNC(-0.5), x % 3 of a negative multiple) the key 0.0: one
+                    # group, as in DuckDB and the interpreter's dicts (the engine's hash tables
+                    # hash a key's bits, and -0.0 and 0.0 differ there)
+                    body = _times(body, [Term(1.0, (), (Lift(keyed[val], Add((val, Const(0.0)))),))])
                     local.add(keyed[val])
                 group_vars.append(keyed[val])
                 continue
