@@ -4,6 +4,7 @@ from ddms.io.orderbook) and DuckDB evaluating SQL over the current bids/asks."""
 from __future__ import annotations
 
 import math
+import re
 
 import duckdb
 import numpy as np
@@ -132,7 +133,16 @@ def coalesce_sums(sql: str) -> str:
                     break
             k += 1
         inner = coalesce_sums(sql[j + 4:k])
-        out.append(sql[i:j] + f"COALESCE(SUM({inner}), 0)")
+        agg = f"SUM({inner})"
+        flt = re.match(r"\s*FILTER\s*\(", sql[k + 1:], re.IGNORECASE)
+        if flt is not None:   # SUM(x) FILTER (WHERE c): the filter belongs inside the COALESCE
+            end, depth = k + 1 + flt.end(), 1
+            while depth:
+                depth += {"(": 1, ")": -1}.get(sql[end], 0)
+                end += 1
+            agg += " " + coalesce_sums(sql[k + 1:end].strip())
+            k = end - 1
+        out.append(sql[i:j] + f"COALESCE({agg}, 0)")
         i = k + 1
 
 

@@ -124,32 +124,32 @@ VIEWS: dict[str, str] = {
     "CAST_DBL": ('SELECT SUM(CAST(price / 3 AS DOUBLE)) AS cast_dbl FROM bids'),
     "IN_MINMAX_OR": ('SELECT COUNT(*) AS in_minmax_or FROM asks WHERE price IN (SELECT MIN(price) FROM asks) OR price '
         'NOT IN (SELECT MAX(a.price) - 1 FROM asks a WHERE a.broker_id = asks.broker_id)'),
+    # once rejected (REJECTED below), accepted since: GROUP BY expressions and ordinals, ALL, ROUND,
+    # FILTER, CAST AS INTEGER
+    "V": "SELECT broker_id % 3 AS g, SUM(volume) AS v FROM bids GROUP BY broker_id % 3",
+    "GT_ALL": 'SELECT COUNT(*) AS gt_all FROM bids WHERE price > ALL (SELECT price FROM asks)',
+    "RND": 'SELECT ROUND(AVG(price), 2) AS rnd FROM bids',
+    "FLT": 'SELECT SUM(volume) FILTER (WHERE price > 100) AS flt FROM bids',
+    "PG": 'SELECT broker_id, SUM(volume) AS pg FROM bids GROUP BY 1',
+    "CAST_INT": 'SELECT SUM(CAST(price / 3 AS INTEGER)) AS cast_int FROM bids',
 }
 
 # rejected views: (sql, words of the reason); the caret and location are checked by the test
 REJECTED: dict[str, tuple[str, str]] = {
     "DISTINCT_ROWS": ("SELECT DISTINCT broker_id FROM bids", "DISTINCT"),
-    "GROUP_EXPR": ("SELECT broker_id % 3 AS g, SUM(volume) AS v FROM bids GROUP BY broker_id % 3", "GROUP BY"),
     "OFFSET": ("SELECT SUM(t.v) AS v FROM (SELECT price, SUM(volume) AS v FROM bids GROUP BY price "
                "ORDER BY price DESC LIMIT 3 OFFSET 1) t", "OFFSET"),
     "LADDER": ("SELECT l.price, l.v AS ladder FROM (SELECT price, SUM(volume) AS v FROM bids GROUP BY price "
                "ORDER BY price DESC LIMIT 5) l", "a view needs an aggregate output"),
     "TIE_NOT_UNIQUE": ("SELECT SUM(o.volume) AS v FROM (SELECT volume FROM bids ORDER BY price DESC, id, t LIMIT 3) o",
                        "ends its tie-break with a column the stream keeps unique"),
-    "GT_ALL": ('SELECT COUNT(*) AS gt_all FROM bids WHERE price > ALL (SELECT price FROM asks)',
-        'unsupported expression (ALL)'),
-    "ROUND": ('SELECT ROUND(AVG(price), 2) AS rnd FROM bids',
-        'unsupported expression (ROUND)'),
-    "FILTER": ('SELECT SUM(volume) FILTER (WHERE price > 100) AS flt FROM bids',
-        'unsupported expression (FILTER)'),
-    "POS_GROUP": ('SELECT broker_id, SUM(volume) AS pg FROM bids GROUP BY 1',
-        'GROUP BY takes column names only'),
-    "CAST_INT": ('SELECT SUM(CAST(price / 3 AS INTEGER)) AS cast_int FROM bids',
-        'changes the value'),
     "NOT_IN_AGG_GRP": ('SELECT COUNT(*) AS n FROM bids WHERE price IN (SELECT MAX(price) FROM asks GROUP BY broker_id)',
         'with GROUP BY or HAVING is not supported'),
     "LEFT_JOIN": ("SELECT COUNT(*) AS n FROM bids b LEFT JOIN asks a ON a.broker_id = b.broker_id",
                   "LEFT JOIN is not supported"),
+    "NULL_KEY": ("SELECT price / broker_id AS q, SUM(volume) AS v FROM bids GROUP BY 1", "a key that can be NULL"),
+    "ALL_GROUPED": ("SELECT COUNT(*) AS n FROM bids WHERE price > ALL (SELECT MAX(price) FROM asks GROUP BY broker_id)",
+                    "ALL (SELECT ... GROUP BY / HAVING) is not supported"),
 }
 
 SYMBOL_VIEWS: dict[str, str] = {
@@ -167,6 +167,8 @@ SYMBOL_VIEWS: dict[str, str] = {
     "SHAVE": "SELECT symbol, SUM(volume) AS shave FROM asks GROUP BY symbol HAVING MIN(price) < 100",
     "OT2": "SELECT t.symbol, SUM(t.volume * t.price) AS ot2 FROM (SELECT symbol, volume, price, ROW_NUMBER() OVER "
            "(PARTITION BY symbol ORDER BY price, t DESC, id) AS rn FROM asks) t WHERE t.rn <= 2 GROUP BY t.symbol",
+    "SYM_BUCKET": "SELECT symbol, FLOOR(price / 2) * 2 AS bucket, SUM(volume) AS sym_bucket, COUNT(*) FILTER "
+                  "(WHERE volume > 20) AS sym_big FROM bids GROUP BY symbol, 2",
     "SBEST_ORDERS": "SELECT a.symbol, COUNT(*) AS sbest_orders FROM asks a WHERE a.price = "
                     "(SELECT MIN(a2.price) FROM asks a2 WHERE a2.symbol = a.symbol) GROUP BY a.symbol",
 }

@@ -15,6 +15,7 @@ import pytest
 from test_cookbook import FILES, SYMBOL_FILES
 from test_cookbook import VIEWS as BOOK_VIEWS
 from test_sql_expressions import VIEWS as EXPRESSION_VIEWS
+from test_sql_funcs import VIEWS as FUNC_VIEWS
 from test_sql_general import VIEWS as GENERAL_VIEWS
 from test_sql_minmax import HEADER
 from test_sql_minmax import VIEWS as MINMAX_VIEWS
@@ -30,7 +31,7 @@ INTEGER = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "U
 # SUM over a LIMIT 0 top-N is the constant 0 (SUM over nothing is 0 by the documented convention,
 # where DuckDB has a NULL DOUBLE): an integer constant, the one view whose type differs
 CONSTANT = {"NONE"}
-VIEWS = {**BOOK_VIEWS, **EXPRESSION_VIEWS, **GENERAL_VIEWS, **MINMAX_VIEWS, **TOPN_VIEWS}
+VIEWS = {**BOOK_VIEWS, **EXPRESSION_VIEWS, **GENERAL_VIEWS, **MINMAX_VIEWS, **TOPN_VIEWS, **FUNC_VIEWS}
 
 
 @pytest.fixture(scope="module")

@@ -46,6 +46,7 @@ from ddms.backend.deferral import deferred_maps, keyed_deferred_maps, statement_
 from ddms.backend.fusion import runs, tree_groups
 from ddms.errors import CompileError, ProgramError
 from ddms.m3.ir import (
+    INT_BITS,
     Add,
     AggSum,
     Cmp,
@@ -53,6 +54,7 @@ from ddms.m3.ir import (
     Div,
     Expr,
     Extreme,
+    Func,
     Lift,
     MapDecl,
     MapRef,
@@ -126,6 +128,19 @@ def _inlined(sizes: list[int]) -> set[int]:
 
 
 _PY_CMP = {"=": "==", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_RT_FUNC = {"round": "f_round", "trunc": "f_trunc", "floor": "f_floor", "ceil": "f_ceil", "sign": "f_sign"}
+"""The ``ddms.backend.rt`` function computing each SQL function of ``Func`` (the integer casts: ``f_int``)."""
+
+
+def _call(name: str, args: list[str]) -> str:
+    """The call computing ``Func(name, args)`` from its arguments' code: ROUND/TRUNC take their
+    precision or NaN (none), a cast ``f_int`` its type's range."""
+    if name in ("round", "trunc"):
+        return f"{_RT_FUNC[name]}({args[0]}, {args[1] if len(args) > 1 else 'np.nan'})"
+    if name in _RT_FUNC:
+        return f"{_RT_FUNC[name]}({args[0]})"
+    bits = INT_BITS[name]
+    return f"f_int({args[0]}, {-(2.0 ** (bits - 1))!r}, {2.0 ** (bits - 1) - 1!r})"
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
 _SIGN = {"max": "1.0", "min": "-1.0"}   # ddms.storage.extheap: a max-heap of sign * key
 
@@ -387,6 +402,9 @@ class _Codegen:
             case Mod(num, den):
                 a, b = self._inline(num, env), self._inline(den, env)
                 return None if a is None or b is None else f"mod({a}, {b})"
+            case Func(name, args):
+                parts = [self._inline(a, env) for a in args]
+                return None if any(p is None for p in parts) else _call(name, parts)
             case Cmp():
                 test = self._test(e, env)
                 return None if test is None else f"(1.0 if {test} else 0.0)"
@@ -585,6 +603,9 @@ class _Codegen:
                 self._emit(fn, num, env, lambda v, env2: k(f"div({v}, {self._value(fn, den, env2)})", env2))
             case Mod(num, den):
                 self._emit(fn, num, env, lambda v, env2: k(f"mod({v}, {self._value(fn, den, env2)})", env2))
+            case Func(name, args):
+                self._emit(fn, args[0], env,
+                           lambda v, env2: k(_call(name, [v, *(self._value(fn, a, env2) for a in args[1:])]), env2))
             case Cmp(op, a, b):
                 x, y = self._value(fn, a, env), self._value(fn, b, env)
                 fn.line(f"if ne({x}, {y}):" if op == "!=" else f"if {x} {_PY_CMP[op]} {y}:")
@@ -1332,7 +1353,8 @@ class _Codegen:
                   "from numba import njit, types\n"
                   "from numba.experimental import structref\n"
                   "from numba.typed import Dict, List\n\n"
-                  f"from ddms.backend.rt import div, log_changed, {'mod, ' if self._uses_mod() else ''}ne\n"
+                  f"from ddms.backend.rt import div, log_changed, {'mod, ' if self._uses_mod() else ''}ne"
+                  f"{self._func_imports()}\n"
                   "from ddms.storage.btree import (\n"
                   "    borrow, borrow_pool, btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max,"
                   " btree_min,\n"
@@ -1373,6 +1395,13 @@ class _Codegen:
         """True if a statement computes SQL's ``%`` (the import of ``mod`` is emitted only then, so
         the code of every program without it is unchanged)."""
         return any(isinstance(x, Mod) for t in self.p.triggers for st in t.statements for x in walk(st.expr))
+
+    def _func_imports(self) -> str:
+        """``, f_floor, f_round`` for the SQL functions the statements call (none: nothing, so the
+        code of every program without them is unchanged)."""
+        names = {_RT_FUNC.get(x.name, "f_int") for t in self.p.triggers for st in t.statements
+                 for x in walk(st.expr) if isinstance(x, Func)}
+        return "".join(f", {n}" for n in sorted(names))
 
     def _max_arity(self) -> int:
         return max([len(m.keys) for m in self.p.maps] + [4])

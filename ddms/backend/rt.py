@@ -32,6 +32,102 @@ def mod(a: float, b: float) -> float:
 
 
 @njit(cache=True, inline="always")
+def _away(p: float) -> float:
+    """``p`` rounded to an integer, halves away from zero (C's ``round``)."""
+    t = np.trunc(p)
+    if abs(p - t) >= 0.5:
+        t += 1.0 if p > 0.0 else -1.0
+    return t
+
+
+@njit(cache=True, inline="always")
+def _product_error(a: float, b: float, p: float) -> float:
+    """``a * b - p`` exactly, ``p`` the rounded product (Dekker's two-product, Veltkamp's split:
+    no FMA needed); valid while nothing overflows, which holds where it is called (|p| < 2^52)."""
+    c = 134217729.0 * a
+    ah = c - (c - a)
+    al = a - ah
+    c = 134217729.0 * b
+    bh = c - (c - b)
+    bl = b - bh
+    return ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+@njit(cache=True)
+def f_round(x: float, d: float) -> float:
+    """DuckDB's ROUND(x, d) on DOUBLE (``d`` NaN: ROUND(x)): ``round(x * 10^d) / 10^d`` halves
+    away from zero, a product that rounded onto a half decided by the exact product (ROUND(16.15,
+    1) is 16.1: 16.15 is 16.1499.. in binary); for ``d < 0`` ``round(x / 10^-d) * 10^-d`` (0 on
+    overflow).  NULL (NaN) in, NULL out.  O(1)."""
+    if x != x or x - x != 0.0:
+        return x
+    if d != d:
+        return _away(x)
+    if d < 0.0:
+        m = 10.0 ** (-d)
+        r = _away(x / m) * m
+        return 0.0 if r != r or r - r != 0.0 else r
+    m = 10.0 ** d
+    p = x * m
+    if p != p or p - p != 0.0:
+        return x
+    t = np.trunc(p)
+    if abs(p - t) == 0.5:
+        e = _product_error(x, m, p)
+        r = _away(p) if e == 0.0 else (np.floor(p) if e < 0.0 else np.ceil(p))
+    else:
+        r = _away(p)
+    r = r / m
+    return x if r != r or r - r != 0.0 else r
+
+
+@njit(cache=True)
+def f_trunc(x: float, d: float) -> float:
+    """DuckDB's TRUNC(x, d) on DOUBLE (``d`` NaN: TRUNC(x)): toward zero, ``trunc(x * 10^d) /
+    10^d`` (for ``d < 0`` ``trunc(x / 10^-d) * 10^-d``).  O(1)."""
+    if x != x or x - x != 0.0:
+        return x
+    if d != d:
+        return np.trunc(x)
+    if d < 0.0:
+        m = 10.0 ** (-d)
+        r = np.trunc(x / m) * m
+        return 0.0 if r != r or r - r != 0.0 else r
+    m = 10.0 ** d
+    p = x * m
+    r = np.trunc(p) / m if p - p == 0.0 else np.nan
+    return x if r != r or r - r != 0.0 else r
+
+
+@njit(cache=True, inline="always")
+def f_floor(x: float) -> float:
+    return np.floor(x)
+
+
+@njit(cache=True, inline="always")
+def f_ceil(x: float) -> float:
+    return np.ceil(x)
+
+
+@njit(cache=True, inline="always")
+def f_sign(x: float) -> float:
+    """-1, 0 or 1; NULL (NaN) for NULL."""
+    if x != x:
+        return np.nan
+    return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
+
+
+@njit(cache=True, inline="always")
+def f_int(x: float, lo: float, hi: float) -> float:
+    """DuckDB's CAST of a DOUBLE to an integer type of range [lo, hi]: the nearest integer, halves
+    to even; NULL (NaN) out of range, where DuckDB raises a conversion error."""
+    r = np.rint(x)
+    if r != r or r < lo or r > hi:
+        return np.nan
+    return r
+
+
+@njit(cache=True, inline="always")
 def ne(a: float, b: float) -> bool:
     """SQL ``<>``: false when either side is NaN (NULL), like every other comparison."""
     return a == a and b == b and a != b

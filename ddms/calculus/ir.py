@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddms.m3 import ir as m3
-from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Lift, Mod, Mul, Neg, Var
+from ddms.m3.ir import INT_BITS, Add, AggSum, Cmp, Const, Div, Func, Lift, Mod, Mul, Neg, Var
 
 
 @dataclass(frozen=True)
@@ -128,10 +128,14 @@ def nullable(e: Expr) -> bool:
     """Whether ``e`` can be SQL NULL (NaN): a quotient can (``AVG`` over nothing, ``x / 0``),
     and so can arithmetic over one; an aggregate cannot (``SUM`` skips NULL inputs and is 0 over
     nothing), nor can a comparison (NULL compares false); ``x % c`` by a nonzero constant only
-    where ``x`` can.  O(size of e), not entering aggregates."""
+    where ``x`` can, and so is ``x / c`` (kept a quotient inside a function's argument, where the
+    division must be DuckDB's); an integer CAST can (NULL out of its type's range).  O(size of e),
+    not entering aggregates."""
     match e:
-        case Mod(a, Const(v)) if v != 0.0:
+        case Mod(a, Const(v)) | Div(a, Const(v)) if v != 0.0:
             return nullable(a)
+        case Func(name, _) if name in INT_BITS:
+            return True
         case Div() | Mod() | m3.Extreme() | ExtremeAgg():
             return True
         case AggSum() | Cmp() | Rel() | Exists():
@@ -190,6 +194,8 @@ def substitute(e: Expr, sub: dict[str, str]) -> Expr:
             return Div(substitute(a, sub), substitute(b, sub))
         case Mod(a, b):
             return Mod(substitute(a, sub), substitute(b, sub))
+        case Func(name, args):
+            return Func(name, tuple(substitute(a, sub) for a in args))
         case Cmp(op, a, b):
             return Cmp(op, substitute(a, sub), substitute(b, sub))
         case AggSum(g, x):

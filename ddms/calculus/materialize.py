@@ -66,6 +66,7 @@ from ddms.m3.ir import (
     Div,
     Expr,
     Extreme,
+    Func,
     Lift,
     MapDecl,
     MapRef,
@@ -289,6 +290,8 @@ class Compiler:
                 return Div(self.materialize_nested(a, bound), self.materialize_nested(b, bound))
             case Mod(a, b):
                 return Mod(self.materialize_nested(a, bound), self.materialize_nested(b, bound))
+            case Func(name, args):
+                return Func(name, tuple(self.materialize_nested(a, bound) for a in args))
             case Lift(v, x):
                 return Lift(v, self.materialize_nested(x, bound))
             case Rel():
@@ -488,6 +491,8 @@ def _binds_of(f: Expr) -> set[str]:
             return set(keys)
         case Div(a, _) | Mod(a, _):
             return _binds_of(a)
+        case Func(_, args):
+            return _binds_of(args[0])
         case Lift(v, _):
             return {v}
         case Mul(fs):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ddms.calculus.ir import Exists, ExtremeAgg, Rel, Term, nullable, substitute_term
 from ddms.errors import SqlError
-from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Expr, Lift, Mod, Mul, Neg, Var
+from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Expr, Func, Lift, Mod, Mul, Neg, Var
 
 MAX_TERMS = 4096
 """Budget of terms one expansion may produce (a product of k sums of 2 terms has 2**k terms)."""
@@ -115,6 +115,8 @@ def simplify(e: Expr) -> Expr:
             return Div(simplify(a), simplify(b))
         case Mod(a, b):
             return Mod(simplify(a), simplify(b))
+        case Func(name, args):
+            return Func(name, tuple(simplify(a) for a in args))
         case AggSum(g, x):
             return AggSum(g, simplify(x))
         case Lift(v, x):

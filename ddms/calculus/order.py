@@ -32,6 +32,7 @@ from ddms.m3.ir import (
     Div,
     Expr,
     Extreme,
+    Func,
     Lift,
     MapRef,
     Mod,
@@ -247,6 +248,8 @@ def _binds(f: Expr) -> set[str]:
     match f:
         case Div(a, _) | Mod(a, _):
             return _binds(a)
+        case Func(_, args):
+            return _binds(args[0])
         case Mul(fs):
             return set().union(*(_binds(x) for x in fs))
         case MapRef(_, keys):
@@ -293,6 +296,8 @@ def choose_orders(program: Program) -> tuple[Program, list[str]]:
                 return Div(fix(a), fix(b))
             case Mod(a, b):
                 return Mod(fix(a), fix(b))
+            case Func(name, args):
+                return Func(name, tuple(fix(a) for a in args))
             case Cmp(op, a, b):
                 return Cmp(op, fix(a), fix(b))
             case AggSum(g, x):
@@ -347,6 +352,8 @@ def _deep_body(ch: _Chooser, e: Expr, bound: frozenset[str]) -> Expr:
             return Div(_deep(ch, a, bound), _deep(ch, b, bound))
         case Mod(a, b):
             return Mod(_deep(ch, a, bound), _deep(ch, b, bound))
+        case Func(name, args):
+            return Func(name, tuple(_deep(ch, a, bound) for a in args))
         case Cmp(op, a, b):
             return Cmp(op, _deep(ch, a, bound), _deep(ch, b, bound))
         case Lift(v, x):

@@ -10,6 +10,7 @@ from ddms.m3.ir import (
     Div,
     Expr,
     Extreme,
+    Func,
     Lift,
     MapDecl,
     MapRef,
@@ -29,7 +30,7 @@ from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import verify
 
 __all__ = [
-    "Add", "AggSum", "Cmp", "Column", "Const", "Div", "Expr", "Extreme", "Lift", "MapDecl", "MapRef",
+    "Add", "AggSum", "Cmp", "Column", "Const", "Div", "Expr", "Extreme", "Func", "Lift", "MapDecl", "MapRef",
     "Mod", "Mul", "Neg", "Program", "Query", "Source", "Statement", "Stream", "Trigger", "Var",
     "parse_program", "print_expr", "print_program", "verify",
 ]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from fractions import Fraction
 
 from ddms.errors import ProgramError
 from ddms.m3.ir import (
+    INT_BITS,
     Add,
     AggSum,
     Cmp,
@@ -19,6 +21,7 @@ from ddms.m3.ir import (
     Div,
     Expr,
     Extreme,
+    Func,
     Lift,
     MapRef,
     Mod,
@@ -64,6 +67,87 @@ def initial_values(program: Program) -> dict[str, float]:
 def _fmod(a: float, b: float) -> float:
     """SQL's ``%``: C's fmod (the dividend's sign, as DuckDB), NaN (NULL) for a zero divisor."""
     return math.fmod(a, b) if b != 0.0 and not math.isnan(b) and not math.isinf(a) else math.nan
+
+
+def _away(p: float) -> float:
+    """``p`` rounded to an integer, halves away from zero (C's ``round``)."""
+    t = float(math.trunc(p))
+    return t + math.copysign(1.0, p) if abs(p - t) >= 0.5 else t
+
+
+def _round(x: float, d: float | None) -> float:
+    """DuckDB's ROUND on DOUBLE: ``round(x * 10^d) / 10^d`` halves away from zero, where a product
+    that rounded onto a half is decided by the exact product (``ROUND(16.15, 1)`` is 16.1:
+    16.15 is 16.1499.. in binary); for ``d < 0``, ``round(x / 10^-d) * 10^-d`` (0 on overflow)."""
+    if math.isnan(x) or math.isinf(x):
+        return x
+    if d is None:
+        return _away(x)
+    if d < 0:
+        m = 10.0 ** -d if -d <= 308 else math.inf
+        r = _away(x / m) * m
+        return 0.0 if math.isnan(r) or math.isinf(r) else r
+    m = 10.0 ** d if d <= 308 else math.inf
+    p = x * m
+    if math.isinf(p) or math.isnan(p):
+        return x
+    t = float(math.trunc(p))
+    if abs(p - t) == 0.5:
+        exact = Fraction(x) * Fraction(m)
+        r = _away(p) if exact == p else float(math.floor(p) if exact < p else math.ceil(p))
+    else:
+        r = _away(p)
+    r /= m
+    return x if math.isnan(r) or math.isinf(r) else r
+
+
+def _trunc(x: float, d: float | None) -> float:
+    """DuckDB's TRUNC on DOUBLE: toward zero, ``trunc(x * 10^d) / 10^d`` (for ``d < 0``,
+    ``trunc(x / 10^-d) * 10^-d``)."""
+    if math.isnan(x) or math.isinf(x):
+        return x
+    if d is None:
+        return float(math.trunc(x))
+    if d < 0:
+        m = 10.0 ** -d if -d <= 308 else math.inf
+        r = float(math.trunc(x / m)) * m
+        return 0.0 if math.isnan(r) or math.isinf(r) else r
+    m = 10.0 ** d if d <= 308 else math.inf
+    p = x * m
+    r = float(math.trunc(p)) / m if not (math.isinf(p) or math.isnan(p)) else math.nan
+    return x if math.isnan(r) or math.isinf(r) else r
+
+
+def _cast_int(x: float, bits: int) -> float:
+    """DuckDB's CAST of a DOUBLE to an integer type: to the nearest integer, halves to even; NULL
+    (NaN) out of the type's range, where DuckDB raises a conversion error."""
+    if math.isnan(x) or math.isinf(x):
+        return math.nan
+    r = float(round(x))
+    return r if -(2.0 ** (bits - 1)) <= r <= 2.0 ** (bits - 1) - 1 else math.nan
+
+
+def call(name: str, args: tuple[float, ...]) -> float:
+    """The value of ``Func(name, args)`` (:data:`ddms.m3.ir.FUNCS`); NULL (NaN) in, NULL out."""
+    x = args[0]
+    if math.isnan(x):
+        return math.nan
+    d = None if len(args) < 2 else args[1]
+    if d is not None and (math.isnan(d) or not d.is_integer()):
+        return math.nan
+    match name:
+        case "round":
+            return _round(x, d)
+        case "trunc":
+            return _trunc(x, d)
+        case "floor":
+            return float(math.floor(x)) if not math.isinf(x) else x
+        case "ceil":
+            return float(math.ceil(x)) if not math.isinf(x) else x
+        case "sign":
+            return 1.0 if x > 0 else -1.0 if x < 0 else 0.0
+    return _cast_int(x, INT_BITS[name])
+
 
 class Interpreter:
     """Holds the maps of one program and applies events to them one at a time."""
@@ -142,6 +226,11 @@ class Interpreter:
             case Mod(num, den):
                 for b, v in self.eval(num, env):
                     yield b, _fmod(v, self.value(den, env | b))
+            case Func(name, args) if not outputs(args[0], frozenset(env), self._map_arity):
+                yield {}, call(name, tuple(self.value(a, env) for a in args))
+            case Func(name, args):
+                for b, v in self.eval(args[0], env):
+                    yield b, call(name, (v, *(self.value(a, env | b) for a in args[1:])))
             case Cmp(op, a, b):
                 if compare(op, self.value(a, env), self.value(b, env)):
                     yield {}, 1.0

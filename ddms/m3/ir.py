@@ -17,6 +17,10 @@ bound variables, an expression yields a multiset of (new bindings, value) pairs:
 * ``Neg``/``Div`` negate/divide values (division by zero yields NaN, read as SQL NULL);
   ``Mod`` is SQL's ``%`` on values: C's ``fmod`` (the sign of the dividend, as DuckDB's ``%``),
   NaN when the divisor is zero.
+* ``Func(name, args)`` is a scalar SQL function of values (``Round(x)``, ``Round(x, 2)``,
+  ``Floor``, ``Ceil``, ``Trunc``, ``Sign``, and ``Int32(x)`` etc. for ``CAST(x AS INTEGER)``), with
+  DuckDB's semantics on DOUBLE (:data:`FUNCS`); NaN (NULL) in, NaN out.  Its first argument may
+  bind variables (as a numerator does), the others are closed values (a constant precision).
 * ``Cmp`` is 1 where the comparison holds and 0 otherwise; both sides must be bound.
 * ``AggSum(group, e)`` sums ``e`` over every loop variable not in ``group``.
 * ``Lift(x, e)`` (printed ``(x ^= e)``) binds ``x`` to the value of ``e`` with value 1; if ``x`` is
@@ -91,6 +95,29 @@ class Mod:
 
 
 @dataclass(frozen=True)
+class Func:
+    """A scalar SQL function of values (:data:`FUNCS`): not linear, so it is computed where its
+    argument is a value (per row inside an aggregate, or over aggregate results at the output),
+    never distributed over a delta."""
+
+    name: str
+    args: tuple[Expr, ...]
+
+
+FUNCS: dict[str, tuple[int, ...]] = {
+    "round": (1, 2), "floor": (1,), "ceil": (1,), "trunc": (1, 2), "sign": (1,),
+    "int8": (1,), "int16": (1,), "int32": (1,), "int64": (1,), "int128": (1,),
+}
+"""Function name -> the numbers of arguments it takes.  ``round``: half away from zero
+(``Round(x, d)``: ``round(x * 10^d) / 10^d``, for ``d < 0`` ``round(x / 10^-d) * 10^-d``, as
+DuckDB's ROUND on DOUBLE); ``trunc`` alike toward zero; ``sign`` -1, 0 or 1; ``intN``
+(``CAST(x AS INTEGER)`` and the other integer casts) rounds half to even, as DuckDB's cast of a
+DOUBLE, and is NaN (NULL) out of the type's range (where DuckDB raises a conversion error)."""
+
+INT_BITS: dict[str, int] = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "int128": 128}
+
+
+@dataclass(frozen=True)
 class Cmp:
     op: str
     left: Expr
@@ -123,7 +150,7 @@ class Extreme:
     rows: bool = False   # rank by rows: each key counts as often as its value (printed ``n rows``)
 
 
-Expr = Const | Var | MapRef | Add | Mul | Neg | Div | Mod | Cmp | AggSum | Lift | Extreme
+Expr = Const | Var | MapRef | Add | Mul | Neg | Div | Mod | Func | Cmp | AggSum | Lift | Extreme
 
 
 @dataclass(frozen=True)
@@ -247,6 +274,8 @@ def children(e: Expr) -> tuple[Expr, ...]:
             return terms
         case Mul(factors):
             return factors
+        case Func(_, args):
+            return args
         case Neg(x) | AggSum(_, x) | Lift(_, x):
             return (x,)
         case Div(a, b) | Mod(a, b) | Cmp(_, a, b):
@@ -275,6 +304,8 @@ def with_children(e: Expr, kids: tuple[Expr, ...]) -> Expr:
             return Div(kids[0], kids[1])
         case Mod():
             return Mod(kids[0], kids[1])
+        case Func(name, _):
+            return Func(name, tuple(kids))
         case Cmp(op, _, _):
             return Cmp(op, kids[0], kids[1])
         case Extreme(kind, var, _, n, rows):

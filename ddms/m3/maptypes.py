@@ -25,7 +25,25 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ddms.m3 import ir
-from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Expr, Extreme, Lift, MapRef, Mod, Mul, Neg, Type, Var, walk
+from ddms.m3.ir import (
+    INT_BITS,
+    Add,
+    AggSum,
+    Cmp,
+    Const,
+    Div,
+    Expr,
+    Extreme,
+    Func,
+    Lift,
+    MapRef,
+    Mod,
+    Mul,
+    Neg,
+    Type,
+    Var,
+    walk,
+)
 
 __all__ = ["infer_map_types"]
 
@@ -128,6 +146,10 @@ def _expr_type(e: Expr, var_types: dict[str, Type], values: dict[str, Type]) -> 
             return "int" if var_types.get(var) == "int" else "float"
         case Cmp() | Lift():   # 0/1
             return "int"
+        case Func(name, _) if name == "sign" or name in INT_BITS:   # TINYINT, an integer CAST
+            return "int"
+        case Func(_, args):   # ROUND, FLOOR, ... keep their argument's type, as in DuckDB
+            return _expr_type(args[0], var_types, values)
         case Div(a, b) if a == b:   # x / x: 1 over the nonzero entries a loop ranges over (COUNT DISTINCT)
             return "int"
     return "float"   # Div

@@ -18,7 +18,8 @@ Grammar (``[...]`` optional, ``{...}`` repeated)::
     unary     := '-' unary | atom
     atom      := NUMBER | NAME | mapref | '(' expr ')' | '(' NAME '^=' expr ')'
                | '{' expr cmp expr '}' | AggSum '(' '[' names ']' ',' expr ')'
-               | (Max|Min) '(' NAME ',' mapref ')'
+               | (Max|Min) '(' NAME ',' mapref [',' NUMBER [rows]] ')'
+               | (Round|Floor|Ceil|Trunc|Sign|Int8|...|Int128) '(' expr {',' expr} ')'
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from ddms.errors import M3SyntaxError, ProgramError
 from ddms.m3.ir import (
+    FUNCS,
     STRING_ALIASES,
     TYPES,
     Add,
@@ -39,6 +41,7 @@ from ddms.m3.ir import (
     Div,
     Expr,
     Extreme,
+    Func,
     Lift,
     MapDecl,
     MapRef,
@@ -361,6 +364,13 @@ class _Parser:
                     self.i += 1
             self._expect(")")
             return Extreme(name.lower(), var, ref, n, rows)
+        if name.lower() in FUNCS and self._is("("):   # Round(x, 2), Floor(x), Int32(x), ...
+            self._expect("(")
+            args = [self.expr()]
+            while self._accept(","):
+                args.append(self.expr())
+            self._expect(")")
+            return Func(name.lower(), tuple(args))
         if self._is("["):
             return self._mapref(name)
         return Var(name)

@@ -11,6 +11,7 @@ from ddms.m3.ir import (
     Div,
     Expr,
     Extreme,
+    Func,
     Lift,
     MapDecl,
     MapRef,
@@ -70,6 +71,8 @@ def print_expr(e: Expr) -> str:
             return f"{_wrap(num, _PREC_MUL)} / {_wrap(den, _PREC_MUL + 1)}"
         case Mod(num, den):
             return f"{_wrap(num, _PREC_MUL)} % {_wrap(den, _PREC_MUL + 1)}"
+        case Func(name, args):
+            return f"{name.capitalize()}({', '.join(print_expr(a) for a in args)})"
         case Neg(x):
             # "-(...)" unless the operand is a plain name: "--" would start a comment and "-1.0"
             # would read back as a negative constant

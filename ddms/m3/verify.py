@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ddms.errors import ProgramError
 from ddms.m3.ir import (
+    FUNCS,
     Add,
     AggSum,
     Cmp,
@@ -18,6 +19,7 @@ from ddms.m3.ir import (
     Div,
     Expr,
     Extreme,
+    Func,
     Lift,
     MapDecl,
     MapRef,
@@ -80,6 +82,13 @@ def outputs(e: Expr, bound: frozenset[str], arity: dict[str, int], where: str = 
         case Div(num, den) | Mod(num, den):
             out = outputs(num, bound, arity, where)
             closed(den, bound | frozenset(out), "a divisor")
+            return out
+        case Func(name, args):
+            if name not in FUNCS or len(args) not in FUNCS[name]:
+                fail(f"unknown function {name.capitalize()} of {len(args)} argument(s)")
+            out = outputs(args[0], bound, arity, where)
+            for a in args[1:]:
+                closed(a, bound | frozenset(out), "a function's precision")
             return out
         case Cmp(_, a, b):
             closed(a, bound, "a comparison operand")
@@ -147,6 +156,10 @@ def extreme_reads(e: Expr, name: str, bound: frozenset[str], arity: dict[str, in
             case Div(num, den) | Mod(num, den):
                 go(num, b)
                 go(den, b | frozenset(outputs(num, b, arity)))
+            case Func(_, args):
+                go(args[0], b)
+                for a in args[1:]:
+                    go(a, b | frozenset(outputs(args[0], b, arity)))
             case _:
                 for c in children(x):
                     go(c, b)

@@ -16,31 +16,22 @@ Cost: O(size of the program) per query, plus the SQL compile of the query (milli
 
 from __future__ import annotations
 
-from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Expr, Extreme, Lift, MapRef, Mul, Neg, Program, Query, Var
+from ddms.m3.ir import AggSum, Expr, Extreme, Lift, MapRef, Program, Query, Var, children, with_children
 from ddms.m3.printer import print_expr
 
 
 def _maps_in(e: Expr | None) -> list[str]:
-    """Map names read by ``e``, in order of appearance."""
+    """Map names read by ``e``, in order of appearance (every node kind: ``%`` and SQL functions
+    read maps through their operands like any other)."""
     out: list[str] = []
 
     def walk(x: Expr | None) -> None:
-        match x:
-            case MapRef(name, _):
-                out.append(name)
-            case Add(terms):
-                for t in terms:
-                    walk(t)
-            case Mul(factors):
-                for f in factors:
-                    walk(f)
-            case Neg(y) | AggSum(_, y) | Lift(_, y):
-                walk(y)
-            case Div(a, b) | Cmp(_, a, b):
-                walk(a)
-                walk(b)
-            case Extreme(_, _, ref):
-                walk(ref)
+        if x is None:
+            return
+        if isinstance(x, MapRef):
+            out.append(x.name)
+        for c in children(x):
+            walk(c)
     walk(e)
     return out
 
@@ -48,29 +39,18 @@ def _maps_in(e: Expr | None) -> list[str]:
 def _rename(e: Expr, maps: dict[str, str], var) -> Expr:
     """``e`` with map names from ``maps`` and variable names through ``var(name)``."""
     match e:
-        case Const():
-            return e
         case Var(name):
             return Var(var(name))
         case MapRef(name, keys):
             return MapRef(maps[name], tuple(var(k) for k in keys))
-        case Add(terms):
-            return Add(tuple(_rename(t, maps, var) for t in terms))
-        case Mul(factors):
-            return Mul(tuple(_rename(f, maps, var) for f in factors))
-        case Neg(x):
-            return Neg(_rename(x, maps, var))
-        case Div(a, b):
-            return Div(_rename(a, maps, var), _rename(b, maps, var))
-        case Cmp(op, a, b):
-            return Cmp(op, _rename(a, maps, var), _rename(b, maps, var))
         case AggSum(group, x):
             return AggSum(tuple(var(g) for g in group), _rename(x, maps, var))
         case Lift(v, x):
             return Lift(var(v), _rename(x, maps, var))
         case Extreme(kind, v, ref, n, rows):   # (the rank too: a top 3 is not a top 5)
             return Extreme(kind, var(v), _rename(ref, maps, var), n, rows)
-    raise TypeError(f"not an M3 expression: {e!r}")
+    kids = children(e)
+    return with_children(e, tuple(_rename(k, maps, var) for k in kids)) if kids else e
 
 
 def _namer():

@@ -52,6 +52,19 @@ class Agg:
     arg: SqlExpr | None
     text: str = field(default="", compare=False)
     distinct: bool = False   # COUNT(DISTINCT x), SUM(DISTINCT x), AVG(DISTINCT x)
+    filter: Cond | None = None   # AGG(x) FILTER (WHERE c): the aggregate over the rows where c holds
+
+
+@dataclass(frozen=True)
+class Call:
+    """A scalar function of values: ``ROUND(x[, d])``, ``FLOOR``, ``CEIL``/``CEILING``, ``TRUNC(x[,
+    d])``, ``SIGN``, and ``CAST(x AS INTEGER)`` (``int32``; ``int8`` .. ``int128`` for the other
+    integer types), named as :data:`ddms.m3.ir.FUNCS` names them; a precision ``d`` is an integer
+    constant."""
+
+    name: str
+    args: tuple[SqlExpr, ...]
+    text: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -133,6 +146,19 @@ class Exists:
 
 
 @dataclass(frozen=True)
+class Quantified:
+    """``x op ALL (SELECT e ...)`` (``all``) or ``x op ANY/SOME (SELECT e ...)``, SQL's
+    three-valued rules kept: ALL over no rows is true, a NULL ``e`` makes ALL not true unless
+    another row makes it false; ``NOT`` of one is the other with the negated operator."""
+
+    op: str
+    expr: SqlExpr
+    select: Select
+    all: bool
+    text: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
 class InList:
     """``x IN (c1, c2, ...)`` over distinct numeric constants."""
 
@@ -141,8 +167,8 @@ class InList:
     text: str = field(default="", compare=False)
 
 
-SqlExpr = Col | Lit | Arith | Minus | Agg | Scalar | Null | Case
-Cond = Compare | And | Or | Not | Bool | IsNull | Exists | InList
+SqlExpr = Col | Lit | Arith | Minus | Agg | Scalar | Null | Case | Call
+Cond = Compare | And | Or | Not | Bool | IsNull | Exists | InList | Quantified
 
 
 @dataclass(frozen=True)
@@ -194,7 +220,7 @@ class Select:
     items: tuple[Item, ...]
     sources: tuple[FromItem, ...]
     where: Cond | None
-    group: tuple[Col, ...]
+    group: tuple[SqlExpr, ...]   # columns; in a view's own SELECT also expressions (GROUP BY price / 100)
     text: str = field(default="", compare=False)
     offset: int = field(default=0, compare=False)  # where the statement starts in the file
     having: Cond | None = None
@@ -225,6 +251,10 @@ def parts(e: SqlExpr | Cond) -> tuple:
         case Arith(_, a, b) | Compare(_, a, b):
             return (a, b)
         case Minus(x) | Not(x) | IsNull(x) | InList(x):
+            return (x,)
+        case Call(_, args):
+            return args
+        case Quantified(_, x):
             return (x,)
         case And(items) | Or(items):
             return items

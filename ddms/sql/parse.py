@@ -29,6 +29,7 @@ from ddms.sql.ast import (
     And,
     Arith,
     Bool,
+    Call,
     Case,
     Col,
     Compare,
@@ -45,6 +46,7 @@ from ddms.sql.ast import (
     Not,
     Null,
     Or,
+    Quantified,
     Scalar,
     Script,
     Select,
@@ -59,6 +61,10 @@ from ddms.sql.ast import (
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
 _CMP = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 _AGG = {exp.Sum: "SUM", exp.Count: "COUNT", exp.Avg: "AVG", exp.Max: "MAX", exp.Min: "MIN"}
+_FUNC = {exp.Round: "round", exp.Floor: "floor", exp.Ceil: "ceil", exp.Trunc: "trunc", exp.Sign: "sign"}
+_PRECISION = ("round", "trunc")   # the functions taking a precision, ROUND(x, 2)
+_INT_CAST = {exp.DataType.Type.TINYINT: "int8", exp.DataType.Type.SMALLINT: "int16", exp.DataType.Type.INT: "int32",
+             exp.DataType.Type.BIGINT: "int64", exp.DataType.Type.INT128: "int128"}
 _SELECT_ARGS_OK = {"expressions", "from_", "joins", "where", "group", "kind", "hint", "having", "with_"}
 
 
@@ -281,7 +287,8 @@ class _Converter:
         for a in aliases:
             if aliases.count(a) > 1:
                 raise self.fail(f"the alias {a!r} is used twice in one FROM", node)
-        group = tuple(self.column(g) for g in (node.args["group"].expressions if node.args.get("group") else ()))
+        group = tuple(self.group_item(g, node) for g in (node.args["group"].expressions if node.args.get("group")
+                                                         else ()))
         items = tuple(self.item(e) for e in node.expressions) if with_items else ()
         cond = None if not conds else conds[0] if len(conds) == 1 else And(tuple(conds))
         having = node.args.get("having")
@@ -400,8 +407,26 @@ class _Converter:
 
     def column(self, node: exp.Expression) -> Col:
         if not isinstance(node, exp.Column):
-            raise self.fail("GROUP BY takes column names only", node)
+            raise self.fail("ORDER BY and PARTITION BY take column names only", node)
         return Col(node.table.lower() or None, node.name.lower(), node.sql())
+
+    def group_item(self, node: exp.Expression, select: exp.Select) -> SqlExpr:
+        """One GROUP BY item: a column, an expression over the row (``FLOOR(price / 100) * 100``:
+        a price bucket), or an ordinal (``GROUP BY 1``: the first SELECT item's expression, as
+        DuckDB reads it).  An output alias (``GROUP BY bucket``) arrives as a column and is
+        resolved by ``translate``, which knows whether a FROM column of that name exists (it wins,
+        as in DuckDB).  No aggregate or subquery may be grouped by."""
+        if isinstance(node, exp.Literal) and not node.is_string:
+            k = int(node.this) if node.this.isdigit() else 0
+            items = select.expressions
+            if not 1 <= k <= len(items):
+                raise self.fail(f"GROUP BY {node.this}: an ordinal names a SELECT item, 1 to {len(items)}", node)
+            node = items[k - 1].this if isinstance(items[k - 1], exp.Alias) else items[k - 1]
+        e = self.expr(node)
+        if has_agg(e) or has_scalar(e):
+            raise self.fail("GROUP BY takes columns and expressions over a row's columns, not aggregates or "
+                            "subqueries", node)
+        return e
 
     # -- values ---------------------------------------------------------------------------------
     def expr(self, node: exp.Expression) -> SqlExpr:
@@ -442,12 +467,38 @@ class _Converter:
             if not isinstance(node.this, exp.Select):
                 raise self.fail("only SELECT subqueries are supported", node)
             return Scalar(self.select(node.this), node.sql())
-        if isinstance(node, exp.Cast):
+        if isinstance(node, exp.Cast):   # (and TRY_CAST, whose NULL out of range is ours too)
+            if node.to.this in _INT_CAST:
+                # DuckDB's cast of a DOUBLE to an integer type rounds half to even (Func intN)
+                return Call(_INT_CAST[node.to.this], (self.expr(node.this),), node.sql())
             if not node.to.is_type("double"):
-                # DuckDB rounds to INTEGER and DECIMAL, and FLOAT/REAL is single precision there
-                raise self.fail(f"CAST to {node.to.sql()} changes the value (only CAST(x AS DOUBLE), the type every "
-                                "value is computed in, is supported)", node)
+                # DECIMAL rounds to its scale in DuckDB, and FLOAT/REAL is single precision there
+                raise self.fail(f"CAST to {node.to.sql()} changes the value (CAST(x AS DOUBLE), the type every "
+                                "value is computed in, and to TINYINT/SMALLINT/INTEGER/BIGINT/HUGEINT are supported)",
+                                node)
             return self.expr(node.this)
+        if t in _FUNC:
+            name = _FUNC[t]
+            extra = [a for k, a in node.args.items() if k != "this" and a is not None]
+            if extra and name not in _PRECISION:
+                raise self.fail(f"{name.upper()} takes one argument", node)
+            args = [self.expr(node.this)]
+            if extra:
+                d = extra[0]
+                neg = isinstance(d, exp.Neg)
+                lit = d.this if neg else d
+                if len(extra) > 1 or not isinstance(lit, exp.Literal) or lit.is_string or not lit.this.isdigit():
+                    raise self.fail(f"the precision of {name.upper()} is an integer constant (ROUND(x, 2))", d)
+                args.append(Lit(-float(lit.this) if neg else float(lit.this), d.sql()))
+            return Call(name, tuple(args), node.sql())
+        if isinstance(node, exp.Filter):
+            agg = self.expr(node.this)
+            where = node.expression
+            if not isinstance(agg, Agg) or not isinstance(where, exp.Where):
+                raise self.fail("FILTER (WHERE ...) follows an aggregate function", node)
+            if agg.filter is not None:
+                raise self.fail("one FILTER per aggregate", node)
+            return replace(agg, filter=self.cond(where.this), text=node.sql())
         if isinstance(node, exp.Null):
             return Null(node.sql())
         if isinstance(node, exp.Case):
@@ -483,10 +534,21 @@ class _Converter:
                             "subquery in FROM, filtered rn <= n by the enclosing WHERE (a top-N)", node)
         raise self.fail(f"unsupported expression ({node.key.upper()})", node)
 
+    def quantified(self, node: exp.Expression) -> Quantified:
+        """``x op ALL (SELECT e ...)`` and ``x op ANY/SOME (SELECT e ...)`` (one column)."""
+        q = node.expression
+        sub = q.this.this if isinstance(q.this, exp.Subquery) else q.this
+        word = "ALL" if isinstance(q, exp.All) else "ANY"
+        if not isinstance(sub, exp.Select) or len(sub.expressions) != 1:
+            raise self.fail(f"{word} takes a SELECT of one column", q)
+        return Quantified(_CMP[type(node)], self.expr(node.this), self.select(sub), word == "ALL", node.sql())
+
     def cond(self, node: exp.Expression) -> Cond:
         t = type(node)
         if isinstance(node, exp.Paren):
             return self.cond(node.this)
+        if t in _CMP and isinstance(node.expression, exp.All | exp.Any):
+            return self.quantified(node)
         if t in _CMP:
             return Compare(_CMP[t], self.expr(node.this), self.expr(node.expression), node.sql())
         if isinstance(node, exp.And):

@@ -34,7 +34,14 @@ that combines them (``SUM(x) / COUNT(*)`` for AVG).
   price DESC, id``): its cut is the key of the n-th row, ``ExtremeAgg(.., n, rows=True)``, and the
   rows at that key are kept by their rank in the tie-break (:meth:`_Translator.row_top_source`);
   without one it is rejected (rows tying at the cut);
-* ``x / c`` for a nonzero constant ``c`` is ``x * (1 / c)``;
+* ``x / c`` for a nonzero constant ``c`` is ``x * (1 / c)``, except inside a SQL function's argument
+  or a GROUP BY expression, where the quotient is kept (``FLOOR(x / 100)`` must divide as DuckDB);
+* ``ROUND``/``FLOOR``/``CEIL``/``TRUNC``/``SIGN`` and integer CASTs are ``Func`` nodes: per row inside
+  an aggregate's argument, over the aggregates' maps at the output (never inside a delta);
+* ``GROUP BY`` an expression (or an ordinal, or an output alias) lifts each row's key into a
+  variable, ``(k ^= FLOOR(price / 100) * 100)``, that keys the maps; ``AGG(x) FILTER (WHERE c)``
+  multiplies ``c`` into that aggregate's rows only; ``x op ALL/ANY (subquery)`` becomes
+  comparisons with the subquery's COUNT/MIN/MAX (:meth:`_Translator.quantified`);
 * equalities between variables are removed by renaming (:func:`ddms.calculus.normal.unify`).
 
 Pure; cost linear in the SQL plus the multiplied-out terms (bounded by ``normal.MAX_TERMS``).
@@ -63,12 +70,13 @@ from ddms.calculus.ir import (
 )
 from ddms.calculus.normal import check_budget, expand, merge_terms, simplify_term, unify
 from ddms.errors import SqlError
-from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Expr, Extreme, Lift, MapRef, Mod, Mul, Neg, Stream, Var
+from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Expr, Extreme, Func, Lift, MapRef, Mod, Mul, Neg, Stream, Var
 from ddms.sql.ast import (
     Agg,
     And,
     Arith,
     Bool,
+    Call,
     Case,
     Col,
     Compare,
@@ -82,6 +90,7 @@ from ddms.sql.ast import (
     Not,
     Null,
     Or,
+    Quantified,
     Scalar,
     Script,
     Select,
@@ -174,6 +183,21 @@ class _Translator:
         # trigger arguments are named STREAM_COLUMN (see ddms.calculus.materialize): never reuse them
         self.used: set[str] = {f"{s.name}_{c.name}" for s in script.streams for c in s.columns}
         self.covered: set[Exists] = set()   # rows of top-N groups a term may drop (normalize)
+        # inside a SQL function's argument or a GROUP BY expression, ``x / c`` stays a quotient (the
+        # value is DuckDB's only so: FLOOR(x * 0.01) is not FLOOR(x / 100) at every x); elsewhere it
+        # is the product ``x * (1 / c)``, which factorises (:func:`_divide`)
+        self.exact = False
+
+    def exactly(self, on: bool, fn, *args):
+        """``fn(*args)`` with :attr:`exact` set to ``on`` (restored after)."""
+        saved, self.exact = self.exact, on
+        try:
+            return fn(*args)
+        finally:
+            self.exact = saved
+
+    def divide(self, x: Expr, y: Expr) -> Expr:
+        return Div(x, y) if self.exact else _divide(x, y)
 
     def fail(self, reason: str, fragment: str = "") -> SqlError:
         return SqlError(reason, self.script.source, fragment, self.script.text, self.at)
@@ -258,6 +282,10 @@ class _Translator:
         sub = item.select
         if sub.having is not None:
             raise self.fail("HAVING is supported in a view's top-level SELECT only", item.text)
+        for g in sub.group:
+            if not isinstance(g, Col):
+                raise self.fail("a subquery in FROM groups by columns (GROUP BY expressions are supported in a "
+                                "view's top-level SELECT)", g.text or item.text)
         created_before = set(self.used)
         inner_scope, body, inner_local = self.from_items(sub, parent)
         if sub.where is not None:
@@ -485,6 +513,12 @@ class _Translator:
                 return out
             case Not(Compare(op, a, b)):
                 return self.cond(Compare(_NEGATE[op], a, b), scope)
+            case Not(Quantified(op, x, sel, every)):
+                # NOT (x > ALL S) is x <= ANY S in SQL's three-valued logic, and the converse
+                return self.cond(Quantified(_NEGATE[op], x, sel, not every, c.text), scope)
+            case Quantified():
+                # alternatives that exclude each other: their sum, not an OR's inclusion-exclusion
+                return [t for alt in self.quantified(c) for t in self.cond(alt, scope)]
             case Not(x):
                 return [Term(1.0, (), ())] + [Term(-t.coef, t.atoms, t.factors) for t in self.cond(x, scope)]
             case Bool(v):
@@ -508,6 +542,57 @@ class _Translator:
                 count = self.aggregate_expr(Agg("COUNT", None), inner, terms, local, (), nested=True)
                 return [Term(1.0, (), (Cmp("!=", count, Const(0.0)),))]
         raise self.fail("unsupported condition", getattr(c, "text", ""))
+
+    def quantified(self, q: Quantified) -> list[Cond]:
+        """``x op ALL/ANY (SELECT e FROM ..)`` rewritten onto COUNT, MIN and MAX of ``e`` over the
+        subquery's rows (so over the MIN/MAX range trees: ``price > ALL (SELECT price FROM asks)``
+        is one comparison with the best ask, O(log n)), keeping SQL's rules for empty sets and
+        NULLs exactly:
+
+        * ``x > ALL S``: true when S has no row, else when no ``e`` is NULL and ``x > MAX(e)``
+          (``>=`` alike; ``<``/``<=`` with ``MIN``; ``=`` needs ``x = MIN = MAX``; ``<>`` is NOT
+          IN: ``x`` not NULL and no row with ``e = x``);
+        * ``x > ANY S``: ``x > MIN(e)`` (``MIN`` skips NULLs and is NULL over nothing, which
+          compares false); ``<``/``<=`` with ``MAX``; ``= ANY`` is IN; ``<> ANY``: ``x`` differs
+          from ``MIN(e)`` or from ``MAX(e)``.
+
+        A subquery that is one aggregate without GROUP BY is one row: a plain comparison.  Returns
+        conditions of which at most one holds (S empty makes MIN/MAX NULL, so the comparison
+        branch of ALL fails there): the condition is their sum, one range sum or extreme each.
+        O(size of the subquery), translated once per aggregate read."""
+        sel = q.select
+        if sel.group or sel.having is not None:
+            raise self.fail(f"{'ALL' if q.all else 'ANY'} (SELECT ... GROUP BY / HAVING) is not supported", q.text)
+        e = sel.items[0].expr
+        if has_agg(e):
+            return [Compare(q.op, q.expr, Scalar(sel, sel.text), q.text)]
+
+        def agg(func: str, arg: SqlExpr | None) -> Scalar:
+            return Scalar(replace(sel, items=(replace(sel.items[0], expr=Agg(func, arg, q.text)),)), q.text)
+        x, op = q.expr, q.op
+        if not q.all:
+            if op in (">", ">="):
+                return [Compare(op, x, agg("MIN", e), q.text)]
+            if op in ("<", "<="):
+                return [Compare(op, x, agg("MAX", e), q.text)]
+            if op == "=":
+                return [SqlExists(replace(sel, items=()), (e, x), q.text)]
+            return [Or((Compare("!=", x, agg("MIN", e)), Compare("!=", x, agg("MAX", e))), q.text)]
+        empty = Compare("=", agg("COUNT", None), Lit(0.0), q.text)
+        parts: list[Cond] = [] if _never_null(e) else [Compare("=", agg("COUNT", e), agg("COUNT", None), q.text)]
+        if op in (">", ">="):
+            parts.append(Compare(op, x, agg("MAX", e), q.text))
+        elif op in ("<", "<="):
+            parts.append(Compare(op, x, agg("MIN", e), q.text))
+        elif op == "=":
+            parts += [Compare("=", x, agg("MIN", e), q.text), Compare("=", x, agg("MAX", e), q.text)]
+        else:
+            # NOT IN: holds over an empty S too, unless x is NULL (then only the empty branch does)
+            parts.append(Not(SqlExists(replace(sel, items=()), (e, x), q.text)))
+            if _never_null(x):
+                return [And(tuple(parts), q.text)]
+            return [Or((empty, And((Not(IsNull(x)), *parts), q.text)), q.text)]
+        return [empty, And(tuple(parts), q.text)]
 
     def agg_cond(self, c: Cond, value) -> Expr:
         """A condition over aggregates (HAVING, CASE over aggregates) as one 0/1 expression,
@@ -548,9 +633,11 @@ class _Translator:
                     return Mul((x, y))
                 if op == "%":
                     return Mod(x, y)
-                return _divide(x, y)
+                return self.divide(x, y)
+            case Call(name, args):
+                return Func(name, tuple(self.exactly(True, self.value, a, scope) for a in args))
             case Scalar(sel):
-                return self.scalar(sel, scope, e.text)
+                return self.exactly(False, self.scalar, sel, scope, e.text)
             case Null():
                 return _NULL
             case Case(whens, default):
@@ -576,6 +663,13 @@ class _Translator:
                        group: tuple[str, ...], nested: bool, out: list[Query] | None = None) -> Expr:
         """The select-list expression ``e`` over aggregates of ``body``.  Nested: aggregates are
         inlined as ``AggSum`` expressions; top level: appended to ``out`` and read as ``#i``."""
+        if isinstance(e, Agg) and e.filter is not None:
+            # AGG(x) FILTER (WHERE c): the aggregate over the rows where c holds (c is NULL or false
+            # elsewhere), the condition multiplied into its rows as a WHERE is
+            terms = _times(body, self.exactly(False, self.cond, e.filter, scope))
+            return self.aggregate_expr(replace(e, filter=None), scope, terms, local, group, nested, out)
+        if isinstance(e, Agg) and self.exact:   # (an aggregate inside ROUND(...): its argument as usual)
+            return self.exactly(False, self.aggregate_expr, e, scope, body, local, group, nested, out)
         match e:
             case Agg(func, arg, _, True):
                 return self.distinct(func, arg, scope, body, local, group, nested, out, e.text)
@@ -603,14 +697,19 @@ class _Translator:
                 x = self.aggregate_expr(a, scope, body, local, group, nested, out)
                 y = self.aggregate_expr(b, scope, body, local, group, nested, out)
                 return {"+": lambda: Add((x, y)), "-": lambda: Add((x, Neg(y))), "*": lambda: Mul((x, y)),
-                        "/": lambda: _divide(x, y), "%": lambda: Mod(x, y)}[op]()
+                        "/": lambda: self.divide(x, y), "%": lambda: Mod(x, y)}[op]()
+            case Call(name, args):
+                # a function of aggregates: computed from the aggregates' maps where the view's value
+                # is (post-aggregate), never inside a delta
+                return Func(name, tuple(self.exactly(True, self.aggregate_expr, a, scope, body, local, group,
+                                                     nested, out) for a in args))
             case Minus(x):
                 return Neg(self.aggregate_expr(x, scope, body, local, group, nested, out))
             case Lit(v):
                 return Const(v)
             case Scalar(sel):
                 # a scalar subquery beside aggregates: a nested aggregate, re-evaluated from maps
-                return self.scalar(sel, scope, e.text)
+                return self.exactly(False, self.scalar, sel, scope, e.text)
             case Null():
                 return _NULL
             case Case(whens, default):
@@ -685,13 +784,50 @@ class _Translator:
         return Query(group, tuple(merge_terms(out)))
 
     # -- views ------------------------------------------------------------------------------------
+    def group_alias(self, g: SqlExpr, sel: Select, scope: _Scope) -> SqlExpr:
+        """A GROUP BY item as DuckDB binds it: a name that is no column of the FROM items but the
+        alias of a SELECT item (``GROUP BY bucket``) is that item's expression."""
+        if not isinstance(g, Col) or g.table is not None:
+            return g
+        try:
+            scope.lookup(g, self.fail)
+            return g
+        except SqlError:
+            hits = [it.expr for it in sel.items if it.name == g.name]
+            if len(hits) != 1 or has_agg(hits[0]) or has_scalar(hits[0]):
+                raise
+            return hits[0]
+
     def view(self, name: str, sel: Select) -> ViewDef:
         self.at = sel.offset
         scope, body, local = self.from_items(sel, None)
         if sel.where is not None:
             body = _times(body, self.cond(sel.where, scope))
         group_vars: list[str] = []
+        keyed: dict[Expr, str] = {}   # a GROUP BY expression's value -> the variable lifted to it
         for g in sel.group:
+            g = self.group_alias(g, sel, scope)
+            if not isinstance(g, Col):
+                # GROUP BY an expression over the row (a price bucket): each row's key is computed
+                # when the row is inserted or deleted, a lift (k ^= FLOOR(price / 100) * 100) in its
+                # terms, and the maps are keyed by its value
+                val = self.exactly(True, self.value, g, scope)
+                if nullable(val):
+                    raise self.fail(f"GROUP BY {g.text}: a key that can be NULL (a quotient by a column, a "
+                                    "CASE without ELSE, a CAST out of range) is not supported: NULL keys would "
+                                    "need a group of their own", g.text)
+                if isinstance(val, Var):
+                    group_vars.append(val.name)
+                    continue
+                if val not in keyed:
+                    keyed[val] = self.fresh("group_key")
+                    # + 0.0 makes -0.0 (TRUNC(-0.5), x % 3 of a negative multiple) the key 0.0: one
+                    # group, as in DuckDB and the interpreter's dicts (the engine's hash tables
+                    # hash a key's bits, and -0.0 and 0.0 differ there)
+                    body = _times(body, [Term(1.0, (), (Lift(keyed[val], Add((val, Const(0.0)))),))])
+                    local.add(keyed[val])
+                group_vars.append(keyed[val])
+                continue
             hit = scope.lookup(g, self.fail)
             if not isinstance(hit, str):
                 # a key that is an aggregate column of a subquery in FROM: lift it into a variable
@@ -730,10 +866,15 @@ class _Translator:
                     raise self.fail(f"{it.text} is neither aggregated nor in GROUP BY", it.text)
                 keys.append(it.name.upper())
                 key_vars.append(v)
+            elif keyed and (val := self.exactly(True, self.value, it.expr, scope)) in keyed:
+                keys.append(it.name.upper())   # a GROUP BY expression, selected as the view's key
+                key_vars.append(keyed[val])
             else:
-                raise self.fail("outside an aggregate, the SELECT list may name GROUP BY columns only", it.text)
+                raise self.fail("outside an aggregate, the SELECT list may name GROUP BY columns and expressions "
+                                "only (each as it is grouped by)", it.text)
         if sorted(key_vars) != sorted(group):
-            raise self.fail("every GROUP BY column must also be selected (it names the view's key)", sel.text)
+            raise self.fail("every GROUP BY column or expression must also be selected (it names the view's key)",
+                            sel.text)
         assert outputs
         if sel.having is not None:
             # HAVING: every output is 0 (no row) where the condition over aggregates fails; the
@@ -749,6 +890,19 @@ class _Translator:
         domain = self.normalize(order, body, local)
         return ViewDef(name, order, tuple(keys), tuple(aggs), columns[0][1], domain, sel.text,
                        columns if len(columns) > 1 else ())
+
+
+def _never_null(e: SqlExpr) -> bool:
+    """Whether ``e`` is certainly not NULL: columns and constants under ``+ - *`` (a stream's
+    values are never NULL).  Conservative: anything else may be."""
+    match e:
+        case Col() | Lit():
+            return True
+        case Minus(x):
+            return _never_null(x)
+        case Arith(op, a, b) if op in "+-*":
+            return _never_null(a) and _never_null(b)
+    return False
 
 
 def _unique_columns(stream: Stream) -> set[str]:
