@@ -31,6 +31,10 @@ from ddms.m3.printer import print_expr, print_program
 from ddms.runtime.engine import Engine
 
 VIEWS = {
+    # a NULL factor beside a comparison in one product: 0 * NULL must be 0 (COALESCE's own test
+    # and the join's equality are comparisons; the per-broker AVG is NULL where a broker has no ask)
+    "COAL_AVG": "SELECT SUM(b.volume * COALESCE((SELECT AVG(a.price) FROM asks a WHERE a.broker_id = b.broker_id), 0)) "
+                "AS coal_avg FROM bids b",
     # GROUP BY expressions: price buckets (a depth histogram), by alias and by ordinal
     "DEPTH": "SELECT FLOOR(price / 100) * 100 AS bucket, SUM(volume) AS depth FROM bids "
              "GROUP BY FLOOR(price / 100) * 100",
@@ -87,8 +91,8 @@ SCRIPT = HEADER + ";\n".join(VIEWS.values()) + ";"
 
 # the engine runs these in the default suite (one small program: its cold compile is the cost); the
 # whole family runs through the engine under -m slow
-ENGINE_VIEWS = ("DEPTH", "CLASS_VOL", "BUCKET_BEST", "NEG_BUCKET", "ROW_FUNCS", "CASTS", "RND_AVG", "GRP_RND",
-                "GRP_MAX_RND", "FLT", "GT_ALL", "NE_ANY", "ALL_NULLS")
+ENGINE_VIEWS = ("COAL_AVG", "DEPTH", "CLASS_VOL", "BUCKET_BEST", "NEG_BUCKET", "ROW_FUNCS", "CASTS", "RND_AVG",
+                "GRP_RND", "GRP_MAX_RND", "FLT", "GT_ALL", "NE_ANY", "ALL_NULLS")
 
 # prices with negative offsets, halves and quarters for the rounding functions: (p - 150) / 4 is
 # an exact half at 148, 152, ..., (p - 101) / 8 at 2 decimals an exact tie at 102
@@ -140,6 +144,16 @@ def test_negative_zero_is_one_group(engine_program) -> None:
     engine too (its hash tables hash a key's bits: the key is lifted as value + 0.0)."""
     stream = [("B", 1, 10, 149), ("B", 2, 5, 150), ("B", 3, 7, 120), ("D", 2, 0, 0), ("B", 4, 2, 152)]
     check_stream(engine_program, stream, Engine(engine_program), views={"NEG_BUCKET": VIEWS["NEG_BUCKET"]})
+
+
+def test_a_null_factor_beside_a_comparison_is_zero_in_the_engine(engine_program) -> None:
+    """Generated code multiplied ``(1.0 if test else 0.0) * AVG`` and got NaN where the test
+    failed on a NULL AVG (a bid whose broker has no ask): the interpreter and DuckDB give 0.
+    A product with a factor that can be NULL branches on its comparisons now (and keeps the
+    product so far once: the branch used to square it)."""
+    stream = [("B", 1, 10, 100), ("S", 2, 5, 200), ("B", 3, 7, 150), ("S", 11, 4, 300), ("B", 21, 2, 120),
+              ("D", 11, 0, 0), ("E", 1, 4, 0)]
+    check_lines(engine_program, stream_lines(stream), {"COAL_AVG": VIEWS["COAL_AVG"]}, engine=Engine(engine_program))
 
 
 def test_the_old_line_stream_and_empty_books(program) -> None:

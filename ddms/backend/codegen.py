@@ -72,7 +72,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "20"
+CODEGEN_VERSION = "21"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -678,7 +678,10 @@ class _Codegen:
             case _:
                 raise CompileError(f"cannot compile {print_expr(e)}")
 
-    def _emit_product(self, fn: _Fn, factors: list[Expr], env: dict[str, str], acc: str, k) -> None:
+    def _emit_product(self, fn: _Fn, factors: list[Expr], env: dict[str, str], acc: str, k,
+                      nullable: bool | None = None) -> None:
+        if nullable is None:     # once per product: can a factor be NULL (NaN)?
+            nullable = any(_may_be_nan(x) for f in factors for x in walk(f))
         if acc == "1.0" and len(factors) > 1:
             # loop-invariant code motion: factors whose variables are all bound now are computed
             # (or tested) before the factors that open loops, not once per iteration
@@ -697,15 +700,16 @@ class _Codegen:
         head, rest = factors[0], factors[1:]
 
         def go(v: str, env2: dict[str, str]) -> None:
-            self._emit_product(fn, rest, env2, v if acc == "1.0" else f"{acc} * {v}", k)
-        if isinstance(head, Cmp) and any(isinstance(x, Extreme) for f in rest for x in walk(f)):
-            # a comparison filters: 0 * NULL (the MAX of an empty slice) must be 0, as in the
-            # interpreter, not NaN, so the test is a branch here, not a factor
+            self._emit_product(fn, rest, env2, v if acc == "1.0" else f"{acc} * {v}", k, nullable)
+        if isinstance(head, Cmp) and nullable:
+            # a comparison filters: 0 * NULL (the MAX of an empty slice, a quotient by 0: a
+            # factor before or after this one) must be 0, as in the interpreter, not NaN, so the
+            # test is a branch here, not a factor
             test = self._test(head, env)
             if test is not None:
                 fn.line(f"if {test}:")
                 fn.depth += 1
-                go(acc, env)
+                self._emit_product(fn, rest, env, acc, k, nullable)   # the product so far, unchanged
                 fn.depth -= 1
                 return
         if isinstance(head, Cmp | Lift) or self._inline(head, env) is not None:
@@ -1470,6 +1474,12 @@ def _summands(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, AggSum):
         return (e.expr,)
     return (e,)
+
+
+def _may_be_nan(x: Expr) -> bool:
+    """Whether node ``x`` can make its value NaN (SQL NULL) from numbers that are not: an
+    extreme of an empty slice, a quotient or remainder by 0, an integer cast out of range."""
+    return isinstance(x, Extreme | Div | Mod) or (isinstance(x, Func) and x.name in INT_BITS)
 
 
 def _cut_key(b: MapRef, rop: str, cop: str, x: Expr) -> tuple:
