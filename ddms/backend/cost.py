@@ -53,7 +53,7 @@ def view_costs(program: Program, plan: tuple[str, ...]) -> list[tuple[str, str, 
     out = []
     for q in program.queries:
         seen: set[str] = set()
-        todo = list(q.maps)
+        todo = list(q.exposed)
         while todo:
             m = todo.pop()
             if m not in seen:

@@ -37,7 +37,7 @@ Pure apart from the compiler's own tables; the result is verified by ``ddms.m3.v
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ddms.calculus.delta import delta
 from ddms.calculus.ir import (
@@ -298,9 +298,12 @@ class Compiler:
     # -- views -------------------------------------------------------------------------------------
     def view(self, v: ViewDef) -> list[tuple[str, str]]:
         """Compile the view's maps; returns (column, map) of each output: one map named after the
-        view for a view with one output, ``VIEW__COLUMN`` maps for several."""
+        view for a view with one output, ``VIEW__COLUMN`` maps for several (none for a view of
+        keys alone: its map of row counts, :meth:`rows_map`, is the view)."""
         self.prefix = v.name
         self.counter = 0
+        if v.limit is not None and v.limit.keys_only:
+            return []
         outputs = v.columns or ((v.name, v.value),)
         targets = [(c, v.name if not v.columns else f"{v.name}__{c}") for c, _ in outputs]
         for _, name in targets:
@@ -337,15 +340,29 @@ class Compiler:
             self.add_reeval(name, Query(v.group, ()), expr, "combination of aggregates")
         return targets
 
+    def rows_map(self, v: ViewDef) -> str:
+        """The map of input rows per group of a view whose rows are cut when read (a ladder):
+        its nonzero keys are the view's rows (a group whose values are all 0 is still one, as in
+        SQL).  Keyed by the view's keys in their order, and a map of its own, ``VIEW__ROWS``: a
+        shared one (the counts per price of a MAX or a top-N) may have its keys reordered for
+        another reader's range sums (:mod:`ddms.calculus.order`).  O(the delta compilation of a
+        COUNT(*)); one hash update per event."""
+        name, order = self.query_map(v.group, list(v.domain.terms), f"{v.name}__ROWS")
+        assert order == v.group
+        return name
+
     # -- program ------------------------------------------------------------------------------------
     def program(self, views: list[ViewDef]) -> Compiled:
         queries = []
         for v in views:
             targets = self.view(v)
-            if v.columns:
-                queries.append(M3Query(v.name, targets[0][1], v.key_names, tuple(targets)))
+            limit = None if v.limit is None else replace(v.limit, rows=self.rows_map(v))
+            if limit is not None and limit.keys_only:
+                queries.append(M3Query(v.name, limit.rows, v.key_names, (), limit))
+            elif v.columns:
+                queries.append(M3Query(v.name, targets[0][1], v.key_names, tuple(targets), limit))
             else:
-                queries.append(M3Query(v.name, v.name))
+                queries.append(M3Query(v.name, v.name, (), (), limit))
         decls = []
         # a scalar re-evaluated map starts at its expression's value on the empty database
         # (an AVG over nothing is NULL, not 0)
