@@ -18,11 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import Book, Duck, coalesce_sums, same
 from test_sql_minmax import HEADER, line
+from test_symbols import LINE as SYMBOL_LINE
+from test_symbols import SYM_HEADER, SymbolBooks
 from viewcheck import stream_lines
 
 from ddms.compiler import compile_sql
 from ddms.errors import SqlError
+from ddms.io.events import EventBatch
 from ddms.io.orderbook import OrderBookParser
+from ddms.io.symbols import symbol_id, with_symbol
 from ddms.m3.interpreter import Interpreter
 from ddms.m3.parser import parse_program
 from ddms.m3.printer import print_program
@@ -224,3 +228,69 @@ def test_rows_are_exact_python_values(engine_program) -> None:
     assert list(v) == [(12, 103.0), (13, 101.0), (11, 100.0)] and v[(13, 101.0)] == 5.0
     assert engine.value("BROKERS") == {(1,): (), (2,): (), (3,): ()}
     assert list(np.array(engine.views["BROKERS"].rows()).ravel()) == [1, 2, 3]
+
+
+# -- per-symbol ladders: several instruments in one stream ---------------------------------------
+
+SYMBOL_VIEWS = {
+    "SYM_LADDER": "SELECT x.symbol, x.price, x.v AS sym_ladder FROM (SELECT symbol, price, SUM(volume) AS v, "
+                  "ROW_NUMBER() OVER (PARTITION BY symbol ORDER BY price DESC) AS rn FROM bids "
+                  "GROUP BY symbol, price) x WHERE x.rn <= 2",
+    "SYM_ORDERS": "SELECT t.symbol, t.id, t.price, t.volume AS sym_orders FROM (SELECT symbol, id, price, volume, "
+                  "ROW_NUMBER() OVER (PARTITION BY symbol ORDER BY price, id) AS rn FROM asks) t WHERE t.rn <= 2",
+    "SYM_OFF": "SELECT x.symbol, x.price, x.n AS sym_off FROM (SELECT symbol, price, COUNT(*) AS n, ROW_NUMBER() "
+               "OVER (PARTITION BY symbol ORDER BY price) AS rn FROM asks GROUP BY symbol, price) x "
+               "WHERE x.rn BETWEEN 2 AND 3",
+    "SYMS": "SELECT DISTINCT symbol AS syms FROM bids",
+}
+
+
+@pytest.fixture(scope="module")
+def symbol_program():
+    prog = compile_sql(SYM_HEADER + ";\n".join(SYMBOL_VIEWS.values()) + ";", "<ladder-symbols>").program
+    assert [q.name for q in prog.queries] == list(SYMBOL_VIEWS)
+    return prog
+
+
+def _sym(x) -> float:
+    return float(symbol_id(x)) if isinstance(x, str) else float(x)
+
+
+def check_symbols(program, stream: list[tuple], engine: Engine | None) -> None:
+    """Per-symbol lines through the interpreter (and ``engine``), every view's rows (as a sorted
+    list: DuckDB does not order a selection of a subquery) equal to DuckDB's after each line."""
+    it = Interpreter(program)
+    parsers: dict[str, OrderBookParser] = {}
+    books, duck = SymbolBooks(), Duck()
+    queries = {n: coalesce_sums(sql) for n, sql in SYMBOL_VIEWS.items()}
+    relmap = engine.relmap(("bids", "asks")) if engine is not None else None
+    for n, (sym, (a, oid, v, p)) in enumerate(stream, start=1):
+        text = f"{n},{oid},{a},{v},{p}"
+        b = parsers.setdefault(sym, OrderBookParser(brokers=10)).feed((text + "\n").encode())
+        cols = with_symbol(b.cols, symbol_id(sym))
+        for i in range(len(b)):
+            it.apply("+" if b.sign[i] > 0 else "-", ("BIDS", "ASKS")[int(b.rel[i])], tuple(cols[i]))
+        if engine is not None:
+            engine.apply(EventBatch(b.rel, b.sign, cols, np.full(len(b), n, np.int64), n, n), relmap)
+            engine._check()
+        books.line(sym, text)
+        for name, sql in queries.items():
+            want = sorted(tuple(_sym(x) if x is not None else math.nan for x in r) for r in duck.query(books, sql))
+            got = sorted(_interp_rows(it, name))
+            assert _same_rows(got, want), f"{name} line {n} ({sym} {text}): interpreter {got} != DuckDB {want}"
+            if engine is not None:
+                got = sorted(tuple(_sym(x) for x in r) for r in engine.views[name].rows())
+                assert _same_rows(got, want), f"{name} line {n} ({sym} {text}): engine {got} != DuckDB {want}"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=st.lists(SYMBOL_LINE, min_size=1, max_size=30))
+def test_symbol_ladders_interpreter(symbol_program, stream) -> None:
+    check_symbols(symbol_program, stream, None)
+
+
+@pytest.mark.slow
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=st.lists(SYMBOL_LINE, min_size=1, max_size=30))
+def test_symbol_ladders_engine(symbol_program, stream) -> None:
+    check_symbols(symbol_program, stream, Engine(symbol_program))

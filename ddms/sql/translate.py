@@ -720,6 +720,9 @@ class _Translator:
         if sel.rows is None:
             return sel, None
         cut = sel.rows
+        if not sel.group and not plain:
+            raise self.fail("a view without GROUP BY is one row: ORDER BY / LIMIT cut nothing in it (a view of "
+                            "rows groups them: GROUP BY price ORDER BY price DESC LIMIT 5)", cut.text)
         if plain:   # orders: ORDER BY price DESC, id LIMIT n over the rows of a stream
             top = TopN(cut.order[0][0], cut.order[0][1], cut.n if cut.n is not None else -1, (), cut.text,
                        cut.order[1:], offset=cut.offset)
