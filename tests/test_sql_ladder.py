@@ -13,16 +13,17 @@ import math
 
 import numpy as np
 import pytest
-from conftest import shared_file
+from conftest import REPO, shared_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import Book, Duck, coalesce_sums, same
+from test_cookbook import select_of
 from test_sql_minmax import HEADER, line
 from test_symbols import LINE as SYMBOL_LINE
 from test_symbols import SYM_HEADER, SymbolBooks
 from viewcheck import stream_lines
 
-from ddms.compiler import compile_sql
+from ddms.compiler import compile_sql, compile_sql_file
 from ddms.errors import SqlError
 from ddms.io.events import EventBatch
 from ddms.io.orderbook import OrderBookParser
@@ -242,13 +243,17 @@ SYMBOL_VIEWS = {
                "OVER (PARTITION BY symbol ORDER BY price) AS rn FROM asks GROUP BY symbol, price) x "
                "WHERE x.rn BETWEEN 2 AND 3",
     "SYMS": "SELECT DISTINCT symbol AS syms FROM bids",
+    # the cookbook's per-symbol views of rows (examples/sql; test_symbols checks the other per-symbol
+    # files, test_cookbook the single-book ladders)
+    **{p.stem.upper(): select_of(p) for p in sorted((REPO / "examples" / "sql").glob("symbol_*.sql"))
+       if compile_sql_file(p).program.queries[0].limit is not None},
 }
 
 
 @pytest.fixture(scope="module")
 def symbol_program():
     prog = compile_sql(SYM_HEADER + ";\n".join(SYMBOL_VIEWS.values()) + ";", "<ladder-symbols>").program
-    assert [q.name for q in prog.queries] == list(SYMBOL_VIEWS)
+    assert [q.name for q in prog.queries] == list(SYMBOL_VIEWS) and "SYMBOL_BID_LADDER" in SYMBOL_VIEWS
     return prog
 
 

@@ -66,3 +66,22 @@ def view_costs(program: Program, plan: tuple[str, ...]) -> list[tuple[str, str, 
                 worst, cause = cls, why
         out.append((q.name, worst, cause))
     return out
+
+
+def read_costs(program: Program) -> list[tuple[str, str]]:
+    """(view, what one read costs) for every view whose rows are cut or ordered when read
+    (:class:`ddms.m3.ir.Limit`: a ladder, the n best orders, SELECT DISTINCT): its maps keep every
+    group at the per-event cost above, and a read (a printed line, a snapshot, a callback's check
+    of a watched view after a line that changed it) copies the groups present, orders them and
+    keeps the ranks asked for."""
+    out = []
+    for q in program.queries:
+        if q.limit is None:
+            continue
+        lim = q.limit
+        what = "the keys present" if lim.keys_only else "the rows"
+        cut = (f"ranks {lim.offset + 1}..{lim.offset + lim.n}" if lim.n is not None else
+               f"ranks from {lim.offset + 1}" if lim.offset else "every row")
+        per = " per partition" if lim.partition else ""
+        out.append((q.name, f"O(g log g) per read, g its groups: {what} ordered, {cut}{per} shown"))
+    return out
