@@ -23,6 +23,7 @@ from test_symbols import LINE as SYMBOL_LINE
 from test_symbols import SYM_HEADER, SymbolBooks
 from viewcheck import stream_lines
 
+from ddms.backend.cost import read_costs
 from ddms.compiler import compile_sql, compile_sql_file
 from ddms.errors import SqlError
 from ddms.io.events import EventBatch
@@ -175,6 +176,17 @@ def test_m3_text_round_trip(program) -> None:
     text = print_program(program)
     assert "ROWS OF" in text and "ORDER BY 0 DESC LIMIT 3" in text and "KEYS" in text
     assert parse_program(text).queries == program.queries
+
+
+def test_ladders_read_by_rank(engine_program) -> None:
+    """A view ordered by its last key (partitioned by the others) keeps its row counts in a range
+    tree and reads its n rows by rank (O(n log g)); the others sort their groups (O(g log g)):
+    both kinds are among the views the tests above compare with DuckDB."""
+    engine = Engine(engine_program)
+    ranked = {n for n, v in engine.views.items() if isinstance(v, TopView) and v._ranked is not None}
+    assert ranked == {"BID_LADDER", "ASK_LADDER", "RN_LADDER", "OFF_LADDER", "RN_OFF", "PRICES", "DIST_TOP"}
+    costs = dict(read_costs(engine_program))
+    assert "select by rank" in costs["BID_LADDER"] and "O(g log g)" in costs["ORDERS"]
 
 
 def test_callbacks_see_rows_enter_and_leave(engine_program) -> None:

@@ -239,7 +239,34 @@ class Engine:
         rows = self.program.map(q.limit.rows)
         keys = q.keys or tuple(c.name for c in rows.keys)
         return TopView(q.name, q.limit, keys, rows, getattr(self.state, f"m_{q.limit.rows}"), parts,
-                       self._at_boundary)
+                       self._at_boundary, self._ranked(q) if rows.ordered else None)
+
+    def _ranked(self, q) -> Callable[[], list[tuple[float, ...]]]:
+        """The keys a view of rows shows, in order, from the range tree of its row counts (a
+        ladder ordered by its last key, partitioned by the others: ``ranked_rows`` in
+        :mod:`ddms.calculus.order`): per partition, the ranks ``offset + 1 ..`` by one select by
+        rank each (``btree_nth``).  Runs at a line boundary.  O(partitions + n log g)."""
+        from ddms.storage.btree import btree_len, btree_nth
+        from ddms.storage.hashtab import ht_dict
+        lim, rows = q.limit, self.program.map(q.limit.rows)
+        tree, col = self.module.TREES.get(rows.name, (rows.name, 0))
+        desc, width = lim.order[0][1], len(rows.keys)
+
+        def keys() -> list[tuple[float, ...]]:
+            pool, roots = getattr(self.state, f"op_{tree}"), getattr(self.state, f"or_{tree}")
+            if width == 1:
+                prefixes = {(): int(roots[0])} if roots[0] >= 0 else {}
+            else:
+                prefixes = ht_dict(roots)
+            out = []
+            for prefix in sorted(prefixes):
+                root = prefixes[prefix]
+                for r in range(lim.offset + 1, min(btree_len(pool, root, col), lim.offset + lim.n) + 1):
+                    found, k = btree_nth(pool, root, r, desc, col)
+                    assert found
+                    out.append((*prefix, k))
+            return out
+        return keys
 
     def _maps_of(self, v) -> tuple[str, ...]:
         """The maps a view reads: its map, or a view of rows' row counts and value maps."""

@@ -237,11 +237,15 @@ class TopView(_Exported, Mapping):
     in that order.  The maps behind it keep every group; each read takes the groups present (the
     nonzero keys of the map of row counts), orders them and keeps the ranks asked for.
     Cost per read: O(g log g) for g groups (a copy of the row counts and of each value map, in
-    compiled code, then a sort); the updates are the grouped view's, O(1) or O(log n)."""
+    compiled code, then a sort); for a ladder whose row counts are a range tree (ordered by its
+    last key, partitioned by the others), O(n log g): n selects by rank and a probe per value.
+    The updates are the grouped view's, O(1) or O(log n)."""
 
     def __init__(self, name: str, limit, keys: tuple[str, ...], rows_decl: MapDecl, rows_table,
-                 parts: dict[str, GroupedView], read: Read = _now) -> None:
+                 parts: dict[str, GroupedView], read: Read = _now,
+                 ranked: Callable[[], list[tuple[float, ...]]] | None = None) -> None:
         self.name, self.limit, self.key_names, self._read = name, limit, keys, read
+        self._ranked = ranked
         self.decl, self._rows_table, self.parts = rows_decl, rows_table, parts
         self.key_types = [c.type for c in rows_decl.keys]
         self._types = self.key_types
@@ -249,6 +253,13 @@ class TopView(_Exported, Mapping):
 
     def _take(self) -> list[tuple[tuple, tuple]]:
         """(key, raw values) of the rows shown, in order (at a line boundary)."""
+        if self._ranked is not None:   # the keys by rank from a range tree, then a probe per value
+            ranked = self._ranked
+
+            def by_rank() -> list[tuple[tuple, tuple]]:
+                return [(k, tuple(float(dict_get(p._table, k)[1]) for p in self.parts.values())) for k in ranked()]
+            return self._read(by_rank)
+
         def take():
             width = len(self.key_types)
             keys, counts = dict_dump(self._rows_table, width)
