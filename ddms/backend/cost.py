@@ -64,8 +64,9 @@ def view_costs(program: Program, plan: tuple[str, ...]) -> list[tuple[str, str, 
             cls, why = per_map.get(m, ("O(1)", ""))
             if CLASSES.index(cls) > CLASSES.index(worst):
                 worst, cause = cls, why
-        if q.limit is not None and program.map(q.limit.rows).ordered and worst == "O(1)":
-            worst, cause = "O(log n)", f"{q.limit.rows}: the range tree of its rows, one descent per event"
+        ranked = [m for m in (q.limit.ranks if q.limit is not None else ()) if program.map(m).ordered]
+        if ranked and worst == "O(1)":
+            worst, cause = "O(log n)", f"{', '.join(ranked)}: the range trees that rank its rows, a descent per event"
         out.append((q.name, worst, cause))
     return out
 
@@ -85,10 +86,10 @@ def read_costs(program: Program) -> list[tuple[str, str]]:
         cut = (f"ranks {lim.offset + 1}..{lim.offset + lim.n}" if lim.n is not None else
                f"ranks from {lim.offset + 1}" if lim.offset else "every row")
         per = " per partition" if lim.partition else ""
-        if program.map(lim.rows).ordered:   # (ddms.calculus.order.ranked_rows)
+        if lim.ranks and all(program.map(m).ordered for m in lim.ranks):   # (ddms.calculus.order.ranked_rows)
             parts = " per partition (and a pass over the partitions)" if lim.partition else ""
-            out.append((q.name, f"O(n log g) per read: {cut} by one select by rank each in the range tree of "
-                                f"its rows{parts}"))
+            out.append((q.name, f"O(n log g) per read: {cut} by selects by rank in the range trees that count "
+                                f"its rows per ORDER BY prefix{parts}"))
         else:
             out.append((q.name, f"O(g log g) per read, g its groups: {what} ordered, {cut}{per} shown"))
     return out

@@ -351,12 +351,37 @@ class Compiler:
         assert order == v.group
         return name
 
+    def rank_maps(self, v: ViewDef, rows: str) -> tuple[str, ...]:
+        """The maps that read a view's rows by rank (:attr:`ddms.m3.ir.Limit.ranks`), when it is
+        ordered by key columns alone, partitioned by the others, with a LIMIT: map ``j`` counts
+        the rows per partition and first ``j + 1`` ORDER BY columns (``VIEW__RANKj``; the rows
+        map itself when that is its key order), declared ORDERED by :mod:`ddms.calculus.order`.
+        None otherwise (the read sorts the groups).  Cost per event: one tree update per map."""
+        lim = v.limit
+        assert lim is not None
+        part, cols = list(lim.partition), [i for i, _ in lim.order]
+        if lim.n is None or not cols or len(set(cols)) != len(cols) or any(i >= len(v.group) for i in cols) \
+                or sorted(part + cols) != list(range(len(v.group))):
+            return ()
+        out = []
+        for j in range(len(cols)):
+            keys = tuple(v.group[i] for i in part + cols[:j + 1])
+            if keys == v.group:
+                out.append(rows)
+                continue
+            name, order = self.query_map(keys, list(v.domain.terms), f"{v.name}__RANK{j}")
+            assert order == keys
+            out.append(name)
+        return tuple(out)
+
     # -- program ------------------------------------------------------------------------------------
     def program(self, views: list[ViewDef]) -> Compiled:
         queries = []
         for v in views:
             targets = self.view(v)
             limit = None if v.limit is None else replace(v.limit, rows=self.rows_map(v))
+            if limit is not None:
+                limit = replace(limit, ranks=self.rank_maps(v, limit.rows))
             if limit is not None and limit.keys_only:
                 queries.append(M3Query(v.name, limit.rows, v.key_names, (), limit))
             elif v.columns:

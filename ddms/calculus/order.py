@@ -308,30 +308,25 @@ def choose_orders(program: Program) -> tuple[Program, list[str]]:
                 for t in triggers]
     ranked = ranked_rows(program)
     maps = [replace(m, ordered=True) if m.name in ranked else m for m in maps]
-    notes = ch.notes + [f"{name} ORDERED: the rows of view {view} are read by rank (its n best keys, one "
-                        "select by rank each: O(n log g) a read instead of a sort of its g groups)"
+    notes = ch.notes + [f"{name} ORDERED: the rows of view {view} are read by rank (its n first rows, one "
+                        "select by rank each per ORDER BY column: O(n log g) a read, not a sort of its g groups)"
                         for name, view in ranked.items()]
     return replace(program, maps=tuple(maps), triggers=tuple(triggers)), notes
 
 
 def ranked_rows(program: Program) -> dict[str, str]:
-    """Row-count maps of views of rows (:class:`ddms.m3.ir.Limit`) worth a range tree, to the
-    view's name: the view is ordered by its last key column and partitioned by all the others
-    (a price ladder, per symbol or not), so its rows in order are the keys of one tree per
-    partition, in order, and its n rows are n selects by rank (``btree_nth``) instead of a sort of
-    every group.  The map is the view's own (``VIEW__ROWS``, no other reader), so ordering it
-    changes no other statement (none reads it); it costs a descent per event, not a hash update."""
-    out: dict[str, str] = {}
-    arity = {m.name: len(m.keys) for m in program.maps}
+    """The maps that read views of rows by rank (:attr:`ddms.m3.ir.Limit.ranks`: row counts
+    per partition and ORDER BY prefix), to the view's name: each is ordered on its last key, so
+    the rows in order are walked down one tree per level, n selects by rank instead of a sort of
+    every group.  Such a map is the view's own (no statement reads it), so ordering it changes no
+    other statement; it costs a descent per event, not a hash update."""
     read = {r for t in program.triggers for st in t.statements for r in map_reads(st.expr)}
     read |= {r for m in program.maps if m.init is not None for r in map_reads(m.init)}
+    out: dict[str, str] = {}
     for q in program.queries:
-        lim = q.limit
-        if lim is None or not lim.order or lim.n is None:
-            continue
-        last = arity[lim.rows] - 1
-        if lim.order[0][0] == last and set(lim.partition) == set(range(last)) and lim.rows not in read:
-            out[lim.rows] = q.name
+        ranks = q.limit.ranks if q.limit is not None else ()
+        if not any(m in read for m in ranks):   # (else the view's reads sort its groups)
+            out.update(dict.fromkeys(ranks, q.name))
     return out
 
 

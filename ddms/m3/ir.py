@@ -201,6 +201,12 @@ class Limit:
     offset: int = 0
     partition: tuple[int, ...] = ()
     keys_only: bool = False
+    ranks: tuple[str, ...] = ()
+    """Maps that read the rows by rank instead of sorting every group: when the view is ordered by
+    key columns alone (partitioned by the others), map ``j`` counts the rows per partition and
+    first ``j + 1`` ORDER BY columns, a range tree on its last key, so the n rows shown are n
+    selects by rank walked down the levels: O(n log g) a read (a price ladder: one level; the n
+    best orders by price, id: two)."""
 
     def cut(self, rows: list[tuple[tuple, tuple]]) -> list[tuple[tuple, tuple]]:
         """The rows shown, in order, from ``(key, values)`` pairs of every group present.

@@ -13,7 +13,7 @@ Grammar (``[...]`` optional, ``{...}`` repeated)::
                  [':=' expr] ';'
     query     := DECLARE QUERY NAME ['[' names ']'] ':=' (NAME | '(' NAME ':=' NAME {',' ...} ')') [limit] ';'
     limit     := ROWS OF NAME [PARTITION BY INT {',' INT}] [ORDER BY INT [DESC] {',' ...}] [LIMIT INT]
-                 [OFFSET INT] [KEYS]
+                 [OFFSET INT] [RANKED BY NAME {',' NAME}] [KEYS]
     trigger   := ON ('+'|'-') NAME '(' [NAME {',' NAME}] ')' '{' { mapref ('+='|':=') expr ';' } '}'
     expr      := term { ('+'|'-') term }
     term      := unary { ('*'|'/'|'%') unary }
@@ -328,7 +328,13 @@ class _Parser:
             n = self._whole()
         if self._accept("OFFSET"):
             offset = self._whole()
-        return Limit(rows, tuple(order), n, offset, tuple(partition), self._accept("KEYS"))
+        ranks: list[str] = []
+        if self._accept("RANKED"):
+            self._expect("BY")
+            ranks.append(self._name())
+            while self._accept(","):
+                ranks.append(self._name())
+        return Limit(rows, tuple(order), n, offset, tuple(partition), self._accept("KEYS"), tuple(ranks))
 
     def _whole(self) -> int:
         t = self.tok

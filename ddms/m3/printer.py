@@ -137,6 +137,8 @@ def print_limit(limit) -> str:
         out += f" LIMIT {limit.n}"
     if limit.offset:
         out += f" OFFSET {limit.offset}"
+    if limit.ranks:
+        out += " RANKED BY " + ", ".join(limit.ranks)
     return out + (" KEYS" if limit.keys_only else "")
 
 

@@ -189,6 +189,11 @@ def _check_limit(q, arity: dict[str, int]) -> None:
     if any(not 0 <= i < keys for i in lim.partition) or any(not 0 <= i < width for i, _ in lim.order):
         raise ProgramError(f"query {q.name}: PARTITION BY takes key columns, ORDER BY columns of the row "
                            f"(0..{width - 1})")
+    if lim.ranks and (len(lim.ranks) != len(lim.order) or any(i >= keys for i, _ in lim.order)
+                      or sorted([*lim.partition, *(i for i, _ in lim.order)]) != list(range(keys))
+                      or any(arity.get(m) != len(lim.partition) + j + 1 for j, m in enumerate(lim.ranks))):
+        raise ProgramError(f"query {q.name}: RANKED BY names one map per ORDER BY column (all of them keys, with "
+                           "the PARTITION BY columns every key), map j keyed by the partition and j + 1 of them")
     if (lim.n is not None and lim.n < 0) or lim.offset < 0:
         raise ProgramError(f"query {q.name}: LIMIT and OFFSET are whole numbers")
 

@@ -239,33 +239,67 @@ class Engine:
         rows = self.program.map(q.limit.rows)
         keys = q.keys or tuple(c.name for c in rows.keys)
         return TopView(q.name, q.limit, keys, rows, getattr(self.state, f"m_{q.limit.rows}"), parts,
-                       self._at_boundary, self._ranked(q) if rows.ordered else None)
+                       self._at_boundary, self._ranked(q) if q.limit.ranks and all(
+                           self.program.map(m).ordered for m in q.limit.ranks) else None)
 
     def _ranked(self, q) -> Callable[[], list[tuple[float, ...]]]:
-        """The keys a view of rows shows, in order, from the range tree of its row counts (a
-        ladder ordered by its last key, partitioned by the others: ``ranked_rows`` in
-        :mod:`ddms.calculus.order`): per partition, the ranks ``offset + 1 ..`` by one select by
-        rank each (``btree_nth``).  Runs at a line boundary.  O(partitions + n log g)."""
-        from ddms.storage.btree import btree_len, btree_nth
-        from ddms.storage.hashtab import ht_dict
-        lim, rows = q.limit, self.program.map(q.limit.rows)
-        tree, col = self.module.TREES.get(rows.name, (rows.name, 0))
-        desc, width = lim.order[0][1], len(rows.keys)
+        """The keys a view of rows shows, in order, read by rank (:attr:`ddms.m3.ir.Limit.ranks`):
+        per partition (the keys of the first level's trees), the first level's keys in order by
+        select by rank, and under each the next level's, until the ranks ``offset + 1 .. offset +
+        n`` are out; a key whose count of rows is within the offset left is skipped whole.
+        Runs at a line boundary.  O(partitions + (n + levels) log g)."""
+        from ddms.storage.btree import btree_get, btree_len, btree_nth
+        from ddms.storage.hashtab import ht_dict, ht_get
+        lim = q.limit
+        levels = []
+        for j, name in enumerate(lim.ranks):
+            tree, col = self.module.TREES.get(name, (name, 0))
+            levels.append((tree, col, lim.order[j][1], len(self.program.map(name).keys)))
+        perm = [*lim.partition, *(i for i, _ in lim.order)]   # view key position of each level key
+
+        def trees(j: int) -> tuple[Any, Any]:
+            return getattr(self.state, f"op_{levels[j][0]}"), getattr(self.state, f"or_{levels[j][0]}")
+
+        def root(j: int, prefix: tuple[float, ...]) -> int:
+            _, roots = trees(j)
+            return int(roots[0]) if levels[j][3] == 1 else int(ht_get(roots, prefix, -1))
 
         def keys() -> list[tuple[float, ...]]:
-            pool, roots = getattr(self.state, f"op_{tree}"), getattr(self.state, f"or_{tree}")
-            if width == 1:
-                prefixes = {(): int(roots[0])} if roots[0] >= 0 else {}
-            else:
-                prefixes = ht_dict(roots)
-            out = []
-            for prefix in sorted(prefixes):
-                root = prefixes[prefix]
-                for r in range(lim.offset + 1, min(btree_len(pool, root, col), lim.offset + lim.n) + 1):
-                    found, k = btree_nth(pool, root, r, desc, col)
+            out: list[tuple[float, ...]] = []
+            assert lim.n is not None
+
+            def walk(j: int, prefix: tuple[float, ...], skip: int) -> int:
+                # the rows under ``prefix`` in order, after ``skip`` of them; returns the skip left
+                pool, _ = trees(j)
+                _, col, desc, _ = levels[j]
+                r = root(j, prefix)
+                if r < 0:
+                    return skip
+                for rank in range(1, btree_len(pool, r, col) + 1):
+                    if len(out) >= lim.n:
+                        break
+                    found, k = btree_nth(pool, r, rank, desc, col)
                     assert found
-                    out.append((*prefix, k))
-            return out
+                    rows = int(btree_get(pool, r, k, col))
+                    if skip >= rows:   # the whole key within the offset
+                        skip -= rows
+                    elif j + 1 == len(levels):
+                        out.append((*prefix, k))
+                    else:
+                        skip = walk(j + 1, (*prefix, k), skip)
+                return skip
+            if lim.partition:
+                _, roots = trees(0)
+                parts = sorted(ht_dict(roots)) if levels[0][3] > 1 else [()]
+            else:
+                parts = [()]
+            shown: list[tuple[float, ...]] = []
+            for part in parts:
+                out.clear()
+                walk(0, part, lim.offset)
+                shown += out
+            inv = sorted(range(len(perm)), key=lambda i: perm[i])   # level order -> view key order
+            return [tuple(k[i] for i in inv) for k in shown]
         return keys
 
     def _maps_of(self, v) -> tuple[str, ...]:
