@@ -189,7 +189,7 @@ def test_ladders_read_by_rank(engine_program) -> None:
     assert ranked == {"BID_LADDER", "ASK_LADDER", "RN_LADDER", "OFF_LADDER", "RN_OFF", "ORDERS", "ORDERS_OFF",
                       "PRICES", "DIST_TOP"}
     costs = dict(read_costs(engine_program))
-    assert "select by rank" in costs["ORDERS"] and "O(g log g)" in costs["TOP_BROKERS"]
+    assert "by rank" in costs["ORDERS"] and "O(g log g)" in costs["TOP_BROKERS"]
 
 
 def test_callbacks_see_rows_enter_and_leave(engine_program) -> None:

@@ -246,9 +246,10 @@ class Engine:
         """The keys a view of rows shows, in order, read by rank (:attr:`ddms.m3.ir.Limit.ranks`):
         per partition (the keys of the first level's trees), the first level's keys in order by
         select by rank, and under each the next level's, until the ranks ``offset + 1 .. offset +
-        n`` are out; a key whose count of rows is within the offset left is skipped whole.
+        n`` are out (a key of the last level is one row of the view; a key of the level before
+        it whose last-level keys all fall within the offset left is skipped whole).
         Runs at a line boundary.  O(partitions + (n + levels) log g)."""
-        from ddms.storage.btree import btree_get, btree_len, btree_nth
+        from ddms.storage.btree import btree_len, btree_nth
         from ddms.storage.hashtab import ht_dict, ht_get
         lim = q.limit
         levels = []
@@ -280,13 +281,19 @@ class Engine:
                         break
                     found, k = btree_nth(pool, r, rank, desc, col)
                     assert found
-                    rows = int(btree_get(pool, r, k, col))
-                    if skip >= rows:   # the whole key within the offset
-                        skip -= rows
-                    elif j + 1 == len(levels):
-                        out.append((*prefix, k))
-                    else:
-                        skip = walk(j + 1, (*prefix, k), skip)
+                    if j + 1 == len(levels):   # a key of the last level is one row of the view
+                        if skip:
+                            skip -= 1
+                        else:
+                            out.append((*prefix, k))
+                        continue
+                    if j + 2 == len(levels):   # the view's rows under k: the keys of its last-level tree
+                        nxt, _ = trees(j + 1)
+                        under = btree_len(nxt, root(j + 1, (*prefix, k)), levels[j + 1][1])
+                        if skip >= under:      # all of them within the offset: skipped whole
+                            skip -= under
+                            continue
+                    skip = walk(j + 1, (*prefix, k), skip)
                 return skip
             if lim.partition:
                 _, roots = trees(0)
