@@ -706,6 +706,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
     for view, cls, cause in view_costs(program, plan):
         flag = "  <-- re-evaluated by a pass over a whole map every event" if cls == "O(n)" else ""
         print(f"-- {view}: {cls}{flag}" + (f" ({cause})" if cause and cls != "O(log n)" else ""))
+    from ddms.backend.cost import read_costs
+    reads = read_costs(program)
+    if reads:
+        print("-- cost per read (views of rows, cut when read)")
+        for view, text in reads:
+            print(f"-- {view}: {text}")
     return 0
 
 

@@ -14,10 +14,10 @@ HEADER = ("CREATE STREAM bids(t FLOAT, id INT, broker_id INT, volume FLOAT, pric
           "  FROM FILE 'f.csv' LINE DELIMITED orderbook (book := 'bids', brokers := '10');\n")
 
 CASES = [
-    ("SELECT DISTINCT SUM(volume) AS m FROM bids", "DISTINCT is not supported in views", "SELECT"),
+    ("SELECT DISTINCT price * 2 AS p FROM bids", "SELECT DISTINCT takes columns", "price * 2 AS p"),
     ("SELECT SUM(b.volume) AS v FROM bids b LEFT JOIN bids c ON b.id = c.id", "LEFT JOIN", "LEFT JOIN"),
-    ("SELECT SUM(volume) AS v FROM bids ORDER BY v", "in a subquery in FROM only", "ORDER BY v"),
-    ("SELECT SUM(volume) AS v FROM bids LIMIT 3", "in a subquery in FROM only", "LIMIT 3"),
+    ("SELECT SUM(volume) AS v FROM bids ORDER BY v", "a view without GROUP BY is one row", "ORDER BY v"),
+    ("SELECT SUM(volume) AS v FROM bids LIMIT 3", "LIMIT/OFFSET without ORDER BY keeps arbitrary rows", "LIMIT 3"),
     ("SELECT SUM(b.qty) AS v FROM bids b", "bids has no column qty" if False else "b has no column qty", "b.qty"),
     ("SELECT SUM(volume) AS v FROM trades", "unknown stream or table TRADES", "trades"),
     ("SELECT price FROM bids", "needs an aggregate output", "SELECT price"),

@@ -136,7 +136,7 @@ def test_cut_is_a_select_by_rank() -> None:
      "LIMIT without ORDER BY"),
     ("SELECT SUM(t.v) AS v FROM (SELECT price, SUM(volume) AS v FROM bids GROUP BY price "
      "ORDER BY price DESC, v LIMIT 5) t", "ordered by one column"),
-    ("SELECT SUM(volume) AS v FROM bids ORDER BY price LIMIT 5", "in a subquery in FROM only"),
+    ("SELECT SUM(volume) AS v FROM bids ORDER BY price LIMIT 5", "a view without GROUP BY is one row"),
     ("SELECT SUM(t.v) AS v FROM (SELECT price, SUM(volume) AS v, ROW_NUMBER() OVER (ORDER BY price DESC) AS rn "
      "FROM bids GROUP BY price) t", "filter it once"),
     ("SELECT SUM(t.v * t.rn) AS v FROM (SELECT price, SUM(volume) AS v, ROW_NUMBER() OVER (ORDER BY price DESC) "

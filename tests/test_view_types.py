@@ -17,6 +17,7 @@ from test_cookbook import VIEWS as BOOK_VIEWS
 from test_sql_expressions import VIEWS as EXPRESSION_VIEWS
 from test_sql_funcs import VIEWS as FUNC_VIEWS
 from test_sql_general import VIEWS as GENERAL_VIEWS
+from test_sql_ladder import VIEWS as LADDER_VIEWS
 from test_sql_minmax import HEADER
 from test_sql_minmax import VIEWS as MINMAX_VIEWS
 from test_sql_topn import VIEWS as TOPN_VIEWS
@@ -31,7 +32,8 @@ INTEGER = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "U
 # SUM over a LIMIT 0 top-N is the constant 0 (SUM over nothing is 0 by the documented convention,
 # where DuckDB has a NULL DOUBLE): an integer constant, the one view whose type differs
 CONSTANT = {"NONE"}
-VIEWS = {**BOOK_VIEWS, **EXPRESSION_VIEWS, **GENERAL_VIEWS, **MINMAX_VIEWS, **TOPN_VIEWS, **FUNC_VIEWS}
+VIEWS = {**BOOK_VIEWS, **EXPRESSION_VIEWS, **GENERAL_VIEWS, **MINMAX_VIEWS, **TOPN_VIEWS, **FUNC_VIEWS,
+         **LADDER_VIEWS}
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +50,8 @@ def shown_types(program: Program, name: str) -> list[str]:
     """The declared type of each column a view shows: keys, then values."""
     q = next(q for q in program.queries if q.name == name)
     maps = [program.map(m) for _, m in q.columns] if q.columns else [program.map(q.map)]
+    if q.limit is not None and q.limit.keys_only:   # SELECT DISTINCT: the keys alone
+        return [c.type for c in maps[0].keys]
     return [c.type for c in maps[0].keys] + [m.value_type for m in maps]
 
 

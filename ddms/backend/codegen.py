@@ -217,7 +217,7 @@ def _point_candidates(program: Program) -> frozenset[str]:
     that turns out to be iterated back to a ``Dict``.  Why: a typed-``Dict`` probe and store cost
     ~30 ns and a reference-count pair per state field read; a table probe is a hash and a compare
     on one plain array (the best bid per broker: 87 -> ~60 ns a line with its count there)."""
-    views = {m for q in program.queries for m in q.maps}
+    views = {m for q in program.queries for m in q.exposed}
     return frozenset(m.name for m in program.maps
                      if m.keys and not m.ordered and m.extreme is None and m.name not in views)
 
@@ -227,7 +227,7 @@ def _tree_only_candidates(program: Program) -> frozenset[str]:
     query exposes, never the target of a ``:=`` that fixes some of its keys (that clears one
     slice; a whole-map ``:=`` of a one-key map frees its tree), and, with prefix keys, never the
     target of any ``:=``."""
-    views = {m for q in program.queries for m in q.maps}
+    views = {m for q in program.queries for m in q.exposed}
     out = set()
     for m in program.maps:
         if not m.ordered or not m.keys or m.name in views:
@@ -254,7 +254,7 @@ class _Codegen:
         self.plan: list[str] = []
         self.functions: list[str] = []
         self.arity = {m.name: len(m.keys) for m in program.maps}
-        self.view_maps = {m for q in program.queries for m in q.maps}
+        self.view_maps = {m for q in program.queries for m in q.exposed}
         self._cuts: dict[tuple, tuple[str, str]] = {}   # threshold boundaries computed by the trigger
         self._fn: _Fn | None = None    # the function being generated (where reads are hoisted)
         self._hoisted = 0
@@ -1247,7 +1247,7 @@ class _Codegen:
                                       f"ht_set(st.lazy_keys_{g}, (cols[i, {c}],), 1.0)"
                                       for g, c in klazy.get(n, [])))
         changed = []
-        exposed = [name for q in p.queries for name in q.maps]   # every view's value maps
+        exposed = list(dict.fromkeys(name for q in p.queries for name in q.exposed))   # every view's maps
         for qmap in exposed:
             m = self._m(qmap)
             i = self.mid[m.name]

@@ -53,7 +53,7 @@ def view_costs(program: Program, plan: tuple[str, ...]) -> list[tuple[str, str, 
     out = []
     for q in program.queries:
         seen: set[str] = set()
-        todo = list(q.maps)
+        todo = list(q.exposed)
         while todo:
             m = todo.pop()
             if m not in seen:
@@ -64,5 +64,32 @@ def view_costs(program: Program, plan: tuple[str, ...]) -> list[tuple[str, str, 
             cls, why = per_map.get(m, ("O(1)", ""))
             if CLASSES.index(cls) > CLASSES.index(worst):
                 worst, cause = cls, why
+        ranked = [m for m in (q.limit.ranks if q.limit is not None else ()) if program.map(m).ordered]
+        if ranked and worst == "O(1)":
+            worst, cause = "O(log n)", f"{', '.join(ranked)}: the range trees that rank its rows, a descent per event"
         out.append((q.name, worst, cause))
+    return out
+
+
+def read_costs(program: Program) -> list[tuple[str, str]]:
+    """(view, what one read costs) for every view whose rows are cut or ordered when read
+    (:class:`ddms.m3.ir.Limit`: a ladder, the n best orders, SELECT DISTINCT): its maps keep every
+    group at the per-event cost above, and a read (a printed line, a snapshot, a callback's check
+    of a watched view after a line that changed it) copies the groups present, orders them and
+    keeps the ranks asked for."""
+    out = []
+    for q in program.queries:
+        if q.limit is None:
+            continue
+        lim = q.limit
+        what = "the keys present" if lim.keys_only else "the rows"
+        cut = (f"ranks {lim.offset + 1}..{lim.offset + lim.n}" if lim.n is not None else
+               f"ranks from {lim.offset + 1}" if lim.offset else "every row")
+        per = " per partition" if lim.partition else ""
+        if lim.ranks and all(program.map(m).ordered for m in lim.ranks):   # (ddms.calculus.order.ranked_rows)
+            parts = " per partition (and a pass over the partitions)" if lim.partition else ""
+            out.append((q.name, f"O(n log g) per read: {cut} by selects by rank in the range trees that count "
+                                f"its rows per ORDER BY prefix{parts}"))
+        else:
+            out.append((q.name, f"O(g log g) per read, g its groups: {what} ordered, {cut}{per} shown"))
     return out

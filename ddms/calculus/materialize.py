@@ -37,7 +37,7 @@ Pure apart from the compiler's own tables; the result is verified by ``ddms.m3.v
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ddms.calculus.delta import delta
 from ddms.calculus.ir import (
@@ -301,9 +301,12 @@ class Compiler:
     # -- views -------------------------------------------------------------------------------------
     def view(self, v: ViewDef) -> list[tuple[str, str]]:
         """Compile the view's maps; returns (column, map) of each output: one map named after the
-        view for a view with one output, ``VIEW__COLUMN`` maps for several."""
+        view for a view with one output, ``VIEW__COLUMN`` maps for several (none for a view of
+        keys alone: its map of row counts, :meth:`rows_map`, is the view)."""
         self.prefix = v.name
         self.counter = 0
+        if v.limit is not None and v.limit.keys_only:
+            return []
         outputs = v.columns or ((v.name, v.value),)
         targets = [(c, v.name if not v.columns else f"{v.name}__{c}") for c, _ in outputs]
         for _, name in targets:
@@ -340,15 +343,54 @@ class Compiler:
             self.add_reeval(name, Query(v.group, ()), expr, "combination of aggregates")
         return targets
 
+    def rows_map(self, v: ViewDef) -> str:
+        """The map of input rows per group of a view whose rows are cut when read (a ladder):
+        its nonzero keys are the view's rows (a group whose values are all 0 is still one, as in
+        SQL).  Keyed by the view's keys in their order, and a map of its own, ``VIEW__ROWS``: a
+        shared one (the counts per price of a MAX or a top-N) may have its keys reordered for
+        another reader's range sums (:mod:`ddms.calculus.order`).  O(the delta compilation of a
+        COUNT(*)); one hash update per event."""
+        name, order = self.query_map(v.group, list(v.domain.terms), f"{v.name}__ROWS")
+        assert order == v.group
+        return name
+
+    def rank_maps(self, v: ViewDef, rows: str) -> tuple[str, ...]:
+        """The maps that read a view's rows by rank (:attr:`ddms.m3.ir.Limit.ranks`), when it is
+        ordered by key columns alone, partitioned by the others, with a LIMIT: map ``j`` counts
+        the rows per partition and first ``j + 1`` ORDER BY columns (``VIEW__RANKj``; the rows
+        map itself when that is its key order), declared ORDERED by :mod:`ddms.calculus.order`.
+        None otherwise (the read sorts the groups).  Cost per event: one tree update per map."""
+        lim = v.limit
+        assert lim is not None
+        part, cols = list(lim.partition), [i for i, _ in lim.order]
+        if lim.n is None or not cols or len(set(cols)) != len(cols) or any(i >= len(v.group) for i in cols) \
+                or sorted(part + cols) != list(range(len(v.group))):
+            return ()
+        out = []
+        for j in range(len(cols)):
+            keys = tuple(v.group[i] for i in part + cols[:j + 1])
+            if keys == v.group:
+                out.append(rows)
+                continue
+            name, order = self.query_map(keys, list(v.domain.terms), f"{v.name}__RANK{j}")
+            assert order == keys
+            out.append(name)
+        return tuple(out)
+
     # -- program ------------------------------------------------------------------------------------
     def program(self, views: list[ViewDef]) -> Compiled:
         queries = []
         for v in views:
             targets = self.view(v)
-            if v.columns:
-                queries.append(M3Query(v.name, targets[0][1], v.key_names, tuple(targets)))
+            limit = None if v.limit is None else replace(v.limit, rows=self.rows_map(v))
+            if limit is not None:
+                limit = replace(limit, ranks=self.rank_maps(v, limit.rows))
+            if limit is not None and limit.keys_only:
+                queries.append(M3Query(v.name, limit.rows, v.key_names, (), limit))
+            elif v.columns:
+                queries.append(M3Query(v.name, targets[0][1], v.key_names, tuple(targets), limit))
             else:
-                queries.append(M3Query(v.name, v.name))
+                queries.append(M3Query(v.name, v.name, (), (), limit))
         decls = []
         # a scalar re-evaluated map starts at its expression's value on the empty database
         # (an AVG over nothing is NULL, not 0)

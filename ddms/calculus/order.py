@@ -42,6 +42,7 @@ from ddms.m3.ir import (
     Statement,
     Trigger,
     Var,
+    map_reads,
 )
 from ddms.m3.ir import children as m3_children
 
@@ -310,7 +311,28 @@ def choose_orders(program: Program) -> tuple[Program, list[str]]:
     triggers = [Trigger(t.sign, t.stream, t.args,
                         tuple(Statement(fix(s.target), s.op, fix(s.expr)) for s in t.statements))
                 for t in triggers]
-    return replace(program, maps=tuple(maps), triggers=tuple(triggers)), ch.notes
+    ranked = ranked_rows(program)
+    maps = [replace(m, ordered=True) if m.name in ranked else m for m in maps]
+    notes = ch.notes + [f"{name} ORDERED: the rows of view {view} are read by rank (its n first rows, one "
+                        "select by rank each per ORDER BY column: O(n log g) a read, not a sort of its g groups)"
+                        for name, view in ranked.items()]
+    return replace(program, maps=tuple(maps), triggers=tuple(triggers)), notes
+
+
+def ranked_rows(program: Program) -> dict[str, str]:
+    """The maps that read views of rows by rank (:attr:`ddms.m3.ir.Limit.ranks`: row counts
+    per partition and ORDER BY prefix), to the view's name: each is ordered on its last key, so
+    the rows in order are walked down one tree per level, n selects by rank instead of a sort of
+    every group.  Such a map is the view's own (no statement reads it), so ordering it changes no
+    other statement; it costs a descent per event, not a hash update."""
+    read = {r for t in program.triggers for st in t.statements for r in map_reads(st.expr)}
+    read |= {r for m in program.maps if m.init is not None for r in map_reads(m.init)}
+    out: dict[str, str] = {}
+    for q in program.queries:
+        ranks = q.limit.ranks if q.limit is not None else ()
+        if not any(m in read for m in ranks):   # (else the view's reads sort its groups)
+            out.update(dict.fromkeys(ranks, q.name))
+    return out
 
 
 def _deep(ch: _Chooser, e: Expr, bound: frozenset[str]) -> Expr:

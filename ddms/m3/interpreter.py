@@ -300,6 +300,12 @@ class Interpreter:
         q = next((q for q in self.program.queries if q.name == name), None)
         if q is None:
             raise ProgramError(f"unknown query {name}")
+        if q.limit is not None:   # rows cut at read time: key -> value(s) in the order shown
+            rows = self.maps[q.limit.rows]
+            maps = [self.maps[m] for m in q.maps]
+            shown = q.limit.cut([(k, () if q.limit.keys_only else tuple(m.get(k, 0.0) for m in maps))
+                                 for k, c in rows.items() if c != 0.0])
+            return {k: v if q.columns or q.limit.keys_only else v[0] for k, v in shown}
         if q.columns:   # several columns: a tuple of values, or key -> tuple per present key
             maps = [self.maps[m] for m in q.maps]
             if not q.keys:

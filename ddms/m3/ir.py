@@ -209,6 +209,57 @@ class MapDecl:
 
 
 @dataclass(frozen=True)
+class Limit:
+    """The rows a view shows, cut at read time: a SQL ``ORDER BY .. [LIMIT n] [OFFSET m]`` on a
+    view (a price ladder: the 5 best levels as rows), ``ROW_NUMBER() OVER (PARTITION BY ..) <= n``
+    per partition, or the keys alone (``SELECT DISTINCT``).  The view's maps hold every group,
+    maintained by deltas as for any grouped view; its rows are the nonzero keys of ``rows`` (the
+    count of input rows per group, so a group whose values are all 0 is still a row, as in SQL),
+    each with its value columns (0 where a value map lacks the key), ordered by ``order`` --
+    ``(column, descending)`` pairs over the row ``[key..., value...]``, NULL (NaN) last as DuckDB
+    orders it, ties broken by the whole key -- and per value of the ``partition`` key columns
+    the ranks ``offset .. offset + n - 1`` kept (all from ``offset`` on when ``n`` is None).
+    ``keys_only``: the rows are the keys, without values (the query's map is then ``rows``).  Printed after the query as
+    ``ROWS OF map [PARTITION BY i, ..] [ORDER BY i [DESC], ..] [LIMIT n] [OFFSET m] [KEYS]``."""
+
+    rows: str
+    order: tuple[tuple[int, bool], ...] = ()
+    n: int | None = None
+    offset: int = 0
+    partition: tuple[int, ...] = ()
+    keys_only: bool = False
+    ranks: tuple[str, ...] = ()
+    """Maps that read the rows by rank instead of sorting every group: when the view is ordered by
+    key columns alone (partitioned by the others), map ``j`` counts the rows per partition and
+    first ``j + 1`` ORDER BY columns, a range tree on its last key, so the n rows shown are n
+    selects by rank walked down the levels: O(n log g) a read (a price ladder: one level; the n
+    best orders by price, id: two)."""
+
+    def cut(self, rows: list[tuple[tuple, tuple]]) -> list[tuple[tuple, tuple]]:
+        """The rows shown, in order, from ``(key, values)`` pairs of every group present.
+        O(g log g) for g groups."""
+        def rank(row: tuple[tuple, tuple]) -> tuple:
+            full = (*row[0], *row[1])
+            out: list = [full[i] for i in self.partition]
+            for i, desc in self.order:
+                x = float(full[i])
+                out.append((1, 0.0) if x != x else (0, -x if desc else x))
+            return (*out, *row[0])
+        ordered = sorted(rows, key=rank)
+        if self.n is None and not self.offset:
+            return ordered
+        seen: dict[tuple, int] = {}
+        out = []
+        for row in ordered:
+            part = tuple(row[0][i] for i in self.partition)
+            r = seen.get(part, 0)
+            seen[part] = r + 1
+            if r >= self.offset and (self.n is None or r < self.offset + self.n):
+                out.append(row)
+        return out
+
+
+@dataclass(frozen=True)
 class Query:
     """A view: the map ``map`` (one value per key), or, with ``columns``, several value columns
     ``(column name, map)`` over maps with the same keys (a SQL SELECT with several aggregates:
@@ -219,11 +270,18 @@ class Query:
     map: str
     keys: tuple[str, ...] = ()
     columns: tuple[tuple[str, str], ...] = ()
+    limit: Limit | None = None
 
     @property
     def maps(self) -> tuple[str, ...]:
         """The maps the view exposes (its value columns, in order)."""
         return tuple(m for _, m in self.columns) if self.columns else (self.map,)
+
+    @property
+    def exposed(self) -> tuple[str, ...]:
+        """Every map the view reads when it is read: its value maps and the row counts of its
+        :class:`Limit` (kept as tables with change logs, never stored as trees alone)."""
+        return tuple(dict.fromkeys((*self.maps, *((self.limit.rows,) if self.limit is not None else ()))))
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ Grammar (``[...]`` optional, ``{...}`` repeated)::
                  [FROM FILE STRING LINE DELIMITED NAME ['(' [NAME ':=' STRING {',' ...}] ')']] ';'
     map       := DECLARE MAP NAME '(' type ')' '[' [NAME ':' type {',' ...}] ']' [ORDERED] [EXTREME (MAX [MIN] | MIN)]
                  [':=' expr] ';'
-    query     := DECLARE QUERY NAME ['[' names ']'] ':=' (NAME | '(' NAME ':=' NAME {',' ...} ')') ';'
+    query     := DECLARE QUERY NAME ['[' names ']'] ':=' (NAME | '(' NAME ':=' NAME {',' ...} ')') [limit] ';'
+    limit     := ROWS OF NAME [PARTITION BY INT {',' INT}] [ORDER BY INT [DESC] {',' ...}] [LIMIT INT]
+                 [OFFSET INT] [RANKED BY NAME {',' NAME}] [KEYS]
     trigger   := ON ('+'|'-') NAME '(' [NAME {',' NAME}] ')' '{' { mapref ('+='|':=') expr ';' } '}'
     expr      := term { ('+'|'-') term }
     term      := unary { ('*'|'/'|'%') unary }
@@ -43,6 +45,7 @@ from ddms.m3.ir import (
     Extreme,
     Func,
     Lift,
+    Limit,
     MapDecl,
     MapRef,
     Mod,
@@ -179,9 +182,9 @@ class _Parser:
                         cols = tuple(self._list(column, ")"))
                         if not cols:
                             self._fail("a query needs at least one column")
-                        queries.append(Query(name, cols[0][1], tuple(keys), cols))
+                        queries.append(Query(name, cols[0][1], tuple(keys), cols, self._limit()))
                     else:
-                        queries.append(Query(name, self._name(), tuple(keys)))
+                        queries.append(Query(name, self._name(), tuple(keys), (), self._limit()))
                     self._expect(";")
                 else:
                     self._fail("expected MAP or QUERY after DECLARE")
@@ -302,6 +305,46 @@ class _Parser:
                 return Const(-c.value, c.type)
             return Neg(self._unary())
         return self._atom()
+
+    def _limit(self) -> Limit | None:
+        """A query's row cut (:class:`ddms.m3.ir.Limit`), or None without ``ROWS OF``."""
+        if not self._accept("ROWS"):
+            return None
+        self._expect("OF")
+        rows = self._name()
+        partition: list[int] = []
+        order: list[tuple[int, bool]] = []
+        n: int | None = None
+        offset = 0
+        if self._accept("PARTITION"):
+            self._expect("BY")
+            partition.append(self._whole())
+            while self._accept(","):
+                partition.append(self._whole())
+        if self._accept("ORDER"):
+            self._expect("BY")
+            while True:
+                order.append((self._whole(), self._accept("DESC")))
+                if not self._accept(","):
+                    break
+        if self._accept("LIMIT"):
+            n = self._whole()
+        if self._accept("OFFSET"):
+            offset = self._whole()
+        ranks: list[str] = []
+        if self._accept("RANKED"):
+            self._expect("BY")
+            ranks.append(self._name())
+            while self._accept(","):
+                ranks.append(self._name())
+        return Limit(rows, tuple(order), n, offset, tuple(partition), self._accept("KEYS"), tuple(ranks))
+
+    def _whole(self) -> int:
+        t = self.tok
+        if t.kind != "number" or not t.text.isdigit():
+            self._fail(f"expected a whole number, found {t.text or 'end of input'!r}")
+        self.i += 1
+        return int(t.text)
 
     def _number(self) -> Const:
         text = self.tok.text

@@ -120,9 +120,29 @@ def print_trigger(t: Trigger) -> str:
 
 def print_query(q) -> str:
     if not q.columns:
-        return f"DECLARE QUERY {q.name} := {q.map};"
+        keys = f"[{', '.join(q.keys)}]" if q.keys else ""
+        return f"DECLARE QUERY {q.name}{keys} := {q.map}{print_limit(q.limit)};"
     cols = ", ".join(f"{c} := {m}" for c, m in q.columns)
-    return f"DECLARE QUERY {q.name}[{', '.join(q.keys)}] := ({cols});"
+    return f"DECLARE QUERY {q.name}[{', '.join(q.keys)}] := ({cols}){print_limit(q.limit)};"
+
+
+def print_limit(limit) -> str:
+    """`` ROWS OF map [PARTITION BY i, ..] [ORDER BY i [DESC], ..] [LIMIT n] [OFFSET m] [KEYS]``
+    (:class:`ddms.m3.ir.Limit`), or nothing."""
+    if limit is None:
+        return ""
+    out = f" ROWS OF {limit.rows}"
+    if limit.partition:
+        out += " PARTITION BY " + ", ".join(str(i) for i in limit.partition)
+    if limit.order:
+        out += " ORDER BY " + ", ".join(f"{i}{' DESC' if d else ''}" for i, d in limit.order)
+    if limit.n is not None:
+        out += f" LIMIT {limit.n}"
+    if limit.offset:
+        out += f" OFFSET {limit.offset}"
+    if limit.ranks:
+        out += " RANKED BY " + ", ".join(limit.ranks)
+    return out + (" KEYS" if limit.keys_only else "")
 
 
 def print_program(p: Program) -> str:

@@ -175,7 +175,7 @@ def check_extreme(p: Program, m: MapDecl) -> str | None:
         return f"{m.extreme!r} is no extreme"
     if len(m.keys) != 1 or m.ordered or m.init is not None:
         return "it must have one key, no ORDERED and no initial value"
-    if any(m.name in q.maps for q in p.queries):
+    if any(m.name in q.exposed for q in p.queries):
         return "a query exposes it"
     arity = {d.name: len(d.keys) for d in p.maps}
     reads = []   # (initial values are read on an empty database, by the interpreter: not here)
@@ -188,6 +188,27 @@ def check_extreme(p: Program, m: MapDecl) -> str | None:
         return "it is read otherwise than by its extreme or at bound keys"
     other = set().union(*reads) - set(m.extremes)
     return f"it is also read by its {', '.join(sorted(other))}" if other else None
+
+
+def _check_limit(q, arity: dict[str, int]) -> None:
+    """A query's row cut names a map of row counts with the query's keys, and columns of its rows."""
+    lim = q.limit
+    keys = arity[q.map]
+    width = keys + (0 if lim.keys_only else len(q.maps))
+    if lim.rows not in arity or arity[lim.rows] != keys or not keys:
+        raise ProgramError(f"query {q.name}: ROWS OF names a map with the query's {keys} keys (its row counts)")
+    if lim.keys_only and q.map != lim.rows:
+        raise ProgramError(f"query {q.name}: a KEYS query's map is its row counts, {lim.rows}")
+    if any(not 0 <= i < keys for i in lim.partition) or any(not 0 <= i < width for i, _ in lim.order):
+        raise ProgramError(f"query {q.name}: PARTITION BY takes key columns, ORDER BY columns of the row "
+                           f"(0..{width - 1})")
+    if lim.ranks and (len(lim.ranks) != len(lim.order) or any(i >= keys for i, _ in lim.order)
+                      or sorted([*lim.partition, *(i for i, _ in lim.order)]) != list(range(keys))
+                      or any(arity.get(m) != len(lim.partition) + j + 1 for j, m in enumerate(lim.ranks))):
+        raise ProgramError(f"query {q.name}: RANKED BY names one map per ORDER BY column (all of them keys, with "
+                           "the PARTITION BY columns every key), map j keyed by the partition and j + 1 of them")
+    if (lim.n is not None and lim.n < 0) or lim.offset < 0:
+        raise ProgramError(f"query {q.name}: LIMIT and OFFSET are whole numbers")
 
 
 def verify(p: Program) -> Program:
@@ -224,6 +245,8 @@ def verify(p: Program) -> Program:
                 raise ProgramError(f"query {q.name}: column names repeat, or its map is not its first column's")
             if any(arity[m] != len(q.keys) for m in q.maps):
                 raise ProgramError(f"query {q.name}: every column map must have the query's {len(q.keys)} keys")
+        if q.limit is not None:
+            _check_limit(q, arity)
     streams = {s.name: s for s in p.streams}
     events: set[tuple[str, str]] = set()
     for t in p.triggers:

@@ -27,14 +27,14 @@ from ddms.backend.cache import compile_lock, compiled_before, load_module
 from ddms.backend.codegen import Generated, generate
 from ddms.errors import DdmsError, InputError, ProgramError, ViewError
 from ddms.io.events import EventBatch, check_batch
-from ddms.io.symbols import symbol_value
+from ddms.io.symbols import symbol_name, symbol_value
 from ddms.m3.interpreter import initial_values
 from ddms.m3.ir import Program
 from ddms.m3.parser import parse_program, read_source
 from ddms.m3.verify import verify
 from ddms.runtime.snapshot import Snapshot
 from ddms.runtime.typedio import dict_dump, dict_get, log_drain
-from ddms.runtime.views import GroupedView, ScalarView, TableView
+from ddms.runtime.views import GroupedView, ScalarView, TableView, TopView
 
 CHUNK_EVENTS = 1 << 15
 """``apply`` runs compiled code over at most about this many events at a time (extended to the end
@@ -167,6 +167,9 @@ class Engine:
         self._single: dict[str, ScalarView | GroupedView] = {}
         self._logs: dict[str, tuple[Any, Any]] = {}
         for q in self.program.queries:
+            if q.limit is not None:   # rows cut when read: one view over its value maps and row counts
+                self.views[q.name] = self._single[q.name] = self._top_view(q)
+                continue
             names = [(f"{q.name}.{c}", m) for c, m in q.columns] if q.columns else [(q.name, q.map)]
             for vname, mname in names:
                 decl = self.program.map(mname)
@@ -181,13 +184,15 @@ class Engine:
                 self.views[q.name] = TableView(q.name, q.keys, {c: self._single[f"{q.name}.{c}"] for c, _ in q.columns})
             else:
                 self.views[q.name] = self._single[q.name]
-        self._map_queries = {m.name: [n for n, v in self._single.items() if v.decl.name == m.name]
+        self._map_queries = {m.name: [n for n, v in self._single.items() if m.name in self._maps_of(v)]
                              for m in self.program.maps}
         self._callbacks: dict[str, list[Callback]] = {}
         # what _line_changed walks (rebuilt by _set_watch): (value cell, prev slot, (view,
         # subscription) pairs) per watched scalar view, (view name, view) per watched grouped view
         self._scalar_watch: list[tuple[np.ndarray, int, list[tuple[str, Subscription]]]] = []
         self._grouped_watch: list[tuple[str, GroupedView]] = []
+        self._top_watch: list[tuple[str, TopView]] = []
+        self._top_prev: dict[str, dict[tuple, tuple]] = {}   # a watched view of rows: its rows after the last line
         # the same scalar entries by map slot: what the fast path of _line_changed walks
         self._slot_watch: dict[int, list[tuple[str, Subscription]]] = {}
         self.position = 0
@@ -223,6 +228,92 @@ class Engine:
         self.compile_seconds = time.perf_counter() - t0
         if restore is not None:
             self.restore(restore)
+
+    def _top_view(self, q) -> TopView:
+        """The :class:`TopView` of query ``q`` (a view whose rows are cut when read)."""
+        parts: dict[str, GroupedView] = {}
+        if not q.limit.keys_only:
+            for c, m in (q.columns or ((q.name, q.map),)):
+                parts[c] = GroupedView(f"{q.name}.{c}" if q.columns else q.name, self.program.map(m),
+                                       getattr(self.state, f"m_{m}"), self._at_boundary)
+        rows = self.program.map(q.limit.rows)
+        keys = q.keys or tuple(c.name for c in rows.keys)
+        return TopView(q.name, q.limit, keys, rows, getattr(self.state, f"m_{q.limit.rows}"), parts,
+                       self._at_boundary, self._ranked(q) if q.limit.ranks and all(
+                           self.program.map(m).ordered for m in q.limit.ranks) else None)
+
+    def _ranked(self, q) -> Callable[[], list[tuple[float, ...]]]:
+        """The keys a view of rows shows, in order, read by rank (:attr:`ddms.m3.ir.Limit.ranks`):
+        per partition (the keys of the first level's trees), the first level's keys in order by
+        select by rank, and under each the next level's, until the ranks ``offset + 1 .. offset +
+        n`` are out (a key of the last level is one row of the view; a key of the level before
+        it whose last-level keys all fall within the offset left is skipped whole).
+        Runs at a line boundary.  O(partitions + (n + levels) log g)."""
+        from ddms.storage.btree import btree_len, btree_nth
+        from ddms.storage.hashtab import ht_dict, ht_get
+        lim = q.limit
+        levels = []
+        for j, name in enumerate(lim.ranks):
+            tree, col = self.module.TREES.get(name, (name, 0))
+            levels.append((tree, col, lim.order[j][1], len(self.program.map(name).keys)))
+        perm = [*lim.partition, *(i for i, _ in lim.order)]   # view key position of each level key
+
+        def trees(j: int) -> tuple[Any, Any]:
+            return getattr(self.state, f"op_{levels[j][0]}"), getattr(self.state, f"or_{levels[j][0]}")
+
+        def root(j: int, prefix: tuple[float, ...]) -> int:
+            _, roots = trees(j)
+            return int(roots[0]) if levels[j][3] == 1 else int(ht_get(roots, prefix, -1))
+
+        def keys() -> list[tuple[float, ...]]:
+            out: list[tuple[float, ...]] = []
+            assert lim.n is not None
+
+            def walk(j: int, prefix: tuple[float, ...], skip: int) -> int:
+                # the rows under ``prefix`` in order, after ``skip`` of them; returns the skip left
+                pool, _ = trees(j)
+                _, col, desc, _ = levels[j]
+                r = root(j, prefix)
+                if r < 0:
+                    return skip
+                for rank in range(1, btree_len(pool, r, col) + 1):
+                    if len(out) >= lim.n:
+                        break
+                    found, k = btree_nth(pool, r, rank, desc, col)
+                    assert found
+                    if j + 1 == len(levels):   # a key of the last level is one row of the view
+                        if skip:
+                            skip -= 1
+                        else:
+                            out.append((*prefix, k))
+                        continue
+                    if j + 2 == len(levels):   # the view's rows under k: the keys of its last-level tree
+                        nxt, _ = trees(j + 1)
+                        under = btree_len(nxt, root(j + 1, (*prefix, k)), levels[j + 1][1])
+                        if skip >= under:      # all of them within the offset: skipped whole
+                            skip -= under
+                            continue
+                    skip = walk(j + 1, (*prefix, k), skip)
+                return skip
+            if lim.partition:
+                _, roots = trees(0)
+                parts = sorted(ht_dict(roots)) if levels[0][3] > 1 else [()]
+            else:
+                parts = [()]
+            shown: list[tuple[float, ...]] = []
+            for part in parts:
+                out.clear()
+                walk(0, part, lim.offset)
+                shown += out
+            inv = sorted(range(len(perm)), key=lambda i: perm[i])   # level order -> view key order
+            return [tuple(k[i] for i in inv) for k in shown]
+        return keys
+
+    def _maps_of(self, v) -> tuple[str, ...]:
+        """The maps a view reads: its map, or a view of rows' row counts and value maps."""
+        if isinstance(v, TopView):
+            return (v.decl.name, *(p.decl.name for p in v.parts.values()))
+        return (v.decl.name,)
 
     def _compile(self) -> None:
         """Compile (or load from cache) every function by running an empty batch of the exact
@@ -272,6 +363,8 @@ class Engine:
         """A view's value: a number (``None`` for NULL), a tuple for a view with several columns
         and no keys, or a dict of its nonzero groups (to tuples, with several columns)."""
         v = self.view(name)
+        if isinstance(v, TopView):   # its rows shown, in order
+            return dict(v.items_now())
         return v.value if isinstance(v, ScalarView) or (isinstance(v, TableView) and not v.key_names) else dict(v)
 
     def snapshot(self, views: str | Sequence[str] | None = None) -> Snapshot:
@@ -358,16 +451,20 @@ class Engine:
                 out[n] = v.value
             elif isinstance(v, TableView):   # a few columns: read at the boundary in Python
                 out[n] = v.rows() if v.key_names else list(v.value or ())
+            elif isinstance(v, TopView):     # its rows shown, in its order
+                out[n] = v.rows()
             else:
                 out[n] = dict_dump(v._table, len(v._types))
         return self.position, out
 
     def _build(self, position: int, raw: dict[str, Any]) -> Snapshot:
-        from ddms.runtime.snapshot import grouped_rows
+        from ddms.runtime.snapshot import FrozenRow, FrozenRows, grouped_rows
         values = {}
         for n, x in raw.items():
             v = self.views[n]
-            values[n] = x if isinstance(v, ScalarView | TableView) else grouped_rows(*x, v._types, v.decl.value_type)
+            values[n] = x if isinstance(v, ScalarView | TableView) else \
+                FrozenRows([FrozenRow(r) for r in x]) if isinstance(v, TopView) else \
+                grouped_rows(*x, v._types, v.decl.value_type)
         return Snapshot(position, values)
 
     def _serve(self) -> None:
@@ -502,10 +599,12 @@ class Engine:
     def _set_watch(self, view: str) -> None:
         """A map is watched while any query on it has a callback (then compiled code compares
         its value before and after each line); see :meth:`_set_gate` for its band."""
-        name = self._single[view].decl.name
-        self._watch[self._mid[name]] = 1 if any(self._callbacks.get(q) for q in self._map_queries[name]) else 0
+        for name in self._maps_of(self._single[view]):
+            self._watch[self._mid[name]] = 1 if any(self._callbacks.get(q) for q in self._map_queries[name]) else 0
         self._watching[0] = 1 if any(self._callbacks.values()) else 0
         live = [(n, self._single[n], tuple(cbs)) for n, cbs in self._callbacks.items() if cbs]
+        self._top_watch = [(n, v) for n, v, _ in live if isinstance(v, TopView)]
+        self._top_prev = {n: self._top_prev[n] if n in self._top_prev else v.raw() for n, v in self._top_watch}
         self._scalar_watch = [(v._cell, self._mid[v.decl.name], [(n, sub) for sub in subs])
                               for n, v, subs in live if isinstance(v, ScalarView)]
         self._grouped_watch = [(n, v) for n, v, _ in live if isinstance(v, GroupedView)]
@@ -519,11 +618,11 @@ class Engine:
         as soon as one callback is unconditional), so compiled code returns whenever at least
         one callback's condition can hold.  O(callbacks on the map); a strategy retargets a
         subscription at every crossing, so this is kept to a few list walks."""
-        name = self._single[view].decl.name
-        mid = self._mid[name]
-        subs = [s for q in self._map_queries[name] for s in self._callbacks.get(q, ())]
-        self._gate[mid, 0] = max((s.lo for s in subs), default=math.inf)
-        self._gate[mid, 1] = min((s.hi for s in subs), default=-math.inf)
+        for name in self._maps_of(self._single[view]):
+            mid = self._mid[name]
+            subs = [s for q in self._map_queries[name] for s in self._callbacks.get(q, ())]
+            self._gate[mid, 0] = max((s.lo for s in subs), default=math.inf)
+            self._gate[mid, 1] = min((s.hi for s in subs), default=-math.inf)
 
     def future(self, view: str, predicate: Callable[[Any], bool]) -> concurrent.futures.Future:
         """A Future resolved with a :class:`ViewEvent` when ``predicate(value)`` first holds
@@ -674,7 +773,7 @@ class Engine:
                 for view, sub in pairs:
                     if sub.live and (sub.lo > sub.hi or new > sub.hi or new < sub.lo):  # NaN: unconditional only
                         sub.fn(view, (), old, new, position)
-            if self._grouped_watch:
+            if self._grouped_watch or self._top_watch:
                 self._fire_grouped(position)
         except BaseException as e:  # noqa: BLE001 - re-raised by apply
             self._raised = e
@@ -706,6 +805,39 @@ class Engine:
                     for sub in tuple(self._callbacks.get(view, ())):
                         if sub.live:
                             sub.fn(view, shown, old, new, position)
+        for view, top in self._top_watch:
+            self._fire_top(view, top, changes, position)
+
+    def _fire_top(self, view: str, top: TopView, drained: dict[str, dict[tuple, float]], position: int) -> None:
+        """The callbacks of a watched view of rows (a ladder) after a line that changed one of its
+        maps: its rows now against its rows after the previous such line, one call per row that
+        entered (old 0), left (new 0) or changed -- a level entering the top n when the n-th
+        empties changes no entry of it, so rows are compared, not write logs.  ``old``/``new``
+        are the row's value (a tuple with several columns; 1/0 for a row of keys alone).
+        Cost: a read of the view, O(g log g)."""
+        for name in self._maps_of(top):   # (their change logs: emptied, not needed)
+            if name not in drained:
+                keys, olds = getattr(self.state, f"log_keys_{name}"), getattr(self.state, f"log_old_{name}")
+                log_drain(keys, olds, len(self.program.map(name).keys))
+                drained[name] = {}
+        now = top.raw()
+        before = self._top_prev.get(view, {})
+        self._top_prev[view] = now
+        width = len(top.parts)
+        absent = (0.0,) * width
+
+        def shown(vals: tuple | None) -> Any:
+            if vals is None:
+                return 0.0 if width <= 1 else absent
+            return 1.0 if not width else vals[0] if width == 1 else vals
+        for k in [*before, *(k for k in now if k not in before)]:
+            old, new = before.get(k), now.get(k)
+            if old is not None and new is not None and all(_same(a, b) for a, b in zip(old, new, strict=True)):
+                continue
+            key = tuple(symbol_name(x) if t == "string" else x for x, t in zip(k, top.key_types, strict=True))
+            for sub in tuple(self._callbacks.get(view, ())):
+                if sub.live:
+                    sub.fn(view, key, shown(old), shown(new), position)
 
     def event(self, sign: str, stream: str, values: Sequence[float]) -> None:
         """Apply one insert (``sign='+'``) or delete (``'-'``) as its own input line.  Values must

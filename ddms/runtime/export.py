@@ -92,7 +92,7 @@ def _table_view_table(view) -> pa.Table:
     parts = list(view.parts.values())
     rows = view.rows()
     n = len(view.key_names)
-    key_types = [c.type for c in parts[0].decl.keys] if n else []
+    key_types = getattr(view, "key_types", None) or ([c.type for c in parts[0].decl.keys] if n else [])
     cols: dict[str, Any] = {}
     for i, (name, typ) in enumerate(zip(view.key_names, key_types, strict=True)):
         cols[name if name not in cols else f"{name}_{i}"] = _column([r[i] for r in rows], typ)

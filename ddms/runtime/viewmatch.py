@@ -16,6 +16,8 @@ Cost: O(size of the program) per query, plus the SQL compile of the query (milli
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ddms.m3.ir import AggSum, Expr, Extreme, Lift, MapRef, Program, Query, Var, children, with_children
 from ddms.m3.printer import print_expr
 
@@ -67,7 +69,7 @@ def signature(program: Program, query: Query) -> str:
     def name(m: str) -> None:
         if m not in names:
             names[m] = f"M{len(names)}"
-    for m in query.maps:
+    for m in query.exposed:
         name(m)
     decls = {m.name: m for m in program.maps}
     grown = True
@@ -108,9 +110,15 @@ def matching_view(program: Program, adhoc: Program) -> Query | None:
     want = adhoc.queries[0]
     sig = signature(adhoc, want)
     for q in program.queries:
-        if len(q.keys) == len(want.keys) and len(q.maps) == len(want.maps) and signature(program, q) == sig:
+        if len(q.keys) == len(want.keys) and len(q.maps) == len(want.maps) and _cut(q) == _cut(want) \
+                and signature(program, q) == sig:
             return q
     return None
+
+
+def _cut(q: Query):
+    """A query's row cut without the name of its row-count map (a top 3 is not a top 5)."""
+    return None if q.limit is None else replace(q.limit, rows="")
 
 
 def answer_from_view(engine, sql: str):
@@ -138,6 +146,8 @@ def answer_from_view(engine, sql: str):
     decl = adhoc.map(want.map)
     keys = [c.name.lower() for c in decl.keys] if not want.keys else [k.lower() for k in want.keys]
     values = [c.lower() for c, _ in want.columns] if want.columns else [want.name.lower()]
+    if want.limit is not None and want.limit.keys_only:   # SELECT DISTINCT: the keys alone
+        values = []
     got = engine.snapshot(view.name)[view.name]
     if not keys:
         rows = [list(got) if want.columns else [got]]

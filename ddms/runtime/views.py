@@ -227,3 +227,96 @@ class TableView(_Exported, Mapping):
 
     def __repr__(self) -> str:
         return f"TableView({self.name}, columns {list(self.columns)}, {len(self)} rows)"
+
+
+class TopView(_Exported, Mapping):
+    """A view whose rows are cut and ordered when read (:class:`ddms.m3.ir.Limit`: a price ladder,
+    the n best orders, ``SELECT DISTINCT``): a read-only ``Mapping`` from key tuples to values (a
+    number with one value column, a tuple with several, ``()`` for a view of keys alone) holding
+    exactly the rows shown, iterated in the ORDER BY's order; ``rows()`` are ``[key..., value...]``
+    in that order.  The maps behind it keep every group; each read takes the groups present (the
+    nonzero keys of the map of row counts), orders them and keeps the ranks asked for.
+    Cost per read: O(g log g) for g groups (a copy of the row counts and of each value map, in
+    compiled code, then a sort); for a ladder whose row counts are a range tree (ordered by its
+    last key, partitioned by the others), O(n log g): n selects by rank and a probe per value.
+    The updates are the grouped view's, O(1) or O(log n)."""
+
+    def __init__(self, name: str, limit, keys: tuple[str, ...], rows_decl: MapDecl, rows_table,
+                 parts: dict[str, GroupedView], read: Read = _now,
+                 ranked: Callable[[], list[tuple[float, ...]]] | None = None) -> None:
+        self.name, self.limit, self.key_names, self._read = name, limit, keys, read
+        self._ranked = ranked
+        self.decl, self._rows_table, self.parts = rows_decl, rows_table, parts
+        self.key_types = [c.type for c in rows_decl.keys]
+        self._types = self.key_types
+        self.columns: tuple[str, ...] = (*keys, *parts)
+
+    def _take(self) -> list[tuple[tuple, tuple]]:
+        """(key, raw values) of the rows shown, in order (at a line boundary)."""
+        if self._ranked is not None:   # the keys by rank from a range tree, then a probe per value
+            ranked = self._ranked
+
+            def by_rank() -> list[tuple[tuple, tuple]]:
+                return [(k, tuple(float(dict_get(p._table, k)[1]) for p in self.parts.values())) for k in ranked()]
+            return self._read(by_rank)
+
+        def take():
+            width = len(self.key_types)
+            keys, counts = dict_dump(self._rows_table, width)
+            dumps = [dict_dump(p._table, width) for p in self.parts.values()]
+            return keys, counts, dumps
+        keys, counts, dumps = self._read(take)
+        values = [dict(zip(map(tuple, k.tolist()), v.tolist(), strict=True)) for k, v in dumps]
+        present = [tuple(k) for k, c in zip(keys.tolist(), counts.tolist(), strict=True) if c != 0.0]
+        return self.limit.cut([(k, tuple(m.get(k, 0.0) for m in values)) for k in present])
+
+    def _shown(self) -> list[tuple[tuple, tuple]]:
+        """The rows shown, keys and values converted to their declared types, in order."""
+        types = [p.decl.value_type for p in self.parts.values()]
+        return [(tuple(_py(x, t) for x, t in zip(k, self.key_types, strict=True)),
+                 tuple(_py(x, t) for x, t in zip(v, types, strict=True))) for k, v in self._take()]
+
+    def _one(self, vals: tuple) -> Any:
+        return vals[0] if len(self.parts) == 1 else vals
+
+    @property
+    def value(self) -> None:
+        """None: a view of rows has no single value (read its rows)."""
+        return None
+
+    def __getitem__(self, key: Any) -> Any:
+        k = key if isinstance(key, tuple) else (key,)
+        for got, vals in self._shown():
+            if got == k or tuple(float(x) if not isinstance(x, str) else x for x in got) == \
+                    tuple(float(x) if not isinstance(x, str) else x for x in k):
+                return self._one(vals)
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[tuple]:
+        for k, _ in self._shown():
+            yield k
+
+    def __len__(self) -> int:
+        return len(self._take())
+
+    def items_now(self) -> list[tuple[tuple, Any]]:
+        """(key, value) of every row shown, in order, from one read."""
+        return [(k, self._one(v)) for k, v in self._shown()]
+
+    def raw(self) -> dict[tuple, tuple]:
+        """Key -> raw values (floats, as the maps hold them) of the rows shown: what change
+        detection compares between lines."""
+        return dict(self._take())
+
+    def rows(self) -> list[list]:
+        """``[key..., value...]`` rows in the view's order (the CLI's JSON form)."""
+        return [[*k, *v] for k, v in self._shown()]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise ViewError(f"view {self.name} is read-only")
+
+    def __delitem__(self, key: Any) -> None:
+        raise ViewError(f"view {self.name} is read-only")
+
+    def __repr__(self) -> str:
+        return f"TopView({self.name}, columns {list(self.columns)}, {len(self)} rows)"

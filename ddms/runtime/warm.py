@@ -238,6 +238,14 @@ class WarmEngine:
             return self.engine.value(name)
         q = self._query(name)
         assert self._interp is not None
+        if q.limit is not None:   # a view of rows: the rows shown, in order (TopView)
+            rows = self.program.map(q.limit.rows)
+            types = [self.program.map(m).value_type for m in ([] if q.limit.keys_only else q.maps)]
+            out = {}
+            for k, v in self._interp.view(name).items():
+                vals = tuple(_py(x, t) for x, t in zip(v if isinstance(v, tuple) else (v,), types, strict=True))
+                out[self._key(k, rows)] = vals[0] if len(vals) == 1 else vals
+            return out
         if q.columns:
             decls = [self.program.map(m) for _, m in q.columns]
             maps = [self._interp.maps[d.name] for d in decls]
@@ -260,7 +268,9 @@ class WarmEngine:
         out: dict[str, Any] = {}
         for q in self.program.queries:
             v = self.value(q.name)
-            if isinstance(v, dict):
+            if q.limit is not None:   # in the view's order
+                out[q.name] = [[*k, *(x if isinstance(x, tuple) else (x,))] for k, x in v.items()]
+            elif isinstance(v, dict):
                 out[q.name] = sorted([*k, *(x if isinstance(x, tuple) else (x,))] for k, x in v.items())
             else:
                 out[q.name] = list(v) if isinstance(v, tuple) else v

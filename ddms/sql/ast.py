@@ -213,6 +213,19 @@ class TopN:
     text: str = field(default="", compare=False)
     ties: tuple[tuple[Col, bool], ...] = ()
     rank: bool = False   # RANK() <= n: every row with fewer than n rows before it (ties all kept)
+    offset: int = 0      # LIMIT n OFFSET m, rn BETWEEN m + 1 AND m + n: the ranks m + 1 .. m + n
+
+
+@dataclass(frozen=True)
+class RowCut:
+    """A view's own ``ORDER BY cols [DESC] [LIMIT n] [OFFSET m]``: the rows it shows, in that
+    order (a price ladder: ``... GROUP BY price ORDER BY price DESC LIMIT 5``).  ``order`` names
+    output columns (by alias or column); ``n`` None without LIMIT."""
+
+    order: tuple[tuple[Col, bool], ...]
+    n: int | None
+    offset: int = 0
+    text: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -225,6 +238,8 @@ class Select:
     offset: int = field(default=0, compare=False)  # where the statement starts in the file
     having: Cond | None = None
     top: TopN | None = None   # a subquery in FROM cut to its first rows (ORDER BY .. LIMIT)
+    rows: RowCut | None = None   # a view's own ORDER BY / LIMIT / OFFSET
+    distinct: bool = False       # SELECT DISTINCT (read as GROUP BY every selected column)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from ddms.sql.ast import (
     Null,
     Or,
     Quantified,
+    RowCut,
     Scalar,
     Script,
     Select,
@@ -196,6 +197,11 @@ def _view_name(select: Select, text: str, source: str) -> str:
         if not it.name:
             raise SqlError("an output expression needs an alias (AS name): it names the view or its column",
                            source, it.text, text, select.offset)
+    if not aggs and _rows_view(select):
+        # rows without aggregates (a ladder, SELECT DISTINCT): named by its first output given
+        # an alias (AS name), else by its first column
+        named = [it for it in select.items if not (isinstance(it.expr, Col) and it.expr.name == it.name)]
+        return (named or list(select.items))[0].name.upper()
     if not aggs:
         raise SqlError("a view needs an aggregate output (SUM, COUNT, AVG, MIN or MAX, or arithmetic "
                        "over them or over scalar subqueries), named by its alias",
@@ -205,11 +211,20 @@ def _view_name(select: Select, text: str, source: str) -> str:
 
 
 
+def _rows_view(select: Select) -> bool:
+    """Whether a SELECT without aggregates is a view of rows: its keys (GROUP BY, DISTINCT), its
+    own ORDER BY / LIMIT, or a plain selection of a top-N subquery (a ladder)."""
+    src = select.sources
+    return bool(select.group) or select.rows is not None or (
+        len(src) == 1 and isinstance(src[0], FromSelect) and src[0].select.top is not None)
+
+
 class _Converter:
     """sqlglot tree -> neutral AST, rejecting whatever is outside the subset."""
 
     def __init__(self, text: str, source: str, offset: int = 0) -> None:
         self.text, self.source, self.offset = text, source, offset
+        self.body = ""   # the statement being converted
         self.ctes: dict[str, exp.Select] = {}   # WITH name AS (SELECT ...): read as a subquery in FROM
         self.pending: dict[int, TopN] = {}   # id of a subquery's SELECT -> its ROW_NUMBER() <= n cut
         self.cte_cuts: dict[int, exp.Select] = {}   # id of a FROM reference to a WITH query -> its cut copy
@@ -219,13 +234,14 @@ class _Converter:
         return SqlError(reason, self.source, frag, self.text, self.offset)
 
     def statement(self, body: str) -> Select:
+        self.body = body
         try:
             tree = sqlglot.parse_one(body)
         except ParseError as e:
             raise self._syntax(e, body) from e
         if not isinstance(tree, exp.Select):
             raise self.fail(f"only SELECT views are supported, not {tree.key.upper()}", tree)
-        return self.select(tree)
+        return self.select(tree, top_level=True)
 
     def _syntax(self, e: ParseError, body: str) -> SqlError:
         """sqlglot's parse error, pointing at the token it stopped at (its context: the text
@@ -240,20 +256,27 @@ class _Converter:
         return SqlError(f"not valid SQL: {reason}", self.source, token, self.text, self.offset + found + len(before))
 
     # -- SELECT ---------------------------------------------------------------------------------
-    def select(self, node: exp.Select, with_items: bool = True, in_from: bool = False) -> Select:
+    def select(self, node: exp.Select, with_items: bool = True, in_from: bool = False,
+               top_level: bool = False) -> Select:
         """The SELECT ``node``; without ``with_items`` (EXISTS) its select list is not read.
-        ``in_from``: a subquery in FROM, which may be cut to its first rows (a top-N)."""
+        ``in_from``: a subquery in FROM, which may be cut to its first rows (a top-N);
+        ``top_level``: a view's own SELECT, whose ORDER BY / LIMIT / OFFSET cut its rows."""
         for key, val in node.args.items():
-            if val and key in ("order", "limit") and not in_from:
-                raise self.fail("ORDER BY ... LIMIT is supported in a subquery in FROM only (the first n rows "
-                                "of it, then aggregated outside)", val)
-            if val and key not in _SELECT_ARGS_OK | {"order", "limit"}:
+            if val and key in ("order", "limit", "offset") and not in_from and not top_level:
+                raise self.fail("ORDER BY ... LIMIT is supported in a subquery in FROM (its first n rows, then "
+                                "aggregated outside) and on a view's own SELECT (the rows it shows)", val)
+            if val and key not in _SELECT_ARGS_OK | {"order", "limit", "offset", "distinct"}:
                 raise self.fail(f"{key.upper()} is not supported in views", node)
         top = self._top(node) if in_from else None
         if top is None:
             top = self.pending.pop(id(node), None)
+        rows = self._rows(node) if top_level else None
         if node.args.get("kind"):
             raise self.fail("SELECT DISTINCT/ALL modifiers are not supported", node)
+        distinct = node.args.get("distinct")
+        if distinct is not None and distinct.args.get("on") is not None:
+            raise self.fail("DISTINCT ON is not supported: SELECT DISTINCT cols keeps each distinct row once",
+                            distinct)
         with_ = node.args.get("with_")
         if with_ is not None:
             if with_.args.get("recursive"):
@@ -292,8 +315,18 @@ class _Converter:
         items = tuple(self.item(e) for e in node.expressions) if with_items else ()
         cond = None if not conds else conds[0] if len(conds) == 1 else And(tuple(conds))
         having = node.args.get("having")
+        keyed = False
+        if distinct is not None and (in_from or top_level) and not group and with_items \
+                and not any(has_agg(it.expr) or has_scalar(it.expr) for it in items):
+            # SELECT DISTINCT cols: one row per distinct value of them, GROUP BY every column
+            # (elsewhere -- IN, EXISTS, over aggregates -- DISTINCT changes no answer)
+            for it, e in zip(items, node.expressions, strict=True):
+                if not isinstance(it.expr, Col):
+                    raise self.fail("SELECT DISTINCT takes columns (each distinct row of them is a row of the view)",
+                                    e)
+            group, keyed = tuple(it.expr for it in items), True   # type: ignore[misc]
         return Select(items, tuple(sources), cond, group, node.sql(), self.offset,
-                      self.cond(having.this) if having is not None else None, top)
+                      self.cond(having.this) if having is not None else None, top, rows, keyed)
 
     # -- top-N ----------------------------------------------------------------------------------
     def _top(self, node: exp.Select) -> TopN | None:
@@ -307,13 +340,43 @@ class _Converter:
         if order is None:
             raise self.fail("LIMIT without ORDER BY keeps arbitrary rows: order them (ORDER BY price DESC "
                             "LIMIT n)", limit)
-        if limit.args.get("offset") or limit.args.get("expressions"):
-            raise self.fail("LIMIT takes one count (no OFFSET)", limit)
-        n = limit.expression
-        if not (isinstance(n, exp.Literal) and not n.is_string and n.this.isdigit()):
-            raise self.fail("LIMIT takes a whole number", limit)
+        n, offset = self._limit(node)
+        assert n is not None
         key, desc, ties = self._order_key(order)
-        return TopN(key, desc, int(n.this), (), order.sql(), ties)
+        return TopN(key, desc, n, (), order.sql(), ties, offset=offset)
+
+    def _limit(self, node: exp.Select) -> tuple[int | None, int]:
+        """``LIMIT n`` (None without) and ``OFFSET m`` (0 without), whole numbers."""
+        limit, off = node.args.get("limit"), node.args.get("offset")
+        if limit is not None and (limit.args.get("offset") or limit.args.get("expressions")):
+            raise self.fail("LIMIT takes one count (LIMIT n OFFSET m)", limit)
+        out = []
+        for part, word in ((limit, "LIMIT"), (off, "OFFSET")):
+            x = part.expression if part is not None else None
+            if part is not None and not (isinstance(x, exp.Literal) and not x.is_string and x.this.isdigit()):
+                raise self.fail(f"{word} takes a whole number", part)
+            out.append(int(x.this) if x is not None else None)
+        return out[0], out[1] or 0
+
+    def _rows(self, node: exp.Select) -> RowCut | None:
+        """A view's own ``ORDER BY cols [LIMIT n] [OFFSET m]``, or None without any of them."""
+        order = node.args.get("order")
+        if order is None and node.args.get("limit") is None and node.args.get("offset") is None:
+            return None
+        if order is None:
+            raise self.fail("LIMIT/OFFSET without ORDER BY keeps arbitrary rows: order them (ORDER BY price DESC "
+                            "LIMIT n)", node.args.get("limit") or node.args.get("offset"))
+        n, offset = self._limit(node)
+        cols = []
+        for k in order.expressions:
+            if not (isinstance(k, exp.Ordered) and isinstance(k.this, exp.Column)):
+                raise self.fail("a view's ORDER BY names its output columns (by alias: ORDER BY vol DESC, "
+                                "broker_id)", k)
+            cols.append((self.column(k.this), bool(k.args.get("desc"))))
+        first = re.search(r"\bNULLS\s+FIRST\b", self.body, re.IGNORECASE)
+        if first is not None:   # (sqlglot's default dialect reads ORDER BY x as NULLS FIRST: not told apart)
+            raise self.fail("NULLS FIRST is not supported (NULL rows come last, as DuckDB orders them)", first.group(0))
+        return RowCut(tuple(cols), n, offset, order.sql())
 
     def _order_key(self, order: exp.Order) -> tuple[Col, bool, tuple[tuple[Col, bool], ...]]:
         """The column a top-N is ordered by, whether descending, and the tie-break columns after
@@ -372,8 +435,9 @@ class _Converter:
                 if col.name.lower() == rn and col.table.lower() in ("", table) and not _inside(col, sq):
                     raise self.fail(f"{rn} is the ROW_NUMBER() of a top-N: it can only be filtered, {rn} <= n "
                                     "(it is not a column the view can read)", col)
-            self.pending[id(inner)] = TopN(key, desc, hits[0][1], partition, w.sql(), ties,
-                                           isinstance(w.this, exp.Rank))
+            n, skip = hits[0][1]
+            self.pending[id(inner)] = TopN(key, desc, n, partition, w.sql(), ties, isinstance(w.this, exp.Rank),
+                                           skip)
 
     def source_item(self, node: exp.Expression) -> FromItem:
         if isinstance(node, exp.Table):
@@ -600,14 +664,16 @@ _RANK_CMP = (exp.LTE, exp.LT, exp.EQ)
 _RANK_FLIP = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ}
 
 
-def _rank_bound(c: exp.Expression, rn: str, table: str) -> int | None:
-    """n when ``c`` keeps the row numbers ``rn`` 1..n (``rn <= n``, ``rn < n + 1``, ``n >= rn``,
-    ``rn = 1``, ``rn BETWEEN 1 AND n``), else None."""
+def _rank_bound(c: exp.Expression, rn: str, table: str) -> tuple[int, int] | None:
+    """(n, m) when ``c`` keeps the row numbers ``rn`` m+1..m+n (``rn <= n``, ``rn < n + 1``,
+    ``n >= rn``, ``rn = 1``: m = 0; ``rn BETWEEN m + 1 AND m + n``), else None."""
     if isinstance(c, exp.Between):   # rn >= 1 always: a low bound of 1 or less keeps from the first
         low = c.args.get("low")
-        if not isinstance(low, exp.Literal) or low.is_string or float(low.this) > 1.0:
+        if not isinstance(low, exp.Literal) or low.is_string:
             return None
-        return _rank_bound(exp.LTE(this=c.this, expression=c.args.get("high")), rn, table)
+        skip = max(0, math.ceil(float(low.this)) - 1)
+        upto = _rank_bound(exp.LTE(this=c.this, expression=c.args.get("high")), rn, table)
+        return None if upto is None else (max(0, upto[0] - skip), skip)
     kind, a, b = type(c), c.args.get("this"), c.args.get("expression")
     if isinstance(b, exp.Column) and kind in _RANK_FLIP:
         kind, a, b = _RANK_FLIP[kind], b, a
@@ -618,8 +684,8 @@ def _rank_bound(c: exp.Expression, rn: str, table: str) -> int | None:
         return None
     x = float(b.this)
     if kind is exp.EQ:
-        return 1 if x == 1.0 else None
-    return max(0, math.floor(x) if kind is exp.LTE else math.ceil(x) - 1)
+        return (1, 0) if x == 1.0 else None
+    return max(0, math.floor(x) if kind is exp.LTE else math.ceil(x) - 1), 0
 
 
 def _inside(node: exp.Expression, ancestor: exp.Expression) -> bool:

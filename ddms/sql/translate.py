@@ -70,7 +70,24 @@ from ddms.calculus.ir import (
 )
 from ddms.calculus.normal import check_budget, expand, merge_terms, simplify_term, unify
 from ddms.errors import SqlError
-from ddms.m3.ir import Add, AggSum, Cmp, Const, Div, Expr, Extreme, Func, Lift, MapRef, Mod, Mul, Neg, Stream, Var
+from ddms.m3.ir import (
+    Add,
+    AggSum,
+    Cmp,
+    Const,
+    Div,
+    Expr,
+    Extreme,
+    Func,
+    Lift,
+    Limit,
+    MapRef,
+    Mod,
+    Mul,
+    Neg,
+    Stream,
+    Var,
+)
 from ddms.sql.ast import (
     Agg,
     And,
@@ -85,6 +102,7 @@ from ddms.sql.ast import (
     FromTable,
     InList,
     IsNull,
+    Item,
     Lit,
     Minus,
     Not,
@@ -95,6 +113,7 @@ from ddms.sql.ast import (
     Script,
     Select,
     SqlExpr,
+    TopN,
     has_agg,
     has_scalar,
     one_row,
@@ -118,6 +137,9 @@ class ViewDef:
     columns: tuple[tuple[str, Expr], ...] = ()
     """With several outputs: (column name, value over the ``#i`` aggregates) each, ``value``
     being the first's; empty for a view with one output (named after the view)."""
+    limit: Limit | None = None
+    """How the rows are cut and ordered when read (its ``rows`` map named by the materializer);
+    ``keys_only``: a view of keys without outputs (SELECT DISTINCT)."""
 
 
 @dataclass
@@ -370,10 +392,49 @@ class _Translator:
         assert isinstance(counts, AggSum)
         if top.n < 1:   # LIMIT 0: no row
             return cols, [], sub_local
-        cut = ExtremeAgg(kind, v, AggSum(part + (v,), counts.expr), top.n)
-        keep = Cmp(">=" if top.desc else "<=", Var(key), cut)
+
+        def cut(n: int) -> Expr:
+            return ExtremeAgg(kind, v, AggSum(part + (v,), counts.expr), n)
+        keep: tuple[Expr, ...] = (Cmp(">=" if top.desc else "<=", Var(key), cut(top.n + top.offset)),)
+        if top.offset:   # OFFSET m: not among the m first levels (none when there are m or fewer)
+            keep += (Cmp("<" if top.desc else ">", Var(key), cut(top.offset)),)
         self.covered.add(exists)
-        return cols, [Term(1.0, (), (exists, keep))], sub_local
+        return cols, [Term(1.0, (), (exists, *keep))], sub_local
+
+    def row_order(self, sub: Select, top: TopN, where: str) -> TopN:
+        """``top`` over the single rows of ``sub`` with its columns resolved through ``sub``'s
+        aliases, after checking that it orders them totally (a unique tie-break, or ``RANK()``):
+        else rows tying at the cut would make the result depend on which SQL keeps."""
+        def column(c: Col) -> Col:
+            # ORDER BY / PARTITION BY may name a column by its alias in the select list
+            for it in sub.items:
+                if c.table is None and it.name.upper() == c.name.upper() and isinstance(it.expr, Col):
+                    return it.expr
+            return c
+        top = replace(top, key=column(top.key), partition=tuple(column(c) for c in top.partition),
+                      ties=tuple((column(c), d) for c, d in top.ties))
+        tables = [s for s in sub.sources if isinstance(s, FromTable)]
+        stream = self.streams.get(tables[0].name) if len(sub.sources) == 1 and len(tables) == 1 else None
+        unique = _unique_columns(stream) if stream is not None else set()
+        if not top.ties and top.key.name.upper() not in unique and not top.rank:
+            raise self.fail("ORDER BY ... LIMIT over single rows needs a unique tie-break: rows that tie at the "
+                            "cut make the result depend on which of them SQL keeps; order by the price and then "
+                            "the order id (ORDER BY price DESC, id LIMIT n), or keep the first n price levels "
+                            "(SELECT price, SUM(volume) ... GROUP BY price ORDER BY price DESC LIMIT n)", where)
+        if len(sub.sources) != 1 or len(tables) != 1:
+            raise self.fail("a top-N over single rows reads one stream (its order id is unique there, not in a "
+                            "join or a subquery)", where)
+        if top.ties and not top.rank and top.ties[-1][0].name.upper() not in unique:
+            raise self.fail("a top-N over single rows ends its tie-break with a column the stream keeps unique "
+                            f"({', '.join(sorted(unique)).lower() or 'none here'}: ORDER BY price DESC, id or "
+                            "ORDER BY price DESC, t, id), so that the n first rows are one set", where)
+        if not top.rank and stream is not None and any(c.name == "SYMBOL" for c in stream.columns) \
+                and "SYMBOL" not in {c.name.upper() for c in top.partition}:
+            raise self.fail("order ids are unique per instrument only (price-level readers derive them from the "
+                            "price): rank the orders per symbol, ROW_NUMBER() OVER (PARTITION BY symbol ORDER BY "
+                            "price DESC, id)", where)
+
+        return top
 
     def row_top_source(self, item: FromSelect, parent: _Scope | None
                        ) -> tuple[dict[str, str | Expr], list[Term], set[str]]:
@@ -412,36 +473,7 @@ class _Translator:
         constant today), then the rows at that ``t`` by id (the threshold search above)."""
         sub, top = item.select, item.select.top
         assert top is not None
-        where = top.text or item.text
-
-        def column(c: Col) -> Col:
-            # ORDER BY / PARTITION BY may name a column by its alias in the select list
-            for it in sub.items:
-                if c.table is None and it.name.upper() == c.name.upper() and isinstance(it.expr, Col):
-                    return it.expr
-            return c
-        top = replace(top, key=column(top.key), partition=tuple(column(c) for c in top.partition),
-                      ties=tuple((column(c), d) for c, d in top.ties))
-        tables = [s for s in sub.sources if isinstance(s, FromTable)]
-        stream = self.streams.get(tables[0].name) if len(sub.sources) == 1 and len(tables) == 1 else None
-        unique = _unique_columns(stream) if stream is not None else set()
-        if not top.ties and top.key.name.upper() not in unique and not top.rank:
-            raise self.fail("ORDER BY ... LIMIT over single rows needs a unique tie-break: rows that tie at the "
-                            "cut make the result depend on which of them SQL keeps; order by the price and then "
-                            "the order id (ORDER BY price DESC, id LIMIT n), or keep the first n price levels "
-                            "(SELECT price, SUM(volume) ... GROUP BY price ORDER BY price DESC LIMIT n)", where)
-        if len(sub.sources) != 1 or len(tables) != 1:
-            raise self.fail("a top-N over single rows reads one stream (its order id is unique there, not in a "
-                            "join or a subquery)", where)
-        if top.ties and not top.rank and top.ties[-1][0].name.upper() not in unique:
-            raise self.fail("a top-N over single rows ends its tie-break with a column the stream keeps unique "
-                            f"({', '.join(sorted(unique)).lower() or 'none here'}: ORDER BY price DESC, id or "
-                            "ORDER BY price DESC, t, id), so that the n first rows are one set", where)
-        if not top.rank and stream is not None and any(c.name == "SYMBOL" for c in stream.columns) \
-                and "SYMBOL" not in {c.name.upper() for c in top.partition}:
-            raise self.fail("order ids are unique per instrument only (price-level readers derive them from the "
-                            "price): rank the orders per symbol, ROW_NUMBER() OVER (PARTITION BY symbol ORDER BY "
-                            "price DESC, id)", where)
+        top = self.row_order(sub, top, top.text or item.text)
 
         def rows() -> tuple[_Scope, list[Term], set[str]]:
             # a fresh copy of the subquery's rows (its own variables): the rows, and each count
@@ -478,9 +510,10 @@ class _Translator:
         v = self.fresh(f"{kind}_row")
         counts = count(g0 + (v,), lambda s: (Cmp("=", Var(v), Var(var(s, top.key))),))
         assert isinstance(counts, AggSum)
-        cut = ExtremeAgg(kind, v, counts, top.n, rows=True)
         if not top.ties:   # the key is unique: the rows up to the key of the n-th
-            return cols, _times(terms0, [Term(1.0, (), (Cmp(better + "=", Var(k0), cut),))]), local0
+            def keep(n: int) -> list[Term]:
+                return [Term(1.0, (), (Cmp(better + "=", Var(k0), ExtremeAgg(kind, v, counts, n, rows=True)),))]
+            return cols, _times(terms0, _ranks(keep, top.n, top.offset)), local0
         above = count((), lambda s: (Cmp(better, Var(var(s, top.key)), Var(k0)),))
         # rows before this one at its key, by the tie-break columns in order (lexicographic):
         # equal on the key and on the columns before ``j``, before it on column ``j``
@@ -491,9 +524,12 @@ class _Translator:
                                                 Var(ties0[j]))))
                   for j in range(len(top.ties))]
         ahead = before[0] if len(before) == 1 else Add(tuple(before))
-        keep = [Term(1.0, (), (Cmp(better, Var(k0), cut),)),
-                Term(1.0, (), (Cmp("=", Var(k0), cut), Cmp(">", Add((Const(float(top.n)), Neg(above))), ahead)))]
-        return cols, _times(terms0, keep), local0
+
+        def keep_ties(n: int) -> list[Term]:
+            cut = ExtremeAgg(kind, v, counts, n, rows=True)
+            return [Term(1.0, (), (Cmp(better, Var(k0), cut),)),
+                    Term(1.0, (), (Cmp("=", Var(k0), cut), Cmp(">", Add((Const(float(n)), Neg(above))), ahead)))]
+        return cols, _times(terms0, _ranks(keep_ties, top.n, top.offset)), local0
 
     # -- conditions -------------------------------------------------------------------------------
     def cond(self, c: Cond, scope: _Scope) -> list[Term]:
@@ -783,6 +819,130 @@ class _Translator:
                 out.append(_uncover(t, self.covered) if self.covered else t)
         return Query(group, tuple(merge_terms(out)))
 
+    # -- views of rows ----------------------------------------------------------------------------
+    def rows_view(self, sel: Select) -> tuple[Select, _RowSpec | None]:
+        """A view whose rows are cut or ordered (a ladder), as a grouped view plus how its rows are
+        cut when read (:class:`ddms.m3.ir.Limit`): its own ``ORDER BY .. LIMIT .. OFFSET``; a plain
+        selection of a top-N subquery in FROM (``SELECT l.price, l.v FROM (... GROUP BY price ORDER
+        BY price DESC LIMIT 5) l``, or ``ROW_NUMBER() <= n``), whose groups are the view's and whose
+        cut becomes the view's; rows of orders ordered by a unique tie-break (``SELECT id, price,
+        volume FROM bids ORDER BY price DESC, id LIMIT 10``), grouped by the ORDER BY (and PARTITION
+        BY) columns, one order per group, its other columns ``SUM`` over that one row.  The maps
+        keep every group (deltas, as any grouped view); the cut costs nothing per event.
+        O(size of the SELECT)."""
+        plain = not sel.group and not any(has_agg(it.expr) or has_scalar(it.expr) for it in sel.items)
+        src = sel.sources
+        if plain and len(src) == 1 and isinstance(src[0], FromSelect) and src[0].select.top is not None:
+            return self.ladder(sel, src[0])
+        if sel.rows is None:
+            return sel, None
+        cut = sel.rows
+        if not sel.group and not plain:
+            raise self.fail("a view without GROUP BY is one row: ORDER BY / LIMIT cut nothing in it (a view of "
+                            "rows groups them: GROUP BY price ORDER BY price DESC LIMIT 5)", cut.text)
+        if plain:   # orders: ORDER BY price DESC, id LIMIT n over the rows of a stream
+            top = TopN(cut.order[0][0], cut.order[0][1], cut.n if cut.n is not None else -1, (), cut.text,
+                       cut.order[1:], offset=cut.offset)
+            return self.order_rows(sel, [(it.name, it) for it in sel.items], top, cut.text)
+        order = tuple((self.output_name(sel, c, cut.text), d) for c, d in cut.order)
+        return replace(sel, rows=None), _RowSpec(order, cut.n, cut.offset, (), cut.text)
+
+    def output_name(self, sel: Select, c: Col, where: str) -> str:
+        """The output column of ``sel`` that ORDER BY column ``c`` names (by alias or column)."""
+        for it in sel.items:
+            if c.table is None and it.name.upper() == c.name.upper():
+                return it.name.upper()
+        for it in sel.items:
+            if isinstance(it.expr, Col) and it.expr.name == c.name and c.table in (None, it.expr.table):
+                return it.name.upper()
+        raise self.fail(f"ORDER BY {c.text or c.name}: a view's rows are ordered by its output columns (select it, "
+                        "or order by an output's alias)", c.text or where)
+
+    def ladder(self, sel: Select, item: FromSelect) -> tuple[Select, _RowSpec]:
+        """A plain selection of a top-N subquery in FROM as the view of its rows (see
+        :meth:`rows_view`); through one plain selection between them too (``ROW_NUMBER()`` over
+        a GROUP BY subquery: :func:`_push_top`)."""
+        where = item.select.top.text or item.text  # type: ignore[union-attr]
+        if sel.where is not None:
+            raise self.fail("a WHERE beside the top-N that makes a view's rows is not supported: filter inside "
+                            "the subquery, before the cut", sel.where.text or sel.text)
+        pairs: list[tuple[str, Item]] = []
+        pushed = _push_top(item)
+        if pushed is not None:   # outer -> the plain selection -> the GROUP BY subquery, cut
+            mid = pushed.select
+            inner_item = mid.sources[0]
+            assert isinstance(inner_item, FromSelect)
+            for it in sel.items:
+                m = _through(mid, item.alias, it)
+                if m is None:
+                    raise self.fail(f"{it.text}: select columns of the subquery {item.alias}", it.text)
+                i = _through(inner_item.select, inner_item.alias, Item(m.expr, it.name, it.text))
+                if i is None:
+                    raise self.fail(f"{it.text}: select columns of the subquery {item.alias}", it.text)
+                pairs.append((it.name, i))
+            item = inner_item
+        else:
+            for it in sel.items:
+                i = _through(item.select, item.alias, it)
+                if i is None:
+                    raise self.fail(f"{it.text}: a view of a top-N's rows selects columns of it", it.text)
+                pairs.append((it.name, i))
+        sub, top = item.select, item.select.top
+        assert top is not None
+        if sel.rows is not None and (sel.rows.n is not None or sel.rows.offset):
+            raise self.fail("one cut per view: the LIMIT of the subquery, or the view's own (not both)", sel.rows.text)
+        if not sub.group:
+            select, spec = self.order_rows(sel, pairs, top, where, sub)
+        else:
+            if top.ties:
+                raise self.fail("a top-N over groups is ordered by one column, its GROUP BY key (levels have no "
+                                "ties: ORDER BY price DESC)", where)
+
+            def name_of(c: Col) -> str:
+                for n, it in pairs:
+                    if it.name.upper() == c.name.upper() or (isinstance(it.expr, Col) and it.expr.name == c.name):
+                        return n.upper()
+                raise self.fail(f"select {c.name}: the rows of a top-N over groups are keyed by the column it is "
+                                "ordered (and partitioned) by", c.text or where)
+            order = ((name_of(top.key), top.desc),)
+            spec = _RowSpec(order, top.n, top.offset, tuple(name_of(c) for c in top.partition), where)
+            items = tuple(Item(it.expr, n, it.text) for n, it in pairs)
+            select = replace(sub, items=items, top=None, rows=None, offset=sel.offset)
+        if sel.rows is not None:   # the view's own ORDER BY: the order the kept rows are shown in
+            order = tuple((self.output_name(select, c, sel.rows.text), d) for c, d in sel.rows.order)
+            spec = replace(spec, order=order + tuple(o for o in spec.order if o[0] not in {x for x, _ in order}))
+        return select, spec
+
+    def order_rows(self, sel: Select, pairs: list[tuple[str, Item]], top: TopN, where: str,
+                   sub: Select | None = None) -> tuple[Select, _RowSpec]:
+        """Rows of single orders (``sub``'s, else ``sel``'s own FROM) ordered by ``top``'s key and
+        tie-break, as a view keyed by the ORDER BY and PARTITION BY columns (each must be selected:
+        they identify a row), its other outputs ``SUM`` over the group's one row."""
+        sub = sub if sub is not None else replace(sel, rows=None)
+        if top.rank:
+            raise self.fail("RANK() keeps every row tying at the cut, rows a view cannot tell apart: order the rows "
+                            "with a unique tie-break, ROW_NUMBER() OVER (ORDER BY price DESC, id)", where)
+        top = self.row_order(sub, top, where)
+        keys = [top.key, *(c for c, _ in top.ties), *top.partition]
+
+        def name_of(c: Col) -> str:
+            for n, it in pairs:
+                if isinstance(it.expr, Col) and it.expr.name == c.name:
+                    return n.upper()
+            raise self.fail(f"select {c.name}: rows of orders are keyed by the columns they are ordered and "
+                            "partitioned by (the order id among them)", c.text or where)
+        names = {name_of(c) for c in keys}
+        items = tuple(Item(it.expr if n.upper() in names else Agg("SUM", it.expr, it.text), n, it.text)
+                      for n, it in pairs)
+        for it in items:
+            if isinstance(it.expr, Agg) and it.expr.arg is not None and has_agg(it.expr.arg):
+                raise self.fail("a view of rows selects columns and expressions over them", it.text)
+        group = tuple(dict.fromkeys(keys))
+        select = replace(sub, items=items, group=group, top=None, rows=None, offset=sel.offset)
+        order = ((name_of(top.key), top.desc), *((name_of(c), d) for c, d in top.ties))
+        return select, _RowSpec(order, None if top.n < 0 else top.n, top.offset,
+                                tuple(name_of(c) for c in top.partition), where)
+
     # -- views ------------------------------------------------------------------------------------
     def group_alias(self, g: SqlExpr, sel: Select, scope: _Scope) -> SqlExpr:
         """A GROUP BY item as DuckDB binds it: a name that is no column of the FROM items but the
@@ -800,6 +960,7 @@ class _Translator:
 
     def view(self, name: str, sel: Select) -> ViewDef:
         self.at = sel.offset
+        sel, spec = self.rows_view(sel)
         scope, body, local = self.from_items(sel, None)
         if sel.where is not None:
             body = _times(body, self.cond(sel.where, scope))
@@ -875,7 +1036,9 @@ class _Translator:
         if sorted(key_vars) != sorted(group):
             raise self.fail("every GROUP BY column or expression must also be selected (it names the view's key)",
                             sel.text)
-        assert outputs
+        limit = self.limit(spec, keys, [c for c, _ in outputs], sel)
+        if not outputs and sel.having is not None:
+            raise self.fail("HAVING needs aggregate outputs to filter on", sel.having.text or sel.text)
         if sel.having is not None:
             # HAVING: every output is 0 (no row) where the condition over aggregates fails; the
             # test comes first, so a NULL output of a filtered group is dropped too
@@ -888,8 +1051,52 @@ class _Translator:
         aggs = [Query(order + q.group[len(order):], q.terms) for q in aggs]  # (MIN/MAX: + their value)
         columns = tuple((c, _regroup(e, order)) for c, e in outputs)
         domain = self.normalize(order, body, local)
-        return ViewDef(name, order, tuple(keys), tuple(aggs), columns[0][1], domain, sel.text,
-                       columns if len(columns) > 1 else ())
+        return ViewDef(name, order, tuple(keys), tuple(aggs), columns[0][1] if columns else Const(0.0), domain,
+                       sel.text, columns if len(columns) > 1 else (), limit)
+
+    def limit(self, spec: _RowSpec | None, keys: list[str], values: list[str], sel: Select) -> Limit | None:
+        """How the view's rows are cut when read (:class:`ddms.m3.ir.Limit`, its map of row counts
+        named by the materializer), or None for a view showing every group in key order."""
+        if not values and not keys:
+            raise self.fail("a view needs an output column", sel.text)
+        if spec is None and values:
+            return None
+        spec = spec or _RowSpec((), None, 0, (), sel.text)
+        row = keys + values
+        if not keys:
+            raise self.fail("a view without GROUP BY is one row: ORDER BY / LIMIT cut nothing in it (a view of "
+                            "rows groups them: GROUP BY price ORDER BY price DESC LIMIT 5)", spec.text or sel.text)
+        part = [row.index(c) for c in spec.partition]
+        if any(i >= len(keys) for i in part):
+            raise self.fail("PARTITION BY takes the view's key columns", spec.text)
+        order = tuple((row.index(c), d) for c, d in spec.order)
+        if (spec.n is not None or spec.offset) and not set(range(len(keys))) <= {i for i, _ in order} | set(part):
+            missing = [k.lower() for i, k in enumerate(keys) if i not in {j for j, _ in order} | set(part)]
+            raise self.fail(f"rows tying on the ORDER BY columns at the cut make LIMIT/OFFSET keep an arbitrary "
+                            f"subset: end the ORDER BY with the key column(s) {', '.join(missing)}, which tell rows "
+                            "apart", spec.text)
+        return Limit("", order, spec.n, spec.offset, tuple(part), keys_only=not values)
+
+
+@dataclass(frozen=True)
+class _RowSpec:
+    """A view's row cut by output column names (upper case): what :meth:`_Translator.limit`
+    turns into a :class:`ddms.m3.ir.Limit` once the view's columns are known."""
+
+    order: tuple[tuple[str, bool], ...]
+    n: int | None
+    offset: int
+    partition: tuple[str, ...]
+    text: str = ""
+
+
+def _through(sub: Select, alias: str, it: Item) -> Item | None:
+    """The item of ``sub`` (a subquery in FROM under ``alias``) that the enclosing query's column
+    item ``it`` selects, or None when ``it`` is no column of it."""
+    c = it.expr
+    if not isinstance(c, Col) or c.table not in (None, alias):
+        return None
+    return next((x for x in sub.items if x.name.upper() == c.name.upper()), None)
 
 
 def _never_null(e: SqlExpr) -> bool:
@@ -942,6 +1149,13 @@ def _push_top(item: FromSelect) -> FromSelect | None:
     cut = replace(top, key=key, partition=tuple(c for c in part if c is not None))
     return FromSelect(replace(sub, sources=(FromSelect(replace(inner.select, top=cut), inner.alias, inner.text),),
                               top=None), item.alias, item.text)
+
+
+def _ranks(keep, n: int, offset: int) -> list[Term]:
+    """The rows ranked ``offset + 1 .. offset + n`` from ``keep(k)``, the 0/1 terms of the rows
+    ranked k or better: ``keep(n + offset) - keep(offset)`` (the second a subset of the first)."""
+    out = keep(n + offset)
+    return out + [Term(-t.coef, t.atoms, t.factors) for t in keep(offset)] if offset else out
 
 
 def _uncover(t: Term, covered: set[Exists]) -> Term:
