@@ -108,10 +108,12 @@ def _engine_rows(engine: Engine, name: str) -> list[tuple]:
     return [_floats(got if isinstance(got, tuple) else (got,))]
 
 
-def check(program, lines: list[str], *, interp: bool = True, engine: Engine | None = None, every: int = 1) -> int:
+def check(program, lines: list[str], *, interp: bool = True, engine: Engine | None = None, every: int = 1,
+          check_every: int = 1) -> int:
     """Apply ``lines`` one at a time and compare every view with DuckDB after each ``every``-th
-    (and the last): rows in order for the views that order their rows, as sorted lists for the
-    others.  Returns how many rows DuckDB's answers held in all (the test shows rows are reached)."""
+    (and the last) -- rows in order for the views that order their rows, as sorted lists for the
+    others -- checking the engine's structures at every ``check_every``-th comparison.  Returns
+    how many rows DuckDB's answers held in all (the test shows rows are reached)."""
     it = Interpreter(program) if interp else None
     batch = OrderBookParser(brokers=10).feed(("\n".join(lines) + "\n").encode())
     book, duck = Book(), Duck()
@@ -128,11 +130,12 @@ def check(program, lines: list[str], *, interp: bool = True, engine: Engine | No
         if engine is not None:
             head, _ = split_lines(batch, n)
             engine.apply(type(batch)(head.rel[i:], head.sign[i:], head.cols[i:], head.line[i:], n, n), relmap)
-            engine._check()
         i = j
         book.line(text)
         if n % every and n != len(lines):
             continue
+        if engine is not None and (n // every) % check_every == 0:
+            engine._check()   # O(state) in Python: every ``check_every``-th comparison on the long files
         for name, sql in queries.items():
             want = [_floats(r) for r in duck.query(book, sql)]
             total += len(want)
@@ -166,9 +169,15 @@ def test_tiny_every_line(engine_program) -> None:
 
 
 @pytest.mark.slow
-def test_standard_every_25th_line(engine_program) -> None:
+def test_standard_every_line(engine_program) -> None:
     lines = shared_file("data", "orderbook", "standard", "finance.csv").read_text().splitlines()
-    check(engine_program, lines, interp=False, engine=Engine(engine_program), every=25)
+    assert check(engine_program, lines, interp=False, engine=Engine(engine_program), check_every=25) > 0
+
+
+@pytest.mark.slow
+def test_big_every_1000th_line(engine_program) -> None:
+    lines = shared_file("data", "orderbook", "big", "finance.csv").read_text().splitlines()
+    assert check(engine_program, lines, interp=False, engine=Engine(engine_program), every=1000) > 0
 
 
 def test_m3_text_round_trip(program) -> None:

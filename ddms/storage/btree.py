@@ -110,6 +110,7 @@ from __future__ import annotations
 # Importing this submodule runs ddms/__init__.py first, which fixes NUMBA_CACHE_DIR before numba
 # is imported here.
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 from llvmlite import ir
@@ -315,6 +316,13 @@ def _fields(p):
     return (p.nc, p.lw, p.iw, p.lf, p.ln, p.llink, p.ik, p.ii, p.in_, p.ilink, p.lcap, p.l_used,
             p.l_head, p.l_free, p.icap, p.i_used, p.i_head, p.i_free, p.pn, p.pj, p.xv, p.dc, p.dn, p.ps,
             p.ppn, p.ppj, p.qf, p.qc, p.qn)
+
+
+def _field_view(pool: BTreePool) -> SimpleNamespace:
+    """Every field of ``pool`` read at once, for Python code that reads many (the checks): each
+    attribute read of the proxy boxes the whole field tuple, ~30 arrays.  The arrays are shared,
+    not copied, so the view goes stale only when the pool reallocates."""
+    return SimpleNamespace(**dict(zip((name for name, _ in _FIELDS), _fields(pool), strict=True)))
 
 
 # Python-side read access to the fields (structref proxies have none by default).
@@ -1898,7 +1906,8 @@ def btree_check(pool: BTreePool, root: int) -> None:
     and free, free lists without loops, of the recorded lengths and marked free, reachable + free
     nodes within the capacity.  Pure Python, O(C n + free nodes): for tests.
     """
-    ps = pool.ps
+    view = _field_view(pool)   # one boxing of the fields, not one per attribute read
+    ps = view.ps
     ns, last = int(ps[0, 0]), int(ps[0, 1])
     assert 0 <= ns <= PMAX and (ns == 0 and last == 0 or 0 <= last < ns), f"pending slots {ns}, last {last}"
     slots = {(int(ps[1 + s, 0]), int(ps[1 + s, 1])) for s in range(ns)}
@@ -1909,26 +1918,27 @@ def btree_check(pool: BTreePool, root: int) -> None:
             continue
         ref = int(root)  # the slot's path leads from the root to its leaf
         for e in range(int(ps[1 + s, 2])):
-            assert ref & 1 and pool.ppn[s, e] == ref >> 1, f"pending path of slot {s} broken at depth {e}"
-            ref = int(pool.ik[ref >> 1, FI * (pool.iw - 1) + pool.ppj[s, e]])
+            assert ref & 1 and view.ppn[s, e] == ref >> 1, f"pending path of slot {s} broken at depth {e}"
+            ref = int(view.ik[ref >> 1, FI * (view.iw - 1) + view.ppj[s, e]])
         assert ref == 2 * ps[1 + s, 1], f"pending path of slot {s} ends at {ref}, not at leaf {ps[1 + s, 1]}"
-        assert ps[1 + s, 3] == pool.ln[ps[1 + s, 1]], f"pending slot {s} records fill {ps[1 + s, 3]}"
+        assert ps[1 + s, 3] == view.ln[ps[1 + s, 1]], f"pending slot {s} records fill {ps[1 + s, 3]}"
     btree_flush(pool)   # then the sums on its path must be the recomputed ones, as everywhere
-    assert not pool.ps.any(), "pending slots left after a flush"
-    nc, lw, iw = pool.nc, pool.lw, pool.iw
-    lf, ln, ik, ii, in_ = pool.lf, pool.ln, pool.ik, pool.ii, pool.in_
-    lcap, icap = pool.lcap, pool.icap
+    view = _field_view(pool)
+    assert not view.ps.any(), "pending slots left after a flush"
+    nc, lw, iw = view.nc, view.lw, view.iw
+    lf, ln, ik, ii, in_ = view.lf, view.ln, view.ik, view.ii, view.in_
+    lcap, icap = view.lcap, view.icap
     assert 1 <= nc <= MAXC and lw == nc + 1 and iw == nc + 2, f"bad widths {nc} {lw} {iw}"
     assert lf.shape == (lcap, lw * FL) and ik.shape == (icap, iw * FI) and ii.shape == (icap, 2 * nc * FI)
-    for arr in (ln, pool.llink):
+    for arr in (ln, view.llink):
         assert len(arr) == lcap, "leaf array length differs from lcap"
-    for arr in (in_, pool.ilink):
+    for arr in (in_, view.ilink):
         assert len(arr) == icap, "internal array length differs from icap"
-    assert 0 <= pool.l_used <= lcap and 0 <= pool.i_used <= icap
-    assert len(pool.pn) == MAXD and len(pool.pj) == MAXD
-    assert all(len(a) == nc for a in (pool.xv, pool.dc, pool.dn))
-    assert all(len(a) == nc for a in (pool.qf, pool.qc, pool.qn))
-    assert pool.ppn.shape == pool.ppj.shape == (PMAX, MAXD) and pool.ps.shape == (PMAX + 1, PS_COLS + 3 * nc)
+    assert 0 <= view.l_used <= lcap and 0 <= view.i_used <= icap
+    assert len(view.pn) == MAXD and len(view.pj) == MAXD
+    assert all(len(a) == nc for a in (view.xv, view.dc, view.dn))
+    assert all(len(a) == nc for a in (view.qf, view.qc, view.qn))
+    assert view.ppn.shape == view.ppj.shape == (PMAX, MAXD) and view.ps.shape == (PMAX + 1, PS_COLS + 3 * nc)
 
     def free_list(head: int, link: np.ndarray, fill: np.ndarray, used: int, n_free: int) -> set[int]:
         free: set[int] = set()
@@ -1942,8 +1952,8 @@ def btree_check(pool: BTreePool, root: int) -> None:
         assert len(free) == n_free, f"free list has {len(free)} nodes, recorded {n_free}"
         return free
 
-    lfree = free_list(pool.l_head, pool.llink, ln, pool.l_used, pool.l_free)
-    ifree = free_list(pool.i_head, pool.ilink, in_, pool.i_used, pool.i_free)
+    lfree = free_list(view.l_head, view.llink, ln, view.l_used, view.l_free)
+    ifree = free_list(view.i_head, view.ilink, in_, view.i_used, view.i_free)
     if root == -1:
         return
     assert root >= 0, f"bad root ref {root}"
@@ -1958,7 +1968,7 @@ def btree_check(pool: BTreePool, root: int) -> None:
         column."""
         n = ref >> 1
         if not ref & 1:
-            assert 0 <= n < pool.l_used, f"leaf {n} outside [0, {pool.l_used})"
+            assert 0 <= n < view.l_used, f"leaf {n} outside [0, {view.l_used})"
             assert n not in seen_l, f"leaf {n} reachable twice"
             assert n not in lfree, f"leaf {n} both reachable and free"
             seen_l.add(n)
@@ -1979,7 +1989,7 @@ def btree_check(pool: BTreePool, root: int) -> None:
             )
             return (keys[m - 1], [_py_rowsum(col) for col in cols], [sum(v != 0.0 for v in col) for col in cols],
                     [sum(v < 0.0 for v in col) for col in cols])
-        assert 0 <= n < pool.i_used, f"internal node {n} outside [0, {pool.i_used})"
+        assert 0 <= n < view.i_used, f"internal node {n} outside [0, {view.i_used})"
         assert n not in seen_i, f"internal node {n} reachable twice"
         assert n not in ifree, f"internal node {n} both reachable and free"
         seen_i.add(n)
