@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import strip_comments
 from test_sql_minmax import HEADER, line
-from viewcheck import check_lines, stream_lines
+from viewcheck import REAL_RUNS, check_lines, check_real_data, stream_lines
 
 from ddms.backend.codegen import generate
 from ddms.backend.cost import view_costs
@@ -89,6 +89,7 @@ def test_standard(engine_program) -> None:
 
 
 @pytest.mark.slow
-def test_big(engine_program) -> None:
-    lines = shared_file("data", "orderbook", "big", "finance.csv").read_text().splitlines()
-    check_lines(engine_program, lines, VIEWS, interp=False, engine=Engine(engine_program), every=1000, rel=1e-8)
+@pytest.mark.parametrize("run", REAL_RUNS)
+def test_real_data(engine_program, run: str) -> None:
+    """Every view against DuckDB after every line of standard and every 1,000th of big."""
+    check_real_data(engine_program, VIEWS, run, rel=1e-8)

@@ -19,7 +19,7 @@ from test_sql_minmax import HEADER, line
 from test_sql_outside import SymbolRun
 from test_symbols import LINE as SYMBOL_LINE
 from test_symbols import SYM_HEADER
-from viewcheck import check_lines, stream_lines
+from viewcheck import REAL_RUNS, check_lines, check_real_data, stream_lines
 
 from ddms.compiler import compile_sql
 from ddms.errors import SqlError
@@ -123,3 +123,10 @@ def test_symbol_views_interpreter(symbol_program, stream) -> None:
 @given(stream=st.lists(SYMBOL_LINE, min_size=1, max_size=30))
 def test_symbol_views_engine(symbol_program, stream) -> None:
     _apply(_Run(symbol_program, interp=False, engine=True), stream)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", REAL_RUNS)
+def test_real_data(engine_program, run: str) -> None:
+    """Every view against DuckDB after every line of standard and every 1,000th of big."""
+    check_real_data(engine_program, DUCK, run)

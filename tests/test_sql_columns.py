@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_sql_minmax import HEADER, line
-from viewcheck import check_lines, stream_lines
+from viewcheck import REAL_RUNS, check_lines, check_real_data, stream_lines
 
 from ddms.compiler import compile_sql
 from ddms.errors import ViewError
@@ -88,3 +88,10 @@ def test_view_objects(program) -> None:
     eng.delete("BIDS", 0, 1, 1, 10, 100)
     eng.delete("BIDS", 1, 2, 2, 5, 90)
     assert book.value == (None, 150.0, None) and seen == [100.0, 90.0]   # not on NULL
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", REAL_RUNS)
+def test_real_data(program, run: str) -> None:
+    """Every view against DuckDB after every line of standard and every 1,000th of big."""
+    check_real_data(program, DUCK_VIEWS, run, table_rows=True)

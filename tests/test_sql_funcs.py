@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_sql_minmax import HEADER, check_stream, line
-from viewcheck import check_lines, stream_lines
+from viewcheck import REAL_RUNS, check_lines, check_real_data, stream_lines
 
 from ddms.backend import rt
 from ddms.compiler import compile_sql
@@ -330,3 +330,10 @@ def test_hand_written_m3_calls_functions_and_the_verifier_checks_them() -> None:
     assert it.view("H") == {(12.0,): 40.0}   # ROUND(25, -1) = 30 (away from zero), ROUND(14, -1) = 10
     with pytest.raises(ProgramError, match="Round of 3"):
         Interpreter(parse_program(text.replace("{}", "1, 2")))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", REAL_RUNS)
+def test_real_data(engine_program, run: str) -> None:
+    """Every view against DuckDB after every line of standard and every 1,000th of big."""
+    check_real_data(engine_program, {k: VIEWS[k] for k in ENGINE_VIEWS}, run)

@@ -13,7 +13,7 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from viewcheck import check_lines, stream_lines
+from viewcheck import REAL_RUNS, check_lines, check_real_data, stream_lines
 
 from ddms.compiler import compile_sql
 from ddms.errors import SqlError
@@ -211,3 +211,10 @@ def test_compile_prints_cost_classes(tmp_path, capsys) -> None:
     out = capsys.readouterr().out.split("-- cost per input event")[1]
     assert "-- BEST: O(log n)\n" in out and "-- PER_BROKER: O(log n)\n" in out, out
     assert re.search(r"-- CLIFF: O\(n\)  <-- re-evaluated by a pass", out), out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", REAL_RUNS)
+def test_real_data(engine_program, run: str) -> None:
+    """Every view against DuckDB after every line of standard and every 1,000th of big."""
+    check_real_data(engine_program, VIEWS, run)

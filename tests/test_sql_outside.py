@@ -28,7 +28,7 @@ from outside_views import REJECTED, SYMBOL_VIEWS, VIEWS
 from test_sql_minmax import HEADER, line
 from test_symbols import LINE as SYMBOL_LINE
 from test_symbols import SYM_HEADER, SymbolBooks
-from viewcheck import check_lines, stream_lines
+from viewcheck import REAL_RUNS, check_lines, check_real_data, stream_lines
 
 from ddms.compiler import compile_sql
 from ddms.errors import SqlError
@@ -161,13 +161,6 @@ def test_ties_on_every_order_column_engine(engine_program, ties_engine_program, 
     ties = {k: VIEWS[k] for k in TIES}
     check_lines(ties_engine_program, lines, ties, interp=False, engine=Engine(ties_engine_program), check_state=True)
 
-
-@pytest.mark.slow
-def test_standard_every_25th_line(engine_program) -> None:
-    lines = shared_file("data", "orderbook", "standard", "finance.csv").read_text().splitlines()
-    check_lines(engine_program, lines, VIEWS, interp=False, engine=Engine(engine_program), every=25)
-
-
 # -- per-symbol views: several instruments in one stream ---------------------------------------
 
 def _key(k) -> float:
@@ -256,3 +249,10 @@ def test_symbol_views_tiny_split_into_symbols(symbol_engine_program) -> None:
     run = SymbolRun(symbol_engine_program, interp=True, engine=True)
     for text in _tiny():
         run.line(f"F{int(text.split(',')[1]) % 3}", text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", REAL_RUNS)
+def test_real_data(engine_program, run: str) -> None:
+    """Every view against DuckDB after every line of standard and every 1,000th of big."""
+    check_real_data(engine_program, VIEWS, run)

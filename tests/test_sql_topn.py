@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_sql_minmax import HEADER, check_stream, line
+from viewcheck import REAL_RUNS, check_real_data
 
 from ddms.compiler import compile_sql
 from ddms.errors import SqlError
@@ -172,3 +173,10 @@ def test_rank_in_m3_text() -> None:
     assert print_program(parse_program(text)) == text
     with pytest.raises(M3SyntaxError, match="rank"):
         parse_program(text.replace(", 2)}", ", 0)}", 1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", REAL_RUNS)
+def test_real_data(engine_program, run: str) -> None:
+    """Every view against DuckDB after every line of standard and every 1,000th of big."""
+    check_real_data(engine_program, VIEWS, run)

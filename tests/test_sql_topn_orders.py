@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_sql_minmax import HEADER, check_stream, line
+from viewcheck import REAL_RUNS, check_real_data
 
 from ddms.compiler import compile_sql
 from ddms.errors import SqlError
@@ -130,15 +131,6 @@ def test_tiny_engine(engine_program) -> None:
     check_lines(engine_program, lines, ENGINE_VIEWS, interp=False, engine=Engine(engine_program), check_state=True)
 
 
-@pytest.mark.slow
-def test_standard_every_25th_line(engine_program) -> None:
-    """Every view against DuckDB after every 25th line of the standard data, and the last."""
-    from conftest import shared_file
-    from viewcheck import check_lines
-    lines = shared_file("data", "orderbook", "standard", "finance.csv").read_text().splitlines()
-    engine = Engine(engine_program)
-    check_lines(engine_program, lines, ENGINE_VIEWS, interp=False, engine=engine, every=25)
-    engine._check()
 
 
 def test_duplicate_keys_keep_the_rows_ranked_n_or_better() -> None:
@@ -333,3 +325,10 @@ def test_rank_without_a_range_tree_matches_the_interpreter() -> None:
             want = it.view(name)
             got = engine.views[name].value
             assert (got is None and math.isnan(want)) or got == want, (name, sorted(live), got, want)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", REAL_RUNS)
+def test_real_data(engine_program, run: str) -> None:
+    """Every view against DuckDB after every line of standard and every 1,000th of big."""
+    check_real_data(engine_program, ENGINE_VIEWS, run)
