@@ -22,15 +22,14 @@ import csv
 import dataclasses
 import io
 import json
-import os
 import re
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from clitools import cli, serve, small_book
 from conftest import REPO, SHARED, data_file
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
@@ -372,21 +371,15 @@ def _ref_orders(path: Path) -> dict:
 # the CLI, as separate processes
 # ------------------------------------------------------------------------------------------
 
-def _cli(*args: str, **kw) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "ddms.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, cwd=REPO, **kw)
-
-
 def _cli_capture(name: str) -> dict:
     path = BINANCE / name
     if not path.exists():
         pytest.skip(f"{path} not available")
-    server = _cli("serve-feed", str(path), "--speed", "max")
+    server = cli("serve-feed", str(path), "--speed", "max")
     try:
         url = server.stdout.readline().decode().strip()
         assert url.startswith("ws://127.0.0.1:"), server.stderr.read().decode()
-        mon = _cli("monitor", url, "--once", "--json")
+        mon = cli("monitor", url, "--once", "--json")
         out, err = mon.communicate(timeout=120)
         assert mon.returncode == 0, err.decode()[-2000:]
         server.wait(timeout=30)
@@ -410,37 +403,13 @@ def test_cli_futures_capture_end_to_end():
     assert s["bookticker_checked"] == 629
 
 
-def _small_book(tmp_path: Path, n: int = 300) -> Path:
-    """A small order-book CSV (t,id,action,volume,price), written here: adds on both sides
-    behind the touch, partial executions and deletes (no reference data needed)."""
-    lines = []
-    for i in range(1, n + 1):
-        if i % 7 == 0 and i > 14:
-            lines.append(f"{i},{i - 14},D,0,0")
-        elif i % 5 == 0 and i > 10:
-            lines.append(f"{i},{i - 10},E,1,0")
-        else:
-            side, price = ("B", 1000 - i % 13) if i % 2 else ("S", 1010 + i % 11)
-            lines.append(f"{i},{i},{side},{10 + i % 9},{price}")
-    path = tmp_path / "book.csv"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def _serve_cli(path: Path, *extra: str) -> tuple[subprocess.Popen, str]:
-    server = _cli("serve-feed", str(path), *extra)
-    url = server.stdout.readline().decode().strip()
-    assert url.startswith("ws://127.0.0.1:"), server.stderr.read().decode()
-    return server, url
-
-
 def test_monitor_stops_after_the_stated_policy_when_the_server_is_gone(tmp_path):
     """Without --once: the server ends the stream and exits; the monitor says so, states its
     policy, makes --reconnect attempts (one plain line each, no exception repr), then stops with
     exit 0 (a stream the server ended normally is not a failure), within the policy's time."""
-    server, url = _serve_cli(_small_book(tmp_path), "--rate", "3000")
+    server, url = serve(small_book(tmp_path), "--rate", "3000")
     try:
-        mon = _cli("monitor", url, "--reconnect", "2", "--no-display")
+        mon = cli("monitor", url, "--reconnect", "2", "--no-display")
         server.wait(timeout=120)
         gone = time.monotonic()
         out, err = mon.communicate(timeout=120)
@@ -470,9 +439,9 @@ def test_monitor_stops_after_the_stated_policy_when_the_server_is_gone(tmp_path)
 def test_once_exits_0_when_the_replay_ends(tmp_path):
     """--once: exit 0 at the end of the replay, no reconnect; with --strategy the wait for the
     strategy's program is announced (as ddms run announces its compile)."""
-    server, url = _serve_cli(_small_book(tmp_path), "--rate", "3000")
+    server, url = serve(small_book(tmp_path), "--rate", "3000")
     try:
-        mon = _cli("monitor", url, "--once", "--no-display", "--strategy", "sobi")
+        mon = cli("monitor", url, "--once", "--no-display", "--strategy", "sobi")
         out, err = mon.communicate(timeout=120)
         server.wait(timeout=30)
     finally:
@@ -488,7 +457,7 @@ def test_once_exits_0_when_the_replay_ends(tmp_path):
 
 def test_lost_feed_gives_up_with_exit_3():
     """Nothing ever answers: the stated number of attempts, then exit 3 (not a finished stream)."""
-    mon = _cli("monitor", f"ws://127.0.0.1:{_free_port()}/orders", "--reconnect", "1", "--no-display")
+    mon = cli("monitor", f"ws://127.0.0.1:{_free_port()}/orders", "--reconnect", "1", "--no-display")
     out, err = mon.communicate(timeout=120)
     text = err.decode()
     assert mon.returncode == 3, text
@@ -509,7 +478,7 @@ def test_reconnect_option_is_checked(capsys):
 
 
 def test_monitor_reports_unusable_url():
-    p = _cli("monitor", "http://127.0.0.1:1/x", "--once", "--json")
+    p = cli("monitor", "http://127.0.0.1:1/x", "--once", "--json")
     _, err = p.communicate(timeout=60)
     assert p.returncode == 2 and b"not a websocket URL" in err
 
@@ -584,7 +553,7 @@ def test_strategy_orders_as_json_events(tmp_path):
 
 
 def test_unknown_strategy_is_a_clear_error():
-    p = _cli("monitor", "ws://127.0.0.1:9/x", "--strategy", "nope", "--once")
+    p = cli("monitor", "ws://127.0.0.1:9/x", "--strategy", "nope", "--once")
     _, err = p.communicate(timeout=60)
     assert p.returncode == 2 and b"unknown strategy 'nope'" in err and b"sobi" in err
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from clitools import cli, serve, small_book
 from conftest import REPO, SHARED
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
@@ -35,37 +36,8 @@ PROGRAM = REPO / "examples" / "m3" / "vwap.m3"
 BINANCE = SHARED / "data" / "binance"
 
 
-def _cli(*args: str, **kw) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "ddms.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, cwd=REPO, **kw)
-
-
-def _book(tmp_path: Path, n: int) -> Path:
-    """An order-book CSV with adds on both sides, partial executions and deletes."""
-    lines = []
-    for i in range(1, n + 1):
-        if i % 7 == 0 and i > 14:
-            lines.append(f"{i},{i - 14},D,0,0")
-        elif i % 5 == 0 and i > 10:
-            lines.append(f"{i},{i - 10},E,1,0")
-        else:
-            side, price = ("B", 1000 - i % 13) if i % 2 else ("S", 1010 + i % 11)
-            lines.append(f"{i},{i},{side},{10 + i % 9},{price}")
-    path = tmp_path / "book.csv"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def _serve(path: Path, *extra: str) -> tuple[subprocess.Popen, str]:
-    server = _cli("serve-feed", str(path), *extra)
-    url = server.stdout.readline().decode().strip()
-    assert url.startswith("ws://127.0.0.1:"), server.stderr.read().decode()
-    return server, url
-
-
 def _ddms_run(data: Path) -> dict:
-    p = _cli("run", str(PROGRAM), "--data", str(data), "--json")
+    p = cli("run", str(PROGRAM), "--data", str(data), "--json")
     out, err = p.communicate(timeout=600)
     assert p.returncode == 0, err.decode()
     return json.loads(out.decode().splitlines()[-1])
@@ -105,7 +77,7 @@ def _monitor(url: str, folder: Path | None, every: int = 100, program: Path = PR
     args = ["monitor", url, "--views", str(program), "--json", "--once"]
     if folder is not None:
         args += ["--checkpoint", str(folder), "--checkpoint-every", str(every)]
-    mon = _cli(*args)
+    mon = cli(*args)
     out, err = mon.communicate(timeout=600)
     assert mon.returncode == 0, err.decode()[-3000:]
     return [json.loads(x) for x in out.decode().splitlines()]
@@ -119,16 +91,16 @@ def _restored(lines: list[dict]) -> dict:
 
 @pytest.mark.parametrize("during_write", [False, True])
 def test_order_protocol_resumes_from_its_sequence(tmp_path, during_write):
-    data = _book(tmp_path, 3000)
+    data = small_book(tmp_path, 3000)
     want = _ddms_run(data)
     folder = tmp_path / "ck"
-    server, url = _serve(data, "--rate", "1500")
+    server, url = serve(data, "--rate", "1500")
     try:
         _monitor_killed(url, folder, 200, during_write=during_write)
     finally:
         server.kill()
     line = checkpoints(folder)[-1][0]
-    server, url = _serve(data, "--speed", "max")    # a new server: the stream from seq 1 again
+    server, url = serve(data, "--speed", "max")    # a new server: the stream from seq 1 again
     try:
         lines = _monitor(url, folder)
     finally:
@@ -146,10 +118,10 @@ def test_order_protocol_resumes_from_its_sequence(tmp_path, during_write):
 
 @pytest.mark.slow      # ~20 s, and it needs the restart to come back while the server still runs
 def test_order_protocol_resyncs_by_snapshot_after_a_gap(tmp_path):
-    data = _book(tmp_path, 3000)
+    data = small_book(tmp_path, 3000)
     want = _ddms_run(data)
     folder = tmp_path / "ck"
-    server, url = _serve(data, "--rate", "200")     # ~15 s: still running when the monitor comes back
+    server, url = serve(data, "--rate", "200")     # ~15 s: still running when the monitor comes back
     try:
         _monitor_killed(url, folder, 100)
         lines = _monitor(url, folder)
@@ -184,18 +156,18 @@ def test_binance_book_resyncs_from_a_fresh_snapshot(tmp_path):
             if i >= 8000:
                 break
             f.write(line)
-    server, url = _serve(data, "--speed", "max")
+    server, url = serve(data, "--speed", "max")
     try:
         want = _monitor(url, None)
     finally:
         server.kill()
     folder = tmp_path / "ck"
-    server, url = _serve(data, "--rate", "100")
+    server, url = serve(data, "--rate", "100")
     try:
         _monitor_killed(url, folder, 20)
     finally:
         server.kill()
-    server, url = _serve(data, "--speed", "max")
+    server, url = serve(data, "--speed", "max")
     try:
         lines = _monitor(url, folder)
     finally:
@@ -260,7 +232,7 @@ def test_order_feed_checkpoint_restores_exactly(tmp_path, engines, seed):
     from ddms.io.orderproto import encode_orderbook
     from ddms.runtime.checkpoint import dump_state
     rng = random.Random(seed)
-    msgs = list(encode_orderbook(_book(tmp_path, 600)))
+    msgs = list(encode_orderbook(small_book(tmp_path, 600)))
     a, b = engines
     ref = _drive(_fresh(a), OrderFeed(), msgs)
     cut = rng.randrange(1, len(msgs))
@@ -309,7 +281,7 @@ def test_checkpoint_while_waiting_for_a_snapshot(tmp_path, engines, seed):
 
     from ddms.io.orderproto import encode_orderbook
     rng = random.Random(seed)
-    msgs = list(encode_orderbook(_book(tmp_path, 600)))
+    msgs = list(encode_orderbook(small_book(tmp_path, 600)))
     a, b = engines
     ref = _drive(_fresh(a), OrderFeed(), msgs)
     cut, gap = rng.randrange(1, 400), rng.randrange(2, 50)
