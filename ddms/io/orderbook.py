@@ -546,13 +546,12 @@ class OrderBookParser:
             self._out_ahead = (self._touch_ahead(nxt, 0), nxt)
         return buf
 
-    @staticmethod
-    def _touch_ahead(buf: _Out, lo: int) -> Job:
+    def _touch_ahead(self, buf: _Out, lo: int) -> Job:
         """Have the helper write rows ``lo:`` of ``buf`` up to what real data fills of the largest
-        chunk (~1 event a 28-byte line; capacities are one event per 16 bytes): a buffer first used
-        for a small chunk is reused for larger ones.  Nothing else may write those rows until the
-        job is settled (:meth:`_settle`)."""
-        hi = buf.rel.shape[0] * 5 // 8
+        chunk (~1 event a 28-byte line with both books, about half with one: :attr:`books`;
+        capacities are one event per 16 bytes): a buffer first used for a small chunk is reused
+        for larger ones.  Nothing else may write those rows until the job is settled (:meth:`_settle`)."""
+        hi = buf.rel.shape[0] * 5 * self._keep.bit_count() // 16
         return helper().submit(_touch, buf.rel, buf.sign, buf.cols, buf.line, min(lo, hi), hi)
 
     def _touch_rest(self, out: _Out, k: int) -> None:
