@@ -103,8 +103,8 @@ class ProgramInput:
         parsers' state (checkpoints).  O(sources)."""
         for s in self.sources:
             if isinstance(s.parser, OrderBookParser):
-                base = self.names.index(s.names[0])
-                s.parser.books = (bool(read[base]), bool(read[base + 1]))
+                base = self.names.index(s.names[0])   # (numbered as _renumber does; kept if unsure)
+                s.parser.books = tuple(bool(read[base + i]) if base + i < len(read) else True for i in range(2))
 
     @property
     def width(self) -> int:
