@@ -45,6 +45,7 @@ from bench.common import REPO, SHARED, Row, Shared, Skip, n_lines, parse, rate, 
 from bench.e2e_trace import trace
 from bench.sql_finance import DBTOASTER, QUERIES, TARGET
 from ddms.compiler import compile_sql_file
+from ddms.io.orderbook import OrderBookParser
 from ddms.runtime.engine import Engine
 
 SECTION = "13 e2e"
@@ -147,26 +148,40 @@ def _throughput(data: Path, quick: bool) -> list[Row]:
         path = FINANCE / f"{q}.sql"
         program = compile_sql_file(path).program
         compile_before_clock(path, TINY if TINY.exists() else data / "finance.csv")
-        Engine(program)   # this process's numba cache load (or compile) outside time_apply too
+        engine = Engine(program)   # this process's numba cache load (or compile) outside time_apply too
+        books = tuple(bool(r >= 0) for r in engine.relmap(("bids", "asks")))
+        projected = {}   # the batches ddms run applies: a book no stream reads dropped by the parser
+        if books != (True, True):
+            for label, file in files:
+                if label in batches:
+                    parser = OrderBookParser(brokers=10)
+                    parser.books = books
+                    projected[label] = parse(file.read_bytes(), parser)
         for label, file in files:
             if label not in batches:
                 rows.append(Row(SECTION, f"{q}: {label}", None, "", verdict=f"skipped: {file} not found"))
                 continue
             lines = n_lines(batches[label])
-            e2e, app = [], []
+            e2e, app, proj = [], [], []
             for _ in range(reps):   # taking turns: a busy spell of the machine hits both
                 r, got = ddms_rate(path, file)
                 if got != lines:
                     raise RuntimeError(f"ddms run {q} read {got:,} lines, the parser {lines:,}")
                 e2e.append(r)
                 app.append(rate(lines, time_apply(Engine(program), batches[label])))
+                if label in projected:
+                    proj.append(rate(lines, time_apply(Engine(program), projected[label])))
             best_e2e, best_app = max(e2e), max(app)
             ratio = best_e2e / best_app
             best = f" (best of {reps})" if reps > 1 else ""
             rows.append(Row(SECTION, f"{q}: {label} end to end (ddms run){best}", best_e2e, "lines/s",
                             verdict=f"median {statistics.median(e2e):,.0f}"))
+            # (apply only of every event, both books: the reference the ratio divides by; ddms run's
+            # parser drops a book the program does not read, whose events the engine skips)
+            note = (f"; the batches without the {'asks' if books[0] else 'bids'} ddms run applies: "
+                    f"{max(proj):,.0f} lines/s" if proj else "")
             rows.append(Row(SECTION, f"{q}: {label} apply only{best}", best_app, "lines/s",
-                            verdict=f"median {statistics.median(app):,.0f}"))
+                            verdict=f"median {statistics.median(app):,.0f}{note}"))
             rows.append(Row(SECTION, f"{q}: {label} end to end / apply only", ratio, "x", ">= 0.8x",
                             f"{'PASS' if ratio >= 0.8 else 'FAIL'}: parse, batching and output "
                             f"{100 * (1 - ratio):.0f}% of the end-to-end time"))
@@ -176,20 +191,25 @@ def _throughput(data: Path, quick: bool) -> list[Row]:
                 rows.append(Row(SECTION, f"{q}: big/finance.csv end to end x DBToaster C++ (end to end)", x, "x",
                                 f">= {need}x", f"{'PASS' if x >= need else 'FAIL'} (apply only: "
                                 f"{best_app / DBTOASTER[q]:.0f}x)"))
-            rows.append(_model_row(q, label, path, file, reps))
+            # apply only in CPU seconds, all events: what the ratio above divides by, in the model's clock
+            cpu = min(time_apply(Engine(program), batches[label], time.thread_time) for _ in range(max(reps, 3)))
+            rows.append(_model_row(q, label, path, file, reps, cpu))
     return rows
 
 
-def _model_row(q: str, label: str, program: Path, file: Path, reps: int) -> Row:
+def _model_row(q: str, label: str, program: Path, file: Path, reps: int, apply_only: float) -> Row:
     """The run's two stages in CPU time and the end-to-end time they allow with two free cores
-    (:mod:`bench.e2e_trace`): what the ratio above approaches on a quiet machine, measurable on a
-    loaded one.  Best of ``reps`` fresh processes."""
+    (:mod:`bench.e2e_trace`), against ``apply_only`` (CPU seconds applying every event of the
+    pre-parsed batches): what the ratio above approaches on a quiet machine, measurable on a
+    loaded one.  (Not the run's own apply CPU: ``ddms run`` drops a book the program does not
+    read, so its applies do less than apply only.)  Best of ``reps`` fresh processes."""
     traces = [trace(program, file) for _ in range(reps)]
     t = min(traces, key=lambda t: t.model)
     r, a = sum(t.reader), sum(t.apply)
-    return Row(SECTION, f"{q}: {label} two-core model from CPU times (bench.e2e_trace): apply / model", a / t.model,
-               "x", "", f"{'parse' if r > a else 'apply'}-bound: reader {1e3 * r:.1f} ms, apply {1e3 * a:.1f} ms "
-                        f"CPU, {len(t.apply)} batches")
+    return Row(SECTION, f"{q}: {label} two-core model from CPU times (bench.e2e_trace): apply only / model",
+               apply_only / t.model, "x", "",
+               f"{'parse' if r > a else 'apply'}-bound: reader {1e3 * r:.1f} ms, apply {1e3 * a:.1f} ms CPU in the "
+               f"run ({1e3 * apply_only:.1f} ms apply only), {len(t.apply)} batches")
 
 
 def n_lines_label(data: Path) -> str:

@@ -322,6 +322,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if ckpt is not None:
         batches = ckpt.batches(lambda chunks, size: _progress_chunks(chunks, size, label))
     elif not demo:   # parse the next chunk on another core while this one is applied
+        inputs.project(engine.relmap(names) >= 0)   # a book no stream reads is not tracked (no checkpoint here)
         batches = prefetch(batches)
         for p in parsers:   # and fault in the memory it needs next on a helper thread (ddms.io.pages)
             if hasattr(p, "fault_ahead"):

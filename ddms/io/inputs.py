@@ -95,6 +95,17 @@ class ProgramInput:
     def parsers(self) -> list[OrderBookParser | CsvParser | _Counted]:
         return [s.parser for s in self.sources]
 
+    def project(self, read: Sequence[bool]) -> None:
+        """Projection pushdown: ``read[j]`` says whether the program reads relation ``j`` (of
+        :attr:`names`: ``Engine.relmap(names) >= 0``); the order-book CSV parsers drop a book no
+        stream reads (:attr:`OrderBookParser.books`: its orders are neither tracked nor emitted,
+        the rest of their events unchanged).  Before :meth:`batches`; not for runs that save the
+        parsers' state (checkpoints).  O(sources)."""
+        for s in self.sources:
+            if isinstance(s.parser, OrderBookParser):
+                base = self.names.index(s.names[0])   # (numbered as _renumber does; kept if unsure)
+                s.parser.books = tuple(bool(read[base + i]) if base + i < len(read) else True for i in range(2))
+
     @property
     def width(self) -> int:
         """Columns of a merged batch: the widest source's, so that one batch shape serves every

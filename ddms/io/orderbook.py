@@ -201,11 +201,14 @@ def _emit(o_rel, o_sign, o_cols, o_line, k, book, sign, t, oid, brk, vol, px, li
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _apply(act, t, oid, vol, px, line, brokers, keys, vals, meta,
+def _apply(act, t, oid, vol, px, line, brokers, keep, keys, vals, meta,
            o_rel, o_sign, o_cols, o_line, k):  # pragma: no cover - compiled
     """Apply one valid line to the table and append its 0..2 events at ``k``; returns the new
-    ``k``.  ``meta`` = [resting, bids, asks, hash shift].  The caller has made room for one more
-    key and two events (this function cannot allocate: it is compiled without NRT)."""
+    ``k``.  ``meta`` = [resting, bids, asks, hash shift].  ``keep``: bit b set if book b is read
+    (:attr:`OrderBookParser.books`): a B/S into a book not read still replaces a resting order
+    of the same id (a delete) but is not inserted, so nothing of that book is kept or emitted.
+    The caller has made room for one more key and two events (this function cannot allocate: it
+    is compiled without NRT)."""
     if act == 66 or act == 83 or act == 69 or act == 70 or act == 68:   # B S E F D
         shift = meta[3]
         slot = _find(keys, shift, oid)
@@ -223,8 +226,8 @@ def _apply(act, t, oid, vol, px, line, brokers, keys, vals, meta,
                 _remove(keys, vals, shift, slot)
                 meta[0] -= 1
                 meta[1 + ob] -= 1
-        if act == 66 or act == 83:
-            book = 0 if act == 66 else 1
+        book = 0 if act == 66 else 1
+        if (act == 66 or act == 83) and (keep >> book) & 1:
             _put(keys, vals, meta[3], oid, t, vol, px, float(book))
             meta[0] += 1
             meta[1 + book] += 1
@@ -233,7 +236,7 @@ def _apply(act, t, oid, vol, px, line, brokers, keys, vals, meta,
 
 
 @njit(cache=True, _nrt=False, nogil=True)   # nogil: ddms run parses ahead in a thread (driver.prefetch)
-def _run(buf, pos, end, line_no, brokers, skip_bad, keys, vals, meta,
+def _run(buf, pos, end, line_no, brokers, keep, skip_bad, keys, vals, meta,
          o_rel, o_sign, o_cols, o_line, k, bad, nbad):  # pragma: no cover - compiled
     """Parse and apply the lines of ``buf[pos:end]`` (which ends with a newline).
 
@@ -270,7 +273,7 @@ def _run(buf, pos, end, line_no, brokers, skip_bad, keys, vals, meta,
                                 return pos, line_no - 1, k, _FULL, 0, 0, 0, 0, 0, skipped, nbad
                             if 2 * (meta[0] + 1) > keys.shape[0] and (a == 66 or a == 83):
                                 return pos, line_no - 1, k, _GROW, 0, 0, 0, 0, 0, skipped, nbad
-                            k = _apply(a, t, oid, vol, px, line_no, brokers, keys, vals, meta,
+                            k = _apply(a, t, oid, vol, px, line_no, brokers, keep, keys, vals, meta,
                                        o_rel, o_sign, o_cols, o_line, k)
                             pos = nxt
                             continue
@@ -377,6 +380,7 @@ class OrderBookParser:
         while the pipeline fills, the next output buffer (~115 faults a 256 KiB chunk), so that
         those faults fall off the parsing thread.  ``ddms run`` sets it (it parses on a thread of
         its own while another applies, so a core idles).  Values never depend on it."""
+        self._keep = (1 << BIDS) | (1 << ASKS)   # bit b: book b is read (:attr:`books`)
         self.tables_made_ahead = 0   # growths that used the helper's arrays (tests)
         self.outputs_made_ahead = 0  # output buffers the helper faulted in (tests)
         self._ahead: tuple[Job, tuple[np.ndarray, np.ndarray], int] | None = None
@@ -399,6 +403,28 @@ class OrderBookParser:
         return int(self._meta[2])
 
     @property
+    def books(self) -> tuple[bool, bool]:
+        """Whether the parser keeps and emits each book, ``(bids, asks)``; both by default.
+
+        Projection pushdown: a program that reads one book only (vwap.sql declares ``bids``
+        alone) has ``ddms run`` drop the other (``ProgramInput.project``), whose events the
+        engine would ignore (relation map -1).  An order of a book not read is never put in the
+        order table and emits nothing; a B/S of it still replaces a resting order of the same id
+        of the kept book (that order's delete is emitted, as without projection), and its E/F/D
+        find nothing.  So the kept book's events are exactly those of a parser keeping both,
+        every line is still parsed and checked (a bad line is the same error), and the line's
+        table work (an insert, a probe that hits and a backward-shift delete) and its events are
+        saved: about half of them on the finance data.  Set it before the first feed; a
+        projected parser saves no checkpoint state (its order table is not the whole book).  O(1)."""
+        return bool(self._keep >> BIDS & 1), bool(self._keep >> ASKS & 1)
+
+    @books.setter
+    def books(self, keep: tuple[bool, bool]) -> None:
+        if self.lines_consumed or self._partial or self.resting:
+            raise DdmsError(f"{self.source}: the books a parser keeps are set before its first feed")
+        self._keep = (int(bool(keep[0])) << BIDS) | (int(bool(keep[1])) << ASKS)
+
+    @property
     def error(self) -> InputError | None:
         """The error that stopped a strict parser, else None."""
         return self._error
@@ -415,6 +441,9 @@ class OrderBookParser:
         part of it (:attr:`pending` bytes: the caller reads them again).  O(table capacity)."""
         if self._error is not None:
             raise DdmsError(f"{self.source}: parser state saved after an error")
+        if self.books != (True, True):
+            raise DdmsError(f"{self.source}: a parser keeping one book only (books = {self.books}) has no "
+                            "state to save: its order table lacks the other book's orders")
         counters = {"lines_consumed": self.lines_consumed, "bad_lines": self.bad_lines, "brokers": self.brokers}
         return counters, {"keys": self._keys.copy(), "vals": self._vals.copy(), "meta": self._meta.copy()}
 
@@ -517,13 +546,12 @@ class OrderBookParser:
             self._out_ahead = (self._touch_ahead(nxt, 0), nxt)
         return buf
 
-    @staticmethod
-    def _touch_ahead(buf: _Out, lo: int) -> Job:
+    def _touch_ahead(self, buf: _Out, lo: int) -> Job:
         """Have the helper write rows ``lo:`` of ``buf`` up to what real data fills of the largest
-        chunk (~1 event a 28-byte line; capacities are one event per 16 bytes): a buffer first used
-        for a small chunk is reused for larger ones.  Nothing else may write those rows until the
-        job is settled (:meth:`_settle`)."""
-        hi = buf.rel.shape[0] * 5 // 8
+        chunk (~1 event a 28-byte line with both books, about half with one: :attr:`books`;
+        capacities are one event per 16 bytes): a buffer first used for a small chunk is reused
+        for larger ones.  Nothing else may write those rows until the job is settled (:meth:`_settle`)."""
+        hi = buf.rel.shape[0] * 5 * self._keep.bit_count() // 16
         return helper().submit(_touch, buf.rel, buf.sign, buf.cols, buf.line, min(lo, hi), hi)
 
     def _touch_rest(self, out: _Out, k: int) -> None:
@@ -605,7 +633,7 @@ class OrderBookParser:
         skipped = 0
         while True:
             (pos, done, k, status, code, extra, s, e, nl, sk, nbad) = _run(
-                arr, pos, end, self.lines_consumed, self.brokers, self.skip_bad, self._keys,
+                arr, pos, end, self.lines_consumed, self.brokers, self._keep, self.skip_bad, self._keys,
                 self._vals, self._meta, out.rel, out.sign, out.cols, out.line, k, self._bad, 0)
             self.lines_consumed = done
             skipped += sk
@@ -629,7 +657,7 @@ class OrderBookParser:
                     if k + 2 > out.rel.shape[0]:
                         out.grow(k, 2)
                     t, oid, act, vol, px = values
-                    k = _apply(act, t, oid, vol, px, done + 1, self.brokers, self._keys, self._vals,
+                    k = _apply(act, t, oid, vol, px, done + 1, self.brokers, self._keep, self._keys, self._vals,
                                self._meta, out.rel, out.sign, out.cols, out.line, k)
                     self.lines_consumed = done + 1
                     pos = nl + 1

@@ -719,6 +719,36 @@ def _ipad(ik, ii, iw, nc, a, lo, hi):
             ii[a, q * FI + t] = 0
 
 
+@njit(cache=True)
+def _lmove_out(lf, lw, a, sa, b, sb, m):
+    """:func:`_lmove` as a call, for the rare paths (a node split, a rebalance).  Why: inlined at
+    each of their sites (with :func:`_imove`, :func:`_lpad`, :func:`_ipad`, ~20 in all), each
+    copy's loops vectorised, ``_rebalance`` alone was 15-30k LLVM instructions per tree shape:
+    over half of a grouped program's code (missedtrades' run_batch: 121k instructions, 2.5 MB of
+    bitcode), which every process parses back from numba's cache at start (~0.1 s of
+    missedtrades' 0.74 s).  The per-update shifts (an insert or delete inside a leaf or internal
+    node) stay inlined.  A call costs nanoseconds against a move of up to a node."""
+    _lmove(lf, lw, a, sa, b, sb, m)
+
+
+@njit(cache=True)
+def _imove_out(ik, ii, iw, nc, a, sa, b, sb, m):
+    """:func:`_imove` as a call (see :func:`_lmove_out`)."""
+    _imove(ik, ii, iw, nc, a, sa, b, sb, m)
+
+
+@njit(cache=True)
+def _lpad_out(lf, lw, a, lo, hi):
+    """:func:`_lpad` as a call (see :func:`_lmove_out`)."""
+    _lpad(lf, lw, a, lo, hi)
+
+
+@njit(cache=True)
+def _ipad_out(ik, ii, iw, nc, a, lo, hi):
+    """:func:`_ipad` as a call (see :func:`_lmove_out`)."""
+    _ipad(ik, ii, iw, nc, a, lo, hi)
+
+
 # --------------------------------------------------------------------------------------------
 # updates
 
@@ -940,14 +970,14 @@ def _insert(p, root, d, n, pos, k):
     b = _alloc_leaf(p)
     h = (FL + 1) // 2  # keys left in n
     if pos < h:
-        _lmove(lf, lw, n, h - 1, b, 0, FL - h + 1)
-        _lmove(lf, lw, n, pos, n, pos + 1, h - 1 - pos)
+        _lmove_out(lf, lw, n, h - 1, b, 0, FL - h + 1)
+        _lmove_out(lf, lw, n, pos, n, pos + 1, h - 1 - pos)
         _lput(lf, lw, n, pos, k, xv)
     else:
-        _lmove(lf, lw, n, h, b, 0, pos - h)
+        _lmove_out(lf, lw, n, h, b, 0, pos - h)
         _lput(lf, lw, b, pos - h, k, xv)
-        _lmove(lf, lw, n, pos, b, pos - h + 1, FL - pos)
-    _lpad(lf, lw, n, h, FL)
+        _lmove_out(lf, lw, n, pos, b, pos - h + 1, FL - pos)
+    _lpad_out(lf, lw, n, h, FL)
     ln[n] = h
     ln[b] = FL + 1 - h
     split = 2 * b  # ref of a new right sibling of the path's node, to enter in its parent
@@ -967,17 +997,17 @@ def _insert(p, root, d, n, pos, k):
             b = _alloc_int(p)
             h = (FI + 1) // 2
             if j + 1 < h:
-                _imove(ik, ii, iw, nc, i, h - 1, b, 0, FI - h + 1)
-                _imove(ik, ii, iw, nc, i, j + 1, i, j + 2, h - 2 - j)
+                _imove_out(ik, ii, iw, nc, i, h - 1, b, 0, FI - h + 1)
+                _imove_out(ik, ii, iw, nc, i, j + 1, i, j + 2, h - 2 - j)
                 ik[i, FI * (iw - 1) + j + 1] = split
                 _refresh(p, i, j + 1)
             else:
                 q = j + 1 - h
-                _imove(ik, ii, iw, nc, i, h, b, 0, q)
+                _imove_out(ik, ii, iw, nc, i, h, b, 0, q)
                 ik[b, FI * (iw - 1) + q] = split
-                _imove(ik, ii, iw, nc, i, j + 1, b, q + 1, FI - j - 1)
+                _imove_out(ik, ii, iw, nc, i, j + 1, b, q + 1, FI - j - 1)
                 _refresh(p, b, q)
-            _ipad(ik, ii, iw, nc, i, h, FI)
+            _ipad_out(ik, ii, iw, nc, i, h, FI)
             in_[i] = h
             in_[b] = FI + 1 - h
             split = 2 * b + 1
@@ -1015,7 +1045,7 @@ def _rebalance(p, i, j):
         na = in_[an]
         nb = in_[bn]
         if na + nb <= IMERGE:
-            _imove(ik, ii, iw, nc, bn, 0, an, na, nb)
+            _imove_out(ik, ii, iw, nc, bn, 0, an, na, nb)
             in_[an] = na + nb
             _free_int(p, bn)
             merged = True
@@ -1023,14 +1053,14 @@ def _rebalance(p, i, j):
             h = (na + nb) // 2
             if na < h:  # move b's first h - na entries to a's end
                 q = h - na
-                _imove(ik, ii, iw, nc, bn, 0, an, na, q)
-                _imove(ik, ii, iw, nc, bn, q, bn, 0, nb - q)
-                _ipad(ik, ii, iw, nc, bn, nb - q, nb)
+                _imove_out(ik, ii, iw, nc, bn, 0, an, na, q)
+                _imove_out(ik, ii, iw, nc, bn, q, bn, 0, nb - q)
+                _ipad_out(ik, ii, iw, nc, bn, nb - q, nb)
             else:  # move a's last na - h entries to b's front
                 q = na - h
-                _imove(ik, ii, iw, nc, bn, 0, bn, q, nb)
-                _imove(ik, ii, iw, nc, an, h, bn, 0, q)
-                _ipad(ik, ii, iw, nc, an, h, na)
+                _imove_out(ik, ii, iw, nc, bn, 0, bn, q, nb)
+                _imove_out(ik, ii, iw, nc, an, h, bn, 0, q)
+                _ipad_out(ik, ii, iw, nc, an, h, na)
             in_[an] = h
             in_[bn] = na + nb - h
             merged = False
@@ -1038,7 +1068,7 @@ def _rebalance(p, i, j):
         na = ln[an]
         nb = ln[bn]
         if na + nb <= LMERGE:
-            _lmove(lf, lw, bn, 0, an, na, nb)
+            _lmove_out(lf, lw, bn, 0, an, na, nb)
             ln[an] = na + nb
             _free_leaf(p, bn)
             merged = True
@@ -1046,21 +1076,21 @@ def _rebalance(p, i, j):
             h = (na + nb) // 2
             if na < h:
                 q = h - na
-                _lmove(lf, lw, bn, 0, an, na, q)
-                _lmove(lf, lw, bn, q, bn, 0, nb - q)
-                _lpad(lf, lw, bn, nb - q, nb)
+                _lmove_out(lf, lw, bn, 0, an, na, q)
+                _lmove_out(lf, lw, bn, q, bn, 0, nb - q)
+                _lpad_out(lf, lw, bn, nb - q, nb)
             else:
                 q = na - h
-                _lmove(lf, lw, bn, 0, bn, q, nb)
-                _lmove(lf, lw, an, h, bn, 0, q)
-                _lpad(lf, lw, an, h, na)
+                _lmove_out(lf, lw, bn, 0, bn, q, nb)
+                _lmove_out(lf, lw, an, h, bn, 0, q)
+                _lpad_out(lf, lw, an, h, na)
             ln[an] = h
             ln[bn] = na + nb - h
             merged = False
     _refresh(p, i, ja)
     if merged:  # drop entry ja + 1
-        _imove(ik, ii, iw, nc, i, ja + 2, i, ja + 1, m - ja - 2)
-        _ipad(ik, ii, iw, nc, i, m - 1, m)
+        _imove_out(ik, ii, iw, nc, i, ja + 2, i, ja + 1, m - ja - 2)
+        _ipad_out(ik, ii, iw, nc, i, m - 1, m)
         in_[i] = m - 1
     else:
         _refresh(p, i, ja + 1)
