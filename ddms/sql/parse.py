@@ -115,7 +115,8 @@ def split_statements(text: str) -> list[tuple[int, str]]:
     return [(o, s) for o, s in out if blank_comments(s).strip()]
 
 
-_CREATE_VIEW = re.compile(r"CREATE\s+VIEW\s+(\w+)\s+AS\s+SELECT\b", re.IGNORECASE)
+_CREATE_VIEW = re.compile(r"CREATE\s+VIEW\s+(\w+)\s+AS\s+(?=(?:SELECT|WITH)\b)", re.IGNORECASE)
+_CREATE_VIEW_HEAD = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\w*\s+)?VIEW\b", re.IGNORECASE)
 
 
 def _code_start(stmt: str) -> int:
@@ -137,9 +138,12 @@ def parse_sql(text: str, source: str = "<sql>") -> Script:
         if named is not None:
             # CREATE VIEW name AS SELECT ...: the view is named explicitly
             raw = _CREATE_VIEW.search(stmt, _code_start(stmt))
-            start = raw.end() - len("SELECT") if raw is not None else _code_start(stmt)
-            select = _Converter(text, source, offset + start).statement(body[named.end() - len("SELECT"):])
+            start = raw.end() if raw is not None else _code_start(stmt)
+            select = _Converter(text, source, offset + start).statement(body[named.end():])
             views.append(View(named.group(1).upper(), select))
+        elif _CREATE_VIEW_HEAD.match(body):
+            raise SqlError("expected CREATE VIEW name AS SELECT ... (or AS WITH ...)", source,
+                           body.split("\n", 1)[0], text)
         elif head == "CREATE":
             streams.append(_stream(stmt, text, offset, source))
         elif head in ("SELECT", "WITH"):
