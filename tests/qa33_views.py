@@ -5,7 +5,8 @@ odd but legal spellings), written before reading ``tests/qa_views.py`` so as not
 
 ``VIEWS`` (over ``bids``/``asks`` of ``test_sql_minmax.HEADER``) and ``SYMBOL_VIEWS`` (with the
 ``symbol`` column of ``test_symbols.SYM_HEADER``) map each view's name to its SQL; DuckDB runs the
-same SELECT; each is compiled as ``CREATE VIEW <name> AS <SELECT>`` (:func:`as_view`).  ``REJECTED`` maps a name to (SQL, part of the reason) for
+same SELECT; each is compiled as ``CREATE VIEW <name> AS <SELECT>`` (:func:`as_view`).
+``REJECTED`` maps a name to (SQL, part of the reason) for
 views the compiler must refuse with ``file:line:column`` and a caret (SQL that has no exact
 incremental form, or no deterministic answer)."""
 
@@ -104,7 +105,33 @@ SYMBOL_VIEWS: dict[str, str] = {
                            "GROUP BY symbol, price) x WHERE x.rn <= 2 GROUP BY x.symbol",
 }
 
-REJECTED: dict[str, tuple[str, str]] = {}
+REJECTED: dict[str, tuple[str, str]] = {
+    "ORDERS_NO_TIEBREAK": ("SELECT SUM(o.volume) AS v FROM (SELECT volume FROM bids ORDER BY price DESC LIMIT 3) o",
+                           "needs a unique tie-break"),
+    "LIMIT_NO_ORDER": ("SELECT SUM(x.volume) AS v FROM (SELECT volume FROM bids LIMIT 3) x",
+                       "LIMIT without ORDER BY keeps arbitrary rows"),
+    "TOP_BROKERS_NO_TIE": ("SELECT broker_id, SUM(volume) AS vol FROM bids GROUP BY broker_id "
+                           "ORDER BY vol DESC LIMIT 3", "end the ORDER BY with the key column(s) broker_id"),
+    "LEFT_JOIN": ("SELECT SUM(b.volume) AS v FROM bids b LEFT JOIN asks a ON a.broker_id = b.broker_id",
+                  "LEFT JOIN is not supported"),
+    "LAG": ("SELECT SUM(x.d) AS s FROM (SELECT price - LAG(price) OVER (ORDER BY price) AS d FROM bids) x",
+            "window function"),
+    "UNION_ALL": ("SELECT SUM(v) AS s FROM (SELECT volume AS v FROM bids UNION ALL SELECT volume AS v FROM asks) u",
+                  "only SELECT subqueries are supported in FROM"),
+    "MEDIAN": ("SELECT MEDIAN(price) AS m FROM bids", "unsupported expression (MEDIAN)"),
+    "EPOCH_NOW": ("SELECT SUM(volume) AS v FROM bids WHERE t > EPOCH(NOW())",
+                  "unsupported expression (function EPOCH)"),   # was "(ANONYMOUS)", sqlglot's class
+    "NULL_KEY": ("SELECT price / broker_id AS r, COUNT(*) AS n FROM bids GROUP BY 1", "a key that can be NULL"),
+    "MIN_CORRELATED_BELOW": ("SELECT COUNT(*) AS n FROM bids b WHERE b.price > (SELECT MIN(a.price) FROM asks a "
+                             "WHERE a.broker_id < b.broker_id)", "correlated other than by equality"),
+    "IN_GROUPED": ("SELECT SUM(volume) AS v FROM bids WHERE broker_id IN "
+                   "(SELECT broker_id FROM asks GROUP BY broker_id HAVING COUNT(*) > 2)",
+                   "IN (SELECT ...) with GROUP BY or HAVING is not supported"),
+    # a constant beside aggregates: was "the SELECT list may name GROUP BY columns ... only"
+    "CONSTANT_COLUMN": ("SELECT SUM(volume) AS v, 1 AS one FROM bids", "a constant output column (one)"),
+    "CONSTANT_GROUPED": ("SELECT broker_id, ROUND(-2.5) AS r, COUNT(*) AS n FROM bids GROUP BY broker_id",
+                         "a constant output column (r)"),
+}
 
 
 def as_view(name: str, sql: str) -> str:

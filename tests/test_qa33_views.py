@@ -14,7 +14,7 @@ import pytest
 from conftest import shared_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from qa33_views import SYMBOL_VIEWS, VIEWS, as_view
+from qa33_views import REJECTED, SYMBOL_VIEWS, VIEWS, as_view
 from test_sql_minmax import HEADER, line
 from test_sql_outside import SymbolRun
 from test_symbols import LINE as SYMBOL_LINE
@@ -131,3 +131,18 @@ def test_symbol_views_interpreter(symbol_program, stream) -> None:
 @given(stream=st.lists(SYMBOL_LINE, min_size=1, max_size=30))
 def test_symbol_views_engine(symbol_program, stream) -> None:
     _apply(_Run(symbol_program, interp=False, engine=True), stream)
+
+
+@pytest.mark.parametrize("name", list(REJECTED))
+def test_rejected_with_location_and_caret(name: str) -> None:
+    sql, reason = REJECTED[name]
+    text = HEADER + "-- a comment\n" + sql + ";"
+    with pytest.raises(SqlError) as e:
+        compile_sql(text, "v.sql")
+    head, src, caret = str(e.value).split("\n")[:3]
+    file, ln, col, why = head.split(":", 3)
+    assert file == "v.sql" and reason in why, str(e.value)
+    code = text.splitlines()[int(ln) - 1]
+    assert code.strip() and src.strip() == code.strip(), str(e.value)
+    pad = src.index(code.strip()) - (len(code) - len(code.lstrip()))
+    assert caret.index("^") == pad + int(col) - 1 and int(col) > 1, str(e.value)   # under the part, not the start

@@ -119,6 +119,14 @@ _CREATE_VIEW = re.compile(r"CREATE\s+VIEW\s+(\w+)\s+AS\s+(?=(?:SELECT|WITH)\b)",
 _CREATE_VIEW_HEAD = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\w*\s+)?VIEW\b", re.IGNORECASE)
 
 
+def _node_name(node: exp.Expression) -> str:
+    """What a user wrote, for a message: a function sqlglot does not know (``exp.Anonymous``,
+    ``EPOCH(..)``) by its name, not by the class name "ANONYMOUS"."""
+    if isinstance(node, exp.Anonymous):
+        return f"function {str(node.this).upper()}"
+    return node.key.upper()
+
+
 def _code_start(stmt: str) -> int:
     """Offset in ``stmt`` of its first token (after blanks and comments)."""
     clean = blank_comments(stmt)
@@ -600,7 +608,7 @@ class _Converter:
         if isinstance(node, exp.Window):
             raise self.fail("a window function is supported as ROW_NUMBER() OVER (ORDER BY ...) AS rn in a "
                             "subquery in FROM, filtered rn <= n by the enclosing WHERE (a top-N)", node)
-        raise self.fail(f"unsupported expression ({node.key.upper()})", node)
+        raise self.fail(f"unsupported expression ({_node_name(node)})", node)
 
     def quantified(self, node: exp.Expression) -> Quantified:
         """``x op ALL (SELECT e ...)`` and ``x op ANY/SOME (SELECT e ...)`` (one column)."""
@@ -661,7 +669,7 @@ class _Converter:
             x = self.expr(node.this)
             return And((Compare(">=", x, self.expr(node.args["low"])),
                         Compare("<=", x, self.expr(node.args["high"]))), node.sql())
-        raise self.fail(f"unsupported condition ({node.key.upper()})", node)
+        raise self.fail(f"unsupported condition ({_node_name(node)})", node)
 
 
 _RANK_CMP = (exp.LTE, exp.LT, exp.EQ)
