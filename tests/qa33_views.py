@@ -95,6 +95,22 @@ VIEWS: dict[str, str] = {
                     "where not (b.price < 100) and ((b.volume)) between 1 and 1e9",
     "JOIN_ON_BROKER": "SELECT b.broker_id, SUM(b.volume * a.volume) AS x, MAX(a.price - b.price) AS gap "
                       "FROM bids AS b INNER JOIN asks AS a ON a.broker_id = b.broker_id GROUP BY b.broker_id",
+    # --- beyond the 40: a second round of harder shapes ---------------------------------------
+    # a GROUP BY expression with a MAX and a nested aggregate in WHERE: the internal verifier's
+    # "group variable K0 is neither bound nor bound by the aggregated expression" (the per-group
+    # re-evaluation lost the key bound by the lift of FLOOR(...) inside its inner sum)
+    "BUCKET_MAX_NEAR_TOP": "SELECT FLOOR(b.price / 100) * 100 AS bucket, SUM(b.volume) AS v, MAX(b.volume) AS mx "
+                           "FROM bids b WHERE b.price > (SELECT MAX(price) FROM bids) * 0.9 GROUP BY bucket",
+    "TOP2_LEVEL_IMBALANCE": "SELECT (SELECT SUM(x.v) FROM (SELECT price, SUM(volume) AS v FROM bids GROUP BY price "
+                            "ORDER BY price DESC LIMIT 2) x) - (SELECT SUM(y.v) FROM (SELECT price, SUM(volume) AS v "
+                            "FROM asks GROUP BY price ORDER BY price LIMIT 2) y) AS imb2",
+    "BROKER_ORDERS_2_TO_4": "SELECT x.broker_id, SUM(x.volume) AS v FROM (SELECT broker_id, volume, ROW_NUMBER() "
+                            "OVER (PARTITION BY broker_id ORDER BY price DESC, id) AS rn FROM bids) x "
+                            "WHERE x.rn BETWEEN 2 AND 4 GROUP BY x.broker_id",
+    "NESTED_CTES": "WITH lv AS (SELECT price, SUM(volume) AS v FROM asks GROUP BY price), "
+                   "big AS (SELECT price FROM lv WHERE v > 100) SELECT COUNT(*) AS n FROM big",
+    "ABOVE_BROKER_AVG": "SELECT COUNT(*) AS n FROM bids b WHERE b.volume > "
+                        "(SELECT AVG(b2.volume) FROM bids b2 WHERE b2.broker_id = b.broker_id)",
 }
 
 SYMBOL_VIEWS: dict[str, str] = {
