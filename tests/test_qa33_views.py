@@ -149,3 +149,19 @@ def test_rejected_with_location_and_caret(name: str) -> None:
     assert code.strip() and src.strip() == code.strip(), str(e.value)
     pad = src.index(code.strip()) - (len(code) - len(code.lstrip()))
     assert caret.index("^") == pad + int(col) - 1 and int(col) > 1, str(e.value)   # under the part, not the start
+
+
+def test_zero_divisor_in_a_condition_is_null_not_duckdbs_inf() -> None:
+    """The documented divergence (README, NULLs): DuckDB's ``volume / 0`` is +inf and passes
+    ``> 1``; ddms's is NULL and fails it.  Pinned so that a change of either side is noticed."""
+    from oracle import Book, Duck
+
+    from ddms.m3.interpreter import Interpreter
+
+    q = "SELECT SUM(volume) AS v FROM bids WHERE volume / (price - 10000) > 1"
+    it = Interpreter(compile_sql(HEADER + q + ";").program)
+    it.apply("+", "BIDS", (1.0, 1.0, 1.0, 100.0, 10000.0))
+    assert it.view("V") == 0.0
+    book = Book()
+    book.line("1,1,B,100,10000")
+    assert Duck().query(book, q) == [(100.0,)]
