@@ -109,6 +109,15 @@ VIEWS: dict[str, str] = {
                             "WHERE x.rn BETWEEN 2 AND 4 GROUP BY x.broker_id",
     "NESTED_CTES": "WITH lv AS (SELECT price, SUM(volume) AS v FROM asks GROUP BY price), "
                    "big AS (SELECT price FROM lv WHERE v > 100) SELECT COUNT(*) AS n FROM big",
+    # legal spellings that were refused: an output alias in HAVING (DuckDB reads it as the
+    # output, even where a FROM column has the name), GROUP BY ALL, FETCH FIRST n ROWS ONLY
+    "BUSY_BROKERS_ALIAS": "SELECT broker_id, COUNT(*) AS n FROM bids GROUP BY broker_id HAVING n > 1",
+    "BIG_BROKERS_SHADOW": "SELECT broker_id, SUM(volume) AS volume FROM bids GROUP BY broker_id HAVING volume > 100",
+    "ASK_CELLS_GROUP_ALL": "SELECT FLOOR(price / 50) AS k, broker_id, SUM(volume) AS v FROM asks GROUP BY ALL",
+    "BID_LADDER_FETCH": "SELECT price, SUM(volume) AS v FROM bids GROUP BY price ORDER BY price DESC "
+                        "FETCH FIRST 3 ROWS ONLY",
+    "ASK_TOP2_FETCH": "SELECT SUM(x.v) AS s FROM (SELECT price, SUM(volume) AS v FROM asks GROUP BY price "
+                      "ORDER BY price FETCH FIRST 2 ROWS ONLY) x",
     "ABOVE_BROKER_AVG": "SELECT COUNT(*) AS n FROM bids b WHERE b.volume > "
                         "(SELECT AVG(b2.volume) FROM bids b2 WHERE b2.broker_id = b.broker_id)",
 }
@@ -143,6 +152,10 @@ REJECTED: dict[str, tuple[str, str]] = {
     "IN_GROUPED": ("SELECT SUM(volume) AS v FROM bids WHERE broker_id IN "
                    "(SELECT broker_id FROM asks GROUP BY broker_id HAVING COUNT(*) > 2)",
                    "IN (SELECT ...) with GROUP BY or HAVING is not supported"),
+    "DISTINCT_FROM": ("SELECT COUNT(*) AS n FROM bids WHERE broker_id IS DISTINCT FROM 3",
+                      "unsupported condition (IS [NOT] DISTINCT FROM)"),   # was "(NULLSAFENEQ)"
+    "FETCH_WITH_TIES": ("SELECT price, SUM(volume) AS v FROM bids GROUP BY price ORDER BY price DESC "
+                        "FETCH FIRST 3 ROWS WITH TIES", "WITH TIES / PERCENT is not supported"),
     # a constant beside aggregates: was "the SELECT list may name GROUP BY columns ... only"
     "CONSTANT_COLUMN": ("SELECT SUM(volume) AS v, 1 AS one FROM bids", "a constant output column (one)"),
     "CONSTANT_GROUPED": ("SELECT broker_id, ROUND(-2.5) AS r, COUNT(*) AS n FROM bids GROUP BY broker_id",

@@ -119,11 +119,32 @@ _CREATE_VIEW = re.compile(r"CREATE\s+VIEW\s+(\w+)\s+AS\s+(?=(?:SELECT|WITH)\b)",
 _CREATE_VIEW_HEAD = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\w*\s+)?VIEW\b", re.IGNORECASE)
 
 
+def _having_aliases(cond: exp.Expression, select: exp.Select) -> exp.Expression:
+    """``cond`` (a HAVING condition) with each unqualified column named like an output alias
+    (``COUNT(*) AS n ... HAVING n > 1``) replaced by that output's expression, as DuckDB reads
+    HAVING (an alias wins over a FROM column of the same name there).  Columns inside a
+    subquery of the condition are left alone (they name the subquery's own columns)."""
+    aliases = {e.alias.lower(): e.this for e in select.expressions if isinstance(e, exp.Alias) and e.alias}
+    if not aliases:
+        return cond
+    cond = cond.copy()
+    for col in list(cond.find_all(exp.Column)):
+        if col.table or col.name.lower() not in aliases or col.find_ancestor(exp.Select) is not None:
+            continue
+        new = aliases[col.name.lower()].copy()
+        if col is cond:
+            return new
+        col.replace(new)
+    return cond
+
+
 def _node_name(node: exp.Expression) -> str:
     """What a user wrote, for a message: a function sqlglot does not know (``exp.Anonymous``,
     ``EPOCH(..)``) by its name, not by the class name "ANONYMOUS"."""
     if isinstance(node, exp.Anonymous):
         return f"function {str(node.this).upper()}"
+    if isinstance(node, (exp.NullSafeEQ, exp.NullSafeNEQ)):
+        return "IS [NOT] DISTINCT FROM"
     return node.key.upper()
 
 
@@ -322,8 +343,14 @@ class _Converter:
         for a in aliases:
             if aliases.count(a) > 1:
                 raise self.fail(f"the alias {a!r} is used twice in one FROM", node)
-        group = tuple(self.group_item(g, node) for g in (node.args["group"].expressions if node.args.get("group")
-                                                         else ()))
+        grp = node.args.get("group")
+        if grp is not None and grp.args.get("all"):
+            # GROUP BY ALL (DuckDB): every SELECT item without an aggregate or subquery
+            plain = [e for e in node.expressions
+                     if not e.find(exp.AggFunc, exp.Subquery, exp.Select, exp.Window)]
+            group = tuple(self.group_item(e.this if isinstance(e, exp.Alias) else e, node) for e in plain)
+        else:
+            group = tuple(self.group_item(g, node) for g in (grp.expressions if grp is not None else ()))
         items = tuple(self.item(e) for e in node.expressions) if with_items else ()
         cond = None if not conds else conds[0] if len(conds) == 1 else And(tuple(conds))
         having = node.args.get("having")
@@ -338,7 +365,8 @@ class _Converter:
                                     e)
             group, keyed = tuple(it.expr for it in items), True   # type: ignore[misc]
         return Select(items, tuple(sources), cond, group, node.sql(), self.offset,
-                      self.cond(having.this) if having is not None else None, top, rows, keyed)
+                      self.cond(_having_aliases(having.this, node)) if having is not None else None, top, rows,
+                      keyed)
 
     # -- top-N ----------------------------------------------------------------------------------
     def _top(self, node: exp.Select) -> TopN | None:
@@ -362,6 +390,11 @@ class _Converter:
         limit, off = node.args.get("limit"), node.args.get("offset")
         if limit is not None and (limit.args.get("offset") or limit.args.get("expressions")):
             raise self.fail("LIMIT takes one count (LIMIT n OFFSET m)", limit)
+        if isinstance(limit, exp.Fetch):   # FETCH FIRST n ROWS ONLY: standard SQL's LIMIT n
+            opts = limit.args.get("limit_options")
+            if opts is not None and (opts.args.get("with_ties") or opts.args.get("percent")):
+                raise self.fail("FETCH ... WITH TIES / PERCENT is not supported (FETCH FIRST n ROWS ONLY is)", limit)
+            limit = exp.Limit(expression=limit.args.get("count") or exp.Literal.number(1))
         out = []
         for part, word in ((limit, "LIMIT"), (off, "OFFSET")):
             x = part.expression if part is not None else None
