@@ -201,3 +201,27 @@ def test_run_survives_mutants(tmp_path, fmt: str) -> None:
             assert rc == 0 or f"ddms: error: {path}" in err, (label, flags, err)
             seen[rc] += 1
     assert seen[0] and seen[2], seen   # both outcomes reached: the mutants are not all harmless
+
+
+# -- a cryptofeed Binance capture without (all of) its REST snapshots --------------------------
+
+def test_binance_cryptofeed_capture_without_its_rest_file_says_why(tmp_path) -> None:
+    """Without BINANCE.http.* beside it no book can start (Binance's book begins at a REST
+    snapshot): ``ddms run`` printed empty views over 0 lines and said nothing.  Now an error
+    naming the file, the symbols and the missing REST file."""
+    shutil.copy(shared_file("data", "venues", "BINANCE.ws.1.0"), tmp_path)
+    rc, out, err = _run("run", str(SQL / "symbol_best_bid.sql"), "--data", str(tmp_path / "BINANCE.ws.1.0"), "--json")
+    assert rc == 2 and not out, (out, err)
+    assert f"ddms: error: {tmp_path / 'BINANCE.ws.1.0'}: " in err and "met no snapshot" in err, err
+    assert "NKNUSDT" in err and "no <EXCHANGE>.http.* REST file beside it" in err, err
+
+
+def test_binance_cryptofeed_capture_missing_one_snapshot_warns(tmp_path) -> None:
+    src = shared_file("data", "venues", "BINANCE.ws.1.0")
+    shutil.copy(src, tmp_path)
+    rest = [ln for ln in (src.parent / "BINANCE.http.0.0").read_text().splitlines() if "symbol=BLZETH" not in ln]
+    (tmp_path / "BINANCE.http.0.0").write_text("\n".join(rest) + "\n")
+    rc, out, err = _run("run", str(SQL / "symbol_best_bid.sql"), "--data", str(tmp_path / "BINANCE.ws.1.0"), "--json")
+    assert rc == 0, err
+    assert {r[0] for r in _last(out)["views"]["SYMBOL_BEST_BID"]} == {"LRCBTC", "NKNUSDT", "RUNEEUR"}
+    assert "warning: " in err and "depth messages of BLZETH met no snapshot" in err, err
