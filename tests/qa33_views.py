@@ -113,6 +113,8 @@ VIEWS: dict[str, str] = {
     # output, even where a FROM column has the name), GROUP BY ALL, FETCH FIRST n ROWS ONLY
     "BUSY_BROKERS_ALIAS": "SELECT broker_id, COUNT(*) AS n FROM bids GROUP BY broker_id HAVING n > 1",
     "BIG_BROKERS_SHADOW": "SELECT broker_id, SUM(volume) AS volume FROM bids GROUP BY broker_id HAVING volume > 100",
+    "SHADOW_INSIDE_AGG": "SELECT broker_id, SUM(volume) AS volume FROM bids GROUP BY broker_id "
+                         "HAVING MAX(volume) > 60 AND volume > 100",
     "ASK_CELLS_GROUP_ALL": "SELECT FLOOR(price / 50) AS k, broker_id, SUM(volume) AS v FROM asks GROUP BY ALL",
     "BID_LADDER_FETCH": "SELECT price, SUM(volume) AS v FROM bids GROUP BY price ORDER BY price DESC "
                         "FETCH FIRST 3 ROWS ONLY",

@@ -122,14 +122,16 @@ _CREATE_VIEW_HEAD = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\w*\s+)?VIE
 def _having_aliases(cond: exp.Expression, select: exp.Select) -> exp.Expression:
     """``cond`` (a HAVING condition) with each unqualified column named like an output alias
     (``COUNT(*) AS n ... HAVING n > 1``) replaced by that output's expression, as DuckDB reads
-    HAVING (an alias wins over a FROM column of the same name there).  Columns inside a
-    subquery of the condition are left alone (they name the subquery's own columns)."""
+    HAVING (an alias wins over a FROM column of the same name there).  Columns inside an
+    aggregate's argument or a subquery are left alone: there they name the FROM's (or the
+    subquery's) columns, as in DuckDB (``SUM(volume) AS volume ... HAVING MAX(volume) > 6``)."""
     aliases = {e.alias.lower(): e.this for e in select.expressions if isinstance(e, exp.Alias) and e.alias}
     if not aliases:
         return cond
     cond = cond.copy()
     for col in list(cond.find_all(exp.Column)):
-        if col.table or col.name.lower() not in aliases or col.find_ancestor(exp.Select) is not None:
+        if (col.table or col.name.lower() not in aliases
+                or col.find_ancestor(exp.Select, exp.AggFunc, exp.Window) is not None):
             continue
         new = aliases[col.name.lower()].copy()
         if col is cond:
