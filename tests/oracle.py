@@ -113,17 +113,15 @@ def strip_comments(sql: str) -> str:
 
 
 def coalesce_sums(sql: str) -> str:
-    out, i, upper = [], 0, sql.upper()
+    """Every ``SUM(x)`` (any case, blanks before the parenthesis allowed) as ``COALESCE(SUM(x), 0)``."""
+    out, i = [], 0
     while True:
-        j = upper.find("SUM(", i)
-        if j < 0 or (j > 0 and (upper[j - 1].isalnum() or upper[j - 1] == "_")):
-            if j < 0:
-                out.append(sql[i:])
-                return "".join(out)
-            out.append(sql[i:j + 4])
-            i = j + 4
-            continue
-        depth, k = 0, j + 3
+        m = re.compile(r"(?<![\w.])SUM\s*\(", re.IGNORECASE).search(sql, i)
+        if m is None:
+            out.append(sql[i:])
+            return "".join(out)
+        j = m.start()
+        depth, k = 0, m.end() - 1
         while True:
             if sql[k] == "(":
                 depth += 1
@@ -132,7 +130,7 @@ def coalesce_sums(sql: str) -> str:
                 if depth == 0:
                     break
             k += 1
-        inner = coalesce_sums(sql[j + 4:k])
+        inner = coalesce_sums(sql[m.end():k])
         agg = f"SUM({inner})"
         flt = re.match(r"\s*FILTER\s*\(", sql[k + 1:], re.IGNORECASE)
         if flt is not None:   # SUM(x) FILTER (WHERE c): the filter belongs inside the COALESCE

@@ -619,9 +619,12 @@ def _factorize(coef: float, factors: list[Expr], bound: set[str], out: tuple[str
         if loops:
             g = tuple(v for v in out if any(v in expr_vars(f) for f in fs))
             refs = [f for f in fs if isinstance(f, MapRef) and f in (domains or {})]
-            if g and len(refs) == 1 and any(isinstance(f, Cmp) for f in fs) and loops - set(g):
-                # per output group: AggSum(g, D[g] / D[g] * AggSum([], body)), D the group's domain
-                d = (domains or {})[refs[0]]
+            d = (domains or {})[refs[0]] if len(refs) == 1 else None
+            if (d is not None and g and any(isinstance(f, Cmp) for f in fs) and loops - set(g)
+                    and set(g) - bound <= set(expr_vars(d))):
+                # per output group: AggSum(g, D[g] / D[g] * AggSum([], body)), D the group's
+                # domain, which must bind every output variable (a GROUP BY expression is bound
+                # by a lift inside the body: the inner sum would lose it)
                 parts.append(AggSum(g, Mul((Div(d, d), AggSum((), body)))))
                 continue
             parts.append(AggSum(g, body))

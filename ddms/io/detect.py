@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import zlib
 
 from ddms.errors import ReplayError
@@ -83,9 +84,30 @@ def detect_kind(name: str, head: bytes) -> str:
         "'<recv_ts_ns> <json>' (Binance capture) or a Parquet file", name)
 
 
+def _not_regular(path: str) -> str | None:
+    """Why ``path`` cannot be read as a data file, when it exists but is not a regular file
+    (a named pipe, a terminal, a socket...): every reader opens a data file twice (this head,
+    then the data from byte 0) and checkpoints name byte offsets, which a pipe cannot give (the
+    second open of a FIFO waits forever for a writer that has gone).  ``None`` for a regular file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None   # (the open below says why)
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    what = "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+    return (f"is {what}, not a regular file: ddms reads a data file's head to tell its format and then "
+            "reads it again from the start (checkpoints name byte offsets), which a stream cannot do; "
+            "write the stream to a file first (a live venue feed is read by `ddms monitor URL`)")
+
+
 def read_head(path: str) -> tuple[bytes, bool]:
     """The first bytes of ``path`` (decompressed if it is gzip) and whether it is gzip.  Raises
-    :class:`ReplayError` for corrupt gzip data; ``OSError`` for a file that cannot be read."""
+    :class:`ReplayError` for corrupt gzip data or a path that is not a regular file (a FIFO,
+    which would block); ``OSError`` for a file that cannot be read."""
+    why = _not_regular(path)
+    if why is not None:
+        raise ReplayError(why, path)
     with open(path, "rb") as f:
         head = f.read(HEAD_BYTES)
     if head.startswith(GZIP_MAGIC):

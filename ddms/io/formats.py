@@ -110,23 +110,27 @@ def detect(name: str, head: bytes) -> Format | None:
     return None
 
 
-def symbol_batches(fmt: Format, path: str, *, symbol: str | None = None, skip_bad: bool = False
-                   ) -> Iterator[EventBatch]:
+def symbol_batches(fmt: Format, path: str, *, symbol: str | None = None, skip_bad: bool = False,
+                   notes: list[str] | None = None) -> Iterator[EventBatch]:
     """One book's events from a ddms/io reader: the rows of ``symbol`` (upper case as the venue
     spells it), or of the only symbol in the file.  Raises :class:`ReplayError` when the file
     holds several symbols and none was chosen, or when the chosen one never appears."""
-    return SymbolBatches(fmt, path, symbol=symbol, skip_bad=skip_bad, keep=False).batches()
+    r = SymbolBatches(fmt, path, symbol=symbol, skip_bad=skip_bad, keep=False)
+    r.notes = notes
+    return r.batches()
 
 
-def all_symbol_batches(fmt: Format, path: str, *, symbol: str | None = None, skip_bad: bool = False
-                       ) -> Iterator[EventBatch]:
+def all_symbol_batches(fmt: Format, path: str, *, symbol: str | None = None, skip_bad: bool = False,
+                       notes: list[str] | None = None) -> Iterator[EventBatch]:
     """Every symbol's events in the reader's order, as six-column rows ``(t, id, broker_id,
     volume, price, symbol)`` whose last column is the :func:`~ddms.io.symbols.symbol_id` of the
     symbol (streams that declare a ``symbol VARCHAR`` column).  ``symbol`` keeps one symbol only
     (``FILE#SYMBOL``; a :class:`ReplayError` when it never appears).  Lines are renumbered 1, 2,
     ... over the messages kept (each message one atomic update, whatever its symbol).  Cost:
     the reader's, plus one copy of the rows to add the column."""
-    return SymbolBatches(fmt, path, symbol=symbol, skip_bad=skip_bad, keep=True).batches()
+    r = SymbolBatches(fmt, path, symbol=symbol, skip_bad=skip_bad, keep=True)
+    r.notes = notes
+    return r.batches()
 
 
 class SymbolBatches:
@@ -147,6 +151,7 @@ class SymbolBatches:
         self.seen: list[str] = []
         self._seen: set[str] = set()       # the names of seen, for O(1) membership
         self._sids: dict[str, int] = {}    # symbol_id of each symbol met (a hash per name, once)
+        self.notes: list[str] | None = None  # losses to report (books that never started), when given
 
     @property
     def batch_updates(self) -> int | None:
@@ -194,9 +199,34 @@ class SymbolBatches:
             new, self.line, self.last_src = renumber(b.line, self.line, self.last_src)
             yield EventBatch(b.rel, b.sign, cols, new, int(new[0]) if len(new) else self.line + 1, self.line,
                              b.skipped, recv=b.recv)
+        self._check_started()
         if self.want is not None and self.symbol is not None and self.want not in self.seen:
             shown = ", ".join(self.seen[:20]) or "none"
             raise ReplayError(f"no events for symbol {self.symbol!r} (symbols in the file: {shown})", self.path)
+
+    def _check_started(self) -> None:
+        """At the end of the input: a capture whose depth messages never met a snapshot (a
+        cryptofeed Binance capture without its ``.http.`` REST file beside it) gave no rows;
+        say so, as the hftbacktest reader does, instead of printing empty views.  Every book
+        never started: a :class:`ReplayError`; some: a line in :attr:`notes`.  O(symbols)."""
+        core = getattr(getattr(self.reader, "parser", None), "core", None)
+        if core is None or not hasattr(core, "summary"):
+            return
+        syms = core.summary().get("symbols", {})
+        never = [s for s, d in syms.items() if not d.get("snapshots") and d.get("depth_events")
+                 and (self.want is None or s == self.want)]
+        if not never:
+            return
+        files = getattr(self.reader, "files", [self.path])
+        rest = (f"the REST files read: {', '.join(os.path.basename(f) for f in files[1:])}" if len(files) > 1 else
+                "no <EXCHANGE>.http.* REST file beside it")
+        depth = sum(syms[s]["depth_events"] for s in never)
+        msg = (f"{depth:,} depth messages of {', '.join(never[:20])} met no snapshot, so their books never "
+               f"started ({rest})")
+        if len(never) == len([s for s in syms if self.want is None or s == self.want]):
+            raise ReplayError(msg, self.path)
+        if self.notes is not None:
+            self.notes.append(f"{self.path}: {msg}")
 
     def _meet(self, sym: str) -> None:
         """Note a symbol met (in order); one book's iteration (no symbol chosen) refuses a second."""

@@ -137,7 +137,7 @@ class Source:
             return read_parquet(self.path)
         if self.kind in _IO_FORMATS:
             return io_formats.symbol_batches(_IO_FORMATS[self.kind], self.path, symbol=self.symbol,
-                                             skip_bad=self.skip_bad)
+                                             skip_bad=self.skip_bad, notes=notes)
         raise ReplayError(f"unknown source kind {self.kind!r} (kinds: {', '.join(KINDS)})", self.path)
 
     def reader(self, notes: list[str] | None = None):
@@ -254,7 +254,7 @@ def _symbol_batches(src: Source, notes: list[str] | None) -> Iterator[EventBatch
     """The batches of ``src`` with the symbol column (see :class:`Source`)."""
     if src.kind in _IO_FORMATS:
         yield from io_formats.all_symbol_batches(_IO_FORMATS[src.kind], src.path, symbol=src.symbol,
-                                                 skip_bad=src.skip_bad)
+                                                 skip_bad=src.skip_bad, notes=notes)
         return
     if src.kind == "binance":
         yield from _binance_batches(src, notes, symbols=True)

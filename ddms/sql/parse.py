@@ -115,7 +115,39 @@ def split_statements(text: str) -> list[tuple[int, str]]:
     return [(o, s) for o, s in out if blank_comments(s).strip()]
 
 
-_CREATE_VIEW = re.compile(r"CREATE\s+VIEW\s+(\w+)\s+AS\s+SELECT\b", re.IGNORECASE)
+_CREATE_VIEW = re.compile(r"CREATE\s+VIEW\s+(\w+)\s+AS\s+(?=(?:SELECT|WITH)\b)", re.IGNORECASE)
+_CREATE_VIEW_HEAD = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\w*\s+)?VIEW\b", re.IGNORECASE)
+
+
+def _having_aliases(cond: exp.Expression, select: exp.Select) -> exp.Expression:
+    """``cond`` (a HAVING condition) with each unqualified column named like an output alias
+    (``COUNT(*) AS n ... HAVING n > 1``) replaced by that output's expression, as DuckDB reads
+    HAVING (an alias wins over a FROM column of the same name there).  Columns inside an
+    aggregate's argument or a subquery are left alone: there they name the FROM's (or the
+    subquery's) columns, as in DuckDB (``SUM(volume) AS volume ... HAVING MAX(volume) > 6``)."""
+    aliases = {e.alias.lower(): e.this for e in select.expressions if isinstance(e, exp.Alias) and e.alias}
+    if not aliases:
+        return cond
+    cond = cond.copy()
+    for col in list(cond.find_all(exp.Column)):
+        if (col.table or col.name.lower() not in aliases
+                or col.find_ancestor(exp.Select, exp.AggFunc, exp.Window) is not None):
+            continue
+        new = aliases[col.name.lower()].copy()
+        if col is cond:
+            return new
+        col.replace(new)
+    return cond
+
+
+def _node_name(node: exp.Expression) -> str:
+    """What a user wrote, for a message: a function sqlglot does not know (``exp.Anonymous``,
+    ``EPOCH(..)``) by its name, not by the class name "ANONYMOUS"."""
+    if isinstance(node, exp.Anonymous):
+        return f"function {str(node.this).upper()}"
+    if isinstance(node, (exp.NullSafeEQ, exp.NullSafeNEQ)):
+        return "IS [NOT] DISTINCT FROM"
+    return node.key.upper()
 
 
 def _code_start(stmt: str) -> int:
@@ -137,9 +169,12 @@ def parse_sql(text: str, source: str = "<sql>") -> Script:
         if named is not None:
             # CREATE VIEW name AS SELECT ...: the view is named explicitly
             raw = _CREATE_VIEW.search(stmt, _code_start(stmt))
-            start = raw.end() - len("SELECT") if raw is not None else _code_start(stmt)
-            select = _Converter(text, source, offset + start).statement(body[named.end() - len("SELECT"):])
+            start = raw.end() if raw is not None else _code_start(stmt)
+            select = _Converter(text, source, offset + start).statement(body[named.end():])
             views.append(View(named.group(1).upper(), select))
+        elif _CREATE_VIEW_HEAD.match(body):
+            raise SqlError("expected CREATE VIEW name AS SELECT ... (or AS WITH ...)", source,
+                           body.split("\n", 1)[0], text)
         elif head == "CREATE":
             streams.append(_stream(stmt, text, offset, source))
         elif head in ("SELECT", "WITH"):
@@ -310,8 +345,14 @@ class _Converter:
         for a in aliases:
             if aliases.count(a) > 1:
                 raise self.fail(f"the alias {a!r} is used twice in one FROM", node)
-        group = tuple(self.group_item(g, node) for g in (node.args["group"].expressions if node.args.get("group")
-                                                         else ()))
+        grp = node.args.get("group")
+        if grp is not None and grp.args.get("all"):
+            # GROUP BY ALL (DuckDB): every SELECT item without an aggregate or subquery
+            plain = [e for e in node.expressions
+                     if not e.find(exp.AggFunc, exp.Subquery, exp.Select, exp.Window)]
+            group = tuple(self.group_item(e.this if isinstance(e, exp.Alias) else e, node) for e in plain)
+        else:
+            group = tuple(self.group_item(g, node) for g in (grp.expressions if grp is not None else ()))
         items = tuple(self.item(e) for e in node.expressions) if with_items else ()
         cond = None if not conds else conds[0] if len(conds) == 1 else And(tuple(conds))
         having = node.args.get("having")
@@ -326,7 +367,8 @@ class _Converter:
                                     e)
             group, keyed = tuple(it.expr for it in items), True   # type: ignore[misc]
         return Select(items, tuple(sources), cond, group, node.sql(), self.offset,
-                      self.cond(having.this) if having is not None else None, top, rows, keyed)
+                      self.cond(_having_aliases(having.this, node)) if having is not None else None, top, rows,
+                      keyed)
 
     # -- top-N ----------------------------------------------------------------------------------
     def _top(self, node: exp.Select) -> TopN | None:
@@ -350,6 +392,11 @@ class _Converter:
         limit, off = node.args.get("limit"), node.args.get("offset")
         if limit is not None and (limit.args.get("offset") or limit.args.get("expressions")):
             raise self.fail("LIMIT takes one count (LIMIT n OFFSET m)", limit)
+        if isinstance(limit, exp.Fetch):   # FETCH FIRST n ROWS ONLY: standard SQL's LIMIT n
+            opts = limit.args.get("limit_options")
+            if opts is not None and (opts.args.get("with_ties") or opts.args.get("percent")):
+                raise self.fail("FETCH ... WITH TIES / PERCENT is not supported (FETCH FIRST n ROWS ONLY is)", limit)
+            limit = exp.Limit(expression=limit.args.get("count") or exp.Literal.number(1))
         out = []
         for part, word in ((limit, "LIMIT"), (off, "OFFSET")):
             x = part.expression if part is not None else None
@@ -596,7 +643,7 @@ class _Converter:
         if isinstance(node, exp.Window):
             raise self.fail("a window function is supported as ROW_NUMBER() OVER (ORDER BY ...) AS rn in a "
                             "subquery in FROM, filtered rn <= n by the enclosing WHERE (a top-N)", node)
-        raise self.fail(f"unsupported expression ({node.key.upper()})", node)
+        raise self.fail(f"unsupported expression ({_node_name(node)})", node)
 
     def quantified(self, node: exp.Expression) -> Quantified:
         """``x op ALL (SELECT e ...)`` and ``x op ANY/SOME (SELECT e ...)`` (one column)."""
@@ -657,7 +704,7 @@ class _Converter:
             x = self.expr(node.this)
             return And((Compare(">=", x, self.expr(node.args["low"])),
                         Compare("<=", x, self.expr(node.args["high"]))), node.sql())
-        raise self.fail(f"unsupported condition ({node.key.upper()})", node)
+        raise self.fail(f"unsupported condition ({_node_name(node)})", node)
 
 
 _RANK_CMP = (exp.LTE, exp.LT, exp.EQ)

@@ -117,6 +117,7 @@ from ddms.sql.ast import (
     has_agg,
     has_scalar,
     one_row,
+    parts,
 )
 from ddms.sql.ast import Exists as SqlExists
 
@@ -1030,6 +1031,10 @@ class _Translator:
             elif keyed and (val := self.exactly(True, self.value, it.expr, scope)) in keyed:
                 keys.append(it.name.upper())   # a GROUP BY expression, selected as the view's key
                 key_vars.append(keyed[val])
+            elif not _reads_columns(it.expr):
+                raise self.fail(f"a constant output column ({it.name}) beside aggregates is not supported: a view's "
+                                "columns are its GROUP BY keys and aggregates (add the constant where the view is "
+                                "read)", it.text)
             else:
                 raise self.fail("outside an aggregate, the SELECT list may name GROUP BY columns and expressions "
                                 "only (each as it is grouped by)", it.text)
@@ -1097,6 +1102,11 @@ def _through(sub: Select, alias: str, it: Item) -> Item | None:
     if not isinstance(c, Col) or c.table not in (None, alias):
         return None
     return next((x for x in sub.items if x.name.upper() == c.name.upper()), None)
+
+
+def _reads_columns(e: SqlExpr | Cond) -> bool:
+    """Whether ``e`` reads a column, an aggregate or a subquery (else it is a constant)."""
+    return isinstance(e, (Col, Agg, Scalar, SqlExists)) or any(_reads_columns(x) for x in parts(e))
 
 
 def _never_null(e: SqlExpr) -> bool:
