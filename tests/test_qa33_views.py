@@ -22,7 +22,7 @@ from test_sql_minmax import HEADER, line
 from test_sql_outside import SymbolRun
 from test_symbols import LINE as SYMBOL_LINE
 from test_symbols import SYM_HEADER
-from viewcheck import check_lines, stream_lines
+from viewcheck import REAL_RUNS, check_lines, check_real_data, stream_lines
 
 from ddms.compiler import compile_sql
 from ddms.errors import SqlError
@@ -172,3 +172,10 @@ def test_zero_divisor_in_a_condition_is_null_not_duckdbs_inf() -> None:
     book = Book()
     book.line("1,1,B,100,10000")
     assert Duck().query(book, q) == [(100.0,)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", REAL_RUNS)
+def test_real_data(engine_program, run: str) -> None:
+    """Every view against DuckDB after every line of standard and every 1,000th of big."""
+    check_real_data(engine_program, VIEWS, run)
