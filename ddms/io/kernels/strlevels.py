@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["MAX_ID", "P10I", "W", "apply_changes", "crc32", "decimal_of", "emit_side", "find", "kraken_crc_text",
-           "load_side", "read_changes", "set_level", "top_crc_text"]
+           "load_side", "load_snapshot", "read_changes", "set_level", "top_crc_text"]
 
 W = 32
 """Bytes kept per price and per size string."""
@@ -306,23 +306,30 @@ def emit_side(Iv, F, n, side, sign, mul, oi, oc, k):  # pragma: no cover - compi
 
 
 @njit(cache=True, nogil=True)
-def load_side(Iv, F, S, side, ch, chv, c0, c1, t, own_t, buf, nord, oi, oc, k):  # pragma: no cover - compiled
+def load_side(Iv, F, S, side, Io, Fo, no, ch, chv, c0, c1, scale, t, own_t, buf, nord, oi, oc,
+              k):  # pragma: no cover - compiled
     """A snapshot side into an EMPTY side: ``LevelBook.set`` of the entries ``c0..c1`` of ``ch``
-    (``ch[c] = (side (+2 when the size is zero), ps, pe, qs, qe, pid, .)``, ``chv[c] = (price,
-    size)`` floats (``own_t``: each entry's time in ``chv[c, 2]``, Kraken's; else every level
-    gets ``t``); every pid at the book's scale, no re-base among them), in order, rows and
-    all, in O(m log m) instead of a sorted insert each (a snapshot arrives best first: the far
-    end of the arrays).  The caller made room for ``c1 - c0`` rows and ``2 * (c1 - c0)`` output
-    rows.  Returns ``(n, k, nord)``."""
+    (``ch[c] = (side (+2 when the size is zero), ps, pe, qs, qe, m, d)``: the price is ``m /
+    10**d``, as :func:`read_changes` leaves it; ``chv[c] = (price, size)`` floats; ``own_t``:
+    each entry's time in ``chv[c, 2]``, Kraken's, else every level gets ``t``), in order, rows
+    and all, in O(m log m) instead of a sorted insert each (a snapshot arrives best first: the
+    far end of the arrays).  A price finer than the book's ``scale`` re-bases the book as
+    ``LevelBook._rebase`` does: every level held, bids then asks, each side in insertion order,
+    re-emitted at the finer scale -- this side's rows loaded so far and the other side's ``no``
+    rows in ``Io``/``Fo`` (loaded before, sorted).  The caller made room for ``c1 - c0`` rows and
+    the output rows.  Returns ``(n, k, nord, scale)``."""
     m = c1 - c0
-    pids = np.empty(m, np.int64)
+    final = scale
     for j in range(m):
-        pids[j] = ch[c0 + j, 5]
-    order = np.argsort(pids, kind="mergesort")
+        final = max(final, ch[c0 + j, 6])
+    keys = np.empty(m, np.int64)     # the prices at the final scale: equal prices, equal keys
+    for j in range(m):
+        keys[j] = ch[c0 + j, 5] * P10I[final - ch[c0 + j, 6]]
+    order = np.argsort(keys, kind="mergesort")
     grp = np.empty(m, np.int64)      # entry -> its first entry of the same price
     for j in range(m):
         e = order[j]
-        if j > 0 and pids[order[j - 1]] == pids[e]:
+        if j > 0 and keys[order[j - 1]] == keys[e]:
             grp[e] = grp[order[j - 1]]
         else:
             grp[e] = e
@@ -332,6 +339,19 @@ def load_side(Iv, F, S, side, ch, chv, c0, c1, t, own_t, buf, nord, oi, oc, k): 
     w = S.shape[1] // 2
     for j in range(m):
         c = c0 + j
+        d = ch[c, 6]
+        if d > scale:                # LevelBook._rebase: bids, then asks, in insertion order
+            mul = P10I[d - scale]
+            if side == 1:
+                k = emit_side(Io, Fo, no, 0, -1, mul, oi, oc, k)
+            for r in range(n):       # this side's rows are in insertion order
+                if not dead[r]:
+                    k = put_row(oi, oc, k, side, -1, F[r, 0], float(Iv[r, 0]), F[r, 1], F[r, 2])
+                    Iv[r, 0] *= mul
+                    k = put_row(oi, oc, k, side, 1, F[r, 0], float(Iv[r, 0]), F[r, 1], F[r, 2])
+            if side == 0:
+                k = emit_side(Io, Fo, no, 1, -1, mul, oi, oc, k)
+            scale = d
         g = grp[j]
         r = cur[g]
         qzero = ch[c, 0] >= 2
@@ -347,7 +367,7 @@ def load_side(Iv, F, S, side, ch, chv, c0, c1, t, own_t, buf, nord, oi, oc, k): 
             r = n
             n += 1
             cur[g] = r
-            Iv[r, 0] = pids[j]
+            Iv[r, 0] = ch[c, 5] * P10I[scale - d]
             Iv[r, 1] = nord
             nord += 1
         tc = chv[c, 2] if own_t else t
@@ -367,20 +387,47 @@ def load_side(Iv, F, S, side, ch, chv, c0, c1, t, own_t, buf, nord, oi, oc, k): 
     for r in range(n):
         if not dead[r]:
             live += 1
-    keys = np.empty(live, np.int64)
+    srtk = np.empty(live, np.int64)
     rows = np.empty(live, np.int64)
     q = 0
     for r in range(n):
         if not dead[r]:
-            keys[q] = Iv[r, 0] if side == 0 else -Iv[r, 0]
+            srtk[q] = Iv[r, 0] if side == 0 else -Iv[r, 0]
             rows[q] = r
             q += 1
-    srt = rows[np.argsort(keys)]
-    I2, F2, S2 = Iv[srt].copy(), F[srt].copy(), S[srt].copy()
+    srt = rows[np.argsort(srtk)]
+    I2, F2, S2 = Iv[srt], F[srt], S[srt]
     Iv[:live] = I2
     F[:live] = F2
     S[:live] = S2
-    return live, k, nord
+    return live, k, nord, scale
+
+
+@njit(cache=True, nogil=True)
+def load_snapshot(LI, LF, LS, s, ch, chv, c0, cmid, c1, scale, t, own_t, buf, nord, oi, oc,
+                  k):  # pragma: no cover - compiled
+    """A snapshot into the EMPTY book ``s`` (the caller emitted ``LevelBook.clear``'s deletes):
+    the entries ``c0..cmid`` of one side, then ``cmid..c1`` of the other (each entry's side is
+    ``ch[c, 0] % 2``), by :func:`load_side` -- what ``LevelBook.set`` of each entry in order
+    gives, re-bases included.  Shared by the Kraken, OKX and Coinbase lanes.  The caller made
+    room (rows of each side, ``2 * (c1 - c0) * (1 + re-bases)`` output rows).  Returns ``(nb, na,
+    scale, nord, k)``.  O(m log m) plus O(levels) a re-base."""
+    nb = na = 0
+    for part in range(2):
+        a, b = (c0, cmid) if part == 0 else (cmid, c1)
+        if b <= a:
+            continue
+        side = ch[a, 0] % 2
+        o = 1 - side
+        no = nb if o == 0 else na
+        n, k, nord, scale = load_side(LI[2 * s + side], LF[2 * s + side], LS[2 * s + side], side,
+                                      LI[2 * s + o], LF[2 * s + o], no, ch, chv, a, b, scale, t, own_t, buf,
+                                      nord, oi, oc, k)
+        if side == 0:
+            nb = n
+        else:
+            na = n
+    return nb, na, scale, nord, k
 
 
 @njit(cache=True, nogil=True)

@@ -48,7 +48,7 @@ from ddms.io.kernels.strlevels import (
     apply_changes,
     decimal_of,
     emit_side,
-    load_side,
+    load_snapshot,
     read_changes,
 )
 from ddms.io.levels import _DIV, KEY_DECIMALS, ChunkEvents, Resync, SymbolEvents, _Level
@@ -425,29 +425,12 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         nb = na = 0
         meta[s, _M_SYNCED] = 1
     nord = meta[s, _M_ORD]
-    if kind == _K_SNAPSHOT:
-        # no re-base once a level exists (the usual case: one scale): each side loads in
-        # O(m log m) (load_side) instead of a sorted insert per level
-        at = scale
-        first = -1
-        for c in range(nch):
-            if first < 0:
-                at = max(at, ch[c, 6])
-                if ch[c, 0] < 2:
-                    first = c
-            elif ch[c, 6] > at:
-                first = -2
-                break
-        if first != -2:
-            for c in range(nch):
-                ch[c, 5] = ch[c, 5] * P10I[final - ch[c, 6]]
-            nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nbids, t, False, buf, nord, oi, oc, k)
-            na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nbids, nch, t, False, buf, nord, oi, oc, k)
-            meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, final
-            if nb > 0 and na > 0 and Ib[nb - 1, 0] >= Ia[na - 1, 0]:
-                return _STOP_CROSSED, s, k, nch, kind
-            return -1, s, k, nch, kind
-    nb, na, scale, nord, k = apply_changes(LI, LF, LS, s, ch, chv, 0, nch, nb, na, scale, t, buf, nord, oi, oc, k)
+    if kind == _K_SNAPSHOT:           # bids, then asks (re-bases as LevelBook.set makes them)
+        nb, na, scale, nord, k = load_snapshot(LI, LF, LS, s, ch, chv, 0, nbids, nch, scale, t, False, buf, nord,
+                                               oi, oc, k)
+    else:
+        nb, na, scale, nord, k = apply_changes(LI, LF, LS, s, ch, chv, 0, nch, nb, na, scale, t, buf, nord, oi, oc,
+                                               k)
     meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale
     if nb > 0 and na > 0 and Ib[nb - 1, 0] >= Ia[na - 1, 0]:
         return _STOP_CROSSED, s, k, nch, kind

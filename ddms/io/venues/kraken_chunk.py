@@ -44,7 +44,7 @@ from ddms.io.kernels.strlevels import (
     decimal_of,
     emit_side,
     kraken_crc_text,
-    load_side,
+    load_snapshot,
     put_row,
     read_changes,
     set_level,
@@ -340,36 +340,14 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         return _STOP_ROWS, -1, k, 0, 0, 0
     Fb, Fa = LF[2 * s], LF[2 * s + 1]
     nord = meta[s, _M_ORD]
-    fast = False
-    if snap:                  # LevelBook.clear, then the levels (load_side when no re-base follows a level)
+    if snap:                  # LevelBook.clear, then the levels in the message's order
         k = emit_side(Ib, Fb, nb, 0, -1, 1, oi, oc, k)
         k = emit_side(Ia, Fa, na, 1, -1, 1, oi, oc, k)
-        nb = na = 0
         meta[s, _M_SYNCED] = 1
-        at = scale
-        first = -1
-        for c in range(nch):
-            if first < 0:
-                at = max(at, ch[c, 6])
-                if ch[c, 0] < 2:
-                    first = c
-            elif ch[c, 6] > at:
-                first = -2
-                break
-        if first != -2:
-            fast = True
-            for c in range(nch):
-                ch[c, 5] = ch[c, 5] * P10I[final - ch[c, 6]]
-            # the sides in the message's order (the levels' insertion numbers follow it)
-            if first_side == 0:
-                nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nfirst, 0.0, True, buf, nord, oi, oc, k)
-                na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nfirst, nch, 0.0, True, buf, nord, oi, oc, k)
-            else:
-                na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, 0, nfirst, 0.0, True, buf, nord, oi, oc, k)
-                nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, nfirst, nch, 0.0, True, buf, nord, oi, oc, k)
-            scale = final
-    nb, na, scale, nord, k = _apply(LI, LF, LS, s, ch, chv, nch if fast else 0, nch, nb, na, scale, buf, nord,
-                                    oi, oc, k)
+        nb, na, scale, nord, k = load_snapshot(LI, LF, LS, s, ch, chv, 0, nfirst, nch, scale, 0.0, True, buf, nord,
+                                               oi, oc, k)
+    else:
+        nb, na, scale, nord, k = _apply(LI, LF, LS, s, ch, chv, 0, nch, nb, na, scale, buf, nord, oi, oc, k)
     nb, k, tb = _truncate(Ib, Fb, LS[2 * s], nb, 0, depth, oi, oc, k)
     na, k, ta = _truncate(Ia, Fa, LS[2 * s + 1], na, 1, depth, oi, oc, k)
     meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale

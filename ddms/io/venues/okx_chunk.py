@@ -36,7 +36,7 @@ from ddms.io.kernels.strlevels import (
     apply_changes,
     crc32,
     emit_side,
-    load_side,
+    load_snapshot,
     read_changes,
     top_crc_text,
 )
@@ -332,35 +332,20 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     Fb, Fa = LF[2 * s], LF[2 * s + 1]
     t = np.float64(ts)
     nord = meta[s, _M_ORD]
-    fast = False
-    if snap:                  # LevelBook.clear, then the levels (load_side when no re-base follows a level)
+    if snap:                  # LevelBook.clear, then the levels (bids, then asks)
         k = emit_side(Ib, Fb, nb, 0, -1, 1, oi, oc, k)
         k = emit_side(Ia, Fa, na, 1, -1, 1, oi, oc, k)
-        nb = na = 0
         meta[s, _M_SYNCED] = 1
         meta[s, _M_HASLAST] = 0
-        at = scale
-        first = -1
+        nbids = 0
         for c in range(nch):
-            if first < 0:
-                at = max(at, ch[c, 6])
-                if ch[c, 0] < 2:
-                    first = c
-            elif ch[c, 6] > at:
-                first = -2
-                break
-        if first != -2:
-            fast = True
-            nbids = 0
-            for c in range(nch):
-                ch[c, 5] = ch[c, 5] * P10I[final - ch[c, 6]]
-                if ch[c, 0] % 2 == 0:
-                    nbids += 1
-            nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nbids, t, False, buf, nord, oi, oc, k)
-            na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nbids, nch, t, False, buf, nord, oi, oc, k)
-            scale = final
-    nb, na, scale, nord, k = apply_changes(LI, LF, LS, s, ch, chv, nch if fast else 0, nch, nb, na, scale, t, buf, nord,
-                                           oi, oc, k)
+            if ch[c, 0] % 2 == 0:
+                nbids += 1
+        nb, na, scale, nord, k = load_snapshot(LI, LF, LS, s, ch, chv, 0, nbids, nch, scale, t, False, buf, nord,
+                                               oi, oc, k)
+    else:
+        nb, na, scale, nord, k = apply_changes(LI, LF, LS, s, ch, chv, 0, nch, nb, na, scale, t, buf, nord, oi, oc,
+                                               k)
     meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale
     if (dseen >> 4) & 1:
         meta[s, _M_LAST] = seq
