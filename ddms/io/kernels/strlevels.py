@@ -32,8 +32,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ddms.io.kernels.jsonscan import leaf
+
 __all__ = ["MAX_ID", "P10I", "W", "apply_changes", "crc32", "decimal_of", "emit_side", "find", "kraken_crc_text",
-           "load_side", "load_snapshot", "read_changes", "set_level", "top_crc_text"]
+           "load_side", "load_snapshot", "move_row", "read_changes", "set_level", "top_crc_text"]
 
 W = 32
 """Bytes kept per price and per size string."""
@@ -67,7 +69,7 @@ _CRC8 = _crc_tables()
 OK, BAD, BIG = 0, 1, 2
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def put_row(oi, oc, k, side, sign, t, pid, qty, px):  # pragma: no cover - compiled
     """Output row ``k`` of a level's engine event: ``oi[k] = (side, sign)``, ``oc[k] = (t, pid,
     broker 0, volume, price)``.  Returns ``k + 1``."""
@@ -155,7 +157,19 @@ def find(Iv, n, pid, sgn):  # pragma: no cover - compiled
     return -lo - 1
 
 
-@njit(cache=True, nogil=True)
+@leaf
+def move_row(Iv, F, S, dst, src):  # pragma: no cover - compiled
+    """Row ``src`` of a side's three arrays copied over row ``dst``, element by element (a row
+    assignment ``Iv[dst] = Iv[src]`` may copy through a temporary array: an allocation)."""
+    for x in range(Iv.shape[1]):
+        Iv[dst, x] = Iv[src, x]
+    for x in range(F.shape[1]):
+        F[dst, x] = F[src, x]
+    for x in range(S.shape[1]):
+        S[dst, x] = S[src, x]
+
+
+@leaf
 def set_level(Iv, F, S, n, side, pid, fpx, qzero, fqty, t, buf, ps, pl, qs, ql, nord, oi, oc, k):  # pragma: no cover
     """``LevelBook.set`` on one side (``n`` live rows): the level at ``pid`` gets the size string
     ``buf[qs:qs+ql]`` (its float ``fqty``; ``qzero``: it is zero, the level goes) and the price
@@ -167,18 +181,14 @@ def set_level(Iv, F, S, n, side, pid, fpx, qzero, fqty, t, buf, ps, pl, qs, ql, 
         k = put_row(oi, oc, k, side, -1, F[r, 0], float(pid), F[r, 1], F[r, 2])
         if qzero:
             for j in range(r, n - 1):
-                Iv[j] = Iv[j + 1]
-                F[j] = F[j + 1]
-                S[j] = S[j + 1]
+                move_row(Iv, F, S, j, j + 1)
             return n - 1, k, nord
     elif qzero:
         return n, k, nord
     else:
         r = -r - 1
         for j in range(n, r, -1):
-            Iv[j] = Iv[j - 1]
-            F[j] = F[j - 1]
-            S[j] = S[j - 1]
+            move_row(Iv, F, S, j, j - 1)
         Iv[r, 0] = pid
         Iv[r, 1] = nord
         nord += 1
@@ -196,7 +206,7 @@ def set_level(Iv, F, S, n, side, pid, fpx, qzero, fqty, t, buf, ps, pl, qs, ql, 
     return n, put_row(oi, oc, k, side, 1, t, float(pid), fqty, fpx), nord
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def crc32(buf, n):  # pragma: no cover - compiled
     """``zlib.crc32(bytes(buf[:n]))`` (unsigned, as an int64), eight bytes a step (slicing by 8,
     int64 arithmetic: ~0.3 ns a byte where a byte at a time on uint32 scalars cost ~7)."""
@@ -216,7 +226,7 @@ def crc32(buf, n):  # pragma: no cover - compiled
     return c ^ np.int64(0xFFFFFFFF)
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def kraken_crc_text(Sb, Ib, nb, Sa, Ia, na, depth, out):  # pragma: no cover - compiled
     """Kraken's checksum text into ``out`` (returns its length): the ``depth`` best asks then the
     ``depth`` best bids, each price string then size string without its ``.`` and leading zeros
@@ -244,7 +254,7 @@ def kraken_crc_text(Sb, Ib, nb, Sa, Ia, na, depth, out):  # pragma: no cover - c
     return k
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def top_crc_text(Sb, Ib, nb, Sa, Ia, na, depth, sep, strip, out):  # pragma: no cover - compiled
     """The checksum text of the ``depth`` best levels of each side into ``out``; returns its
     length.  OKX (``strip`` False, ``sep`` ``:``): ``bid1px:bid1sz:ask1px:ask1sz:...``, the two
@@ -430,7 +440,7 @@ def load_snapshot(LI, LF, LS, s, ch, chv, c0, cmid, c1, scale, t, own_t, buf, no
     return nb, na, scale, nord, k
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def read_changes(buf, ch, chv, nch, scale):  # pragma: no cover - compiled
     """Read the ``nch`` level changes of one message (``ch[c] = (side, ps, pe, qs, qe, ., .)``:
     the spans of the price and size strings in ``buf``) exactly: ``ch[c, 5:7]`` = the price's

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit
 
+from ddms.io.kernels.jsonscan import leaf
 from ddms.io.kernels.strlevels import (
     MAX_ID,
     OK,
@@ -45,6 +46,7 @@ from ddms.io.kernels.strlevels import (
     emit_side,
     kraken_crc_text,
     load_snapshot,
+    move_row,
     put_row,
     read_changes,
     set_level,
@@ -90,7 +92,7 @@ _EVENT = np.frombuffer(b"event", np.uint8).copy()
 _HEARTBEAT = np.frombuffer(b"heartbeat", np.uint8).copy()
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _heartbeat(buf, i, n):  # pragma: no cover - compiled
     """Whether ``buf[i:n]`` is exactly ``{"event": "heartbeat"}`` (whitespace allowed): the
     Python path counts it in ``ignored`` and does nothing else."""
@@ -105,7 +107,7 @@ def _heartbeat(buf, i, n):  # pragma: no cover - compiled
     return i < n and buf[i] == 125 and _ws(buf, i + 1, n) == n
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _entries(buf, i, n, ch, chv, c, side):  # pragma: no cover - compiled
     """A list ``[[price, volume, ts(, "r")], ...]`` of escape-free strings at ``i`` into
     ``ch[c:]`` (side, ps, pe, qs, qe) with ``chv[c, 2]`` the timestamp in ms (``float(ts) *
@@ -187,7 +189,7 @@ def _apply(LI, LF, LS, s, ch, chv, c0, nch, nb, na, scale, buf, nord, oi, oc, k)
     return nb, na, scale, nord, k
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _truncate(Iv, F, S, n, side, depth, oi, oc, k):  # pragma: no cover - compiled
     """``LevelBook.truncate`` of one side: the rows beyond the best ``depth`` (the array's first
     ones: the worst) deleted worst first.  Returns ``(n, k, dropped)``.  O(n) row moves."""
@@ -198,9 +200,7 @@ def _truncate(Iv, F, S, n, side, depth, oi, oc, k):  # pragma: no cover - compil
         k = put_row(oi, oc, k, side, -1, F[r, 0], float(Iv[r, 0]), F[r, 1], F[r, 2])
     keep = n - drop
     for j in range(keep):        # forward: each row moves down, never over one not yet moved
-        Iv[j] = Iv[j + drop]
-        F[j] = F[j + drop]
-        S[j] = S[j + drop]
+        move_row(Iv, F, S, j, j + drop)
     return keep, k, drop
 
 

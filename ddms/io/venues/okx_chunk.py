@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit
 
+from ddms.io.kernels.jsonscan import leaf
 from ddms.io.kernels.strlevels import (
     MAX_ID,
     P10I,
@@ -91,7 +92,7 @@ _UPDATE = np.frombuffer(b"update", np.uint8).copy()
 _SNAPSHOT = np.frombuffer(b"snapshot", np.uint8).copy()
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _int(buf, i, n):  # pragma: no cover - compiled
     """A JSON integer at ``i`` (``-?(0|[1-9][0-9]*)``, at most 18 digits, not followed by a
     fraction or exponent): ``(value, j)``, ``j = -1`` otherwise."""
@@ -111,7 +112,7 @@ def _int(buf, i, n):  # pragma: no cover - compiled
     return (-v if neg else v), i
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _olevels(buf, i, n, ch, c, side):  # pragma: no cover - compiled
     """A level list ``[[px, sz(, s3(, s4))], ...]`` of escape-free strings at ``i`` into
     ``ch[c:]`` (side, ps, pe, qs, qe).  Returns ``(j, c)``; ``j`` -1 for anything else, -2 if
@@ -365,7 +366,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     return -1, s, k, nch, kind
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _skip_data(buf, i, n):  # pragma: no cover - compiled
     """Index after a JSON array or object at ``i`` whose leaves are scalars (read later), -1 for
     anything else (strings with escapes or non-ASCII bytes included)."""
@@ -401,7 +402,7 @@ _CHANNEL = np.frombuffer(b"channel", np.uint8).copy()
 _INSTID = np.frombuffer(b"instId", np.uint8).copy()
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _ignored(buf, a, n):  # pragma: no cover - compiled
     """The span of the channel of a message the Python path only counts in ``ignored`` (valid
     JSON, an object without ``event`` whose one ``arg`` is an object with one string ``channel``
