@@ -478,15 +478,17 @@ def read_changes(buf, ch, chv, nch, scale):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def apply_changes(LI, LF, LS, s, ch, chv, c0, nch, nb, na, scale, t, buf, nord, oi, oc, k):  # pragma: no cover
-    """``LevelBook.set`` of changes ``c0..nch`` (read by :func:`read_changes`) on book ``s``
-    (sides ``2s``, ``2s + 1`` of ``LI``/``LF``/``LS``, ``nb``/``na`` live rows, ids at ``scale``),
-    in order; a finer price first re-emits every level at the finer scale (``LevelBook._rebase``).
-    The caller made room for the rows and the output.  Returns ``(nb, na, scale, nord, k)``.
-    Shared by the Coinbase and OKX lanes.  Cost: a binary search a change, plus a row shift when
-    a level appears or goes, plus O(levels) a re-base."""
-    Ib, Ia = LI[2 * s], LI[2 * s + 1]
-    Fb, Fa = LF[2 * s], LF[2 * s + 1]
+def apply_changes(Ib, Fb, Sb, Ia, Fa, Sa, ch, chv, c0, nch, nb, na, scale, t, own_t, buf, nord, oi, oc,
+                  k):  # pragma: no cover - compiled
+    """``LevelBook.set`` of changes ``c0..nch`` (read by :func:`read_changes`) on one book (its
+    bid side ``Ib``/``Fb``/``Sb`` with ``nb`` live rows, its ask side ``Ia``/``Fa``/``Sa`` with
+    ``na``, ids at ``scale``), in order, each row at time ``t`` (``own_t``: the change's own
+    time ``chv[c, 2]``, Kraken's); a finer price first re-emits every level at the finer scale
+    (``LevelBook._rebase``).  The caller made room for the rows and the output.  Returns ``(nb,
+    na, scale, nord, k)``.  Shared by the Kraken, OKX and Coinbase lanes; the side arrays come
+    as arrays, not through the typed lists (each list item read is an atomic incref and
+    decref).  Cost: a binary search a change, plus a row shift when a level appears or goes,
+    plus O(levels) a re-base."""
     for c in range(c0, nch):
         side = ch[c, 0] % 2
         d1 = ch[c, 6]
@@ -496,12 +498,11 @@ def apply_changes(LI, LF, LS, s, ch, chv, c0, nch, nb, na, scale, t, buf, nord, 
             k = emit_side(Ia, Fa, na, 1, -1, mul, oi, oc, k)
             scale = d1
         pid = ch[c, 5] * P10I[scale - d1]
-        x = 2 * s + side
-        nn = nb if side == 0 else na
-        nn, k, nord = set_level(LI[x], LF[x], LS[x], nn, side, pid, chv[c, 0], ch[c, 0] >= 2, chv[c, 1], t,
-                                buf, ch[c, 1], ch[c, 2] - ch[c, 1], ch[c, 3], ch[c, 4] - ch[c, 3], nord, oi, oc, k)
+        tc = chv[c, 2] if own_t else t
         if side == 0:
-            nb = nn
+            nb, k, nord = set_level(Ib, Fb, Sb, nb, 0, pid, chv[c, 0], ch[c, 0] >= 2, chv[c, 1], tc, buf, ch[c, 1],
+                                    ch[c, 2] - ch[c, 1], ch[c, 3], ch[c, 4] - ch[c, 3], nord, oi, oc, k)
         else:
-            na = nn
+            na, k, nord = set_level(Ia, Fa, Sa, na, 1, pid, chv[c, 0], ch[c, 0] >= 2, chv[c, 1], tc, buf, ch[c, 1],
+                                    ch[c, 2] - ch[c, 1], ch[c, 3], ch[c, 4] - ch[c, 3], nord, oi, oc, k)
     return nb, na, scale, nord, k

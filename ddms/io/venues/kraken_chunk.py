@@ -41,6 +41,7 @@ from ddms.io.kernels.strlevels import (
     P10F,
     P10I,
     W,
+    apply_changes,
     crc32,
     decimal_of,
     emit_side,
@@ -49,7 +50,6 @@ from ddms.io.kernels.strlevels import (
     move_row,
     put_row,
     read_changes,
-    set_level,
 )
 from ddms.io.venues.binance_book import _key, _ws, name_index
 from ddms.io.venues.binance_chunk import _find
@@ -160,33 +160,6 @@ def _entries(buf, i, n, ch, chv, c, side):  # pragma: no cover - compiled
         if i < n and buf[i] == 93:
             return i + 1, c
         return -1, c
-
-
-@njit(cache=True, nogil=True)
-def _apply(LI, LF, LS, s, ch, chv, c0, nch, nb, na, scale, buf, nord, oi, oc, k):  # pragma: no cover
-    """:func:`~ddms.io.kernels.strlevels.apply_changes` with each change's own time
-    (``chv[c, 2]``: a Kraken entry's timestamp is its row's ``t``).  Returns ``(nb, na, scale,
-    nord, k)``."""
-    Ib, Ia = LI[2 * s], LI[2 * s + 1]
-    Fb, Fa = LF[2 * s], LF[2 * s + 1]
-    for c in range(c0, nch):
-        side = ch[c, 0] % 2
-        d1 = ch[c, 6]
-        if d1 > scale:
-            mul = P10I[d1 - scale]
-            k = emit_side(Ib, Fb, nb, 0, -1, mul, oi, oc, k)
-            k = emit_side(Ia, Fa, na, 1, -1, mul, oi, oc, k)
-            scale = d1
-        pid = ch[c, 5] * P10I[scale - d1]
-        x = 2 * s + side
-        nn = nb if side == 0 else na
-        nn, k, nord = set_level(LI[x], LF[x], LS[x], nn, side, pid, chv[c, 0], ch[c, 0] >= 2, chv[c, 1], chv[c, 2],
-                                buf, ch[c, 1], ch[c, 2] - ch[c, 1], ch[c, 3], ch[c, 4] - ch[c, 3], nord, oi, oc, k)
-        if side == 0:
-            nb = nn
-        else:
-            na = nn
-    return nb, na, scale, nord, k
 
 
 @leaf
@@ -347,7 +320,8 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         nb, na, scale, nord, k = load_snapshot(LI, LF, LS, s, ch, chv, 0, nfirst, nch, scale, 0.0, True, buf, nord,
                                                oi, oc, k)
     else:
-        nb, na, scale, nord, k = _apply(LI, LF, LS, s, ch, chv, 0, nch, nb, na, scale, buf, nord, oi, oc, k)
+        nb, na, scale, nord, k = apply_changes(Ib, Fb, LS[2 * s], Ia, Fa, LS[2 * s + 1], ch, chv, 0, nch, nb, na,
+                                               scale, 0.0, True, buf, nord, oi, oc, k)
     nb, k, tb = _truncate(Ib, Fb, LS[2 * s], nb, 0, depth, oi, oc, k)
     na, k, ta = _truncate(Ia, Fa, LS[2 * s + 1], na, 1, depth, oi, oc, k)
     meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale

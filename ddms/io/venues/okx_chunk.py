@@ -345,8 +345,8 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         nb, na, scale, nord, k = load_snapshot(LI, LF, LS, s, ch, chv, 0, nbids, nch, scale, t, False, buf, nord,
                                                oi, oc, k)
     else:
-        nb, na, scale, nord, k = apply_changes(LI, LF, LS, s, ch, chv, 0, nch, nb, na, scale, t, buf, nord, oi, oc,
-                                               k)
+        nb, na, scale, nord, k = apply_changes(Ib, Fb, LS[2 * s], Ia, Fa, LS[2 * s + 1], ch, chv, 0, nch, nb, na,
+                                               scale, t, False, buf, nord, oi, oc, k)
     meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale
     if (dseen >> 4) & 1:
         meta[s, _M_LAST] = seq
