@@ -246,7 +246,7 @@ def _best_is(Iv, n, best_row, scale, m, d):  # pragma: no cover - compiled
     return m * mul == Iv[best_row, 0]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, k):  # pragma: no cover
     """One message ``buf[a:n]``.  Returns ``(code, arg, k, nlev, kind)``: code -1 applied (``arg``
     the slot, ``kind`` one of ``_K_*``), else a stop code (``arg``: the side array to grow, the
@@ -829,6 +829,7 @@ class CoinbaseLane:
                     self._crossed(arg, int(lines[stop - 1]))
                 elif code >= _STOP_VENUE:
                     self._stopped(code, arg, msgs, lines, stop, actions)
+                    events.extend(self.core.take_events())   # as the per-message path after it
             i = stop
             if i >= n or code == _STOP_CROSSED or code >= _STOP_VENUE:
                 continue

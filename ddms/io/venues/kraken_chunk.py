@@ -177,7 +177,7 @@ def _truncate(Iv, F, S, n, side, depth, oi, oc, k):  # pragma: no cover - compil
     return keep, k, drop
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, k, text,
              crc):  # pragma: no cover - compiled
     """One message ``buf[a:n]``: ``(code, slot, k, nlev, kind, truncated)`` as the Coinbase

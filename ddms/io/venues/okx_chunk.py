@@ -155,7 +155,7 @@ def _olevels(buf, i, n, ch, c, side):  # pragma: no cover - compiled
         return -1, c
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, k, text, crc):  # pragma: no cover
     """One message ``buf[a:n]``: ``(code, slot, k, nlev, kind)`` as the Coinbase kernel's;
     ``crc[0], crc[1]`` the computed and the sent checksum of a mismatch."""
