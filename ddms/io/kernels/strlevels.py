@@ -32,10 +32,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ddms.io.kernels.jsonscan import leaf
+from ddms.io.kernels.jsonscan import leaf, string, ws
 
 __all__ = ["MAX_ID", "P10I", "W", "apply_changes", "crc32", "decimal_of", "emit_side", "find", "kraken_crc_text",
-           "load_side", "load_snapshot", "move_row", "read_changes", "set_level", "top_crc_text"]
+           "load_side", "load_snapshot", "move_row", "read_changes", "set_level", "string_entries", "top_crc_text"]
 
 W = 32
 """Bytes kept per price and per size string."""
@@ -438,6 +438,62 @@ def load_snapshot(LI, LF, LS, s, ch, chv, c0, cmid, c1, scale, t, own_t, buf, no
         else:
             na = n
     return nb, na, scale, nord, k
+
+
+@leaf
+def string_entries(buf, i, n, ch, chv, c, side, lo, hi, timed):  # pragma: no cover - compiled
+    """A level list ``[[s0, s1, ...], ...]`` at ``i``, each entry ``lo..hi`` escape-free strings,
+    into ``ch[c:]`` as ``(side, ps, pe, qs, qe)`` (the spans of ``s0``, the price, and ``s1``, the
+    size): OKX's ``[px, sz(, s3(, s4))]`` and, ``timed``, Kraken's ``[price, volume, ts(,
+    "r")]`` -- ``ts`` (seconds) read exactly into ``chv[c, 2]`` in ms (``float(ts) * 1e3``), a
+    fourth string only ``"r"`` (republish).  Returns ``(j, c)``: ``j`` after the list, -1 for
+    anything else (the venue's Python path judges it), -2 if ``ch`` is too small.  O(bytes)."""
+    if i >= n or buf[i] != 91:
+        return -1, c
+    i = ws(buf, i + 1, n)
+    if i < n and buf[i] == 93:
+        return i + 1, c
+    while True:
+        if c >= ch.shape[0]:
+            return -2, c
+        if i >= n or buf[i] != 91:
+            return -1, c
+        i = ws(buf, i + 1, n)
+        ch[c, 0] = side
+        cnt = 0
+        while True:
+            a, b, i = string(buf, i, n)
+            if i < 0:
+                return -1, c
+            if cnt < 2:
+                ch[c, 1 + 2 * cnt] = a
+                ch[c, 2 + 2 * cnt] = b
+            elif timed and cnt == 2:
+                st, m, d = decimal_of(buf, a, b)
+                if st != OK or d > 22:
+                    return -1, c
+                t = np.float64(m) / P10F[d] * 1e3
+                if not (0.0 <= t < 1e16):
+                    return -1, c
+                chv[c, 2] = t
+            elif timed and cnt == 3:
+                if b - a != 1 or buf[a] != 114:       # only "r" (republish)
+                    return -1, c
+            cnt += 1
+            i = ws(buf, i, n)
+            if i >= n or buf[i] != 44:
+                break
+            i = ws(buf, i + 1, n)
+        if cnt < lo or cnt > hi or i >= n or buf[i] != 93:
+            return -1, c
+        c += 1
+        i = ws(buf, i + 1, n)
+        if i < n and buf[i] == 44:
+            i = ws(buf, i + 1, n)
+            continue
+        if i < n and buf[i] == 93:
+            return i + 1, c
+        return -1, c
 
 
 @leaf

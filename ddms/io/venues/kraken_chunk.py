@@ -37,19 +37,17 @@ from numba import njit
 from ddms.io.kernels.jsonscan import leaf
 from ddms.io.kernels.strlevels import (
     MAX_ID,
-    OK,
-    P10F,
     P10I,
     W,
     apply_changes,
     crc32,
-    decimal_of,
     emit_side,
     kraken_crc_text,
     load_snapshot,
     move_row,
     put_row,
     read_changes,
+    string_entries,
 )
 from ddms.io.venues.binance_book import _key, _ws, name_index
 from ddms.io.venues.binance_chunk import _find
@@ -105,61 +103,6 @@ def _heartbeat(buf, i, n):  # pragma: no cover - compiled
         return False
     i = _ws(buf, i, n)
     return i < n and buf[i] == 125 and _ws(buf, i + 1, n) == n
-
-
-@leaf
-def _entries(buf, i, n, ch, chv, c, side):  # pragma: no cover - compiled
-    """A list ``[[price, volume, ts(, "r")], ...]`` of escape-free strings at ``i`` into
-    ``ch[c:]`` (side, ps, pe, qs, qe) with ``chv[c, 2]`` the timestamp in ms (``float(ts) *
-    1e3``, read exactly; the Python path takes anything else).  Returns ``(j, c)``; ``j`` -1 for
-    anything else, -2 if ``ch`` is too small."""
-    if i >= n or buf[i] != 91:
-        return -1, c
-    i = _ws(buf, i + 1, n)
-    if i < n and buf[i] == 93:
-        return i + 1, c
-    while True:
-        if c >= ch.shape[0]:
-            return -2, c
-        if i >= n or buf[i] != 91:
-            return -1, c
-        i = _ws(buf, i + 1, n)
-        ch[c, 0] = side
-        cnt = 0
-        while True:
-            a, b, i = _string(buf, i, n)
-            if i < 0:
-                return -1, c
-            if cnt < 2:
-                ch[c, 1 + 2 * cnt] = a
-                ch[c, 2 + 2 * cnt] = b
-            elif cnt == 2:
-                st, m, d = decimal_of(buf, a, b)
-                if st != OK or d > 22:
-                    return -1, c
-                t = np.float64(m) / P10F[d] * 1e3
-                if not (0.0 <= t < 1e16):
-                    return -1, c
-                chv[c, 2] = t
-            elif cnt == 3:
-                if b - a != 1 or buf[a] != 114:       # only "r" (republish)
-                    return -1, c
-            cnt += 1
-            i = _ws(buf, i, n)
-            if i < n and buf[i] == 44:
-                i = _ws(buf, i + 1, n)
-                continue
-            break
-        if cnt < 3 or cnt > 4 or i >= n or buf[i] != 93:
-            return -1, c
-        c += 1
-        i = _ws(buf, i + 1, n)
-        if i < n and buf[i] == 44:
-            i = _ws(buf, i + 1, n)
-            continue
-        if i < n and buf[i] == 93:
-            return i + 1, c
-        return -1, c
 
 
 @leaf
@@ -235,7 +178,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
                     return _STOP_SLOW, -1, k, 0, 0, 0
                 side = 1 - (kid % 2)                   # a/as: asks (1); b/bs: bids (0)
                 c0 = nch
-                i, nch = _entries(buf, i, n, ch, chv, nch, side)
+                i, nch = string_entries(buf, i, n, ch, chv, nch, side, 3, 4, True)
                 if i == -2:
                     return _STOP_CH, -1, k, 0, 0, 0
                 if kid >= 2 and first_side < 0:

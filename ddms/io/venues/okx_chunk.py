@@ -39,6 +39,7 @@ from ddms.io.kernels.strlevels import (
     emit_side,
     load_snapshot,
     read_changes,
+    string_entries,
     top_crc_text,
 )
 from ddms.io.venues.binance_book import _key, _skip_scalar, _ws, name_index
@@ -110,49 +111,6 @@ def _int(buf, i, n):  # pragma: no cover - compiled
     if i < n and (buf[i] == 46 or buf[i] == 101 or buf[i] == 69):
         return 0, -1
     return (-v if neg else v), i
-
-
-@leaf
-def _olevels(buf, i, n, ch, c, side):  # pragma: no cover - compiled
-    """A level list ``[[px, sz(, s3(, s4))], ...]`` of escape-free strings at ``i`` into
-    ``ch[c:]`` (side, ps, pe, qs, qe).  Returns ``(j, c)``; ``j`` -1 for anything else, -2 if
-    ``ch`` is too small."""
-    if i >= n or buf[i] != 91:
-        return -1, c
-    i = _ws(buf, i + 1, n)
-    if i < n and buf[i] == 93:
-        return i + 1, c
-    while True:
-        if c >= ch.shape[0]:
-            return -2, c
-        if i >= n or buf[i] != 91:
-            return -1, c
-        i = _ws(buf, i + 1, n)
-        ch[c, 0] = side
-        cnt = 0
-        while True:
-            a, b, i = _string(buf, i, n)
-            if i < 0:
-                return -1, c
-            if cnt < 2:
-                ch[c, 1 + 2 * cnt] = a
-                ch[c, 2 + 2 * cnt] = b
-            cnt += 1
-            i = _ws(buf, i, n)
-            if i < n and buf[i] == 44:
-                i = _ws(buf, i + 1, n)
-                continue
-            break
-        if cnt < 2 or cnt > 4 or i >= n or buf[i] != 93:
-            return -1, c
-        c += 1
-        i = _ws(buf, i + 1, n)
-        if i < n and buf[i] == 44:
-            i = _ws(buf, i + 1, n)
-            continue
-        if i < n and buf[i] == 93:
-            return i + 1, c
-        return -1, c
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -286,13 +244,13 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         return _STOP_SLOW, -1, k, 0, 0
     nch = 0
     if bids_at >= 0:
-        j, nch = _olevels(buf, bids_at, n, ch, 0, 0)
+        j, nch = string_entries(buf, bids_at, n, ch, chv, 0, 0, 2, 4, False)
         if j == -2:
             return _STOP_CH, -1, k, 0, 0
         if j < 0:
             return _STOP_SLOW, -1, k, 0, 0
     if asks_at >= 0:
-        j, nch = _olevels(buf, asks_at, n, ch, nch, 1)
+        j, nch = string_entries(buf, asks_at, n, ch, chv, nch, 1, 2, 4, False)
         if j == -2:
             return _STOP_CH, -1, k, 0, 0
         if j < 0:
