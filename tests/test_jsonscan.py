@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from numba import njit
 from numba.core.errors import NumbaError
 
-from ddms.io.kernels.jsonscan import key, leaf, skip_json, skip_scalar, string, ws
+from ddms.io.kernels.jsonscan import key, leaf, member, skip_json, skip_scalar, string, ws
 
 _SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20),
                      st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8))
@@ -53,6 +53,7 @@ def test_string_and_key(s: str, tail: str) -> None:
         return
     assert (a, b, j) == (1, len(raw) - 1, len(raw)) and text[a:b].decode() == s
     ks, ke, v = key(_buf(text), 0, len(text))
+    assert member(_buf(text), 0, len(text)) == (ks, ke, v) or v == -1 == member(_buf(text), 0, len(text))[2]
     if tail.strip().startswith(":"):
         assert (ks, ke) == (1, len(raw) - 1) and v == ws(_buf(text), text.index(b":", len(raw)) + 1, len(text))
     else:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["eq", "key", "leaf", "name_index", "skip_json", "skip_scalar", "str_end", "string", "ws"]
+__all__ = ["eq", "key", "leaf", "member", "name_index", "skip_json", "skip_scalar", "str_end", "string", "ws"]
 
 leaf = njit(cache=True, nogil=True, _nrt=False)
 """The decorator of a hot helper that allocates nothing (see the module docstring)."""
@@ -91,6 +91,20 @@ def eq(buf, a, b, word):  # pragma: no cover - compiled
         if buf[a + j] != word[j]:
             return False
     return True
+
+
+@leaf
+def member(buf, i, n):  # pragma: no cover - compiled
+    """A member's key at ``i`` as :func:`string` reads it (printable ASCII, no escapes), then
+    ``:``: ``(ks, ke, j)`` with ``j`` at the value (whitespace skipped), ``j = -1`` otherwise --
+    the strict counterpart of :func:`key`."""
+    a, b, i = string(buf, i, n)
+    if i < 0:
+        return 0, 0, -1
+    i = ws(buf, i, n)
+    if i >= n or buf[i] != 58:
+        return 0, 0, -1
+    return a, b, ws(buf, i + 1, n)
 
 
 @leaf
@@ -193,13 +207,9 @@ def skip_json(buf, i, n):  # pragma: no cover - compiled
                 kinds >>= 1
             else:
                 if obj:
-                    a, b, i = string(buf, i, n)
+                    a, b, i = member(buf, i, n)
                     if i < 0:
                         return -1
-                    i = ws(buf, i, n)
-                    if i >= n or buf[i] != 58:
-                        return -1
-                    i = ws(buf, i + 1, n)
                 continue
         else:
             j = skip_scalar(buf, i, n)
@@ -217,13 +227,9 @@ def skip_json(buf, i, n):  # pragma: no cover - compiled
             if c == 44:
                 i = ws(buf, i + 1, n)
                 if kinds & 1:
-                    a, b, i = string(buf, i, n)
+                    a, b, i = member(buf, i, n)
                     if i < 0:
                         return -1
-                    i = ws(buf, i, n)
-                    if i >= n or buf[i] != 58:
-                        return -1
-                    i = ws(buf, i + 1, n)
                 break
             if c == (125 if kinds & 1 else 93):
                 i += 1

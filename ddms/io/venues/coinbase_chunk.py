@@ -42,6 +42,7 @@ from numba.typed import List
 from ddms.io.events import EventBatch
 from ddms.io.kernels.jsonscan import eq as _eq
 from ddms.io.kernels.jsonscan import leaf, skip_json
+from ddms.io.kernels.jsonscan import member as _member
 from ddms.io.kernels.jsonscan import string as _string
 from ddms.io.kernels.strlevels import (
     MAX_ID,
@@ -462,13 +463,9 @@ def _ignored(buf, a, n):  # pragma: no cover - compiled
     i = _ws(buf, i + 1, n)
     ta = tb = -1
     while True:
-        ks, ke, i = _string(buf, i, n)
+        ks, ke, i = _member(buf, i, n)
         if i < 0:
             return -1, -1
-        i = _ws(buf, i, n)
-        if i >= n or buf[i] != 58:
-            return -1, -1
-        i = _ws(buf, i + 1, n)
         if _eq(buf, ks, ke, _TYPE):
             if ta >= 0:
                 return -1, -1

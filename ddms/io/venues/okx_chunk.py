@@ -30,6 +30,7 @@ import numpy as np
 from numba import njit
 
 from ddms.io.kernels.jsonscan import leaf
+from ddms.io.kernels.jsonscan import member as _member
 from ddms.io.kernels.strlevels import (
     MAX_ID,
     P10I,
@@ -373,13 +374,9 @@ def _ignored(buf, a, n):  # pragma: no cover - compiled
     ca = cb = -1
     seen_arg = False
     while True:
-        ks, ke, i = _string(buf, i, n)
+        ks, ke, i = _member(buf, i, n)
         if i < 0 or _eq(buf, ks, ke, _EVENT):
             return -1, -1
-        i = _ws(buf, i, n)
-        if i >= n or buf[i] != 58:
-            return -1, -1
-        i = _ws(buf, i + 1, n)
         if _eq(buf, ks, ke, _ARGW):
             if seen_arg or i >= n or buf[i] != 123:
                 return -1, -1
@@ -387,13 +384,9 @@ def _ignored(buf, a, n):  # pragma: no cover - compiled
             i = _ws(buf, i + 1, n)
             pa = -1
             while True:
-                xs, xe, i = _string(buf, i, n)
+                xs, xe, i = _member(buf, i, n)
                 if i < 0:
                     return -1, -1
-                i = _ws(buf, i, n)
-                if i >= n or buf[i] != 58:
-                    return -1, -1
-                i = _ws(buf, i + 1, n)
                 if _eq(buf, xs, xe, _CHANNEL):
                     if ca >= 0:
                         return -1, -1
