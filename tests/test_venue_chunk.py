@@ -17,7 +17,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ddms.io.kernels.strlevels import BAD, BIG, OK, decimal_of
@@ -394,6 +394,7 @@ def test_mutated_real_capture(venue: str, seed: int) -> None:
 @given(venue=st.sampled_from(["coinbase", "okx", "kraken"]), seed=st.integers(0, 2**32 - 1),
        fault=st.sampled_from([None, "drop", "duplicate", "reorder", "corrupt_price", "corrupt_checksum"]),
        sizes=st.lists(st.integers(1, 120), min_size=1, max_size=3), p_mut=st.sampled_from([0.0, 0.1, 0.4]))
+@example(venue="kraken", seed=73462, fault="duplicate", sizes=[3], p_mut=0.4)   # a checksum resync ends a chunk
 def test_generated_streams(venue: str, seed: int, fault: str | None, sizes: list[int], p_mut: float) -> None:
     """tests/venue_sim.py's streams (OKX with sequence ids) with a protocol fault and value
     mutations."""

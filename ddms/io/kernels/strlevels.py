@@ -32,8 +32,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ddms.io.kernels.jsonscan import leaf, string, ws
+
 __all__ = ["MAX_ID", "P10I", "W", "apply_changes", "crc32", "decimal_of", "emit_side", "find", "kraken_crc_text",
-           "load_side", "read_changes", "set_level", "top_crc_text"]
+           "load_side", "load_snapshot", "move_row", "read_changes", "set_level", "string_entries", "top_crc_text"]
 
 W = 32
 """Bytes kept per price and per size string."""
@@ -67,7 +69,7 @@ _CRC8 = _crc_tables()
 OK, BAD, BIG = 0, 1, 2
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def put_row(oi, oc, k, side, sign, t, pid, qty, px):  # pragma: no cover - compiled
     """Output row ``k`` of a level's engine event: ``oi[k] = (side, sign)``, ``oc[k] = (t, pid,
     broker 0, volume, price)``.  Returns ``k + 1``."""
@@ -155,7 +157,19 @@ def find(Iv, n, pid, sgn):  # pragma: no cover - compiled
     return -lo - 1
 
 
-@njit(cache=True, nogil=True)
+@leaf
+def move_row(Iv, F, S, dst, src):  # pragma: no cover - compiled
+    """Row ``src`` of a side's three arrays copied over row ``dst``, element by element (a row
+    assignment ``Iv[dst] = Iv[src]`` may copy through a temporary array: an allocation)."""
+    for x in range(Iv.shape[1]):
+        Iv[dst, x] = Iv[src, x]
+    for x in range(F.shape[1]):
+        F[dst, x] = F[src, x]
+    for x in range(S.shape[1]):
+        S[dst, x] = S[src, x]
+
+
+@leaf
 def set_level(Iv, F, S, n, side, pid, fpx, qzero, fqty, t, buf, ps, pl, qs, ql, nord, oi, oc, k):  # pragma: no cover
     """``LevelBook.set`` on one side (``n`` live rows): the level at ``pid`` gets the size string
     ``buf[qs:qs+ql]`` (its float ``fqty``; ``qzero``: it is zero, the level goes) and the price
@@ -167,18 +181,14 @@ def set_level(Iv, F, S, n, side, pid, fpx, qzero, fqty, t, buf, ps, pl, qs, ql, 
         k = put_row(oi, oc, k, side, -1, F[r, 0], float(pid), F[r, 1], F[r, 2])
         if qzero:
             for j in range(r, n - 1):
-                Iv[j] = Iv[j + 1]
-                F[j] = F[j + 1]
-                S[j] = S[j + 1]
+                move_row(Iv, F, S, j, j + 1)
             return n - 1, k, nord
     elif qzero:
         return n, k, nord
     else:
         r = -r - 1
         for j in range(n, r, -1):
-            Iv[j] = Iv[j - 1]
-            F[j] = F[j - 1]
-            S[j] = S[j - 1]
+            move_row(Iv, F, S, j, j - 1)
         Iv[r, 0] = pid
         Iv[r, 1] = nord
         nord += 1
@@ -196,7 +206,7 @@ def set_level(Iv, F, S, n, side, pid, fpx, qzero, fqty, t, buf, ps, pl, qs, ql, 
     return n, put_row(oi, oc, k, side, 1, t, float(pid), fqty, fpx), nord
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def crc32(buf, n):  # pragma: no cover - compiled
     """``zlib.crc32(bytes(buf[:n]))`` (unsigned, as an int64), eight bytes a step (slicing by 8,
     int64 arithmetic: ~0.3 ns a byte where a byte at a time on uint32 scalars cost ~7)."""
@@ -216,7 +226,7 @@ def crc32(buf, n):  # pragma: no cover - compiled
     return c ^ np.int64(0xFFFFFFFF)
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def kraken_crc_text(Sb, Ib, nb, Sa, Ia, na, depth, out):  # pragma: no cover - compiled
     """Kraken's checksum text into ``out`` (returns its length): the ``depth`` best asks then the
     ``depth`` best bids, each price string then size string without its ``.`` and leading zeros
@@ -244,7 +254,7 @@ def kraken_crc_text(Sb, Ib, nb, Sa, Ia, na, depth, out):  # pragma: no cover - c
     return k
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def top_crc_text(Sb, Ib, nb, Sa, Ia, na, depth, sep, strip, out):  # pragma: no cover - compiled
     """The checksum text of the ``depth`` best levels of each side into ``out``; returns its
     length.  OKX (``strip`` False, ``sep`` ``:``): ``bid1px:bid1sz:ask1px:ask1sz:...``, the two
@@ -306,23 +316,30 @@ def emit_side(Iv, F, n, side, sign, mul, oi, oc, k):  # pragma: no cover - compi
 
 
 @njit(cache=True, nogil=True)
-def load_side(Iv, F, S, side, ch, chv, c0, c1, t, own_t, buf, nord, oi, oc, k):  # pragma: no cover - compiled
+def load_side(Iv, F, S, side, Io, Fo, no, ch, chv, c0, c1, scale, t, own_t, buf, nord, oi, oc,
+              k):  # pragma: no cover - compiled
     """A snapshot side into an EMPTY side: ``LevelBook.set`` of the entries ``c0..c1`` of ``ch``
-    (``ch[c] = (side (+2 when the size is zero), ps, pe, qs, qe, pid, .)``, ``chv[c] = (price,
-    size)`` floats (``own_t``: each entry's time in ``chv[c, 2]``, Kraken's; else every level
-    gets ``t``); every pid at the book's scale, no re-base among them), in order, rows and
-    all, in O(m log m) instead of a sorted insert each (a snapshot arrives best first: the far
-    end of the arrays).  The caller made room for ``c1 - c0`` rows and ``2 * (c1 - c0)`` output
-    rows.  Returns ``(n, k, nord)``."""
+    (``ch[c] = (side (+2 when the size is zero), ps, pe, qs, qe, m, d)``: the price is ``m /
+    10**d``, as :func:`read_changes` leaves it; ``chv[c] = (price, size)`` floats; ``own_t``:
+    each entry's time in ``chv[c, 2]``, Kraken's, else every level gets ``t``), in order, rows
+    and all, in O(m log m) instead of a sorted insert each (a snapshot arrives best first: the
+    far end of the arrays).  A price finer than the book's ``scale`` re-bases the book as
+    ``LevelBook._rebase`` does: every level held, bids then asks, each side in insertion order,
+    re-emitted at the finer scale -- this side's rows loaded so far and the other side's ``no``
+    rows in ``Io``/``Fo`` (loaded before, sorted).  The caller made room for ``c1 - c0`` rows and
+    the output rows.  Returns ``(n, k, nord, scale)``."""
     m = c1 - c0
-    pids = np.empty(m, np.int64)
+    final = scale
     for j in range(m):
-        pids[j] = ch[c0 + j, 5]
-    order = np.argsort(pids, kind="mergesort")
+        final = max(final, ch[c0 + j, 6])
+    keys = np.empty(m, np.int64)     # the prices at the final scale: equal prices, equal keys
+    for j in range(m):
+        keys[j] = ch[c0 + j, 5] * P10I[final - ch[c0 + j, 6]]
+    order = np.argsort(keys, kind="mergesort")
     grp = np.empty(m, np.int64)      # entry -> its first entry of the same price
     for j in range(m):
         e = order[j]
-        if j > 0 and pids[order[j - 1]] == pids[e]:
+        if j > 0 and keys[order[j - 1]] == keys[e]:
             grp[e] = grp[order[j - 1]]
         else:
             grp[e] = e
@@ -332,6 +349,19 @@ def load_side(Iv, F, S, side, ch, chv, c0, c1, t, own_t, buf, nord, oi, oc, k): 
     w = S.shape[1] // 2
     for j in range(m):
         c = c0 + j
+        d = ch[c, 6]
+        if d > scale:                # LevelBook._rebase: bids, then asks, in insertion order
+            mul = P10I[d - scale]
+            if side == 1:
+                k = emit_side(Io, Fo, no, 0, -1, mul, oi, oc, k)
+            for r in range(n):       # this side's rows are in insertion order
+                if not dead[r]:
+                    k = put_row(oi, oc, k, side, -1, F[r, 0], float(Iv[r, 0]), F[r, 1], F[r, 2])
+                    Iv[r, 0] *= mul
+                    k = put_row(oi, oc, k, side, 1, F[r, 0], float(Iv[r, 0]), F[r, 1], F[r, 2])
+            if side == 0:
+                k = emit_side(Io, Fo, no, 1, -1, mul, oi, oc, k)
+            scale = d
         g = grp[j]
         r = cur[g]
         qzero = ch[c, 0] >= 2
@@ -347,7 +377,7 @@ def load_side(Iv, F, S, side, ch, chv, c0, c1, t, own_t, buf, nord, oi, oc, k): 
             r = n
             n += 1
             cur[g] = r
-            Iv[r, 0] = pids[j]
+            Iv[r, 0] = ch[c, 5] * P10I[scale - d]
             Iv[r, 1] = nord
             nord += 1
         tc = chv[c, 2] if own_t else t
@@ -367,23 +397,106 @@ def load_side(Iv, F, S, side, ch, chv, c0, c1, t, own_t, buf, nord, oi, oc, k): 
     for r in range(n):
         if not dead[r]:
             live += 1
-    keys = np.empty(live, np.int64)
+    srtk = np.empty(live, np.int64)
     rows = np.empty(live, np.int64)
     q = 0
     for r in range(n):
         if not dead[r]:
-            keys[q] = Iv[r, 0] if side == 0 else -Iv[r, 0]
+            srtk[q] = Iv[r, 0] if side == 0 else -Iv[r, 0]
             rows[q] = r
             q += 1
-    srt = rows[np.argsort(keys)]
-    I2, F2, S2 = Iv[srt].copy(), F[srt].copy(), S[srt].copy()
+    srt = rows[np.argsort(srtk)]
+    I2, F2, S2 = Iv[srt], F[srt], S[srt]
     Iv[:live] = I2
     F[:live] = F2
     S[:live] = S2
-    return live, k, nord
+    return live, k, nord, scale
 
 
 @njit(cache=True, nogil=True)
+def load_snapshot(LI, LF, LS, s, ch, chv, c0, cmid, c1, scale, t, own_t, buf, nord, oi, oc,
+                  k):  # pragma: no cover - compiled
+    """A snapshot into the EMPTY book ``s`` (the caller emitted ``LevelBook.clear``'s deletes):
+    the entries ``c0..cmid`` of one side, then ``cmid..c1`` of the other (each entry's side is
+    ``ch[c, 0] % 2``), by :func:`load_side` -- what ``LevelBook.set`` of each entry in order
+    gives, re-bases included.  Shared by the Kraken, OKX and Coinbase lanes.  The caller made
+    room (rows of each side, ``2 * (c1 - c0) * (1 + re-bases)`` output rows).  Returns ``(nb, na,
+    scale, nord, k)``.  O(m log m) plus O(levels) a re-base."""
+    nb = na = 0
+    for part in range(2):
+        a, b = (c0, cmid) if part == 0 else (cmid, c1)
+        if b <= a:
+            continue
+        side = ch[a, 0] % 2
+        o = 1 - side
+        no = nb if o == 0 else na
+        n, k, nord, scale = load_side(LI[2 * s + side], LF[2 * s + side], LS[2 * s + side], side,
+                                      LI[2 * s + o], LF[2 * s + o], no, ch, chv, a, b, scale, t, own_t, buf,
+                                      nord, oi, oc, k)
+        if side == 0:
+            nb = n
+        else:
+            na = n
+    return nb, na, scale, nord, k
+
+
+@leaf
+def string_entries(buf, i, n, ch, chv, c, side, lo, hi, timed):  # pragma: no cover - compiled
+    """A level list ``[[s0, s1, ...], ...]`` at ``i``, each entry ``lo..hi`` escape-free strings,
+    into ``ch[c:]`` as ``(side, ps, pe, qs, qe)`` (the spans of ``s0``, the price, and ``s1``, the
+    size): OKX's ``[px, sz(, s3(, s4))]`` and, ``timed``, Kraken's ``[price, volume, ts(,
+    "r")]`` -- ``ts`` (seconds) read exactly into ``chv[c, 2]`` in ms (``float(ts) * 1e3``), a
+    fourth string only ``"r"`` (republish).  Returns ``(j, c)``: ``j`` after the list, -1 for
+    anything else (the venue's Python path judges it), -2 if ``ch`` is too small.  O(bytes)."""
+    if i >= n or buf[i] != 91:
+        return -1, c
+    i = ws(buf, i + 1, n)
+    if i < n and buf[i] == 93:
+        return i + 1, c
+    while True:
+        if c >= ch.shape[0]:
+            return -2, c
+        if i >= n or buf[i] != 91:
+            return -1, c
+        i = ws(buf, i + 1, n)
+        ch[c, 0] = side
+        cnt = 0
+        while True:
+            a, b, i = string(buf, i, n)
+            if i < 0:
+                return -1, c
+            if cnt < 2:
+                ch[c, 1 + 2 * cnt] = a
+                ch[c, 2 + 2 * cnt] = b
+            elif timed and cnt == 2:
+                st, m, d = decimal_of(buf, a, b)
+                if st != OK or d > 22:
+                    return -1, c
+                t = np.float64(m) / P10F[d] * 1e3
+                if not (0.0 <= t < 1e16):
+                    return -1, c
+                chv[c, 2] = t
+            elif timed and cnt == 3:
+                if b - a != 1 or buf[a] != 114:       # only "r" (republish)
+                    return -1, c
+            cnt += 1
+            i = ws(buf, i, n)
+            if i >= n or buf[i] != 44:
+                break
+            i = ws(buf, i + 1, n)
+        if cnt < lo or cnt > hi or i >= n or buf[i] != 93:
+            return -1, c
+        c += 1
+        i = ws(buf, i + 1, n)
+        if i < n and buf[i] == 44:
+            i = ws(buf, i + 1, n)
+            continue
+        if i < n and buf[i] == 93:
+            return i + 1, c
+        return -1, c
+
+
+@leaf
 def read_changes(buf, ch, chv, nch, scale):  # pragma: no cover - compiled
     """Read the ``nch`` level changes of one message (``ch[c] = (side, ps, pe, qs, qe, ., .)``:
     the spans of the price and size strings in ``buf``) exactly: ``ch[c, 5:7]`` = the price's
@@ -421,15 +534,17 @@ def read_changes(buf, ch, chv, nch, scale):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def apply_changes(LI, LF, LS, s, ch, chv, c0, nch, nb, na, scale, t, buf, nord, oi, oc, k):  # pragma: no cover
-    """``LevelBook.set`` of changes ``c0..nch`` (read by :func:`read_changes`) on book ``s``
-    (sides ``2s``, ``2s + 1`` of ``LI``/``LF``/``LS``, ``nb``/``na`` live rows, ids at ``scale``),
-    in order; a finer price first re-emits every level at the finer scale (``LevelBook._rebase``).
-    The caller made room for the rows and the output.  Returns ``(nb, na, scale, nord, k)``.
-    Shared by the Coinbase and OKX lanes.  Cost: a binary search a change, plus a row shift when
-    a level appears or goes, plus O(levels) a re-base."""
-    Ib, Ia = LI[2 * s], LI[2 * s + 1]
-    Fb, Fa = LF[2 * s], LF[2 * s + 1]
+def apply_changes(Ib, Fb, Sb, Ia, Fa, Sa, ch, chv, c0, nch, nb, na, scale, t, own_t, buf, nord, oi, oc,
+                  k):  # pragma: no cover - compiled
+    """``LevelBook.set`` of changes ``c0..nch`` (read by :func:`read_changes`) on one book (its
+    bid side ``Ib``/``Fb``/``Sb`` with ``nb`` live rows, its ask side ``Ia``/``Fa``/``Sa`` with
+    ``na``, ids at ``scale``), in order, each row at time ``t`` (``own_t``: the change's own
+    time ``chv[c, 2]``, Kraken's); a finer price first re-emits every level at the finer scale
+    (``LevelBook._rebase``).  The caller made room for the rows and the output.  Returns ``(nb,
+    na, scale, nord, k)``.  Shared by the Kraken, OKX and Coinbase lanes; the side arrays come
+    as arrays, not through the typed lists (each list item read is an atomic incref and
+    decref).  Cost: a binary search a change, plus a row shift when a level appears or goes,
+    plus O(levels) a re-base."""
     for c in range(c0, nch):
         side = ch[c, 0] % 2
         d1 = ch[c, 6]
@@ -439,12 +554,11 @@ def apply_changes(LI, LF, LS, s, ch, chv, c0, nch, nb, na, scale, t, buf, nord, 
             k = emit_side(Ia, Fa, na, 1, -1, mul, oi, oc, k)
             scale = d1
         pid = ch[c, 5] * P10I[scale - d1]
-        x = 2 * s + side
-        nn = nb if side == 0 else na
-        nn, k, nord = set_level(LI[x], LF[x], LS[x], nn, side, pid, chv[c, 0], ch[c, 0] >= 2, chv[c, 1], t,
-                                buf, ch[c, 1], ch[c, 2] - ch[c, 1], ch[c, 3], ch[c, 4] - ch[c, 3], nord, oi, oc, k)
+        tc = chv[c, 2] if own_t else t
         if side == 0:
-            nb = nn
+            nb, k, nord = set_level(Ib, Fb, Sb, nb, 0, pid, chv[c, 0], ch[c, 0] >= 2, chv[c, 1], tc, buf, ch[c, 1],
+                                    ch[c, 2] - ch[c, 1], ch[c, 3], ch[c, 4] - ch[c, 3], nord, oi, oc, k)
         else:
-            na = nn
+            na, k, nord = set_level(Ia, Fa, Sa, na, 1, pid, chv[c, 0], ch[c, 0] >= 2, chv[c, 1], tc, buf, ch[c, 1],
+                                    ch[c, 2] - ch[c, 1], ch[c, 3], ch[c, 4] - ch[c, 3], nord, oi, oc, k)
     return nb, na, scale, nord, k

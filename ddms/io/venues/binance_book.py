@@ -77,6 +77,11 @@ from sortedcontainers import SortedDict
 from ddms.errors import InputError
 from ddms.io.actions import NeedSnapshot
 from ddms.io.events import EventBatch
+from ddms.io.kernels.jsonscan import key as _key
+from ddms.io.kernels.jsonscan import leaf, name_index
+from ddms.io.kernels.jsonscan import skip_scalar as _skip_scalar
+from ddms.io.kernels.jsonscan import str_end as _str_end
+from ddms.io.kernels.jsonscan import ws as _ws
 from ddms.io.kernels.levelarrays import BLOCK as _BLOCK
 from ddms.io.kernels.levelarrays import apply_depth as _apply_depth
 from ddms.io.schema import ASKS, BIDS
@@ -228,31 +233,7 @@ _V_STR, _V_INT, _V_BOOL, _V_LEVELS = 1, 2, 3, 4
 _SLOW, _GROW = -1, -2
 
 
-@njit(cache=True, nogil=True)
-def _ws(buf, i, n):  # pragma: no cover - compiled
-    while i < n:
-        c = buf[i]
-        if c != 32 and c != 9 and c != 10 and c != 13:
-            break
-        i += 1
-    return i
-
-
-@njit(cache=True, nogil=True)
-def _str_end(buf, i, n):  # pragma: no cover - compiled
-    """Index of the closing quote of a string whose content starts at ``i``; -1 if it has an
-    escape, a control character or no end (the slow path decides those)."""
-    while i < n:
-        c = buf[i]
-        if c == 34:
-            return i
-        if c == 92 or c < 32:
-            return -1
-        i += 1
-    return -1
-
-
-@njit(cache=True, nogil=True)
+@leaf
 def _dec(buf, i, n):  # pragma: no cover - compiled
     """Plain decimal ``digits[.digits]`` string content at ``i`` (after the opening quote).
     Returns ``(mantissa, decimals, j)`` with ``j`` after the closing quote, or ``j = -1``
@@ -282,30 +263,12 @@ def _dec(buf, i, n):  # pragma: no cover - compiled
     return m, d, i + 1
 
 
-@njit(cache=True, nogil=True)
-def name_index(buf, s, e, tab, lens):  # pragma: no cover - compiled
-    """The row of ``tab`` (names padded into rows, ``lens`` their lengths) equal to the bytes
-    ``buf[s:e]``, -1 if none: the JSON key and name lookups of the venues' chunk kernels.
-    Cost: O(rows * length), tables of a few short names."""
-    ln = e - s
-    for k in range(tab.shape[0]):
-        if lens[k] == ln:
-            ok = True
-            for j in range(ln):
-                if buf[s + j] != tab[k, j]:
-                    ok = False
-                    break
-            if ok:
-                return k
-    return -1
-
-
-@njit(cache=True, nogil=True)
+@leaf
 def _slot(buf, s, e):  # pragma: no cover - compiled
     return name_index(buf, s, e, _KEYTAB, _KEYLEN)
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _value(buf, i, n, slot, slots, lv, nlev):  # pragma: no cover - compiled
     """Parse the value at ``i`` into ``slots[slot]`` = (kind, a, b, flag): a string (span a:b,
     flag 1 when it is a plain decimal), an unsigned int (a), a bool (a), or an array of
@@ -401,79 +364,10 @@ def _qdec(buf, i, n):  # pragma: no cover - compiled
     return m, d, _ws(buf, i, n)
 
 
-@njit(cache=True, nogil=True)
-def _key(buf, i, n):  # pragma: no cover - compiled
-    """A member key at ``i`` (``"key"`` ws ``:`` ws): ``(ks, ke, j)`` with ``j`` at the value,
-    ``j = -1`` if malformed or escaped."""
-    if i >= n or buf[i] != 34:
-        return 0, 0, -1
-    e = _str_end(buf, i + 1, n)
-    if e < 0:
-        return 0, 0, -1
-    j = _ws(buf, e + 1, n)
-    if j >= n or buf[j] != 58:
-        return 0, 0, -1
-    return i + 1, e, _ws(buf, j + 1, n)
-
-
 _MAX_UNKNOWN = 4   # unknown members the fast path skips per message (more: the slow path)
 
 
-@njit(cache=True, nogil=True)
-def _skip_scalar(buf, i, n):  # pragma: no cover - compiled
-    """Index after the JSON scalar at ``i`` -- an ASCII string without escapes, a number in
-    JSON's grammar, ``true``/``false``/``null`` -- or -1 (anything else, nested values included:
-    the slow path validates those)."""
-    if i >= n:
-        return -1
-    c = buf[i]
-    if c == 34:
-        j = i + 1
-        while j < n:
-            d = buf[j]
-            if d == 34:
-                return j + 1
-            if d == 92 or d < 32 or d > 126:
-                return -1
-            j += 1
-        return -1
-    if c == 116 or c == 102 or c == 110:
-        if c == 116 and i + 4 <= n and buf[i + 1] == 114 and buf[i + 2] == 117 and buf[i + 3] == 101:
-            return i + 4
-        if (c == 102 and i + 5 <= n and buf[i + 1] == 97 and buf[i + 2] == 108 and buf[i + 3] == 115
-                and buf[i + 4] == 101):
-            return i + 5
-        if c == 110 and i + 4 <= n and buf[i + 1] == 117 and buf[i + 2] == 108 and buf[i + 3] == 108:
-            return i + 4
-        return -1
-    j = i
-    if j < n and buf[j] == 45:
-        j += 1
-    if j >= n or not (48 <= buf[j] <= 57):
-        return -1
-    if buf[j] == 48:
-        j += 1
-    else:
-        while j < n and 48 <= buf[j] <= 57:
-            j += 1
-    if j < n and buf[j] == 46:
-        j += 1
-        if j >= n or not (48 <= buf[j] <= 57):
-            return -1
-        while j < n and 48 <= buf[j] <= 57:
-            j += 1
-    if j < n and (buf[j] == 101 or buf[j] == 69):
-        j += 1
-        if j < n and (buf[j] == 43 or buf[j] == 45):
-            j += 1
-        if j >= n or not (48 <= buf[j] <= 57):
-            return -1
-        while j < n and 48 <= buf[j] <= 57:
-            j += 1
-    return j
-
-
-@njit(cache=True, nogil=True)
+@leaf
 def _unknown_member(buf, ks, ke, i, n, unk):  # pragma: no cover - compiled
     """Skip the value of an unknown member (key span ``ks:ke``) and note the key in ``unk``
     (row 0: count; rows 1..: spans).  Returns the index after the value or ``_SLOW``."""
@@ -489,7 +383,7 @@ def _unknown_member(buf, ks, ke, i, n, unk):  # pragma: no cover - compiled
     return j
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _inner(buf, i, n, slots, lv, nlev, unk):  # pragma: no cover - compiled
     """The object at ``i`` (the ``data`` of an envelope): its members go to ``slots`` (unknown
     scalar members are skipped and noted in ``unk``)."""

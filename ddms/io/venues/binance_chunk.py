@@ -35,6 +35,7 @@ from numba import njit
 from numba.typed import List
 
 from ddms.io.events import EventBatch
+from ddms.io.kernels.jsonscan import leaf
 from ddms.io.kernels.levelarrays import apply_depth
 from ddms.io.levels import Resync, SymbolEvents
 from ddms.io.venues.binance_book import (
@@ -111,7 +112,7 @@ way)."""
 _STOP_SLOW, _STOP_LV, _STOP_ROWS = 0, 1, 2
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _hash(buf, a, b):  # pragma: no cover - compiled
     h = np.uint64(14695981039346656037)
     for j in range(a, b):
@@ -123,7 +124,7 @@ _AT_DEPTH = np.frombuffer(b"depth", np.uint8).copy()
 _AT_TICKER = np.frombuffer(b"bookticker", np.uint8).copy()
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _follows(m, j, b, word):  # pragma: no cover - compiled
     """Whether ``m[j:b]`` starts with ``word`` (lower case), ASCII letters compared lower-cased."""
     if b - j < word.shape[0]:
@@ -137,7 +138,7 @@ def _follows(m, j, b, word):  # pragma: no cover - compiled
     return True
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _book_stream(m, a, b):  # pragma: no cover - compiled
     """Whether the stream name ``m[a:b]`` (ASCII) names a book stream: it contains ``@depth`` or
     ``@bookticker`` in any case -- the test :meth:`BinanceBooks.feed` applies to a parsed
@@ -148,7 +149,7 @@ def _book_stream(m, a, b):  # pragma: no cover - compiled
     return False
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _find(buf, a, b, table, symtab, symlen):  # pragma: no cover - compiled
     """Slot of the symbol ``buf[a:b]`` (open addressing on its FNV-1a hash), -1 if unknown."""
     ln = b - a

@@ -40,6 +40,10 @@ from numba import njit
 from numba.typed import List
 
 from ddms.io.events import EventBatch
+from ddms.io.kernels.jsonscan import eq as _eq
+from ddms.io.kernels.jsonscan import leaf, skip_json
+from ddms.io.kernels.jsonscan import member as _member
+from ddms.io.kernels.jsonscan import string as _string
 from ddms.io.kernels.strlevels import (
     MAX_ID,
     OK,
@@ -48,7 +52,7 @@ from ddms.io.kernels.strlevels import (
     apply_changes,
     decimal_of,
     emit_side,
-    load_side,
+    load_snapshot,
     read_changes,
 )
 from ddms.io.levels import _DIV, KEY_DECIMALS, ChunkEvents, Resync, SymbolEvents, _Level
@@ -92,38 +96,12 @@ _TYPE = np.frombuffer(b"type", np.uint8).copy()
 _ERROR = np.frombuffer(b"error", np.uint8).copy()
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _keyid(buf, s, e):  # pragma: no cover - compiled
     return name_index(buf, s, e, _KEYTAB, _KEYLEN)
 
 
-@njit(cache=True, nogil=True)
-def _eq(buf, a, b, word):  # pragma: no cover - compiled
-    if b - a != word.shape[0]:
-        return False
-    for j in range(b - a):
-        if buf[a + j] != word[j]:
-            return False
-    return True
-
-
-@njit(cache=True, nogil=True)
-def _string(buf, i, n):  # pragma: no cover - compiled
-    """A string value at ``i``: ``(a, b, j)`` its content span and the index after it, ``j = -1``
-    if it is not a printable-ASCII string without escapes (anything else, invalid UTF-8
-    included, is the Python path's to judge)."""
-    if i >= n or buf[i] != 34:
-        return 0, 0, -1
-    for e in range(i + 1, n):
-        c = buf[e]
-        if c == 34:
-            return i + 1, e, e + 1
-        if c == 92 or c < 32 or c > 126:
-            return 0, 0, -1
-    return 0, 0, -1
-
-
-@njit(cache=True, nogil=True)
+@leaf
 def _digits(buf, a, k):  # pragma: no cover - compiled
     v = 0
     for j in range(a, a + k):
@@ -134,7 +112,7 @@ def _digits(buf, a, k):  # pragma: no cover - compiled
     return v
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _time_ms(buf, a, b):  # pragma: no cover - compiled
     """``YYYY-MM-DDTHH:MM:SS[.f{1,6}]Z`` -> ``(ok, ms)``: ``datetime.fromisoformat(...).timestamp()
     * 1e3`` exactly (integer microseconds since the epoch / 1e6, correctly rounded, times 1e3)."""
@@ -178,7 +156,7 @@ def _time_ms(buf, a, b):  # pragma: no cover - compiled
     return True, (np.float64(total) / 1e6) * 1e3
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _side_of(buf, sa, sb):  # pragma: no cover - compiled
     """0 for ``buy``/``bid``, 1 for ``sell``/``ask``, -1 otherwise."""
     ln = sb - sa
@@ -193,7 +171,7 @@ def _side_of(buf, sa, sb):  # pragma: no cover - compiled
     return -1
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _levels(buf, i, n, ch, c, side):  # pragma: no cover - compiled
     """A level list at ``i``: ``[[..], ...]``, each entry ``[side, price, size]`` (``side`` -1:
     ``changes``, non-empty, side strings buy/sell/bid/ask) or ``[price, size, scalars...]``
@@ -257,7 +235,7 @@ def _levels(buf, i, n, ch, c, side):  # pragma: no cover - compiled
         return -1, c
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _best_is(Iv, n, best_row, scale, m, d):  # pragma: no cover - compiled
     """Whether the value ``m / 10**d`` equals the price of row ``best_row`` (a side of ``n`` rows;
     an empty side equals nothing)."""
@@ -269,7 +247,7 @@ def _best_is(Iv, n, best_row, scale, m, d):  # pragma: no cover - compiled
     return m * mul == Iv[best_row, 0]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, k):  # pragma: no cover
     """One message ``buf[a:n]``.  Returns ``(code, arg, k, nlev, kind)``: code -1 applied (``arg``
     the slot, ``kind`` one of ``_K_*``), else a stop code (``arg``: the side array to grow, the
@@ -425,36 +403,19 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         nb = na = 0
         meta[s, _M_SYNCED] = 1
     nord = meta[s, _M_ORD]
-    if kind == _K_SNAPSHOT:
-        # no re-base once a level exists (the usual case: one scale): each side loads in
-        # O(m log m) (load_side) instead of a sorted insert per level
-        at = scale
-        first = -1
-        for c in range(nch):
-            if first < 0:
-                at = max(at, ch[c, 6])
-                if ch[c, 0] < 2:
-                    first = c
-            elif ch[c, 6] > at:
-                first = -2
-                break
-        if first != -2:
-            for c in range(nch):
-                ch[c, 5] = ch[c, 5] * P10I[final - ch[c, 6]]
-            nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nbids, t, False, buf, nord, oi, oc, k)
-            na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nbids, nch, t, False, buf, nord, oi, oc, k)
-            meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, final
-            if nb > 0 and na > 0 and Ib[nb - 1, 0] >= Ia[na - 1, 0]:
-                return _STOP_CROSSED, s, k, nch, kind
-            return -1, s, k, nch, kind
-    nb, na, scale, nord, k = apply_changes(LI, LF, LS, s, ch, chv, 0, nch, nb, na, scale, t, buf, nord, oi, oc, k)
+    if kind == _K_SNAPSHOT:           # bids, then asks (re-bases as LevelBook.set makes them)
+        nb, na, scale, nord, k = load_snapshot(LI, LF, LS, s, ch, chv, 0, nbids, nch, scale, t, False, buf, nord,
+                                               oi, oc, k)
+    else:
+        nb, na, scale, nord, k = apply_changes(Ib, Fb, LS[2 * s], Ia, Fa, LS[2 * s + 1], ch, chv, 0, nch, nb, na,
+                                               scale, t, False, buf, nord, oi, oc, k)
     meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale
     if nb > 0 and na > 0 and Ib[nb - 1, 0] >= Ia[na - 1, 0]:
         return _STOP_CROSSED, s, k, nch, kind
     return -1, s, k, nch, kind
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _skip_levels(buf, i, n):  # pragma: no cover - compiled
     """Index after an array of arrays of scalars at ``i`` (a snapshot side, read later), -1 for
     anything else."""
@@ -491,75 +452,7 @@ def _skip_levels(buf, i, n):  # pragma: no cover - compiled
         return -1
 
 
-@njit(cache=True, nogil=True)
-def skip_json(buf, i, n):  # pragma: no cover - compiled
-    """Index after the JSON value at ``i`` in JSON's strict grammar, -1 for anything else or
-    anything the Python path might judge otherwise: strings with escapes or bytes outside
-    printable ASCII, numbers longer than 30 bytes (Python refuses integers of more than 4,300
-    digits), nesting deeper than 60.  What it accepts, ``json.loads`` reads (the kernels use it
-    to pass over messages the Python path would only count).  O(bytes), no allocation."""
-    depth = 0
-    kinds = np.int64(0)        # bit d: the container at depth d is an object
-    i = _ws(buf, i, n)
-    while True:
-        # a value at i
-        if i >= n:
-            return -1
-        c = buf[i]
-        if c == 123 or c == 91:
-            if depth >= 60:
-                return -1
-            obj = c == 123
-            kinds = (kinds << 1) | (1 if obj else 0)
-            depth += 1
-            i = _ws(buf, i + 1, n)
-            if i < n and buf[i] == (125 if obj else 93):
-                i += 1
-                depth -= 1
-                kinds >>= 1
-            else:
-                if obj:
-                    a, b, i = _string(buf, i, n)
-                    if i < 0:
-                        return -1
-                    i = _ws(buf, i, n)
-                    if i >= n or buf[i] != 58:
-                        return -1
-                    i = _ws(buf, i + 1, n)
-                continue
-        else:
-            j = _skip_scalar(buf, i, n)
-            if j < 0 or (c != 34 and j - i > 30):
-                return -1
-            i = j
-        # after a value
-        while True:
-            if depth == 0:
-                return i
-            i = _ws(buf, i, n)
-            if i >= n:
-                return -1
-            c = buf[i]
-            if c == 44:
-                i = _ws(buf, i + 1, n)
-                if kinds & 1:
-                    a, b, i = _string(buf, i, n)
-                    if i < 0:
-                        return -1
-                    i = _ws(buf, i, n)
-                    if i >= n or buf[i] != 58:
-                        return -1
-                    i = _ws(buf, i + 1, n)
-                break
-            if c == (125 if kinds & 1 else 93):
-                i += 1
-                depth -= 1
-                kinds >>= 1
-                continue
-            return -1
-
-
-@njit(cache=True, nogil=True)
+@leaf
 def _ignored(buf, a, n):  # pragma: no cover - compiled
     """The span of the ``type`` of a message the Python path only counts in ``ignored`` (valid
     JSON, an object with one string ``type`` other than ``snapshot``/``l2update``/``ticker``/
@@ -570,13 +463,9 @@ def _ignored(buf, a, n):  # pragma: no cover - compiled
     i = _ws(buf, i + 1, n)
     ta = tb = -1
     while True:
-        ks, ke, i = _string(buf, i, n)
+        ks, ke, i = _member(buf, i, n)
         if i < 0:
             return -1, -1
-        i = _ws(buf, i, n)
-        if i >= n or buf[i] != 58:
-            return -1, -1
-        i = _ws(buf, i + 1, n)
         if _eq(buf, ks, ke, _TYPE):
             if ta >= 0:
                 return -1, -1
@@ -937,6 +826,7 @@ class CoinbaseLane:
                     self._crossed(arg, int(lines[stop - 1]))
                 elif code >= _STOP_VENUE:
                     self._stopped(code, arg, msgs, lines, stop, actions)
+                    events.extend(self.core.take_events())   # as the per-message path after it
             i = stop
             if i >= n or code == _STOP_CROSSED or code >= _STOP_VENUE:
                 continue

@@ -34,20 +34,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit
 
+from ddms.io.kernels.jsonscan import leaf
 from ddms.io.kernels.strlevels import (
     MAX_ID,
-    OK,
-    P10F,
     P10I,
     W,
+    apply_changes,
     crc32,
-    decimal_of,
     emit_side,
     kraken_crc_text,
-    load_side,
+    load_snapshot,
+    move_row,
     put_row,
     read_changes,
-    set_level,
+    string_entries,
 )
 from ddms.io.venues.binance_book import _key, _ws, name_index
 from ddms.io.venues.binance_chunk import _find
@@ -90,7 +90,7 @@ _EVENT = np.frombuffer(b"event", np.uint8).copy()
 _HEARTBEAT = np.frombuffer(b"heartbeat", np.uint8).copy()
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _heartbeat(buf, i, n):  # pragma: no cover - compiled
     """Whether ``buf[i:n]`` is exactly ``{"event": "heartbeat"}`` (whitespace allowed): the
     Python path counts it in ``ignored`` and does nothing else."""
@@ -105,89 +105,7 @@ def _heartbeat(buf, i, n):  # pragma: no cover - compiled
     return i < n and buf[i] == 125 and _ws(buf, i + 1, n) == n
 
 
-@njit(cache=True, nogil=True)
-def _entries(buf, i, n, ch, chv, c, side):  # pragma: no cover - compiled
-    """A list ``[[price, volume, ts(, "r")], ...]`` of escape-free strings at ``i`` into
-    ``ch[c:]`` (side, ps, pe, qs, qe) with ``chv[c, 2]`` the timestamp in ms (``float(ts) *
-    1e3``, read exactly; the Python path takes anything else).  Returns ``(j, c)``; ``j`` -1 for
-    anything else, -2 if ``ch`` is too small."""
-    if i >= n or buf[i] != 91:
-        return -1, c
-    i = _ws(buf, i + 1, n)
-    if i < n and buf[i] == 93:
-        return i + 1, c
-    while True:
-        if c >= ch.shape[0]:
-            return -2, c
-        if i >= n or buf[i] != 91:
-            return -1, c
-        i = _ws(buf, i + 1, n)
-        ch[c, 0] = side
-        cnt = 0
-        while True:
-            a, b, i = _string(buf, i, n)
-            if i < 0:
-                return -1, c
-            if cnt < 2:
-                ch[c, 1 + 2 * cnt] = a
-                ch[c, 2 + 2 * cnt] = b
-            elif cnt == 2:
-                st, m, d = decimal_of(buf, a, b)
-                if st != OK or d > 22:
-                    return -1, c
-                t = np.float64(m) / P10F[d] * 1e3
-                if not (0.0 <= t < 1e16):
-                    return -1, c
-                chv[c, 2] = t
-            elif cnt == 3:
-                if b - a != 1 or buf[a] != 114:       # only "r" (republish)
-                    return -1, c
-            cnt += 1
-            i = _ws(buf, i, n)
-            if i < n and buf[i] == 44:
-                i = _ws(buf, i + 1, n)
-                continue
-            break
-        if cnt < 3 or cnt > 4 or i >= n or buf[i] != 93:
-            return -1, c
-        c += 1
-        i = _ws(buf, i + 1, n)
-        if i < n and buf[i] == 44:
-            i = _ws(buf, i + 1, n)
-            continue
-        if i < n and buf[i] == 93:
-            return i + 1, c
-        return -1, c
-
-
-@njit(cache=True, nogil=True)
-def _apply(LI, LF, LS, s, ch, chv, c0, nch, nb, na, scale, buf, nord, oi, oc, k):  # pragma: no cover
-    """:func:`~ddms.io.kernels.strlevels.apply_changes` with each change's own time
-    (``chv[c, 2]``: a Kraken entry's timestamp is its row's ``t``).  Returns ``(nb, na, scale,
-    nord, k)``."""
-    Ib, Ia = LI[2 * s], LI[2 * s + 1]
-    Fb, Fa = LF[2 * s], LF[2 * s + 1]
-    for c in range(c0, nch):
-        side = ch[c, 0] % 2
-        d1 = ch[c, 6]
-        if d1 > scale:
-            mul = P10I[d1 - scale]
-            k = emit_side(Ib, Fb, nb, 0, -1, mul, oi, oc, k)
-            k = emit_side(Ia, Fa, na, 1, -1, mul, oi, oc, k)
-            scale = d1
-        pid = ch[c, 5] * P10I[scale - d1]
-        x = 2 * s + side
-        nn = nb if side == 0 else na
-        nn, k, nord = set_level(LI[x], LF[x], LS[x], nn, side, pid, chv[c, 0], ch[c, 0] >= 2, chv[c, 1], chv[c, 2],
-                                buf, ch[c, 1], ch[c, 2] - ch[c, 1], ch[c, 3], ch[c, 4] - ch[c, 3], nord, oi, oc, k)
-        if side == 0:
-            nb = nn
-        else:
-            na = nn
-    return nb, na, scale, nord, k
-
-
-@njit(cache=True, nogil=True)
+@leaf
 def _truncate(Iv, F, S, n, side, depth, oi, oc, k):  # pragma: no cover - compiled
     """``LevelBook.truncate`` of one side: the rows beyond the best ``depth`` (the array's first
     ones: the worst) deleted worst first.  Returns ``(n, k, dropped)``.  O(n) row moves."""
@@ -198,13 +116,11 @@ def _truncate(Iv, F, S, n, side, depth, oi, oc, k):  # pragma: no cover - compil
         k = put_row(oi, oc, k, side, -1, F[r, 0], float(Iv[r, 0]), F[r, 1], F[r, 2])
     keep = n - drop
     for j in range(keep):        # forward: each row moves down, never over one not yet moved
-        Iv[j] = Iv[j + drop]
-        F[j] = F[j + drop]
-        S[j] = S[j + drop]
+        move_row(Iv, F, S, j, j + drop)
     return keep, k, drop
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, k, text,
              crc):  # pragma: no cover - compiled
     """One message ``buf[a:n]``: ``(code, slot, k, nlev, kind, truncated)`` as the Coinbase
@@ -262,7 +178,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
                     return _STOP_SLOW, -1, k, 0, 0, 0
                 side = 1 - (kid % 2)                   # a/as: asks (1); b/bs: bids (0)
                 c0 = nch
-                i, nch = _entries(buf, i, n, ch, chv, nch, side)
+                i, nch = string_entries(buf, i, n, ch, chv, nch, side, 3, 4, True)
                 if i == -2:
                     return _STOP_CH, -1, k, 0, 0, 0
                 if kid >= 2 and first_side < 0:
@@ -340,36 +256,15 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         return _STOP_ROWS, -1, k, 0, 0, 0
     Fb, Fa = LF[2 * s], LF[2 * s + 1]
     nord = meta[s, _M_ORD]
-    fast = False
-    if snap:                  # LevelBook.clear, then the levels (load_side when no re-base follows a level)
+    if snap:                  # LevelBook.clear, then the levels in the message's order
         k = emit_side(Ib, Fb, nb, 0, -1, 1, oi, oc, k)
         k = emit_side(Ia, Fa, na, 1, -1, 1, oi, oc, k)
-        nb = na = 0
         meta[s, _M_SYNCED] = 1
-        at = scale
-        first = -1
-        for c in range(nch):
-            if first < 0:
-                at = max(at, ch[c, 6])
-                if ch[c, 0] < 2:
-                    first = c
-            elif ch[c, 6] > at:
-                first = -2
-                break
-        if first != -2:
-            fast = True
-            for c in range(nch):
-                ch[c, 5] = ch[c, 5] * P10I[final - ch[c, 6]]
-            # the sides in the message's order (the levels' insertion numbers follow it)
-            if first_side == 0:
-                nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nfirst, 0.0, True, buf, nord, oi, oc, k)
-                na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nfirst, nch, 0.0, True, buf, nord, oi, oc, k)
-            else:
-                na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, 0, nfirst, 0.0, True, buf, nord, oi, oc, k)
-                nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, nfirst, nch, 0.0, True, buf, nord, oi, oc, k)
-            scale = final
-    nb, na, scale, nord, k = _apply(LI, LF, LS, s, ch, chv, nch if fast else 0, nch, nb, na, scale, buf, nord,
-                                    oi, oc, k)
+        nb, na, scale, nord, k = load_snapshot(LI, LF, LS, s, ch, chv, 0, nfirst, nch, scale, 0.0, True, buf, nord,
+                                               oi, oc, k)
+    else:
+        nb, na, scale, nord, k = apply_changes(Ib, Fb, LS[2 * s], Ia, Fa, LS[2 * s + 1], ch, chv, 0, nch, nb, na,
+                                               scale, 0.0, True, buf, nord, oi, oc, k)
     nb, k, tb = _truncate(Ib, Fb, LS[2 * s], nb, 0, depth, oi, oc, k)
     na, k, ta = _truncate(Ia, Fa, LS[2 * s + 1], na, 1, depth, oi, oc, k)
     meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit
 
+from ddms.io.kernels.jsonscan import leaf
+from ddms.io.kernels.jsonscan import member as _member
 from ddms.io.kernels.strlevels import (
     MAX_ID,
     P10I,
@@ -36,8 +38,9 @@ from ddms.io.kernels.strlevels import (
     apply_changes,
     crc32,
     emit_side,
-    load_side,
+    load_snapshot,
     read_changes,
+    string_entries,
     top_crc_text,
 )
 from ddms.io.venues.binance_book import _key, _skip_scalar, _ws, name_index
@@ -91,7 +94,7 @@ _UPDATE = np.frombuffer(b"update", np.uint8).copy()
 _SNAPSHOT = np.frombuffer(b"snapshot", np.uint8).copy()
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _int(buf, i, n):  # pragma: no cover - compiled
     """A JSON integer at ``i`` (``-?(0|[1-9][0-9]*)``, at most 18 digits, not followed by a
     fraction or exponent): ``(value, j)``, ``j = -1`` otherwise."""
@@ -111,50 +114,7 @@ def _int(buf, i, n):  # pragma: no cover - compiled
     return (-v if neg else v), i
 
 
-@njit(cache=True, nogil=True)
-def _olevels(buf, i, n, ch, c, side):  # pragma: no cover - compiled
-    """A level list ``[[px, sz(, s3(, s4))], ...]`` of escape-free strings at ``i`` into
-    ``ch[c:]`` (side, ps, pe, qs, qe).  Returns ``(j, c)``; ``j`` -1 for anything else, -2 if
-    ``ch`` is too small."""
-    if i >= n or buf[i] != 91:
-        return -1, c
-    i = _ws(buf, i + 1, n)
-    if i < n and buf[i] == 93:
-        return i + 1, c
-    while True:
-        if c >= ch.shape[0]:
-            return -2, c
-        if i >= n or buf[i] != 91:
-            return -1, c
-        i = _ws(buf, i + 1, n)
-        ch[c, 0] = side
-        cnt = 0
-        while True:
-            a, b, i = _string(buf, i, n)
-            if i < 0:
-                return -1, c
-            if cnt < 2:
-                ch[c, 1 + 2 * cnt] = a
-                ch[c, 2 + 2 * cnt] = b
-            cnt += 1
-            i = _ws(buf, i, n)
-            if i < n and buf[i] == 44:
-                i = _ws(buf, i + 1, n)
-                continue
-            break
-        if cnt < 2 or cnt > 4 or i >= n or buf[i] != 93:
-            return -1, c
-        c += 1
-        i = _ws(buf, i + 1, n)
-        if i < n and buf[i] == 44:
-            i = _ws(buf, i + 1, n)
-            continue
-        if i < n and buf[i] == 93:
-            return i + 1, c
-        return -1, c
-
-
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, k, text, crc):  # pragma: no cover
     """One message ``buf[a:n]``: ``(code, slot, k, nlev, kind)`` as the Coinbase kernel's;
     ``crc[0], crc[1]`` the computed and the sent checksum of a mismatch."""
@@ -285,13 +245,13 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         return _STOP_SLOW, -1, k, 0, 0
     nch = 0
     if bids_at >= 0:
-        j, nch = _olevels(buf, bids_at, n, ch, 0, 0)
+        j, nch = string_entries(buf, bids_at, n, ch, chv, 0, 0, 2, 4, False)
         if j == -2:
             return _STOP_CH, -1, k, 0, 0
         if j < 0:
             return _STOP_SLOW, -1, k, 0, 0
     if asks_at >= 0:
-        j, nch = _olevels(buf, asks_at, n, ch, nch, 1)
+        j, nch = string_entries(buf, asks_at, n, ch, chv, nch, 1, 2, 4, False)
         if j == -2:
             return _STOP_CH, -1, k, 0, 0
         if j < 0:
@@ -332,35 +292,20 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     Fb, Fa = LF[2 * s], LF[2 * s + 1]
     t = np.float64(ts)
     nord = meta[s, _M_ORD]
-    fast = False
-    if snap:                  # LevelBook.clear, then the levels (load_side when no re-base follows a level)
+    if snap:                  # LevelBook.clear, then the levels (bids, then asks)
         k = emit_side(Ib, Fb, nb, 0, -1, 1, oi, oc, k)
         k = emit_side(Ia, Fa, na, 1, -1, 1, oi, oc, k)
-        nb = na = 0
         meta[s, _M_SYNCED] = 1
         meta[s, _M_HASLAST] = 0
-        at = scale
-        first = -1
+        nbids = 0
         for c in range(nch):
-            if first < 0:
-                at = max(at, ch[c, 6])
-                if ch[c, 0] < 2:
-                    first = c
-            elif ch[c, 6] > at:
-                first = -2
-                break
-        if first != -2:
-            fast = True
-            nbids = 0
-            for c in range(nch):
-                ch[c, 5] = ch[c, 5] * P10I[final - ch[c, 6]]
-                if ch[c, 0] % 2 == 0:
-                    nbids += 1
-            nb, k, nord = load_side(Ib, Fb, LS[2 * s], 0, ch, chv, 0, nbids, t, False, buf, nord, oi, oc, k)
-            na, k, nord = load_side(Ia, Fa, LS[2 * s + 1], 1, ch, chv, nbids, nch, t, False, buf, nord, oi, oc, k)
-            scale = final
-    nb, na, scale, nord, k = apply_changes(LI, LF, LS, s, ch, chv, nch if fast else 0, nch, nb, na, scale, t, buf, nord,
-                                           oi, oc, k)
+            if ch[c, 0] % 2 == 0:
+                nbids += 1
+        nb, na, scale, nord, k = load_snapshot(LI, LF, LS, s, ch, chv, 0, nbids, nch, scale, t, False, buf, nord,
+                                               oi, oc, k)
+    else:
+        nb, na, scale, nord, k = apply_changes(Ib, Fb, LS[2 * s], Ia, Fa, LS[2 * s + 1], ch, chv, 0, nch, nb, na,
+                                               scale, t, False, buf, nord, oi, oc, k)
     meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale
     if (dseen >> 4) & 1:
         meta[s, _M_LAST] = seq
@@ -380,7 +325,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     return -1, s, k, nch, kind
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _skip_data(buf, i, n):  # pragma: no cover - compiled
     """Index after a JSON array or object at ``i`` whose leaves are scalars (read later), -1 for
     anything else (strings with escapes or non-ASCII bytes included)."""
@@ -416,7 +361,7 @@ _CHANNEL = np.frombuffer(b"channel", np.uint8).copy()
 _INSTID = np.frombuffer(b"instId", np.uint8).copy()
 
 
-@njit(cache=True, nogil=True)
+@leaf
 def _ignored(buf, a, n):  # pragma: no cover - compiled
     """The span of the channel of a message the Python path only counts in ``ignored`` (valid
     JSON, an object without ``event`` whose one ``arg`` is an object with one string ``channel``
@@ -429,13 +374,9 @@ def _ignored(buf, a, n):  # pragma: no cover - compiled
     ca = cb = -1
     seen_arg = False
     while True:
-        ks, ke, i = _string(buf, i, n)
+        ks, ke, i = _member(buf, i, n)
         if i < 0 or _eq(buf, ks, ke, _EVENT):
             return -1, -1
-        i = _ws(buf, i, n)
-        if i >= n or buf[i] != 58:
-            return -1, -1
-        i = _ws(buf, i + 1, n)
         if _eq(buf, ks, ke, _ARGW):
             if seen_arg or i >= n or buf[i] != 123:
                 return -1, -1
@@ -443,13 +384,9 @@ def _ignored(buf, a, n):  # pragma: no cover - compiled
             i = _ws(buf, i + 1, n)
             pa = -1
             while True:
-                xs, xe, i = _string(buf, i, n)
+                xs, xe, i = _member(buf, i, n)
                 if i < 0:
                     return -1, -1
-                i = _ws(buf, i, n)
-                if i >= n or buf[i] != 58:
-                    return -1, -1
-                i = _ws(buf, i + 1, n)
                 if _eq(buf, xs, xe, _CHANNEL):
                     if ca >= 0:
                         return -1, -1
