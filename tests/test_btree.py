@@ -604,6 +604,59 @@ def pool_bytes(pool) -> list[bytes]:
     return [np.asarray(getattr(pool, name)).tobytes() for name, _ in shipped._FIELDS]
 
 
+def _leaf_fills(pool) -> np.ndarray:
+    ln = np.asarray(pool.ln)[: pool.l_used]
+    return ln[ln >= 0]
+
+
+@pytest.mark.parametrize("order", ["ascending", "descending"])
+def test_sorted_loads_pack_the_nodes(b: SimpleNamespace, order: str) -> None:
+    """Keys loaded in order (a REST snapshot of a book lists its levels sorted) split the tree's
+    rightmost (ascending) or leftmost (descending) node unevenly, the new node at the minimum fill,
+    so that the leaves end ~3/4 full instead of half (half the nodes again would be mostly
+    empty: memory the caches hold for nothing, with a thousand books).  Random updates after the
+    load keep every invariant and the model's contents."""
+    mod = b.mod
+    pool = b.new(1, COLS)
+    n = 20 * mod.FL * mod.FI
+    ks = np.arange(n, dtype=np.float64) * 0.25
+    if order == "descending":
+        ks = ks[::-1].copy()
+    model = SortedDict()
+    root = -1
+    for i, k in enumerate(ks):
+        root = b.addv(pool, root, k, (1.0, k, -0.5))
+        model[k] = (1.0, k, -0.5)
+        if i % 997 == 0:
+            b.check(pool, root)
+    b.check(pool, root)
+    fills = _leaf_fills(pool)
+    assert fills.sum() == n
+    # every leaf but the one still being filled holds FL + 1 - LMIN keys: (FL + 1) // 2 before
+    assert fills.mean() >= mod.FL + 1 - mod.LMIN - 1, (fills.mean(), np.bincount(fills))
+    in_ = np.asarray(pool.in_)[: pool.i_used]
+    assert in_[in_ >= 0].mean() >= 0.7 * mod.FI, np.bincount(in_[in_ >= 0])
+    rng = np.random.default_rng(3)
+    for t in range(4 * mod.FL * mod.FI):
+        if t % 2:
+            k = float(model.keys()[int(rng.integers(len(model)))])
+            root = b.addv(pool, root, k, tuple(-x for x in model.pop(k)))
+        else:
+            k = float(rng.integers(0, 4 * n)) * 0.125 + 1e-3
+            v = (float(rng.integers(1, 9)), 2.0, 0.0)
+            root = b.addv(pool, root, k, v)
+            old = model.get(k, (0.0, 0.0, 0.0))
+            model[k] = tuple(x + y for x, y in zip(old, v, strict=True))
+        if t % 211 == 0:
+            b.check(pool, root)
+    b.check(pool, root)
+    for c in range(COLS):
+        got = b.items(pool, root, c)
+        want = [(k, v[c]) for k, v in model.items() if v[c] != 0.0]
+        assert list(zip(got[0].tolist(), got[1].tolist(), strict=True)) == want
+    b.free(pool, root)
+
+
 def test_prefetch_changes_nothing(b: SimpleNamespace) -> None:
     """btree_prefetch is a hint: on a pool past PF_LEAVES leaves, with leaves pending or not, for
     keys present, absent, beyond both ends, infinite or NaN, and for the empty tree, it leaves

@@ -3,11 +3,12 @@
 The hypothesis streams of tests/test_symbols.py keep every book tiny, so the generated prefetch
 (``btree_prefetch_level`` of the root and level 1 of each event's per-symbol tree a few events
 ahead, then its leaf: codegen ``PF_PATH``), which runs only once a pool has ``btree.PF_LEAVES``
-leaves, never runs there.  Here the bench's stream (``bench.symbols``: 40 instruments of 1,000
-resting orders, every line a delete and an insert of one order of a random instrument) fills the
-pools past that size; the views after it must equal DuckDB over the resting orders, and the state
-must check.  A prefetch is a hint, so a wrong one costs time, not results; what this guards is a
-prefetch that reads outside the pool or a fused tree that answers wrongly at scale.
+leaves, never runs there.  Here the bench's stream (``bench.symbols``: 60 instruments of 1,000
+resting orders, their sorted load packed into 20 leaves a side; every line a delete and an
+insert of one order of a random instrument) fills the pools past that size; the views after it
+must equal DuckDB over the resting orders, and the state must check.  A prefetch is a hint, so
+a wrong one costs time, not results; what this guards is a prefetch that reads outside the pool
+or a fused tree that answers wrongly at scale.
 
 The engine runs tests/test_symbols.py's program (every ``examples/sql/symbol_*.sql`` view in one
 program, the same text): one cold compile serves both files.
@@ -68,9 +69,12 @@ class Resting:
         return out[0], out[1]
 
 
+SYMBOLS = 60   # x 20 leaves a side: past btree.PF_LEAVES
+
+
 @pytest.fixture(scope="module")
 def stream():
-    return book_events(40, 1000, 3000, seed=3)
+    return book_events(SYMBOLS, 1000, 3000, seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -93,5 +97,5 @@ def test_views_over_prefetched_pools_equal_duckdb(stream, program, name) -> None
     got = {k[0]: v for k, v in engine.views[view].items()}
     want = {r[0]: r[1] for r in Duck().query(Resting(pre, upd), coalesce_sums(select_of(SQL / name)))
             if r[1] is not None and r[1] != 0}
-    assert got.keys() == want.keys() and len(got) == 40
+    assert got.keys() == want.keys() and len(got) == SYMBOLS
     assert all(same(got[s], want[s], 1e-9) for s in want), {s: (got[s], want[s]) for s in want}

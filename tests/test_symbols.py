@@ -483,3 +483,69 @@ def test_watched_per_symbol_views_fire_after_every_line(engines, stream) -> None
                 got = _nonzero(seen[i + 1][n])
                 assert _same_rows(got, want[n]), f"{n} line {i + 1}: callback saw {got}, DuckDB {want[n]}"
         before = want
+
+
+def _one_batch(stream: list[tuple]) -> EventBatch:
+    """The whole stream as one batch (each symbol's lines parsed by its own parser)."""
+    parsers: dict[str, OrderBookParser] = {}
+    parts = []
+    for i, (sym, (a, oid, v, p)) in enumerate(stream):
+        b = parsers.setdefault(sym, OrderBookParser(brokers=10)).feed(f"{i},{oid},{a},{v},{p}\n".encode())
+        parts.append((b.rel, b.sign, with_symbol(b.cols, symbol_id(sym)), np.full(len(b), i + 1, np.int64)))
+    rel, sign, cols, line = (np.concatenate([x[j] for x in parts]) for j in range(4))
+    return EventBatch(rel.astype(np.int8), sign.astype(np.int8), np.ascontiguousarray(cols.reshape(-1, 6)), line,
+                      1, len(stream))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=st.lists(LINE, min_size=2, max_size=40), ask_after=st.integers(1, 6))
+def test_unwatched_chunks_defer_per_symbol_statements_to_the_batch_end(engines, stream, ask_after) -> None:
+    """One unwatched batch run in chunks of 4 events: the per-symbol statements of every chunk but
+    the last stay pending (the symbols a chunk touched are still in the keyed tables when the next
+    chunk starts: once per batch, not per chunk), yet a snapshot request served between two chunks
+    (queued as a reader thread queues it) and the views after the batch equal DuckDB's rows after
+    their line."""
+    import concurrent.futures
+
+    import ddms.runtime.engine as engine_mod
+    program, _ = engines
+    batch = _one_batch(stream)
+    engine = Engine(program)
+    module = engine.module
+    inner = module.run_batch
+    lazy = [f for f in module.FIELDS if f.startswith("lazy_keys_")]
+    assert lazy
+    calls: list[tuple[bool, bool]] = []   # (deferred, keys left pending) per chunk
+    fut: concurrent.futures.Future = concurrent.futures.Future()
+
+    def run_batch(*args):
+        end = inner(*args)
+        calls.append((args[-1], any(getattr(engine.state, f)[-1, 0] > 0 for f in lazy)))
+        if len(calls) == ask_after:
+            engine._requests.append((lambda: (engine.position, {n: dict(engine.views[n]) for n in VIEWS}), fut))
+        return end
+    chunk, engine_mod.CHUNK_EVENTS = engine_mod.CHUNK_EVENTS, 4
+    module.run_batch = run_batch
+    try:
+        engine.apply(batch, engine.relmap(("bids", "asks")))
+    finally:
+        module.run_batch = inner
+        engine_mod.CHUNK_EVENTS = chunk
+    engine._check()
+    assert not calls or calls[-1] == (False, False)
+    assert all(deferred for deferred, _ in calls[:-1])
+    if len(batch) > 8:   # the first chunk's symbols are still pending when the second starts
+        assert calls[0][1]
+    books, duck = SymbolBooks(), Duck()
+    queries = {n: coalesce_sums(sql) for n, sql in VIEWS.items()}
+    asked = fut.result(0)[0] if fut.done() else None
+    assert fut.done() == (len(calls) >= ask_after)   # (queued after the last chunk: served as apply ends)
+    for i, (sym, (a, oid, v, p)) in enumerate(stream):
+        books.line(sym, f"{i},{oid},{a},{v},{p}")
+        if i + 1 == asked:
+            for n, sql in queries.items():
+                got = _nonzero({k[0]: v for k, v in fut.result(0)[1][n].items()})
+                assert _same_rows(got, duck_rows(duck, books, sql)), f"{n}: request served after line {asked}"
+    for n, sql in queries.items():
+        got = _nonzero({k[0]: v for k, v in dict(engine.views[n]).items()})
+        assert _same_rows(got, duck_rows(duck, books, sql)), n

@@ -72,7 +72,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "21"
+CODEGEN_VERSION = "23"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -1303,12 +1303,13 @@ class _Codegen:
             self.plan.append(f"run_batch: prefetches the rows of hash table{'s' if len(pf_hash) > 1 else ''} "
                              + ", ".join(pf_hash) + f" {PF_HASH_AHEAD} events ahead once one has outgrown the caches")
         run = ("@njit(cache=True, nogil=True)\n"   # GIL released: a reader thread parses meanwhile
-               "def run_batch(st, relmap, rel, sign, cols, line, start, end, prev, fire):\n"
+               "def run_batch(st, relmap, rel, sign, cols, line, start, end, prev, fire, defer):\n"
                "    \"\"\"Apply events start..end.  After a line that changed a watched view, call the\n"
                "    engine's C callback ``fire(input line, slot, old, new)``: slot, old and new name the\n"
                "    one scalar view map that changed, slot -1 when a grouped map or several changed.  A\n"
                "    nonzero answer (a Python callback raised) stops the batch there.  Returns the\n"
-               "    index of the next event to apply.\"\"\"\n"
+               "    index of the next event to apply.  ``defer``: leave the deferred statements of an\n"
+               "    unwatched batch for the caller's ``flush`` (a chunk followed by more of the batch).\"\"\"\n"
                "    i = start\n"
                "    watching = st.watching[0]\n"
                "    watch = st.watch\n"
@@ -1334,7 +1335,7 @@ class _Codegen:
                + ("\n".join("    " + c.replace("\n", "\n    ") for c in changed) if changed else "            pass")
                + "\n            if changed:\n                if nch != 1:\n                    cs = -1\n"
                "                if fire(ln, cs, co, cn) != 0:\n                    return i\n"
-               + ("    flush(st)\n" if flushes else "") +
+               + ("    if not defer:\n        flush(st)\n" if flushes else "") +
                "    return i\n")
         if pf_dispatch:
             trig_fns.append("@njit(cache=True, inline='always')\n"

@@ -936,13 +936,29 @@ def _update(p, root, k, a):
     return _insert(p, root, d, n, pos, k)
 
 
+@njit(cache=True, inline="always")
+def _edge(in_, pn, pj, d):
+    """Where the recorded path of d internal nodes runs: bit 1 set if it takes the last child at
+    every level (its leaf is the tree's rightmost), bit 2 if the first (the leftmost).  O(d)."""
+    right = True
+    left = True
+    for e in range(d):
+        right = right and pj[e] == in_[pn[e]] - 1
+        left = left and pj[e] == 0
+    return (1 if right else 0) | (2 if left else 0)
+
+
 @njit(cache=True)
 def _insert(p, root, d, n, pos, k):
     """Insert key k with the values ``p.xv`` at ``pos`` of leaf n, at the end of the recorded path
     of d internal nodes.
 
     A full node splits into two halves; the parent gets an entry for the new right half, which
-    may split the parent in turn, up to a new root.
+    may split the parent in turn, up to a new root.  Except at the tree's edge: a key appended
+    past the largest (below the smallest) on the rightmost (leftmost) path leaves the new node at
+    the minimum fill, the old one nearly full, so that keys loaded in order (a book snapshot lists
+    its levels sorted) pack the nodes ~3/4 full instead of half: 20,000 instead of 29,000 leaves
+    (and a third less memory the caches hold for nothing) for 1,000 books of 500 levels a side.
     """
     if _b(p.ln)[n] == FL:
         _reserve(p, 1, d + 1)  # a split may climb to a new root
@@ -968,7 +984,12 @@ def _insert(p, root, d, n, pos, k):
         _walk_up(p, pn, pj, d, 2 * n, ALL, xv, dc, dn)
         return root
     b = _alloc_leaf(p)
+    edge = _edge(in_, pn, pj, d)
     h = (FL + 1) // 2  # keys left in n
+    if edge & 1 and pos == FL:
+        h = FL + 1 - LMIN   # appending past the tree's largest key: keep the full half packed
+    elif edge & 2 and pos == 0:
+        h = LMIN            # prepending below its smallest key: the same, mirrored
     if pos < h:
         _lmove_out(lf, lw, n, h - 1, b, 0, FL - h + 1)
         _lmove_out(lf, lw, n, pos, n, pos + 1, h - 1 - pos)
@@ -996,6 +1017,10 @@ def _insert(p, root, d, n, pos, k):
         else:
             b = _alloc_int(p)
             h = (FI + 1) // 2
+            if edge & 1 and j + 1 == FI:
+                h = FI + 1 - IMIN
+            elif edge & 2 and j == 0:
+                h = IMIN
             if j + 1 < h:
                 _imove_out(ik, ii, iw, nc, i, h - 1, b, 0, FI - h + 1)
                 _imove_out(ik, ii, iw, nc, i, j + 1, i, j + 2, h - 2 - j)
