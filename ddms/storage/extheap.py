@@ -31,11 +31,27 @@ Cost: :func:`xh_add` O(1) expected (+ O(log n) when the top empties, + the amort
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
-from ddms.storage.hashtab import PF_ROWS, _home, _same_row, ht_fdict, ht_getf, ht_new, ht_pop, ht_set, ht_slot
+from ddms.storage.btree import _prefetch
+from ddms.storage.hashtab import (
+    PF_ROWS,
+    _bits,
+    _home,
+    _same_row,
+    ht_fdict,
+    ht_getf,
+    ht_new,
+    ht_pop,
+    ht_prefetch,
+    ht_set,
+    ht_slot,
+)
 
-__all__ = ["HDR", "xh_add", "xh_check", "xh_dict", "xh_get", "xh_new", "xh_new_heap", "xh_top"]
+__all__ = ["HDR", "xh_add", "xh_big", "xh_check", "xh_dict", "xh_get", "xh_new", "xh_new_heap", "xh_new_win",
+           "xh_prefetch", "xh_top"]
 
 HDR = 2
 """Header cells before the heap: its size and its count of live (nonzero-valued) keys."""
@@ -63,21 +79,6 @@ def xh_new() -> np.ndarray:
 def xh_new_heap() -> np.ndarray:
     """An empty heap (room for 16 keys)."""
     return np.zeros(HDR + 16)
-
-
-@njit(cache=True, inline="always")
-def xh_get(tab: np.ndarray, key: float) -> float:
-    """The value at ``key`` (0.0 if absent or stale).  O(1) expected."""
-    return ht_getf(tab, (key,), 0.0)
-
-
-@njit(cache=True, inline="always")
-def xh_top(heap: np.ndarray, sign: float):
-    """(found, the largest key if ``sign`` is 1.0 / the smallest if -1.0); (False, NaN) when every
-    value is zero.  O(1): the top of the heap is always live."""
-    if heap[0] > 0.0:
-        return True, sign * heap[HDR]
-    return False, np.nan
 
 
 @njit(cache=True)
@@ -220,7 +221,7 @@ def _emptied(tab, heap, key: float, sign: float) -> None:
 
 
 @njit(cache=True, inline="always")
-def xh_add(tab: np.ndarray, heap: np.ndarray, key: float, delta: float, sign: float):
+def _oadd(tab: np.ndarray, heap: np.ndarray, key: float, delta: float, sign: float):
     """Add ``delta`` to the value at ``key``; returns (table, heap), either of which may be a new,
     bigger array the caller must store in place of its old one.  The common case -- the key
     already has a row and its value does not cross zero -- is one probe and one add (inlined);
@@ -245,19 +246,380 @@ def xh_add(tab: np.ndarray, heap: np.ndarray, key: float, delta: float, sign: fl
     return _insert(tab, heap, s, key, delta, sign)
 
 
-def xh_dict(tab: np.ndarray) -> dict[float, float]:
-    """The map as a Python dict key -> value, nonzero values only.  O(table)."""
-    return {k[0]: v for k, v in ht_fdict(tab).items() if v != 0.0}
+# -- the window: integral keys in a bounded range, direct-indexed --------------------------------
+@intrinsic
+def _from_bits(typingctx, x):
+    """The float64 whose IEEE-754 bits are the int64 ``x`` (a bitcast: the window keeps its bit
+    words in float64 cells, so that the whole window is one array; nothing does arithmetic on them)."""
+    sig = types.float64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return sig, codegen
 
 
-def xh_check(tab: np.ndarray, heap: np.ndarray, sign: float) -> None:
-    """Assert the invariants: the table passes ``ht_check``; the heap holds each key of the table
-    exactly once and nothing else; it is a max-heap of ``sign * key``; the live count is the number
-    of nonzero values; the top is live; the header is consistent and unused cells are zero.
-    O(heap + table)."""
+@intrinsic
+def _clz(typingctx, x):
+    """Leading zero bits of a nonzero int64 (LLVM's ctlz: one instruction)."""
+    sig = types.int64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 1))
+    return sig, codegen
+
+
+@intrinsic
+def _ctz(typingctx, x):
+    """Trailing zero bits of a nonzero int64 (LLVM's cttz: one instruction)."""
+    sig = types.int64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
+    return sig, codegen
+
+
+W_BASE, W_CELLS, W_LIVE, W_TOP = 0, 1, 2, 3
+WH = 4
+"""Window header cells: the key of cell 0, the number of cells, how many hold a nonzero value, the
+extreme's cell (-1 when none); the values follow, then the three bit levels."""
+W_MIN = 4096
+"""Cells of a first window (a multiple of 4096: each level-1 bit word covers 4096 cells)."""
+W_FREE = 1 << 16
+DENSE = 16
+W_MAX = 1 << 24
+"""A window of ``c`` cells is made only if ``c <= max(W_FREE, DENSE * live keys)`` and ``c <= W_MAX``:
+its memory (8 bytes a cell, 128 MiB at most) stays within that of a hash table and heap holding the
+same keys (which hold up to ``1 + STALE`` rows per live key, at least twice as many slots, 24 bytes
+each: about 100 bytes a live key), so a sparse or spread-out key set costs no more than before.
+Keys it cannot take go to the table and heap (the *overflow*)."""
+
+
+@njit(cache=True)
+def xh_new_win() -> np.ndarray:
+    """An empty window (no cells: the first integral key makes one)."""
+    w = np.zeros(WH)
+    w[W_TOP] = -1.0
+    return w
+
+
+@njit(cache=True, inline="always")
+def _levels(win):
+    """(offset of the level-0 bit words, of level 1, of level 2, number of level-2 words)."""
+    cells = int(win[W_CELLS])
+    l0 = WH + cells
+    l1 = l0 + (cells >> 6)
+    l2 = l1 + (cells >> 12)
+    return l0, l1, l2, ((cells >> 12) + 63) >> 6
+
+
+@njit(cache=True)
+def _wnew(base: float, cells: int) -> np.ndarray:
+    """An empty window of ``cells`` cells (a multiple of 4096) from key ``base``."""
+    w = np.zeros(WH + cells + (cells >> 6) + (cells >> 12) + (((cells >> 12) + 63) >> 6))
+    w[W_BASE] = base
+    w[W_CELLS] = cells
+    w[W_TOP] = -1.0
+    return w
+
+
+@njit(cache=True, inline="always")
+def _le_mask(b: int) -> int:
+    """Bits 0..b of a word (b in 0..63)."""
+    return (np.int64(2) << b) - 1
+
+
+@njit(cache=True, inline="always")
+def _ge_mask(b: int) -> int:
+    """Bits b..63 of a word (b in 0..63)."""
+    return -(np.int64(1) << b)
+
+
+@njit(cache=True)
+def _wle(win, q: int) -> int:
+    """The highest live cell <= ``q`` (q < cells), -1 if none: a word per level, each one
+    instruction to find its highest bit.  O(1) (+ a scan of the <= 64 top-level words)."""
+    if q < 0:
+        return -1
+    l0, l1, l2, _ = _levels(win)
+    wi = q >> 6
+    x = _bits(win[l0 + wi]) & _le_mask(q & 63)
+    if x == 0:
+        q1 = wi - 1
+        if q1 < 0:
+            return -1
+        w1 = q1 >> 6
+        y = _bits(win[l1 + w1]) & _le_mask(q1 & 63)
+        if y == 0:
+            q2 = w1 - 1
+            if q2 < 0:
+                return -1
+            w2 = q2 >> 6
+            z = _bits(win[l2 + w2]) & _le_mask(q2 & 63)
+            while z == 0:
+                w2 -= 1
+                if w2 < 0:
+                    return -1
+                z = _bits(win[l2 + w2])
+            w1 = (w2 << 6) + 63 - _clz(z)
+            y = _bits(win[l1 + w1])
+        wi = (w1 << 6) + 63 - _clz(y)
+        x = _bits(win[l0 + wi])
+    return (wi << 6) + 63 - _clz(x)
+
+
+@njit(cache=True)
+def _wge(win, q: int) -> int:
+    """The lowest live cell >= ``q`` (q >= 0), -1 if none.  O(1), as :func:`_wle`."""
+    cells = int(win[W_CELLS])
+    if q >= cells:
+        return -1
+    l0, l1, l2, n2 = _levels(win)
+    wi = q >> 6
+    x = _bits(win[l0 + wi]) & _ge_mask(q & 63)
+    if x == 0:
+        q1 = wi + 1
+        if q1 >= cells >> 6:
+            return -1
+        w1 = q1 >> 6
+        y = _bits(win[l1 + w1]) & _ge_mask(q1 & 63)
+        if y == 0:
+            q2 = w1 + 1
+            if q2 >= cells >> 12:
+                return -1
+            w2 = q2 >> 6
+            z = _bits(win[l2 + w2]) & _ge_mask(q2 & 63)
+            while z == 0:
+                w2 += 1
+                if w2 >= n2:
+                    return -1
+                z = _bits(win[l2 + w2])
+            w1 = (w2 << 6) + _ctz(z)
+            y = _bits(win[l1 + w1])
+        wi = (w1 << 6) + _ctz(y)
+        x = _bits(win[l0 + wi])
+    return (wi << 6) + _ctz(x)
+
+
+@njit(cache=True)
+def _wflip(win, j: int, on: bool, sign: float) -> None:
+    """Cell ``j``'s value just became nonzero (``on``) or zero: its bit in each level, the live
+    count, the extreme (found again with :func:`_wle` / :func:`_wge` when it was ``j``).  O(1)."""
+    l0, l1, l2, _ = _levels(win)
+    wi = j >> 6
+    w1 = wi >> 6
+    x = _bits(win[l0 + wi])
+    if on:
+        win[l0 + wi] = _from_bits(x | (np.int64(1) << (j & 63)))
+        if x == 0:
+            y = _bits(win[l1 + w1])
+            win[l1 + w1] = _from_bits(y | (np.int64(1) << (wi & 63)))
+            if y == 0:
+                win[l2 + (w1 >> 6)] = _from_bits(_bits(win[l2 + (w1 >> 6)]) | (np.int64(1) << (w1 & 63)))
+        win[W_LIVE] += 1.0
+        t = win[W_TOP]
+        if t < 0.0 or (j > t if sign > 0.0 else j < t):
+            win[W_TOP] = j
+        return
+    x &= ~(np.int64(1) << (j & 63))
+    win[l0 + wi] = _from_bits(x)
+    if x == 0:
+        y = _bits(win[l1 + w1]) & ~(np.int64(1) << (wi & 63))
+        win[l1 + w1] = _from_bits(y)
+        if y == 0:
+            win[l2 + (w1 >> 6)] = _from_bits(_bits(win[l2 + (w1 >> 6)]) & ~(np.int64(1) << (w1 & 63)))
+    win[W_LIVE] -= 1.0
+    if win[W_TOP] == j:
+        win[W_TOP] = _wle(win, j - 1) if sign > 0.0 else _wge(win, j + 1)
+
+
+@njit(cache=True, inline="always")
+def _wcell(win, key: float) -> int:
+    """The cell of ``key`` in the window, -1 if the window cannot hold it (outside its range, or
+    not an integer: ``base + j == key`` also refuses a fraction that the subtraction rounded away)."""
+    x = key - win[W_BASE]
+    if 0.0 <= x < win[W_CELLS]:
+        j = int(x)
+        if win[W_BASE] + j == key:
+            return j
+    return -1
+
+
+@njit(cache=True)
+def _regrow(tab, heap, win, key: float, sign: float):
+    """(True, a window holding ``key``, the live cells of ``win`` and every live integral key of
+    the overflow in its range (moved out of the overflow, left there as stale rows)), or (False,
+    ``win``) when no window may (``DENSE``, ``W_MAX``).  It spans the live cells and ``key`` twice over,
+    centred, so a drifting key range re-centres it every span / 2 of drift.  O(cells / 64 + live
+    keys + overflow rows)."""
+    if not (key == np.floor(key) and abs(key) < 2.0 ** 52):
+        return False, win
+    lo = hi = key
+    if win[W_LIVE] > 0.0:
+        lo = min(lo, win[W_BASE] + _wge(win, 0))
+        hi = max(hi, win[W_BASE] + _wle(win, int(win[W_CELLS]) - 1))
+    span = int(hi - lo) + 1
+    cells = max(W_MIN, ((2 * span + 4095) >> 12) << 12)
+    if cells > W_MAX or cells > max(W_FREE, DENSE * (win[W_LIVE] + heap[1] + 1.0)):
+        return False, win
+    out = _wnew(lo - ((cells - span) >> 1), cells)
+    l0, _, _, _ = _levels(win)
+    shift = int(win[W_BASE] - out[W_BASE])
+    for wi in range(int(win[W_CELLS]) >> 6):
+        x = _bits(win[l0 + wi])
+        while x != 0:
+            j = (wi << 6) + _ctz(x)
+            x &= x - 1
+            out[WH + j + shift] = win[WH + j]
+            _wflip(out, j + shift, True, sign)
+    # overflow keys the window now covers: into the window, stale in the table (two passes: the
+    # stale marks may compact the table)
+    if heap[1] > 0.0:
+        cap = tab.shape[0] - 1
+        moved = np.empty(int(heap[1]))
+        n = 0
+        for s in range(cap):
+            if tab[s, 2] != 0.0 and tab[s, 1] != 0.0:
+                j = _wcell(out, tab[s, 0])
+                if j >= 0:
+                    out[WH + j] = tab[s, 1]
+                    _wflip(out, j, True, sign)
+                    moved[n] = tab[s, 0]
+                    n += 1
+        for i in range(n):
+            tab[ht_slot(tab, (moved[i],)), 1] = 0.0
+            _emptied(tab, heap, moved[i], sign)
+    return True, out
+
+
+@njit(cache=True)
+def _slow(tab, heap, win, key: float, delta: float, sign: float):
+    """:func:`xh_add` of a key outside the window: in the overflow if it has a row there (live or
+    stale) or no window can take it, else in a window regrown to hold it."""
+    if delta == 0.0:
+        return tab, heap, win
+    if tab[-1, 0] == 0.0 or ht_slot(tab, (key,)) < 0:
+        ok, grown = _regrow(tab, heap, win, key, sign)
+        if ok:
+            j = _wcell(grown, key)
+            grown[WH + j] = delta
+            _wflip(grown, j, True, sign)
+            return tab, heap, grown
+    tab, heap = _oadd(tab, heap, key, delta, sign)
+    return tab, heap, win
+
+
+@njit(cache=True, inline="always")
+def xh_add(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, key: float, delta: float, sign: float):
+    """Add ``delta`` to the value at ``key``; returns (table, heap, window), any of which may be a
+    new array the caller must store in place of its old one.  A key in the window (the common case
+    on a price grid) is a subtraction, a load and a store, plus three bit words when its value
+    crosses zero (inlined but for the crossing); the others call out (:func:`_slow`).  O(1)
+    expected, amortised (see the module docstring)."""
+    j = _wcell(win, key)
+    if j >= 0:
+        old = win[WH + j]
+        new = old + delta
+        win[WH + j] = new
+        if (old == 0.0) != (new == 0.0):
+            _wflip(win, j, new != 0.0, sign)
+        return tab, heap, win
+    return _slow(tab, heap, win, key, delta, sign)
+
+
+@njit(cache=True, inline="always")
+def xh_get(tab: np.ndarray, win: np.ndarray, key: float) -> float:
+    """The value at ``key`` (0.0 if absent or stale).  O(1) expected."""
+    j = _wcell(win, key)
+    if j >= 0:
+        return win[WH + j]
+    return ht_getf(tab, (key,), 0.0)
+
+
+@njit(cache=True, inline="always")
+def xh_top(heap: np.ndarray, win: np.ndarray, sign: float):
+    """(found, the largest key if ``sign`` is 1.0 / the smallest if -1.0); (False, NaN) when every
+    value is zero.  O(1): the window keeps its extreme's cell, the heap's top is always live."""
+    t = win[W_TOP]
+    if t >= 0.0:
+        k = win[W_BASE] + t
+        if heap[0] > 0.0 and heap[HDR] > sign * k:
+            return True, sign * heap[HDR]
+        return True, k
+    if heap[0] > 0.0:
+        return True, sign * heap[HDR]
+    return False, np.nan
+
+
+W_PF_CELLS = 1 << 17
+"""Windows with more cells than this (1 MiB of values) are worth prefetching for (:func:`xh_big`)."""
+
+
+@njit(cache=True)
+def xh_big(tab: np.ndarray, win: np.ndarray) -> bool:
+    """Whether the table or the window has outgrown the caches enough for :func:`xh_prefetch`
+    to pay.  O(1)."""
+    return tab.shape[0] > PF_ROWS or win[W_CELLS] > W_PF_CELLS
+
+
+@njit(cache=True, inline="always")
+def xh_prefetch(tab: np.ndarray, win: np.ndarray, key: float) -> None:
+    """Start loading what an add at ``key`` touches: its window cell and level-0 bit word, or its
+    home row in the table (a hint to the CPU that changes nothing).  O(1)."""
+    j = _wcell(win, key)
+    if j >= 0:
+        _prefetch(win, (WH + j,))
+        _prefetch(win, (WH + int(win[W_CELLS]) + (j >> 6),))
+    else:
+        ht_prefetch(tab, (key,))
+
+
+def xh_dict(tab: np.ndarray, win: np.ndarray) -> dict[float, float]:
+    """The map as a Python dict key -> value, nonzero values only.  O(table + cells)."""
+    out = {k[0]: v for k, v in ht_fdict(tab).items() if v != 0.0}
+    cells = int(win[W_CELLS])
+    for j in np.flatnonzero(win[WH:WH + cells]):
+        out[float(win[W_BASE] + j)] = float(win[WH + j])
+    return out
+
+
+def _check_window(win: np.ndarray, sign: float) -> set[float]:
+    """Assert the window's invariants; return its live keys."""
+    cells = int(win[W_CELLS])
+    assert win[W_CELLS] == cells and cells % 4096 == 0 and 0 <= cells <= W_MAX, f"window of {win[W_CELLS]} cells"
+    n0, n1 = cells >> 6, cells >> 12
+    n2 = (n1 + 63) >> 6
+    assert win.shape[0] == WH + cells + n0 + n1 + n2, "window array size"
+    assert win[W_BASE] == np.floor(win[W_BASE]) and abs(win[W_BASE]) <= 2.0 ** 52 + W_MAX, "window base"
+    vals = win[WH:WH + cells]
+    live = np.flatnonzero(vals)
+    assert win[W_LIVE] == len(live), f"live count {win[W_LIVE]}, {len(live)} nonzero cells"
+    words = win[WH + cells:].view(np.int64)
+    want0 = np.zeros(n0, np.uint64)
+    np.bitwise_or.at(want0, live >> 6, np.left_shift(np.uint64(1), (live & 63).astype(np.uint64)))
+    assert (words[:n0].view(np.uint64) == want0).all(), "level-0 bits differ from the nonzero cells"
+    for lo, n_lo, hi, n_hi in ((0, n0, n0, n1), (n0, n1, n0 + n1, n2)):
+        nz = np.flatnonzero(words[lo:lo + n_lo])
+        want = np.zeros(n_hi, np.uint64)
+        np.bitwise_or.at(want, nz >> 6, np.left_shift(np.uint64(1), (nz & 63).astype(np.uint64)))
+        assert (words[hi:hi + n_hi].view(np.uint64) == want).all(), "an upper bit level differs from the one below"
+    if len(live):
+        assert win[W_TOP] == (live[-1] if sign > 0 else live[0]), f"window top {win[W_TOP]}"
+    else:
+        assert win[W_TOP] == -1.0, f"window top {win[W_TOP]} with no live cell"
+    return {float(win[W_BASE] + j) for j in live}
+
+
+def xh_check(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, sign: float) -> None:
+    """Assert the invariants: the window's (its bits mark exactly its nonzero cells at each level,
+    its live count and extreme cell are right); the table passes ``ht_check``; the heap holds each
+    key of the table exactly once and nothing else; it is a max-heap of ``sign * key``; the live
+    count is the number of nonzero values; the top is live; the header is consistent and unused
+    cells are zero; no key the window could hold has a nonzero value in the table.
+    O(heap + table + cells)."""
     from ddms.storage.hashtab import ht_check
     ht_check(tab)
     assert sign in (1.0, -1.0), f"sign {sign}"
+    _check_window(win, sign)
     n = int(heap[0])
     assert heap[0] == n and 0 <= n <= heap.shape[0] - HDR, f"heap size {heap[0]} in {heap.shape[0] - HDR} cells"
     items = heap[HDR:HDR + n]
@@ -269,6 +631,8 @@ def xh_check(tab: np.ndarray, heap: np.ndarray, sign: float) -> None:
     assert sorted((sign * items + 0.0).tolist()) == keys, "the heap and the table hold different keys"
     live = sum(1 for v in values.values() if v != 0.0)
     assert heap[1] == live, f"live count {heap[1]}, {live} nonzero values"
+    for (k,), v in values.items():
+        assert v == 0.0 or _wcell(win, k) < 0, f"key {k} is live in the table and inside the window"
     if n:
         assert values[(sign * items[0] + 0.0,)] != 0.0, "the top of the heap is stale"
         want = max(k for k, v in values.items() if v != 0.0)[0] if sign > 0 else \
