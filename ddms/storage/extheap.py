@@ -401,35 +401,59 @@ def _wge(win, q: int) -> int:
 
 
 @njit(cache=True)
-def _wflip(win, j: int, on: bool, sign: float) -> None:
-    """Cell ``j``'s value just became nonzero (``on``) or zero: its bit in each level, the live
-    count, the extreme (found again with :func:`_wle` / :func:`_wge` when it was ``j``).  O(1)."""
+def _wup(win, l1: int, l2: int, wi: int) -> None:
+    """Level-0 word ``wi`` just got its first bit: mark it in level 1 (and level 2 if that word was
+    empty too)."""
+    w1 = wi >> 6
+    y = _bits(win[l1 + w1])
+    win[l1 + w1] = _from_bits(y | (np.int64(1) << (wi & 63)))
+    if y == 0:
+        win[l2 + (w1 >> 6)] = _from_bits(_bits(win[l2 + (w1 >> 6)]) | (np.int64(1) << (w1 & 63)))
+
+
+@njit(cache=True, inline="always")
+def _won(win, j: int, sign: float) -> None:
+    """Cell ``j``'s value just became nonzero: its bit (and the upper levels' if its word was
+    empty), the live count, the extreme.  O(1), inlined but for the upper levels."""
+    l0 = WH + int(win[W_CELLS])
+    wi = j >> 6
+    x = _bits(win[l0 + wi])
+    win[l0 + wi] = _from_bits(x | (np.int64(1) << (j & 63)))
+    if x == 0:
+        _wup(win, l0 + (int(win[W_CELLS]) >> 6), l0 + (int(win[W_CELLS]) >> 6) + (int(win[W_CELLS]) >> 12), wi)
+    win[W_LIVE] += 1.0
+    t = win[W_TOP]
+    if t < 0.0 or (j > t if sign > 0.0 else j < t):
+        win[W_TOP] = j
+
+
+@njit(cache=True)
+def _wclear(win, j: int) -> None:
+    """Clear cell ``j``'s bit, and the upper levels' where a word empties."""
     l0, l1, l2, _ = _levels(win)
     wi = j >> 6
-    w1 = wi >> 6
-    x = _bits(win[l0 + wi])
-    if on:
-        win[l0 + wi] = _from_bits(x | (np.int64(1) << (j & 63)))
-        if x == 0:
-            y = _bits(win[l1 + w1])
-            win[l1 + w1] = _from_bits(y | (np.int64(1) << (wi & 63)))
-            if y == 0:
-                win[l2 + (w1 >> 6)] = _from_bits(_bits(win[l2 + (w1 >> 6)]) | (np.int64(1) << (w1 & 63)))
-        win[W_LIVE] += 1.0
-        t = win[W_TOP]
-        if t < 0.0 or (j > t if sign > 0.0 else j < t):
-            win[W_TOP] = j
-        return
-    x &= ~(np.int64(1) << (j & 63))
+    x = _bits(win[l0 + wi]) & ~(np.int64(1) << (j & 63))
     win[l0 + wi] = _from_bits(x)
     if x == 0:
+        w1 = wi >> 6
         y = _bits(win[l1 + w1]) & ~(np.int64(1) << (wi & 63))
         win[l1 + w1] = _from_bits(y)
         if y == 0:
             win[l2 + (w1 >> 6)] = _from_bits(_bits(win[l2 + (w1 >> 6)]) & ~(np.int64(1) << (w1 & 63)))
-    win[W_LIVE] -= 1.0
-    if win[W_TOP] == j:
-        win[W_TOP] = _wle(win, j - 1) if sign > 0.0 else _wge(win, j + 1)
+
+
+@njit(cache=True)
+def _wtop(win, j: int, sign: float) -> None:
+    """The extreme cell ``j`` just became zero: the next extreme, from the bits; a bit met on the
+    way whose cell is zero (*stale*: a cell's bit is cleared lazily, here, not when it empties) is
+    cleared.  O(1) per bit cleared, amortised over the emptyings that left them."""
+    c = j
+    while True:
+        _wclear(win, c)
+        c = _wle(win, c - 1) if sign > 0.0 else _wge(win, c + 1)
+        if c < 0 or win[WH + c] != 0.0:
+            break
+    win[W_TOP] = c
 
 
 @njit(cache=True, inline="always")
@@ -445,6 +469,17 @@ def _wcell(win, key: float) -> int:
 
 
 @njit(cache=True)
+def _wend(win, step: float) -> int:
+    """The lowest (``step`` 1.0) or highest (-1.0) live cell of a window with one, clearing the
+    stale bits met on the way."""
+    c = _wge(win, 0) if step > 0.0 else _wle(win, int(win[W_CELLS]) - 1)
+    while win[WH + c] == 0.0:
+        _wclear(win, c)
+        c = _wge(win, c + 1) if step > 0.0 else _wle(win, c - 1)
+    return c
+
+
+@njit(cache=True)
 def _regrow(tab, heap, win, key: float, sign: float):
     """(True, a window holding ``key``, the live cells of ``win`` and every live integral key of
     the overflow in its range (moved out of the overflow, left there as stale rows)), or (False,
@@ -455,8 +490,8 @@ def _regrow(tab, heap, win, key: float, sign: float):
         return False, win
     lo = hi = key
     if win[W_LIVE] > 0.0:
-        lo = min(lo, win[W_BASE] + _wge(win, 0))
-        hi = max(hi, win[W_BASE] + _wle(win, int(win[W_CELLS]) - 1))
+        lo = min(lo, win[W_BASE] + _wend(win, 1.0))
+        hi = max(hi, win[W_BASE] + _wend(win, -1.0))
     span = int(hi - lo) + 1
     cells = max(W_MIN, ((2 * span + 4095) >> 12) << 12)
     if cells > W_MAX or cells > max(W_FREE, DENSE * (win[W_LIVE] + heap[1] + 1.0)):
@@ -469,8 +504,9 @@ def _regrow(tab, heap, win, key: float, sign: float):
         while x != 0:
             j = (wi << 6) + _ctz(x)
             x &= x - 1
-            out[WH + j + shift] = win[WH + j]
-            _wflip(out, j + shift, True, sign)
+            if win[WH + j] != 0.0:   # (a bit may be stale)
+                out[WH + j + shift] = win[WH + j]
+                _won(out, j + shift, sign)
     # overflow keys the window now covers: into the window, stale in the table (two passes: the
     # stale marks may compact the table)
     if heap[1] > 0.0:
@@ -482,7 +518,7 @@ def _regrow(tab, heap, win, key: float, sign: float):
                 j = _wcell(out, tab[s, 0])
                 if j >= 0:
                     out[WH + j] = tab[s, 1]
-                    _wflip(out, j, True, sign)
+                    _won(out, j, sign)
                     moved[n] = tab[s, 0]
                     n += 1
         for i in range(n):
@@ -502,7 +538,7 @@ def _slow(tab, heap, win, key: float, delta: float, sign: float):
         if ok:
             j = _wcell(grown, key)
             grown[WH + j] = delta
-            _wflip(grown, j, True, sign)
+            _won(grown, j, sign)
             return tab, heap, grown
     tab, heap = _oadd(tab, heap, key, delta, sign)
     return tab, heap, win
@@ -520,8 +556,13 @@ def xh_add(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, key: float, delta
         old = win[WH + j]
         new = old + delta
         win[WH + j] = new
-        if (old == 0.0) != (new == 0.0):
-            _wflip(win, j, new != 0.0, sign)
+        if old == 0.0:
+            if new != 0.0:
+                _won(win, j, sign)
+        elif new == 0.0:      # (its bit stays, stale, unless it was the extreme: see _wtop)
+            win[W_LIVE] -= 1.0
+            if win[W_TOP] == j:
+                _wtop(win, j, sign)
         return tab, heap, win
     return _slow(tab, heap, win, key, delta, sign)
 
@@ -596,7 +637,8 @@ def _check_window(win: np.ndarray, sign: float) -> set[float]:
     words = win[WH + cells:].view(np.int64)
     want0 = np.zeros(n0, np.uint64)
     np.bitwise_or.at(want0, live >> 6, np.left_shift(np.uint64(1), (live & 63).astype(np.uint64)))
-    assert (words[:n0].view(np.uint64) == want0).all(), "level-0 bits differ from the nonzero cells"
+    got0 = words[:n0].view(np.uint64)
+    assert (got0 & want0 == want0).all(), "a nonzero cell has no level-0 bit"   # (bits of zero cells: stale)
     for lo, n_lo, hi, n_hi in ((0, n0, n0, n1), (n0, n1, n0 + n1, n2)):
         nz = np.flatnonzero(words[lo:lo + n_lo])
         want = np.zeros(n_hi, np.uint64)
@@ -604,6 +646,9 @@ def _check_window(win: np.ndarray, sign: float) -> set[float]:
         assert (words[hi:hi + n_hi].view(np.uint64) == want).all(), "an upper bit level differs from the one below"
     if len(live):
         assert win[W_TOP] == (live[-1] if sign > 0 else live[0]), f"window top {win[W_TOP]}"
+        bits = np.flatnonzero(np.unpackbits(got0.view(np.uint8), bitorder="little"))
+        beyond = bits > win[W_TOP] if sign > 0 else bits < win[W_TOP]
+        assert not beyond.any(), "a (stale) bit beyond the extreme"
     else:
         assert win[W_TOP] == -1.0, f"window top {win[W_TOP]} with no live cell"
     return {float(win[W_BASE] + j) for j in live}
