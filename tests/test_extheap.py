@@ -25,6 +25,7 @@ from ddms.storage.extheap import (
     STALE,
     W_CELLS,
     xh_add,
+    xh_add_also,
     xh_check,
     xh_dict,
     xh_get,
@@ -199,6 +200,34 @@ def test_window_and_overflow_match_a_dict(sign, ops) -> None:
     m = Model(sign)
     for key, delta in ops:
         m.add(key, delta)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.tuples(st.one_of(st.integers(-3000, 3000).map(float),
+                                        st.sampled_from([-1e5, 7e5, 2e6, 4e7, 0.5, -2.25, 1e-20])),
+                              st.sampled_from([1.0, -1.0, 2.0, -2.0, 1.0, 0.0])), max_size=400))
+def test_max_and_min_instances_share_one_window(ops) -> None:
+    """A map read by both extremes: the max instance's add (its table, heap and the window), then
+    the min instance's (its own table and heap, the same window, told when the window grew so that
+    it lets go of the keys that moved in); both extremes right and both instances' invariants kept
+    after every step."""
+    tabs, heaps, win = [xh_new(), xh_new()], [xh_new_heap(), xh_new_heap()], xh_new_win()
+    want: dict[float, float] = {}
+    for key, delta in ops:
+        tabs[0], heaps[0], win2 = xh_add(tabs[0], heaps[0], win, key, delta, 1.0)
+        grew = win2.shape[0] != win.shape[0] or win2[0] != win[0]
+        win = win2
+        tabs[1], heaps[1] = xh_add_also(tabs[1], heaps[1], win, key, delta, -1.0, grew)
+        v = want.get(key + 0.0, 0.0) + delta
+        if v == 0.0:
+            want.pop(key + 0.0, None)
+        else:
+            want[key + 0.0] = v
+        for j, sign in enumerate((1.0, -1.0)):
+            xh_check(tabs[j], heaps[j], win, sign)
+            assert xh_dict(tabs[j], win) == want
+            found, top = xh_top(heaps[j], win, sign)
+            assert (found, top) == ((True, max(want) if sign > 0 else min(want)) if want else (False, top))
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])

@@ -499,9 +499,10 @@ class Engine:
                 continue
             if m.extreme:   # a value table and a lazy heap (ddms.storage.extheap)
                 from ddms.storage.extheap import xh_check
-                for j, kind in enumerate(m.extremes):   # (codegen: a table, heap and window per extreme, xt_... first)
+                for j, kind in enumerate(m.extremes):   # (codegen: a table and heap per extreme, xt_ first)
                     sfx = "" if j == 0 else "n"
-                    xh_check(*(getattr(st, f"x{f}{sfx}_{m.name}") for f in "thw"), 1.0 if kind == "max" else -1.0)
+                    xh_check(getattr(st, f"xt{sfx}_{m.name}"), getattr(st, f"xh{sfx}_{m.name}"),
+                             getattr(st, f"xw_{m.name}"), 1.0 if kind == "max" else -1.0)   # (one window)
                 continue
             if m.ordered:   # prefix -> root of its range tree (maybe a column of a shared tree)
                 tree, col = mod.TREES.get(m.name, (m.name, 0))

@@ -1,31 +1,49 @@
-"""A map read only by its largest (or smallest) nonzero key and at single keys: a hash table of the
-values plus a lazy binary heap of the keys, in numba.
+"""A map read only by its largest (or smallest) nonzero key and at single keys: a direct-indexed
+*window* for integer keys in a dense range, and a hash table of values plus a lazy binary heap of
+keys for the others (the *overflow*), in numba.
 
 Why: the best bid is ``Max(P, COUNT[P])`` over a count of orders per price.  Kept in a counted range
 tree (``ddms.storage.btree``), every order event descends the tree and rewrites the sums along its
 path (60-180 ns a line), although the maximum only changes when a price level appears or empties
-and nothing reads the sums.  Here an event that leaves its key's value nonzero on both sides (most
-events on a real book: orders join and leave levels that stay) is one hash probe and one add; a key
-that becomes nonzero is pushed on the heap (O(1) expected for a key that is not a new extreme, the
-heap's bottom rows being the recently touched ones), and a key that becomes zero stays on the heap,
-*stale*, until it reaches the top (then popped: O(log n)) or until the stale keys outnumber the
-live ones ``STALE`` (``STALE_BIG``) times over (then all are removed at once, in sequential passes
-over the table and the heap: O(table + heap), amortised O(1) per stale key; 25 ns per stale key at
-500k live and 1.9M stale keys, against 112 when it probed the table once per heap key).  The top of the heap is
-kept live, so reading the extreme is O(1).
+and nothing reads the sums.  Prices are nearly always integers on a tick grid within a band (the
+order-book files, LOBSTER, the generated books: integer ticks), so the window holds the value of
+key ``base + j`` in cell ``j``: an event is a subtraction, a load and a store; a cell that becomes
+nonzero sets its bit in a three-level bitmap (64 cells a word, 64 words a level-1 word, ...), and
+the extreme's cell is kept, so the extreme is read in O(1) and found again in O(1) when it empties
+(one word per level, each searched with one instruction).  A cell that becomes zero keeps its bit
+(*stale*) unless it was the extreme: the search for the next extreme clears the stale bits it
+meets, so an order whose level empties and refills within a line (a partial execution is a delete
+and an insert) touches no bit.  Measured against the table and heap alone (best bid, distinct
+prices, ns/line at 1k / 10k / 100k / 1M resting orders): 19 / 33 / 38 / 36 -> 14.5 / 14.3 / 24.4 /
+25.8; the heap's stale keys, its compaction and the table's probes are gone.
 
-Layout (two plain float64 arrays, each one state-field load for a generated program):
+The window spans the live keys twice over (re-centred when a key falls outside: O(cells / 64 +
+live keys), amortised over the drift that made it), and exists only while it is dense enough
+(``DENSE``, ``W_FREE``, ``W_MAX``: about the memory the table and heap would take); a key it cannot
+take -- a fraction, a far outlier while few keys are live, NaN -- goes to the overflow, which is
+the earlier structure unchanged: an event that leaves its key's value nonzero on both sides is one
+hash probe and one add; a key that becomes nonzero is pushed on the heap (O(1) expected for a key
+that is not a new extreme), and a key that becomes zero stays on the heap, *stale*, until it
+reaches the top (then popped: O(log n)) or until the stale keys outnumber the live ones ``STALE``
+(``STALE_BIG``) times over (then all are removed at once, in sequential passes over the table and
+the heap: O(table + heap), amortised O(1) per stale key).  When the window grows over overflow keys
+they move into it.  The extreme is the better of the window's and the heap's tops.
+
+Layout (three plain float64 arrays, each one state-field load for a generated program):
 
 * ``tab``: a float-valued ``ddms.storage.hashtab`` table of arity 1, key -> value.  A row exists
   exactly for the keys on the heap, so a stale key's row holds 0.0 (a read there gives the map's
   0.0, as for an absent key);
 * ``heap``: ``heap[0]`` the number of keys on the heap, ``heap[1]`` the number of them whose value
   is nonzero, then the heap itself from ``heap[HDR]``: ``sign * key``, a max-heap (``sign`` is 1.0
-  for a map read by its maximum, -1.0 by its minimum).  It doubles when full (a new array).
+  for a map read by its maximum, -1.0 by its minimum).  It doubles when full (a new array);
+* ``win``: the header (``W_BASE`` the key of cell 0, ``W_CELLS``, ``W_LIVE`` the nonzero cells,
+  ``W_TOP`` the extreme's cell or -1), the cells' values, then the bit levels (int64 words kept in
+  float64 cells by bit casts: nothing does arithmetic on them).  Regrown as a new array.
 
 Keys must not be NaN (:func:`xh_add` raises ValueError, as the range trees do); -0.0 is 0.0.
-Cost: :func:`xh_add` O(1) expected (+ O(log n) when the top empties, + the amortised compaction);
-:func:`xh_top` O(1); :func:`xh_get` O(1) expected.
+Cost: :func:`xh_add` O(1) expected (window: O(1); overflow: + O(log n) when the top empties, + the
+amortised compaction); :func:`xh_top` O(1); :func:`xh_get` O(1) expected.
 """
 
 from __future__ import annotations
@@ -50,8 +68,8 @@ from ddms.storage.hashtab import (
     ht_slot,
 )
 
-__all__ = ["HDR", "xh_add", "xh_big", "xh_check", "xh_dict", "xh_get", "xh_new", "xh_new_heap", "xh_new_win",
-           "xh_prefetch", "xh_top"]
+__all__ = ["HDR", "xh_add", "xh_add_also", "xh_big", "xh_check", "xh_dict", "xh_get", "xh_new", "xh_new_heap",
+           "xh_new_win", "xh_prefetch", "xh_top"]
 
 HDR = 2
 """Header cells before the heap: its size and its count of live (nonzero-valued) keys."""
@@ -278,10 +296,11 @@ def _ctz(typingctx, x):
     return sig, codegen
 
 
-W_BASE, W_CELLS, W_LIVE, W_TOP = 0, 1, 2, 3
-WH = 4
+W_BASE, W_CELLS, W_LIVE, W_TOP, W_BOT = 0, 1, 2, 3, 4
+WH = 5
 """Window header cells: the key of cell 0, the number of cells, how many hold a nonzero value, the
-extreme's cell (-1 when none); the values follow, then the three bit levels."""
+highest and the lowest live cell (-1 when none: a window keeps both ends, so the two instances of a
+map read by its max and its min share one); the values follow, then the three bit levels."""
 W_MIN = 4096
 """Cells of a first window (a multiple of 4096: each level-1 bit word covers 4096 cells)."""
 W_FREE = 1 << 16
@@ -298,7 +317,7 @@ Keys it cannot take go to the table and heap (the *overflow*)."""
 def xh_new_win() -> np.ndarray:
     """An empty window (no cells: the first integral key makes one)."""
     w = np.zeros(WH)
-    w[W_TOP] = -1.0
+    w[W_TOP] = w[W_BOT] = -1.0
     return w
 
 
@@ -318,7 +337,7 @@ def _wnew(base: float, cells: int) -> np.ndarray:
     w = np.zeros(WH + cells + (cells >> 6) + (cells >> 12) + (((cells >> 12) + 63) >> 6))
     w[W_BASE] = base
     w[W_CELLS] = cells
-    w[W_TOP] = -1.0
+    w[W_TOP] = w[W_BOT] = -1.0
     return w
 
 
@@ -412,9 +431,9 @@ def _wup(win, l1: int, l2: int, wi: int) -> None:
 
 
 @njit(cache=True, inline="always")
-def _won(win, j: int, sign: float) -> None:
+def _won(win, j: int) -> None:
     """Cell ``j``'s value just became nonzero: its bit (and the upper levels' if its word was
-    empty), the live count, the extreme.  O(1), inlined but for the upper levels."""
+    empty), the live count, the ends.  O(1), inlined but for the upper levels."""
     l0 = WH + int(win[W_CELLS])
     wi = j >> 6
     x = _bits(win[l0 + wi])
@@ -422,9 +441,10 @@ def _won(win, j: int, sign: float) -> None:
     if x == 0:
         _wup(win, l0 + (int(win[W_CELLS]) >> 6), l0 + (int(win[W_CELLS]) >> 6) + (int(win[W_CELLS]) >> 12), wi)
     win[W_LIVE] += 1.0
-    t = win[W_TOP]
-    if t < 0.0 or (j > t if sign > 0.0 else j < t):
+    if j > win[W_TOP]:
         win[W_TOP] = j
+    if j < win[W_BOT] or win[W_BOT] < 0.0:
+        win[W_BOT] = j
 
 
 @njit(cache=True)
@@ -443,17 +463,27 @@ def _wclear(win, j: int) -> None:
 
 
 @njit(cache=True)
-def _wtop(win, j: int, sign: float) -> None:
-    """The extreme cell ``j`` just became zero: the next extreme, from the bits; a bit met on the
-    way whose cell is zero (*stale*: a cell's bit is cleared lazily, here, not when it empties) is
-    cleared.  O(1) per bit cleared, amortised over the emptyings that left them."""
+def _wend_emptied(win, j: int) -> None:
+    """End cell ``j`` (the highest or lowest live one) just became zero: the next end, from the
+    bits; a bit met on the way whose cell is zero (*stale*: a cell's bit is cleared lazily, here,
+    not when it empties) is cleared.  No bit lies beyond an end, so when ``j`` was the last live
+    cell its bit was the only one.  O(1) per bit cleared, amortised over the emptyings that left
+    them."""
+    if win[W_TOP] == j and win[W_BOT] == j:
+        _wclear(win, j)
+        win[W_TOP] = win[W_BOT] = -1.0
+        return
+    up = win[W_BOT] == j
     c = j
     while True:
         _wclear(win, c)
-        c = _wle(win, c - 1) if sign > 0.0 else _wge(win, c + 1)
-        if c < 0 or win[WH + c] != 0.0:
+        c = _wge(win, c + 1) if up else _wle(win, c - 1)
+        if win[WH + c] != 0.0:   # (a live cell remains beyond: the other end at the farthest)
             break
-    win[W_TOP] = c
+    if up:
+        win[W_BOT] = c
+    else:
+        win[W_TOP] = c
 
 
 @njit(cache=True, inline="always")
@@ -469,17 +499,6 @@ def _wcell(win, key: float) -> int:
 
 
 @njit(cache=True)
-def _wend(win, step: float) -> int:
-    """The lowest (``step`` 1.0) or highest (-1.0) live cell of a window with one, clearing the
-    stale bits met on the way."""
-    c = _wge(win, 0) if step > 0.0 else _wle(win, int(win[W_CELLS]) - 1)
-    while win[WH + c] == 0.0:
-        _wclear(win, c)
-        c = _wge(win, c + 1) if step > 0.0 else _wle(win, c - 1)
-    return c
-
-
-@njit(cache=True)
 def _regrow(tab, heap, win, key: float, sign: float):
     """(True, a window holding ``key``, the live cells of ``win`` and every live integral key of
     the overflow in its range (moved out of the overflow, left there as stale rows)), or (False,
@@ -490,8 +509,8 @@ def _regrow(tab, heap, win, key: float, sign: float):
         return False, win
     lo = hi = key
     if win[W_LIVE] > 0.0:
-        lo = min(lo, win[W_BASE] + _wend(win, 1.0))
-        hi = max(hi, win[W_BASE] + _wend(win, -1.0))
+        lo = min(lo, win[W_BASE] + win[W_BOT])
+        hi = max(hi, win[W_BASE] + win[W_TOP])
     span = int(hi - lo) + 1
     cells = max(W_MIN, ((2 * span + 4095) >> 12) << 12)
     if cells > W_MAX or cells > max(W_FREE, DENSE * (win[W_LIVE] + heap[1] + 1.0)):
@@ -506,25 +525,33 @@ def _regrow(tab, heap, win, key: float, sign: float):
             x &= x - 1
             if win[WH + j] != 0.0:   # (a bit may be stale)
                 out[WH + j + shift] = win[WH + j]
-                _won(out, j + shift, sign)
-    # overflow keys the window now covers: into the window, stale in the table (two passes: the
-    # stale marks may compact the table)
-    if heap[1] > 0.0:
-        cap = tab.shape[0] - 1
-        moved = np.empty(int(heap[1]))
-        n = 0
-        for s in range(cap):
-            if tab[s, 2] != 0.0 and tab[s, 1] != 0.0:
-                j = _wcell(out, tab[s, 0])
-                if j >= 0:
-                    out[WH + j] = tab[s, 1]
-                    _won(out, j, sign)
-                    moved[n] = tab[s, 0]
-                    n += 1
-        for i in range(n):
-            tab[ht_slot(tab, (moved[i],)), 1] = 0.0
-            _emptied(tab, heap, moved[i], sign)
+                _won(out, j + shift)
+    _wtake(tab, heap, out, sign, True)
     return True, out
+
+
+@njit(cache=True)
+def _wtake(tab, heap, win, sign: float, copy: bool) -> None:
+    """Overflow keys that ``win`` (just regrown) covers leave the overflow (stale rows there),
+    their values written into the window if ``copy`` (the second instance of a map read by both
+    extremes finds them written by the first).  Two passes: the stale marks may compact the
+    table.  O(table rows)."""
+    if heap[1] == 0.0:
+        return
+    moved = np.empty(int(heap[1]))
+    n = 0
+    for s in range(tab.shape[0] - 1):
+        if tab[s, 2] != 0.0 and tab[s, 1] != 0.0:
+            j = _wcell(win, tab[s, 0])
+            if j >= 0:
+                if copy:
+                    win[WH + j] = tab[s, 1]
+                    _won(win, j)
+                moved[n] = tab[s, 0]
+                n += 1
+    for i in range(n):
+        tab[ht_slot(tab, (moved[i],)), 1] = 0.0
+        _emptied(tab, heap, moved[i], sign)
 
 
 @njit(cache=True)
@@ -538,7 +565,7 @@ def _slow(tab, heap, win, key: float, delta: float, sign: float):
         if ok:
             j = _wcell(grown, key)
             grown[WH + j] = delta
-            _won(grown, j, sign)
+            _won(grown, j)
             return tab, heap, grown
     tab, heap = _oadd(tab, heap, key, delta, sign)
     return tab, heap, win
@@ -558,13 +585,35 @@ def xh_add(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, key: float, delta
         win[WH + j] = new
         if old == 0.0:
             if new != 0.0:
-                _won(win, j, sign)
-        elif new == 0.0:      # (its bit stays, stale, unless it was the extreme: see _wtop)
+                _won(win, j)
+        elif new == 0.0:      # (its bit stays, stale, unless it was an end: see _wend_emptied)
             win[W_LIVE] -= 1.0
-            if win[W_TOP] == j:
-                _wtop(win, j, sign)
+            if win[W_TOP] == j or win[W_BOT] == j:
+                _wend_emptied(win, j)
         return tab, heap, win
     return _slow(tab, heap, win, key, delta, sign)
+
+
+@njit(cache=True)
+def _also_slow(tab, heap, win, key: float, delta: float, sign: float, grew: bool):
+    if grew:
+        _wtake(tab, heap, win, sign, False)
+    if _wcell(win, key) >= 0:
+        return tab, heap
+    return _oadd(tab, heap, key, delta, sign)
+
+
+@njit(cache=True, inline="always")
+def xh_add_also(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, key: float, delta: float, sign: float,
+                grew: bool):
+    """:func:`xh_add` for the second instance of a map read by both its max and its min: it shares
+    the first one's window, which that :func:`xh_add` (called first, with the same key and delta)
+    has updated (``grew``: regrown, so keys this instance's overflow holds may have moved into
+    it); this one keeps only its own overflow (a heap the other way).  Returns (table, heap).
+    O(1) for a window key; as :func:`xh_add` otherwise."""
+    if not grew and _wcell(win, key) >= 0:
+        return tab, heap
+    return _also_slow(tab, heap, win, key, delta, sign, grew)
 
 
 @njit(cache=True, inline="always")
@@ -580,7 +629,7 @@ def xh_get(tab: np.ndarray, win: np.ndarray, key: float) -> float:
 def xh_top(heap: np.ndarray, win: np.ndarray, sign: float):
     """(found, the largest key if ``sign`` is 1.0 / the smallest if -1.0); (False, NaN) when every
     value is zero.  O(1): the window keeps its extreme's cell, the heap's top is always live."""
-    t = win[W_TOP]
+    t = win[W_TOP] if sign > 0.0 else win[W_BOT]
     if t >= 0.0:
         k = win[W_BASE] + t
         if heap[0] > 0.0 and heap[HDR] > sign * k:
@@ -623,7 +672,7 @@ def xh_dict(tab: np.ndarray, win: np.ndarray) -> dict[float, float]:
     return out
 
 
-def _check_window(win: np.ndarray, sign: float) -> set[float]:
+def _check_window(win: np.ndarray) -> set[float]:
     """Assert the window's invariants; return its live keys."""
     cells = int(win[W_CELLS])
     assert win[W_CELLS] == cells and cells % 4096 == 0 and 0 <= cells <= W_MAX, f"window of {win[W_CELLS]} cells"
@@ -644,13 +693,13 @@ def _check_window(win: np.ndarray, sign: float) -> set[float]:
         want = np.zeros(n_hi, np.uint64)
         np.bitwise_or.at(want, nz >> 6, np.left_shift(np.uint64(1), (nz & 63).astype(np.uint64)))
         assert (words[hi:hi + n_hi].view(np.uint64) == want).all(), "an upper bit level differs from the one below"
+    bits = np.flatnonzero(np.unpackbits(got0.view(np.uint8), bitorder="little"))
     if len(live):
-        assert win[W_TOP] == (live[-1] if sign > 0 else live[0]), f"window top {win[W_TOP]}"
-        bits = np.flatnonzero(np.unpackbits(got0.view(np.uint8), bitorder="little"))
-        beyond = bits > win[W_TOP] if sign > 0 else bits < win[W_TOP]
-        assert not beyond.any(), "a (stale) bit beyond the extreme"
+        assert (win[W_BOT], win[W_TOP]) == (live[0], live[-1]), f"window ends {win[W_BOT]}, {win[W_TOP]}"
+        assert not ((bits > win[W_TOP]) | (bits < win[W_BOT])).any(), "a (stale) bit beyond an end"
     else:
-        assert win[W_TOP] == -1.0, f"window top {win[W_TOP]} with no live cell"
+        assert win[W_TOP] == win[W_BOT] == -1.0, f"window ends {win[W_BOT]}, {win[W_TOP]} with no live cell"
+        assert not len(bits), "a (stale) bit with no live cell"
     return {float(win[W_BASE] + j) for j in live}
 
 
@@ -664,7 +713,7 @@ def xh_check(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, sign: float) ->
     from ddms.storage.hashtab import ht_check
     ht_check(tab)
     assert sign in (1.0, -1.0), f"sign {sign}"
-    _check_window(win, sign)
+    _check_window(win)
     n = int(heap[0])
     assert heap[0] == n and 0 <= n <= heap.shape[0] - HDR, f"heap size {heap[0]} in {heap.shape[0] - HDR} cells"
     items = heap[HDR:HDR + n]
