@@ -133,9 +133,9 @@ def test_ties_and_deletes_of_the_extreme(engine_program) -> None:
 
 def test_extreme_level_empties_and_returns(engine_program) -> None:
     """EXTREME maps (ddms.storage.extheap: here the window of integer prices) on the transitions
-    a wrong extreme would get wrong: the best level's only order executed in part (its count goes 1 -> 0 -> 1
-    within the line: the price stays on the heap, stale, then live again), the best emptied while
-    a lower level is stale, a level coming back above the best, a side emptied and refilled."""
+    a wrong extreme would get wrong: the best level's only order executed in part (its count goes
+    1 -> 0 -> 1 within the line: the extreme searched for and found again), the best emptied while
+    a lower level's bit is stale, a level coming back above the best, a side emptied and refilled."""
     stream = [("B", 1, 10, 150), ("E", 1, 3, 0), ("B", 2, 5, 100), ("E", 2, 1, 0), ("D", 2, 0, 0),
               ("D", 1, 0, 0), ("B", 3, 4, 100), ("B", 4, 2, 150), ("E", 4, 1, 0), ("D", 4, 0, 0),
               ("B", 5, 2, 200), ("B", 6, 2, 150), ("D", 5, 0, 0), ("D", 6, 0, 0), ("D", 3, 0, 0),
