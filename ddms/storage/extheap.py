@@ -555,19 +555,16 @@ def _wtake(tab, heap, win, sign: float, copy: bool) -> None:
 
 
 @njit(cache=True)
-def _slow(tab, heap, win, key: float, delta: float, sign: float):
-    """:func:`xh_add` of a key outside the window: in the overflow if it has a row there (live or
-    stale) or no window can take it, else in a window regrown to hold it."""
-    if delta == 0.0:
-        return tab, heap, win
-    if tab[-1, 0] == 0.0 or ht_slot(tab, (key,)) < 0:
-        ok, grown = _regrow(tab, heap, win, key, sign)
-        if ok:
-            j = _wcell(grown, key)
-            grown[WH + j] = delta
-            _won(grown, j)
-            return tab, heap, grown
-    tab, heap = _oadd(tab, heap, key, delta, sign)
+def _slow(tab, heap, win, s: int, key: float, delta: float, sign: float):
+    """:func:`xh_add` of a key outside the window with no row in the table (``s``: the free row
+    where its probe ended): into a window regrown to hold it, else a new row of the overflow."""
+    ok, grown = _regrow(tab, heap, win, key, sign)
+    if ok:
+        j = _wcell(grown, key)
+        grown[WH + j] = delta
+        _won(grown, j)
+        return tab, heap, grown
+    tab, heap = _insert(tab, heap, s, key, delta, sign)
     return tab, heap, win
 
 
@@ -576,8 +573,10 @@ def xh_add(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, key: float, delta
     """Add ``delta`` to the value at ``key``; returns (table, heap, window), any of which may be a
     new array the caller must store in place of its old one.  A key in the window (the common case
     on a price grid) is a subtraction, a load and a store, plus three bit words when its value
-    crosses zero (inlined but for the crossing); the others call out (:func:`_slow`).  O(1)
-    expected, amortised (see the module docstring)."""
+    crosses zero (inlined but for the crossing); a key with a row in the table (live or stale) is
+    one probe and one add there, as before the window (inlined: a book whose prices are too
+    spread out for a window pays one comparison more); a new key calls out (:func:`_slow`).
+    O(1) expected, amortised (see the module docstring)."""
     j = _wcell(win, key)
     if j >= 0:
         old = win[WH + j]
@@ -591,7 +590,23 @@ def xh_add(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, key: float, delta
             if win[W_TOP] == j or win[W_BOT] == j:
                 _wend_emptied(win, j)
         return tab, heap, win
-    return _slow(tab, heap, win, key, delta, sign)
+    mask = tab.shape[0] - 2
+    s = _home((key,), mask)
+    while tab[s, 2] != 0.0 and not _same_row(tab, s, (key,)):
+        s = (s + 1) & mask
+    if tab[s, 2] != 0.0:
+        old = tab[s, 1]
+        new = old + delta
+        tab[s, 1] = new
+        if old == 0.0:
+            if new != 0.0:     # a stale key comes back: it is still on the heap
+                heap[1] += 1.0
+        elif new == 0.0:
+            _emptied(tab, heap, key, sign)
+        return tab, heap, win
+    if delta == 0.0:
+        return tab, heap, win
+    return _slow(tab, heap, win, s, key, delta, sign)
 
 
 @njit(cache=True)
