@@ -14,8 +14,9 @@ the extreme's cell is kept, so the extreme is read in O(1) and found again in O(
 (*stale*) unless it was the extreme: the search for the next extreme clears the stale bits it
 meets, so an order whose level empties and refills within a line (a partial execution is a delete
 and an insert) touches no bit.  Measured against the table and heap alone (best bid, distinct
-prices, ns/line at 1k / 10k / 100k / 1M resting orders): 19 / 33 / 38 / 36 -> 14.5 / 14.3 / 24.4 /
-25.8; the heap's stale keys, its compaction and the table's probes are gone.
+prices, ns/line at 1k / 10k / 100k / 1M resting orders, interleaved A/B): 20.6 / 36.4 / 42.4 /
+37.4 -> 14.9 / 14.9 / 26.2 / 26.7; the heap's stale keys, its compaction and the table's probes
+are gone.
 
 The window spans the live keys twice over (re-centred when a key falls outside: O(cells / 64 +
 live keys), amortised over the drift that made it), and exists only while it is dense enough
