@@ -689,10 +689,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
         for m in sql.maps:
             decl = program.map(m.name)
             kind = "scalar" if not decl.keys else ("range tree (ORDERED on last key)" if decl.ordered else
-                                                   f"hash table + lazy {'/'.join(decl.extremes)}-heap (EXTREME "
+                                                   "direct-indexed window of integer keys + hash table and lazy "
+                                                   f"{'/'.join(decl.extremes)}-heap for the other keys (EXTREME "
                                                    f"{' '.join(k.upper() for k in decl.extremes)}: read only by its "
-                                                   f"{' and '.join(decl.extremes)} key and at bound keys; a heap "
-                                                   "changes only when a value leaves or reaches 0)"
+                                                   f"{' and '.join(decl.extremes)} key and at bound keys; the "
+                                                   "extreme moves only when a value leaves or reaches 0)"
                                                    if decl.extreme else "hash map")
             how = "re-evaluated after each relevant event" if m.kind == "reeval" else "maintained by deltas"
             print(f"-- {m.name}: {kind}; {how}" + (f" ({m.note})" if m.note else ""))

@@ -20,7 +20,20 @@ from ddms.errors import ProgramError
 from ddms.m3.parser import parse_program
 from ddms.m3.printer import print_program
 from ddms.m3.verify import verify
-from ddms.storage.extheap import SLACK, STALE, xh_add, xh_check, xh_dict, xh_get, xh_new, xh_new_heap, xh_top
+from ddms.storage.extheap import (
+    SLACK,
+    STALE,
+    W_CELLS,
+    xh_add,
+    xh_add_also,
+    xh_check,
+    xh_dict,
+    xh_get,
+    xh_new,
+    xh_new_heap,
+    xh_new_win,
+    xh_top,
+)
 
 
 class Model:
@@ -28,11 +41,21 @@ class Model:
 
     def __init__(self, sign: float) -> None:
         self.sign = sign
-        self.tab, self.heap = xh_new(), xh_new_heap()
+        self.tab, self.heap, self.win = xh_new(), xh_new_heap(), xh_new_win()
         self.want: dict[float, float] = {}
 
+    def raw(self, key: float, delta: float) -> None:
+        """The add alone (the model follows; no check)."""
+        self.tab, self.heap, self.win = xh_add(self.tab, self.heap, self.win, key, delta, self.sign)
+        k = key + 0.0
+        v = self.want.get(k, 0.0) + delta
+        if v == 0.0:
+            self.want.pop(k, None)
+        else:
+            self.want[k] = v
+
     def add(self, key: float, delta: float) -> None:
-        self.tab, self.heap = xh_add(self.tab, self.heap, key, delta, self.sign)
+        self.tab, self.heap, self.win = xh_add(self.tab, self.heap, self.win, key, delta, self.sign)
         k = key + 0.0
         v = self.want.get(k, 0.0) + delta
         if v == 0.0:
@@ -42,18 +65,19 @@ class Model:
         self.check()
 
     def check(self) -> None:
-        xh_check(self.tab, self.heap, self.sign)
-        assert xh_dict(self.tab) == self.want
-        found, top = xh_top(self.heap, self.sign)
+        xh_check(self.tab, self.heap, self.win, self.sign)
+        assert xh_dict(self.tab, self.win) == self.want
+        found, top = xh_top(self.heap, self.win, self.sign)
         if self.want:
             assert found and top == (max(self.want) if self.sign > 0 else min(self.want))
         else:
             assert not found and math.isnan(top)
         for k in list(self.want)[:5]:
-            assert xh_get(self.tab, k) == self.want[k]
+            assert xh_get(self.tab, self.win, k) == self.want[k]
 
 
-KEYS = [0.0, -0.0, 1.0, 2.0, 3.0, 1.5, -7.25, 1e300, -math.inf, math.inf, 100.0, 101.0]
+KEYS = [0.0, -0.0, 1.0, 2.0, 3.0, 1.5, -7.25, 1e300, -math.inf, math.inf, 100.0, 101.0, -3.0, 1e-20, 2.0 ** 53,
+        5e7, 123456.0]
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
@@ -93,7 +117,8 @@ def test_compaction_of_runs_that_wrap(seed) -> None:
 
     from ddms.storage.hashtab import _home
     rng = np.random.default_rng(seed)
-    cand = [float(k) for k in range(1, 400_000) if _home((float(k),), 511) >= 500]
+    # (keys with a fraction: integers in a dense range go to the window, not the table)
+    cand = [k + 0.25 for k in range(1, 400_000) if _home((k + 0.25,), 511) >= 500]
     tail = [float(k) for k in rng.choice(cand, 60, replace=False)]
     rest = [float(k) + 0.5 for k in range(140)]
     m = Model(1.0)
@@ -107,12 +132,14 @@ def test_compaction_of_runs_that_wrap(seed) -> None:
         m.add(k, 1.0)
 
 
+@pytest.mark.parametrize("frac", [0.0, 0.5])
 @pytest.mark.parametrize("sign", [1.0, -1.0])
-def test_transitions_of_the_extreme(sign) -> None:
+def test_transitions_of_the_extreme(sign, frac) -> None:
     """The extreme goes to zero and back (stale on the heap in between), goes negative (still a
-    nonzero key: it counts), its tie partner is removed, the map empties and refills."""
+    nonzero key: it counts), its tie partner is removed, the map empties and refills; in the window
+    (integers) and in the table and heap (keys with a fraction)."""
     m = Model(sign)
-    best, other = (10.0, 5.0) if sign > 0 else (5.0, 10.0)
+    best, other = (10.0 + frac, 5.0 + frac) if sign > 0 else (5.0 + frac, 10.0 + frac)
     m.add(other, 1.0)
     m.add(best, 1.0)
     m.add(best, -1.0)        # the extreme empties: the other key is the extreme
@@ -132,12 +159,10 @@ def test_growth_and_compaction() -> None:
     top (stale: compacted once they outnumber the live ones by SLACK), then the top ones."""
     m = Model(1.0)
     for k in range(3000):
-        m.tab, m.heap = xh_add(m.tab, m.heap, float(k * 7 % 3001), 1.0, 1.0)
-        m.want[float(k * 7 % 3001)] = 1.0
+        m.raw(k * 7 % 3001 + 0.5, 1.0)   # (a fraction: the table and heap, not the window)
     m.check()
     for k in range(0, 2900):
-        m.tab, m.heap = xh_add(m.tab, m.heap, float(k * 7 % 3001), -1.0, 1.0)
-        m.want.pop(float(k * 7 % 3001))
+        m.raw(k * 7 % 3001 + 0.5, -1.0)
     m.check()
     assert m.heap[0] <= (1 + STALE) * len(m.want) + SLACK, "stale keys were never compacted"
     for k in sorted(m.want, reverse=True):
@@ -153,21 +178,101 @@ def test_a_table_past_the_caches_compacts_sooner() -> None:
     m = Model(-1.0)
     n = PF_ROWS // 2 + 100
     for k in range(n):
-        m.tab, m.heap = xh_add(m.tab, m.heap, float(k), 1.0, -1.0)
-        m.want[float(k)] = 1.0
+        m.raw(k + 0.5, 1.0)
     assert m.tab.shape[0] - 1 > PF_ROWS
     for k in range(n - 1, n // 3, -1):      # away from the minimum: they stay on the heap, stale
-        m.tab, m.heap = xh_add(m.tab, m.heap, float(k), -1.0, -1.0)
-        del m.want[float(k)]
+        m.raw(k + 0.5, -1.0)
     m.check()
     stale, live = m.heap[0] - m.heap[1], m.heap[1]
     assert stale <= live + SLACK, f"{stale} stale keys, {live} live: not compacted at 1x"
     assert m.heap[0] > m.heap[1], "compacted at every step"
 
 
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.tuples(st.one_of(st.integers(-3000, 3000).map(float),
+                                        st.sampled_from([-1e5, 7e5, 2e6, 4e7, 0.5, -2.25, 1e-20])),
+                              st.sampled_from([1.0, -1.0, 2.0, -2.0, 1.0, 0.0])), max_size=400))
+def test_window_and_overflow_match_a_dict(sign, ops) -> None:
+    """Integers in a dense range (the window: its bit levels, its extreme found again when it
+    empties), far integers the window may not span while few keys are live (the table and heap,
+    moved into the window when it grows over them), fractions (always the table), all mixed."""
+    m = Model(sign)
+    for key, delta in ops:
+        m.add(key, delta)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.tuples(st.one_of(st.integers(-3000, 3000).map(float),
+                                        st.sampled_from([-1e5, 7e5, 2e6, 4e7, 0.5, -2.25, 1e-20])),
+                              st.sampled_from([1.0, -1.0, 2.0, -2.0, 1.0, 0.0])), max_size=400))
+def test_max_and_min_instances_share_one_window(ops) -> None:
+    """A map read by both extremes: the max instance's add (its table, heap and the window), then
+    the min instance's (its own table and heap, the same window, told when the window grew so that
+    it lets go of the keys that moved in); both extremes right and both instances' invariants kept
+    after every step."""
+    tabs, heaps, win = [xh_new(), xh_new()], [xh_new_heap(), xh_new_heap()], xh_new_win()
+    want: dict[float, float] = {}
+    for key, delta in ops:
+        tabs[0], heaps[0], win2 = xh_add(tabs[0], heaps[0], win, key, delta, 1.0)
+        grew = win2.shape[0] != win.shape[0] or win2[0] != win[0]
+        win = win2
+        tabs[1], heaps[1] = xh_add_also(tabs[1], heaps[1], win, key, delta, -1.0, grew)
+        v = want.get(key + 0.0, 0.0) + delta
+        if v == 0.0:
+            want.pop(key + 0.0, None)
+        else:
+            want[key + 0.0] = v
+        for j, sign in enumerate((1.0, -1.0)):
+            xh_check(tabs[j], heaps[j], win, sign)
+            assert xh_dict(tabs[j], win) == want
+            found, top = xh_top(heaps[j], win, sign)
+            assert (found, top) == ((True, max(want) if sign > 0 else min(want)) if want else (False, top))
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_window_extreme_across_bit_words_and_levels(sign) -> None:
+    """Keys one per level-0 word, level-1 word and level-2 word apart (64, 4096, 262144 cells), the
+    extreme removed one at a time: each next extreme is found through the upper bit levels."""
+    m = Model(sign)
+    keys = [0.0, 1.0, 63.0, 64.0, 65.0, 4095.0, 4096.0, 4097.0, 70000.0, 262143.0, 262144.0, 262145.0, 600000.0]
+    # (100k keys beyond the far end, so many live keys that a window of 1.4M cells may be made)
+    far = range(-100_000, 0) if sign > 0 else range(600_001, 700_001)
+    for k in [*far, *keys]:
+        m.raw(float(k), 1.0)
+    m.check()
+    assert m.heap[0] == 0 and m.win[W_CELLS] >= 700_000, "the keys did not all go to one window"
+    for k in sorted(keys, reverse=sign > 0):
+        m.add(k, -1.0)
+    assert xh_top(m.heap, m.win, sign) == (True, -1.0 if sign > 0 else 600_001.0)
+
+
+def test_window_recentres_on_a_drifting_range_and_takes_overflow_keys() -> None:
+    """A live range that drifts far from where the window began (it re-centres, no key lost); a far
+    key kept in the table while the window may not span it (too few live keys), moved into the
+    window once enough keys are live for a window that wide."""
+    m = Model(1.0)
+    for k in range(0, 400_000, 97):        # drifting: add ahead, remove behind
+        m.raw(float(k), 1.0)
+        if k >= 97 * 50:
+            m.raw(float(k - 97 * 50), -1.0)
+    m.check()
+    assert m.heap[0] == 0 and m.win[0] > 300_000, "the window did not follow the range"
+    m = Model(-1.0)
+    m.add(0.0, 1.0)
+    m.add(500_000.0, 1.0)                  # 2 live keys: no window of 1M cells
+    assert m.heap[1] == 1, "the far key is not in the table"
+    for k in range(1, 70_000):
+        m.raw(float(k * 7), 1.0)
+    m.check()
+    assert m.heap[1] == 0, "the far key was not moved into the window"
+    found, top = xh_top(m.heap, m.win, -1.0)
+    assert found and top == 0.0
+
+
 def test_nan_key_is_refused() -> None:
     with pytest.raises(ValueError, match="NaN"):
-        xh_add(xh_new(), xh_new_heap(), math.nan, 1.0, 1.0)
+        xh_add(xh_new(), xh_new_heap(), xh_new_win(), math.nan, 1.0, 1.0)
 
 
 # -- the pass and its rule ---------------------------------------------------------------------

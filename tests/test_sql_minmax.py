@@ -107,6 +107,22 @@ def test_engine_matches_duckdb(engine_program, stream: list[tuple]) -> None:
     check_stream(engine_program, stream, Engine(engine_program))
 
 
+# prices with a fraction (the EXTREME maps' table and heap) beside integers (their window), and one
+# far from the rest (too far for a window over so few live prices: the table, until it is one)
+MIXED_PRICES = [1, 99.5, 100, 100.25, 101, 150, 200, 100_000]
+mixed_line = st.one_of(
+    st.tuples(st.sampled_from("BS"), IDS, st.integers(1, 40), st.sampled_from(MIXED_PRICES)),
+    st.tuples(st.just("E"), IDS, st.integers(1, 45), st.just(0)),
+    st.tuples(st.sampled_from("FD"), IDS, st.just(0), st.just(0)),
+)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=st.lists(mixed_line, min_size=1, max_size=30))
+def test_engine_matches_duckdb_on_fractional_and_far_prices(engine_program, stream: list[tuple]) -> None:
+    check_stream(engine_program, stream, Engine(engine_program))
+
+
 def test_ties_and_deletes_of_the_extreme(engine_program) -> None:
     """Two orders at the best price, the best deleted, partially executed, the book emptied."""
     stream = [("B", 1, 10, 150), ("B", 2, 5, 150), ("B", 3, 7, 100), ("S", 4, 3, 200), ("S", 5, 4, 200),
@@ -116,10 +132,10 @@ def test_ties_and_deletes_of_the_extreme(engine_program) -> None:
 
 
 def test_extreme_level_empties_and_returns(engine_program) -> None:
-    """EXTREME maps (a hash table + lazy heap, ddms.storage.extheap) on the transitions a wrong
-    heap would get wrong: the best level's only order executed in part (its count goes 1 -> 0 -> 1
-    within the line: the price stays on the heap, stale, then live again), the best emptied while
-    a lower level is stale, a level coming back above the best, a side emptied and refilled."""
+    """EXTREME maps (ddms.storage.extheap: here the window of integer prices) on the transitions
+    a wrong extreme would get wrong: the best level's only order executed in part (its count goes
+    1 -> 0 -> 1 within the line: the extreme searched for and found again), the best emptied while
+    a lower level's bit is stale, a level coming back above the best, a side emptied and refilled."""
     stream = [("B", 1, 10, 150), ("E", 1, 3, 0), ("B", 2, 5, 100), ("E", 2, 1, 0), ("D", 2, 0, 0),
               ("D", 1, 0, 0), ("B", 3, 4, 100), ("B", 4, 2, 150), ("E", 4, 1, 0), ("D", 4, 0, 0),
               ("B", 5, 2, 200), ("B", 6, 2, 150), ("D", 5, 0, 0), ("D", 6, 0, 0), ("D", 3, 0, 0),

@@ -72,7 +72,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "23"
+CODEGEN_VERSION = "24"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -145,10 +145,11 @@ _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
 _SIGN = {"max": "1.0", "min": "-1.0"}   # ddms.storage.extheap: a max-heap of sign * key
 
 
-def _xfields(m: MapDecl) -> list[tuple[str, str, str]]:
-    """(extreme, value-table field, heap field) of each ``ddms.storage.extheap`` instance of an
-    EXTREME map: one per extreme it is read by (the first also answers its point reads)."""
-    return [(kind, f"xt{'' if j == 0 else 'n'}_{m.name}", f"xh{'' if j == 0 else 'n'}_{m.name}")
+def _xfields(m: MapDecl) -> list[tuple[str, str, str, str]]:
+    """(extreme, value-table field, heap field, window field) of each ``ddms.storage.extheap``
+    instance of an EXTREME map: one per extreme it is read by (the first also answers its point
+    reads); the instances share one window (it keeps both ends)."""
+    return [(kind, *(f"x{f}{'' if j == 0 else 'n'}_{m.name}" for f in "th"), f"xw_{m.name}")
             for j, kind in enumerate(m.extremes)]
 _OPCODE = {"<": 0, "<=": 1, ">": 2, ">=": 3}  # ddms.storage.btree.OP_CODES (not imported: no numba here)
 
@@ -300,7 +301,7 @@ class _Codegen:
         if name in self.point:
             return f"ht_getf(borrow(st.m_{name}), {self._tuple(parts)}, 0.0)"
         if self._m(name).extreme:
-            return f"xh_get(borrow(st.xt_{name}), {parts[0]})"
+            return f"xh_get(borrow(st.xt_{name}), borrow(st.xw_{name}), {parts[0]})"
         return f"st.m_{name}.get({self._tuple(parts)}, 0.0)"
 
     def _dict(self, name: str) -> None:
@@ -439,8 +440,8 @@ class _Codegen:
             name = e.ref.name
             self.plan.append(f"  {e.kind}({name}) via extreme heap: O(1) read, O(log n) update when the extreme "
                              "empties")
-            [heap] = [h for kind, _, h in _xfields(self._m(name)) if kind == e.kind]
-            call = self._hoist(f"xh_top(borrow(st.{heap}), {_SIGN[e.kind]})", [])
+            [(heap, win)] = [(h, w) for kind, _, h, w in _xfields(self._m(name)) if kind == e.kind]
+            call = self._hoist(f"xh_top(borrow(st.{heap}), borrow(st.{win}), {_SIGN[e.kind]})", [])
             return f"({call}[1] if {call}[0] else np.nan)"
         if isinstance(e, Extreme):
             ref = e.ref
@@ -928,19 +929,25 @@ class _Codegen:
         """Record that the trigger being generated updates the hash table of map ``name`` (a map
         of ``self.point`` or an EXTREME map's values) at ``key``, a tuple expression of event
         values: ``run_batch`` prefetches its home row ahead, as it does the trees' leaves."""
-        fields = [t for _, t, _ in _xfields(self._m(name))] or [f"m_{name}"]
+        fields = [t for _, t, _, _ in _xfields(self._m(name))][:1] or [f"m_{name}"]   # (one window: the first)
         self._prefetch += [("hash", field, key, self.arity[name]) for field in fields]
 
     @staticmethod
     def _big_test(kind: str, name: str) -> str:
         """Code telling whether structure ``name`` has outgrown the caches (prefetch pays then)."""
-        return f"btree_big(st.op_{name})" if kind == "tree" else f"ht_big(st.{name})"
+        if kind == "tree":
+            return f"btree_big(st.op_{name})"
+        if name.startswith("xt"):   # an EXTREME map's table and window (ddms.storage.extheap)
+            return f"xh_big(st.{name}, st.xw{name[2:]})"
+        return f"ht_big(st.{name})"
 
     def _prefetch_call(self, kind: str, tree: str, key: str, arity: int, level: str = "") -> str:
         """Code starting to load the leaf of ``tree``'s slice that an update at ``key`` touches
         (``kind`` "tree"; with ``level``: the node at that depth of its path,
         ``btree_prefetch_level``), or the home row of ``key`` in the hash table in state field
         ``tree`` (``kind`` "hash")."""
+        if kind == "hash" and tree.startswith("xt"):
+            return f"xh_prefetch(borrow(st.{tree}), borrow(st.xw{tree[2:]}), {key}[0])"
         if kind == "hash":
             return f"ht_prefetch(borrow(st.{tree}), {key})"
         fn, lv = ("btree_prefetch_level", f", {level}") if level else ("btree_prefetch", "")
@@ -1046,14 +1053,28 @@ class _Codegen:
         """``a_M(st, key, delta)`` of an EXTREME map (``ddms.storage.extheap``): one probe and one
         add unless the value crosses zero; the table and the heap are stored back only when one
         grew (a new array).  Only ``+=`` writes such a map (``ddms.m3.extremes``)."""
+        (kind, t, h, w), *more = _xfields(m)
         return (f"@njit(cache=True, inline='always')\ndef a_{m.name}(st, key, delta):\n"
+                f"    tab = borrow(st.{t})\n"
+                f"    hp = borrow(st.{h})\n"
+                f"    win = borrow(st.{w})\n"
+                f"    tab2, hp2, win2 = xh_add(tab, hp, win, key[0], delta, {_SIGN[kind]})\n"
+                "    if tab2.shape[0] != tab.shape[0]:\n"
+                f"        st.{t} = tab2\n"
+                "    if hp2.shape[0] != hp.shape[0]:\n"
+                f"        st.{h} = hp2\n"
+                # (a regrown window differs in size or first key: it holds a key the old did not)
+                "    grew = win2.shape[0] != win.shape[0] or win2[0] != win[0]\n"
+                "    if grew:\n"
+                f"        st.{w} = win2\n"
+                # the other extreme's instance: its own table and heap, the shared window
                 + "".join(f"    tab = borrow(st.{t})\n"
                           f"    hp = borrow(st.{h})\n"
-                          f"    tab2, hp2 = xh_add(tab, hp, key[0], delta, {_SIGN[kind]})\n"
+                          f"    tab2, hp2 = xh_add_also(tab, hp, borrow(st.{w}), key[0], delta, {_SIGN[kind]}, grew)\n"
                           "    if tab2.shape[0] != tab.shape[0]:\n"
                           f"        st.{t} = tab2\n"
                           "    if hp2.shape[0] != hp.shape[0]:\n"
-                          f"        st.{h} = hp2\n" for kind, t, h in _xfields(m)))
+                          f"        st.{h} = hp2\n" for kind, t, h, w in more))
 
     def _slice_update(self, m: MapDecl, op: str, value: str) -> list[str]:
         """Lines applying ``op`` (``btree_set``/``btree_add``) with ``value`` at ``key`` to the
@@ -1366,7 +1387,8 @@ class _Codegen:
                   "    btree_big, btree_new, btree_prefetch, btree_prefetch_level, btree_set, range_sum,\n"
                   "    threshold_apply, threshold_cut, threshold_sum,\n)\n"
                   + ("from ddms.storage.btree import btree_nth, btree_nth_row\n" if self._ranks else "")
-                  + ("from ddms.storage.extheap import xh_add, xh_get, xh_new, xh_new_heap, xh_top\n"
+                  + ("from ddms.storage.extheap import (\n    xh_add, xh_add_also, xh_big, xh_get, xh_new, "
+                     "xh_new_heap, xh_new_win, xh_prefetch, xh_top,\n)\n"
                      if any(m.extreme for m in p.maps) else "")
                   + "from ddms.storage.hashtab import ht_big, ht_get, ht_getf, ht_new, ht_pop, ht_prefetch, ht_set, "
                   "ht_slot\n\n\n"
@@ -1440,9 +1462,9 @@ class _Codegen:
             kt = f"K{n}"
             if m.extreme:   # a value table and a heap per extreme (ddms.storage.extheap), no Dict
                 fields.remove(f"m_{m.name}")
-                for _, t, h in _xfields(m):
-                    fields += [t, h]
-                    inits += ["xh_new()", "xh_new_heap()"]
+                for j, (_, t, h, w) in enumerate(_xfields(m)):
+                    fields += [t, h] + ([w] if j == 0 else [])
+                    inits += ["xh_new()", "xh_new_heap()"] + (["xh_new_win()"] if j == 0 else [])
                 continue
             if self._tree_only(m.name):
                 fields.remove(f"m_{m.name}")

@@ -478,7 +478,7 @@ class Engine:
 
     def _check(self) -> None:
         """Assert every invariant of the program state (tests call it after each update):
-        hash maps hold no zero values; every EXTREME map's table and heap pass ``xh_check``; every
+        hash maps hold no zero values; every EXTREME map's table, heap and window pass ``xh_check``; every
         secondary index holds exactly the keys of its map,
         grouped by its key positions; every range tree passes ``btree_check`` and holds exactly
         its map's entries (per prefix); no deferred statement (nor key of a keyed one) is left
@@ -502,10 +502,10 @@ class Engine:
                 continue
             if m.extreme:   # a value table and a lazy heap (ddms.storage.extheap)
                 from ddms.storage.extheap import xh_check
-                for j, kind in enumerate(m.extremes):   # (codegen: one table and heap per extreme, xt_/xh_ first)
+                for j, kind in enumerate(m.extremes):   # (codegen: a table and heap per extreme, xt_ first)
                     sfx = "" if j == 0 else "n"
                     xh_check(getattr(st, f"xt{sfx}_{m.name}"), getattr(st, f"xh{sfx}_{m.name}"),
-                             1.0 if kind == "max" else -1.0)
+                             getattr(st, f"xw_{m.name}"), 1.0 if kind == "max" else -1.0)   # (one window)
                 continue
             if m.ordered:   # prefix -> root of its range tree (maybe a column of a shared tree)
                 tree, col = mod.TREES.get(m.name, (m.name, 0))

@@ -1,41 +1,76 @@
-"""A map read only by its largest (or smallest) nonzero key and at single keys: a hash table of the
-values plus a lazy binary heap of the keys, in numba.
+"""A map read only by its largest (or smallest) nonzero key and at single keys: a direct-indexed
+*window* for integer keys in a dense range, and a hash table of values plus a lazy binary heap of
+keys for the others (the *overflow*), in numba.
 
 Why: the best bid is ``Max(P, COUNT[P])`` over a count of orders per price.  Kept in a counted range
 tree (``ddms.storage.btree``), every order event descends the tree and rewrites the sums along its
 path (60-180 ns a line), although the maximum only changes when a price level appears or empties
-and nothing reads the sums.  Here an event that leaves its key's value nonzero on both sides (most
-events on a real book: orders join and leave levels that stay) is one hash probe and one add; a key
-that becomes nonzero is pushed on the heap (O(1) expected for a key that is not a new extreme, the
-heap's bottom rows being the recently touched ones), and a key that becomes zero stays on the heap,
-*stale*, until it reaches the top (then popped: O(log n)) or until the stale keys outnumber the
-live ones ``STALE`` (``STALE_BIG``) times over (then all are removed at once, in sequential passes
-over the table and the heap: O(table + heap), amortised O(1) per stale key; 25 ns per stale key at
-500k live and 1.9M stale keys, against 112 when it probed the table once per heap key).  The top of the heap is
-kept live, so reading the extreme is O(1).
+and nothing reads the sums.  Prices are nearly always integers on a tick grid within a band (the
+order-book files, LOBSTER, the generated books: integer ticks), so the window holds the value of
+key ``base + j`` in cell ``j``: an event is a subtraction, a load and a store; a cell that becomes
+nonzero sets its bit in a three-level bitmap (64 cells a word, 64 words a level-1 word, ...), and
+the extreme's cell is kept, so the extreme is read in O(1) and found again in O(1) when it empties
+(one word per level, each searched with one instruction).  A cell that becomes zero keeps its bit
+(*stale*) unless it was the extreme: the search for the next extreme clears the stale bits it
+meets, so an order whose level empties and refills within a line (a partial execution is a delete
+and an insert) touches no bit.  Measured against the table and heap alone (best bid, distinct
+prices, ns/line at 1k / 10k / 100k / 1M resting orders, interleaved A/B): 20.6 / 36.4 / 42.4 /
+37.4 -> 14.9 / 14.9 / 26.2 / 26.7; the heap's stale keys, its compaction and the table's probes
+are gone.
 
-Layout (two plain float64 arrays, each one state-field load for a generated program):
+The window spans the live keys twice over (re-centred when a key falls outside: O(cells / 64 +
+live keys), amortised over the drift that made it), and exists only while it is dense enough
+(``DENSE``, ``W_FREE``, ``W_MAX``: about the memory the table and heap would take); a key it cannot
+take -- a fraction, a far outlier while few keys are live, NaN -- goes to the overflow, which is
+the earlier structure unchanged: an event that leaves its key's value nonzero on both sides is one
+hash probe and one add; a key that becomes nonzero is pushed on the heap (O(1) expected for a key
+that is not a new extreme), and a key that becomes zero stays on the heap, *stale*, until it
+reaches the top (then popped: O(log n)) or until the stale keys outnumber the live ones ``STALE``
+(``STALE_BIG``) times over (then all are removed at once, in sequential passes over the table and
+the heap: O(table + heap), amortised O(1) per stale key).  When the window grows over overflow keys
+they move into it.  The extreme is the better of the window's and the heap's tops.
+
+Layout (three plain float64 arrays, each one state-field load for a generated program):
 
 * ``tab``: a float-valued ``ddms.storage.hashtab`` table of arity 1, key -> value.  A row exists
   exactly for the keys on the heap, so a stale key's row holds 0.0 (a read there gives the map's
   0.0, as for an absent key);
 * ``heap``: ``heap[0]`` the number of keys on the heap, ``heap[1]`` the number of them whose value
   is nonzero, then the heap itself from ``heap[HDR]``: ``sign * key``, a max-heap (``sign`` is 1.0
-  for a map read by its maximum, -1.0 by its minimum).  It doubles when full (a new array).
+  for a map read by its maximum, -1.0 by its minimum).  It doubles when full (a new array);
+* ``win``: the header (``W_BASE`` the key of cell 0, ``W_CELLS``, ``W_LIVE`` the nonzero cells,
+  ``W_TOP`` the extreme's cell or -1), the cells' values, then the bit levels (int64 words kept in
+  float64 cells by bit casts: nothing does arithmetic on them).  Regrown as a new array.
 
 Keys must not be NaN (:func:`xh_add` raises ValueError, as the range trees do); -0.0 is 0.0.
-Cost: :func:`xh_add` O(1) expected (+ O(log n) when the top empties, + the amortised compaction);
-:func:`xh_top` O(1); :func:`xh_get` O(1) expected.
+Cost: :func:`xh_add` O(1) expected (window: O(1); overflow: + O(log n) when the top empties, + the
+amortised compaction); :func:`xh_top` O(1); :func:`xh_get` O(1) expected.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
-from ddms.storage.hashtab import PF_ROWS, _home, _same_row, ht_fdict, ht_getf, ht_new, ht_pop, ht_set, ht_slot
+from ddms.storage.btree import _prefetch
+from ddms.storage.hashtab import (
+    PF_ROWS,
+    _bits,
+    _home,
+    _same_row,
+    ht_fdict,
+    ht_getf,
+    ht_new,
+    ht_pop,
+    ht_prefetch,
+    ht_set,
+    ht_slot,
+)
 
-__all__ = ["HDR", "xh_add", "xh_check", "xh_dict", "xh_get", "xh_new", "xh_new_heap", "xh_top"]
+__all__ = ["HDR", "xh_add", "xh_add_also", "xh_big", "xh_check", "xh_dict", "xh_get", "xh_new", "xh_new_heap",
+           "xh_new_win", "xh_prefetch", "xh_top"]
 
 HDR = 2
 """Header cells before the heap: its size and its count of live (nonzero-valued) keys."""
@@ -63,21 +98,6 @@ def xh_new() -> np.ndarray:
 def xh_new_heap() -> np.ndarray:
     """An empty heap (room for 16 keys)."""
     return np.zeros(HDR + 16)
-
-
-@njit(cache=True, inline="always")
-def xh_get(tab: np.ndarray, key: float) -> float:
-    """The value at ``key`` (0.0 if absent or stale).  O(1) expected."""
-    return ht_getf(tab, (key,), 0.0)
-
-
-@njit(cache=True, inline="always")
-def xh_top(heap: np.ndarray, sign: float):
-    """(found, the largest key if ``sign`` is 1.0 / the smallest if -1.0); (False, NaN) when every
-    value is zero.  O(1): the top of the heap is always live."""
-    if heap[0] > 0.0:
-        return True, sign * heap[HDR]
-    return False, np.nan
 
 
 @njit(cache=True)
@@ -220,7 +240,7 @@ def _emptied(tab, heap, key: float, sign: float) -> None:
 
 
 @njit(cache=True, inline="always")
-def xh_add(tab: np.ndarray, heap: np.ndarray, key: float, delta: float, sign: float):
+def _oadd(tab: np.ndarray, heap: np.ndarray, key: float, delta: float, sign: float):
     """Add ``delta`` to the value at ``key``; returns (table, heap), either of which may be a new,
     bigger array the caller must store in place of its old one.  The common case -- the key
     already has a row and its value does not cross zero -- is one probe and one add (inlined);
@@ -245,19 +265,471 @@ def xh_add(tab: np.ndarray, heap: np.ndarray, key: float, delta: float, sign: fl
     return _insert(tab, heap, s, key, delta, sign)
 
 
-def xh_dict(tab: np.ndarray) -> dict[float, float]:
-    """The map as a Python dict key -> value, nonzero values only.  O(table)."""
-    return {k[0]: v for k, v in ht_fdict(tab).items() if v != 0.0}
+# -- the window: integral keys in a bounded range, direct-indexed --------------------------------
+@intrinsic
+def _from_bits(typingctx, x):
+    """The float64 whose IEEE-754 bits are the int64 ``x`` (a bitcast: the window keeps its bit
+    words in float64 cells, so that the whole window is one array; nothing does arithmetic on them)."""
+    sig = types.float64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return sig, codegen
 
 
-def xh_check(tab: np.ndarray, heap: np.ndarray, sign: float) -> None:
-    """Assert the invariants: the table passes ``ht_check``; the heap holds each key of the table
-    exactly once and nothing else; it is a max-heap of ``sign * key``; the live count is the number
-    of nonzero values; the top is live; the header is consistent and unused cells are zero.
-    O(heap + table)."""
+@intrinsic
+def _clz(typingctx, x):
+    """Leading zero bits of a nonzero int64 (LLVM's ctlz: one instruction)."""
+    sig = types.int64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 1))
+    return sig, codegen
+
+
+@intrinsic
+def _ctz(typingctx, x):
+    """Trailing zero bits of a nonzero int64 (LLVM's cttz: one instruction)."""
+    sig = types.int64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
+    return sig, codegen
+
+
+W_BASE, W_CELLS, W_LIVE, W_TOP, W_BOT = 0, 1, 2, 3, 4
+WH = 5
+"""Window header cells: the key of cell 0, the number of cells, how many hold a nonzero value, the
+highest and the lowest live cell (-1 when none: a window keeps both ends, so the two instances of a
+map read by its max and its min share one); the values follow, then the three bit levels."""
+W_MIN = 4096
+"""Cells of a first window (a multiple of 4096: each level-1 bit word covers 4096 cells)."""
+W_FREE = 1 << 16
+DENSE = 16
+W_MAX = 1 << 24
+"""A window of ``c`` cells is made only if ``c <= max(W_FREE, DENSE * live keys)`` and ``c <= W_MAX``:
+its memory (8 bytes a cell, 128 MiB at most) stays within that of a hash table and heap holding the
+same keys (which hold up to ``1 + STALE`` rows per live key, at least twice as many slots, 24 bytes
+each: about 100 bytes a live key), so a sparse or spread-out key set costs no more than before.
+Keys it cannot take go to the table and heap (the *overflow*)."""
+
+
+@njit(cache=True)
+def xh_new_win() -> np.ndarray:
+    """An empty window (no cells: the first integral key makes one)."""
+    w = np.zeros(WH)
+    w[W_TOP] = w[W_BOT] = -1.0
+    return w
+
+
+@njit(cache=True, inline="always")
+def _levels(win):
+    """(offset of the level-0 bit words, of level 1, of level 2, number of level-2 words)."""
+    cells = int(win[W_CELLS])
+    l0 = WH + cells
+    l1 = l0 + (cells >> 6)
+    l2 = l1 + (cells >> 12)
+    return l0, l1, l2, ((cells >> 12) + 63) >> 6
+
+
+@njit(cache=True)
+def _wnew(base: float, cells: int) -> np.ndarray:
+    """An empty window of ``cells`` cells (a multiple of 4096) from key ``base``."""
+    w = np.zeros(WH + cells + (cells >> 6) + (cells >> 12) + (((cells >> 12) + 63) >> 6))
+    w[W_BASE] = base
+    w[W_CELLS] = cells
+    w[W_TOP] = w[W_BOT] = -1.0
+    return w
+
+
+@njit(cache=True, inline="always")
+def _le_mask(b: int) -> int:
+    """Bits 0..b of a word (b in 0..63)."""
+    return (np.int64(2) << b) - 1
+
+
+@njit(cache=True, inline="always")
+def _ge_mask(b: int) -> int:
+    """Bits b..63 of a word (b in 0..63)."""
+    return -(np.int64(1) << b)
+
+
+@njit(cache=True)
+def _wle(win, q: int) -> int:
+    """The highest live cell <= ``q`` (q < cells), -1 if none: a word per level, each one
+    instruction to find its highest bit.  O(1) (+ a scan of the <= 64 top-level words)."""
+    if q < 0:
+        return -1
+    l0, l1, l2, _ = _levels(win)
+    wi = q >> 6
+    x = _bits(win[l0 + wi]) & _le_mask(q & 63)
+    if x == 0:
+        q1 = wi - 1
+        if q1 < 0:
+            return -1
+        w1 = q1 >> 6
+        y = _bits(win[l1 + w1]) & _le_mask(q1 & 63)
+        if y == 0:
+            q2 = w1 - 1
+            if q2 < 0:
+                return -1
+            w2 = q2 >> 6
+            z = _bits(win[l2 + w2]) & _le_mask(q2 & 63)
+            while z == 0:
+                w2 -= 1
+                if w2 < 0:
+                    return -1
+                z = _bits(win[l2 + w2])
+            w1 = (w2 << 6) + 63 - _clz(z)
+            y = _bits(win[l1 + w1])
+        wi = (w1 << 6) + 63 - _clz(y)
+        x = _bits(win[l0 + wi])
+    return (wi << 6) + 63 - _clz(x)
+
+
+@njit(cache=True)
+def _wge(win, q: int) -> int:
+    """The lowest live cell >= ``q`` (q >= 0), -1 if none.  O(1), as :func:`_wle`."""
+    cells = int(win[W_CELLS])
+    if q >= cells:
+        return -1
+    l0, l1, l2, n2 = _levels(win)
+    wi = q >> 6
+    x = _bits(win[l0 + wi]) & _ge_mask(q & 63)
+    if x == 0:
+        q1 = wi + 1
+        if q1 >= cells >> 6:
+            return -1
+        w1 = q1 >> 6
+        y = _bits(win[l1 + w1]) & _ge_mask(q1 & 63)
+        if y == 0:
+            q2 = w1 + 1
+            if q2 >= cells >> 12:
+                return -1
+            w2 = q2 >> 6
+            z = _bits(win[l2 + w2]) & _ge_mask(q2 & 63)
+            while z == 0:
+                w2 += 1
+                if w2 >= n2:
+                    return -1
+                z = _bits(win[l2 + w2])
+            w1 = (w2 << 6) + _ctz(z)
+            y = _bits(win[l1 + w1])
+        wi = (w1 << 6) + _ctz(y)
+        x = _bits(win[l0 + wi])
+    return (wi << 6) + _ctz(x)
+
+
+@njit(cache=True)
+def _wup(win, l1: int, l2: int, wi: int) -> None:
+    """Level-0 word ``wi`` just got its first bit: mark it in level 1 (and level 2 if that word was
+    empty too)."""
+    w1 = wi >> 6
+    y = _bits(win[l1 + w1])
+    win[l1 + w1] = _from_bits(y | (np.int64(1) << (wi & 63)))
+    if y == 0:
+        win[l2 + (w1 >> 6)] = _from_bits(_bits(win[l2 + (w1 >> 6)]) | (np.int64(1) << (w1 & 63)))
+
+
+@njit(cache=True, inline="always")
+def _won(win, j: int) -> None:
+    """Cell ``j``'s value just became nonzero: its bit (and the upper levels' if its word was
+    empty), the live count, the ends.  O(1), inlined but for the upper levels."""
+    l0 = WH + int(win[W_CELLS])
+    wi = j >> 6
+    x = _bits(win[l0 + wi])
+    win[l0 + wi] = _from_bits(x | (np.int64(1) << (j & 63)))
+    if x == 0:
+        _wup(win, l0 + (int(win[W_CELLS]) >> 6), l0 + (int(win[W_CELLS]) >> 6) + (int(win[W_CELLS]) >> 12), wi)
+    win[W_LIVE] += 1.0
+    if j > win[W_TOP]:
+        win[W_TOP] = j
+    if j < win[W_BOT] or win[W_BOT] < 0.0:
+        win[W_BOT] = j
+
+
+@njit(cache=True)
+def _wclear(win, j: int) -> None:
+    """Clear cell ``j``'s bit, and the upper levels' where a word empties."""
+    l0, l1, l2, _ = _levels(win)
+    wi = j >> 6
+    x = _bits(win[l0 + wi]) & ~(np.int64(1) << (j & 63))
+    win[l0 + wi] = _from_bits(x)
+    if x == 0:
+        w1 = wi >> 6
+        y = _bits(win[l1 + w1]) & ~(np.int64(1) << (wi & 63))
+        win[l1 + w1] = _from_bits(y)
+        if y == 0:
+            win[l2 + (w1 >> 6)] = _from_bits(_bits(win[l2 + (w1 >> 6)]) & ~(np.int64(1) << (w1 & 63)))
+
+
+@njit(cache=True)
+def _wend_emptied(win, j: int) -> None:
+    """End cell ``j`` (the highest or lowest live one) just became zero: the next end, from the
+    bits; a bit met on the way whose cell is zero (*stale*: a cell's bit is cleared lazily, here,
+    not when it empties) is cleared.  No bit lies beyond an end, so when ``j`` was the last live
+    cell its bit was the only one.  O(1) per bit cleared, amortised over the emptyings that left
+    them."""
+    if win[W_TOP] == j and win[W_BOT] == j:
+        _wclear(win, j)
+        win[W_TOP] = win[W_BOT] = -1.0
+        return
+    up = win[W_BOT] == j
+    c = j
+    while True:
+        _wclear(win, c)
+        c = _wge(win, c + 1) if up else _wle(win, c - 1)
+        if win[WH + c] != 0.0:   # (a live cell remains beyond: the other end at the farthest)
+            break
+    if up:
+        win[W_BOT] = c
+    else:
+        win[W_TOP] = c
+
+
+@njit(cache=True, inline="always")
+def _wcell(win, key: float) -> int:
+    """The cell of ``key`` in the window, -1 if the window cannot hold it (outside its range, or
+    not an integer: ``base + j == key`` also refuses a fraction that the subtraction rounded away)."""
+    x = key - win[W_BASE]
+    if 0.0 <= x < win[W_CELLS]:
+        j = int(x)
+        if win[W_BASE] + j == key:
+            return j
+    return -1
+
+
+@njit(cache=True)
+def _regrow(tab, heap, win, key: float, sign: float):
+    """(True, a window holding ``key``, the live cells of ``win`` and every live integral key of
+    the overflow in its range (moved out of the overflow, left there as stale rows)), or (False,
+    ``win``) when no window may (``DENSE``, ``W_MAX``).  It spans the live cells and ``key`` twice over,
+    centred, so a drifting key range re-centres it every span / 2 of drift.  O(cells / 64 + live
+    keys + overflow rows)."""
+    if not (key == np.floor(key) and abs(key) < 2.0 ** 52):
+        return False, win
+    lo = hi = key
+    if win[W_LIVE] > 0.0:
+        lo = min(lo, win[W_BASE] + win[W_BOT])
+        hi = max(hi, win[W_BASE] + win[W_TOP])
+    span = int(hi - lo) + 1
+    cells = max(W_MIN, ((2 * span + 4095) >> 12) << 12)
+    if cells > W_MAX or cells > max(W_FREE, DENSE * (win[W_LIVE] + heap[1] + 1.0)):
+        return False, win
+    out = _wnew(lo - ((cells - span) >> 1), cells)
+    l0, _, _, _ = _levels(win)
+    shift = int(win[W_BASE] - out[W_BASE])
+    for wi in range(int(win[W_CELLS]) >> 6):
+        x = _bits(win[l0 + wi])
+        while x != 0:
+            j = (wi << 6) + _ctz(x)
+            x &= x - 1
+            if win[WH + j] != 0.0:   # (a bit may be stale)
+                out[WH + j + shift] = win[WH + j]
+                _won(out, j + shift)
+    _wtake(tab, heap, out, sign, True)
+    return True, out
+
+
+@njit(cache=True)
+def _wtake(tab, heap, win, sign: float, copy: bool) -> None:
+    """Overflow keys that ``win`` (just regrown) covers leave the overflow (stale rows there),
+    their values written into the window if ``copy`` (the second instance of a map read by both
+    extremes finds them written by the first).  Two passes: the stale marks may compact the
+    table.  O(table rows)."""
+    if heap[1] == 0.0:
+        return
+    moved = np.empty(int(heap[1]))
+    n = 0
+    for s in range(tab.shape[0] - 1):
+        if tab[s, 2] != 0.0 and tab[s, 1] != 0.0:
+            j = _wcell(win, tab[s, 0])
+            if j >= 0:
+                if copy:
+                    win[WH + j] = tab[s, 1]
+                    _won(win, j)
+                moved[n] = tab[s, 0]
+                n += 1
+    for i in range(n):
+        tab[ht_slot(tab, (moved[i],)), 1] = 0.0
+        _emptied(tab, heap, moved[i], sign)
+
+
+@njit(cache=True)
+def _slow(tab, heap, win, s: int, key: float, delta: float, sign: float):
+    """:func:`xh_add` of a key outside the window with no row in the table (``s``: the free row
+    where its probe ended): into a window regrown to hold it, else a new row of the overflow."""
+    ok, grown = _regrow(tab, heap, win, key, sign)
+    if ok:
+        j = _wcell(grown, key)
+        grown[WH + j] = delta
+        _won(grown, j)
+        return tab, heap, grown
+    tab, heap = _insert(tab, heap, s, key, delta, sign)
+    return tab, heap, win
+
+
+@njit(cache=True, inline="always")
+def xh_add(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, key: float, delta: float, sign: float):
+    """Add ``delta`` to the value at ``key``; returns (table, heap, window), any of which may be a
+    new array the caller must store in place of its old one.  A key in the window (the common case
+    on a price grid) is a subtraction, a load and a store, plus three bit words when its value
+    crosses zero (inlined but for the crossing); a key with a row in the table (live or stale) is
+    one probe and one add there, as before the window (inlined: a book whose prices are too
+    spread out for a window pays one comparison more); a new key calls out (:func:`_slow`).
+    O(1) expected, amortised (see the module docstring)."""
+    j = _wcell(win, key)
+    if j >= 0:
+        old = win[WH + j]
+        new = old + delta
+        win[WH + j] = new
+        if old == 0.0:
+            if new != 0.0:
+                _won(win, j)
+        elif new == 0.0:      # (its bit stays, stale, unless it was an end: see _wend_emptied)
+            win[W_LIVE] -= 1.0
+            if win[W_TOP] == j or win[W_BOT] == j:
+                _wend_emptied(win, j)
+        return tab, heap, win
+    mask = tab.shape[0] - 2
+    s = _home((key,), mask)
+    while tab[s, 2] != 0.0 and not _same_row(tab, s, (key,)):
+        s = (s + 1) & mask
+    if tab[s, 2] != 0.0:
+        old = tab[s, 1]
+        new = old + delta
+        tab[s, 1] = new
+        if old == 0.0:
+            if new != 0.0:     # a stale key comes back: it is still on the heap
+                heap[1] += 1.0
+        elif new == 0.0:
+            _emptied(tab, heap, key, sign)
+        return tab, heap, win
+    if delta == 0.0:
+        return tab, heap, win
+    return _slow(tab, heap, win, s, key, delta, sign)
+
+
+@njit(cache=True)
+def _also_slow(tab, heap, win, key: float, delta: float, sign: float, grew: bool):
+    if grew:
+        _wtake(tab, heap, win, sign, False)
+    if _wcell(win, key) >= 0:
+        return tab, heap
+    return _oadd(tab, heap, key, delta, sign)
+
+
+@njit(cache=True, inline="always")
+def xh_add_also(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, key: float, delta: float, sign: float,
+                grew: bool):
+    """:func:`xh_add` for the second instance of a map read by both its max and its min: it shares
+    the first one's window, which that :func:`xh_add` (called first, with the same key and delta)
+    has updated (``grew``: regrown, so keys this instance's overflow holds may have moved into
+    it); this one keeps only its own overflow (a heap the other way).  Returns (table, heap).
+    O(1) for a window key; as :func:`xh_add` otherwise."""
+    if not grew and _wcell(win, key) >= 0:
+        return tab, heap
+    return _also_slow(tab, heap, win, key, delta, sign, grew)
+
+
+@njit(cache=True, inline="always")
+def xh_get(tab: np.ndarray, win: np.ndarray, key: float) -> float:
+    """The value at ``key`` (0.0 if absent or stale).  O(1) expected."""
+    j = _wcell(win, key)
+    if j >= 0:
+        return win[WH + j]
+    return ht_getf(tab, (key,), 0.0)
+
+
+@njit(cache=True, inline="always")
+def xh_top(heap: np.ndarray, win: np.ndarray, sign: float):
+    """(found, the largest key if ``sign`` is 1.0 / the smallest if -1.0); (False, NaN) when every
+    value is zero.  O(1): the window keeps its extreme's cell, the heap's top is always live."""
+    t = win[W_TOP] if sign > 0.0 else win[W_BOT]
+    if t >= 0.0:
+        k = win[W_BASE] + t
+        if heap[0] > 0.0 and heap[HDR] > sign * k:
+            return True, sign * heap[HDR]
+        return True, k
+    if heap[0] > 0.0:
+        return True, sign * heap[HDR]
+    return False, np.nan
+
+
+W_PF_CELLS = 1 << 17
+"""Windows with more cells than this (1 MiB of values) are worth prefetching for (:func:`xh_big`)."""
+
+
+@njit(cache=True)
+def xh_big(tab: np.ndarray, win: np.ndarray) -> bool:
+    """Whether the table or the window has outgrown the caches enough for :func:`xh_prefetch`
+    to pay.  O(1)."""
+    return tab.shape[0] > PF_ROWS or win[W_CELLS] > W_PF_CELLS
+
+
+@njit(cache=True, inline="always")
+def xh_prefetch(tab: np.ndarray, win: np.ndarray, key: float) -> None:
+    """Start loading what an add at ``key`` touches: its window cell and level-0 bit word, or its
+    home row in the table (a hint to the CPU that changes nothing).  O(1)."""
+    j = _wcell(win, key)
+    if j >= 0:
+        _prefetch(win, (WH + j,))
+        _prefetch(win, (WH + int(win[W_CELLS]) + (j >> 6),))
+    else:
+        ht_prefetch(tab, (key,))
+
+
+def xh_dict(tab: np.ndarray, win: np.ndarray) -> dict[float, float]:
+    """The map as a Python dict key -> value, nonzero values only.  O(table + cells)."""
+    out = {k[0]: v for k, v in ht_fdict(tab).items() if v != 0.0}
+    cells = int(win[W_CELLS])
+    for j in np.flatnonzero(win[WH:WH + cells]):
+        out[float(win[W_BASE] + j)] = float(win[WH + j])
+    return out
+
+
+def _check_window(win: np.ndarray) -> set[float]:
+    """Assert the window's invariants; return its live keys."""
+    cells = int(win[W_CELLS])
+    assert win[W_CELLS] == cells and cells % 4096 == 0 and 0 <= cells <= W_MAX, f"window of {win[W_CELLS]} cells"
+    n0, n1 = cells >> 6, cells >> 12
+    n2 = (n1 + 63) >> 6
+    assert win.shape[0] == WH + cells + n0 + n1 + n2, "window array size"
+    assert win[W_BASE] == np.floor(win[W_BASE]) and abs(win[W_BASE]) <= 2.0 ** 52 + W_MAX, "window base"
+    vals = win[WH:WH + cells]
+    live = np.flatnonzero(vals)
+    assert win[W_LIVE] == len(live), f"live count {win[W_LIVE]}, {len(live)} nonzero cells"
+    words = win[WH + cells:].view(np.int64)
+    want0 = np.zeros(n0, np.uint64)
+    np.bitwise_or.at(want0, live >> 6, np.left_shift(np.uint64(1), (live & 63).astype(np.uint64)))
+    got0 = words[:n0].view(np.uint64)
+    assert (got0 & want0 == want0).all(), "a nonzero cell has no level-0 bit"   # (bits of zero cells: stale)
+    for lo, n_lo, hi, n_hi in ((0, n0, n0, n1), (n0, n1, n0 + n1, n2)):
+        nz = np.flatnonzero(words[lo:lo + n_lo])
+        want = np.zeros(n_hi, np.uint64)
+        np.bitwise_or.at(want, nz >> 6, np.left_shift(np.uint64(1), (nz & 63).astype(np.uint64)))
+        assert (words[hi:hi + n_hi].view(np.uint64) == want).all(), "an upper bit level differs from the one below"
+    bits = np.flatnonzero(np.unpackbits(got0.view(np.uint8), bitorder="little"))
+    if len(live):
+        assert (win[W_BOT], win[W_TOP]) == (live[0], live[-1]), f"window ends {win[W_BOT]}, {win[W_TOP]}"
+        assert not ((bits > win[W_TOP]) | (bits < win[W_BOT])).any(), "a (stale) bit beyond an end"
+    else:
+        assert win[W_TOP] == win[W_BOT] == -1.0, f"window ends {win[W_BOT]}, {win[W_TOP]} with no live cell"
+        assert not len(bits), "a (stale) bit with no live cell"
+    return {float(win[W_BASE] + j) for j in live}
+
+
+def xh_check(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, sign: float) -> None:
+    """Assert the invariants: the window's (its bits mark exactly its nonzero cells at each level,
+    its live count and extreme cell are right); the table passes ``ht_check``; the heap holds each
+    key of the table exactly once and nothing else; it is a max-heap of ``sign * key``; the live
+    count is the number of nonzero values; the top is live; the header is consistent and unused
+    cells are zero; no key the window could hold has a nonzero value in the table.
+    O(heap + table + cells)."""
     from ddms.storage.hashtab import ht_check
     ht_check(tab)
     assert sign in (1.0, -1.0), f"sign {sign}"
+    _check_window(win)
     n = int(heap[0])
     assert heap[0] == n and 0 <= n <= heap.shape[0] - HDR, f"heap size {heap[0]} in {heap.shape[0] - HDR} cells"
     items = heap[HDR:HDR + n]
@@ -269,6 +741,8 @@ def xh_check(tab: np.ndarray, heap: np.ndarray, sign: float) -> None:
     assert sorted((sign * items + 0.0).tolist()) == keys, "the heap and the table hold different keys"
     live = sum(1 for v in values.values() if v != 0.0)
     assert heap[1] == live, f"live count {heap[1]}, {live} nonzero values"
+    for (k,), v in values.items():
+        assert v == 0.0 or _wcell(win, k) < 0, f"key {k} is live in the table and inside the window"
     if n:
         assert values[(sign * items[0] + 0.0,)] != 0.0, "the top of the heap is stale"
         want = max(k for k, v in values.items() if v != 0.0)[0] if sign > 0 else \
