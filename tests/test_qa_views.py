@@ -1,20 +1,29 @@
-"""The qa32 outside check's views (``tests/qa_views.py``): each compiles alone under its name and
-equals DuckDB running the same SELECT after every line, through the interpreter (default) and
-one shared engine program (``-m slow``: its numba compile costs minutes cold); the per-symbol
-views over streams of several symbols; the rejected ones with ``file:line:column`` and a caret.
+"""The outside checks' views (``tests/qa_views.py`` of qa32, ``tests/qa33_views.py`` of qa33),
+one family each: every view compiles alone under its name and equals DuckDB running the same
+SELECT after every line of tiny (qa33's: every 3rd by default, 50 views' DuckDB queries a line)
+and on hypothesis streams (deletes, executions, repeated ids, ties at the extremes, empty books),
+through the interpreter (default) and one shared engine program per family (``-m slow``: its
+numba compile costs minutes cold); the per-symbol views over streams of several symbols; the
+rejected ones with ``file:line:column`` and a caret.  What only one check asks is in
+``test_qa33_views.py``.
 
-Regressions found by this check: a NATURAL (or ASOF) JOIN compiled as a cross join (a wrong
-answer, now rejected at the join); a non-aggregate expression over the columns of one-row
-aggregate subqueries in FROM (``WITH bb AS (SELECT MAX(price) AS p FROM bids), ba AS (...)
-SELECT (bb.p + ba.p) / 2 AS mid FROM bb, ba``) was refused with a caret inside the WITH query."""
+Regressions found by qa32: a NATURAL (or ASOF) JOIN compiled as a cross join (a wrong answer,
+now rejected at the join); a non-aggregate expression over the columns of one-row aggregate
+subqueries in FROM (``WITH bb AS (SELECT MAX(price) AS p FROM bids), ba AS (...) SELECT (bb.p +
+ba.p) / 2 AS mid FROM bb, ba``) was refused with a caret inside the WITH query.  By qa33: see
+``test_qa33_views.py``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
+import qa33_views as qa33
+import qa_views as qa32
 from conftest import shared_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from qa_views import REJECTED, SYMBOL_VIEWS, VIEWS
+from oracle import coalesce_sums
 from test_sql_minmax import HEADER, line
 from test_sql_outside import SymbolRun
 from test_symbols import LINE as SYMBOL_LINE
@@ -25,14 +34,49 @@ from ddms.compiler import compile_sql
 from ddms.errors import SqlError
 from ddms.runtime.engine import Engine
 
-# the SELECT DuckDB runs for each view (a CREATE VIEW's body)
-DUCK = {n: s.split(" AS ", 1)[1] if s.upper().startswith("CREATE VIEW") else s for n, s in VIEWS.items()}
+
+@dataclass(frozen=True)
+class Family:
+    """One outside check's views: each as the statement compiled (``views``, ``symbols``) and as
+    the SELECT DuckDB runs (``duck``, ``symbol_duck``); the rejected ones; how often its tiny
+    run compares (the default suite's cost); whether its rejections all point past column 1."""
+
+    views: dict[str, str]
+    duck: dict[str, str]
+    symbols: dict[str, str]
+    symbol_duck: dict[str, str]
+    rejected: dict[str, tuple[str, str]]
+    tiny_every: int
+    caret_inside: bool   # every rejection points past the statement's first column (qa33 wrote them so)
+
+
+def _select(sql: str) -> str:
+    return sql.split(" AS ", 1)[1] if sql.upper().startswith("CREATE VIEW") else sql
+
+
+FAMILIES = {
+    "qa32": Family(qa32.VIEWS, {n: _select(s) for n, s in qa32.VIEWS.items()}, qa32.SYMBOL_VIEWS,
+                   qa32.SYMBOL_VIEWS, qa32.REJECTED, 1, False),
+    "qa33": Family({n: qa33.as_view(n, s) for n, s in qa33.VIEWS.items()}, qa33.VIEWS,
+                   {n: qa33.as_view(n, s) for n, s in qa33.SYMBOL_VIEWS.items()}, qa33.SYMBOL_VIEWS,
+                   qa33.REJECTED, 3, True),
+}
+REJECTED = [(f, name) for f, fam in FAMILIES.items() for name in fam.rejected]
+
+
+def _script(header: str, views: dict[str, str]) -> str:
+    return header + "\n;\n".join(views.values()) + "\n;"
+
+
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def family(request) -> Family:
+    return FAMILIES[request.param]
 
 
 @pytest.fixture(scope="module")
-def program():
-    prog = compile_sql(HEADER + "\n;\n".join(VIEWS.values()) + "\n;", "<qa>").program
-    assert [q.name for q in prog.queries] == list(VIEWS)
+def program(family):
+    prog = compile_sql(_script(HEADER, family.views), "<qa>").program
+    assert [q.name for q in prog.queries] == list(family.views)
     return prog
 
 
@@ -43,21 +87,21 @@ def engine_program(program):
 
 
 @pytest.fixture(scope="module")
-def symbol_program():
-    prog = compile_sql(SYM_HEADER + "\n;\n".join(SYMBOL_VIEWS.values()) + "\n;", "<qa-symbols>").program
-    assert [q.name for q in prog.queries] == list(SYMBOL_VIEWS)
+def symbol_program(family):
+    prog = compile_sql(_script(SYM_HEADER, family.symbols), "<qa-symbols>").program
+    assert [q.name for q in prog.queries] == list(family.symbols)
     return prog
 
 
-def test_each_view_compiles_alone_under_its_name() -> None:
-    for name, sql in {**VIEWS, **SYMBOL_VIEWS}.items():
-        header = SYM_HEADER if name in SYMBOL_VIEWS else HEADER
+def test_each_view_compiles_alone_under_its_name(family) -> None:
+    for name, sql in {**family.views, **family.symbols}.items():
+        header = SYM_HEADER if name in family.symbols else HEADER
         assert [q.name for q in compile_sql(header + sql + "\n;", "v.sql").program.queries] == [name]
 
 
-@pytest.mark.parametrize("name", list(REJECTED))
-def test_rejected_with_location_and_caret(name: str) -> None:
-    sql, reason = REJECTED[name]
+@pytest.mark.parametrize("fam,name", REJECTED)
+def test_rejected_with_location_and_caret(fam: str, name: str) -> None:
+    sql, reason = FAMILIES[fam].rejected[name]
     text = HEADER + "-- a comment\n" + sql + ";"
     with pytest.raises(SqlError) as e:
         compile_sql(text, "v.sql")
@@ -68,43 +112,47 @@ def test_rejected_with_location_and_caret(name: str) -> None:
     assert code.strip() and src.strip() == code.strip(), str(e.value)
     pad = src.index(code.strip()) - (len(code) - len(code.lstrip()))
     assert caret.index("^") == pad + int(col) - 1, str(e.value)
+    assert int(col) > 1 or not FAMILIES[fam].caret_inside, str(e.value)   # under the part, not the start
 
 
 def _tiny() -> list[str]:
     return shared_file("data", "orderbook", "tiny", "finance.csv").read_text().splitlines()
 
 
-def test_tiny_every_line(program) -> None:
-    check_lines(program, _tiny(), DUCK)
+def test_tiny(family, program) -> None:
+    check_lines(program, _tiny(), family.duck, every=family.tiny_every)
+
+
+@pytest.mark.slow
+def test_tiny_every_line(family, program) -> None:
+    check_lines(program, _tiny(), family.duck)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(line, min_size=1, max_size=30))
-def test_interpreter_matches_duckdb(program, stream: list[tuple]) -> None:
-    """Hypothesis streams: deletes, executions, repeated ids, ties at the extremes, empty books."""
-    check_lines(program, stream_lines(stream), DUCK)
+def test_interpreter_matches_duckdb(family, program, stream: list[tuple]) -> None:
+    check_lines(program, stream_lines(stream), family.duck)
 
 
 @pytest.mark.slow
-def test_engine_tiny_every_line(engine_program) -> None:
-    check_lines(engine_program, _tiny(), DUCK, interp=False, engine=Engine(engine_program), check_state=True)
+def test_engine_tiny_every_line(family, engine_program) -> None:
+    check_lines(engine_program, _tiny(), family.duck, interp=False, engine=Engine(engine_program), check_state=True)
 
 
 @pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(line, min_size=1, max_size=30))
-def test_engine_matches_duckdb(engine_program, stream: list[tuple]) -> None:
-    check_lines(engine_program, stream_lines(stream), DUCK, interp=False, engine=Engine(engine_program),
+def test_engine_matches_duckdb(family, engine_program, stream: list[tuple]) -> None:
+    check_lines(engine_program, stream_lines(stream), family.duck, interp=False, engine=Engine(engine_program),
                 check_state=True)
 
 
 class _Run(SymbolRun):
-    """tests/test_sql_outside's multi-symbol runner over this check's per-symbol views."""
+    """tests/test_sql_outside's multi-symbol runner over a family's per-symbol views."""
 
-    def __init__(self, program, *, interp: bool, engine: bool) -> None:
+    def __init__(self, program, duck: dict[str, str], *, interp: bool, engine: bool) -> None:
         super().__init__(program, interp=interp, engine=engine)
-        from oracle import coalesce_sums
-        self.queries = {n: coalesce_sums(s) for n, s in SYMBOL_VIEWS.items()}
+        self.queries = {n: coalesce_sums(s) for n, s in duck.items()}
 
 
 def _apply(run: _Run, stream: list[tuple]) -> None:
@@ -114,19 +162,19 @@ def _apply(run: _Run, stream: list[tuple]) -> None:
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(SYMBOL_LINE, min_size=1, max_size=30))
-def test_symbol_views_interpreter(symbol_program, stream) -> None:
-    _apply(_Run(symbol_program, interp=True, engine=False), stream)
+def test_symbol_views_interpreter(family, symbol_program, stream) -> None:
+    _apply(_Run(symbol_program, family.symbol_duck, interp=True, engine=False), stream)
 
 
 @pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=st.lists(SYMBOL_LINE, min_size=1, max_size=30))
-def test_symbol_views_engine(symbol_program, stream) -> None:
-    _apply(_Run(symbol_program, interp=False, engine=True), stream)
+def test_symbol_views_engine(family, symbol_program, stream) -> None:
+    _apply(_Run(symbol_program, family.symbol_duck, interp=False, engine=True), stream)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("run", REAL_RUNS)
-def test_real_data(engine_program, run: str) -> None:
+def test_real_data(family, engine_program, run: str) -> None:
     """Every view against DuckDB after every line of standard and every 1,000th of big."""
-    check_real_data(engine_program, DUCK, run)
+    check_real_data(engine_program, family.duck, run)
