@@ -31,9 +31,9 @@ import random
 from pathlib import Path
 
 import pytest
+from clitools import serve, small_book
 from conftest import REPO
 from test_feeds_venues import _session
-from test_monitor_checkpoint import _book, _serve
 from test_monitor_recording import _killed
 from test_resume import line_of, resume_point
 
@@ -119,7 +119,7 @@ def _replays(rec: Path, folder: Path, full: list[str], picks: list[int], rng: ra
 @pytest.fixture(scope="module")
 def book(tmp_path_factory) -> tuple[Path, list[str]]:
     """An order-book CSV and ``ddms run``'s views after every line of it."""
-    data = _book(tmp_path_factory.mktemp("orec"), 1200)
+    data = small_book(tmp_path_factory.mktemp("orec"), 1200)
     full, _ = _run("--data", str(data), "--json", "--every", "1")
     return data, full
 
@@ -163,7 +163,7 @@ def test_killed_and_restarted_monitor_recording_replays(book, tmp_path, during_w
     after every line of the CSV's run."""
     data, csv_full = book
     rec, folder = tmp_path / "session.rec", tmp_path / "ck"
-    server, url = _serve(data, "--rate", "400")
+    server, url = serve(data, "--rate", "400")
     args = ["monitor", url, "--views", str(PROGRAM), "--json", "--once", "--record", str(rec),
             "--checkpoint", str(folder), "--checkpoint-every", "40", "--checkpoint-keep", "0"]
     try:

@@ -37,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from clitools import serve
 from conftest import REPO
 from test_feeds_venues import _session, write_binance_capture, write_venue_capture
-from test_monitor_checkpoint import _serve
 from test_resume import line_of, resume_point
 from venue_sim import binance, kraken, okx
 
@@ -162,7 +162,7 @@ def test_a_recording_spanning_a_restart_replays(tmp_path, venue):
     checkpoints before, at and after the restart equal the uninterrupted replay."""
     data = _capture(tmp_path, venue, 1200)
     rec, folder = tmp_path / "session.rec", tmp_path / "ck"
-    server, url = _serve(data, "--rate", "300")
+    server, url = serve(data, "--rate", "300")
     try:
         _killed(url, _monitor_args(url, rec, folder, 40), folder, 3)
     finally:

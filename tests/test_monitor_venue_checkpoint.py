@@ -15,9 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from clitools import serve
 from conftest import REPO
 from test_feeds_venues import write_binance_capture, write_venue_capture
-from test_monitor_checkpoint import _monitor, _monitor_killed, _restored, _serve
+from test_monitor_checkpoint import _monitor, _monitor_killed, _restored
 
 from ddms.runtime.resume import checkpoints
 
@@ -39,21 +40,21 @@ def _views(lines: list[dict]) -> dict:
 @pytest.mark.parametrize("venue,during_write", [("okx", False), ("kraken", True), ("binance", False)])
 def test_venue_session_restores_and_resyncs_every_symbol(tmp_path, venue, during_write):
     data, symbols = _capture(tmp_path, venue)
-    server, url = _serve(data, "--speed", "max")
+    server, url = serve(data, "--speed", "max")
     try:
         want = _monitor(url, None, program=PROGRAM)
     finally:
         server.kill()
     assert set(want[-1]["symbols"]) == set(symbols) and want[-1]["synced"]
     folder = tmp_path / "ck"
-    server, url = _serve(data, "--rate", "300")
+    server, url = serve(data, "--rate", "300")
     try:
         _monitor_killed(url, folder, 50, during_write=during_write, program=PROGRAM)
     finally:
         server.kill()
     line = checkpoints(folder)[-1][0]
     assert line > 0
-    server, url = _serve(data, "--speed", "max")    # a new server: the stream from its start again
+    server, url = serve(data, "--speed", "max")    # a new server: the stream from its start again
     try:
         lines = _monitor(url, folder, program=PROGRAM)
     finally:
@@ -79,13 +80,13 @@ def test_venue_session_restarted_while_the_server_goes_on(tmp_path, venue):
     sent while the monitor was down are never seen); the final views equal an uninterrupted
     monitor's."""
     data, symbols = _capture(tmp_path, venue)
-    server, url = _serve(data, "--speed", "max")
+    server, url = serve(data, "--speed", "max")
     try:
         want = _monitor(url, None, program=PROGRAM)
     finally:
         server.kill()
     folder = tmp_path / "ck"
-    server, url = _serve(data, "--rate", "100")
+    server, url = serve(data, "--rate", "100")
     try:
         _monitor_killed(url, folder, 30, program=PROGRAM)
         lines = _monitor(url, folder, program=PROGRAM)
@@ -100,17 +101,17 @@ def test_venue_session_restarted_while_the_server_goes_on(tmp_path, venue):
 def test_a_checkpoint_of_other_symbols_is_refused(tmp_path):
     data, _ = _capture(tmp_path, "okx")
     folder = tmp_path / "ck"
-    server, url = _serve(data, "--speed", "max")
+    server, url = serve(data, "--speed", "max")
     try:
         _monitor(url, folder, program=PROGRAM)
     finally:
         server.kill()
     (tmp_path / "k").mkdir()
     other, _ = _capture(tmp_path / "k", "kraken")
-    server, url = _serve(other, "--speed", "max")
+    server, url = serve(other, "--speed", "max")
     try:
-        from test_monitor_checkpoint import _cli
-        mon = _cli("monitor", url, "--views", str(PROGRAM), "--json", "--once", "--checkpoint", str(folder))
+        from clitools import cli
+        mon = cli("monitor", url, "--views", str(PROGRAM), "--json", "--once", "--checkpoint", str(folder))
         _, err = mon.communicate(timeout=600)
     finally:
         server.kill()

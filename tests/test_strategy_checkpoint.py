@@ -217,18 +217,18 @@ def test_monitor_with_a_strategy_killed_and_restarted(tmp_path):
     uninterrupted monitor's, line for line; the restart prints only the new ones."""
     import asyncio
 
+    from clitools import serve, small_book
     from test_feeds_venues import _session
-    from test_monitor_checkpoint import _book, _serve
     from test_monitor_recording import _killed
 
     from ddms.runtime.resume import checkpoints
-    data = _book(tmp_path, 3000)
+    data = small_book(tmp_path, 3000)
     kw = {"strategy": "sobi", "strategy_params": (("threshold", 0.0005),)}
     _, mon, _, _ = asyncio.run(_session(data, **kw))
     want = _actions(mon.strategy_ctx)
     assert len(want) > 30
     folder = tmp_path / "ck"
-    server, url = _serve(data, "--rate", "1000")
+    server, url = serve(data, "--rate", "1000")
     try:
         _killed(url, ["monitor", url, "--strategy", "sobi", "--param", "threshold=0.0005", "--json", "--once",
                       "--checkpoint", str(folder), "--checkpoint-every", "300"], folder, 2)
