@@ -55,13 +55,7 @@ class Model:
             self.want[k] = v
 
     def add(self, key: float, delta: float) -> None:
-        self.tab, self.heap, self.win = xh_add(self.tab, self.heap, self.win, key, delta, self.sign)
-        k = key + 0.0
-        v = self.want.get(k, 0.0) + delta
-        if v == 0.0:
-            self.want.pop(k, None)
-        else:
-            self.want[k] = v
+        self.raw(key, delta)
         self.check()
 
     def check(self) -> None:

@@ -452,14 +452,7 @@ def test_watched_per_symbol_views_fire_after_every_line(engines, stream) -> None
     run at the end of each line (not of the batch), so a callback reading every view sees
     DuckDB's rows after its line, and every line that changed a watched view fires."""
     program, _ = engines
-    parsers: dict[str, OrderBookParser] = {}
-    parts = []
-    for i, (sym, (a, oid, v, p)) in enumerate(stream):
-        b = parsers.setdefault(sym, OrderBookParser(brokers=10)).feed(f"{i},{oid},{a},{v},{p}\n".encode())
-        parts.append((b.rel, b.sign, with_symbol(b.cols, symbol_id(sym)), np.full(len(b), i + 1, np.int64)))
-    rel, sign, cols, line = (np.concatenate([x[j] for x in parts]) for j in range(4))
-    cols = cols.reshape(-1, 6)
-    batch = EventBatch(rel.astype(np.int8), sign.astype(np.int8), np.ascontiguousarray(cols), line, 1, len(stream))
+    batch = _one_batch(stream)
     engine = Engine(program)
     seen: dict[int, dict[str, dict]] = {}
 
