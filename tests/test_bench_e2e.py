@@ -6,6 +6,7 @@ is timed or compared with a speed target."""
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 
 import pytest
 
@@ -87,3 +88,14 @@ def test_pipeline_model() -> None:
     # a slow last read: a deep queue read it early, while the applier was busy; depth 0 could not
     assert pipeline_model([1, 1, 1, 1, 20], [10, 10, 10, 10, 1], depth=5) == 42
     assert pipeline_model([1, 1, 1, 1, 20], [10, 10, 10, 10, 1], depth=0) == 52
+
+
+def test_trace_model_counts_the_helper_threads_work() -> None:
+    """A trace's model is the pipeline of its two stages, but never below the CPU work of its three
+    threads (reader, applying thread, helper) over two cores: work moved onto the helper thread
+    (reads, faults ahead) is not free."""
+    from bench.e2e_trace import Trace
+    t = Trace(reader=[3, 3, 3], apply=[1, 1, 1], main_cpu=3.5)
+    assert t.model == 3 + 3 + 3 + 1                                       # parse-bound, a core idles
+    assert replace(t, helper=5).model == 3 + 3 + 3 + 1                    # the helper's work fits the idle core
+    assert replace(t, helper=12).model == (9 + 3.5 + 12) / 2              # it does not: two cores' worth

@@ -147,3 +147,22 @@ def test_cancel_or_join_takes_back_a_job_not_started_and_waits_for_one_running()
     assert first.cancel_or_join() is False      # was running: waited for
     h.submit(ran.append, 3).join()
     assert ran == [3] and second.done and first.done
+
+
+def test_cpu_time_counts_the_work_the_helper_did():
+    """Helper.cpu_time: the helper thread's own CPU clock (bench.e2e_trace adds it to a run's
+    cost), which grows by the work of its jobs and not by the caller's."""
+    h = Helper()
+    h.submit(lambda: None).join()   # (the thread has started)
+    before = h.cpu_time()
+    end = time.thread_time() + 0.05
+    while time.thread_time() < end:   # the caller's work: not the helper's
+        pass
+    assert h.cpu_time() - before < 0.03
+
+    def spin() -> None:
+        stop = time.thread_time() + 0.05
+        while time.thread_time() < stop:
+            pass
+    h.submit(spin).join()
+    assert h.cpu_time() - before >= 0.05

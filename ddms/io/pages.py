@@ -21,6 +21,7 @@ import mmap
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -130,6 +131,15 @@ class Helper:
             except BaseException as e:  # noqa: BLE001 - handed to whoever joins the job
                 job._error = e
             job._done.release()
+
+    def cpu_time(self) -> float:
+        """CPU seconds the helper thread has used so far (its own clock, like ``time.thread_time``
+        on it): what a benchmark adds to a run's cost for the work it moved here
+        (:mod:`bench.e2e_trace`).  O(1); 0.0 where a thread's clock cannot be read (not Unix)."""
+        ident = self._thread.ident
+        if ident is None or not hasattr(time, "pthread_getcpuclockid"):
+            return 0.0
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Job:
         job = Job()
