@@ -40,6 +40,7 @@ from ddms.io.kernels.strlevels import (
     emit_side,
     load_snapshot,
     read_changes,
+    set_changes,
     string_entries,
     top_crc_text,
 )
@@ -303,6 +304,9 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
                 nbids += 1
         nb, na, scale, nord, k = load_snapshot(LI, LF, LS, s, ch, chv, 0, nbids, nch, scale, t, False, buf, nord,
                                                oi, oc, k)
+    elif final == scale:      # no re-base: the leaf (no reference counting a call)
+        nb, na, nord, k = set_changes(Ib, Fb, LS[2 * s], Ia, Fa, LS[2 * s + 1], ch, chv, 0, nch, nb, na, scale,
+                                      t, False, buf, nord, oi, oc, k)
     else:
         nb, na, scale, nord, k = apply_changes(Ib, Fb, LS[2 * s], Ia, Fa, LS[2 * s + 1], ch, chv, 0, nch, nb, na,
                                                scale, t, False, buf, nord, oi, oc, k)
