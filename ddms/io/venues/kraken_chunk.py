@@ -306,6 +306,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     if k + 2 * (nb + na) + 3 * nch + 2 * steps * (held + nch) > oi.shape[0]:
         return _STOP_ROWS, -1, k, 0, 0, 0
     Fb, Fa = LF[2 * s], LF[2 * s + 1]
+    Sb, Sa = LS[2 * s], LS[2 * s + 1]      # once: each typed-list read is an atomic incref and decref
     nord = meta[s, _M_ORD]
     same = not snap and depth >= 10 and meta[s, _M_CRCOK] != 0 and _top_kept(Ib, nb, Ia, na, ch, nch, scale, final)
     if snap:                  # LevelBook.clear, then the levels in the message's order
@@ -315,20 +316,20 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         nb, na, scale, nord, k = load_snapshot(LI, LF, LS, s, ch, chv, 0, nfirst, nch, scale, 0.0, True, buf, nord,
                                                oi, oc, k)
     elif final == scale:      # no re-base: the leaf (no reference counting a call)
-        nb, na, nord, k = set_changes(Ib, Fb, LS[2 * s], Ia, Fa, LS[2 * s + 1], ch, chv, 0, nch, nb, na, scale,
+        nb, na, nord, k = set_changes(Ib, Fb, Sb, Ia, Fa, Sa, ch, chv, 0, nch, nb, na, scale,
                                       0.0, True, buf, nord, oi, oc, k)
     else:
-        nb, na, scale, nord, k = apply_changes(Ib, Fb, LS[2 * s], Ia, Fa, LS[2 * s + 1], ch, chv, 0, nch, nb, na,
+        nb, na, scale, nord, k = apply_changes(Ib, Fb, Sb, Ia, Fa, Sa, ch, chv, 0, nch, nb, na,
                                                scale, 0.0, True, buf, nord, oi, oc, k)
-    nb, k, tb = _truncate(Ib, Fb, LS[2 * s], nb, 0, depth, oi, oc, k)
-    na, k, ta = _truncate(Ia, Fa, LS[2 * s + 1], na, 1, depth, oi, oc, k)
+    nb, k, tb = _truncate(Ib, Fb, Sb, nb, 0, depth, oi, oc, k)
+    na, k, ta = _truncate(Ia, Fa, Sa, na, 1, depth, oi, oc, k)
     meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale
     kind = _K_SNAP if snap else _K_PLAIN
     if has_crc:
         if same:                 # the 10 best of each side as at the last checksum: its CRC
             have = meta[s, _M_CRC]
         else:
-            m = kraken_crc_text(LS[2 * s], Ib, nb, LS[2 * s + 1], Ia, na, 10, text)
+            m = kraken_crc_text(Sb, Ib, nb, Sa, Ia, na, 10, text)
             have = np.int64(crc32(text, m))
             meta[s, _M_CRC] = have
             meta[s, _M_CRCOK] = 1
@@ -384,7 +385,8 @@ class KrakenLane(CoinbaseLane):
     def _call(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, i: int, res: np.ndarray
               ) -> tuple[int, int, int, int]:
         out = _run(buf, starts, ends, i, self._table, self._symtab, self._symlen, self._meta, self._LI, self._LF,
-                   self._LS, self._ch, self._chv, self._up, self._oi, self._oc, res, self._text, self._crc,
+                   self._LS, self._ch, self._chv, self._up, self._oi[self._k0:], self._oc[self._k0:], res, self._text,
+                   self._crc,
                    self._saved, self._read is not None and self._read[0] is buf and self._read[1] == i)
         # a new pair's message, read whole: the retry (after the lane made its slot) resumes it
         self._read = (buf, out[0]) if out[1] == _STOP_NEW else None
