@@ -26,8 +26,10 @@ book -- the per-message path, a summary's crossed check, ``save_state``, a monit
 first hands it back (:meth:`CoinbaseLane.pull`, O(levels)).  Counters stay in
 :class:`~ddms.io.levels.SymbolStatus` (updated after each kernel run).
 
-Cost: O(bytes + levels) in numba per chunk; per kernel run O(messages + rows) in numpy, one
-:class:`~ddms.io.levels.ChunkEvents` (no Python object per message), O(touched products).
+Cost: O(bytes + levels) in numba per chunk; per stretch of kernel runs O(messages + rows) in
+numpy, one :class:`~ddms.io.levels.ChunkEvents` (no Python object per message), O(touched
+products) -- a stretch ends where a message takes the Python path, the output rows run out or a
+venue stop (crossed, checksum) needs the events (:meth:`CoinbaseLane._loop`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,10 @@ left crossed stops it after the message too (the core's report).  The lane itsel
 ownership, events, counters) is :class:`~ddms.io.venues.coinbase_chunk.CoinbaseLane`'s.
 
 Cost: O(bytes + levels + 20 checksum strings) in numba per message plus a row shift when a level
-appears or goes; O(levels log levels) per snapshot.
+appears or goes -- the checksum text and its CRC only when the message may have changed the 10
+best levels of a side (:func:`_top_kept`; else the pair's last CRC is the same, kept in the
+lane's ``meta``: ~20% of the real capture's updates); O(levels log levels) per snapshot, read
+once (:func:`_parse`'s reading of a new pair's message is resumed, not redone).
 """
 
 from __future__ import annotations
