@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ddms.errors import InputError
@@ -440,6 +440,29 @@ def test_scan_received_is_the_python_test(lines: list[bytes]) -> None:
                 assert ts[i] == ref[0]
             else:
                 assert kind[i] == RECV_PY
+
+
+@settings(max_examples=200, deadline=None)
+@given(heads=st.lists(st.builds(lambda i, f, d: (f"{i}" + (f".{f}" if d else "")).encode()[:30],
+                                st.integers(0, 10**12), st.integers(0, 10**19).map(str), st.booleans()),
+                      min_size=1, max_size=20))
+@example(heads=[b"1618678132.8258188", b"0", b"9007199254740993", b"1652459225.50374915",
+                b"123456789012345678901234567890"])
+def test_reader_floats_are_pythons(heads: list[bytes]) -> None:
+    """cryptofeed._floats (the times scan_received leaves to Python, read all at once through
+    a NumPy bytes array) is float() of each span exactly: halfway cases, 17-30 digits."""
+    from ddms.io.cryptofeed import _floats
+    junk = [b"xx: ", b"{", b""]
+    buf = b""
+    starts, ends = [], []
+    for k, h in enumerate(heads):
+        buf += junk[k % 3]
+        starts.append(len(buf))
+        buf += h
+        ends.append(len(buf))
+        buf += b": {}"
+    got = _floats(np.frombuffer(buf, np.uint8), np.array(starts, np.int64), np.array(ends, np.int64))
+    assert got.tolist() == [float(h) for h in heads]
 
 
 def test_line_cursor_blocks_are_the_lines(tmp_path: Path) -> None:

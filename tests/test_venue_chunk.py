@@ -155,6 +155,41 @@ def test_kraken_checksum_mismatch_found_by_the_kernel() -> None:
     assert "checksum mismatch" in got[2].reports[-1].reason
 
 
+def test_kraken_cached_checksum_still_checked() -> None:
+    """An update below the 10 best levels leaves the checksum text as it was, and the kernel
+    reuses the CRC of the pair's last text instead of rebuilding it (kraken_chunk._top_kept):
+    a wrong ``c`` on such an update is still a mismatch, and so is one on the next update
+    that does reach the 10 best (the cache is renewed, never trusted past a change)."""
+    msgs = list(_real("kraken"))
+    last: dict[str, str] = {}
+    deep = []
+    for i, m in enumerate(msgs):
+        d = json.loads(m)
+        if isinstance(d, list) and isinstance(d[-3], dict) and "c" in d[-3]:
+            if last.get(d[-1]) == d[-3]["c"]:
+                deep.append(i)
+            last[d[-1]] = d[-3]["c"]
+    assert len(deep) > 100      # the capture has many
+    for k in (deep[10], deep[len(deep) // 2], deep[-1]):
+        bad = list(msgs)
+        d = json.loads(bad[k])
+        d[-3]["c"] = str((int(d[-3]["c"]) + 1) % 2**32)
+        bad[k] = json.dumps(d, separators=(",", ":")).encode()
+        ref, got = _per_message(bad, "kraken"), _chunked(bad, [4096, 300], "kraken")
+        _same(ref, got)
+        s = got[2].summary()
+        assert s["checksum_mismatch"] == 1 and s["resyncs"] == 1
+
+
+def test_kraken_new_pairs_read_once_across_chunks() -> None:
+    """Each pair's first snapshot stops the kernel (a new slot) and is resumed from what was
+    read; chunks of one message, and chunks that end on a new pair, give the same output."""
+    msgs = _real("kraken")
+    ref = _per_message(msgs, "kraken")
+    for sizes in ([1], [13, 1, 2], [4096]):
+        _same(ref, _chunked(msgs, sizes, "kraken"))
+
+
 def test_held_book_is_handed_back_on_use() -> None:
     """A book the lane holds reads the same from Python at any point (top, best_key, save_state),
     and the lane takes it back after the Python path used it."""

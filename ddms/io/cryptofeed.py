@@ -706,6 +706,22 @@ def read_cryptofeed(path: str | os.PathLike, *, http: Iterable[str] | None = Non
         raise
 
 
+def _floats(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``float(bytes(buf[a:b]))`` of each span (``digits[.digits]``, at most 30 bytes, as
+    :func:`~ddms.io.kernels.recvlines.scan_received` leaves them for Python), all at once:
+    the spans as one NumPy bytes array cast to float64, which parses each as Python's ``float``
+    does (correctly rounded; the tests compare the two).  Why: a quarter of the Kraken and
+    Coinbase captures' times and most of OKX's have 17 significant digits, beyond the kernel's
+    exact path, and one ``float`` each with its slicing and NumPy scalar reads cost ~0.7 us
+    (~6% of reading the Kraken capture).  Cost: O(spans x longest) in NumPy."""
+    lens = ends - starts
+    w = int(lens.max())
+    cols = np.arange(w)
+    idx = np.minimum(starts[:, None] + cols, len(buf) - 1)
+    heads = np.where(cols < lens[:, None], buf[idx], 0).astype(np.uint8)
+    return np.ascontiguousarray(heads).view(f"S{w}").ravel().astype(np.float64)
+
+
 def _recv_ns(t: float) -> int:
     """A line's receive time (the files' running maximum) in ns as int64: a time beyond year
     2262 is clamped (the parser judges such a line)."""
@@ -801,13 +817,13 @@ class CryptofeedReader:
             ps, pe, ts = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.float64)
             tl = None
             if scan_received(buf, offs, kind, ps, pe, ts):
+                py = np.flatnonzero(kind == RECV_PY)
+                if len(py):                 # times the kernel cannot round exactly (17 digits and more)
+                    ts[py] = _floats(buf, offs[py], ps[py] - 2)
+                    kind[py] = RECV
                 tl = np.full(n, -np.inf)
                 for i in np.flatnonzero(kind != RECV).tolist():
                     raw = block[i]
-                    if kind[i] == RECV_PY:      # a time the kernel cannot round exactly
-                        ts[i] = float(raw[:ps[i] - offs[i] - 2])
-                        kind[i] = RECV
-                        continue
                     t = raw.partition(b": ")[0].rpartition(b" ")[2]    # _lines_of's rule
                     if match(t.rstrip(b"\r\n")):
                         try:

@@ -35,7 +35,8 @@ from numba import njit
 from ddms.io.kernels.jsonscan import leaf, string, ws
 
 __all__ = ["MAX_ID", "P10I", "W", "apply_changes", "crc32", "decimal_of", "emit_side", "find", "kraken_crc_text",
-           "load_side", "load_snapshot", "move_row", "read_changes", "set_level", "string_entries", "top_crc_text"]
+           "load_side", "load_snapshot", "move_row", "read_changes", "set_changes", "set_level", "string_entries",
+           "top_crc_text"]
 
 W = 32
 """Bytes kept per price and per size string."""
@@ -531,6 +532,28 @@ def read_changes(buf, ch, chv, nch, scale):  # pragma: no cover - compiled
         if ch[c, 5] > (MAX_ID - 1) // P10I[final - ch[c, 6]]:
             return False, final, steps, need_b, need_a
     return True, final, steps, need_b, need_a
+
+
+@leaf
+def set_changes(Ib, Fb, Sb, Ia, Fa, Sa, ch, chv, c0, nch, nb, na, scale, t, own_t, buf, nord, oi, oc,
+                k):  # pragma: no cover - compiled
+    """:func:`apply_changes` when no change is finer than the book's scale (:func:`read_changes`
+    returned ``final`` equal to it: no re-base), as a :data:`~ddms.io.kernels.jsonscan.leaf`.
+    Why: ``apply_changes`` may re-base, which allocates, so it is compiled with reference
+    counting, and numba left an atomic incref and decref of each of its 11 array arguments in
+    every call (22 atomic operations a message, called once per update by the Kraken, OKX and
+    Coinbase lanes); this one borrows them.  Returns ``(nb, na, nord, k)``.  Cost: a binary
+    search a change plus a row shift when a level appears or goes."""
+    for c in range(c0, nch):
+        tc = chv[c, 2] if own_t else t
+        pid = ch[c, 5] * P10I[scale - ch[c, 6]]
+        if ch[c, 0] % 2 == 0:
+            nb, k, nord = set_level(Ib, Fb, Sb, nb, 0, pid, chv[c, 0], ch[c, 0] >= 2, chv[c, 1], tc, buf, ch[c, 1],
+                                    ch[c, 2] - ch[c, 1], ch[c, 3], ch[c, 4] - ch[c, 3], nord, oi, oc, k)
+        else:
+            na, k, nord = set_level(Ia, Fa, Sa, na, 1, pid, chv[c, 0], ch[c, 0] >= 2, chv[c, 1], tc, buf, ch[c, 1],
+                                    ch[c, 2] - ch[c, 1], ch[c, 3], ch[c, 4] - ch[c, 3], nord, oi, oc, k)
+    return nb, na, nord, k
 
 
 @njit(cache=True, nogil=True)

@@ -26,8 +26,10 @@ book -- the per-message path, a summary's crossed check, ``save_state``, a monit
 first hands it back (:meth:`CoinbaseLane.pull`, O(levels)).  Counters stay in
 :class:`~ddms.io.levels.SymbolStatus` (updated after each kernel run).
 
-Cost: O(bytes + levels) in numba per chunk; per kernel run O(messages + rows) in numpy, one
-:class:`~ddms.io.levels.ChunkEvents` (no Python object per message), O(touched products).
+Cost: O(bytes + levels) in numba per chunk; per stretch of kernel runs O(messages + rows) in
+numpy, one :class:`~ddms.io.levels.ChunkEvents` (no Python object per message), O(touched
+products) -- a stretch ends where a message takes the Python path, the output rows run out or a
+venue stop (crossed, checksum) needs the events (:meth:`CoinbaseLane._loop`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from ddms.io.kernels.strlevels import (
     emit_side,
     load_snapshot,
     read_changes,
+    set_changes,
 )
 from ddms.io.levels import _DIV, KEY_DECIMALS, ChunkEvents, Resync, SymbolEvents, _Level
 from ddms.io.venues.binance_book import _key, _skip_scalar, _ws, name_index
@@ -406,6 +409,9 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     if kind == _K_SNAPSHOT:           # bids, then asks (re-bases as LevelBook.set makes them)
         nb, na, scale, nord, k = load_snapshot(LI, LF, LS, s, ch, chv, 0, nbids, nch, scale, t, False, buf, nord,
                                                oi, oc, k)
+    elif final == scale:      # no re-base: the leaf (no reference counting a call)
+        nb, na, nord, k = set_changes(Ib, Fb, LS[2 * s], Ia, Fa, LS[2 * s + 1], ch, chv, 0, nch, nb, na, scale,
+                                      t, False, buf, nord, oi, oc, k)
     else:
         nb, na, scale, nord, k = apply_changes(Ib, Fb, LS[2 * s], Ia, Fa, LS[2 * s + 1], ch, chv, 0, nch, nb, na,
                                                scale, t, False, buf, nord, oi, oc, k)
@@ -589,6 +595,7 @@ class CoinbaseLane:
         self._up = np.zeros(_SYMW, np.uint8)
         self._oi = np.zeros((rows, 2), np.int64)
         self._oc = np.zeros((rows, 5), np.float64)
+        self._k0 = 0        # the kernel's rows go after this many (see _loop)
         self._want: set[int] = set()      # slots to take over before the next kernel run
         # A book pulled back before the kernel applied any message of it (every message of the
         # product falls back: e.g. a field the venue added) is left to the Python path for its
@@ -806,7 +813,15 @@ class CoinbaseLane:
         return actions, events
 
     def _loop(self, msgs, lines, fallback, on_fast, actions, events, buf, starts, ends, res, n) -> None:
+        """The kernel runs over messages ``0..n``, the Python path for those it leaves.  The rows
+        of consecutive kernel runs stay in ``_oi``/``_oc`` (each run writes after the last one's:
+        :meth:`_call` passes the arrays from row :attr:`_k0`) and become one
+        :class:`~ddms.io.levels.ChunkEvents` when a message takes the Python path, the rows run
+        out or a venue stop needs the events: a run stopped only to make a new product's slot,
+        or room, costs no events of its own (a capture's first snapshots: one each before)."""
         i = 0
+        pend = 0        # the first message whose rows are not handed out yet
+        k = 0           # their rows in _oi/_oc
         while i < n:
             if self._want:
                 later = set()
@@ -816,25 +831,28 @@ class CoinbaseLane:
                     else:
                         self._take(s)
                 self._want = later
-            stop, code, k, arg = self._call(buf, starts, ends, i, res)
+            self._k0 = k
+            stop, code, kr, arg = self._call(buf, starts, ends, i, res)
             if stop > i:
-                self._emit(i, stop, k, res, lines, events)
+                if k:
+                    res[i:stop, 1] += k
                 self.consumed = stop
                 if on_fast is not None:
                     on_fast(i, res[i:stop, 0])
-                if code == _STOP_CROSSED:
-                    self._crossed(arg, int(lines[stop - 1]))
-                elif code >= _STOP_VENUE:
-                    self._stopped(code, arg, msgs, lines, stop, actions)
-                    events.extend(self.core.take_events())   # as the per-message path after it
+            k += kr
             i = stop
-            if i >= n or code == _STOP_CROSSED or code >= _STOP_VENUE:
+            if code == _STOP_CROSSED or code >= _STOP_VENUE or i >= n:
+                self._emit(pend, i, k, res, lines, events)
+                pend, k = i, 0
+                if code == _STOP_CROSSED:
+                    self._crossed(arg, int(lines[i - 1]))
+                elif code >= _STOP_VENUE:
+                    self._stopped(code, arg, msgs, lines, i, actions)
+                    events.extend(self.core.take_events())   # as the per-message path after it
                 continue
-            if code == _STOP_NEW:
-                if not self._new(arg, int(ends[i] - starts[i])):
-                    self._fallback(msgs, lines, i, actions, events, fallback)
-                    i += 1
-            elif code == _STOP_GROW:
+            if code == _STOP_NEW and self._new(arg, int(ends[i] - starts[i])):
+                continue
+            if code == _STOP_GROW:
                 self._grow(arg >> 32, arg & 0xFFFFFFFF)
             elif code == _STOP_CH:
                 self._ch = np.zeros((4 * self._ch.shape[0], 7), np.int64)
@@ -843,9 +861,14 @@ class CoinbaseLane:
                 if k == 0:
                     self._oi = np.zeros((2 * self._oi.shape[0], 2), np.int64)
                     self._oc = np.zeros((2 * self._oc.shape[0], 5), np.float64)
-            else:
+                else:
+                    self._emit(pend, i, k, res, lines, events)
+                    pend, k = i, 0
+            else:           # the Python path (a new product the lane cannot hold included)
+                self._emit(pend, i, k, res, lines, events)
                 self._fallback(msgs, lines, i, actions, events, fallback)
                 i += 1
+                pend, k = i, 0
 
     def _new(self, ln: int, size: int = 0) -> bool:
         """A well-formed snapshot or update of a product without a slot (its name, ``ln`` bytes,
@@ -868,7 +891,7 @@ class CoinbaseLane:
               ) -> tuple[int, int, int, int]:
         """The venue's kernel from message ``i`` (see :func:`_run`)."""
         return _run(buf, starts, ends, i, self._table, self._symtab, self._symlen, self._meta, self._LI, self._LF,
-                    self._LS, self._ch, self._chv, self._up, self._oi, self._oc, res)
+                    self._LS, self._ch, self._chv, self._up, self._oi[self._k0:], self._oc[self._k0:], res)
 
     def _stopped(self, code: int, arg: int, msgs, lines, stop: int, actions: list[Resync]) -> None:
         """A venue's own stop code (>= ``_STOP_VENUE``) after message ``stop - 1``, applied."""
@@ -950,6 +973,8 @@ class CoinbaseLane:
         """Counters and events of the kernel's messages ``i0..i1`` (rows ``0..k``): one
         :class:`~ddms.io.levels.ChunkEvents` for all of them (columns: each row's symbol slot,
         message number and receive time).  O(rows + messages) in numpy, O(1) objects."""
+        if i1 <= i0:
+            return
         r = res[i0:i1]
         ign = r[:, 3] == _K_IGNORED
         if ign.any():           # counted by kind, as the Python path does

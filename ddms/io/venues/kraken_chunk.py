@@ -24,7 +24,10 @@ left crossed stops it after the message too (the core's report).  The lane itsel
 ownership, events, counters) is :class:`~ddms.io.venues.coinbase_chunk.CoinbaseLane`'s.
 
 Cost: O(bytes + levels + 20 checksum strings) in numba per message plus a row shift when a level
-appears or goes; O(levels log levels) per snapshot.
+appears or goes -- the checksum text and its CRC only when the message may have changed the 10
+best levels of a side (:func:`_top_kept`; else the pair's last CRC is the same, kept in the
+lane's ``meta``: ~20% of the real capture's updates); O(levels log levels) per snapshot, read
+once (:func:`_parse`'s reading of a new pair's message is resumed, not redone).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from ddms.io.kernels.strlevels import (
     move_row,
     put_row,
     read_changes,
+    set_changes,
     string_entries,
 )
 from ddms.io.venues.binance_book import _key, _ws, name_index
@@ -77,9 +81,14 @@ if TYPE_CHECKING:
 __all__ = ["KrakenLane"]
 
 _STOP_MISMATCH = _STOP_VENUE
+# the venue's columns of the lane's ``meta``: the CRC of the book's last checksum text, and
+# whether it is still the CRC of the book's 10 best levels (0 after any change to them the
+# kernel did not check, and whenever the lane takes the book over from Python)
+_M_CRC, _M_CRCOK = 6, 7
 # kinds of applied messages (res[:, 3]): an update without / with a verified checksum, a
 # snapshot, an update of an unsynced book (counted only)
 _K_PLAIN, _K_CHECKED, _K_SNAP, _K_UNSYNCED, _K_HEARTBEAT = 0, 1, 2, 3, 4
+_HB = -2    # _parse: a heartbeat
 _KEYS = np.zeros((5, 4), np.uint8)
 _KEYLEN = np.zeros(5, np.int64)
 for _i, _k in enumerate(("a", "b", "as", "bs", "c")):
@@ -120,21 +129,43 @@ def _truncate(Iv, F, S, n, side, depth, oi, oc, k):  # pragma: no cover - compil
     return keep, k, drop
 
 
+@leaf
+def _top_kept(Ib, nb, Ia, na, ch, nch, scale, final):  # pragma: no cover - compiled
+    """Whether the changes ``ch[:nch]`` (read by :func:`~ddms.io.kernels.strlevels.read_changes`)
+    leave the 10 best levels of both sides as they are: every change is on a side of at least 10
+    levels and strictly worse than its 10th best (a level set, added or removed below the 10th
+    best moves none of the 10, and the 10th best stays the 10th best while no change reaches it),
+    and no change re-bases the book.  Then the checksum text is the last one and so is its CRC
+    (the caller's cache; a truncation to a depth of at least 10 drops only the worst levels).
+    O(changes)."""
+    if final != scale:
+        return False
+    for c in range(nch):
+        pid = ch[c, 5] * P10I[scale - ch[c, 6]]
+        if ch[c, 0] % 2 == 0:
+            if nb < 10 or pid >= Ib[nb - 10, 0]:
+                return False
+        elif na < 10 or pid <= Ia[na - 10, 0]:
+            return False
+    return True
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, k, text,
-             crc):  # pragma: no cover - compiled
-    """One message ``buf[a:n]``: ``(code, slot, k, nlev, kind, truncated)`` as the Coinbase
-    kernel's (plus the levels truncated); ``crc[0], crc[1]`` the computed and the sent checksum
-    of a mismatch."""
+def _parse(buf, a, n, ch, chv):  # pragma: no cover - compiled
+    """The JSON of one message ``buf[a:n]``, its level entries into ``ch``/``chv`` (their spans,
+    each entry's time): ``(code, snap, nch, nfirst, has_crc, cs, depth, pa, pb)``, ``code`` -1
+    for a book message read whole (a snapshot or not, its ``nch`` entries, those of the first
+    side given ``nfirst``, the checksum ``cs`` if ``has_crc``, the channel's depth, the pair's
+    span ``buf[pa:pb]``), :data:`_HB` for a heartbeat, else the stop code."""
     i = _ws(buf, a, n)
     if i < n and buf[i] == 123 and _heartbeat(buf, i, n):
-        return -1, -1, k, 0, _K_HEARTBEAT, 0
+        return _HB, False, 0, 0, False, np.int64(0), 0, 0, 0
     if i >= n or buf[i] != 91:
-        return _STOP_SLOW, -1, k, 0, 0, 0
+        return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
     i = _ws(buf, i + 1, n)
     _, i = _int(buf, i, n)                 # channelID
     if i < 0:
-        return _STOP_SLOW, -1, k, 0, 0, 0
+        return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
     i = _ws(buf, i, n)
     nch = 0
     seen = 0            # keys over all dicts: 1 a, 2 b, 4 as, 8 bs, 16 c
@@ -145,7 +176,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     first_side = -1
     while True:
         if i >= n or buf[i] != 44:
-            return _STOP_SLOW, -1, k, 0, 0, 0
+            return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
         i = _ws(buf, i + 1, n)
         if i >= n or buf[i] != 123:
             break
@@ -155,37 +186,37 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         while True:
             ks, ke, i = _key(buf, i, n)
             if i < 0:
-                return _STOP_SLOW, -1, k, 0, 0, 0
+                return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
             kid = name_index(buf, ks, ke, _KEYS, _KEYLEN)
             if kid < 0 or (here >> kid) & 1:
-                return _STOP_SLOW, -1, k, 0, 0, 0
+                return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
             here |= 1 << kid
             if kid == 4:
                 x, y, i = _string(buf, i, n)
                 if i < 0 or y - x < 1 or y - x > 18:
-                    return _STOP_SLOW, -1, k, 0, 0, 0
+                    return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
                 v = np.int64(0)
                 for j in range(x, y):
                     if buf[j] < 48 or buf[j] > 57:
-                        return _STOP_SLOW, -1, k, 0, 0, 0
+                        return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
                     v = v * 10 + (np.int64(buf[j]) - 48)
                 if v >= np.int64(1) << 32:
-                    return _STOP_SLOW, -1, k, 0, 0, 0
+                    return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
                 cs = v
                 has_crc = True
             else:
                 if kid >= 2 and (seen >> kid) & 1:     # a snapshot side given twice
-                    return _STOP_SLOW, -1, k, 0, 0, 0
+                    return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
                 side = 1 - (kid % 2)                   # a/as: asks (1); b/bs: bids (0)
                 c0 = nch
                 i, nch = string_entries(buf, i, n, ch, chv, nch, side, 3, 4, True)
                 if i == -2:
-                    return _STOP_CH, -1, k, 0, 0, 0
+                    return _STOP_CH, False, 0, 0, False, np.int64(0), 0, 0, 0
                 if kid >= 2 and first_side < 0:
                     first_side = side
                     nfirst = nch - c0
             if i < 0:
-                return _STOP_SLOW, -1, k, 0, 0, 0
+                return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
             i = _ws(buf, i, n)
             if i < n and buf[i] == 44:
                 i = _ws(buf, i + 1, n)
@@ -193,34 +224,55 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
             if i < n and buf[i] == 125:
                 i = _ws(buf, i + 1, n)
                 break
-            return _STOP_SLOW, -1, k, 0, 0, 0
+            return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
         seen |= here
     snap = (seen & 12) != 0
     if ndict == 0 or (snap and (seen & 19) != 0) or (not snap and (seen & 3) == 0):
-        return _STOP_SLOW, -1, k, 0, 0, 0
+        return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
     # channel name: book-<depth>
     ca, cb, i = _string(buf, i, n)
     if i < 0 or cb - ca < 6 or cb - ca > 14:
-        return _STOP_SLOW, -1, k, 0, 0, 0
+        return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
     for j in range(5):
         if buf[ca + j] != _BOOK[j]:
-            return _STOP_SLOW, -1, k, 0, 0, 0
+            return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
     depth = np.int64(0)
     for j in range(ca + 5, cb):
         if buf[j] < 48 or buf[j] > 57:
-            return _STOP_SLOW, -1, k, 0, 0, 0
+            return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
         depth = depth * 10 + (np.int64(buf[j]) - 48)
     if depth < 1:
-        return _STOP_SLOW, -1, k, 0, 0, 0
+        return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
     i = _ws(buf, i, n)
     if i >= n or buf[i] != 44:
-        return _STOP_SLOW, -1, k, 0, 0, 0
+        return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
     pa, pb, i = _string(buf, _ws(buf, i + 1, n), n)
     if i < 0:
-        return _STOP_SLOW, -1, k, 0, 0, 0
+        return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
     i = _ws(buf, i, n)
     if i >= n or buf[i] != 93 or _ws(buf, i + 1, n) != n:
-        return _STOP_SLOW, -1, k, 0, 0, 0
+        return _STOP_SLOW, False, 0, 0, False, np.int64(0), 0, 0, 0
+    return -1, snap, nch, nfirst, has_crc, cs, depth, pa, pb
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, k, text,
+             crc, saved, resume):  # pragma: no cover - compiled
+    """One message ``buf[a:n]``: ``(code, slot, k, nlev, kind, truncated)`` as the Coinbase
+    kernel's (plus the levels truncated); ``crc[0], crc[1]`` the computed and the sent checksum
+    of a mismatch.  A pair without a slot stops the kernel (:data:`_STOP_NEW`) after the message
+    was read whole; what :func:`_parse` read is left in ``saved`` (and ``ch``/``chv``), and the
+    call that retries the message once the lane made the slot passes ``resume``: a snapshot is
+    read once, not twice (it was ~40% of a new pair's snapshot in the kernel)."""
+    if resume:
+        snap, nch, nfirst, has_crc = saved[0] != 0, saved[1], saved[2], saved[3] != 0
+        cs, depth, pa, pb = saved[4], saved[5], saved[6], saved[7]
+    else:
+        code, snap, nch, nfirst, has_crc, cs, depth, pa, pb = _parse(buf, a, n, ch, chv)
+        if code == _HB:
+            return -1, -1, k, 0, _K_HEARTBEAT, 0
+        if code >= 0:
+            return code, -1, k, 0, 0, 0
     # the pair
     ln = pb - pa
     if ln > up.shape[0]:
@@ -230,6 +282,8 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         up[j] = c - 32 if 97 <= c <= 122 else c
     s = _find(up, 0, ln, table, symtab, symlen)
     if s < 0:
+        saved[0], saved[1], saved[2], saved[3] = 1 if snap else 0, nch, nfirst, 1 if has_crc else 0
+        saved[4], saved[5], saved[6], saved[7] = cs, depth, pa, pb
         return _STOP_NEW, ln, k, 0, 0, 0
     if meta[s, _M_OWNED] == 0:
         return _STOP_SLOW, -1, k, 0, 0, 0
@@ -255,28 +309,41 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     if k + 2 * (nb + na) + 3 * nch + 2 * steps * (held + nch) > oi.shape[0]:
         return _STOP_ROWS, -1, k, 0, 0, 0
     Fb, Fa = LF[2 * s], LF[2 * s + 1]
+    Sb, Sa = LS[2 * s], LS[2 * s + 1]      # once: each typed-list read is an atomic incref and decref
     nord = meta[s, _M_ORD]
+    same = not snap and depth >= 10 and meta[s, _M_CRCOK] != 0 and _top_kept(Ib, nb, Ia, na, ch, nch, scale, final)
     if snap:                  # LevelBook.clear, then the levels in the message's order
         k = emit_side(Ib, Fb, nb, 0, -1, 1, oi, oc, k)
         k = emit_side(Ia, Fa, na, 1, -1, 1, oi, oc, k)
         meta[s, _M_SYNCED] = 1
         nb, na, scale, nord, k = load_snapshot(LI, LF, LS, s, ch, chv, 0, nfirst, nch, scale, 0.0, True, buf, nord,
                                                oi, oc, k)
+    elif final == scale:      # no re-base: the leaf (no reference counting a call)
+        nb, na, nord, k = set_changes(Ib, Fb, Sb, Ia, Fa, Sa, ch, chv, 0, nch, nb, na, scale,
+                                      0.0, True, buf, nord, oi, oc, k)
     else:
-        nb, na, scale, nord, k = apply_changes(Ib, Fb, LS[2 * s], Ia, Fa, LS[2 * s + 1], ch, chv, 0, nch, nb, na,
+        nb, na, scale, nord, k = apply_changes(Ib, Fb, Sb, Ia, Fa, Sa, ch, chv, 0, nch, nb, na,
                                                scale, 0.0, True, buf, nord, oi, oc, k)
-    nb, k, tb = _truncate(Ib, Fb, LS[2 * s], nb, 0, depth, oi, oc, k)
-    na, k, ta = _truncate(Ia, Fa, LS[2 * s + 1], na, 1, depth, oi, oc, k)
+    nb, k, tb = _truncate(Ib, Fb, Sb, nb, 0, depth, oi, oc, k)
+    na, k, ta = _truncate(Ia, Fa, Sa, na, 1, depth, oi, oc, k)
     meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale
     kind = _K_SNAP if snap else _K_PLAIN
     if has_crc:
-        m = kraken_crc_text(LS[2 * s], Ib, nb, LS[2 * s + 1], Ia, na, 10, text)
-        have = np.int64(crc32(text, m))
+        if same:                 # the 10 best of each side as at the last checksum: its CRC
+            have = meta[s, _M_CRC]
+        else:
+            m = kraken_crc_text(Sb, Ib, nb, Sa, Ia, na, 10, text)
+            have = np.int64(crc32(text, m))
+            meta[s, _M_CRC] = have
+            meta[s, _M_CRCOK] = 1
         if have != cs:
+            meta[s, _M_CRCOK] = 0
             crc[0] = have
             crc[1] = cs
             return _STOP_MISMATCH, s, k, nch, kind, tb + ta
         kind = _K_CHECKED
+    elif not same:
+        meta[s, _M_CRCOK] = 0
     if nb > 0 and na > 0 and Ib[nb - 1, 0] >= Ia[na - 1, 0]:
         return _STOP_CROSSED, s, k, nch, kind, tb + ta
     return -1, s, k, nch, kind, tb + ta
@@ -284,13 +351,14 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
 
 @njit(cache=True, nogil=True)
 def _run(buf, starts, ends, i0, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, res, text,
-         crc):  # pragma: no cover - compiled
-    """As the OKX lane's ``_run``; ``res[i, 6]`` the levels truncated."""
+         crc, saved, resume):  # pragma: no cover - compiled
+    """As the OKX lane's ``_run``; ``res[i, 6]`` the levels truncated; ``resume``: message
+    ``i0`` stopped the last run as a new pair, and ``saved`` holds what was read of it."""
     k = 0
     n = starts.shape[0]
     for i in range(i0, n):
         code, s, k, nlev, kind, trunc = _message(buf, starts[i], ends[i], table, symtab, symlen, meta, LI, LF, LS,
-                                                 ch, chv, up, oi, oc, k, text, crc)
+                                                 ch, chv, up, oi, oc, k, text, crc, saved, resume and i == i0)
         if code >= 0 and code != _STOP_CROSSED and code != _STOP_MISMATCH:
             return i, code, k, s
         res[i, 0] = s
@@ -314,11 +382,30 @@ class KrakenLane(CoinbaseLane):
         self._chv = np.zeros((self._chv.shape[0], 3), np.float64)    # price, size, time
         self._text = np.zeros(2 * 10 * 2 * W + 100, np.uint8)
         self._crc = np.zeros(2, np.int64)
+        self._saved = np.zeros(8, np.int64)     # what _parse read of the message that stopped as a new pair
+        self._read: tuple[np.ndarray, int] | None = None     # (chunk buffer, message) of that message
 
     def _call(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, i: int, res: np.ndarray
               ) -> tuple[int, int, int, int]:
-        return _run(buf, starts, ends, i, self._table, self._symtab, self._symlen, self._meta, self._LI, self._LF,
-                    self._LS, self._ch, self._chv, self._up, self._oi, self._oc, res, self._text, self._crc)
+        out = _run(buf, starts, ends, i, self._table, self._symtab, self._symlen, self._meta, self._LI, self._LF,
+                   self._LS, self._ch, self._chv, self._up, self._oi[self._k0:], self._oc[self._k0:], res, self._text,
+                   self._crc,
+                   self._saved, self._read is not None and self._read[0] is buf and self._read[1] == i)
+        # a new pair's message, read whole: the retry (after the lane made its slot) resumes it
+        self._read = (buf, out[0]) if out[1] == _STOP_NEW else None
+        return out
+
+    def feed_chunk(self, msgs, lines, **kw):  # type: ignore[no-untyped-def]
+        """:meth:`CoinbaseLane.feed_chunk`; no message of an earlier chunk is resumed."""
+        self._read = None
+        try:
+            return super().feed_chunk(msgs, lines, **kw)
+        finally:
+            self._read = None
+
+    def _refresh(self, s: int) -> None:
+        """The book of slot ``s`` was (re)taken from Python: its cached checksum CRC is void."""
+        self._meta[s, _M_CRCOK] = 0
 
     def _count(self, r: np.ndarray, nslot: int) -> None:
         beats = r[:, 3] == _K_HEARTBEAT

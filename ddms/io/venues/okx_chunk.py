@@ -40,6 +40,7 @@ from ddms.io.kernels.strlevels import (
     emit_side,
     load_snapshot,
     read_changes,
+    set_changes,
     string_entries,
     top_crc_text,
 )
@@ -290,6 +291,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     if k + (nb + na) + 2 * nch + 2 * steps * (held + nch) > oi.shape[0]:
         return _STOP_ROWS, -1, k, 0, 0
     Fb, Fa = LF[2 * s], LF[2 * s + 1]
+    Sb, Sa = LS[2 * s], LS[2 * s + 1]      # once: each typed-list read is an atomic incref and decref
     t = np.float64(ts)
     nord = meta[s, _M_ORD]
     if snap:                  # LevelBook.clear, then the levels (bids, then asks)
@@ -303,8 +305,11 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
                 nbids += 1
         nb, na, scale, nord, k = load_snapshot(LI, LF, LS, s, ch, chv, 0, nbids, nch, scale, t, False, buf, nord,
                                                oi, oc, k)
+    elif final == scale:      # no re-base: the leaf (no reference counting a call)
+        nb, na, nord, k = set_changes(Ib, Fb, Sb, Ia, Fa, Sa, ch, chv, 0, nch, nb, na, scale,
+                                      t, False, buf, nord, oi, oc, k)
     else:
-        nb, na, scale, nord, k = apply_changes(Ib, Fb, LS[2 * s], Ia, Fa, LS[2 * s + 1], ch, chv, 0, nch, nb, na,
+        nb, na, scale, nord, k = apply_changes(Ib, Fb, Sb, Ia, Fa, Sa, ch, chv, 0, nch, nb, na,
                                                scale, t, False, buf, nord, oi, oc, k)
     meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale
     if (dseen >> 4) & 1:
@@ -312,7 +317,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         meta[s, _M_HASLAST] = 1
     kind = _K_SNAP if snap else _K_PLAIN
     if has_crc:
-        m = top_crc_text(LS[2 * s], Ib, nb, LS[2 * s + 1], Ia, na, 25, 58, False, text)
+        m = top_crc_text(Sb, Ib, nb, Sa, Ia, na, 25, 58, False, text)
         c32 = np.int64(crc32(text, m))
         have = c32 - (np.int64(1) << 32) if c32 >= (np.int64(1) << 31) else c32
         if have != cs:
@@ -463,7 +468,8 @@ class OkxLane(CoinbaseLane):
     def _call(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, i: int, res: np.ndarray
               ) -> tuple[int, int, int, int]:
         return _run(buf, starts, ends, i, self._table, self._symtab, self._symlen, self._meta, self._LI, self._LF,
-                    self._LS, self._ch, self._chv, self._up, self._oi, self._oc, res, self._text, self._crc)
+                    self._LS, self._ch, self._chv, self._up, self._oi[self._k0:], self._oc[self._k0:], res, self._text,
+                    self._crc)
 
     def _refresh(self, s: int) -> None:
         last = self.core.last_seq.get(self._sym[s])
