@@ -150,8 +150,7 @@ def test_transitions_of_the_extreme(sign, frac) -> None:
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_window_cell_changes_at_and_inside_the_ends(sign) -> None:
-    """Every change an add makes to a window cell (``extheap._wadd`` branches on none of them: the
-    live count, the bit and the ends are computed): zero -> nonzero in an empty bit word (its upper
+    """Every change an add makes to a window cell: zero -> nonzero in an empty bit word (its upper
     levels set), in a word holding a stale bit, beyond either end (a new end), at a stale cell;
     nonzero -> nonzero inside and at an end; nonzero -> zero inside (its bit stays, stale), at an
     end (the next end found past stale bits), the last live cell; zero -> zero (an add of 0.0);

@@ -508,42 +508,6 @@ def _wcell(win, key: float) -> int:
     return -1
 
 
-@njit(cache=True, inline="always")
-def _wadd(win, j: int, delta: float) -> None:
-    """Add ``delta`` to cell ``j``, branching on nothing its value decides: the live count moves by
-    the change in the cell's nonzero-ness, the cell's bit is or-ed in when it ends nonzero (a zero
-    cell's bit stays, stale: see :func:`_wend_emptied`), a new end is chosen by selects; only a
-    level-0 word that had no bit (its upper levels) and an end that empties call out, and both
-    tests lead with what is known before the cell arrives (the word; whether ``j`` is an end).
-    Why: in a deep book the cell is a cache miss (one a line at 100k+ distinct prices), and a
-    branch on its value that the CPU guesses wrong -- a new price that already has an order, a
-    level that does not empty -- throws away the loads it had started for the next events (best
-    bid at 100k / 1M distinct prices, the window's add alone: 13.0 / 35.7 -> 9.7 / 31.0 ns a line,
-    load 10).  O(1)."""
-    c = WH + j
-    old = win[c]
-    new = old + delta
-    win[c] = new
-    on = new != 0.0
-    cells = int(win[W_CELLS])
-    l0 = WH + cells
-    wi = j >> 6
-    x = _bits(win[l0 + wi])
-    win[l0 + wi] = _from_bits(x | (np.int64(on) << (j & 63)))
-    win[W_LIVE] += np.float64(on) - np.float64(old != 0.0)
-    if x == 0 and on:
-        _wup(win, l0 + (cells >> 6), l0 + (cells >> 6) + (cells >> 12), wi)
-    t = win[W_TOP]
-    b = win[W_BOT]
-    if t == j or b == j:   # (an end is a live cell: it empties or stays)
-        if not on:
-            _wend_emptied(win, j)
-    else:
-        fj = np.float64(j)
-        win[W_TOP] = fj if (on and fj > t) else t
-        win[W_BOT] = fj if (on and (fj < b or b < 0.0)) else b
-
-
 @njit(cache=True)
 def _regrow(tab, heap, win, key: float, sign: float):
     """(True, a window holding ``key``, the live cells of ``win`` and every live integral key of
@@ -618,14 +582,23 @@ def _slow(tab, heap, win, s: int, key: float, delta: float, sign: float):
 def xh_add(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, key: float, delta: float, sign: float):
     """Add ``delta`` to the value at ``key``; returns (table, heap, window), any of which may be a
     new array the caller must store in place of its old one.  A key in the window (the common case
-    on a price grid) is a subtraction, a load and a store, plus its level-0 bit word and the ends
-    (:func:`_wadd`, inlined, with no branch on the cell's value); a key with a row in the table (live or stale) is
+    on a price grid) is a subtraction, a load and a store, plus three bit words when its value
+    crosses zero (inlined but for the crossing); a key with a row in the table (live or stale) is
     one probe and one add there, as before the window (inlined: a book whose prices are too
     spread out for a window pays one comparison more); a new key calls out (:func:`_slow`).
     O(1) expected, amortised (see the module docstring)."""
     j = _wcell(win, key)
     if j >= 0:
-        _wadd(win, j, delta)
+        old = win[WH + j]
+        new = old + delta
+        win[WH + j] = new
+        if old == 0.0:
+            if new != 0.0:
+                _won(win, j)
+        elif new == 0.0:      # (its bit stays, stale, unless it was an end: see _wend_emptied)
+            win[W_LIVE] -= 1.0
+            if win[W_TOP] == j or win[W_BOT] == j:
+                _wend_emptied(win, j)
         return tab, heap, win
     s = _oprobe_add(tab, heap, key, delta, sign)
     if s < 0 or delta == 0.0:
