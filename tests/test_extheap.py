@@ -148,6 +148,42 @@ def test_transitions_of_the_extreme(sign, frac) -> None:
     assert not m.want and m.heap[0] == 0
 
 
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_window_cell_changes_at_and_inside_the_ends(sign) -> None:
+    """Every change an add makes to a window cell: zero -> nonzero in an empty bit word (its upper
+    levels set), in a word holding a stale bit, beyond either end (a new end), at a stale cell;
+    nonzero -> nonzero inside and at an end; nonzero -> zero inside (its bit stays, stale), at an
+    end (the next end found past stale bits), the last live cell; zero -> zero (an add of 0.0);
+    values below zero.  Checked after every add."""
+    m = Model(sign)
+    steps = [(100.0, 1.0), (200.0, 1.0), (300.0, 1.0),
+             (150.0, 2.0),     # inside, a word with no bit
+             (151.0, 1.0),     # inside, a word with a bit
+             (151.0, -1.0),    # inside -> zero: its bit stays, stale
+             (151.0, 0.0),     # zero -> zero
+             (152.0, -1.0),    # a negative value is live
+             (151.0, 4.0),     # a stale cell comes back
+             (151.0, -4.0),
+             (300.0, 1.0),     # an end stays nonzero
+             (100.0, 2.0),
+             (301.0, 1.0),     # beyond the top: a new end
+             (99.0, 1.0),      # below the bottom: a new end
+             (301.0, -1.0),    # the top empties: the next live cell below
+             (99.0, -1.0),     # the bottom empties
+             (300.0, -2.0),
+             (100.0, -3.0),
+             (200.0, -1.0),    # past the stale bit of 151 to 150 / 152
+             (152.0, 1.0),     # -1 -> 0
+             (150.0, -2.0),    # the last live cell: the window empties
+             (150.0, 0.0),
+             (4000.0, 1.0),    # an empty window refills (a fresh word and level-1 word)
+             (4000.0, -1.0)]
+    for key, delta in steps:
+        m.add(key, delta)
+        assert m.heap[0] == 0, f"{key} went to the table"
+    assert not m.want
+
+
 def test_growth_and_compaction() -> None:
     """Thousands of keys (the table and the heap grow), then most of them emptied away from the
     top (stale: compacted once they outnumber the live ones by SLACK), then the top ones."""

@@ -240,27 +240,36 @@ def _emptied(tab, heap, key: float, sign: float) -> None:
 
 
 @njit(cache=True, inline="always")
-def _oadd(tab: np.ndarray, heap: np.ndarray, key: float, delta: float, sign: float):
-    """Add ``delta`` to the value at ``key``; returns (table, heap), either of which may be a new,
-    bigger array the caller must store in place of its old one.  The common case -- the key
-    already has a row and its value does not cross zero -- is one probe and one add (inlined);
-    the others call out, an insertion at the row where the probe ended (one probe in all).  O(1)
-    expected, amortised (see the module docstring)."""
+def _oprobe_add(tab: np.ndarray, heap: np.ndarray, key: float, delta: float, sign: float) -> int:
+    """Add ``delta`` to the value at ``key`` if the key has a row (live or stale) and return -1;
+    else return the free row where its probe ended, where the caller inserts it (unless ``delta``
+    is 0.0).  The common case -- a row whose value does not cross zero -- is one probe and one add
+    (inlined); a crossing calls out (:func:`_emptied`).  O(1) expected."""
     mask = tab.shape[0] - 2
     s = _home((key,), mask)
     while tab[s, 2] != 0.0 and not _same_row(tab, s, (key,)):
         s = (s + 1) & mask
-    if tab[s, 2] != 0.0:
-        old = tab[s, 1]
-        new = old + delta
-        tab[s, 1] = new
-        if old == 0.0:
-            if new != 0.0:     # a stale key comes back: it is still on the heap
-                heap[1] += 1.0
-        elif new == 0.0:
-            _emptied(tab, heap, key, sign)
-        return tab, heap
-    if delta == 0.0:
+    if tab[s, 2] == 0.0:
+        return s
+    old = tab[s, 1]
+    new = old + delta
+    tab[s, 1] = new
+    if old == 0.0:
+        if new != 0.0:     # a stale key comes back: it is still on the heap
+            heap[1] += 1.0
+    elif new == 0.0:
+        _emptied(tab, heap, key, sign)
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _oadd(tab: np.ndarray, heap: np.ndarray, key: float, delta: float, sign: float):
+    """Add ``delta`` to the value at ``key``; returns (table, heap), either of which may be a new,
+    bigger array the caller must store in place of its old one: :func:`_oprobe_add`, then an
+    insertion at the row where the probe ended (one probe in all).  O(1) expected, amortised (see
+    the module docstring)."""
+    s = _oprobe_add(tab, heap, key, delta, sign)
+    if s < 0 or delta == 0.0:
         return tab, heap
     return _insert(tab, heap, s, key, delta, sign)
 
@@ -591,21 +600,8 @@ def xh_add(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, key: float, delta
             if win[W_TOP] == j or win[W_BOT] == j:
                 _wend_emptied(win, j)
         return tab, heap, win
-    mask = tab.shape[0] - 2
-    s = _home((key,), mask)
-    while tab[s, 2] != 0.0 and not _same_row(tab, s, (key,)):
-        s = (s + 1) & mask
-    if tab[s, 2] != 0.0:
-        old = tab[s, 1]
-        new = old + delta
-        tab[s, 1] = new
-        if old == 0.0:
-            if new != 0.0:     # a stale key comes back: it is still on the heap
-                heap[1] += 1.0
-        elif new == 0.0:
-            _emptied(tab, heap, key, sign)
-        return tab, heap, win
-    if delta == 0.0:
+    s = _oprobe_add(tab, heap, key, delta, sign)
+    if s < 0 or delta == 0.0:
         return tab, heap, win
     return _slow(tab, heap, win, s, key, delta, sign)
 
