@@ -1360,7 +1360,8 @@ class _Codegen:
                "        if watching:\n" + ("\n".join(snap) if snap else "            pass") + "\n"
                "        while i < end and line[i] == ln:\n"
                + ("".join(f"            if big and i + {a} < end:\n"
-                          f"                prefetch(st, pfr, relmap, rel, sign, cols, i + {a}, {lv})\n" for a, lv in stages)
+                          f"                prefetch(st, pfr, relmap, rel, sign, cols, i + {a}, {lv})\n"
+                          for a, lv in stages)
                   if pf_dispatch else "")
                + (f"            if bigh and i + {PF_HASH_AHEAD} < end:\n"
                   f"                prefetch_hash(st, relmap, rel, sign, cols, i + {PF_HASH_AHEAD})\n"
