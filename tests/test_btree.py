@@ -725,10 +725,10 @@ def test_prefetch_level_changes_nothing_in_many_small_trees(b: SimpleNamespace) 
         assert [b.get(pool, r, k, 0) for k in m] == list(m.values())
 
 
-def _path_refs(pool, root: int, k: float) -> list[int]:
+def _path_refs(mod, pool, root: int, k: float) -> list[int]:
     """The refs of the nodes an update of k passes, root first, leaf last (as _descend: the child
-    holding the first key >= k, else the last), read from the raw arrays."""
-    fi, iw = shipped.FI, pool.iw
+    holding the first key >= k, else the last), read from the raw arrays of a pool of ``mod``."""
+    fi, iw = mod.FI, pool.iw
     refs = [root]
     while refs[-1] & 1:
         i = refs[-1] >> 1
@@ -744,8 +744,6 @@ def test_prefetch_level_carries_the_path(b: SimpleNamespace) -> None:
     path is shorter), and from the node one call returned, the levels below it; a stale ref to a
     node freed since (the tree emptied, its nodes reused by another) ends the descent (-1) or loads
     the wrong node, and never changes a byte of the pool or reads outside it."""
-    if b.mod.FL != shipped.FL:
-        pytest.skip("the path is read with the shipped fanouts")
     pool = b.new(1, 3)
     rng = np.random.default_rng(13)
     roots = [-1] * 30
@@ -754,11 +752,11 @@ def test_prefetch_level_carries_the_path(b: SimpleNamespace) -> None:
         k = float(rng.integers(0, 2000))
         roots[t] = b.addv(pool, roots[t], k, (1.0, k, 1.0))
     probes = [-1.0, 0.0, 17.0, 17.5, 999.0, 1999.0, 1e9]
-    deep = [r for r in roots if len(_path_refs(pool, r, 0.0)) >= 3]
+    deep = [r for r in roots if len(_path_refs(b.mod, pool, r, 0.0)) >= 3]
     assert deep   # some trees have two internal levels
     for r in roots:
         for k in probes:
-            path = _path_refs(pool, r, k)
+            path = _path_refs(b.mod, pool, r, k)
             assert b.prefetch_level(pool, r, k, 0) == r
             for level in range(1, 6):
                 assert b.prefetch_level(pool, r, k, level) == path[min(level, len(path) - 1)]
@@ -769,7 +767,7 @@ def test_prefetch_level_carries_the_path(b: SimpleNamespace) -> None:
             assert b.prefetch_level(pool, path[1 if len(path) > 1 else 0], k, 64) == path[-1]
         assert b.prefetch_level(pool, r, math.nan, 1) == -1
     assert b.prefetch_level(pool, -1, 5.0, 1) == -1
-    stale = [ref for r in deep[:3] for k in probes for ref in _path_refs(pool, r, k)]
+    stale = [ref for r in deep[:3] for k in probes for ref in _path_refs(b.mod, pool, r, k)]
     for t in range(3):
         roots[roots.index(deep[t])] = b.free(pool, deep[t])
     before = pool_bytes(pool)
