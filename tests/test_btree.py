@@ -725,6 +725,69 @@ def test_prefetch_level_changes_nothing_in_many_small_trees(b: SimpleNamespace) 
         assert [b.get(pool, r, k, 0) for k in m] == list(m.values())
 
 
+def _path_refs(mod, pool, root: int, k: float) -> list[int]:
+    """The refs of the nodes an update of k passes, root first, leaf last (as _descend: the child
+    holding the first key >= k, else the last), read from the raw arrays of a pool of ``mod``."""
+    fi, iw = mod.FI, pool.iw
+    refs = [root]
+    while refs[-1] & 1:
+        i = refs[-1] >> 1
+        keys = np.asarray(pool.ik)[i, :fi]
+        j = min(int(np.searchsorted(keys, k, side="left")), int(pool.in_[i]) - 1)
+        refs.append(int(np.asarray(pool.ik)[i, fi * (iw - 1) + j]))
+    return refs
+
+
+def test_prefetch_level_carries_the_path(b: SimpleNamespace) -> None:
+    """btree_prefetch_level returns the node it loaded, so that run_batch's next stage starts there
+    (codegen.PF_RING): from a tree's root, ``level`` levels down its key's path (the leaf when the
+    path is shorter), and from the node one call returned, the levels below it; a stale ref to a
+    node freed since (the tree emptied, its nodes reused by another) ends the descent (-1) or loads
+    the wrong node, and never changes a byte of the pool or reads outside it."""
+    pool = b.new(1, 3)
+    rng = np.random.default_rng(13)
+    roots = [-1] * 30
+    for _ in range(20000):
+        t = int(rng.integers(len(roots)))
+        k = float(rng.integers(0, 2000))
+        roots[t] = b.addv(pool, roots[t], k, (1.0, k, 1.0))
+    probes = [-1.0, 0.0, 17.0, 17.5, 999.0, 1999.0, 1e9]
+    deep = [r for r in roots if len(_path_refs(b.mod, pool, r, 0.0)) >= 3]
+    assert deep   # some trees have two internal levels
+    for r in roots:
+        for k in probes:
+            path = _path_refs(b.mod, pool, r, k)
+            assert b.prefetch_level(pool, r, k, 0) == r
+            for level in range(1, 6):
+                assert b.prefetch_level(pool, r, k, level) == path[min(level, len(path) - 1)]
+            ref = b.prefetch_level(pool, r, k, 0)
+            for d in range(1, len(path)):   # stage by stage, as run_batch calls it
+                ref = b.prefetch_level(pool, ref, k, 1)
+                assert ref == path[d]
+            assert b.prefetch_level(pool, path[1 if len(path) > 1 else 0], k, 64) == path[-1]
+        assert b.prefetch_level(pool, r, math.nan, 1) == -1
+    assert b.prefetch_level(pool, -1, 5.0, 1) == -1
+    stale = [ref for r in deep[:3] for k in probes for ref in _path_refs(b.mod, pool, r, k)]
+    for t in range(3):
+        roots[roots.index(deep[t])] = b.free(pool, deep[t])
+    before = pool_bytes(pool)
+    for ref in stale:   # freed: an internal node ends the descent, a leaf is loaded (harmless)
+        for k in probes:
+            got = b.prefetch_level(pool, ref, k, 2)
+            assert got == (-1 if ref & 1 else ref)
+    assert pool_bytes(pool) == before
+    for k in range(3000):   # the free nodes reused by another tree: stale refs now point into it
+        roots[0] = b.addv(pool, roots[0], 5000.0 + k, (1.0, 1.0, 1.0))
+    before = pool_bytes(pool)
+    for ref in stale:
+        for k in probes:
+            for level in range(4):
+                b.prefetch_level(pool, ref, k, level)
+    assert pool_bytes(pool) == before
+    for r in roots:
+        b.check(pool, r)
+
+
 def test_many_roots(b: SimpleNamespace) -> None:
     """Fifty maps of very different sizes in one small pool, updated in interleaved order, share
     and recycle its nodes."""

@@ -977,7 +977,7 @@ def test_big_book_prefetching_run_batch_matches_numpy(prog):
     last = max(views)
     for watched in (False, True):
         eng = Engine(ROOT / "examples" / "m3" / f"{prog}.m3")
-        assert "prefetch(st, relmap" in eng.generated.source
+        assert "prefetch(st, pfr, relmap" in eng.generated.source
         calls: list[tuple] = []
         feed(eng, build)
         assert all(btree_big(getattr(eng.state, f)) for f in dir(eng.state) if f.startswith("op_"))

@@ -653,9 +653,10 @@ def _walk_up(p, pn, pj, d, ref, cols, xv, dc, dn):
             for c in range(nc):
                 if cols == ALL or c == cols or xv[c] != 0.0:
                     ik[i, FI * (1 + c) + j] = _rowsum(lf, n, FL * (1 + c), FL)
-        for c in range(nc):
-            if dc[c] != 0 or dn[c] != 0:
+        for c in range(nc):   # (each count row a cache line of its own: untouched unless it changes)
+            if dc[c] != 0:
                 ii[i, 2 * c * FI + j] += dc[c]
+            if dn[c] != 0:
                 ii[i, (2 * c + 1) * FI + j] += dn[c]
         ref = 2 * i + 1
 
@@ -1351,34 +1352,44 @@ def btree_prefetch(pool: BTreePool, root: int, key: float) -> None:
 
 
 @njit(cache=True)
-def btree_prefetch_level(pool: BTreePool, root: int, key: float, level: int) -> None:
-    """Start loading the node at depth ``level`` (0: the root) of the path an update of ``key``
-    takes, the leaf if the path is shorter: of an internal node what a descent reads (its keys and
-    children: four cache lines), of a leaf its whole row and fill; and of its parent the lines that
-    the update's walk back up writes (the sums and counts of the entry the path takes).  Changes
+def btree_prefetch_level(pool: BTreePool, ref: int, key: float, level: int) -> int:
+    """Start loading the node ``level`` levels below node ``ref`` (0: ``ref`` itself) on the path
+    an update of ``key`` takes, the leaf if the path is shorter: of an internal node what a
+    descent reads (its keys and children: four cache lines), of a leaf its whole row and fill; and
+    of its parent the lines that the update's walk back up writes (the sums and counts of the
+    entry the path takes).  Returns the node reached (a ref), -1 if there is none.  Changes
     nothing; a hint to the CPU.
+
+    ``ref`` is a tree's root, or what an earlier call returned for the same key: the caller
+    carries the path down from stage to stage, so each stage searches only the rows the previous
+    one loaded (``codegen.PF_PATH``) instead of descending again from the root (and looking the
+    root up again in the root table).  The tree may have changed in between (a split, a merge, a
+    freed node reused elsewhere): a stale ref then loads the wrong lines, which costs time, not
+    results, and a free node (fill -1) ends the descent, so every read stays inside the pool.
 
     Why: with many small trees in one pool (one per instrument: a thousand books of a thousand
     orders), each update lands in a tree whose *every* row is cold, root included, so
     :func:`btree_prefetch` (which descends to find the leaf) waits on the root and internal rows
-    itself.  Generated ``run_batch`` calls this for levels 0, 1, .. and then for the leaf
+    itself.  Generated ``run_batch`` calls this for the root, level 1, .. and then the leaf
     (``level`` >= the depth) a few events apart, so that each call's descent reads rows an
-    earlier call started loading (``codegen.PF_PATH``), and loads only the lines the update reads
-    (the whole rows of every level: twice the memory traffic).  O(F level)."""
+    earlier call started loading, and loads only the lines the update reads (the whole rows of
+    every level: twice the memory traffic).  O(F level)."""
     pool = _bp(pool)
-    if root < 0 or key != key:
-        return
+    if ref < 0 or key != key:
+        return -1
     nc, lw, iw = _widths(pool)
     ik = _b(pool.ik)
     in_ = _b(pool.in_)
-    r = root
+    r = ref
     i = -1
     j = 0
     d = 0
     while r & 1 and d < level:
         i = r >> 1
-        j = _count_lt(ik, i, FI, key)
         m = in_[i] - 1
+        if m < 0:   # freed since the ref was taken
+            return -1
+        j = _count_lt(ik, i, FI, key)
         if j > m:
             j = m
         r = _child(ik, iw, i, j)
@@ -1399,7 +1410,7 @@ def btree_prefetch_level(pool: BTreePool, root: int, key: float, level: int) -> 
         for c in range(nc):
             _prefetch(ik, (i, FI * (1 + c) + j))
             _prefetch(ii, (i, 2 * c * FI + j))
-            _prefetch(ii, (i, (2 * c + 1) * FI + j))
+    return r
 
 
 # --------------------------------------------------------------------------------------------
