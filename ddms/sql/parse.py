@@ -701,6 +701,9 @@ class _Converter:
             items = tuple(Compare("=", x, v) for v in values)
             return items[0] if len(items) == 1 else Or(items, node.sql())
         if isinstance(node, exp.Between):
+            if node.args.get("symmetric"):   # was read as plain BETWEEN: a reversed range kept nothing
+                raise self.fail("BETWEEN SYMMETRIC is not supported: write BETWEEN LEAST(a, b) AND GREATEST(a, b)",
+                                node)
             x = self.expr(node.this)
             return And((Compare(">=", x, self.expr(node.args["low"])),
                         Compare("<=", x, self.expr(node.args["high"]))), node.sql())
