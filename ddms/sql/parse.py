@@ -703,7 +703,7 @@ class _Converter:
         if isinstance(node, exp.Between):
             if node.args.get("symmetric"):   # was read as plain BETWEEN: a reversed range kept nothing
                 raise self.fail("BETWEEN SYMMETRIC is not supported: write BETWEEN LEAST(a, b) AND GREATEST(a, b)",
-                                node)
+                                "SYMMETRIC")   # (node.sql() is sqlglot's rewrite, not the text written)
             x = self.expr(node.this)
             return And((Compare(">=", x, self.expr(node.args["low"])),
                         Compare("<=", x, self.expr(node.args["high"]))), node.sql())
