@@ -139,6 +139,23 @@ VIEWS: dict[str, str] = {
                      "SELECT COUNT(*) AS n, SUM(a.v - b.v) AS d FROM lv a, lv b WHERE a.price = b.price + 1",
     "MIN_OVER_JOIN_EMPTY": "SELECT MIN(a.price - b.price) AS gap, MAX(b.volume + a.volume) AS vv FROM bids b "
                            "JOIN asks a ON a.id = b.id",
+    # --- three-valued NOT IN over subqueries, IN-lists in HAVING ---------------------------------
+    "NOT_IN_SUB_NULLABLE": "SELECT COUNT(*) AS n FROM bids WHERE broker_id NOT IN "
+                           "(SELECT NULLIF(a.broker_id, 1) FROM asks a)",
+    "NULLABLE_NOT_IN_SUB": "SELECT COUNT(*) AS n FROM bids WHERE NULLIF(broker_id, 2) NOT IN "
+                           "(SELECT a.broker_id FROM asks a)",
+    "NEQ_ALL_NULLABLE": "SELECT COUNT(*) AS n FROM bids WHERE price <> ALL (SELECT NULLIF(a.price, 100) FROM asks a)",
+    "HAVING_IN_LIST": "SELECT broker_id, SUM(volume) AS v FROM bids GROUP BY broker_id HAVING COUNT(*) IN (1, 2)",
+    "HAVING_NOT_IN_LIST": "SELECT broker_id, COUNT(*) AS n FROM bids GROUP BY broker_id "
+                          "HAVING NOT (MAX(volume) / NULLIF(MIN(volume), 5) IN (1, 2))",
+    "NOT_BETWEEN_NULLIF": "SELECT COUNT(*) AS n FROM asks WHERE NOT (price BETWEEN NULLIF(volume, 10) AND 150)",
+    "NOT_EXISTS_OR_NULL": "SELECT COUNT(*) AS n FROM bids b WHERE NOT (EXISTS (SELECT 1 FROM asks a "
+                          "WHERE a.broker_id = b.broker_id) OR b.volume / NULLIF(b.volume - 10, 0) > 1)",
+    "COALESCE_NOT_IN": "SELECT COUNT(*) AS n FROM bids WHERE COALESCE(NULLIF(broker_id, 1), 9) NOT IN (9, 2)",
+    "NOT_ABOVE_EMPTY_AVG": "SELECT COUNT(*) AS n FROM bids WHERE NOT (price > (SELECT AVG(a.price) FROM asks a "
+                           "WHERE a.volume > 1000))",
+    "SUM_CASE_NOT_OR": "SELECT broker_id, SUM(CASE WHEN NOT (volume / NULLIF(volume - 10, 0) > 1 OR price > 150) "
+                       "THEN 1 ELSE 0 END) AS k FROM bids GROUP BY broker_id",
 }
 
 SYMBOL_VIEWS: dict[str, str] = {

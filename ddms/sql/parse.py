@@ -667,7 +667,12 @@ class _Converter:
         if isinstance(node, exp.Or):
             return Or((self.cond(node.this), self.cond(node.expression)), node.sql())
         if isinstance(node, exp.Not):
-            return Not(self.cond(node.this), node.sql())
+            inner = self.cond(node.this)
+            if isinstance(inner, Exists) and inner.match is not None:
+                # x NOT IN (SELECT y ...) is x <> ALL (SELECT y ...): not true where x is NULL or a
+                # y is NULL (unless there is no row), which NOT of the match count would miss
+                return Quantified("!=", inner.match[1], inner.select, True, node.sql())
+            return Not(inner, node.sql())
         if isinstance(node, exp.Boolean):
             return Bool(bool(node.this), node.sql())
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):

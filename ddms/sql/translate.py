@@ -658,6 +658,10 @@ class _Translator:
                 return Mul(tuple(self.agg_cond(x, value) for x in items))
             case Or(items):
                 return Cmp("!=", Add(tuple(self.agg_cond(x, value) for x in items)), Const(0.0))
+            case InList(x, values):
+                return self.agg_cond(Or(tuple(Compare("=", x, Lit(v)) for v in values)), value)
+            case Not(InList(x, values)):
+                return self.agg_cond(And(tuple(Compare("!=", x, Lit(v)) for v in values)), value)
             case Not(Compare(op, a, b)):   # NULL compares false either way round
                 return Cmp(_NEGATE[op], value(a), value(b))
             case Not(And(items)):   # De Morgan holds in three-valued logic: NOT lands on comparisons
