@@ -156,6 +156,33 @@ VIEWS: dict[str, str] = {
                            "WHERE a.volume > 1000))",
     "SUM_CASE_NOT_OR": "SELECT broker_id, SUM(CASE WHEN NOT (volume / NULLIF(volume - 10, 0) > 1 OR price > 150) "
                        "THEN 1 ELSE 0 END) AS k FROM bids GROUP BY broker_id",
+    # --- a fourth round: k-th rows, EXISTS of an aggregate, two top-Ns, aggregates of aggregates ----
+    "SECOND_PER_BROKER": "SELECT broker_id, SUM(volume) AS v FROM (SELECT broker_id, volume, ROW_NUMBER() OVER "
+                         "(PARTITION BY broker_id ORDER BY price DESC, id) AS rn FROM bids) x WHERE rn = 2 "
+                         "GROUP BY broker_id",
+    "THIRD_ASK_LEVEL": "SELECT MAX(x.price) AS p, SUM(x.v) AS v FROM (SELECT price, SUM(volume) AS v, ROW_NUMBER() "
+                       "OVER (ORDER BY price) AS rn FROM asks GROUP BY price) x WHERE x.rn = 3",
+    "EXISTS_OF_AGGREGATE": "SELECT COUNT(*) AS n FROM bids b WHERE EXISTS (SELECT MAX(a.price) FROM asks a "
+                           "WHERE a.broker_id = b.broker_id)",
+    "NOT_EXISTS_OF_COUNT": "SELECT COUNT(*) AS n, SUM(volume) AS v FROM bids b WHERE NOT EXISTS "
+                           "(SELECT COUNT(*) FROM asks a WHERE a.broker_id = b.broker_id)",
+    "GROUP_MAX_ALL_NULL": "SELECT broker_id, MAX(CASE WHEN volume > 35 THEN price END) AS m, COUNT(*) AS n FROM bids "
+                          "GROUP BY broker_id",
+    "CAST_NEG_HALF": "SELECT SUM(CAST(-volume / 2 AS INTEGER)) AS s, SUM(CAST(volume / 2 AS BIGINT)) AS t FROM bids",
+    "COUNT_DISTINCT_CASE": "SELECT COUNT(DISTINCT CASE WHEN volume > 10 THEN broker_id END) AS nb, "
+                           "SUM(DISTINCT NULLIF(volume, 10)) AS sv FROM asks",
+    "TWO_TOPNS": "SELECT SUM(b.v * a.v) AS x FROM (SELECT price, SUM(volume) AS v FROM bids GROUP BY price "
+                 "ORDER BY price DESC LIMIT 2) b, (SELECT price, SUM(volume) AS v FROM asks GROUP BY price "
+                 "ORDER BY price LIMIT 2) a",
+    "COUNT_DISTINCT_PAIRS": "SELECT COUNT(*) AS n FROM (SELECT DISTINCT broker_id, price FROM bids) d",
+    "CTE_JOIN_ASKS": "WITH bb AS (SELECT broker_id, MAX(price) AS p FROM bids GROUP BY broker_id) "
+                     "SELECT COUNT(*) AS n, SUM(a.volume) AS v FROM asks a JOIN bb ON bb.broker_id = a.broker_id AND a.price <= bb.p",
+    "TOPN_HAVING_DISTINCT": "SELECT broker_id, COUNT(DISTINCT price) AS lv FROM asks GROUP BY broker_id "
+                            "HAVING COUNT(*) > 1 ORDER BY lv DESC, broker_id LIMIT 3",
+    "MAX_OF_COUNTS": "SELECT MAX(x.n) AS mx, MIN(x.n) AS mn FROM (SELECT broker_id, COUNT(*) AS n FROM bids "
+                     "GROUP BY broker_id) x",
+    "NOT_IN_CORRELATED": "SELECT COUNT(*) AS n FROM bids b WHERE b.price NOT IN (SELECT a.price FROM asks a "
+                         "WHERE a.broker_id = b.broker_id)",
 }
 
 SYMBOL_VIEWS: dict[str, str] = {
@@ -184,6 +211,8 @@ REJECTED: dict[str, tuple[str, str]] = {
     "STRING_IN_LIST": ("SELECT COUNT(*) AS n FROM bids WHERE broker_id IN ('1', '2')",
                        "string literals are not supported"),
     "SQRT": ("SELECT SUM(SQRT(volume)) AS r FROM bids", "unsupported expression (SQRT)"),
+    "HAVING_IN_FROM": ("SELECT COUNT(*) AS n FROM (SELECT broker_id, SUM(volume) AS v FROM bids GROUP BY broker_id "
+                       "HAVING SUM(volume) > 50) x", "HAVING is supported in a view's top-level SELECT only"),
 }
 
 
