@@ -176,7 +176,8 @@ VIEWS: dict[str, str] = {
                  "ORDER BY price LIMIT 2) a",
     "COUNT_DISTINCT_PAIRS": "SELECT COUNT(*) AS n FROM (SELECT DISTINCT broker_id, price FROM bids) d",
     "CTE_JOIN_ASKS": "WITH bb AS (SELECT broker_id, MAX(price) AS p FROM bids GROUP BY broker_id) "
-                     "SELECT COUNT(*) AS n, SUM(a.volume) AS v FROM asks a JOIN bb ON bb.broker_id = a.broker_id AND a.price <= bb.p",
+                     "SELECT COUNT(*) AS n, SUM(a.volume) AS v FROM asks a JOIN bb "
+                     "ON bb.broker_id = a.broker_id AND a.price <= bb.p",
     "TOPN_HAVING_DISTINCT": "SELECT broker_id, COUNT(DISTINCT price) AS lv FROM asks GROUP BY broker_id "
                             "HAVING COUNT(*) > 1 ORDER BY lv DESC, broker_id LIMIT 3",
     "MAX_OF_COUNTS": "SELECT MAX(x.n) AS mx, MIN(x.n) AS mn FROM (SELECT broker_id, COUNT(*) AS n FROM bids "
