@@ -5,6 +5,7 @@ and its final state kept as the independent answer ``{symbol: Final}``.
 - :func:`kraken_capture`: Kraken v1 ``book`` (cryptofeed's raw format) of pairs and a depth the
   real capture does not have (``book-25``; 4, 5 and 8 decimals), ``a`` and ``b`` in one message,
   republish flags, truncation to the depth and the CRC32 of the 10 best levels per update.
+- :func:`coinbase_capture`: Coinbase ``level2`` of unseen products with ``ticker`` messages.
 - :func:`tardis_capture`: tardis.dev ``incremental_book_L2`` CSV of another exchange (bitmex), two
   symbols interleaved, a re-snapshot mid-file, amounts in exponent notation, gzip.
 - :func:`dbn_capture`: a Databento MBO file written with databento-dbn's encoder, several
@@ -254,3 +255,60 @@ def dbn_capture(path: Path, seed: int, events: int, *, live: bool = False) -> di
         want[syms[iid]] = Final(f.best_bid, f.bid_vol, sum(1 for s, _, _ in bk.values() if s == "B"), f.best_ask,
                                 f.ask_vol)
     return want
+
+
+def coinbase_capture(path: Path, seed: int, messages: int) -> dict[str, Final]:
+    """Coinbase Exchange ``level2`` of products the real capture does not have (one starting with a
+    digit, 8-decimal sizes): a snapshot each, then ``l2update`` changes (absolute sizes, "0"
+    removes), and ``ticker`` messages with the book's best prices."""
+    rng = random.Random(seed)
+    mids = {"1INCH-EUR": (Decimal("0.4125"), 4), "ETH-USDC": (Decimal("2034.17"), 2),
+            "MATIC-USD": (Decimal("0.8123"), 4)}
+    books: dict[str, tuple[dict[str, str], dict[str, str]]] = {p: ({}, {}) for p in mids}   # bids, asks
+    t = [1700000000.0]
+
+    def ts() -> float:
+        t[0] += rng.random() / 10
+        return t[0]
+
+    def price(p: str, buy: bool) -> str:
+        mid, places = mids[p]
+        k = rng.randint(1, 40) * Decimal(1).scaleb(-places)
+        return f"{mid - k if buy else mid + k:.{places}f}"
+
+    def size() -> str:
+        return f"{Decimal(rng.randint(1, 10**10)) / Decimal(10**8):.8f}"
+
+    out = ["wss://ws-feed.exchange.coinbase.com <-> 1700000000.0",
+           "wss://ws-feed.exchange.coinbase.com <- 1700000000.1: " + _json(
+               {"type": "subscribe", "product_ids": list(mids), "channels": ["level2", "ticker"]})]
+    for p in mids:
+        bids, asks = books[p]
+        for _ in range(30):
+            bids[price(p, True)], asks[price(p, False)] = size(), size()
+        out.append(f"{ts()}: " + _json({"type": "snapshot", "product_id": p,
+                                        "bids": [[x, bids[x]] for x in sorted(bids, key=Decimal, reverse=True)],
+                                        "asks": [[x, asks[x]] for x in sorted(asks, key=Decimal)]}))
+    for _ in range(messages):
+        p = rng.choice(list(mids))
+        bids, asks = books[p]
+        if rng.random() < 0.1 and bids and asks:
+            out.append(f"{ts()}: " + _json({"type": "ticker", "product_id": p, "price": max(bids, key=Decimal),
+                                            "best_bid": max(bids, key=Decimal), "best_ask": min(asks, key=Decimal)}))
+            continue
+        changes = []
+        for _ in range(rng.randint(1, 3)):
+            buy = rng.random() < 0.5
+            book = bids if buy else asks
+            if book and rng.random() < 0.4:
+                x = rng.choice(list(book))
+                del book[x]
+                changes.append(["buy" if buy else "sell", x, "0"])
+            else:
+                x, v = price(p, buy), size()
+                book[x] = v
+                changes.append(["buy" if buy else "sell", x, v])
+        out.append(f"{ts()}: " + _json({"type": "l2update", "product_id": p, "changes": changes,
+                                        "time": "2023-11-14T22:13:20.000000Z"}))
+    path.write_text("\n".join(out) + "\n")
+    return {p: _final(b, a) for p, (b, a) in books.items()}
