@@ -1,6 +1,7 @@
 """The qa34 outside check's inputs: captures written from scratch by the venues' documented rules
 (``qa34_captures``: Kraken ``book-25`` of unseen pairs, Coinbase ``level2`` of unseen products, a
-bitmex tardis CSV of two symbols, Databento MBO files of three instruments, historical and live), run through the CLI as a user runs it
+bitmex tardis CSV of two symbols, Databento MBO files of three instruments, historical and live),
+run through the CLI as a user runs it
 (``ddms.cli.main`` in-process: an escaping exception fails the test) and compared with the
 generator's own replay; and mutants of every reader's input (BOM, CRLF, blank and 3 MB lines,
 swapped lines, numbers spelled as Python reads them but no venue writes them: ``1_000.5``,
