@@ -51,25 +51,40 @@ def _json(obj) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
+def _clock(rng: random.Random):
+    """Receive times (unix seconds) 0 to 0.1 s apart."""
+    t = [1700000000.0]
+
+    def ts() -> float:
+        t[0] += rng.random() / 10
+        return t[0]
+    return ts
+
+
+def _price(rng: random.Random, mid: Decimal, places: int, ticks: int, below: bool) -> str:
+    """A price 1 to ``ticks`` ticks below (bids) or above (asks) ``mid``, as a venue spells it."""
+    k = rng.randint(1, ticks) * Decimal(1).scaleb(-places)
+    return f"{mid - k if below else mid + k:.{places}f}"
+
+
+def _size(rng: random.Random, top: int) -> str:
+    """A size of 8 decimals, up to ``top`` / 1e8."""
+    return f"{Decimal(rng.randint(1, top)) / Decimal(10**8):.8f}"
+
+
 def kraken_capture(path: Path, seed: int, messages: int, depth: int = 25) -> dict[str, Final]:
     rng = random.Random(seed)
     pairs = {"DOT/USD": (Decimal("6.1234"), 4), "LINK/EUR": (Decimal("13.55"), 5),
              "XDG/XBT": (Decimal("0.00000231"), 8)}
     chans = {p: 100 + 17 * i for i, p in enumerate(pairs)}
     books: dict[str, tuple[dict[str, str], dict[str, str]]] = {p: ({}, {}) for p in pairs}   # asks, bids
-    t = [1700000000.0]
-
-    def ts() -> float:
-        t[0] += rng.random() / 10
-        return t[0]
+    ts = _clock(rng)
 
     def price(p: str, side: str) -> str:
-        mid, places = pairs[p]
-        k = rng.randint(1, 3 * depth) * Decimal(1).scaleb(-places)
-        return f"{mid + k if side == 'a' else mid - k:.{places}f}"
+        return _price(rng, *pairs[p], 3 * depth, side == "b")
 
     def vol() -> str:
-        return f"{Decimal(rng.randint(1, 10**9)) / Decimal(10**8):.8f}"
+        return _size(rng, 10**9)
 
     def truncate(p: str) -> None:
         a, b = books[p]
@@ -265,19 +280,13 @@ def coinbase_capture(path: Path, seed: int, messages: int) -> dict[str, Final]:
     mids = {"1INCH-EUR": (Decimal("0.4125"), 4), "ETH-USDC": (Decimal("2034.17"), 2),
             "MATIC-USD": (Decimal("0.8123"), 4)}
     books: dict[str, tuple[dict[str, str], dict[str, str]]] = {p: ({}, {}) for p in mids}   # bids, asks
-    t = [1700000000.0]
-
-    def ts() -> float:
-        t[0] += rng.random() / 10
-        return t[0]
+    ts = _clock(rng)
 
     def price(p: str, buy: bool) -> str:
-        mid, places = mids[p]
-        k = rng.randint(1, 40) * Decimal(1).scaleb(-places)
-        return f"{mid - k if buy else mid + k:.{places}f}"
+        return _price(rng, *mids[p], 40, buy)
 
     def size() -> str:
-        return f"{Decimal(rng.randint(1, 10**10)) / Decimal(10**8):.8f}"
+        return _size(rng, 10**10)
 
     out = ["wss://ws-feed.exchange.coinbase.com <-> 1700000000.0",
            "wss://ws-feed.exchange.coinbase.com <- 1700000000.1: " + _json(
