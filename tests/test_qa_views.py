@@ -14,8 +14,10 @@ ba.p) / 2 AS mid FROM bb, ba``) was refused with a caret inside the WITH query. 
 ``test_qa33_views.py``.  By qa34: NOT over a condition that can be NULL was 1 minus it, so
 counted the NULL rows in (``broker_id NOT IN (1, NULL)``, ``NOT (price > (SELECT MIN(price) FROM
 asks) AND ...)`` over an empty ask book, ``NULLIF(..) NOT IN (..)``, ``HAVING NOT (x / NULLIF(..)
-> 20)``); ``BETWEEN SYMMETRIC`` was read as a plain BETWEEN; a scalar subquery over one-row WITH
-queries (``(SELECT p FROM best)``) was refused."""
+> 20)``), and so did ``x NOT IN (SELECT y ...)`` where x or a y is NULL (now x <> ALL (...));
+``EXISTS (SELECT MAX(..) FROM .. WHERE ..)`` counted the rows where it is one row, always;
+``BETWEEN SYMMETRIC`` was read as a plain BETWEEN; refused but legal: a scalar subquery over
+one-row WITH queries (``(SELECT p FROM best)``), ``WHERE rn = k`` past k = 1, IN-lists in HAVING."""
 
 from __future__ import annotations
 
