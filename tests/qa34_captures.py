@@ -6,6 +6,7 @@ and its final state kept as the independent answer ``{symbol: Final}``.
   real capture does not have (``book-25``; 4, 5 and 8 decimals), ``a`` and ``b`` in one message,
   republish flags, truncation to the depth and the CRC32 of the 10 best levels per update.
 - :func:`coinbase_capture`: Coinbase ``level2`` of unseen products with ``ticker`` messages.
+- :func:`okx_capture`: OKX v5 ``books`` with ``seqId``/``prevSeqId`` and the signed CRC32.
 - :func:`tardis_capture`: tardis.dev ``incremental_book_L2`` CSV of another exchange (bitmex), two
   symbols interleaved, a re-snapshot mid-file, amounts in exponent notation, gzip.
 - :func:`dbn_capture`: a Databento MBO file written with databento-dbn's encoder, several
@@ -319,5 +320,64 @@ def coinbase_capture(path: Path, seed: int, messages: int) -> dict[str, Final]:
                 changes.append(["buy" if buy else "sell", x, v])
         out.append(f"{ts()}: " + _json({"type": "l2update", "product_id": p, "changes": changes,
                                         "time": "2023-11-14T22:13:20.000000Z"}))
+    path.write_text("\n".join(out) + "\n")
+    return {p: _final(b, a) for p, (b, a) in books.items()}
+
+
+def okx_capture(path: Path, seed: int, messages: int) -> dict[str, Final]:
+    """OKX v5 ``books`` of instruments the real capture does not have (a swap, an option-like
+    name, a spot pair), with ``seqId``/``prevSeqId`` and the signed CRC32 of the 25 best levels
+    of each side interleaved (``bid:size:ask:size:...``) per message."""
+    rng = random.Random(seed)
+    mids = {"ETH-USDT-SWAP": (Decimal("2034.5"), 1), "SOL-USDC": (Decimal("57.123"), 3),
+            "BTC-USD-240628": (Decimal("37000.1"), 1)}
+    books: dict[str, tuple[dict[str, str], dict[str, str]]] = {p: ({}, {}) for p in mids}   # bids, asks
+    seq = {p: rng.randint(10**6, 10**9) for p in mids}
+    ts = _clock(rng)
+
+    def checksum(p: str) -> int:
+        bids, asks = books[p]
+        b = sorted(bids, key=Decimal, reverse=True)[:25]
+        a = sorted(asks, key=Decimal)[:25]
+        parts = []
+        for i in range(25):
+            if i < len(b):
+                parts += [b[i], bids[b[i]]]
+            if i < len(a):
+                parts += [a[i], asks[a[i]]]
+        crc = zlib.crc32(":".join(parts).encode())
+        return crc - (1 << 32) if crc >= 1 << 31 else crc
+
+    def message(p: str, action: str, bids: list, asks: list) -> str:
+        prev, seq[p] = (-1 if action == "snapshot" else seq[p]), seq[p] + rng.randint(1, 5)
+        data = {"asks": asks, "bids": bids, "ts": str(int(ts() * 1000)), "checksum": checksum(p),
+                "prevSeqId": prev, "seqId": seq[p]}
+        return f"{ts()}: " + _json({"arg": {"channel": "books", "instId": p}, "action": action, "data": [data]})
+
+    out = ["wss://ws.okx.com:8443/ws/v5/public <-> 1700000000.0",
+           "wss://ws.okx.com:8443/ws/v5/public <- 1700000000.1: " + _json(
+               {"op": "subscribe", "args": [{"channel": "books", "instId": p} for p in mids]})]
+    for p in mids:
+        bids, asks = books[p]
+        for _ in range(30):
+            bids[_price(rng, *mids[p], 60, True)], asks[_price(rng, *mids[p], 60, False)] = \
+                str(rng.randint(1, 500)), str(rng.randint(1, 500))
+        out.append(message(p, "snapshot", [[x, bids[x], "0", "1"] for x in sorted(bids, key=Decimal, reverse=True)],
+                           [[x, asks[x], "0", "1"] for x in sorted(asks, key=Decimal)]))
+    for _ in range(messages):
+        p = rng.choice(list(mids))
+        ups: tuple[list, list] = ([], [])
+        for _ in range(rng.randint(1, 3)):
+            side = rng.randint(0, 1)
+            book = books[p][side]
+            if book and rng.random() < 0.4:
+                x = rng.choice(list(book))
+                del book[x]
+                ups[side].append([x, "0", "0", "0"])
+            else:
+                x, v = _price(rng, *mids[p], 60, side == 0), str(rng.randint(1, 500))
+                book[x] = v
+                ups[side].append([x, v, "0", "1"])
+        out.append(message(p, "update", *ups))
     path.write_text("\n".join(out) + "\n")
     return {p: _final(b, a) for p, (b, a) in books.items()}

@@ -1,7 +1,7 @@
 """The qa34 outside check's inputs: captures written from scratch by the venues' documented rules
-(``qa34_captures``: Kraken ``book-25`` of unseen pairs, Coinbase ``level2`` of unseen products, a
-bitmex tardis CSV of two symbols, Databento MBO files of three instruments, historical and live),
-run through the CLI as a user runs it
+(``qa34_captures``: Kraken ``book-25`` of unseen pairs, Coinbase ``level2`` and OKX ``books`` of
+unseen instruments, a bitmex tardis CSV of two symbols, Databento MBO files of three instruments,
+historical and live), run through the CLI as a user runs it
 (``ddms.cli.main`` in-process: an escaping exception fails the test) and compared with the
 generator's own replay; and mutants of every reader's input (BOM, CRLF, blank and 3 MB lines,
 swapped lines, numbers spelled as Python reads them but no venue writes them: ``1_000.5``,
@@ -25,7 +25,7 @@ import traceback
 
 import pytest
 from conftest import shared_file
-from qa34_captures import Final, coinbase_capture, dbn_capture, kraken_capture, tardis_capture
+from qa34_captures import Final, coinbase_capture, dbn_capture, kraken_capture, okx_capture, tardis_capture
 
 from ddms.cli import main
 
@@ -42,6 +42,7 @@ CREATE VIEW SA AS SELECT symbol, MIN(price) AS best_ask, SUM(volume) AS ask_vol 
 CAPTURES = {
     "kraken": ("KRAKEN.ws.7.0", lambda p: kraken_capture(p, 3, 600)),
     "coinbase": ("COINBASE.ws.3.0", lambda p: coinbase_capture(p, 9, 600)),
+    "okx": ("OKX.ws.5.0", lambda p: okx_capture(p, 13, 600)),
     "tardis": ("bitmex_incremental_book_L2_2024-01-01.csv.gz", lambda p: tardis_capture(p, 5, 600)),
     "dbn": ("multi.dbn", lambda p: dbn_capture(p, 7, 800)),
     "dbn_live": ("live.dbn", lambda p: dbn_capture(p, 11, 800, live=True)),
