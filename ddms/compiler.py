@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ddms.calculus.materialize import Compiler, MapInfo
 from ddms.calculus.order import choose_orders
+from ddms.errors import DdmsError, ProgramError, SqlError
 from ddms.m3.extremes import choose_extremes
 from ddms.m3.ir import Program
 from ddms.m3.maptypes import infer_map_types
@@ -61,9 +62,11 @@ def compile_sql(text: str, source: str = "<sql>") -> SqlProgram:
     stages.append(("translate", "\n".join(_show_view(v) for v in views)))
 
     t0 = time.perf_counter()
-    comp = Compiler(script.streams)
-    compiled = comp.program(views)
-    verify(compiled.program)
+    try:
+        compiled = Compiler(script.streams).program(views)
+        verify(compiled.program)
+    except ProgramError as e:
+        raise _located(e, script, views, text, source) from e
     timings.append(("materialize", time.perf_counter() - t0))
     stages.append(("materialize", print_program(compiled.program)))
 
@@ -78,6 +81,22 @@ def compile_sql(text: str, source: str = "<sql>") -> SqlProgram:
     timings.append(("order", time.perf_counter() - t0))
     stages.append(("order", print_program(program)))
     return SqlProgram(program, views, compiled.maps, notes, timings, stages, source)
+
+
+def _located(e: ProgramError, script, views: list[ViewDef], text: str, source: str) -> DdmsError:
+    """A view the translation accepted but the program built from it fails a check of (a shape
+    the lowering gets wrong): refused at that view, found by building each view alone (costs a
+    compile per view, on this error path only), with the check's own words.  The error itself
+    when no single view fails alone."""
+    for v in views:
+        try:
+            verify(Compiler(script.streams).program([v]).program)
+        except ProgramError:
+            sel = next((s.select for s in script.views if s.name == v.name), None)
+            if sel is not None:
+                return SqlError(f"view {v.name}: this combination is not supported (an internal check failed: {e})",
+                                source, sel.text, text)
+    return e
 
 
 def compile_sql_file(path: str | Path) -> SqlProgram:

@@ -420,3 +420,23 @@ def test_fuzz_synthetic_dbn_file(tmp_path, skip_bad):
     out = fuzz(read, data, 80, seed=4, kinds=("flip", "non_utf8", "cut_file", "json_junk", "number_out_of_range",
                                               "insert_line", "duplicate_line"))
     assert out["ok"] > 0 and out["error"] > 0
+
+
+def test_live_stream_names_its_instruments_by_symbol_mapping_records(tmp_path):
+    """A live session's DBN (no mappings in the metadata: ``SymbolMappingMsg`` records name the
+    instruments in the stream) gives each instrument its publisher symbol, as a historical file's
+    metadata does (was: the ids, so ``FILE#NQM5`` found nothing and views printed "101")."""
+    import databento_dbn as dbn
+    recs = synthetic(random.Random(5), n=40, instruments=(101, 202))
+    p = tmp_path / "live.dbn"
+    data = write_dbn(p, recs)
+    meta_len = len(dbn.Metadata(dataset="GLBX.MDP3", start=0, stype_in=dbn.SType.RAW_SYMBOL,
+                                stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema("mbo")).encode())
+    maps = [bytes(dbn.SymbolMappingMsg(publisher_id=1, instrument_id=i, ts_event=0, stype_in=dbn.SType.CONTINUOUS,
+                                       stype_in_symbol=f"{s}.c.0", stype_out=dbn.SType.RAW_SYMBOL,
+                                       stype_out_symbol=s, start_ts=0, end_ts=0))
+            for i, s in ((101, "NQM5"), (202, "ZN U5"))]
+    p.write_bytes(data[:meta_len] + b"".join(maps) + data[meta_len:])
+    bk = MboBook(str(p))
+    assert {ev.symbol for ev in read_dbn(p, book=bk)} == {"NQM5", "ZN U5"}
+    assert bk.other_records == 0 and set(bk.summary()["symbols"]) == {"NQM5", "ZN U5"}

@@ -11,7 +11,13 @@ Regressions found by qa32: a NATURAL (or ASOF) JOIN compiled as a cross join (a 
 now rejected at the join); a non-aggregate expression over the columns of one-row aggregate
 subqueries in FROM (``WITH bb AS (SELECT MAX(price) AS p FROM bids), ba AS (...) SELECT (bb.p +
 ba.p) / 2 AS mid FROM bb, ba``) was refused with a caret inside the WITH query.  By qa33: see
-``test_qa33_views.py``."""
+``test_qa33_views.py``.  By qa34: NOT over a condition that can be NULL was 1 minus it, so
+counted the NULL rows in (``broker_id NOT IN (1, NULL)``, ``NOT (price > (SELECT MIN(price) FROM
+asks) AND ...)`` over an empty ask book, ``NULLIF(..) NOT IN (..)``, ``HAVING NOT (x / NULLIF(..)
+> 20)``), and so did ``x NOT IN (SELECT y ...)`` where x or a y is NULL (now x <> ALL (...));
+``EXISTS (SELECT MAX(..) FROM .. WHERE ..)`` counted the rows where it is one row, always;
+``BETWEEN SYMMETRIC`` was read as a plain BETWEEN; refused but legal: a scalar subquery over
+one-row WITH queries (``(SELECT p FROM best)``), ``WHERE rn = k`` past k = 1, IN-lists in HAVING."""
 
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 
 import pytest
 import qa33_views as qa33
+import qa34_views as qa34
 import qa_views as qa32
 from conftest import shared_file
 from hypothesis import HealthCheck, given, settings
@@ -60,6 +67,9 @@ FAMILIES = {
     "qa33": Family({n: qa33.as_view(n, s) for n, s in qa33.VIEWS.items()}, qa33.VIEWS,
                    {n: qa33.as_view(n, s) for n, s in qa33.SYMBOL_VIEWS.items()}, qa33.SYMBOL_VIEWS,
                    qa33.REJECTED, 3, True),
+    "qa34": Family({n: qa34.as_view(n, s) for n, s in qa34.VIEWS.items()}, qa34.VIEWS,
+                   {n: qa34.as_view(n, s) for n, s in qa34.SYMBOL_VIEWS.items()}, qa34.SYMBOL_VIEWS,
+                   qa34.REJECTED, 3, True),
 }
 REJECTED = [(f, name) for f, fam in FAMILIES.items() for name in fam.rejected]
 

@@ -92,3 +92,27 @@ def test_bad_orderbook_options_name_the_line(options: str, reason: str, fragment
     line, caret = msg.splitlines()[1:3]
     assert line.strip().startswith("FROM FILE 'f.csv'")
     assert line[caret.index("^"):].startswith(fragment), msg
+
+
+def test_a_view_failing_an_internal_check_is_refused_at_that_view(monkeypatch) -> None:
+    """A view the translation accepts but whose program fails a check (qa34: a top-N of levels with
+    a scalar subquery in its WHERE, "variable X0 is used before it is bound") is refused at that
+    view with file:line:column, not as an unlocated internal error.  The check is made to fail for
+    the second view's maps here, so that the test does not depend on that bug."""
+    import ddms.compiler as compiler
+    from ddms.errors import ProgramError
+
+    real = compiler.verify
+
+    def verify(program) -> None:
+        if any(m.name.startswith("SECOND") for m in program.maps):
+            raise ProgramError("initial value of SECOND: variable X0 is used before it is bound")
+        real(program)
+
+    monkeypatch.setattr(compiler, "verify", verify)
+    sql = HEADER + "CREATE VIEW first AS SELECT MAX(price) AS p FROM bids;\n" \
+                   "CREATE VIEW second AS SELECT SUM(volume) AS v FROM bids;\n"
+    with pytest.raises(SqlError, match=r"^v\.sql:\d+:\d+: view SECOND: this combination is not supported "
+                                       r"\(an internal check failed: initial value of SECOND") as e:
+        compile_sql(sql, "v.sql")
+    assert "SELECT SUM(volume) AS v FROM bids" in str(e.value).splitlines()[1]

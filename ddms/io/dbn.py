@@ -404,5 +404,23 @@ def _feed_all(bk: MboBook, recs: Iterable[Any]) -> None:
                 bk.symbols.setdefault(iid, sym)
                 if iid in bk.instruments:
                     bk.instruments[iid].symbol = bk.symbols[iid]
+        elif isinstance(r, _MAPPING_MSGS):
+            # a live session names its instruments in the stream, not in the metadata
+            name = _mapped_symbol(r)
+            if name and r.instrument_id not in bk.instruments:
+                bk.symbols.setdefault(r.instrument_id, name)
         else:
             bk.other_records += 1
+
+
+_MAPPING_MSGS = tuple(getattr(dbn, n) for n in ("SymbolMappingMsg", "SymbolMappingMsgV1") if hasattr(dbn, n))
+
+
+def _mapped_symbol(r: Any) -> str | None:
+    """The publisher's (raw) symbol a ``SymbolMappingMsg`` gives its instrument id: the output
+    symbol (a live session maps what was subscribed, e.g. ``ES.c.0``, to the raw symbol), or the
+    input symbol where the output is the id itself (a raw-symbol to instrument-id mapping)."""
+    for name in (getattr(r, "stype_out_symbol", None), getattr(r, "stype_in_symbol", None)):
+        if isinstance(name, str) and name.strip() and name != str(r.instrument_id):
+            return name
+    return None

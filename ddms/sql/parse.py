@@ -667,7 +667,12 @@ class _Converter:
         if isinstance(node, exp.Or):
             return Or((self.cond(node.this), self.cond(node.expression)), node.sql())
         if isinstance(node, exp.Not):
-            return Not(self.cond(node.this), node.sql())
+            inner = self.cond(node.this)
+            if isinstance(inner, Exists) and inner.match is not None:
+                # x NOT IN (SELECT y ...) is x <> ALL (SELECT y ...): not true where x is NULL or a
+                # y is NULL (unless there is no row), which NOT of the match count would miss
+                return Quantified("!=", inner.match[1], inner.select, True, node.sql())
+            return Not(inner, node.sql())
         if isinstance(node, exp.Boolean):
             return Bool(bool(node.this), node.sql())
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
@@ -675,6 +680,8 @@ class _Converter:
         if isinstance(node, exp.Exists):
             if not isinstance(node.this, exp.Select):
                 raise self.fail("EXISTS takes a SELECT", node)
+            if _one_aggregate_row(node.this):
+                return Bool(True, node.sql())   # EXISTS (SELECT MAX(..) FROM .. WHERE ..): always one row
             return Exists(self.select(node.this, with_items=False), None, node.sql())
         if isinstance(node, exp.In):
             x = self.expr(node.this)
@@ -701,6 +708,9 @@ class _Converter:
             items = tuple(Compare("=", x, v) for v in values)
             return items[0] if len(items) == 1 else Or(items, node.sql())
         if isinstance(node, exp.Between):
+            if node.args.get("symmetric"):   # was read as plain BETWEEN: a reversed range kept nothing
+                raise self.fail("BETWEEN SYMMETRIC is not supported: write BETWEEN LEAST(a, b) AND GREATEST(a, b)",
+                                "SYMMETRIC")   # (node.sql() is sqlglot's rewrite, not the text written)
             x = self.expr(node.this)
             return And((Compare(">=", x, self.expr(node.args["low"])),
                         Compare("<=", x, self.expr(node.args["high"]))), node.sql())
@@ -713,7 +723,7 @@ _RANK_FLIP = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ}
 
 def _rank_bound(c: exp.Expression, rn: str, table: str) -> tuple[int, int] | None:
     """(n, m) when ``c`` keeps the row numbers ``rn`` m+1..m+n (``rn <= n``, ``rn < n + 1``,
-    ``n >= rn``, ``rn = 1``: m = 0; ``rn BETWEEN m + 1 AND m + n``), else None."""
+    ``n >= rn``: m = 0; ``rn = m + 1``: n = 1; ``rn BETWEEN m + 1 AND m + n``), else None."""
     if isinstance(c, exp.Between):   # rn >= 1 always: a low bound of 1 or less keeps from the first
         low = c.args.get("low")
         if not isinstance(low, exp.Literal) or low.is_string:
@@ -730,9 +740,18 @@ def _rank_bound(c: exp.Expression, rn: str, table: str) -> tuple[int, int] | Non
     if not isinstance(b, exp.Literal) or b.is_string:
         return None
     x = float(b.this)
-    if kind is exp.EQ:
-        return (1, 0) if x == 1.0 else None
+    if kind is exp.EQ:   # rn = k: the k-th row alone (1 row after k - 1)
+        return (1, int(x) - 1) if x.is_integer() and x >= 1.0 else None
     return max(0, math.floor(x) if kind is exp.LTE else math.ceil(x) - 1), 0
+
+
+def _one_aggregate_row(sel: exp.Select) -> bool:
+    """Whether ``sel`` aggregates without GROUP BY or HAVING: exactly one row, whatever its FROM
+    and WHERE keep (an aggregate of its own, not one inside a window or a nested SELECT)."""
+    if sel.args.get("group") or sel.args.get("having"):
+        return False
+    return any(agg.find_ancestor(exp.Select) is sel and agg.find_ancestor(exp.Window) is None
+               for e in sel.expressions for agg in e.find_all(exp.AggFunc))
 
 
 def _inside(node: exp.Expression, ancestor: exp.Expression) -> bool:

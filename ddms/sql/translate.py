@@ -556,8 +556,25 @@ class _Translator:
             case Quantified():
                 # alternatives that exclude each other: their sum, not an OR's inclusion-exclusion
                 return [t for alt in self.quantified(c) for t in self.cond(alt, scope)]
+            case Not(Not(x)):
+                return self.cond(x, scope)
+            case Not(Or(items)):
+                # NOT (a OR b) is NOT a AND NOT b in SQL's three-valued logic too, and each NOT
+                # then lands on a comparison, where NULL stays false (``x NOT IN (1, NULL)`` is
+                # never true; 1 minus the OR counted its NULL rows in)
+                return self.cond(And(tuple(Not(x) for x in items), c.text), scope)
+            case Not(InList(x, values)):
+                # true where x is none of the values and is not NULL
+                v = self.value(x, scope)
+                base = Term(1.0, (), (Cmp("=", v, v),) if nullable(v) else ())
+                return [base] + [Term(-1.0, (), (Cmp("=", v, Const(c)),)) for c in values]
             case Not(x):
-                return [Term(1.0, (), ())] + [Term(-t.coef, t.atoms, t.factors) for t in self.cond(x, scope)]
+                inner = self.cond(x, scope)
+                if isinstance(x, And) and _can_be_null(inner):
+                    # 1 - [a AND b] would count the rows where a or b is NULL: NOT (a AND b) is
+                    # NOT a OR NOT b (inclusion-exclusion: taken only where a part can be NULL)
+                    return self.cond(Or(tuple(Not(y) for y in x.items), c.text), scope)
+                return [Term(1.0, (), ())] + [Term(-t.coef, t.atoms, t.factors) for t in inner]
             case Bool(v):
                 return [Term(1.0, (), ())] if v else []
             case IsNull(x):
@@ -641,7 +658,19 @@ class _Translator:
                 return Mul(tuple(self.agg_cond(x, value) for x in items))
             case Or(items):
                 return Cmp("!=", Add(tuple(self.agg_cond(x, value) for x in items)), Const(0.0))
-            case Not(x):
+            case InList(x, values):
+                return self.agg_cond(Or(tuple(Compare("=", x, Lit(v)) for v in values)), value)
+            case Not(InList(x, values)):
+                return self.agg_cond(And(tuple(Compare("!=", x, Lit(v)) for v in values)), value)
+            case Not(Compare(op, a, b)):   # NULL compares false either way round
+                return Cmp(_NEGATE[op], value(a), value(b))
+            case Not(And(items)):   # De Morgan holds in three-valued logic: NOT lands on comparisons
+                return self.agg_cond(Or(tuple(Not(x) for x in items)), value)
+            case Not(Or(items)):
+                return self.agg_cond(And(tuple(Not(x) for x in items)), value)
+            case Not(Not(x)):
+                return self.agg_cond(x, value)
+            case Not(x):   # of a condition that is never NULL (IS NULL, TRUE/FALSE)
                 return Cmp("=", self.agg_cond(x, value), Const(0.0))
             case Bool(v):
                 return Const(1.0 if v else 0.0)
@@ -689,6 +718,11 @@ class _Translator:
             raise self.fail("HAVING is supported in a view's top-level SELECT only", text)
         if sel.group:
             raise self.fail("a scalar subquery cannot have GROUP BY (it must return one row)", text)
+        if len(sel.items) == 1 and one_row(sel):
+            # (SELECT p FROM best), best a one-row aggregate (WITH) query: the expression over its
+            # row, as a view's SELECT list over such a FROM is
+            scope, _, _ = self.from_items(sel, parent)
+            return self.value(sel.items[0].expr, scope)
         if len(sel.items) != 1 or not has_agg(sel.items[0].expr):
             raise self.fail("a scalar subquery must select exactly one aggregate", text)
         scope, terms, local = self.from_items(sel, parent)
@@ -1218,6 +1252,12 @@ def _regroup(e: Expr, order: tuple[str, ...]) -> Expr:
 
 
 _NULL = Div(Const(0.0), Const(0.0))
+
+
+def _can_be_null(terms: list[Term]) -> bool:
+    """Whether a condition's terms compare a value that can be NULL (the condition is then NULL,
+    neither true nor false, on such rows).  O(size of the terms)."""
+    return any(nullable(x) for t in terms for f in t.factors if isinstance(f, Cmp) for x in (f.left, f.right))
 """SQL NULL as an expression (0 / 0 is NaN, and a quotient counts as nullable)."""
 
 
