@@ -1252,13 +1252,13 @@ def _regroup(e: Expr, order: tuple[str, ...]) -> Expr:
 
 
 _NULL = Div(Const(0.0), Const(0.0))
+"""SQL NULL as an expression (0 / 0 is NaN, and a quotient counts as nullable)."""
 
 
 def _can_be_null(terms: list[Term]) -> bool:
     """Whether a condition's terms compare a value that can be NULL (the condition is then NULL,
     neither true nor false, on such rows).  O(size of the terms)."""
     return any(nullable(x) for t in terms for f in t.factors if isinstance(f, Cmp) for x in (f.left, f.right))
-"""SQL NULL as an expression (0 / 0 is NaN, and a quotient counts as nullable)."""
 
 
 def _factor(terms: list[Term]) -> Expr:
