@@ -468,7 +468,11 @@ def _reserve(p, leaves, internals):
 
 @njit(cache=True)
 def _alloc_leaf(p):
-    """An empty, padded leaf off the free list, else a fresh one (room reserved by the caller)."""
+    """An empty, padded leaf off the free list (padded when freed: :func:`_free_leaf`), else a
+    fresh one, padded here (room reserved by the caller).  Why not pad on every allocation: a
+    per-slice tree of one key frees its leaf when the key goes and takes one back for the next new
+    key, and padding the whole row would write every cache line of it (12 with two columns)
+    where the update touched one per segment (:func:`_live`)."""
     n = p.l_head
     if n != -1:
         p.l_head = _b(p.llink)[n]
@@ -476,7 +480,7 @@ def _alloc_leaf(p):
     else:
         n = p.l_used
         p.l_used = n + 1
-    _lpad(_b(p.lf), _widths(p)[1], n, 0, FL)
+        _lpad(_b(p.lf), _widths(p)[1], n, 0, FL)
     _b(p.ln)[n] = 0
     _b(p.llink)[n] = -1
     return n
@@ -500,7 +504,11 @@ def _alloc_int(p):
 
 @njit(cache=True)
 def _free_leaf(p, n):
-    _b(p.ln)[n] = -1
+    """Put leaf n on the free list, its ``ln[n]`` slots padded first (the others are padding
+    already): a free leaf is a padded row, so :func:`_alloc_leaf` hands it out untouched."""
+    ln = _b(p.ln)
+    _lpad(_b(p.lf), _widths(p)[1], n, 0, ln[n])
+    ln[n] = -1
     _b(p.llink)[n] = p.l_head
     p.l_head = n
     p.l_free += 1
@@ -579,6 +587,18 @@ def _count_le(a, r, f, x):
 
 
 @njit(cache=True, inline="always")
+def _live(fill):
+    """Slots of a leaf of ``fill`` keys that a search or row sum must read: the fill rounded up to
+    whole blocks of 4 (at least one).  The slots past it are padding (+inf keys, 0.0 values),
+    which neither a search nor a sum can tell apart from absent slots: a count below a key stops
+    at the padding either way, and adding 0.0 to a lane sum (never -0.0: lanes start at +0.0)
+    changes no bit.  Why: a leaf row is ``lw FL`` floats (768 bytes with two columns) and an
+    update of a nearly empty leaf (a per-slice tree of one order: a price level of one order at
+    distinct prices) otherwise reads every cache line of it, 12 instead of 3.  O(1)."""
+    return max(4, (fill + 3) & ~3)
+
+
+@njit(cache=True, inline="always")
 def _leaf_nonzero(lf, lw, n, c):
     """Entries of leaf n whose value in column c is nonzero (padding is 0.0)."""
     k = 0
@@ -616,9 +636,10 @@ def _refresh(p, i, j):
             ii[i, (2 * c + 1) * FI + j] = _isum(ii, n, (2 * c + 1) * FI, FI)
     else:
         lf = _b(p.lf)
-        ik[i, j] = lf[n, _b(p.ln)[n] - 1]
+        fill = _b(p.ln)[n]
+        ik[i, j] = lf[n, fill - 1]
         for c in range(nc):
-            ik[i, FI * (1 + c) + j] = _rowsum(lf, n, FL * (1 + c), FL)
+            ik[i, FI * (1 + c) + j] = _rowsum(lf, n, FL * (1 + c), _live(fill))
             ii[i, 2 * c * FI + j] = _leaf_nonzero(lf, lw, n, c)
             ii[i, (2 * c + 1) * FI + j] = _leaf_negatives(lf, lw, n, c)
 
@@ -649,10 +670,11 @@ def _walk_up(p, pn, pj, d, ref, cols, xv, dc, dn):
                     ik[i, FI * (1 + c) + j] = _rowsum(ik, n, FI * (1 + c), FI)
         else:
             lf = _b(p.lf)
-            ik[i, j] = lf[n, _b(p.ln)[n] - 1]
+            fill = _b(p.ln)[n]
+            ik[i, j] = lf[n, fill - 1]
             for c in range(nc):
                 if cols == ALL or c == cols or xv[c] != 0.0:
-                    ik[i, FI * (1 + c) + j] = _rowsum(lf, n, FL * (1 + c), FL)
+                    ik[i, FI * (1 + c) + j] = _rowsum(lf, n, FL * (1 + c), _live(fill))
         for c in range(nc):
             if dc[c] != 0 or dn[c] != 0:
                 ii[i, 2 * c * FI + j] += dc[c]
@@ -840,7 +862,7 @@ def _pending_hit(lf, ps, nc, root, k, xv, a):
         n = ps[r, 1]
         if not (lf[n, 0] <= k <= lf[n, ps[r, 3] - 1]):
             continue
-        pos = _count_lt(lf, n, FL, k)
+        pos = _count_lt(lf, n, _live(ps[r, 3]), k)
         if lf[n, pos] != k or not _keeps(lf, xv, nc, lw, n, pos, a):
             return False   # absent (an insertion) or leaving (a removal)
         _update_in_leaf(lf, xv, ps, nc, lw, n, pos, a, s)
@@ -906,8 +928,8 @@ def _update(p, root, k, a):
         d += 1
         r = _child(ik, iw, i, j)
     n = r >> 1
-    pos = _count_lt(lf, n, FL, k)
     fill = _b(p.ln)[n]
+    pos = _count_lt(lf, n, _live(fill), k)
     if pos < fill and lf[n, pos] == k:  # (a key +inf is told from padding by the fill)
         if not _keeps(lf, xv, nc, lw, n, pos, a):
             _flush(p)
@@ -1226,7 +1248,8 @@ def btree_set(pool: BTreePool, root: int, key: float, value: float, c: int = 0) 
 
 @njit(cache=True)
 def btree_free(pool: BTreePool, root: int) -> int:
-    """Release every node of the tree to the free lists; returns -1, the empty tree.  O(n / F)."""
+    """Release every node of the tree to the free lists (each leaf padded: :func:`_free_leaf`);
+    returns -1, the empty tree.  O(n / F) nodes, O(C n) slots padded."""
     pool = _bp(pool)
     _flush(pool)
     if root == -1:
@@ -1319,9 +1342,10 @@ def btree_big(pool: BTreePool) -> bool:
 
 @njit(cache=True)
 def btree_prefetch(pool: BTreePool, root: int, key: float) -> None:
-    """Start loading what an update of ``key`` will touch below the internal levels: the leaf
-    that holds (or would hold) it, whole, its fill, and its parent's sum and count entries.
-    Changes nothing; a hint to the CPU.
+    """Start loading what an update of ``key`` will touch below the internal levels: the blocks
+    of the leaf that holds (or would hold) it that its fill uses (:func:`_live`: a leaf is ~70%
+    full after random insertions, so about 9 of its 12 lines with two columns), and its parent's
+    sum and count entries.  Changes nothing; a hint to the CPU.
 
     Why: at a million distinct keys the leaves are as big as the last-level cache, and an update
     waits on memory several times in a row (the leaf's keys, then the values at the position they
@@ -1338,10 +1362,11 @@ def btree_prefetch(pool: BTreePool, root: int, key: float) -> None:
     ik = _b(pool.ik)
     n, i = _descend(ik, _b(pool.in_), iw, root, key)
     lf = _b(pool.lf)
-    for off in range(0, lw * FL, 8):   # 8 float64 to a 64-byte line
-        _prefetch(lf, (n, off))
-    _prefetch(lf, (n, lw * FL - 1))   # (the row's last line, should the rows not be line-aligned)
-    _prefetch(_b(pool.ln), (n,))
+    live = _live(_b(pool.ln)[n])   # (the fills: 8 bytes a leaf, cached where the leaves are not)
+    for g in range(0, lw * FL, FL):
+        for off in range(0, live, 8):   # 8 float64 to a 64-byte line
+            _prefetch(lf, (n, g + off))
+        _prefetch(lf, (n, g + live - 1))   # (the block's last line, should the rows not be line-aligned)
     if i >= 0:
         for off in range(FI, (nc + 1) * FI, 8):
             _prefetch(ik, (i, off))
@@ -1354,7 +1379,8 @@ def btree_prefetch(pool: BTreePool, root: int, key: float) -> None:
 def btree_prefetch_level(pool: BTreePool, root: int, key: float, level: int) -> None:
     """Start loading the node at depth ``level`` (0: the root) of the path an update of ``key``
     takes, the leaf if the path is shorter: of an internal node what a descent reads (its keys and
-    children: four cache lines), of a leaf its whole row and fill; and of its parent the lines that
+    children: four cache lines), of a leaf its whole row and fill (of a tree that is one leaf, only
+    the blocks of its row the fill uses: see below); and of its parent the lines that
     the update's walk back up writes (the sums and counts of the entry the path takes).  Changes
     nothing; a hint to the CPU.
 
@@ -1364,7 +1390,14 @@ def btree_prefetch_level(pool: BTreePool, root: int, key: float, level: int) -> 
     itself.  Generated ``run_batch`` calls this for levels 0, 1, .. and then for the leaf
     (``level`` >= the depth) a few events apart, so that each call's descent reads rows an
     earlier call started loading (``codegen.PF_PATH``), and loads only the lines the update reads
-    (the whole rows of every level: twice the memory traffic).  O(F level)."""
+    (the whole rows of every level: twice the memory traffic).
+
+    A tree that is a single leaf (a slice of a few keys: at distinct prices most price levels hold
+    one order, each its own tree) is loaded in two steps: an early stage (``level`` < ``MAXD``)
+    loads its fill and the first block of each segment without waiting on anything, and the leaf
+    stage (``level`` >= ``MAXD``) reads the fill (loaded by then) and loads the other blocks in
+    use (:func:`_live`): 3 cache lines instead of 12 for a one-key leaf with two columns, which is
+    what a book of 500k one-order levels has to fetch per update.  O(F level)."""
     pool = _bp(pool)
     if root < 0 or key != key:
         return
@@ -1388,6 +1421,17 @@ def btree_prefetch_level(pool: BTreePool, root: int, key: float, level: int) -> 
         for off in (0, 8, FI * (iw - 1), FI * (iw - 1) + 8):   # keys, children
             _prefetch(ik, (n, off))
         _prefetch(in_, (n,))
+    elif d == 0:   # a tree of one leaf (a small slice): only the blocks its fill uses (_live)
+        ln = _b(pool.ln)
+        lf = _b(pool.lf)
+        live = 4   # an early stage: the first block of each segment, and the fill, waiting on nothing
+        if level >= MAXD:   # the leaf stage: the fill, loaded by the stage at level 0, bounds the rest
+            live = _live(ln[n])
+        for g in range(0, lw * FL, FL):
+            for off in range(0, live, 8):
+                _prefetch(lf, (n, g + off))
+            _prefetch(lf, (n, g + live - 1))   # (rows need not start on a line)
+        _prefetch(ln, (n,))
     else:
         lf = _b(pool.lf)
         for off in range(0, lw * FL, 8):
@@ -1416,8 +1460,9 @@ def btree_get(pool: BTreePool, root: int, key: float, c: int = 0) -> float:
     lf = _b(pool.lf)
     _, lw, iw = _widths(pool)
     n = _descend(_b(pool.ik), _b(pool.in_), iw, root, key)[0]
-    pos = _count_lt(lf, n, FL, key)
-    if pos < _b(pool.ln)[n] and lf[n, pos] == key:
+    fill = _b(pool.ln)[n]
+    pos = _count_lt(lf, n, _live(fill), key)
+    if pos < fill and lf[n, pos] == key:
         return lf[n, FL * (1 + c) + pos]
     return 0.0
 
@@ -2008,6 +2053,9 @@ def btree_check(pool: BTreePool, root: int) -> None:
         return free
 
     lfree = free_list(view.l_head, view.llink, ln, view.l_used, view.l_free)
+    if lfree:   # _alloc_leaf hands a free leaf out unpadded: it must be a padded row already
+        rows = lf[sorted(lfree)]
+        assert (rows[:, :FL] == _INF).all() and (rows[:, FL:] == 0.0).all(), "a free leaf is not padded"
     ifree = free_list(view.i_head, view.ilink, in_, view.i_used, view.i_free)
     if root == -1:
         return
