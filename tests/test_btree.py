@@ -854,3 +854,19 @@ def test_codegen_emits_the_btree_comparison_codes():
     from ddms.backend.codegen import _OPCODE
     from ddms.storage.btree import OP_CODES
     assert _OPCODE == OP_CODES
+
+
+def test_deep_counts_leaves_per_tree() -> None:
+    """``btree_deep``: a pool of one-key trees (a tree per price level of one order) is not deep;
+    one whose trees average two leaves or more is."""
+    pool = btree_new(8, 2)
+    roots = [shipped.btree_addv(pool, -1, float(k), (1.0, 2.0)) for k in range(40)]
+    assert not shipped.btree_deep(pool, float(len(roots)))
+    big = -1
+    for k in range(4 * shipped.FL):
+        big = shipped.btree_addv(pool, big, float(k), (1.0, 2.0))
+    assert not shipped.btree_deep(pool, float(len(roots) + 1))   # 40 + ~6 leaves for 41 trees
+    assert shipped.btree_deep(pool, 1.0)                          # as if that tree were the only one
+    for r in [*roots, big]:
+        shipped.btree_free(pool, r)
+    btree_check(pool, -1)

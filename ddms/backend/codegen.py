@@ -72,7 +72,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "24"
+CODEGEN_VERSION = "25"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -95,7 +95,10 @@ PF_PATH - 1 of such a tree's path (``btree_prefetch_level``), level ``l`` ``PF_S
 - l)`` events ahead, and its leaf ``PF_SLICE`` ahead, so that each stage descends through rows an
 earlier one loaded.  Measured on a pool of 1,000 trees of 500 keys (a delete and an insert a line,
 random tree): 893 ns/line without prefetch, 459 with the leaf's alone 4 ahead, 337 with the path 12,
-8, 4 ahead, 281 with it 6, 4, 2 ahead (185 for one tree of 500 keys)."""
+8, 4 ahead, 281 with it 6, 4, 2 ahead (185 for one tree of 500 keys).  The path stages run only
+while the pool's trees average two leaves or more (``btree_deep``, tested once per batch): a tree
+per price level at distinct prices is a leaf of one order, and each stage would probe the slice's
+root table again for a node the leaf stage loads anyway."""
 PF_SLICE = 2
 """Events between two prefetch stages of a per-slice tree's path (see ``PF_PATH``)."""
 PF_LEAF = 64
@@ -1311,11 +1314,17 @@ class _Codegen:
         whole = [t for t in pf_trees if t not in path]
         stages = ([(PF_SLICE * (PF_PATH + 1 - lv), str(lv)) for lv in range(PF_PATH)] + [(PF_SLICE, str(PF_LEAF))]
                   if path else [])
+        def gate(lv: str) -> str:   # the flag a stage runs under: the path stages only for pools of deep trees
+            return "deep" if lv.isdigit() and int(lv) < PF_PATH else "big"
+        if path and PF_PATH:   # the path stages only for pools whose trees are more than a leaf
+            big += ("    deep = big and (" + " or ".join(f"btree_deep(st.op_{t}, st.or_{t}[-1, 0])" for t in path)
+                    + ")\n")
         if path:
             self.plan.append(f"run_batch: prefetches the path (levels 0 .. {PF_PATH - 1}, then the leaf) in the "
                              f"per-slice range tree{'s' if len(path) > 1 else ''} " + ", ".join(path) + " "
                              + ", ".join(str(a) for a, _ in stages)
-                             + " events ahead once one's pool has outgrown the caches")
+                             + " events ahead once one's pool has outgrown the caches (the path stages only while "
+                             "its trees average two leaves or more)")
         if whole:
             stages.append((PF_AHEAD, "-1"))
             self.plan.append(f"run_batch: prefetches the leaves of range tree{'s' if len(whole) > 1 else ''} "
@@ -1339,7 +1348,7 @@ class _Codegen:
                "        ln = line[i]\n"
                "        if watching:\n" + ("\n".join(snap) if snap else "            pass") + "\n"
                "        while i < end and line[i] == ln:\n"
-               + ("".join(f"            if big and i + {a} < end:\n"
+               + ("".join(f"            if {gate(lv)} and i + {a} < end:\n"
                           f"                prefetch(st, relmap, rel, sign, cols, i + {a}, {lv})\n" for a, lv in stages)
                   if pf_dispatch else "")
                + (f"            if bigh and i + {PF_HASH_AHEAD} < end:\n"
@@ -1384,7 +1393,7 @@ class _Codegen:
                   "from ddms.storage.btree import (\n"
                   "    borrow, borrow_pool, btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max,"
                   " btree_min,\n"
-                  "    btree_big, btree_new, btree_prefetch, btree_prefetch_level, btree_set, range_sum,\n"
+                  "    btree_big, btree_deep, btree_new, btree_prefetch, btree_prefetch_level, btree_set, range_sum,\n"
                   "    threshold_apply, threshold_cut, threshold_sum,\n)\n"
                   + ("from ddms.storage.btree import btree_nth, btree_nth_row\n" if self._ranks else "")
                   + ("from ddms.storage.extheap import (\n    xh_add, xh_add_also, xh_big, xh_get, xh_new, "
