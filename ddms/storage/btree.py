@@ -472,7 +472,7 @@ def _alloc_leaf(p):
     fresh one, padded here (room reserved by the caller).  Why not pad on every allocation: a
     per-slice tree of one key frees its leaf when the key goes and takes one back for the next new
     key, and padding the whole row would write every cache line of it (12 with two columns)
-    where the update touched one per segment (:func:`_live`)."""
+    where the update touched one per segment (:func:`_leaf_lt`)."""
     n = p.l_head
     if n != -1:
         p.l_head = _b(p.llink)[n]
@@ -586,16 +586,33 @@ def _count_le(a, r, f, x):
     return c
 
 
+FS = 8
+"""Keys of a *short* leaf: one whose fill is at most this is searched and summed over its first
+``FS`` slots only (:func:`_leaf_lt`, :func:`_leaf_sum`)."""
+
+
 @njit(cache=True, inline="always")
-def _live(fill):
-    """Slots of a leaf of ``fill`` keys that a search or row sum must read: the fill rounded up to
-    whole blocks of 4 (at least one).  The slots past it are padding (+inf keys, 0.0 values),
-    which neither a search nor a sum can tell apart from absent slots: a count below a key stops
-    at the padding either way, and adding 0.0 to a lane sum (never -0.0: lanes start at +0.0)
-    changes no bit.  Why: a leaf row is ``lw FL`` floats (768 bytes with two columns) and an
-    update of a nearly empty leaf (a per-slice tree of one order: a price level of one order at
-    distinct prices) otherwise reads every cache line of it, 12 instead of 3.  O(1)."""
-    return max(4, (fill + 3) & ~3)
+def _leaf_lt(lf, n, fill, x):
+    """:func:`_count_lt` over leaf n of ``fill`` keys: over its first ``FS`` slots if it holds no
+    more, else over all ``FL``.  The slots past the fill are padding (+inf) either way, so the
+    count is the same.  Why: a leaf row is ``lw FL`` floats (768 bytes with two columns), and a
+    search of a short leaf (a per-slice tree of one order: a price level of one order at distinct
+    prices) would otherwise read all four lines of its keys where one or two hold them.  Two
+    fixed-length searches, not one of the fill's length: a loop of variable length is not
+    unrolled (measured slower at 1k resting orders).  O(FL)."""
+    if fill <= FS:
+        return _count_lt(lf, n, FS, x)
+    return _count_lt(lf, n, FL, x)
+
+
+@njit(cache=True, inline="always")
+def _leaf_sum(lf, n, off, fill):
+    """:func:`_rowsum` of the segment at ``off`` of leaf n of ``fill`` keys, over its first ``FS``
+    slots if it holds no more (as :func:`_leaf_lt`).  The same bits: adding the padding's 0.0 to a
+    lane changes nothing (lanes start at +0.0, so none is ever -0.0).  O(FL)."""
+    if fill <= FS:
+        return _rowsum(lf, n, off, FS)
+    return _rowsum(lf, n, off, FL)
 
 
 @njit(cache=True, inline="always")
@@ -639,7 +656,7 @@ def _refresh(p, i, j):
         fill = _b(p.ln)[n]
         ik[i, j] = lf[n, fill - 1]
         for c in range(nc):
-            ik[i, FI * (1 + c) + j] = _rowsum(lf, n, FL * (1 + c), _live(fill))
+            ik[i, FI * (1 + c) + j] = _leaf_sum(lf, n, FL * (1 + c), fill)
             ii[i, 2 * c * FI + j] = _leaf_nonzero(lf, lw, n, c)
             ii[i, (2 * c + 1) * FI + j] = _leaf_negatives(lf, lw, n, c)
 
@@ -674,7 +691,7 @@ def _walk_up(p, pn, pj, d, ref, cols, xv, dc, dn):
             ik[i, j] = lf[n, fill - 1]
             for c in range(nc):
                 if cols == ALL or c == cols or xv[c] != 0.0:
-                    ik[i, FI * (1 + c) + j] = _rowsum(lf, n, FL * (1 + c), _live(fill))
+                    ik[i, FI * (1 + c) + j] = _leaf_sum(lf, n, FL * (1 + c), fill)
         for c in range(nc):
             if dc[c] != 0 or dn[c] != 0:
                 ii[i, 2 * c * FI + j] += dc[c]
@@ -862,7 +879,7 @@ def _pending_hit(lf, ps, nc, root, k, xv, a):
         n = ps[r, 1]
         if not (lf[n, 0] <= k <= lf[n, ps[r, 3] - 1]):
             continue
-        pos = _count_lt(lf, n, _live(ps[r, 3]), k)
+        pos = _leaf_lt(lf, n, ps[r, 3], k)
         if lf[n, pos] != k or not _keeps(lf, xv, nc, lw, n, pos, a):
             return False   # absent (an insertion) or leaving (a removal)
         _update_in_leaf(lf, xv, ps, nc, lw, n, pos, a, s)
@@ -929,7 +946,7 @@ def _update(p, root, k, a):
         r = _child(ik, iw, i, j)
     n = r >> 1
     fill = _b(p.ln)[n]
-    pos = _count_lt(lf, n, _live(fill), k)
+    pos = _leaf_lt(lf, n, fill, k)
     if pos < fill and lf[n, pos] == k:  # (a key +inf is told from padding by the fill)
         if not _keeps(lf, xv, nc, lw, n, pos, a):
             _flush(p)
@@ -1353,10 +1370,10 @@ def btree_deep(pool: BTreePool, trees: float) -> bool:
 
 @njit(cache=True)
 def btree_prefetch(pool: BTreePool, root: int, key: float) -> None:
-    """Start loading what an update of ``key`` will touch below the internal levels: the blocks
-    of the leaf that holds (or would hold) it that its fill uses (:func:`_live`: a leaf is ~70%
-    full after random insertions, so about 9 of its 12 lines with two columns), and its parent's
-    sum and count entries.  Changes nothing; a hint to the CPU.
+    """Start loading what an update of ``key`` will touch below the internal levels: the leaf
+    that holds (or would hold) it, whole, its fill, and its parent's sum and count entries.
+    Changes nothing; a hint to the CPU.  (A short leaf's first slots would do (:func:`_leaf_lt`),
+    but reading the fill here waits on it: measured slower, top10_level_imbalance at 1M.)
 
     Why: at a million distinct keys the leaves are as big as the last-level cache, and an update
     waits on memory several times in a row (the leaf's keys, then the values at the position they
@@ -1373,11 +1390,10 @@ def btree_prefetch(pool: BTreePool, root: int, key: float) -> None:
     ik = _b(pool.ik)
     n, i = _descend(ik, _b(pool.in_), iw, root, key)
     lf = _b(pool.lf)
-    live = _live(_b(pool.ln)[n])   # (the fills: 8 bytes a leaf, cached where the leaves are not)
-    for g in range(0, lw * FL, FL):
-        for off in range(0, live, 8):   # 8 float64 to a 64-byte line
-            _prefetch(lf, (n, g + off))
-        _prefetch(lf, (n, g + live - 1))   # (the block's last line, should the rows not be line-aligned)
+    for off in range(0, lw * FL, 8):   # 8 float64 to a 64-byte line
+        _prefetch(lf, (n, off))
+    _prefetch(lf, (n, lw * FL - 1))   # (the row's last line, should the rows not be line-aligned)
+    _prefetch(_b(pool.ln), (n,))
     if i >= 0:
         for off in range(FI, (nc + 1) * FI, 8):
             _prefetch(ik, (i, off))
@@ -1403,12 +1419,11 @@ def btree_prefetch_level(pool: BTreePool, root: int, key: float, level: int) -> 
     earlier call started loading (``codegen.PF_PATH``), and loads only the lines the update reads
     (the whole rows of every level: twice the memory traffic).
 
-    A tree that is a single leaf (a slice of a few keys: at distinct prices most price levels hold
-    one order, each its own tree) is loaded in two steps: an early stage (``level`` < ``MAXD``)
-    loads its fill and the first block of each segment without waiting on anything, and the leaf
-    stage (``level`` >= ``MAXD``) reads the fill (loaded by then) and loads the other blocks in
-    use (:func:`_live`): 3 cache lines instead of 12 for a one-key leaf with two columns, which is
-    what a book of 500k one-order levels has to fetch per update.  O(F level)."""
+    Of a tree that is a single leaf (a slice of a few keys: at distinct prices most price levels
+    hold one order, each its own tree) only the first ``FS`` slots of each segment and the fill
+    are loaded, without reading the fill (which would wait on it): what an update of a short leaf
+    reads (:func:`_leaf_lt`), 3-6 cache lines instead of 12 with two columns; the rest of a fuller
+    one comes on demand.  O(F level)."""
     pool = _bp(pool)
     if root < 0 or key != key:
         return
@@ -1432,17 +1447,12 @@ def btree_prefetch_level(pool: BTreePool, root: int, key: float, level: int) -> 
         for off in (0, 8, FI * (iw - 1), FI * (iw - 1) + 8):   # keys, children
             _prefetch(ik, (n, off))
         _prefetch(in_, (n,))
-    elif d == 0:   # a tree of one leaf (a small slice): only the blocks its fill uses (_live)
-        ln = _b(pool.ln)
+    elif d == 0:   # a tree of one leaf (a small slice): the first block of each segment, and the fill
         lf = _b(pool.lf)
-        live = 4   # an early stage: the first block of each segment, and the fill, waiting on nothing
-        if level >= MAXD:   # the leaf stage: the fill, loaded by the stage at level 0, bounds the rest
-            live = _live(ln[n])
         for g in range(0, lw * FL, FL):
-            for off in range(0, live, 8):
-                _prefetch(lf, (n, g + off))
-            _prefetch(lf, (n, g + live - 1))   # (rows need not start on a line)
-        _prefetch(ln, (n,))
+            _prefetch(lf, (n, g))
+            _prefetch(lf, (n, g + FS - 1))   # (rows need not start on a line)
+        _prefetch(_b(pool.ln), (n,))
     else:
         lf = _b(pool.lf)
         for off in range(0, lw * FL, 8):
@@ -1472,7 +1482,7 @@ def btree_get(pool: BTreePool, root: int, key: float, c: int = 0) -> float:
     _, lw, iw = _widths(pool)
     n = _descend(_b(pool.ik), _b(pool.in_), iw, root, key)[0]
     fill = _b(pool.ln)[n]
-    pos = _count_lt(lf, n, _live(fill), key)
+    pos = _leaf_lt(lf, n, fill, key)
     if pos < fill and lf[n, pos] == key:
         return lf[n, FL * (1 + c) + pos]
     return 0.0
