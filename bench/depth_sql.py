@@ -20,6 +20,16 @@ MIN or MAX the ratio of its cost to the *SUM view of the same shape* -- the same
 ``MIN(``/``MAX(`` written ``SUM(`` (its worst ratio over the depths; target <= 2x).  A SUM twin that
 does not compile is reported as such.  ``--quick``: depths 1k..100k, fewer lines, one run each.
 
+The SUM twin of a *top-N* view (a ``ORDER BY k [DESC] .. LIMIT n`` subquery in FROM, or a
+``ROW_NUMBER() OVER (ORDER BY k [DESC])`` one filtered by ``rn <= n``): each such subquery over
+relation R is replaced by R itself, restricted by a threshold search on the running count in k's
+order, ``WHERE n > (SELECT COUNT(*) FROM R q WHERE q.k > a.k)`` (``<`` for ascending): the rows with
+fewer than n rows before them.  That is DBToaster's VWAP shape (a SUM over an ordered map of R by k,
+its boundary found by a prefix-sum search, O(log n)), over the same relation, key and direction,
+so the ratio prices what the top-N cut itself costs: select by rank, and for a top-N of orders
+(ties broken by a second key) the per-level trees of that key.  The same view without its LIMIT
+would not do: a SUM of everything is one float add per event, whatever the shape.
+
 Run: ``python -m bench --only depth_sql [--quick]``; ``DDMS_BENCH_VIEWS=best_bid,spread`` limits the
 views (file stems).  Numba compiles each program (two for a MIN/MAX view) on first use: minutes the
 first time, cached after.
@@ -59,7 +69,7 @@ class ViewCase:
     name: str
     program: Program
     cost: str
-    twin: Program | None     # the same SQL with MIN/MAX -> SUM (None: no MIN/MAX, or no compile)
+    twin: Program | None     # the SUM twin: MIN/MAX -> SUM, top-N -> threshold (None: neither, or no compile)
     twin_note: str = ""
 
 
@@ -69,9 +79,33 @@ def cost_class(program: Program) -> str:
     return max(classes, key=CLASSES.index)
 
 
+_ORDER_LIMIT = re.compile(
+    r"\(\s*SELECT\s+(?:[^()]|\([^()]*\))*?\s+FROM\s+(?P<rel>\w+)\s+(?:GROUP\s+BY\s+\w+\s+)?ORDER\s+BY\s+(?P<key>\w+)"
+    r"(?:\s+(?P<dir>ASC|DESC))?(?:\s*,\s*\w+(?:\s+(?:ASC|DESC))?)*\s+LIMIT\s+(?P<n>\d+)\s*\)\s*(?P<alias>\w+)",
+    re.IGNORECASE)
+_ROW_NUMBER = re.compile(
+    r"\(\s*SELECT\s+(?:[^()]|\([^()]*\))*?ROW_NUMBER\s*\(\s*\)\s+OVER\s*\(\s*ORDER\s+BY\s+(?P<key>\w+)(?:\s+(?P<dir>ASC|DESC))?"
+    r"\s*\)\s+AS\s+(?P<rn>\w+)\s+FROM\s+(?P<rel>\w+)(?:\s+GROUP\s+BY\s+\w+)?\s*\)\s*(?P<alias>\w+)"
+    r"\s+WHERE\s+(?P=alias)\.(?P=rn)\s*<=\s*(?P<n>\d+)",
+    re.IGNORECASE)
+
+
 def sum_twin(text: str) -> str | None:
     """``text`` with every ``MIN(`` / ``MAX(`` written ``SUM(``; None if it has neither."""
     return _EXTREME.sub("SUM(", text) if _EXTREME.search(text) else None
+
+
+def topn_twin(text: str) -> str | None:
+    """``text`` with every top-N subquery in FROM replaced by its relation under a threshold search
+    on the running count (see the module docstring); None if it has none."""
+    def threshold(m: re.Match) -> str:
+        rel, key, alias, n = m["rel"], m["key"], m["alias"], m["n"]
+        op = ">" if (m["dir"] or "").upper() == "DESC" else "<"
+        q = f"{alias}_q"
+        return f"{rel} {alias} WHERE {n} > (SELECT COUNT(*) FROM {rel} {q} WHERE {q}.{key} {op} {alias}.{key})"
+    out, hits = _ROW_NUMBER.subn(threshold, text)
+    out, more = _ORDER_LIMIT.subn(threshold, out)
+    return out if hits + more else None
 
 
 def cases(files: list[Path]) -> list[ViewCase]:
@@ -80,7 +114,7 @@ def cases(files: list[Path]) -> list[ViewCase]:
         text = f.read_text()
         prog = compile_sql(text).program
         twin, note = None, ""
-        twin_text = sum_twin(text)
+        twin_text = sum_twin(text) or topn_twin(text)
         if twin_text is not None:
             try:
                 twin = compile_sql(twin_text).program

@@ -819,6 +819,59 @@ def test_many_roots(b: SimpleNamespace) -> None:
     free_all(b, pool, roots)
 
 
+def assert_free_leaves_padded(b: SimpleNamespace, pool) -> None:
+    """Every leaf on the free list is a padded row (+inf keys, 0.0 values): ``_alloc_leaf`` hands
+    such a leaf out without writing it."""
+    fl = b.mod.FL
+    ln = np.asarray(pool.ln)[: pool.l_used]
+    rows = np.asarray(pool.lf)[: pool.l_used][ln == -1]
+    assert (rows[:, :fl] == np.inf).all() and (rows[:, fl:] == 0.0).all(), "a free leaf is not padded"
+
+
+# per step: (slice, kind, key, values): "add" adds the values at the key, "cancel" removes the
+# slice's key nearest below it (an exact zero in every column), "free" clears the slice
+slice_steps = st.lists(
+    st.tuples(st.integers(0, 11), st.sampled_from(["add", "add", "add", "cancel", "cancel", "free"]),
+              st.integers(0, 90), st.tuples(st.integers(-3, 4), st.integers(1, 5))),
+    min_size=1, max_size=400)
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=slice_steps)
+def test_small_slices_reuse_padded_leaves(b: SimpleNamespace, steps) -> None:
+    """Many trees of a few keys in one pool (the per-slice trees of a top-N over orders: a tree of
+    order ids per price level, most of one order at distinct prices): leaves freed by deletions,
+    merges and whole-tree frees are padded when freed, so reusing one writes only what the
+    update touches (``_live``), and every tree still agrees with its model and passes the check."""
+    pool = b.new(1, 2)
+    roots = [-1] * 12
+    models = [SortedDict() for _ in roots]
+    for r, kind, key, (v0, v1) in steps:
+        model = models[r]
+        if kind == "free":
+            roots[r] = b.free(pool, roots[r])
+            model.clear()
+        elif kind == "cancel" and model:
+            k = model.keys()[max(0, model.bisect_right(float(key)) - 1)]
+            a, c = model.pop(k)
+            roots[r] = b.addv(pool, roots[r], k, (-a, -c))
+        else:
+            k = float(key)
+            a, c = model.get(k, (0.0, 0.0))
+            roots[r] = b.addv(pool, roots[r], k, (float(v0), float(v1)))
+            a, c = a + v0, c + v1
+            if a == 0.0 and c == 0.0:
+                model.pop(k, None)
+            else:
+                model[k] = (a, c)
+        assert_free_leaves_padded(b, pool)
+    for root, m in zip(roots, models, strict=True):
+        b.check(pool, root)
+        assert [(b.get(pool, root, k, 0), b.get(pool, root, k, 1)) for k in m] == list(m.values())
+    free_all(b, pool, roots)
+    assert_free_leaves_padded(b, pool)
+
+
 @njit  # not cache=True: numba's disk cache would not notice changes to the btree_* it calls
 def _fill_and_query(pool, keys, deltas, probes):
     """Build one map from inside compiled code and answer queries there."""
@@ -864,3 +917,19 @@ def test_codegen_emits_the_btree_comparison_codes():
     from ddms.backend.codegen import _OPCODE
     from ddms.storage.btree import OP_CODES
     assert _OPCODE == OP_CODES
+
+
+def test_deep_counts_leaves_per_tree() -> None:
+    """``btree_deep``: a pool of one-key trees (a tree per price level of one order) is not deep;
+    one whose trees average two leaves or more is."""
+    pool = btree_new(8, 2)
+    roots = [shipped.btree_addv(pool, -1, float(k), (1.0, 2.0)) for k in range(40)]
+    assert not shipped.btree_deep(pool, float(len(roots)))
+    big = -1
+    for k in range(4 * shipped.FL):
+        big = shipped.btree_addv(pool, big, float(k), (1.0, 2.0))
+    assert not shipped.btree_deep(pool, float(len(roots) + 1))   # 40 + ~6 leaves for 41 trees
+    assert shipped.btree_deep(pool, 1.0)                          # as if that tree were the only one
+    for r in [*roots, big]:
+        shipped.btree_free(pool, r)
+    btree_check(pool, -1)

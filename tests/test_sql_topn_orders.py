@@ -14,9 +14,11 @@ subset of the orders tying at the n-th price: rejected with its location and the
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
+from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_sql_minmax import HEADER, check_stream, line
@@ -332,3 +334,54 @@ def test_rank_without_a_range_tree_matches_the_interpreter() -> None:
 def test_real_data(engine_program, run: str) -> None:
     """Every view against DuckDB after every line of standard and every 1,000th of big."""
     check_real_data(engine_program, ENGINE_VIEWS, run)
+
+
+def test_slice_path_prefetch_runs_only_for_deep_pools() -> None:
+    """The tree of order ids per price level is one leaf at distinct prices: run_batch prefetches
+    its leaf, and the path stages (a root-table probe each) run only while ``btree_deep`` says the
+    pool's trees average two leaves (codegen ``PF_PATH``)."""
+    from ddms.backend.codegen import PF_LEAF, PF_PATH, generate
+
+    program = compile_sql((REPO / "examples" / "sql" / "top5_bid_order_volume.sql").read_text()).program
+    src = generate(program).source
+    run = src[src.index("def run_batch"):]
+    assert "deep = big and (btree_deep(" in run
+    def stage(flag: str, level: int) -> str:
+        return rf"if {flag} and i \+ \d+ < end:\n\s+prefetch\(st, relmap, rel, sign, cols, i \+ \d+, {level}\)"
+    for lv in range(PF_PATH):
+        assert re.search(stage("deep", lv), run)
+    assert re.search(stage("big", PF_LEAF), run)
+
+
+@pytest.mark.slow
+def test_top_orders_on_a_big_book_of_one_order_levels() -> None:
+    """A book of 4,000 resting orders at distinct prices: the per-level trees (one leaf of one order
+    each) outgrow ``btree.PF_LEAVES``, so run_batch prefetches their leaves, but they are not deep;
+    the top-5 order volume equals the resting orders' after a steady stream, and the state checks."""
+    from bench.common import parse_continue
+    from bench.synth import book_stream
+    from ddms.io.orderbook import OrderBookParser
+    from ddms.storage.btree import btree_big, btree_deep
+
+    program = compile_sql((REPO / "examples" / "sql" / "top5_bid_order_volume.sql").read_text()).program
+    build, steady = book_stream(4000, 3000, both_sides=True, seed=5)
+    parser = OrderBookParser(brokers=10)
+    batches = parse_continue(parser, build) + parse_continue(parser, steady)
+    engine = Engine(program)
+    relmap = engine.relmap(("bids", "asks"))
+    live: dict[float, tuple[float, float]] = {}
+    for b in batches:
+        engine.apply(b, relmap)
+        for rel, sign, row in zip(b.rel.tolist(), b.sign.tolist(), b.cols.tolist(), strict=True):
+            if relmap[rel] == 0:   # bids: id -> (price, volume)
+                if sign > 0:
+                    live[row[1]] = (row[4], row[3])
+                else:
+                    del live[row[1]]
+    st_ = engine.state
+    pool, roots = st_.op_TOP5_BID_ORDER_VOLUME_m3, st_.or_TOP5_BID_ORDER_VOLUME_m3
+    assert btree_big(pool) and not btree_deep(pool, roots[-1, 0])
+    engine._check()
+    best = sorted(live.items(), key=lambda kv: (-kv[1][0], kv[0]))[:5]
+    want = sum(v for _, (_, v) in best)
+    assert math.isclose(engine.views["TOP5_BID_ORDER_VOLUME"].value, want, rel_tol=1e-12)

@@ -72,7 +72,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "25"
+CODEGEN_VERSION = "26"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -95,11 +95,17 @@ PF_PATH - 1 of such a tree's path (``btree_prefetch_level``), level ``l`` ``PF_S
 - l)`` events ahead, and its leaf ``PF_SLICE`` ahead, so that each stage descends through rows an
 earlier one loaded.  Measured on a pool of 1,000 trees of 500 keys (a delete and an insert a line,
 random tree): 893 ns/line without prefetch, 459 with the leaf's alone 4 ahead, 337 with the path 12,
-8, 4 ahead, 281 with it 6, 4, 2 ahead (185 for one tree of 500 keys)."""
+8, 4 ahead, 281 with it 6, 4, 2 ahead (185 for one tree of 500 keys).  The path stages run only
+while the pool's trees average two leaves or more (``btree_deep``, tested once per batch): a tree
+per price level at distinct prices is a leaf of one order, and each stage would probe the slice's
+root table again for a node the leaf stage loads anyway."""
 PF_SLICE = 2
 """Events between two prefetch stages of a per-slice tree's path (see ``PF_PATH``)."""
 PF_LEAF = 64
 """The last stage's level: at least any tree's depth (``btree.MAXD``), so it loads the leaf."""
+PF_ROOT_LEAF = -2
+"""The leaf stage's level code while a pool's trees are shallow (no path stages ran: see
+``PF_PATH``): descend from the slice's root to the leaf (``PF_LEAF`` levels), not from the ring."""
 PF_RING = 8
 """Rows of ``run_batch``'s ring of prefetched refs (``pfr``): a power of two above the farthest
 stage's distance, ``PF_SLICE * PF_PATH``.  Each stage of a per-slice tree's path stores the node it
@@ -1168,6 +1174,8 @@ class _Codegen:
                            + (f"    q = j & {PF_RING - 1}\n    if lvl == 0:\n"
                               + "".join(f"        pfr[q, {t}] = {self._prefetch_call(*pf, '0')}\n"
                                         for t, pf in enumerate(sliced))
+                              + f"    if lvl == {PF_ROOT_LEAF}:\n"
+                              + "".join(f"        {self._prefetch_call(*pf, str(PF_LEAF))}\n" for pf in sliced)
                               + "    if lvl > 0:\n"
                               + "".join(f"        pfr[q, {t}] = {self._prefetch_call(*pf, 'lvl', f'pfr[q, {t}]')}\n"
                                         for t, pf in enumerate(sliced))
@@ -1326,15 +1334,24 @@ class _Codegen:
         path = sorted({pf[1] for pfs in self.prefetch.values() for pf in pfs if pf[0] == "tree" and pf[3] > 1})
         whole = [t for t in pf_trees if t not in path]
         # stage 0 loads the root, each later one the node one level below (the leaf's: the rest
-        # of the path) the ref the previous stage left in the ring (PF_RING)
+        # of the path) the ref the previous stage left in the ring (PF_RING); the path stages run
+        # only while the pool's trees are deep (btree_deep), the leaf stage then from the root
+        leaf = f"{PF_LEAF} if deep else {PF_ROOT_LEAF}" if PF_PATH else str(PF_ROOT_LEAF)
         stages = ([(PF_SLICE * (PF_PATH + 1 - lv), str(min(lv, 1))) for lv in range(PF_PATH)]
-                  + [(PF_SLICE, str(PF_LEAF))] if path else [])
+                  + [(PF_SLICE, leaf)] if path else [])
         nring = max((sum(pf[0] == "tree" and pf[3] > 1 for pf in pfs) for pfs in self.prefetch.values()), default=0)
+
+        def gate(lv: str) -> str:   # the flag a stage runs under: the path stages only for pools of deep trees
+            return "deep" if lv.isdigit() and int(lv) < PF_PATH else "big"
+        if path and PF_PATH:
+            big += ("    deep = big and (" + " or ".join(f"btree_deep(st.op_{t}, st.or_{t}[-1, 0])" for t in path)
+                    + ")\n")
         if path:
             self.plan.append(f"run_batch: prefetches the path (levels 0 .. {PF_PATH - 1}, then the leaf) in the "
                              f"per-slice range tree{'s' if len(path) > 1 else ''} " + ", ".join(path) + " "
                              + ", ".join(str(a) for a, _ in stages)
-                             + " events ahead once one's pool has outgrown the caches")
+                             + " events ahead once one's pool has outgrown the caches (the path stages only while "
+                             "its trees average two leaves or more)")
         if whole:
             stages.append((PF_AHEAD, "-1"))
             self.plan.append(f"run_batch: prefetches the leaves of range tree{'s' if len(whole) > 1 else ''} "
@@ -1359,7 +1376,7 @@ class _Codegen:
                "        ln = line[i]\n"
                "        if watching:\n" + ("\n".join(snap) if snap else "            pass") + "\n"
                "        while i < end and line[i] == ln:\n"
-               + ("".join(f"            if big and i + {a} < end:\n"
+               + ("".join(f"            if {gate(lv)} and i + {a} < end:\n"
                           f"                prefetch(st, pfr, relmap, rel, sign, cols, i + {a}, {lv})\n"
                           for a, lv in stages)
                   if pf_dispatch else "")
@@ -1406,7 +1423,7 @@ class _Codegen:
                   "from ddms.storage.btree import (\n"
                   "    borrow, borrow_pool, btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max,"
                   " btree_min,\n"
-                  "    btree_big, btree_new, btree_prefetch, btree_prefetch_level, btree_set, range_sum,\n"
+                  "    btree_big, btree_deep, btree_new, btree_prefetch, btree_prefetch_level, btree_set, range_sum,\n"
                   "    threshold_apply, threshold_cut, threshold_sum,\n)\n"
                   + ("from ddms.storage.btree import btree_nth, btree_nth_row\n" if self._ranks else "")
                   + ("from ddms.storage.extheap import (\n    xh_add, xh_add_also, xh_big, xh_get, xh_new, "

@@ -468,7 +468,11 @@ def _reserve(p, leaves, internals):
 
 @njit(cache=True)
 def _alloc_leaf(p):
-    """An empty, padded leaf off the free list, else a fresh one (room reserved by the caller)."""
+    """An empty, padded leaf off the free list (padded when freed: :func:`_free_leaf`), else a
+    fresh one, padded here (room reserved by the caller).  Why not pad on every allocation: a
+    per-slice tree of one key frees its leaf when the key goes and takes one back for the next new
+    key, and padding the whole row would write every cache line of it (12 with two columns)
+    where the update touched one per segment (:func:`_leaf_lt`)."""
     n = p.l_head
     if n != -1:
         p.l_head = _b(p.llink)[n]
@@ -476,7 +480,7 @@ def _alloc_leaf(p):
     else:
         n = p.l_used
         p.l_used = n + 1
-    _lpad(_b(p.lf), _widths(p)[1], n, 0, FL)
+        _lpad(_b(p.lf), _widths(p)[1], n, 0, FL)
     _b(p.ln)[n] = 0
     _b(p.llink)[n] = -1
     return n
@@ -500,7 +504,11 @@ def _alloc_int(p):
 
 @njit(cache=True)
 def _free_leaf(p, n):
-    _b(p.ln)[n] = -1
+    """Put leaf n on the free list, its ``ln[n]`` slots padded first (the others are padding
+    already): a free leaf is a padded row, so :func:`_alloc_leaf` hands it out untouched."""
+    ln = _b(p.ln)
+    _lpad(_b(p.lf), _widths(p)[1], n, 0, ln[n])
+    ln[n] = -1
     _b(p.llink)[n] = p.l_head
     p.l_head = n
     p.l_free += 1
@@ -578,6 +586,35 @@ def _count_le(a, r, f, x):
     return c
 
 
+FS = 8
+"""Keys of a *short* leaf: one whose fill is at most this is searched and summed over its first
+``FS`` slots only (:func:`_leaf_lt`, :func:`_leaf_sum`)."""
+
+
+@njit(cache=True, inline="always")
+def _leaf_lt(lf, n, fill, x):
+    """:func:`_count_lt` over leaf n of ``fill`` keys: over its first ``FS`` slots if it holds no
+    more, else over all ``FL``.  The slots past the fill are padding (+inf) either way, so the
+    count is the same.  Why: a leaf row is ``lw FL`` floats (768 bytes with two columns), and a
+    search of a short leaf (a per-slice tree of one order: a price level of one order at distinct
+    prices) would otherwise read all four lines of its keys where one or two hold them.  Two
+    fixed-length searches, not one of the fill's length: a loop of variable length is not
+    unrolled (measured slower at 1k resting orders).  O(FL)."""
+    if fill <= FS:
+        return _count_lt(lf, n, FS, x)
+    return _count_lt(lf, n, FL, x)
+
+
+@njit(cache=True, inline="always")
+def _leaf_sum(lf, n, off, fill):
+    """:func:`_rowsum` of the segment at ``off`` of leaf n of ``fill`` keys, over its first ``FS``
+    slots if it holds no more (as :func:`_leaf_lt`).  The same bits: adding the padding's 0.0 to a
+    lane changes nothing (lanes start at +0.0, so none is ever -0.0).  O(FL)."""
+    if fill <= FS:
+        return _rowsum(lf, n, off, FS)
+    return _rowsum(lf, n, off, FL)
+
+
 @njit(cache=True, inline="always")
 def _leaf_nonzero(lf, lw, n, c):
     """Entries of leaf n whose value in column c is nonzero (padding is 0.0)."""
@@ -616,9 +653,10 @@ def _refresh(p, i, j):
             ii[i, (2 * c + 1) * FI + j] = _isum(ii, n, (2 * c + 1) * FI, FI)
     else:
         lf = _b(p.lf)
-        ik[i, j] = lf[n, _b(p.ln)[n] - 1]
+        fill = _b(p.ln)[n]
+        ik[i, j] = lf[n, fill - 1]
         for c in range(nc):
-            ik[i, FI * (1 + c) + j] = _rowsum(lf, n, FL * (1 + c), FL)
+            ik[i, FI * (1 + c) + j] = _leaf_sum(lf, n, FL * (1 + c), fill)
             ii[i, 2 * c * FI + j] = _leaf_nonzero(lf, lw, n, c)
             ii[i, (2 * c + 1) * FI + j] = _leaf_negatives(lf, lw, n, c)
 
@@ -649,10 +687,11 @@ def _walk_up(p, pn, pj, d, ref, cols, xv, dc, dn):
                     ik[i, FI * (1 + c) + j] = _rowsum(ik, n, FI * (1 + c), FI)
         else:
             lf = _b(p.lf)
-            ik[i, j] = lf[n, _b(p.ln)[n] - 1]
+            fill = _b(p.ln)[n]
+            ik[i, j] = lf[n, fill - 1]
             for c in range(nc):
                 if cols == ALL or c == cols or xv[c] != 0.0:
-                    ik[i, FI * (1 + c) + j] = _rowsum(lf, n, FL * (1 + c), FL)
+                    ik[i, FI * (1 + c) + j] = _leaf_sum(lf, n, FL * (1 + c), fill)
         for c in range(nc):   # (each count row a cache line of its own: untouched unless it changes)
             if dc[c] != 0:
                 ii[i, 2 * c * FI + j] += dc[c]
@@ -841,7 +880,7 @@ def _pending_hit(lf, ps, nc, root, k, xv, a):
         n = ps[r, 1]
         if not (lf[n, 0] <= k <= lf[n, ps[r, 3] - 1]):
             continue
-        pos = _count_lt(lf, n, FL, k)
+        pos = _leaf_lt(lf, n, ps[r, 3], k)
         if lf[n, pos] != k or not _keeps(lf, xv, nc, lw, n, pos, a):
             return False   # absent (an insertion) or leaving (a removal)
         _update_in_leaf(lf, xv, ps, nc, lw, n, pos, a, s)
@@ -907,8 +946,8 @@ def _update(p, root, k, a):
         d += 1
         r = _child(ik, iw, i, j)
     n = r >> 1
-    pos = _count_lt(lf, n, FL, k)
     fill = _b(p.ln)[n]
+    pos = _leaf_lt(lf, n, fill, k)
     if pos < fill and lf[n, pos] == k:  # (a key +inf is told from padding by the fill)
         if not _keeps(lf, xv, nc, lw, n, pos, a):
             _flush(p)
@@ -1227,7 +1266,8 @@ def btree_set(pool: BTreePool, root: int, key: float, value: float, c: int = 0) 
 
 @njit(cache=True)
 def btree_free(pool: BTreePool, root: int) -> int:
-    """Release every node of the tree to the free lists; returns -1, the empty tree.  O(n / F)."""
+    """Release every node of the tree to the free lists (each leaf padded: :func:`_free_leaf`);
+    returns -1, the empty tree.  O(n / F) nodes, O(C n) slots padded."""
     pool = _bp(pool)
     _flush(pool)
     if root == -1:
@@ -1319,10 +1359,23 @@ def btree_big(pool: BTreePool) -> bool:
 
 
 @njit(cache=True)
+def btree_deep(pool: BTreePool, trees: float) -> bool:
+    """Whether the ``trees`` trees of ``pool`` (one per slice: a symbol, a price level) hold two
+    leaves each on average, so that the path stages of a per-slice prefetch
+    (:func:`btree_prefetch_level` at levels above the leaf) have internal nodes to load.  Why:
+    a tree per price level of a book at distinct prices is one leaf of one order, and each path
+    stage costs a probe of the root table and a call for nothing (measured: top5_bid_order_volume
+    at 10k resting orders 326 -> 267 ns/line, 1M 837 -> 642, the leaf stage alone; CPU time, one
+    run each, load average 10 on 2 cores).  O(1)."""
+    return pool.l_used - pool.l_free >= 2 * trees
+
+
+@njit(cache=True)
 def btree_prefetch(pool: BTreePool, root: int, key: float) -> None:
     """Start loading what an update of ``key`` will touch below the internal levels: the leaf
     that holds (or would hold) it, whole, its fill, and its parent's sum and count entries.
-    Changes nothing; a hint to the CPU.
+    Changes nothing; a hint to the CPU.  (A short leaf's first slots would do (:func:`_leaf_lt`),
+    but reading the fill here waits on it: measured slower, top10_level_imbalance at 1M.)
 
     Why: at a million distinct keys the leaves are as big as the last-level cache, and an update
     waits on memory several times in a row (the leaf's keys, then the values at the position they
@@ -1355,8 +1408,9 @@ def btree_prefetch(pool: BTreePool, root: int, key: float) -> None:
 def btree_prefetch_level(pool: BTreePool, ref: int, key: float, level: int) -> int:
     """Start loading the node ``level`` levels below node ``ref`` (0: ``ref`` itself) on the path
     an update of ``key`` takes, the leaf if the path is shorter: of an internal node what a
-    descent reads (its keys and children: four cache lines), of a leaf its whole row and fill; and
-    of its parent the lines that the update's walk back up writes (the sums and counts of the
+    descent reads (its keys and children: four cache lines), of a leaf its whole row and fill (of
+    a leaf reached without a descent, only the blocks of its row a short fill uses: see below);
+    and of its parent the lines that the update's walk back up writes (the sums and counts of the
     entry the path takes).  Returns the node reached (a ref), -1 if there is none.  Changes
     nothing; a hint to the CPU.
 
@@ -1373,7 +1427,14 @@ def btree_prefetch_level(pool: BTreePool, ref: int, key: float, level: int) -> i
     itself.  Generated ``run_batch`` calls this for the root, level 1, .. and then the leaf
     (``level`` >= the depth) a few events apart, so that each call's descent reads rows an
     earlier call started loading, and loads only the lines the update reads (the whole rows of
-    every level: twice the memory traffic).  O(F level)."""
+    every level: twice the memory traffic).
+
+    A leaf reached without a descent (``ref`` is a leaf: the root of a tree that is a single leaf,
+    a slice of a few keys -- at distinct prices most price levels hold one order, each its own
+    tree) gets only the first ``FS`` slots of each segment and the fill, without reading the fill
+    (which would wait on it): what an update of a short leaf reads (:func:`_leaf_lt`), 3-6 cache
+    lines instead of 12 with two columns; the rest of a fuller one comes on demand.  (A leaf that
+    an earlier stage reached by a descent had its whole row loaded then.)  O(F level)."""
     pool = _bp(pool)
     if ref < 0 or key != key:
         return -1
@@ -1399,6 +1460,12 @@ def btree_prefetch_level(pool: BTreePool, ref: int, key: float, level: int) -> i
         for off in (0, 8, FI * (iw - 1), FI * (iw - 1) + 8):   # keys, children
             _prefetch(ik, (n, off))
         _prefetch(in_, (n,))
+    elif d == 0:   # a tree of one leaf (a small slice): the first block of each segment, and the fill
+        lf = _b(pool.lf)
+        for g in range(0, lw * FL, FL):
+            _prefetch(lf, (n, g))
+            _prefetch(lf, (n, g + FS - 1))   # (rows need not start on a line)
+        _prefetch(_b(pool.ln), (n,))
     else:
         lf = _b(pool.lf)
         for off in range(0, lw * FL, 8):
@@ -1427,8 +1494,9 @@ def btree_get(pool: BTreePool, root: int, key: float, c: int = 0) -> float:
     lf = _b(pool.lf)
     _, lw, iw = _widths(pool)
     n = _descend(_b(pool.ik), _b(pool.in_), iw, root, key)[0]
-    pos = _count_lt(lf, n, FL, key)
-    if pos < _b(pool.ln)[n] and lf[n, pos] == key:
+    fill = _b(pool.ln)[n]
+    pos = _leaf_lt(lf, n, fill, key)
+    if pos < fill and lf[n, pos] == key:
         return lf[n, FL * (1 + c) + pos]
     return 0.0
 
@@ -2019,6 +2087,9 @@ def btree_check(pool: BTreePool, root: int) -> None:
         return free
 
     lfree = free_list(view.l_head, view.llink, ln, view.l_used, view.l_free)
+    if lfree:   # _alloc_leaf hands a free leaf out unpadded: it must be a padded row already
+        rows = lf[sorted(lfree)]
+        assert (rows[:, :FL] == _INF).all() and (rows[:, FL:] == 0.0).all(), "a free leaf is not padded"
     ifree = free_list(view.i_head, view.ilink, in_, view.i_used, view.i_free)
     if root == -1:
         return
