@@ -141,13 +141,18 @@ class Engine:
     makes the second process fast); ``compile_seconds`` says how long that took.  ``on_build``,
     if given, is called once the code is generated and before it is compiled or loaded, with
     whether numba's cache holds it (a load: well under a second; else a compile: a minute or
-    more), so that a command line can say which wait is coming."""
+    more), so that a command line can say which wait is coming.  ``generated``: the
+    :func:`~ddms.backend.codegen.generate` of ``program`` when the caller has it already
+    (``ddms run`` generates it to ask whether numba's cache holds it: generating it again cost
+    ~30-60 ms of every start); a Generated of another program is refused."""
 
     def __init__(self, program: Program | str | Path, on_build: Callable[[bool], None] | None = None,
-                 restore: str | Path | None = None) -> None:
+                 restore: str | Path | None = None, generated: Generated | None = None) -> None:
         t0 = time.perf_counter()
         self.program = load_program(program)
-        self.generated: Generated = generate(self.program)
+        if generated is not None and generated.program is not self.program and generated.program != self.program:
+            raise ValueError("Engine(generated=...) was generated from another program")
+        self.generated: Generated = generated if generated is not None else generate(self.program)
         if on_build is not None:
             on_build(compiled_before(self.generated))
         self.module = load_module(self.generated.source, self.generated.digest)
