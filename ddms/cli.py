@@ -298,8 +298,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.first_results and (args.checkpoint or args.resume or args.query):
         raise DdmsError("--first-results serves views from the interpreter, which keeps no checkpoints and no "
                         "relations: run --checkpoint/--resume/--query without it")
-    from ddms.backend.codegen import generate
-    generated = generate(target)   # once: whether it is cached, then the Engine's code
+    from ddms.backend.gencache import generated_code
+    generated = generated_code(target)   # once: whether numba's cache holds it, then the Engine's code
     engine = build_warm_engine(target, program.name, generated) if _first_results(args, demo) else None
     engine = engine or build_engine(target, program.name, generated)
     spreads: list[float] = []
