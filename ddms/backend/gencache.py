@@ -18,17 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from functools import cache
-from pathlib import Path
 
-from ddms.backend.cache import cache_dir
+from ddms.backend.cache import cache_dir, sources_digest, write_cached
 from ddms.backend.codegen import Generated, generate
 from ddms.m3.ir import Program
 from ddms.m3.printer import print_program
 
-_PKG = Path(__file__).resolve().parents[1]
 _GENERATOR = ("backend", "m3", "storage", "errors.py")
 
 
@@ -36,12 +32,7 @@ _GENERATOR = ("backend", "m3", "storage", "errors.py")
 def _generator_version() -> bytes:
     """SHA-256 of the sources of the modules under :data:`_GENERATOR`: any change to the
     generator (or to what it reads) makes every key new."""
-    h = hashlib.sha256()
-    for part in _GENERATOR:
-        root = _PKG / part
-        for f in sorted([root] if root.is_file() else root.rglob("*.py")):
-            h.update(str(f.relative_to(_PKG)).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.digest()
+    return sources_digest(_GENERATOR).digest()
 
 
 def generated_code(program: Program) -> Generated:
@@ -49,20 +40,12 @@ def generated_code(program: Program) -> Generated:
     before; else generated and cached.  Errors are the generator's."""
     text = print_program(program)
     key = hashlib.sha256(_generator_version() + text.encode()).hexdigest()[:32]
-    folder = cache_dir() / "gen"
-    entry = folder / f"{key}.json"
+    entry = cache_dir() / "gen" / f"{key}.json"
     try:
         saved = json.loads(entry.read_text(encoding="utf-8"))
         return Generated(saved["source"], saved["digest"], tuple(saved["plan"]), program)
     except (OSError, ValueError, KeyError, TypeError):
         pass   # not cached (or damaged): generated again
     g = generate(program)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"source": g.source, "digest": g.digest, "plan": list(g.plan)}, f)
-        os.replace(tmp, entry)   # atomic: a concurrent run reads a whole file or none
-    except OSError:
-        pass   # a read-only cache only costs generating next time
+    write_cached(entry, json.dumps({"source": g.source, "digest": g.digest, "plan": list(g.plan)}))
     return g
