@@ -186,10 +186,10 @@ def _run_chunks(path: Path) -> Iterator[bytes]:
             i = 1 - i
 
 
-def build_engine(program, name: str):
+def build_engine(program, name: str, generated=None):
     """The Engine of ``program`` (a Program or a path), saying on stderr before the wait whether
     it compiles (a minute or more) or loads from numba's cache (well under a second), and after
-    it how long it took."""
+    it how long it took.  ``generated``: the program's generated code, if made already."""
     from ddms.runtime.engine import Engine
 
     cached = []
@@ -202,21 +202,20 @@ def build_engine(program, name: str):
             print(f"compiling {name} with numba (the first time takes a minute or two; cached afterwards) ...",
                   file=sys.stderr, flush=True)
 
-    engine = Engine(program, on_build=announce)
+    engine = Engine(program, on_build=announce, generated=generated)
     print(f"{'loaded' if cached[0] else 'compiled'} {name} in {engine.compile_seconds:.2f} s", file=sys.stderr)
     return engine
 
 
-def build_warm_engine(program, name: str):
+def build_warm_engine(program, name: str, generated):
     """For ``ddms run --first-results``: a :class:`~ddms.runtime.warm.WarmEngine` (the
     interpreter serves the views from the first line while numba compiles in a child process)
-    when numba's cache lacks ``program``, else ``None`` (the cached Engine loads in well under a
-    second: nothing to gain)."""
+    when numba's cache lacks ``program`` (``generated``: its generated code), else ``None`` (the
+    cached Engine loads in well under a second: nothing to gain)."""
     from ddms.backend.cache import compiled_before
-    from ddms.backend.codegen import generate
     from ddms.runtime.warm import WarmEngine
 
-    if compiled_before(generate(program)):
+    if compiled_before(generated):
         return None
 
     def ready(engine, seconds: float) -> None:
@@ -299,8 +298,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.first_results and (args.checkpoint or args.resume or args.query):
         raise DdmsError("--first-results serves views from the interpreter, which keeps no checkpoints and no "
                         "relations: run --checkpoint/--resume/--query without it")
-    engine = build_warm_engine(target, program.name) if _first_results(args, demo) else None
-    engine = engine or build_engine(target, program.name)
+    from ddms.backend.gencache import generated_code
+    generated = generated_code(target)   # once: whether numba's cache holds it, then the Engine's code
+    engine = build_warm_engine(target, program.name, generated) if _first_results(args, demo) else None
+    engine = engine or build_engine(target, program.name, generated)
     spreads: list[float] = []
     if inputs is None:
         from ddms.io.orderbook import OrderBookParser, parse_chunks

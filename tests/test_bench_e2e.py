@@ -99,3 +99,15 @@ def test_trace_model_counts_the_helper_threads_work() -> None:
     assert t.model == 3 + 3 + 3 + 1                                       # parse-bound, a core idles
     assert replace(t, helper=5).model == 3 + 3 + 3 + 1                    # the helper's work fits the idle core
     assert replace(t, helper=12).model == (9 + 3.5 + 12) / 2              # it does not: two cores' worth
+
+
+def test_start_times_count_the_child_process_cpu(tmp_path) -> None:
+    """The start rows' CPU time is the child's own user + sys time (a child that burns CPU shows
+    some; ours is not counted), best of N taken per column; a run whose stderr lacks the
+    expected text is refused."""
+    import sys
+    burn = [sys.executable, "-c", "import sys; sum(range(2_000_000)); print('done', file=sys.stderr)"]
+    wall, cpu = e2e._best(burn, 2, cwd=tmp_path, expect="done")
+    assert wall > 0 and cpu > 0
+    with pytest.raises(RuntimeError, match="refusing to time it"):
+        e2e._timed(burn, cwd=tmp_path, expect="loaded")

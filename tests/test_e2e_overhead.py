@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 VWAP = REPO / "examples" / "m3" / "vwap.m3"
 
@@ -117,6 +119,61 @@ def test_cached_sql_run_does_not_import_the_sql_compiler(tmp_path):
                              timeout=900, env=env)
         assert out.returncode == 0, out.stderr
     assert "SQLGLOT False" in out.stdout and "from the cache" in out.stderr
+
+
+def test_cached_run_generates_the_program_once(tmp_path, monkeypatch, capsys):
+    """``ddms run --first-results`` of a cached program asks for its generated code once: the
+    Generated that says it is cached is the one the Engine loads (generating it twice cost
+    ~30-60 ms of every start)."""
+    import ddms.backend.gencache as gencache
+    import ddms.runtime.engine as engine
+    from ddms.cli import main
+
+    engine.Engine(VWAP)   # compiled (or loaded) before the run
+    data = tmp_path / "book.csv"
+    data.write_text("1,1,B,10,100\n2,2,S,5,101\n")
+    calls = []
+
+    def counted(program):
+        calls.append(program)
+        return generated_code(program)
+
+    generated_code = gencache.generated_code
+    monkeypatch.setattr(gencache, "generated_code", counted)
+    monkeypatch.setattr(engine, "generated_code", counted)
+    assert main(["run", str(VWAP), "--data", str(data), "--json", "--first-results"]) == 0
+    assert len(calls) == 1 and "loaded vwap.m3" in capsys.readouterr().err
+
+
+def test_generated_code_is_cached_per_program_and_generator(tmp_path, monkeypatch):
+    """The generated code of a program comes from the disk cache once made (the generator not
+    run), is what the generator makes, and is made again for another program, for a changed
+    generator and for a damaged entry."""
+    import ddms.backend.gencache as gencache
+    from ddms.backend.codegen import generate
+    from ddms.runtime.engine import load_program
+
+    monkeypatch.setenv("DDMS_CACHE_DIR", str(tmp_path))
+    vwap, sobi = load_program(VWAP), load_program(REPO / "examples" / "m3" / "sobi.m3")
+    made = []
+    monkeypatch.setattr(gencache, "generate", lambda p: made.append(p) or generate(p))
+    first = gencache.generated_code(vwap)
+    again = gencache.generated_code(vwap)
+    assert made == [vwap] and again == first == generate(vwap) and again.program is vwap
+    assert gencache.generated_code(sobi) == generate(sobi) and made == [vwap, sobi]
+    for entry in (tmp_path / "gen").glob("*.json"):
+        entry.write_text("{")   # damaged
+    assert gencache.generated_code(vwap) == first and len(made) == 3
+    monkeypatch.setattr(gencache, "_generator_version", lambda: b"another generator")
+    assert gencache.generated_code(vwap) == first and len(made) == 4
+
+
+def test_engine_refuses_the_generated_code_of_another_program():
+    from ddms.backend.codegen import generate
+    from ddms.runtime.engine import Engine, load_program
+    other = generate(load_program(REPO / "examples" / "m3" / "sobi.m3"))
+    with pytest.raises(ValueError, match="another program"):
+        Engine(VWAP, generated=other)
 
 
 def test_prefetch_keeps_order_errors_and_stops_early():

@@ -55,6 +55,33 @@ def load_module(source: str, digest: str) -> ModuleType:
     return importlib.import_module(name)
 
 
+def sources_digest(parts: tuple[str, ...]) -> hashlib._Hash:
+    """A SHA-256 of the sources of ``parts`` (files or folders of ``.py`` files under the ddms
+    package), names and contents: what a disk cache of a compile pass's output keys on, so that
+    a change to the pass makes every key new.  Cost: reading those files (~1 ms for ~40)."""
+    pkg = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for part in parts:
+        root = pkg / part
+        for f in sorted([root] if root.is_file() else root.rglob("*.py")):
+            h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h
+
+
+def write_cached(path: Path, text: str) -> None:
+    """Write ``text`` to cache entry ``path`` atomically (a concurrent reader gets a whole file
+    or none); a cache that cannot be written (read-only, full) is skipped: it only costs
+    computing the entry again next time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 @contextlib.contextmanager
 def compile_lock(digest: str) -> Iterator[None]:
     """Hold an exclusive lock on generated program ``digest`` while compiling (or loading) it.

@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
-import tempfile
 import time
 from functools import cache
 from pathlib import Path
 
-from ddms.backend.cache import cache_dir
+from ddms.backend.cache import cache_dir, sources_digest, write_cached
 from ddms.m3.ir import Program
 from ddms.m3.parser import parse_program, read_source
 
-_PKG = Path(__file__).resolve().parents[1]
 _COMPILER = ("compiler.py", "sql", "calculus", "m3")
 
 
@@ -34,11 +31,7 @@ _COMPILER = ("compiler.py", "sql", "calculus", "m3")
 def _compiler_version() -> bytes:
     """SHA-256 of the compiler's sources (the modules under :data:`_COMPILER`) and of sqlglot's
     version file: any change to the compile makes every key new."""
-    h = hashlib.sha256()
-    for part in _COMPILER:
-        root = _PKG / part
-        for f in sorted([root] if root.is_file() else root.rglob("*.py")):
-            h.update(str(f.relative_to(_PKG)).encode() + b"\0" + f.read_bytes() + b"\0")
+    h = sources_digest(_COMPILER)
     spec = importlib.util.find_spec("sqlglot")   # finds, does not import
     if spec is not None and spec.origin:
         version = Path(spec.origin).parent / "_version.py"
@@ -65,12 +58,5 @@ def sql_program(path: str | Path) -> tuple[Program, float, bool]:
     from ddms.compiler import compile_sql
     from ddms.m3.printer import print_program
     program = compile_sql(text, str(p)).program
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(print_program(program))
-        os.replace(tmp, hit)   # atomic: a concurrent run reads a whole file or none
-    except OSError:
-        pass   # a read-only cache only costs the compile next time
+    write_cached(hit, print_program(program))
     return program, time.perf_counter() - t0, False

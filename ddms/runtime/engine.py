@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from ddms.backend.cache import compile_lock, compiled_before, load_module
-from ddms.backend.codegen import Generated, generate
+from ddms.backend.codegen import Generated
+from ddms.backend.gencache import generated_code
 from ddms.errors import DdmsError, InputError, ProgramError, ViewError
 from ddms.io.events import EventBatch, check_batch
 from ddms.io.symbols import symbol_name, symbol_value
@@ -141,13 +142,20 @@ class Engine:
     makes the second process fast); ``compile_seconds`` says how long that took.  ``on_build``,
     if given, is called once the code is generated and before it is compiled or loaded, with
     whether numba's cache holds it (a load: well under a second; else a compile: a minute or
-    more), so that a command line can say which wait is coming."""
+    more), so that a command line can say which wait is coming.  ``generated``: the
+    :func:`~ddms.backend.codegen.generate` of ``program`` when the caller has it already
+    (``ddms run`` asks for it to know whether numba's cache holds it: generating it again cost
+    ~30-60 ms of every start); a Generated of another program is refused.  Without it, the
+    generated code comes from :mod:`ddms.backend.gencache` (generated once per program and
+    generator)."""
 
     def __init__(self, program: Program | str | Path, on_build: Callable[[bool], None] | None = None,
-                 restore: str | Path | None = None) -> None:
+                 restore: str | Path | None = None, generated: Generated | None = None) -> None:
         t0 = time.perf_counter()
         self.program = load_program(program)
-        self.generated: Generated = generate(self.program)
+        if generated is not None and generated.program is not self.program and generated.program != self.program:
+            raise ValueError("Engine(generated=...) was generated from another program")
+        self.generated: Generated = generated if generated is not None else generated_code(self.program)
         if on_build is not None:
             on_build(compiled_before(self.generated))
         self.module = load_module(self.generated.source, self.generated.digest)
