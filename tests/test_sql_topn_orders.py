@@ -340,17 +340,20 @@ def test_slice_path_prefetch_runs_only_for_deep_pools() -> None:
     """The tree of order ids per price level is one leaf at distinct prices: run_batch prefetches
     its leaf, and the path stages (a root-table probe each) run only while ``btree_deep`` says the
     pool's trees average two leaves (codegen ``PF_PATH``)."""
-    from ddms.backend.codegen import PF_LEAF, PF_PATH, generate
+    from ddms.backend.codegen import PF_LEAF, PF_PATH, PF_ROOT_LEAF, generate
 
     program = compile_sql((REPO / "examples" / "sql" / "top5_bid_order_volume.sql").read_text()).program
     src = generate(program).source
     run = src[src.index("def run_batch"):]
     assert "deep = big and (btree_deep(" in run
-    def stage(flag: str, level: int) -> str:
-        return rf"if {flag} and i \+ \d+ < end:\n\s+prefetch\(st, relmap, rel, sign, cols, i \+ \d+, {level}\)"
-    for lv in range(PF_PATH):
-        assert re.search(stage("deep", lv), run)
-    assert re.search(stage("big", PF_LEAF), run)
+
+    def stage(flag: str, level: str) -> str:
+        return rf"if {flag} and i \+ \d+ < end:\n\s+prefetch\(st, pfr, relmap, rel, sign, cols, i \+ \d+, {level}\)"
+    for lv in range(PF_PATH):   # the root, then one level below the ring's ref per stage
+        assert re.search(stage("deep", str(min(lv, 1))), run)
+    # the leaf: from the ring after the path stages, from the root when they did not run
+    assert re.search(stage("big", rf"{PF_LEAF} if deep else {PF_ROOT_LEAF}"), run)
+    assert f"if lvl == {PF_ROOT_LEAF}:" in src
 
 
 @pytest.mark.slow
