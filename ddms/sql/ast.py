@@ -28,6 +28,17 @@ class Lit:
 
 
 @dataclass(frozen=True)
+class Str:
+    """A string literal (``'BTCUSDT'``).  Its only meaning here is a symbol name compared with a
+    ``VARCHAR`` column (``=``, ``<>``, ``IN``), which ``translate`` turns into that symbol's id
+    (:func:`ddms.io.symbols.symbol_id`); anywhere else it is refused there, where the column
+    types are known."""
+
+    value: str
+    text: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
 class Arith:
     """``left op right`` with op one of ``+ - * / %``."""
 
@@ -160,14 +171,15 @@ class Quantified:
 
 @dataclass(frozen=True)
 class InList:
-    """``x IN (c1, c2, ...)`` over distinct numeric constants."""
+    """``x IN (c1, c2, ...)`` over distinct constants: numbers, or symbol names (strings) when
+    ``x`` is a ``VARCHAR`` column."""
 
     expr: SqlExpr
-    values: tuple[float, ...]
+    values: tuple[float | str, ...]
     text: str = field(default="", compare=False)
 
 
-SqlExpr = Col | Lit | Arith | Minus | Agg | Scalar | Null | Case | Call
+SqlExpr = Col | Lit | Str | Arith | Minus | Agg | Scalar | Null | Case | Call
 Cond = Compare | And | Or | Not | Bool | IsNull | Exists | InList | Quantified
 
 

@@ -52,11 +52,13 @@ from ddms.sql.ast import (
     Script,
     Select,
     SqlExpr,
+    Str,
     TopN,
     View,
     has_agg,
     has_scalar,
     one_row,
+    parts,
 )
 
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
@@ -117,6 +119,24 @@ def split_statements(text: str) -> list[tuple[int, str]]:
 
 _CREATE_VIEW = re.compile(r"CREATE\s+VIEW\s+(\w+)\s+AS\s+(?=(?:SELECT|WITH)\b)", re.IGNORECASE)
 _CREATE_VIEW_HEAD = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\w*\s+)?VIEW\b", re.IGNORECASE)
+
+
+def _over_keys(c: Cond, group: tuple[SqlExpr, ...]) -> bool:
+    """Whether condition ``c`` reads GROUP BY columns (of ``group``) and nothing else: no other
+    column, aggregate or subquery."""
+    keys = [g for g in group if isinstance(g, Col)]
+    seen: list[Col] = []
+
+    def plain(e) -> bool:
+        if isinstance(e, Agg | Scalar | Exists | Quantified):
+            return False
+        if isinstance(e, Col):
+            seen.append(e)
+        return all(plain(x) for x in parts(e))
+
+    return plain(c) and bool(seen) and all(
+        any(k.name == col.name and (col.table is None or k.table is None or k.table == col.table) for k in keys)
+        for col in seen)
 
 
 def _having_aliases(cond: exp.Expression, select: exp.Select) -> exp.Expression:
@@ -366,9 +386,18 @@ class _Converter:
                     raise self.fail("SELECT DISTINCT takes columns (each distinct row of them is a row of the view)",
                                     e)
             group, keyed = tuple(it.expr for it in items), True   # type: ignore[misc]
-        return Select(items, tuple(sources), cond, group, node.sql(), self.offset,
-                      self.cond(_having_aliases(having.this, node)) if having is not None else None, top, rows,
-                      keyed)
+        test = self.cond(_having_aliases(having.this, node)) if having is not None else None
+        if test is not None:
+            # a HAVING conjunct over GROUP BY columns only keeps or drops whole groups: it is the
+            # same filter on their rows, a WHERE (what it compiles as; SQL refuses other columns)
+            parts_ = test.items if isinstance(test, And) else (test,)
+            rows_ = [c for c in parts_ if _over_keys(c, group)]
+            if rows_:
+                kept = [c for c in parts_ if c not in rows_]
+                conds.extend(rows_)
+                cond = conds[0] if len(conds) == 1 else And(tuple(conds))
+                test = None if not kept else kept[0] if len(kept) == 1 else And(tuple(kept), test.text)
+        return Select(items, tuple(sources), cond, group, node.sql(), self.offset, test, top, rows, keyed)
 
     # -- top-N ----------------------------------------------------------------------------------
     def _top(self, node: exp.Select) -> TopN | None:
@@ -550,7 +579,7 @@ class _Converter:
             return Col(node.table.lower() or None, node.name.lower(), node.sql())
         if isinstance(node, exp.Literal):
             if node.is_string:
-                raise self.fail("string literals are not supported in expressions", node)
+                return Str(node.this, node.sql())
             return Lit(float(node.this), node.sql())
         if isinstance(node, exp.Neg):
             return Minus(self.expr(node.this), node.sql())
@@ -701,7 +730,7 @@ class _Converter:
             if not node.expressions or node.args.get("unnest") or node.args.get("field"):
                 raise self.fail("IN takes a list of values or a SELECT", node)
             values = [self.expr(v) for v in node.expressions]
-            if all(isinstance(v, Lit) for v in values):
+            if all(isinstance(v, Lit | Str) for v in values):
                 # distinct constants: the equalities exclude each other, so IN is their sum
                 # (x is one of them), not an OR's inclusion-exclusion (2**k terms)
                 return InList(x, tuple(dict.fromkeys(v.value for v in values)), node.sql())  # type: ignore[union-attr]

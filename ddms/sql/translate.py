@@ -70,6 +70,7 @@ from ddms.calculus.ir import (
 )
 from ddms.calculus.normal import check_budget, expand, merge_terms, simplify_term, unify
 from ddms.errors import SqlError
+from ddms.io.symbols import symbol_id
 from ddms.m3.ir import (
     Add,
     AggSum,
@@ -113,6 +114,7 @@ from ddms.sql.ast import (
     Script,
     Select,
     SqlExpr,
+    Str,
     TopN,
     has_agg,
     has_scalar,
@@ -205,6 +207,7 @@ class _Translator:
         self.at = 0  # offset of the statement being translated (error locations)
         # trigger arguments are named STREAM_COLUMN (see ddms.calculus.materialize): never reuse them
         self.used: set[str] = {f"{s.name}_{c.name}" for s in script.streams for c in s.columns}
+        self.string_vars: set[str] = set()   # variables of VARCHAR (symbol) columns
         self.covered: set[Exists] = set()   # rows of top-N groups a term may drop (normalize)
         # inside a SQL function's argument or a GROUP BY expression, ``x / c`` stays a quotient (the
         # value is DuckDB's only so: FLOOR(x * 0.01) is not FLOOR(x / 100) at every x); elsewhere it
@@ -253,6 +256,7 @@ class _Translator:
                 if s is None:
                     raise self.fail(f"unknown stream or table {item.name} (declare it with CREATE STREAM)", item.text)
                 cols = {c.name: self.fresh(f"{item.alias}_{c.name}") for c in s.columns}
+                self.string_vars |= {cols[c.name] for c in s.columns if c.type == "string"}
                 scope.tables[item.alias] = dict(cols)
                 local |= set(cols.values())
                 atom = Rel(s.name, tuple(cols[c.name] for c in s.columns))
@@ -536,7 +540,8 @@ class _Translator:
     def cond(self, c: Cond, scope: _Scope) -> list[Term]:
         match c:
             case Compare(op, a, b):
-                return [Term(1.0, (), (Cmp(op, self.value(a, scope), self.value(b, scope)),))]
+                x, y = self.compared(op, a, b, lambda v: self.value(v, scope))
+                return [Term(1.0, (), (Cmp(op, x, y),))]
             case And(items):
                 out = [Term(1.0, (), ())]
                 for x in items:
@@ -565,7 +570,7 @@ class _Translator:
                 return self.cond(And(tuple(Not(x) for x in items), c.text), scope)
             case Not(InList(x, values)):
                 # true where x is none of the values and is not NULL
-                v = self.value(x, scope)
+                v, values = self.listed(x, values, lambda e: self.value(e, scope))
                 base = Term(1.0, (), (Cmp("=", v, v),) if nullable(v) else ())
                 return [base] + [Term(-1.0, (), (Cmp("=", v, Const(c)),)) for c in values]
             case Not(x):
@@ -581,7 +586,7 @@ class _Translator:
                 v = self.value(x, scope)
                 return [Term(1.0, (), (Cmp("=", Cmp("=", v, v), Const(0.0)),))] if nullable(v) else []
             case InList(x, values):
-                v = self.value(x, scope)
+                v, values = self.listed(x, values, lambda e: self.value(e, scope))
                 return [Term(1.0, (), (Cmp("=", v, Const(c)),)) for c in values]
             case SqlExists(sel, match):
                 # EXISTS: the subquery's row count (correlated like a scalar subquery) is nonzero
@@ -596,6 +601,54 @@ class _Translator:
                 count = self.aggregate_expr(Agg("COUNT", None), inner, terms, local, (), nested=True)
                 return [Term(1.0, (), (Cmp("!=", count, Const(0.0)),))]
         raise self.fail("unsupported condition", getattr(c, "text", ""))
+
+    def compared(self, op: str, a: SqlExpr, b: SqlExpr, value) -> tuple[Expr, Expr]:
+        """The operands of ``a op b``, translated by ``value``.  A string literal is a symbol
+        name: it needs a ``VARCHAR`` column on the other side and ``=`` or ``<>`` (symbols are
+        held as ids, :func:`ddms.io.symbols.symbol_id`, hashes with no order), and becomes the
+        name's id, the number the readers put in that column for that name."""
+        if not isinstance(a, Str) and not isinstance(b, Str):
+            return value(a), value(b)
+        lit, other = (a, b) if isinstance(a, Str) else (b, a)
+        if isinstance(other, Str):
+            raise self.fail("a comparison of two string literals is not supported", getattr(other, "text", ""))
+        if op not in ("=", "!="):
+            raise self.fail(f"symbols compare with = and <> only, not {op}: they are held as ids with no order",
+                            lit.text)
+        v = self.symbol_column(other, value, lit)
+        c = self.symbol(lit)
+        return (c, v) if lit is a else (v, c)
+
+    def listed(self, x: SqlExpr, values: tuple[float | str, ...], value) -> tuple[Expr, tuple[float, ...]]:
+        """``x`` of ``x [NOT] IN (values)`` translated by ``value``, and the values as numbers: a
+        list of strings is a list of symbol names (``x`` a ``VARCHAR`` column), as for ``=``."""
+        strings = [v for v in values if isinstance(v, str)]
+        if not strings:
+            return value(x), values  # type: ignore[return-value]
+        if len(strings) < len(values):
+            raise self.fail("an IN list mixes string literals and numbers", getattr(x, "text", ""))
+        lit = Str(strings[0], repr(strings[0]))
+        v = self.symbol_column(x, value, lit)
+        return v, tuple(self.symbol(Str(s, repr(s))).value for s in strings)
+
+    def symbol_column(self, e: SqlExpr, value, lit: Str) -> Expr:
+        """``e`` translated by ``value``, which must be a ``VARCHAR`` column's variable (what a
+        string literal may be compared with)."""
+        if not isinstance(e, Col):
+            raise self.fail("a string literal is compared with a VARCHAR column only (symbol = 'BTCUSDT')",
+                            lit.text)
+        v = value(e)
+        if not (isinstance(v, Var) and v.name in self.string_vars):
+            raise self.fail(f"{e.text or e.name} is not a VARCHAR column: a string literal is compared with a "
+                            "symbol column only", lit.text)
+        return v
+
+    def symbol(self, lit: Str) -> Const:
+        """The id of the symbol named by ``lit``."""
+        try:
+            return Const(float(symbol_id(lit.value)))
+        except ValueError as err:
+            raise self.fail(f"not a symbol name: {err}", lit.text) from None
 
     def quantified(self, q: Quantified) -> list[Cond]:
         """``x op ALL/ANY (SELECT e FROM ..)`` rewritten onto COUNT, MIN and MAX of ``e`` over the
@@ -653,17 +706,17 @@ class _Translator:
         ``value`` translating its operands.  NULL compares false."""
         match c:
             case Compare(op, a, b):
-                return Cmp(op, value(a), value(b))
+                return Cmp(op, *self.compared(op, a, b, value))
             case And(items):
                 return Mul(tuple(self.agg_cond(x, value) for x in items))
             case Or(items):
                 return Cmp("!=", Add(tuple(self.agg_cond(x, value) for x in items)), Const(0.0))
             case InList(x, values):
-                return self.agg_cond(Or(tuple(Compare("=", x, Lit(v)) for v in values)), value)
+                return self.agg_cond(Or(tuple(Compare("=", x, _literal(v)) for v in values)), value)
             case Not(InList(x, values)):
-                return self.agg_cond(And(tuple(Compare("!=", x, Lit(v)) for v in values)), value)
+                return self.agg_cond(And(tuple(Compare("!=", x, _literal(v)) for v in values)), value)
             case Not(Compare(op, a, b)):   # NULL compares false either way round
-                return Cmp(_NEGATE[op], value(a), value(b))
+                return Cmp(_NEGATE[op], *self.compared(op, a, b, value))
             case Not(And(items)):   # De Morgan holds in three-valued logic: NOT lands on comparisons
                 return self.agg_cond(Or(tuple(Not(x) for x in items)), value)
             case Not(Or(items)):
@@ -711,6 +764,9 @@ class _Translator:
                              self.value(default, scope))
             case Agg():
                 raise self.fail("an aggregate cannot appear here (only in the SELECT list)", e.text)
+            case Str():
+                raise self.fail("a string literal is a symbol name, compared with a VARCHAR column only "
+                                "(symbol = 'BTCUSDT', symbol IN ('A', 'B'))", e.text)
         raise self.fail("unsupported expression", getattr(e, "text", ""))
 
     def scalar(self, sel: Select, parent: _Scope, text: str) -> Expr:
@@ -1136,6 +1192,11 @@ def _through(sub: Select, alias: str, it: Item) -> Item | None:
     if not isinstance(c, Col) or c.table not in (None, alias):
         return None
     return next((x for x in sub.items if x.name.upper() == c.name.upper()), None)
+
+
+def _literal(v: float | str) -> SqlExpr:
+    """A constant of an IN list as a literal: a number, or a symbol name."""
+    return Str(v, repr(v)) if isinstance(v, str) else Lit(v)
 
 
 def _reads_columns(e: SqlExpr | Cond) -> bool:
