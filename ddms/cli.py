@@ -360,6 +360,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     skipped = f", {bad} bad lines skipped" if bad else ""
     how = _how_applied(engine)
     print(f"{label}: {done:,} lines in {seconds:.2f} s ({rate:,.0f} lines/s, {how}){skipped}", file=sys.stderr)
+    if not engine.position and not bad and not stop.requested:
+        # an empty file (or one of blank lines) is not an error, but rarely what was meant
+        notes.append(f"{label} holds no input lines: the views are those of empty books")
     for err in [e for p in parsers for e in getattr(p, "bad_samples", [])][:5]:
         print(f"  skipped {err}", file=sys.stderr)
     for note in notes:

@@ -324,6 +324,15 @@ def test_run_skip_bad_with_every(tmp_path, capsys):
     assert "1 bad lines skipped" in err and "empty line" in err
 
 
+def test_run_empty_file_warns(tmp_path, capsys):
+    """An empty file runs (the views of empty books) but says so: rarely what was meant."""
+    data = write(tmp_path, "empty.csv", "")
+    code, lines, err = run_cli(capsys, "run", str(VWAP_M3), "--data", str(data), "--json")
+    assert code == 0
+    assert [d["line"] for d in lines] == [0]
+    assert "warning: empty.csv holds no input lines" in err
+
+
 # ------------------------------------------------------------------------------------------
 # ddms run: missing files and bad arguments
 # ------------------------------------------------------------------------------------------
