@@ -26,6 +26,25 @@ _os.environ.setdefault("NUMBA_CACHE_LOCATOR_CLASSES",
                        "ddms.numbacache.ClosureLocator,UserProvidedCacheLocator,InTreeCacheLocator,"
                        "UserWideCacheLocator,IPythonCacheLocator,ZipCacheLocator")
 
+
+def _numba_imported_first() -> None:
+    """numba imported before ddms (``import numba`` at the top of a user's script) has read its
+    configuration already: give it the two settings above as well (numba reads both again for
+    every function it caches, so ddms's kernels, defined after this, get them); without this
+    they would be cached by numba's file-stamped locator, which misses an edited callee."""
+    import sys
+
+    config = sys.modules.get("numba.core.config")
+    if config is None:
+        return
+    if not getattr(config, "CACHE_DIR", ""):
+        config.CACHE_DIR = _os.environ["NUMBA_CACHE_DIR"]
+    if not getattr(config, "CACHE_LOCATOR_CLASSES", ""):
+        config.CACHE_LOCATOR_CLASSES = _os.environ["NUMBA_CACHE_LOCATOR_CLASSES"]
+
+
+_numba_imported_first()
+
 __version__ = "0.1.0"
 
 

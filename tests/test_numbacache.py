@@ -174,3 +174,18 @@ def test_import_index_remembers_parses_by_content(tmp_path, monkeypatch):
     (pkg / "a.py").write_text("from q import b\n")
     assert closure() == ["__init__.py", "a.py", "b.py"]
     assert json.loads(index.read_text())                                 # rewritten whole
+
+
+@pytest.mark.parametrize("first", ["import numba", "pass"], ids=["numba-first", "ddms-first"])
+def test_ddms_locator_even_when_numba_is_imported_first(tmp_path, first):
+    """A script that imports numba before ddms (numba has read its configuration already) still
+    caches ddms's kernels in ddms's cache folder through :class:`ClosureLocator`."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "NUMBA_CACHE_LOCATOR_CLASSES")}
+    env.update(XDG_CACHE_HOME=str(tmp_path), PYTHONPATH=str(REPO))
+    code = (f"{first}\nimport ddms\nfrom ddms.io.kernels import decimal\n"
+            "loc = decimal._digits8._cache._impl.locator\n"
+            "print(type(loc).__name__, loc.get_cache_path())")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    name, path = out.stdout.split()
+    assert name == "ClosureLocator" and path.startswith(str(tmp_path / "ddms" / "numba")), out.stdout
