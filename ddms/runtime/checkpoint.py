@@ -150,7 +150,17 @@ def pack(arrays: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str
 
 def load_state(engine: Engine, arrays: dict[str, np.ndarray], source: str = "<checkpoint>") -> None:
     """Overwrite ``engine``'s state with ``arrays`` (from :func:`dump_state`).  The caller has
-    checked the layout digest; a missing array still fails with a :class:`CheckpointError`."""
+    checked the layout digest; a missing array still fails with a :class:`CheckpointError`.
+
+    Every array is copied into the state, never taken as is: the engine writes its state in
+    place, so an array of ``arrays`` kept as a state field (once, a table that grew: the prefix
+    table of a per-slice tree's roots, a point map, an EXTREME map's window) was overwritten by the
+    run that followed, and loading the same ``arrays`` again (``bench depth_sql`` loads one built
+    book per run) paired that run's slice roots with the saved node pools: trees rooted at
+    never-used nodes, whose updates indexed outside the node arrays (an IndexError in ``run_batch``
+    under ``NUMBA_BOUNDSCHECK=1``; unchecked, the likely cause of a glibc "corrupted double-linked
+    list" abort).  A file's arrays (:func:`read_file`) are read-only views of its buffer, too.
+    Cost: one copy of each grown table, O(state) as the rest of the load."""
     mod, st = engine.module, engine.state
 
     def get(name: str) -> np.ndarray:
@@ -177,8 +187,8 @@ def load_state(engine: Engine, arrays: dict[str, np.ndarray], source: str = "<ch
             a = get(f)
             if a.shape == v.shape:
                 v[...] = a
-            else:   # a prefix table that grew: a new array in its place
-                set_field(st, f, np.ascontiguousarray(a, dtype=v.dtype))
+            else:   # a table that grew: a new array in its place, always a copy (see the docstring)
+                set_field(st, f, np.array(a, dtype=v.dtype, order="C"))
         else:
             dict_load(v, get(f"{f}.keys"), get(f"{f}.vals"))
     engine._relations = None   # kept relations come back only if the checkpoint has them
