@@ -1255,8 +1255,11 @@ class _Codegen:
         for g, t in enumerate(klazies):
             trig_fns += self._trigger_functions(f"lazyk_{g}", t, len(lazies) + g in inline_lazy)
         if groups or kgroups:
-            trig_fns.append("@njit(cache=True)\ndef flush(st):\n"
+            trig_fns.append("@njit(cache=True)\ndef flush(state):\n"
                             "    \"\"\"Run the deferred statements of the triggers fired since the last flush.\"\"\"\n"
+                            # borrowed, as run_batch's triggers take it: the functions both call
+                            # compile for one state type
+                            "    st = borrow_state(state)\n"
                             + ("    lz = st.lazy\n" if groups else "")
                             + "".join(f"    if lz[{g}]:\n        lz[{g}] = 0\n        lazy_{g}(st)\n"
                                       for g in range(len(groups)))
