@@ -72,7 +72,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "26"
+CODEGEN_VERSION = "27"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -84,10 +84,13 @@ applies event ``i`` (``btree_prefetch``), once a tree is too big for the caches.
 distinct prices (``python -m bench --only depth``, ns per line): VWAP 743 -> 659-670, SOBI
 984 -> 772-787; 8 or 16 events ahead were no better, and also prefetching the bottom internal
 level twice as far ahead was slower.  Below ``btree.PF_LEAVES`` leaves it is skipped (one test per batch)."""
-PF_HASH_AHEAD = 12
-"""The same for hash-table rows (``ht_prefetch``): a probe and an add are cheaper than a tree
-update, so the load must start more events ahead to have landed.  Measured at 1M distinct prices
-(best bid: an EXTREME map, ns per line): 59 without, 46 at 4 events ahead, 34 at 12."""
+PF_HASH_AHEAD = 24
+"""The same for hash-table rows and EXTREME windows (``ht_prefetch``, ``xh_prefetch``): a probe
+and an add are cheaper than a tree update, so the load must start more events ahead to have
+landed.  Measured at 1M distinct prices (best bid: an EXTREME map, ns per line): 59 without, 46
+at 4 events ahead, 34 at 12; with the state borrowed in ``run_batch`` (no fencing reference
+counts per event, stop 35), 27.0 at 12 against 23.9 at 24 and 25.7 at 32 (100k: 25.5 / 26.4 /
+25.2, within the noise)."""
 PF_PATH = 2
 """With a range tree per slice (per symbol), every row of the updated tree is cold, root included,
 so a leaf prefetch's own descent would wait on memory: ``run_batch`` starts loading levels 0 ..
@@ -1070,8 +1073,10 @@ class _Codegen:
         add unless the value crosses zero; the table and the heap are stored back only when one
         grew (a new array).  Only ``+=`` writes such a map (``ddms.m3.extremes``)."""
         (kind, t, h, w), *more = _xfields(m)
-        return (f"@njit(cache=True, inline='always')\ndef a_{m.name}(st, key, delta):\n"
-                f"    tab = borrow(st.{t})\n"
+        # the window's add tried first, alone: a key it holds (the common case) reaches neither the
+        # table and heap nor the arrays xh_add returns (their reference-count calls); the other
+        # extreme's instance has nothing to do then (xh_add_also of a window key, not regrown)
+        body = (f"    tab = borrow(st.{t})\n"
                 f"    hp = borrow(st.{h})\n"
                 f"    win = borrow(st.{w})\n"
                 f"    tab2, hp2, win2 = xh_add(tab, hp, win, key[0], delta, {_SIGN[kind]})\n"
@@ -1091,6 +1096,8 @@ class _Codegen:
                           f"        st.{t} = tab2\n"
                           "    if hp2.shape[0] != hp.shape[0]:\n"
                           f"        st.{h} = hp2\n" for kind, t, h, w in more))
+        return (f"@njit(cache=True, inline='always')\ndef a_{m.name}(st, key, delta):\n"
+                f"    if xh_wadd(borrow(st.{w}), key[0], delta):\n        return\n" + body)
 
     def _slice_update(self, m: MapDecl, op: str, value: str) -> list[str]:
         """Lines applying ``op`` (``btree_set``/``btree_add``) with ``value`` at ``key`` to the
@@ -1248,8 +1255,11 @@ class _Codegen:
         for g, t in enumerate(klazies):
             trig_fns += self._trigger_functions(f"lazyk_{g}", t, len(lazies) + g in inline_lazy)
         if groups or kgroups:
-            trig_fns.append("@njit(cache=True)\ndef flush(st):\n"
+            trig_fns.append("@njit(cache=True)\ndef flush(state):\n"
                             "    \"\"\"Run the deferred statements of the triggers fired since the last flush.\"\"\"\n"
+                            # borrowed, as run_batch's triggers take it: the functions both call
+                            # compile for one state type
+                            "    st = borrow_state(state)\n"
                             + ("    lz = st.lazy\n" if groups else "")
                             + "".join(f"    if lz[{g}]:\n        lz[{g}] = 0\n        lazy_{g}(st)\n"
                                       for g in range(len(groups)))
@@ -1282,7 +1292,7 @@ class _Codegen:
                 pf_dispatch.append(f"    if r == {si} and s == {sign}:\n        pf_{tname}(lvl, pfr, j, st, {pf_args})")
             if "hash" in kinds:
                 pfh_dispatch.append(f"    if r == {si} and s == {sign}:\n        pfh_{tname}(st, {pf_args})")
-            dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}(st, {args})"
+            dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}(bst, {args})"
                             + (f"\n                lz[{lazy[n]}] = 1" if n in lazy else "")
                             # the table read through borrow() each event, not a local reassigned on
                             # growth: a loop-carried array local costs a reference-count pair per
@@ -1368,20 +1378,27 @@ class _Codegen:
                "    index of the next event to apply.  ``defer``: leave the deferred statements of an\n"
                "    unwatched batch for the caller's ``flush`` (a chunk followed by more of the batch).\"\"\"\n"
                "    i = start\n"
+               # the state and the event arrays as borrowed handles for the inlined triggers and
+               # prefetches: numba's inliner would count a reference to each argument of each
+               # inlined call, two atomic (fencing) instructions per event (btree.borrow_state)
+               "    bst = borrow_state(st)\n"
+               + ("    brelmap = borrow(relmap)\n    brel = borrow(rel)\n    bsign = borrow(sign)\n"
+                  "    bcols = borrow(cols)\n" if pf_dispatch or pfh_dispatch else "") +
                "    watching = st.watching[0]\n"
                "    watch = st.watch\n"
                "    gate = st.gate\n" + ("    lz = st.lazy\n" if lazy else "") + hoist + big
-               + (f"    pfr = np.full(({PF_RING}, {max(nring, 1)}), -1, np.int64)\n" if pf_dispatch else "") +
+               + (f"    pfr = np.full(({PF_RING}, {max(nring, 1)}), -1, np.int64)\n    bpfr = borrow(pfr)\n"
+                  if pf_dispatch else "") +
                "    while i < end:\n"
                "        ln = line[i]\n"
                "        if watching:\n" + ("\n".join(snap) if snap else "            pass") + "\n"
                "        while i < end and line[i] == ln:\n"
                + ("".join(f"            if {gate(lv)} and i + {a} < end:\n"
-                          f"                prefetch(st, pfr, relmap, rel, sign, cols, i + {a}, {lv})\n"
+                          f"                prefetch(bst, bpfr, brelmap, brel, bsign, bcols, i + {a}, {lv})\n"
                           for a, lv in stages)
                   if pf_dispatch else "")
                + (f"            if bigh and i + {PF_HASH_AHEAD} < end:\n"
-                  f"                prefetch_hash(st, relmap, rel, sign, cols, i + {PF_HASH_AHEAD})\n"
+                  f"                prefetch_hash(bst, brelmap, brel, bsign, bcols, i + {PF_HASH_AHEAD})\n"
                   if pfh_dispatch else "") +
                "            r = relmap[rel[i]]\n"
                "            s = sign[i]\n"
@@ -1421,13 +1438,13 @@ class _Codegen:
                   f"from ddms.backend.rt import div, log_changed, {'mod, ' if self._uses_mod() else ''}ne"
                   f"{self._func_imports()}\n"
                   "from ddms.storage.btree import (\n"
-                  "    borrow, borrow_pool, btree_add, btree_addv, btree_free, btree_get, btree_items, btree_max,"
-                  " btree_min,\n"
+                  "    borrow, borrow_pool, borrow_state, btree_add, btree_addv, btree_free, btree_get, btree_items,"
+                  " btree_max, btree_min,\n"
                   "    btree_big, btree_deep, btree_new, btree_prefetch, btree_prefetch_level, btree_set, range_sum,\n"
                   "    threshold_apply, threshold_cut, threshold_sum,\n)\n"
                   + ("from ddms.storage.btree import btree_nth, btree_nth_row\n" if self._ranks else "")
                   + ("from ddms.storage.extheap import (\n    xh_add, xh_add_also, xh_big, xh_get, xh_new, "
-                     "xh_new_heap, xh_new_win, xh_prefetch, xh_top,\n)\n"
+                     "xh_new_heap, xh_new_win, xh_prefetch, xh_top, xh_wadd,\n)\n"
                      if any(m.extreme for m in p.maps) else "")
                   + "from ddms.storage.hashtab import ht_big, ht_get, ht_getf, ht_new, ht_pop, ht_prefetch, ht_set, "
                   "ht_slot\n\n\n"

@@ -70,7 +70,7 @@ from ddms.storage.hashtab import (
 )
 
 __all__ = ["HDR", "xh_add", "xh_add_also", "xh_big", "xh_check", "xh_dict", "xh_get", "xh_new", "xh_new_heap",
-           "xh_new_win", "xh_prefetch", "xh_top"]
+           "xh_new_win", "xh_prefetch", "xh_top", "xh_wadd"]
 
 HDR = 2
 """Header cells before the heap: its size and its count of live (nonzero-valued) keys."""
@@ -579,6 +579,30 @@ def _slow(tab, heap, win, s: int, key: float, delta: float, sign: float):
 
 
 @njit(cache=True, inline="always")
+def xh_wadd(win: np.ndarray, key: float, delta: float) -> bool:
+    """Add ``delta`` to the value at ``key`` if the window holds the key (True), else change
+    nothing (False: :func:`xh_add` then goes to the overflow).  The common case of :func:`xh_add`,
+    apart so that a caller can try it first and reach the table and heap (and the arrays a
+    growth returns, with their reference counts) only when it fails: a subtraction, a load and a
+    store, plus three bit words when the value crosses zero (inlined but for the crossing of an
+    end).  O(1)."""
+    j = _wcell(win, key)
+    if j < 0:
+        return False
+    old = win[WH + j]
+    new = old + delta
+    win[WH + j] = new
+    if old == 0.0:
+        if new != 0.0:
+            _won(win, j)
+    elif new == 0.0:      # (its bit stays, stale, unless it was an end: see _wend_emptied)
+        win[W_LIVE] -= 1.0
+        if win[W_TOP] == j or win[W_BOT] == j:
+            _wend_emptied(win, j)
+    return True
+
+
+@njit(cache=True, inline="always")
 def xh_add(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, key: float, delta: float, sign: float):
     """Add ``delta`` to the value at ``key``; returns (table, heap, window), any of which may be a
     new array the caller must store in place of its old one.  A key in the window (the common case
@@ -587,18 +611,7 @@ def xh_add(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, key: float, delta
     one probe and one add there, as before the window (inlined: a book whose prices are too
     spread out for a window pays one comparison more); a new key calls out (:func:`_slow`).
     O(1) expected, amortised (see the module docstring)."""
-    j = _wcell(win, key)
-    if j >= 0:
-        old = win[WH + j]
-        new = old + delta
-        win[WH + j] = new
-        if old == 0.0:
-            if new != 0.0:
-                _won(win, j)
-        elif new == 0.0:      # (its bit stays, stale, unless it was an end: see _wend_emptied)
-            win[W_LIVE] -= 1.0
-            if win[W_TOP] == j or win[W_BOT] == j:
-                _wend_emptied(win, j)
+    if xh_wadd(win, key, delta):
         return tab, heap, win
     s = _oprobe_add(tab, heap, key, delta, sign)
     if s < 0 or delta == 0.0:
