@@ -72,7 +72,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "26"
+CODEGEN_VERSION = "27"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -937,7 +937,12 @@ class _Codegen:
         A map with prefix keys (a tree per symbol or broker) is prefetched in the slice's tree,
         found by its prefix in the root table: with many instruments it is the pool, not one
         tree, that outgrows the caches."""
-        self._prefetch.append(("tree", self._tree_of(name), key, self.arity[name]))
+        tree, arity = self._tree_of(name), self.arity[name]
+        self._prefetch.append(("tree", tree, key, arity))
+        if arity > 1:   # the slice's row in the root table, farther ahead (PF_HASH_AHEAD): the tree
+            # stages probe it (ht_get) and would wait on it
+            self._prefetch.append(("hash", f"or_{tree}", self._tuple([f"{key}[{p}]" for p in range(arity - 1)]),
+                                   arity - 1))
 
     def _note_hash_prefetch(self, name: str, key: str) -> None:
         """Record that the trigger being generated updates the hash table of map ``name`` (a map

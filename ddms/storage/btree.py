@@ -421,8 +421,10 @@ def _huge(a):
 
 @njit(cache=True)
 def _grow1i(a, cap):
-    out = np.full(cap, -1, np.int64)
+    out = np.empty(cap, np.int64)
+    _huge(out)   # (fills and links are read at random too: one per update, beside the row)
     out[: a.size] = a
+    out[a.size:] = -1
     return out
 
 
