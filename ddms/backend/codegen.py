@@ -106,6 +106,10 @@ PF_LEAF = 64
 PF_ROOT_LEAF = -2
 """The leaf stage's level code while a pool's trees are shallow (no path stages ran: see
 ``PF_PATH``): descend from the slice's root to the leaf (``PF_LEAF`` levels), not from the ring."""
+PF_ROOT_AHEAD = 4
+"""Events ahead of the leaf stage of a per-slice tree while its pool's trees are shallow (no path
+stage ran: ``PF_PATH``): the stage probes the root table (its row loaded ``PF_HASH_AHEAD`` ahead)
+and loads the first blocks of the leaf it names, which must land before the update."""
 PF_RING = 8
 """Rows of ``run_batch``'s ring of prefetched refs (``pfr``): a power of two above the farthest
 stage's distance, ``PF_SLICE * PF_PATH``.  Each stage of a per-slice tree's path stores the node it
@@ -1341,13 +1345,15 @@ class _Codegen:
         # stage 0 loads the root, each later one the node one level below (the leaf's: the rest
         # of the path) the ref the previous stage left in the ring (PF_RING); the path stages run
         # only while the pool's trees are deep (btree_deep), the leaf stage then from the root
-        leaf = f"{PF_LEAF} if deep else {PF_ROOT_LEAF}" if PF_PATH else str(PF_ROOT_LEAF)
-        stages = ([(PF_SLICE * (PF_PATH + 1 - lv), str(min(lv, 1))) for lv in range(PF_PATH)]
-                  + [(PF_SLICE, leaf)] if path else [])
+        # (PF_ROOT_AHEAD events ahead: no path stage ran, and the root table's row was loaded earlier)
+        leaf = [(PF_SLICE, str(PF_LEAF)), (PF_ROOT_AHEAD, str(PF_ROOT_LEAF))] if PF_PATH else [(PF_ROOT_AHEAD, str(PF_ROOT_LEAF))]
+        stages = ([(PF_SLICE * (PF_PATH + 1 - lv), str(min(lv, 1))) for lv in range(PF_PATH)] + leaf if path else [])
         nring = max((sum(pf[0] == "tree" and pf[3] > 1 for pf in pfs) for pfs in self.prefetch.values()), default=0)
 
         def gate(lv: str) -> str:   # the flag a stage runs under: the path stages only for pools of deep trees
-            return "deep" if lv.isdigit() and int(lv) < PF_PATH else "big"
+            if lv.isdigit():
+                return "deep"
+            return "big and not deep" if lv == str(PF_ROOT_LEAF) and PF_PATH else "big"
         if path and PF_PATH:
             big += ("    deep = big and (" + " or ".join(f"btree_deep(st.op_{t}, st.or_{t}[-1, 0])" for t in path)
                     + ")\n")

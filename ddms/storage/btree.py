@@ -1468,6 +1468,7 @@ def btree_prefetch_level(pool: BTreePool, ref: int, key: float, level: int) -> i
             _prefetch(lf, (n, g))
             _prefetch(lf, (n, g + FS - 1))   # (rows need not start on a line)
         _prefetch(_b(pool.ln), (n,))
+        _prefetch(_b(pool.llink), (n,))   # (written when its last key goes: the leaf is freed)
     else:
         lf = _b(pool.lf)
         for off in range(0, lw * FL, 8):
