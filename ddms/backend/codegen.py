@@ -1346,7 +1346,8 @@ class _Codegen:
         # of the path) the ref the previous stage left in the ring (PF_RING); the path stages run
         # only while the pool's trees are deep (btree_deep), the leaf stage then from the root
         # (PF_ROOT_AHEAD events ahead: no path stage ran, and the root table's row was loaded earlier)
-        leaf = [(PF_SLICE, str(PF_LEAF)), (PF_ROOT_AHEAD, str(PF_ROOT_LEAF))] if PF_PATH else [(PF_ROOT_AHEAD, str(PF_ROOT_LEAF))]
+        leaf = [(PF_SLICE, str(PF_LEAF))] if PF_PATH else []
+        leaf.append((PF_ROOT_AHEAD, str(PF_ROOT_LEAF)))
         stages = ([(PF_SLICE * (PF_PATH + 1 - lv), str(min(lv, 1))) for lv in range(PF_PATH)] + leaf if path else [])
         nring = max((sum(pf[0] == "tree" and pf[3] > 1 for pf in pfs) for pfs in self.prefetch.values()), default=0)
 
