@@ -177,8 +177,10 @@ def load_state(engine: Engine, arrays: dict[str, np.ndarray], source: str = "<ch
             a = get(f)
             if a.shape == v.shape:
                 v[...] = a
-            else:   # a prefix table that grew: a new array in its place
-                set_field(st, f, np.ascontiguousarray(a, dtype=v.dtype))
+            else:   # a prefix table that grew: a new array in its place -- a copy, never ``a``
+                # itself (the engine updates it in place: ``arrays`` would change under a second
+                # load of the same dump, its root table no longer matching its pools)
+                set_field(st, f, np.array(a, dtype=v.dtype, order="C", copy=True))
         else:
             dict_load(v, get(f"{f}.keys"), get(f"{f}.vals"))
     engine._relations = None   # kept relations come back only if the checkpoint has them
