@@ -146,8 +146,9 @@ def pool_load(p, lf, ln, llink, ik, ii, in_, ilink, ints, ps, ppn, ppj, pn, pj, 
     """Give pool ``p`` the saved node rows in arrays of the saved capacities (rows past the ones
     ever used are never read before an allocation pads them), and the saved pending slots.  The
     arrays are asked for huge pages before they are filled, as a growing pool's are
-    (``btree._huge``): a restored pool of a million keys is read at random like a built one, and
-    without them measured slower than the built state it copies."""
+    (``btree._huge``): a restored pool of a million keys is read at random like a built one (not
+    measured on its own: restored and built states measured alike once ``load_state`` stopped
+    aliasing root tables, ``python -m bench depth_sql``'s runs 2 and 3)."""
     lcap, icap = ints[0], ints[4]
     p.lf = _rows(lcap, lf)
     p.ln = _links(lcap, ln)
