@@ -112,6 +112,35 @@ def test_restore_continues_bit_for_bit(program, tmp_path, stream, cut):
         same_state(ref, got)
 
 
+def test_load_state_leaves_the_dump_unchanged():
+    """Loading one in-memory dump into two engines (bench.depth_sql's repeated runs): the first
+    engine's updates must not reach the dump.  A grown table (a per-slice tree's root table, a
+    prefix table) used to be the dump's own array, so the second engine loaded a root table
+    updated by the first against the dump's pools."""
+    from ddms.runtime.checkpoint import load_state
+
+    program = compile_sql((REPO / "examples" / "sql" / "top5_bid_order_volume.sql").read_text()).program
+    stream = [("B", i, 10 + i % 7, 100 + i) for i in range(1, 200)]   # 199 one-order levels: a grown root table
+    head = OrderBookParser().feed(render(stream))
+    built = Engine(program)
+    relmap = built.relmap(("bids", "asks"))
+    built.apply(head, relmap)
+    saved = dump_state(built)
+    kept = {k: v.copy() for k, v in saved.items()}
+    tail = OrderBookParser().feed(render(stream + [("D", i, 0, 0) for i in range(1, 200, 3)]))
+    _, tail = split_lines(tail, len(stream))
+    first = Engine(program)
+    load_state(first, saved)
+    first.position = built.position
+    first.apply(tail, relmap)
+    first._check()
+    assert all(np.array_equal(saved[k], kept[k]) for k in saved), "a dump array changed under a load"
+    second = Engine(program)
+    load_state(second, saved)
+    second._check()
+    assert views_bits(second) == views_bits(built)
+
+
 @pytest.mark.parametrize("name,cut", [("sobi", 12_345), pytest.param("broker_sql", 1_234, marks=pytest.mark.slow)])
 def test_restore_in_a_new_process(tmp_path, name, cut):
     """The uninterrupted run here; a second process restores the checkpoint, applies the rest of

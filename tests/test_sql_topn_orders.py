@@ -340,7 +340,7 @@ def test_slice_path_prefetch_runs_only_for_deep_pools() -> None:
     """The tree of order ids per price level is one leaf at distinct prices: run_batch prefetches
     its leaf, and the path stages (a root-table probe each) run only while ``btree_deep`` says the
     pool's trees average two leaves (codegen ``PF_PATH``)."""
-    from ddms.backend.codegen import PF_LEAF, PF_PATH, PF_ROOT_LEAF, generate
+    from ddms.backend.codegen import PF_HASH_AHEAD, PF_LEAF, PF_PATH, PF_ROOT_AHEAD, PF_ROOT_LEAF, generate
 
     program = compile_sql((REPO / "examples" / "sql" / "top5_bid_order_volume.sql").read_text()).program
     src = generate(program).source
@@ -351,9 +351,13 @@ def test_slice_path_prefetch_runs_only_for_deep_pools() -> None:
         return rf"if {flag} and i \+ \d+ < end:\n\s+prefetch\(st, pfr, relmap, rel, sign, cols, i \+ \d+, {level}\)"
     for lv in range(PF_PATH):   # the root, then one level below the ring's ref per stage
         assert re.search(stage("deep", str(min(lv, 1))), run)
-    # the leaf: from the ring after the path stages, from the root when they did not run
-    assert re.search(stage("big", rf"{PF_LEAF} if deep else {PF_ROOT_LEAF}"), run)
+    # the leaf: from the ring after the path stages, from the root (PF_ROOT_AHEAD events ahead)
+    # when they did not run, the root table's row loaded before that (PF_HASH_AHEAD)
+    assert re.search(stage("deep", str(PF_LEAF)), run)
+    assert re.search(stage("big and not deep", str(PF_ROOT_LEAF)).replace(r"i \+ \d+", f"i \\+ {PF_ROOT_AHEAD}"), run)
     assert f"if lvl == {PF_ROOT_LEAF}:" in src
+    assert f"if bigh and i + {PF_HASH_AHEAD} < end:" in run and "bigh = ht_big(st.or_" in run
+    assert "ht_prefetch(borrow(st.or_TOP5_BID_ORDER_VOLUME_m3)" in src
 
 
 @pytest.mark.slow

@@ -72,7 +72,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "27"
+CODEGEN_VERSION = "28"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -109,6 +109,13 @@ PF_LEAF = 64
 PF_ROOT_LEAF = -2
 """The leaf stage's level code while a pool's trees are shallow (no path stages ran: see
 ``PF_PATH``): descend from the slice's root to the leaf (``PF_LEAF`` levels), not from the ring."""
+PF_ROOT_AHEAD = 4
+"""Events ahead of the leaf stage of a per-slice tree while its pool's trees are shallow (no path
+stage ran: ``PF_PATH``): the stage probes the root table (its row loaded ``PF_HASH_AHEAD`` ahead)
+and loads the first blocks of the leaf it names, which must land before the update.  Measured
+(top5_bid_order_volume, 1M distinct prices, CPU time, load 7-10 on 2 cores, two rounds): ahead
+4: 463 / 457 ns/line, 6: 439 / 500, 8: 532 / 489; the base (leaf stage 2 ahead, no root-table
+row prefetch) 586 / 825 in the same session."""
 PF_RING = 8
 """Rows of ``run_batch``'s ring of prefetched refs (``pfr``): a power of two above the farthest
 stage's distance, ``PF_SLICE * PF_PATH``.  Each stage of a per-slice tree's path stores the node it
@@ -939,8 +946,16 @@ class _Codegen:
         tuple expression of event values: ``run_batch`` prefetches there ahead (``PF_AHEAD``).
         A map with prefix keys (a tree per symbol or broker) is prefetched in the slice's tree,
         found by its prefix in the root table: with many instruments it is the pool, not one
-        tree, that outgrows the caches."""
-        self._prefetch.append(("tree", self._tree_of(name), key, self.arity[name]))
+        tree, that outgrows the caches.  The root table's row of the prefix is prefetched too,
+        ``PF_HASH_AHEAD`` events ahead, once the table is big (``ht_big``): every tree stage probes
+        it, and a tree per price level at a million distinct prices has a table of 500k rows a
+        side (measured, top5_bid_order_volume at 1M, see ``PF_ROOT_AHEAD``)."""
+        tree, arity = self._tree_of(name), self.arity[name]
+        self._prefetch.append(("tree", tree, key, arity))
+        if arity > 1:   # the slice's row in the root table, farther ahead (PF_HASH_AHEAD): the tree
+            # stages probe it (ht_get) and would wait on it
+            self._prefetch.append(("hash", f"or_{tree}", self._tuple([f"{key}[{p}]" for p in range(arity - 1)]),
+                                   arity - 1))
 
     def _note_hash_prefetch(self, name: str, key: str) -> None:
         """Record that the trigger being generated updates the hash table of map ``name`` (a map
@@ -1346,13 +1361,16 @@ class _Codegen:
         # stage 0 loads the root, each later one the node one level below (the leaf's: the rest
         # of the path) the ref the previous stage left in the ring (PF_RING); the path stages run
         # only while the pool's trees are deep (btree_deep), the leaf stage then from the root
-        leaf = f"{PF_LEAF} if deep else {PF_ROOT_LEAF}" if PF_PATH else str(PF_ROOT_LEAF)
-        stages = ([(PF_SLICE * (PF_PATH + 1 - lv), str(min(lv, 1))) for lv in range(PF_PATH)]
-                  + [(PF_SLICE, leaf)] if path else [])
+        # (PF_ROOT_AHEAD events ahead: no path stage ran, and the root table's row was loaded earlier)
+        leaf = [(PF_SLICE, str(PF_LEAF))] if PF_PATH else []
+        leaf.append((PF_ROOT_AHEAD, str(PF_ROOT_LEAF)))
+        stages = ([(PF_SLICE * (PF_PATH + 1 - lv), str(min(lv, 1))) for lv in range(PF_PATH)] + leaf if path else [])
         nring = max((sum(pf[0] == "tree" and pf[3] > 1 for pf in pfs) for pfs in self.prefetch.values()), default=0)
 
         def gate(lv: str) -> str:   # the flag a stage runs under: the path stages only for pools of deep trees
-            return "deep" if lv.isdigit() and int(lv) < PF_PATH else "big"
+            if lv.isdigit():
+                return "deep"
+            return "big and not deep" if lv == str(PF_ROOT_LEAF) and PF_PATH else "big"
         if path and PF_PATH:
             big += ("    deep = big and (" + " or ".join(f"btree_deep(st.op_{t}, st.or_{t}[-1, 0])" for t in path)
                     + ")\n")

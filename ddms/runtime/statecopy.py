@@ -14,6 +14,7 @@ from numba.np.unsafe.ndarray import to_fixed_tuple
 from numba.typed import Dict
 
 from ddms.runtime.typedio import dict_dump as _dict_dump
+from ddms.storage.btree import _huge
 
 
 # -- compiled copies ------------------------------------------------------------------------------
@@ -120,24 +121,42 @@ def index_load(ix, parts, counts, ks, vs):
 
 
 @njit(cache=True)
+def _rows(cap, a):
+    """``a`` in the first rows of a new ``cap``-row array (huge pages asked first; rows past
+    ``a``'s left unset).  O(a)."""
+    out = np.empty((cap, a.shape[1]), a.dtype)
+    _huge(out)
+    out[: a.shape[0]] = a
+    return out
+
+
+@njit(cache=True)
+def _links(cap, a):
+    """``a`` at the start of a new ``cap``-long int64 array, the rest -1 (huge pages asked
+    first).  O(cap)."""
+    out = np.empty(cap, np.int64)
+    _huge(out)
+    out[: a.shape[0]] = a
+    out[a.shape[0]:] = -1
+    return out
+
+
+@njit(cache=True)
 def pool_load(p, lf, ln, llink, ik, ii, in_, ilink, ints, ps, ppn, ppj, pn, pj, xv, dc, dn, qf, qc, qn):
     """Give pool ``p`` the saved node rows in arrays of the saved capacities (rows past the ones
-    ever used are never read before an allocation pads them), and the saved pending slots."""
+    ever used are never read before an allocation pads them), and the saved pending slots.  The
+    arrays are asked for huge pages before they are filled, as a growing pool's are
+    (``btree._huge``): a restored pool of a million keys is read at random like a built one (not
+    measured on its own: restored and built states measured alike once ``load_state`` stopped
+    aliasing root tables, ``python -m bench depth_sql``'s runs 2 and 3)."""
     lcap, icap = ints[0], ints[4]
-    p.lf = np.empty((lcap, lf.shape[1]), np.float64)
-    p.lf[: lf.shape[0]] = lf
-    p.ln = np.full(lcap, -1, np.int64)
-    p.ln[: ln.shape[0]] = ln
-    p.llink = np.full(lcap, -1, np.int64)
-    p.llink[: llink.shape[0]] = llink
-    p.ik = np.empty((icap, ik.shape[1]), np.float64)
-    p.ik[: ik.shape[0]] = ik
-    p.ii = np.empty((icap, ii.shape[1]), np.int64)
-    p.ii[: ii.shape[0]] = ii
-    p.in_ = np.full(icap, -1, np.int64)
-    p.in_[: in_.shape[0]] = in_
-    p.ilink = np.full(icap, -1, np.int64)
-    p.ilink[: ilink.shape[0]] = ilink
+    p.lf = _rows(lcap, lf)
+    p.ln = _links(lcap, ln)
+    p.llink = _links(lcap, llink)
+    p.ik = _rows(icap, ik)
+    p.ii = _rows(icap, ii)
+    p.in_ = _links(icap, in_)
+    p.ilink = _links(icap, ilink)
     p.lcap, p.l_used, p.l_head, p.l_free = ints[0], ints[1], ints[2], ints[3]
     p.icap, p.i_used, p.i_head, p.i_free = ints[4], ints[5], ints[6], ints[7]
     p.ps[:] = ps

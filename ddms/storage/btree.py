@@ -469,8 +469,10 @@ def _huge(a):
 
 @njit(cache=True)
 def _grow1i(a, cap):
-    out = np.full(cap, -1, np.int64)
+    out = np.empty(cap, np.int64)
+    _huge(out)   # (fills and links are read at random too: one per update, beside the row)
     out[: a.size] = a
+    out[a.size:] = -1
     return out
 
 
@@ -1514,6 +1516,7 @@ def btree_prefetch_level(pool: BTreePool, ref: int, key: float, level: int) -> i
             _prefetch(lf, (n, g))
             _prefetch(lf, (n, g + FS - 1))   # (rows need not start on a line)
         _prefetch(_b(pool.ln), (n,))
+        _prefetch(_b(pool.llink), (n,))   # (written when its last key goes: the leaf is freed)
     else:
         lf = _b(pool.lf)
         for off in range(0, lw * FL, 8):

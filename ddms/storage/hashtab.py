@@ -32,7 +32,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from ddms.storage.btree import _prefetch  # llvm.prefetch (an intrinsic; hashtab's rows as btree's nodes)
+from ddms.storage.btree import _huge, _prefetch  # llvm.prefetch, madvise (hashtab's rows as btree's nodes)
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)   # 2**64 / golden ratio: Fibonacci hashing
 
@@ -116,7 +116,9 @@ def _grow(tab) -> np.ndarray:
     """The same entries in twice the slots.  O(cap)."""
     cap = 2 * (tab.shape[0] - 1)
     arity = tab.shape[1] - 2
-    out = np.zeros((cap + 1, arity + 2))
+    out = np.empty((cap + 1, arity + 2))
+    _huge(out)   # (a big table is probed at random: huge pages spare a page walk a probe)
+    out[:] = 0.0
     for s in range(tab.shape[0] - 1):
         if tab[s, arity + 1] != 0.0:
             r = _home(tab[s, :arity], cap - 1)
