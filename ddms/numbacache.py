@@ -39,12 +39,13 @@ import os
 from numba.core import config
 from numba.core.caching import UserProvidedCacheLocator
 
-__all__ = ["LOCATORS", "PROJECT_PACKAGES", "ClosureLocator", "import_closure", "source_root"]
+__all__ = ["LOCATORS", "PROJECT_PACKAGES", "ClosureLocator", "ProgramLocator", "import_closure", "source_root"]
 
-LOCATORS = ("ddms.numbacache.ClosureLocator,UserProvidedCacheLocator,InTreeCacheLocator,"
+LOCATORS = ("ddms.numbacache.ClosureLocator,ddms.numbacache.ProgramLocator,InTreeCacheLocator,"
             "UserWideCacheLocator,IPythonCacheLocator,ZipCacheLocator")
 """The value ``ddms/__init__.py`` gives ``NUMBA_CACHE_LOCATOR_CLASSES``: ours first, then
-numba's own list in numba's order."""
+numba's own list in numba's order (:class:`ProgramLocator` is numba's ``UserProvidedCacheLocator``
+checking its folder once per process)."""
 
 
 PROJECT_PACKAGES = ("ddms", "replay", "strategies")
@@ -55,7 +56,14 @@ site-packages, the source root also holds numpy, numba, ...; their files are not
 def source_root(py_file: str) -> str | None:
     """The directory holding ``py_file``'s top-level package (walk up while ``__init__.py``
     exists), or None for a file outside any package."""
-    d = os.path.dirname(os.path.abspath(py_file))
+    return _package_root(os.path.dirname(os.path.abspath(py_file)))
+
+
+@functools.lru_cache(maxsize=256)
+def _package_root(d: str) -> str | None:
+    """:func:`source_root` of a file in folder ``d``, remembered per process: every kernel of a
+    file asks several times (~200 kernels a start, a few ``stat`` calls each), and packages do not
+    appear or vanish under a running process."""
     if not os.path.exists(os.path.join(d, "__init__.py")):
         return None
     while os.path.exists(os.path.join(os.path.dirname(d), "__init__.py")):
@@ -262,11 +270,39 @@ class ClosureLocator(UserProvidedCacheLocator):
         # of overwriting each other's index on every switch.
         root = source_root(py_file)
         rel = os.path.relpath(os.path.dirname(os.path.abspath(py_file)), root)
-        digest = hashlib.sha1(f"{rel}\0{closure_hash(py_file)}".encode()).hexdigest()
+        self._stamp = closure_hash(py_file)     # the folder's name and the stamp: one closure walk
+        digest = hashlib.sha1(f"{rel}\0{self._stamp}".encode()).hexdigest()
         self._cache_path = os.path.join(config.CACHE_DIR, f"{os.path.basename(rel)}_{digest}")
+
+    def ensure_cache_path(self):
+        _ensure_once(self.get_cache_path(), super().ensure_cache_path)
 
     def get_source_stamp(self):
         """The content hash of the file's import closure only (no modification time): a copy of
         the same sources elsewhere, or the same file touched, loads the cached code; any edit in
-        the closure compiles again (into another folder, see ``__init__``)."""
-        return closure_hash(self._py_file)
+        the closure compiles again (into another folder, see ``__init__``).  Computed with the
+        folder's name (numba asks right after making the locator): the two always agree."""
+        return self._stamp
+
+
+_ENSURED: set[str] = set()
+
+
+def _ensure_once(path: str, ensure) -> None:
+    """numba's ``ensure_cache_path`` (``makedirs`` and a temporary file written, to prove the
+    folder writable) once per folder and process instead of once per kernel: ~30 us of CPU and
+    ~100 us of wall each, for ~200 kernels of a start.  A failure raises as before (the locator
+    is then refused) and is not remembered."""
+    if path not in _ENSURED:
+        ensure()
+        _ENSURED.add(path)
+
+
+class ProgramLocator(UserProvidedCacheLocator):
+    """numba's ``NUMBA_CACHE_DIR`` locator unchanged (same folder, same source stamp: entries
+    are shared with it), except that the cache folder is checked once per process
+    (:func:`_ensure_once`) rather than once per function: it serves the generated program
+    modules, ~50-150 functions each, outside any package."""
+
+    def ensure_cache_path(self):
+        _ensure_once(self.get_cache_path(), super().ensure_cache_path)

@@ -174,3 +174,39 @@ def test_import_index_remembers_parses_by_content(tmp_path, monkeypatch):
     (pkg / "a.py").write_text("from q import b\n")
     assert closure() == ["__init__.py", "a.py", "b.py"]
     assert json.loads(index.read_text())                                 # rewritten whole
+
+
+def test_cache_folders_are_checked_once_per_process(tmp_path, monkeypatch):
+    """numba proves a cache folder writable (a temporary file) for every kernel it meets; ddms's
+    locators do it once per folder and process (~200 kernels a start), for package files
+    (ClosureLocator) and for files outside any package, the generated programs (ProgramLocator,
+    numba's own folder and stamp otherwise: entries stay shared with numba's locator)."""
+    from numba.core import config
+    from numba.core.caching import UserProvidedCacheLocator, _CacheLocator
+
+    from ddms import numbacache
+    from ddms.numbacache import ClosureLocator, ProgramLocator
+
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(numbacache, "_ENSURED", set())
+    checks: list[str] = []
+    real = _CacheLocator.ensure_cache_path
+
+    def counted(self) -> None:
+        checks.append(self.get_cache_path())
+        real(self)
+
+    monkeypatch.setattr(_CacheLocator, "ensure_cache_path", counted)
+    _package(tmp_path, 1)
+    loose = tmp_path / "loose.py"
+    loose.write_text("def f():\n    pass\n\n\ndef g():\n    pass\n")
+    ns: dict = {}
+    exec(compile(loose.read_text(), str(loose), "exec"), ns)
+    for _ in range(3):
+        assert ClosureLocator.from_function(_package, str(REPO / "ddms" / "io" / "orderbook.py")) is not None
+        a, b = ProgramLocator.from_function(ns["f"], str(loose)), ProgramLocator.from_function(ns["g"], str(loose))
+        assert a.get_cache_path() == b.get_cache_path()
+        numba_own = UserProvidedCacheLocator(ns["f"], str(loose))
+        assert (a.get_cache_path(), a.get_source_stamp()) == (numba_own.get_cache_path(), numba_own.get_source_stamp())
+    assert len(checks) == 2 == len(set(checks))
+    assert all(os.path.isdir(p) for p in checks)
