@@ -45,6 +45,7 @@ import numpy as np
 
 from ddms.errors import InputError
 from ddms.io.cursor import LineCursor, position
+from ddms.io.detect import ORDERS_HEADER, is_order_recording
 from ddms.io.events import EventBatch
 
 if TYPE_CHECKING:
@@ -54,13 +55,8 @@ if TYPE_CHECKING:
 
 __all__ = ["HEADER", "OrderRecorder", "OrderRecordingReader", "is_order_recording"]
 
-HEADER = b"#ddms-orders "
+HEADER = ORDERS_HEADER
 VERSION = 1
-
-
-def is_order_recording(head: bytes) -> bool:
-    """Whether a file's first bytes are an order-protocol recording's header."""
-    return head.lstrip(b"\xef\xbb\xbf").startswith(HEADER)
 
 
 class OrderRecorder:

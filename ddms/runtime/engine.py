@@ -28,7 +28,6 @@ from ddms.backend.generated import Generated
 from ddms.errors import DdmsError, InputError, ProgramError, ViewError
 from ddms.io.events import EventBatch, check_batch
 from ddms.io.symbols import symbol_name, symbol_value
-from ddms.m3.interpreter import initial_values
 from ddms.m3.ir import Program
 from ddms.m3.parser import parse_program, read_source
 from ddms.m3.verify import verify
@@ -164,8 +163,11 @@ class Engine:
         # the program's deferred statements, for a batch run in several chunks (see _apply)
         self._flush: Callable[[Any], None] | None = getattr(self.module, "flush", None)
         self.state = self.module.new_state()
-        for name, value in initial_values(self.program).items():
-            getattr(self.state, f"m_{name}")[0] = value
+        if any(m.init is not None for m in self.program.maps):   # (the interpreter: only then)
+            from ddms.m3.interpreter import initial_values
+
+            for name, value in initial_values(self.program).items():
+                getattr(self.state, f"m_{name}")[0] = value
         self._mid = {m.name: i for i, m in enumerate(self.program.maps)}
         self._streams = {s.name: i for i, s in enumerate(self.program.streams)}
         # columns of each stream, and 0 last: indexed by a relation map, -1 (ignored) reads the 0
