@@ -23,7 +23,7 @@ _os.environ.setdefault(
 # numba keys its cache on a function's own file; ddms.numbacache.ClosureLocator keys it on the
 # file's whole import closure, so an edited callee (a shared kernel) never runs stale from the cache.
 _os.environ.setdefault("NUMBA_CACHE_LOCATOR_CLASSES",
-                       "ddms.numbacache.ClosureLocator,UserProvidedCacheLocator,InTreeCacheLocator,"
+                       "ddms.numbacache.ClosureLocator,ddms.numbacache.ProgramLocator,InTreeCacheLocator,"
                        "UserWideCacheLocator,IPythonCacheLocator,ZipCacheLocator")
 
 

@@ -213,10 +213,10 @@ def build_warm_engine(program, name: str, generated):
     when numba's cache lacks ``program`` (``generated``: its generated code), else ``None`` (the
     cached Engine loads in well under a second: nothing to gain)."""
     from ddms.backend.cache import compiled_before
-    from ddms.runtime.warm import WarmEngine
 
     if compiled_before(generated):
         return None
+    from ddms.runtime.warm import WarmEngine
 
     def ready(engine, seconds: float) -> None:
         print(f"compiled {name} in {seconds:.2f} s: compiled code continues from line {engine.position:,}",
@@ -228,11 +228,17 @@ def build_warm_engine(program, name: str, generated):
     return warm
 
 
+def _is_warm(engine) -> bool:
+    """Whether ``engine`` is a :class:`~ddms.runtime.warm.WarmEngine`, without importing that
+    module when nothing made one (a cached start never does)."""
+    warm = sys.modules.get("ddms.runtime.warm")
+    return warm is not None and isinstance(engine, warm.WarmEngine)
+
+
 def _how_applied(engine) -> str:
     """What the rate of ``ddms run`` measured: compiled code only, or (``--first-results``) the
     interpreter until the compile finished."""
-    from ddms.runtime.warm import WarmEngine
-    if not isinstance(engine, WarmEngine):
+    if not _is_warm(engine):
         return "compile time excluded"
     if engine.compiled:
         return f"the first {engine.handover_line:,} interpreted while numba compiled"
@@ -242,8 +248,7 @@ def _how_applied(engine) -> str:
 def _note_background_compile(engine, name: str) -> None:
     """Say so when a ``--first-results`` run ended before its compile: the child goes on and
     fills numba's cache, so the next run loads the program."""
-    from ddms.runtime.warm import WarmEngine
-    if isinstance(engine, WarmEngine) and engine.job is not None:
+    if _is_warm(engine) and engine.job is not None:
         print(f"note: the input ended before numba finished compiling {name}: it goes on in the background "
               f"(pid {engine.job.pid}) and the next run loads {name} from the cache", file=sys.stderr)
 

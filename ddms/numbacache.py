@@ -39,12 +39,13 @@ import os
 from numba.core import config
 from numba.core.caching import UserProvidedCacheLocator
 
-__all__ = ["LOCATORS", "PROJECT_PACKAGES", "ClosureLocator", "import_closure", "source_root"]
+__all__ = ["LOCATORS", "PROJECT_PACKAGES", "ClosureLocator", "ProgramLocator", "import_closure", "source_root"]
 
-LOCATORS = ("ddms.numbacache.ClosureLocator,UserProvidedCacheLocator,InTreeCacheLocator,"
+LOCATORS = ("ddms.numbacache.ClosureLocator,ddms.numbacache.ProgramLocator,InTreeCacheLocator,"
             "UserWideCacheLocator,IPythonCacheLocator,ZipCacheLocator")
 """The value ``ddms/__init__.py`` gives ``NUMBA_CACHE_LOCATOR_CLASSES``: ours first, then
-numba's own list in numba's order."""
+numba's own list in numba's order (:class:`ProgramLocator` is numba's ``UserProvidedCacheLocator``
+checking its folder once per process)."""
 
 
 PROJECT_PACKAGES = ("ddms", "replay", "strategies")
@@ -55,7 +56,14 @@ site-packages, the source root also holds numpy, numba, ...; their files are not
 def source_root(py_file: str) -> str | None:
     """The directory holding ``py_file``'s top-level package (walk up while ``__init__.py``
     exists), or None for a file outside any package."""
-    d = os.path.dirname(os.path.abspath(py_file))
+    return _package_root(os.path.dirname(os.path.abspath(py_file)))
+
+
+@functools.lru_cache(maxsize=256)
+def _package_root(d: str) -> str | None:
+    """:func:`source_root` of a file in folder ``d``, remembered per process: every kernel of a
+    file asks several times (~200 kernels a start, a few ``stat`` calls each), and packages do not
+    appear or vanish under a running process."""
     if not os.path.exists(os.path.join(d, "__init__.py")):
         return None
     while os.path.exists(os.path.join(os.path.dirname(d), "__init__.py")):
@@ -262,11 +270,133 @@ class ClosureLocator(UserProvidedCacheLocator):
         # of overwriting each other's index on every switch.
         root = source_root(py_file)
         rel = os.path.relpath(os.path.dirname(os.path.abspath(py_file)), root)
-        digest = hashlib.sha1(f"{rel}\0{closure_hash(py_file)}".encode()).hexdigest()
+        self._stamp = closure_hash(py_file)     # the folder's name and the stamp: one closure walk
+        digest = hashlib.sha1(f"{rel}\0{self._stamp}".encode()).hexdigest()
         self._cache_path = os.path.join(config.CACHE_DIR, f"{os.path.basename(rel)}_{digest}")
+
+    def ensure_cache_path(self):
+        _ensure_once(self.get_cache_path(), super().ensure_cache_path)
 
     def get_source_stamp(self):
         """The content hash of the file's import closure only (no modification time): a copy of
         the same sources elsewhere, or the same file touched, loads the cached code; any edit in
-        the closure compiles again (into another folder, see ``__init__``)."""
-        return closure_hash(self._py_file)
+        the closure compiles again (into another folder, see ``__init__``).  Computed with the
+        folder's name (numba asks right after making the locator): the two always agree."""
+        return self._stamp
+
+
+_ENSURED: set[str] = set()
+
+
+def _ensure_once(path: str, ensure) -> None:
+    """numba's ``ensure_cache_path`` (``makedirs`` and a temporary file written, to prove the
+    folder writable) once per folder and process instead of once per kernel: ~30 us of CPU and
+    ~100 us of wall each, for ~200 kernels of a start.  A failure raises as before (the locator
+    is then refused) and is not remembered."""
+    if path not in _ENSURED:
+        ensure()
+        _ENSURED.add(path)
+
+
+class ProgramLocator(UserProvidedCacheLocator):
+    """numba's ``NUMBA_CACHE_DIR`` locator unchanged (same folder, same source stamp: entries
+    are shared with it), except that the cache folder is checked once per process
+    (:func:`_ensure_once`) rather than once per function: it serves the generated program
+    modules, ~50-150 functions each, outside any package."""
+
+    def ensure_cache_path(self):
+        _ensure_once(self.get_cache_path(), super().ensure_cache_path)
+
+
+# -- loading cached machine code without its linking bitcode ----------------------------------
+#
+# numba caches a function as its object code plus the LLVM bitcode of the same module (kept to
+# link the function into *other* functions compiled later).  On every load it parses that bitcode
+# (``llvmlite.binding.parse_bitcode``) and walks every function and global of it through the FFI,
+# only to learn the names the object defines (``JitEngine._defined_symbols``, which
+# ``get_pointer_to_function`` consults).  For a generated program that is 1-3 MB of bitcode:
+# 35-90 ms of CPU of a cached ``ddms run`` (vwap, missedtrades), for nothing when nothing is
+# compiled afterwards.  The names are in the object's own symbol table: read from there (~1 ms),
+# and the bitcode parsed only if the library is ever linked into a new compilation.
+
+
+def elf_defined_symbols(obj: bytes) -> set[str] | None:
+    """Names of the symbols an ELF64 little-endian relocatable object defines (section index not
+    UNDEF; file and section symbols left out): exactly the set numba takes from the bitcode of the
+    same module (the functions and globals that are not declarations), checked on every entry of
+    a cache of ~600.  None when ``obj`` is not such an object or is malformed (the caller then does
+    as numba does).  Cost: one pass over the symbol table (~0.1-1 ms)."""
+    import struct
+
+    try:
+        if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
+            return None
+        shoff = struct.unpack_from("<Q", obj, 0x28)[0]
+        shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+        if shentsize != 64 or shnum == 0:
+            return None
+        sections = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * 64) for i in range(shnum)]
+        names: set[str] = set()
+        for _n, kind, _f, _a, off, size, link, _i, _al, entsize in sections:
+            if kind != 2:                                  # SHT_SYMTAB
+                continue
+            if entsize != 24 or link >= shnum:
+                return None
+            strtab = sections[link][4]
+            for st_name, st_info, _other, st_shndx, _v, _s in struct.iter_unpack("<IBBHQQ", obj[off:off + size]):
+                if st_shndx == 0 or st_name == 0 or (st_info & 0xF) in (3, 4):   # UNDEF, SECTION, FILE
+                    continue
+                start = strtab + st_name
+                names.add(obj[start:obj.index(b"\0", start)].decode())
+        return names
+    except (struct.error, ValueError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _install_lazy_linking_bitcode() -> None:
+    """Replace ``CPUCodeLibrary._unserialize`` (object-code entries only) and wrap
+    ``_get_module_for_linking`` so that a loaded library's bitcode is parsed on first use for
+    linking instead of at load; its defined names come from :func:`elf_defined_symbols`.  Every
+    other path (bitcode entries, objects that are not ELF64, a numba without these internals,
+    ``DDMS_NUMBA_EAGER_BITCODE=1``) stays numba's."""
+    if os.environ.get("DDMS_NUMBA_EAGER_BITCODE") == "1":
+        return
+    try:
+        from llvmlite import binding as ll
+        from numba.core import codegen as cg
+        lib_cls, engine_cls = cg.CPUCodeLibrary, cg.JitEngine
+        original_unserialize = lib_cls.__dict__["_unserialize"].__func__
+        original_linking = lib_cls._get_module_for_linking
+    except (ImportError, AttributeError, KeyError):
+        return
+    if getattr(lib_cls, "_ddms_lazy_bitcode", False) or not hasattr(engine_cls, "_load_defined_symbols"):
+        return
+
+    def _unserialize(cls, codegen, state):
+        name, kind, data = state
+        symbols = elf_defined_symbols(data[0]) if kind == "object" else None
+        engine = getattr(codegen, "_engine", None)
+        if symbols is None or not isinstance(getattr(engine, "_defined_symbols", None), set):
+            return original_unserialize(cls, codegen, state)
+        object_code, shared_bitcode = data
+        self = codegen.create_library(name)
+        assert isinstance(self, cls)
+        self.enable_object_caching()
+        self._set_compiled_object(object_code)
+        self._ddms_linking_bitcode = shared_bitcode
+        self._finalize_final_module()
+        engine._defined_symbols |= symbols
+        return self
+
+    def _get_module_for_linking(self):
+        bitcode = self.__dict__.pop("_ddms_linking_bitcode", None)
+        if bitcode is not None and self._shared_module is None:
+            self._shared_module = ll.parse_bitcode(bitcode)
+        return original_linking(self)
+
+    lib_cls._unserialize = classmethod(_unserialize)
+    lib_cls._get_module_for_linking = _get_module_for_linking
+    lib_cls._ddms_lazy_bitcode = True
+
+
+_install_lazy_linking_bitcode()

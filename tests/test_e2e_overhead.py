@@ -149,6 +149,7 @@ def test_generated_code_is_cached_per_program_and_generator(tmp_path, monkeypatc
     """The generated code of a program comes from the disk cache once made (the generator not
     run), is what the generator makes, and is made again for another program, for a changed
     generator and for a damaged entry."""
+    import ddms.backend.codegen as codegen
     import ddms.backend.gencache as gencache
     from ddms.backend.codegen import generate
     from ddms.runtime.engine import load_program
@@ -156,7 +157,7 @@ def test_generated_code_is_cached_per_program_and_generator(tmp_path, monkeypatc
     monkeypatch.setenv("DDMS_CACHE_DIR", str(tmp_path))
     vwap, sobi = load_program(VWAP), load_program(REPO / "examples" / "m3" / "sobi.m3")
     made = []
-    monkeypatch.setattr(gencache, "generate", lambda p: made.append(p) or generate(p))
+    monkeypatch.setattr(codegen, "generate", lambda p: made.append(p) or generate(p))   # imported on a miss
     first = gencache.generated_code(vwap)
     again = gencache.generated_code(vwap)
     assert made == [vwap] and again == first == generate(vwap) and again.program is vwap

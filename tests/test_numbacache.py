@@ -189,3 +189,117 @@ def test_ddms_locator_even_when_numba_is_imported_first(tmp_path, first):
     assert out.returncode == 0, out.stderr
     name, path = out.stdout.split()
     assert name == "ClosureLocator" and path.startswith(str(tmp_path / "ddms" / "numba")), out.stdout
+
+
+def test_cache_folders_are_checked_once_per_process(tmp_path, monkeypatch):
+    """numba proves a cache folder writable (a temporary file) for every kernel it meets; ddms's
+    locators do it once per folder and process (~200 kernels a start), for package files
+    (ClosureLocator) and for files outside any package, the generated programs (ProgramLocator,
+    numba's own folder and stamp otherwise: entries stay shared with numba's locator)."""
+    from numba.core import config
+    from numba.core.caching import UserProvidedCacheLocator, _CacheLocator
+
+    from ddms import numbacache
+    from ddms.numbacache import ClosureLocator, ProgramLocator
+
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(numbacache, "_ENSURED", set())
+    checks: list[str] = []
+    real = _CacheLocator.ensure_cache_path
+
+    def counted(self) -> None:
+        checks.append(self.get_cache_path())
+        real(self)
+
+    monkeypatch.setattr(_CacheLocator, "ensure_cache_path", counted)
+    _package(tmp_path, 1)
+    loose = tmp_path / "loose.py"
+    loose.write_text("def f():\n    pass\n\n\ndef g():\n    pass\n")
+    ns: dict = {}
+    exec(compile(loose.read_text(), str(loose), "exec"), ns)
+    for _ in range(3):
+        assert ClosureLocator.from_function(_package, str(REPO / "ddms" / "io" / "orderbook.py")) is not None
+        a, b = ProgramLocator.from_function(ns["f"], str(loose)), ProgramLocator.from_function(ns["g"], str(loose))
+        assert a.get_cache_path() == b.get_cache_path()
+        numba_own = UserProvidedCacheLocator(ns["f"], str(loose))
+        assert (a.get_cache_path(), a.get_source_stamp()) == (numba_own.get_cache_path(), numba_own.get_source_stamp())
+    assert len(checks) == 2 == len(set(checks))
+    assert all(os.path.isdir(p) for p in checks)
+
+
+def test_object_symbols_are_the_bitcode_definitions():
+    """The names :func:`elf_defined_symbols` reads from a compiled object are the names numba
+    takes from the same module's bitcode (what a cached load used to parse), for a kernel with a
+    callee linked in and strings, arrays and exceptions (constants, helper globals)."""
+    import numpy as np
+    from llvmlite import binding as ll
+    from numba import njit
+
+    from ddms.numbacache import elf_defined_symbols
+
+    @njit
+    def callee(a, i):
+        if i >= a.size:
+            raise IndexError("past the end")
+        return a[i] * 2.0
+
+    @njit
+    def caller(a):
+        s = 0.0
+        for i in range(a.size):
+            s += callee(a, i)
+        return s + len(str(a.size))
+
+    caller(np.ones(3))
+    for fn in (callee, caller):
+        lib = fn.overloads[fn.signatures[0]].library
+        _, kind, (obj, bitcode) = lib.serialize_using_object_code()
+        assert kind == "object"
+        mod = ll.parse_bitcode(bitcode)
+        expected = {g.name for gs in (mod.functions, mod.global_variables) for g in gs if not g.is_declaration}
+        assert expected and elf_defined_symbols(obj) == expected
+    assert elf_defined_symbols(b"not an object") is None
+    assert elf_defined_symbols(b"\x7fELF\x02\x01" + b"\0" * 10) is None   # truncated: numba's way instead
+
+
+CACHED_CALLEE = """from numba import njit
+
+
+@njit(cache=True)
+def value(i):
+    return i * {factor}
+"""
+NEW_CALLER = """from numba import njit
+
+from kpkg.callee import value
+
+
+@njit
+def total(n):
+    s = 0
+    for i in range(n):
+        s += value(i)
+    return s
+"""
+
+
+def test_a_cached_callee_links_into_a_new_caller(tmp_path):
+    """A function loaded from the cache (its linking bitcode not parsed at load) is linked into a
+    function compiled afterwards: the bitcode is parsed then, the result is right."""
+    pkg = tmp_path / "kpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "callee.py").write_text(CACHED_CALLEE.format(factor=3))
+    (pkg / "caller.py").write_text(NEW_CALLER)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NUMBA_CACHE_LOCATOR_CLASSES": LOCATORS,
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)]), "DDMS_NUMBA_PACKAGES": "kpkg"}
+    code = ("import ddms.numbacache\nfrom kpkg.callee import value\nr = value(2)\n"
+            "from kpkg.caller import total\n"
+            "print(r, total(4), sum(value.stats.cache_hits.values()))")
+    outs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        outs.append(out.stdout.split())
+    assert outs[0] == ["6", "18", "0"]
+    assert outs[1] == ["6", "18", "1"]      # loaded, then linked into the new caller

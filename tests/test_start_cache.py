@@ -137,3 +137,38 @@ def test_processes_starting_together_compile_a_program_once(tmp_path, monkeypatc
         [line] = [x for x in out.splitlines() if x.startswith("STATS")]
         stats.append(tuple(map(int, line.split()[1:])))
     assert sorted(stats) == [(0, 1), (1, 0)], stats   # (cache hits, cache misses) of run_batch
+
+
+LEAN = textwrap.dedent("""
+    import sys
+    import ddms  # noqa: F401  (numba's cache settings first)
+    from numba.core import codegen
+
+    parsed = []
+    parse_bitcode = codegen.ll.parse_bitcode
+    codegen.ll.parse_bitcode = lambda data: parsed.append(len(data)) or parse_bitcode(data)
+    from ddms.cli import main
+    assert main(["run", sys.argv[1], "--data", sys.argv[2], "--json"]) == 0
+    print("PARSED", len(parsed))
+    print("IMPORTED", " ".join(sorted(m for m in sys.modules if m in sys.argv[3].split(","))))
+""")
+
+NOT_AT_START = ("ddms.backend.codegen", "ddms.backend.deferral", "ddms.backend.fusion", "asyncio", "ssl",
+                "ddms.runtime.loop", "ddms.runtime.warm", "ddms.io.levels", "ddms.io.orderproto", "ddms.io.orderrec",
+                "ddms.sql", "ddms.calculus")
+
+
+@pytest.mark.parametrize("program", [REPO / "examples" / "m3" / "vwap.m3", REPO / "examples" / "sql" / "spread.sql"],
+                         ids=lambda p: p.name)
+def test_cached_ddms_run_imports_only_what_it_uses(program, tmp_path):
+    """A cached ``ddms run`` of an order-book CSV (issue #25: a start within 0.7 s) imports
+    neither the code generator, nor asyncio, nor the readers of other formats, nor the warm
+    engine; and loads the program's machine code without parsing the bitcode numba keeps beside it
+    for linking (ddms.numbacache: the object's symbol table instead)."""
+    data = tmp_path / "book.csv"
+    data.write_text("1,1,B,10,100\n1,2,S,10,200\n2,3,B,5,101\n2,1,E,5,0\n3,2,D,0,0\n4,4,S,2,150\n")
+    cmd = [sys.executable, "-c", LEAN, str(program), str(data), ",".join(NOT_AT_START)]
+    for _ in range(2):   # the first run compiles (or loads) everything once
+        out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
+        assert out.returncode == 0, out.stderr
+    assert "PARSED 0\n" in out.stdout and "IMPORTED \n" in out.stdout, out.stdout

@@ -24,7 +24,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ddms.backend.codegen import Generated
+    from ddms.backend.generated import Generated
 
 
 def cache_dir() -> Path:

@@ -44,6 +44,7 @@ from pathlib import Path
 
 from ddms.backend.deferral import deferred_maps, keyed_deferred_maps, statement_key
 from ddms.backend.fusion import runs, tree_groups
+from ddms.backend.generated import Generated
 from ddms.errors import CompileError, ProgramError
 from ddms.m3.ir import (
     INT_BITS,
@@ -202,16 +203,6 @@ class _Fn:
             if name in used:                                 # (an extreme of a slice: its root)
                 used.update(re.findall(r"\bh_\w+", code))
         return [f"    {name} = {code}" for code, name in self.hoisted.items() if name in used] + self.lines
-
-
-@dataclass(frozen=True)
-class Generated:
-    """The generated module source, its content hash, and the access plan of every statement."""
-
-    source: str
-    digest: str
-    plan: tuple[str, ...]
-    program: Program
 
 
 class _NeedsHash(Exception):

@@ -21,7 +21,7 @@ import json
 from functools import cache
 
 from ddms.backend.cache import cache_dir, sources_digest, write_cached
-from ddms.backend.codegen import Generated, generate
+from ddms.backend.generated import Generated
 from ddms.m3.ir import Program
 from ddms.m3.printer import print_program
 
@@ -46,6 +46,8 @@ def generated_code(program: Program) -> Generated:
         return Generated(saved["source"], saved["digest"], tuple(saved["plan"]), program)
     except (OSError, ValueError, KeyError, TypeError):
         pass   # not cached (or damaged): generated again
+    from ddms.backend.codegen import generate  # only on a miss: a cached start never imports the generator
+
     g = generate(program)
     write_cached(entry, json.dumps({"source": g.source, "digest": g.digest, "plan": list(g.plan)}))
     return g

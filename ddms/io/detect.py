@@ -26,10 +26,18 @@ import zlib
 
 from ddms.errors import ReplayError
 from ddms.io import formats as io_formats
-from ddms.io.orderrec import is_order_recording
 
-__all__ = ["GZIP_MAGIC", "GZIP_READERS", "HEAD_BYTES", "KINDS", "PARQUET_MAGIC", "detect_file", "detect_kind",
-           "read_head"]
+__all__ = ["GZIP_MAGIC", "GZIP_READERS", "HEAD_BYTES", "KINDS", "ORDERS_HEADER", "PARQUET_MAGIC", "detect_file",
+           "detect_kind", "is_order_recording", "read_head"]
+
+ORDERS_HEADER = b"#ddms-orders "
+"""How a recording of our order protocol starts (:mod:`ddms.io.orderrec`, which writes and reads
+it; declared here so that detecting a format never imports the recording's reader and decoder)."""
+
+
+def is_order_recording(head: bytes) -> bool:
+    """Whether a file's first bytes are an order-protocol recording's header."""
+    return head.lstrip(b"\xef\xbb\xbf").startswith(ORDERS_HEADER)
 
 _IO = {f.kind: f for f in io_formats.FORMATS}
 GZIP_READERS = tuple(k for k, f in _IO.items() if f.gzip_ok)   # ddms/io kinds that read .gz themselves

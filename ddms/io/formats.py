@@ -19,14 +19,18 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ddms.errors import ReplayError
 from ddms.io.events import EventBatch, concat
-from ddms.io.levels import ChunkEvents, SymbolEvents
 from ddms.io.symbols import symbol_id, with_symbol
+
+if TYPE_CHECKING:
+    # imported where used: a run of a file of no ddms/io format (the finance order books) never
+    # needs the level readers (~10 ms of module compiling where bytecode is not written)
+    from ddms.io.levels import ChunkEvents, SymbolEvents
 
 __all__ = ["FORMATS", "Format", "SymbolBatches", "all_symbol_batches", "detect", "renumber", "symbol_batches"]
 
@@ -173,6 +177,8 @@ class SymbolBatches:
 
     def batches(self) -> Iterator[EventBatch]:
         """The batches after the current position."""
+        from ddms.io.levels import ChunkEvents
+
         for evs in self._steps():
             parts: list[tuple[EventBatch, Any]] = []     # (rows kept, their symbol ids or one id)
             for ev in evs:

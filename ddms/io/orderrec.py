@@ -39,24 +39,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
 from ddms.errors import InputError
 from ddms.io.cursor import LineCursor, position
+from ddms.io.detect import ORDERS_HEADER, is_order_recording
 from ddms.io.events import EventBatch
-from ddms.io.orderproto import OrderFeed
+
+if TYPE_CHECKING:
+    # imported by the reader only: format detection (every ``ddms run``) asks
+    # is_order_recording, and the decoder is the io layer's largest module (~5 ms to compile)
+    from ddms.io.orderproto import OrderFeed
 
 __all__ = ["HEADER", "OrderRecorder", "OrderRecordingReader", "is_order_recording"]
 
-HEADER = b"#ddms-orders "
+HEADER = ORDERS_HEADER
 VERSION = 1
-
-
-def is_order_recording(head: bytes) -> bool:
-    """Whether a file's first bytes are an order-protocol recording's header."""
-    return head.lstrip(b"\xef\xbb\xbf").startswith(HEADER)
 
 
 class OrderRecorder:
@@ -167,6 +167,8 @@ class OrderRecordingReader:
         if words[:1] != [HEADER.strip()] or version != VERSION or brokers < 1:
             raise InputError(f"not an order-protocol recording header (expected '#ddms-orders {VERSION} "
                              "brokers=N')", self.path, self.cursor.line, raw.decode("utf-8", "replace").rstrip())
+        from ddms.io.orderproto import OrderFeed
+
         self.feed = OrderFeed(brokers=brokers, source=self.path)
 
     def _apply(self, raw: bytes) -> None:
@@ -238,6 +240,8 @@ class OrderRecordingReader:
     def load_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         """Continue from a :meth:`save_state` of the same file (ValueError when the file differs
         before the saved position)."""
+        from ddms.io.orderproto import OrderFeed
+
         self.cursor.seek(meta["cursor"])
         feed = OrderFeed(brokers=int(meta["feed"]["brokers"]), source=self.path)
         feed.load_state(meta["feed"], arrays)

@@ -54,7 +54,6 @@ from ddms.errors import InputError, ReplayError
 from ddms.io import formats as io_formats
 from ddms.io.detect import KINDS, detect_file, detect_kind
 from ddms.io.events import EventBatch
-from ddms.io.levels import event_symbols
 from ddms.io.schema import RELATIONS
 from ddms.io.symbols import symbol_id, with_symbol
 
@@ -198,6 +197,8 @@ def file_symbols(path: str | os.PathLike) -> list[str]:
         return _capture_symbols(src.path)
     if src.kind not in _IO_FORMATS or src.symbol is not None:
         return []
+    from ddms.io.levels import event_symbols  # only files of a ddms/io format need the level readers
+
     seen: dict[str, None] = {}
     for ev in _IO_FORMATS[src.kind].read(src.path, src.skip_bad):
         for sym in event_symbols(ev):

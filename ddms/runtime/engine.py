@@ -9,7 +9,6 @@ state is exactly the state after that line), and re-enters compiled code at the 
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import ctypes
 import math
@@ -19,23 +18,25 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ddms.backend.cache import compile_lock, compiled_before, load_module
-from ddms.backend.codegen import Generated
 from ddms.backend.gencache import generated_code
+from ddms.backend.generated import Generated
 from ddms.errors import DdmsError, InputError, ProgramError, ViewError
 from ddms.io.events import EventBatch, check_batch
 from ddms.io.symbols import symbol_name, symbol_value
-from ddms.m3.interpreter import initial_values
 from ddms.m3.ir import Program
 from ddms.m3.parser import parse_program, read_source
 from ddms.m3.verify import verify
 from ddms.runtime.snapshot import Snapshot
 from ddms.runtime.typedio import dict_dump, dict_get, log_drain
 from ddms.runtime.views import GroupedView, ScalarView, TableView, TopView
+
+if TYPE_CHECKING:
+    import asyncio  # imported by until() only: asyncio (and ssl, sockets) cost ~15 ms of every start
 
 CHUNK_EVENTS = 1 << 15
 """``apply`` runs compiled code over at most about this many events at a time (extended to the end
@@ -162,8 +163,11 @@ class Engine:
         # the program's deferred statements, for a batch run in several chunks (see _apply)
         self._flush: Callable[[Any], None] | None = getattr(self.module, "flush", None)
         self.state = self.module.new_state()
-        for name, value in initial_values(self.program).items():
-            getattr(self.state, f"m_{name}")[0] = value
+        if any(m.init is not None for m in self.program.maps):   # (the interpreter: only then)
+            from ddms.m3.interpreter import initial_values
+
+            for name, value in initial_values(self.program).items():
+                getattr(self.state, f"m_{name}")[0] = value
         self._mid = {m.name: i for i, m in enumerate(self.program.maps)}
         self._streams = {s.name: i for i, s in enumerate(self.program.streams)}
         # columns of each stream, and 0 last: indexed by a relation map, -1 (ignored) reads the 0
@@ -661,6 +665,8 @@ class Engine:
 
     def until(self, view: str, predicate: Callable[[Any], bool]) -> asyncio.Future:
         """The asyncio form of :meth:`future` (await it inside a running loop)."""
+        import asyncio
+
         return asyncio.wrap_future(self.future(view, predicate))
 
     # -- input --------------------------------------------------------------------------------
