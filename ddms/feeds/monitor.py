@@ -518,8 +518,8 @@ class Monitor:
             self._settle_names()
 
     def _process(self, items: list[Any]) -> None:
-        """One connection's records in order (MULTI): messages to its session (a Binance
-        connection's runs together: the chunk lane), control records to :meth:`_on_control`
+        """One connection's records in order (MULTI): messages to its session (each run
+        together: the venue's chunk lane), control records to :meth:`_on_control`
         (an ended connection is marked ended).  A connection that is not a venue session (our
         order protocol, a Binance feed naming no symbol) is refused: only sessions' rows carry
         their symbol."""
@@ -530,10 +530,7 @@ class Monitor:
                     raise DdmsError(f"{self.config.url}: several connections feed one engine only from venue sessions "
                                     "(Kraken, OKX, Coinbase, Binance naming its symbols); this feed is "
                                     f"{self.protocol or 'not recognised'}: monitor it alone")
-                if self.session.venue == "binance":
-                    run.append(item)
-                else:
-                    self._feed(item[0], item[1])
+                run.append(item)
                 continue
             if run:
                 self._feed_run(run)
@@ -675,7 +672,7 @@ class Monitor:
 
     def _feed_run(self, run: list[tuple[int, bytes]]) -> None:
         """A drained run of a venue session's messages: recorded one by one, then fed together
-        (:meth:`VenueSession.feed_many`: the Binance chunk lane), as :meth:`_feed` per message
+        (:meth:`VenueSession.feed_many`: the venue's chunk lane), as :meth:`_feed` per message
         would (the same counters, events and actions; the actions are performed after the run)."""
         sess = self.session
         assert sess is not None
@@ -1062,7 +1059,7 @@ class Monitor:
         feed = self._feed
         while True:
             if type(item) is tuple:
-                if self.session is not None and self.session.venue == "binance":
+                if self.session is not None:     # every venue session: its chunk lane
                     run.append(item)
                 else:
                     feed(item[0], item[1])

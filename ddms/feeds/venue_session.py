@@ -317,6 +317,8 @@ class VenueSession:
         <ddms.io.venues.binance.BinanceBooks.feed_chunk>`); every other message takes
         :meth:`feed`'s path, in order.  Cost: the lane's O(bytes + levels) plus a few us of
         Python per fast message, against a ``json.loads`` and the per-message path each."""
+        if len(datas) >= 2 and self.venue != "binance":
+            return self._feed_lane(datas)
         if self.venue != "binance" or len(datas) < 2:
             acts: list[SendText | FetchSnapshot] = []
             syms: list[str | None] = []
@@ -359,6 +361,82 @@ class VenueSession:
         self.messages = m0 + len(datas)
         return out, touched
 
+    def _feed_lane(self, datas: Sequence[bytes]) -> tuple[list[SendText | FetchSnapshot], list[str | None]]:
+        """:meth:`feed_many` on a Kraken, OKX or Coinbase connection: the messages through the
+        core's numba chunk lane (:class:`~ddms.io.venues.coinbase_chunk.CoinbaseLane` and its
+        subclasses: snapshots, updates of synced books, checksums, continuity, tickers and the
+        messages only counted as ignored), the rest through :meth:`feed`'s path in order.  What
+        :meth:`feed` does per message besides the core is done here for the lane's messages: the
+        message numbers (a malformed JSON message takes none), ``received`` per symbol, the end
+        of a resync under way when the book is synced, symbols not followed (the lane makes no
+        book for them: their messages take the Python path, which counts them ``other_symbol``;
+        a message the kernel only counts as ignored is checked by :meth:`_lane_ignored`), and the
+        actions in message order (a checksum mismatch's at once).  Cost: the lane's O(bytes +
+        levels) in numba, O(1) Python per applied message, a ``json.loads`` per ignored one."""
+        from ddms.io.venues.coinbase_chunk import _M_SYNCED
+        out: list[SendText | FetchSnapshot] = []
+        touched: list[str | None] = [None] * len(datas)
+        base, m0 = self.line_base, self.messages
+        numbers = np.arange(base + self.numbered + 1, base + self.numbered + 1 + len(datas), dtype=np.int64)
+        core = self.core
+        self._take_now()    # rows queued before this call
+        if core._lane is None:
+            core.feed_chunk([], [])          # makes the lane
+        lane = core._lane
+
+        def fallback(t: int) -> tuple:
+            self.messages, self.numbered = m0 + t, int(numbers[t]) - base - 1
+            before = self.numbered
+            a, touched[t] = self._feed(datas[t], False)   # its rows: the lane takes them, in order
+            if self.numbered == before:        # malformed JSON: not numbered, the later ones keep theirs
+                numbers[t + 1:] -= 1
+            out.extend(a)
+            return ()
+
+        def on_fast(i0: int, slots: np.ndarray) -> None:
+            names, meta, stats = lane._sym, lane._meta, self.stats
+            for j, s in enumerate(slots.tolist(), i0):
+                if s < 0:
+                    continue            # ignored (see on_ignored) or a message of no symbol (a heartbeat)
+                sym = names[s]
+                touched[j] = sym
+                stats[sym].received += 1
+                if meta[s, _M_SYNCED]:  # no resync starts inside a kernel run: synced at its end is enough
+                    self._inflight.discard(sym)
+            self.messages += len(slots)
+            self.numbered += len(slots)
+
+        def on_ignored(i: int) -> bool:
+            sym = self._lane_ignored(datas[i])
+            touched[i] = sym
+            if sym is None:
+                return True
+            if sym not in self.stats:
+                core.ignored["other_symbol"] = core.ignored.get("other_symbol", 0) + 1
+                touched[i] = None
+                return False
+            self.stats[sym].received += 1
+            if self._synced(sym):
+                self._inflight.discard(sym)
+            return True
+
+        lane.follow = self.stats.__contains__
+        lane.on_ignored = on_ignored
+        lane.on_actions = lambda acts: out.extend(self._perform(tuple(acts)))
+        try:
+            acts, events = core.feed_chunk(list(datas), numbers, fallback=fallback, on_fast=on_fast)
+        finally:
+            lane.follow = lane.on_ignored = lane.on_actions = None
+        out += self._perform(tuple(acts))
+        self._queue += events
+        self.messages = m0 + len(datas)
+        return out, touched
+
+    def _lane_ignored(self, data: bytes) -> str | None:
+        """The symbol :meth:`feed` finds in a message the lane only counts as ignored (OKX
+        tickers and trades, Coinbase matches, ...)."""
+        return self._symbol_of(loads_json(data))
+
     def _take_now(self) -> None:
         """Queue the rows the core made since the last take, now: called after every message, so
         the queue holds them message by message (the order a capture's reader hands them out).
@@ -394,6 +472,8 @@ class VenueSession:
         else:
             if not q:
                 return None
+            if any(type(x) is not tuple for x in q):     # the chunk lane's events among the rows
+                return self._build_mixed(q)
             syms, counts = [sym for sym, _ in q], [len(rows) for _, rows in q]
             a = np.array([r for _, rows in q for r in rows], np.float64)
             rel, sign = a[:, 0].astype(np.int8), a[:, 1].astype(np.int8)
@@ -402,6 +482,48 @@ class VenueSession:
             self.seen.setdefault(sym)
         new, self.line, self.last_src = renumber(src, self.line, self.last_src)
         return EventBatch(rel, sign, cols, new, int(new[0]), self.line), syms, counts
+
+    def _build_mixed(self, q: list) -> tuple[EventBatch, list[str], list[int]] | None:
+        """:meth:`_build` of a queue holding the chunk lane's :class:`SymbolEvents` and
+        :class:`~ddms.io.levels.ChunkEvents` besides row tuples: the same batch, and a run per
+        symbol and message as the per-message queue has.  O(rows)."""
+        from ddms.io.levels import ChunkEvents
+        parts: list[EventBatch] = []
+        syms: list[str] = []
+        counts: list[int] = []
+        for x in q:
+            if type(x) is tuple:
+                sym, rows = x
+                if not rows:
+                    continue
+                a = np.array(rows, np.float64)
+                line = a[:, 7].astype(np.int64)
+                parts.append(EventBatch(a[:, 0].astype(np.int8), a[:, 1].astype(np.int8),
+                                        np.ascontiguousarray(a[:, 2:7]), line, int(line[0]), int(line[-1])))
+                syms.append(sym)
+                counts.append(len(rows))
+                continue
+            b = x.batch
+            n = len(b)
+            if not n:
+                continue
+            parts.append(b)
+            if type(x) is ChunkEvents:
+                sym = x.sym
+                cut = np.flatnonzero((sym[1:] != sym[:-1]) | (b.line[1:] != b.line[:-1])) + 1
+                starts = np.concatenate([[0], cut])
+                counts += np.diff(np.append(starts, n)).tolist()
+                syms += [x.symbols[i] for i in sym[starts].tolist()]
+            else:
+                syms.append(x.symbol)
+                counts.append(n)
+        if not parts:
+            return None
+        for sym in syms:
+            self.seen.setdefault(sym)
+        b = parts[0] if len(parts) == 1 else concat(parts)
+        new, self.line, self.last_src = renumber(b.line, self.line, self.last_src)
+        return EventBatch(b.rel, b.sign, b.cols, new, int(new[0]), self.line), syms, counts
 
     @property
     def label(self) -> str:

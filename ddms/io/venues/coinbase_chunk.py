@@ -609,6 +609,15 @@ class CoinbaseLane:
         self.consumed = 0
         self._recv: np.ndarray | None = None
         self._buf: np.ndarray | None = None      # the chunk's bytes during feed_chunk (ignored kinds' names)
+        # A consumer that filters symbols and acts per message (ddms.feeds.venue_session's feed_many):
+        # ``follow(symbol)`` False keeps a product out of the lane (no slot: its messages take the
+        # Python path, which the consumer filters); ``on_ignored(i)`` is called in message order
+        # for each message ``i`` the kernel only counts as ignored (False: the consumer counted it
+        # itself); ``on_actions(acts)`` gets a venue stop's actions at once, in message order,
+        # instead of at the end of the chunk.  None: the capture reader's behaviour.
+        self.follow: Callable[[str], bool] | None = None
+        self.on_ignored: Callable[[int], bool] | None = None
+        self.on_actions: Callable[[list[Resync]], None] | None = None
 
     # -- slots --------------------------------------------------------------------------------
     def _add(self, sym: str) -> int:
@@ -847,7 +856,11 @@ class CoinbaseLane:
                 if code == _STOP_CROSSED:
                     self._crossed(arg, int(lines[i - 1]))
                 elif code >= _STOP_VENUE:
+                    n0 = len(actions)
                     self._stopped(code, arg, msgs, lines, i, actions)
+                    if self.on_actions is not None and len(actions) > n0:
+                        self.on_actions(actions[n0:])
+                        del actions[n0:]
                     events.extend(self.core.take_events())   # as the per-message path after it
                 continue
             if code == _STOP_NEW and self._new(arg, int(ends[i] - starts[i])):
@@ -879,6 +892,8 @@ class CoinbaseLane:
         sym = self._up[:ln].tobytes().decode()
         s = self._slot_of.get(sym)
         if s is None:
+            if self.follow is not None and not self.follow(sym):
+                return False
             self.core._sym(sym)
             s = self._add(sym)
             if size // 32 > _CAP0:      # a snapshot's levels (~50 bytes each): room now, not a stop later
@@ -978,8 +993,10 @@ class CoinbaseLane:
         r = res[i0:i1]
         ign = r[:, 3] == _K_IGNORED
         if ign.any():           # counted by kind, as the Python path does
-            core, buf = self.core, self._buf
-            for a, b in r[ign, 4:6].tolist():
+            core, buf, hook = self.core, self._buf, self.on_ignored
+            for j, (a, b) in zip(np.flatnonzero(ign).tolist(), r[ign, 4:6].tolist(), strict=True):
+                if hook is not None and not hook(i0 + j):
+                    continue
                 name = buf[a:b].tobytes().decode()
                 core.ignored[name] = core.ignored.get(name, 0) + 1
         applied = r[~ign] if ign.any() else r

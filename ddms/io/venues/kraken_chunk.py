@@ -47,7 +47,7 @@ from ddms.io.kernels.strlevels import (
     emit_side,
     kraken_crc_text,
     load_snapshot,
-    move_row,
+    move_rows,
     put_row,
     read_changes,
     set_changes,
@@ -124,8 +124,7 @@ def _truncate(Iv, F, S, n, side, depth, oi, oc, k):  # pragma: no cover - compil
     for r in range(drop):
         k = put_row(oi, oc, k, side, -1, F[r, 0], float(Iv[r, 0]), F[r, 1], F[r, 2])
     keep = n - drop
-    for j in range(keep):        # forward: each row moves down, never over one not yet moved
-        move_row(Iv, F, S, j, j + drop)
+    move_rows(Iv, F, S, 0, drop, keep)
     return keep, k, drop
 
 
