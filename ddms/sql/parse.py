@@ -276,6 +276,12 @@ class _Converter:
             raise self._syntax(e, body) from e
         if not isinstance(tree, exp.Select):
             raise self.fail(f"only SELECT views are supported, not {tree.key.upper()}", tree)
+        for alias in tree.find_all(exp.TableAlias):
+            # ``FROM (...) AS x(a, b)``, ``WITH lv(p, v) AS (...)``: the names were dropped and the
+            # subquery's own ones read (a wrong answer when they are swapped), so refused here
+            if alias.columns:
+                raise self.fail(f"a column list after an alias ({alias.sql()}) is not supported: name the "
+                                "columns inside the subquery (SELECT price AS p, ...)", alias)
         return self.select(tree, top_level=True)
 
     def _syntax(self, e: ParseError, body: str) -> SqlError:
@@ -373,9 +379,12 @@ class _Converter:
     # -- top-N ----------------------------------------------------------------------------------
     def _top(self, node: exp.Select) -> TopN | None:
         """``ORDER BY key [DESC] LIMIT n`` of a subquery in FROM, or None without them."""
-        order, limit = node.args.get("order"), node.args.get("limit")
-        if order is None and limit is None:
+        order, limit, offset = node.args.get("order"), node.args.get("limit"), node.args.get("offset")
+        if order is None and limit is None and offset is None:
             return None
+        if limit is None and offset is not None:   # (was dropped: every row kept, a wrong answer)
+            raise self.fail("OFFSET without LIMIT in a subquery (every row past the first m) is not supported: "
+                            "add LIMIT n (ORDER BY price DESC LIMIT n OFFSET m)", offset)
         if limit is None:
             raise self.fail("ORDER BY without LIMIT in a subquery changes no aggregate: remove it, or add "
                             "LIMIT n to keep the first n rows", order)
