@@ -195,6 +195,9 @@ VIEWS: dict[str, str] = {
                          "SELECT AVG(n) AS a, SUM(n) / COUNT(*) AS b FROM c",
     "DISTINCT_PAIRS_SUM": "SELECT COUNT(*) AS n, SUM(d.broker_id) AS s FROM (SELECT DISTINCT broker_id, volume "
                           "FROM asks) d",
+    # ORDER BY a position of the SELECT list (was refused: "names its output columns")
+    "ORDINAL_TOPN": "SELECT broker_id, SUM(volume) AS v FROM asks GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 2",
+    "ORDINAL_ORDERS": "SELECT id, price, volume FROM asks ORDER BY 2, 1 DESC LIMIT 3",
     "GREATEST_NULLIF": "SELECT SUM(GREATEST(volume, 10, NULLIF(broker_id, 0))) AS a FROM asks",
 }
 
@@ -232,8 +235,8 @@ REJECTED: dict[str, tuple[str, str]] = {
     "SCALAR_ORDER_LIMIT": ("SELECT (SELECT price FROM asks ORDER BY price, id LIMIT 1 OFFSET 1) AS p2",
                            "ORDER BY ... LIMIT is supported in a subquery in FROM"),
     "BOOL_CAST": ("SELECT SUM(CAST(volume > 10 AS INTEGER)) AS n FROM bids", "unsupported expression (GT)"),
-    "ORDER_BY_ORDINAL": ("SELECT broker_id, SUM(volume) AS v FROM asks GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 2",
-                         "a view's ORDER BY names its output columns"),
+    "ORDER_BY_PAST_END": ("SELECT broker_id, SUM(volume) AS v FROM asks GROUP BY 1 ORDER BY 3 LIMIT 2",
+                          "ORDER BY 3: the SELECT list has 2 columns"),
     "INTEGER_DIVIDE": ("SELECT SUM(id // 2) AS b FROM bids", "not valid SQL"),
 }
 

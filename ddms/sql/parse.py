@@ -424,7 +424,20 @@ class _Converter:
                             "LIMIT n)", node.args.get("limit") or node.args.get("offset"))
         n, offset = self._limit(node)
         cols = []
+        outs = node.expressions
         for k in order.expressions:
+            pos = k.this if isinstance(k, exp.Ordered) else None
+            if isinstance(pos, exp.Literal) and not pos.is_string and pos.name.isdigit():
+                # ``ORDER BY 2 DESC``: the 2nd output column, as GROUP BY 1 reads the 1st
+                i = int(pos.name)
+                if not 1 <= i <= len(outs):
+                    raise self.fail(f"ORDER BY {i}: the SELECT list has {len(outs)} columns", k)
+                out = outs[i - 1]
+                named = exp.column(out.alias) if isinstance(out, exp.Alias) and out.alias else out
+                if not isinstance(named, exp.Column):
+                    raise self.fail(f"ORDER BY {i}: name the column it orders (an alias)", k)
+                k = k.copy()
+                k.set("this", named.copy())
             if not (isinstance(k, exp.Ordered) and isinstance(k.this, exp.Column)):
                 raise self.fail("a view's ORDER BY names its output columns (by alias: ORDER BY vol DESC, "
                                 "broker_id)", k)
