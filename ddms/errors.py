@@ -19,6 +19,8 @@ Every error a user can provoke derives from :class:`DdmsError`, and its message 
 
 from __future__ import annotations
 
+import re
+
 
 class DdmsError(Exception):
     """Base class of every error raised by ddms on bad programs, bad input or misuse."""
@@ -85,6 +87,12 @@ class SqlError(DdmsError):
                     pos = lower.find(cand.lower(), at)
                     if pos >= 0:
                         break
+            if pos < 0 and fragment:
+                # sqlglot's rendering spaces some parts otherwise (``EXISTS(SELECT`` for ``EXISTS
+                # (SELECT``): its first tokens, any whitespace between them
+                toks = re.findall(r"\w+|[^\w\s]", fragment)[:6]
+                found = re.compile(r"\s*".join(map(re.escape, toks)), re.I).search(sql, at) if toks else None
+                pos = found.start() if found else -1
             if pos < 0 and at:
                 pos = at + len(sql[at:]) - len(sql[at:].lstrip())
         if pos >= 0:

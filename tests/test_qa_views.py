@@ -17,7 +17,10 @@ asks) AND ...)`` over an empty ask book, ``NULLIF(..) NOT IN (..)``, ``HAVING NO
 > 20)``), and so did ``x NOT IN (SELECT y ...)`` where x or a y is NULL (now x <> ALL (...));
 ``EXISTS (SELECT MAX(..) FROM .. WHERE ..)`` counted the rows where it is one row, always;
 ``BETWEEN SYMMETRIC`` was read as a plain BETWEEN; refused but legal: a scalar subquery over
-one-row WITH queries (``(SELECT p FROM best)``), ``WHERE rn = k`` past k = 1, IN-lists in HAVING."""
+one-row WITH queries (``(SELECT p FROM best)``), ``WHERE rn = k`` past k = 1, IN-lists in HAVING.
+By qa35: a column list after an alias (``FROM (...) AS x(volume, price)``, ``WITH lv(p, v)``) was
+dropped, the subquery's own names read (swapped: a wrong answer), and OFFSET without LIMIT in a
+subquery was dropped (every row kept): both now refused at the part."""
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 import pytest
 import qa33_views as qa33
 import qa34_views as qa34
+import qa35_views as qa35
 import qa_views as qa32
 from conftest import shared_file
 from hypothesis import HealthCheck, given, settings
@@ -70,6 +74,9 @@ FAMILIES = {
     "qa34": Family({n: qa34.as_view(n, s) for n, s in qa34.VIEWS.items()}, qa34.VIEWS,
                    {n: qa34.as_view(n, s) for n, s in qa34.SYMBOL_VIEWS.items()}, qa34.SYMBOL_VIEWS,
                    qa34.REJECTED, 3, True),
+    "qa35": Family({n: qa35.as_view(n, s) for n, s in qa35.VIEWS.items()}, qa35.VIEWS,
+                   {n: qa35.as_view(n, s) for n, s in qa35.SYMBOL_VIEWS.items()}, qa35.SYMBOL_VIEWS,
+                   qa35.REJECTED, 3, True),
 }
 REJECTED = [(f, name) for f, fam in FAMILIES.items() for name in fam.rejected]
 

@@ -296,6 +296,12 @@ class _Converter:
             raise self._syntax(e, body) from e
         if not isinstance(tree, exp.Select):
             raise self.fail(f"only SELECT views are supported, not {tree.key.upper()}", tree)
+        for alias in tree.find_all(exp.TableAlias):
+            # ``FROM (...) AS x(a, b)``, ``WITH lv(p, v) AS (...)``: the names were dropped and the
+            # subquery's own ones read (a wrong answer when they are swapped), so refused here
+            if alias.columns:
+                raise self.fail(f"a column list after an alias ({alias.sql()}) is not supported: name the "
+                                "columns inside the subquery (SELECT price AS p, ...)", alias)
         return self.select(tree, top_level=True)
 
     def _syntax(self, e: ParseError, body: str) -> SqlError:
@@ -402,9 +408,12 @@ class _Converter:
     # -- top-N ----------------------------------------------------------------------------------
     def _top(self, node: exp.Select) -> TopN | None:
         """``ORDER BY key [DESC] LIMIT n`` of a subquery in FROM, or None without them."""
-        order, limit = node.args.get("order"), node.args.get("limit")
-        if order is None and limit is None:
+        order, limit, offset = node.args.get("order"), node.args.get("limit"), node.args.get("offset")
+        if order is None and limit is None and offset is None:
             return None
+        if limit is None and offset is not None:   # (was dropped: every row kept, a wrong answer)
+            raise self.fail("OFFSET without LIMIT in a subquery (every row past the first m) is not supported: "
+                            "add LIMIT n (ORDER BY price DESC LIMIT n OFFSET m)", offset)
         if limit is None:
             raise self.fail("ORDER BY without LIMIT in a subquery changes no aggregate: remove it, or add "
                             "LIMIT n to keep the first n rows", order)
@@ -444,7 +453,20 @@ class _Converter:
                             "LIMIT n)", node.args.get("limit") or node.args.get("offset"))
         n, offset = self._limit(node)
         cols = []
+        outs = node.expressions
         for k in order.expressions:
+            pos = k.this if isinstance(k, exp.Ordered) else None
+            if isinstance(pos, exp.Literal) and not pos.is_string and pos.name.isdigit():
+                # ``ORDER BY 2 DESC``: the 2nd output column, as GROUP BY 1 reads the 1st
+                i = int(pos.name)
+                if not 1 <= i <= len(outs):
+                    raise self.fail(f"ORDER BY {i}: the SELECT list has {len(outs)} columns", k)
+                out = outs[i - 1]
+                named = exp.column(out.alias) if isinstance(out, exp.Alias) and out.alias else out
+                if not isinstance(named, exp.Column):
+                    raise self.fail(f"ORDER BY {i}: name the column it orders (an alias)", k)
+                k = k.copy()
+                k.set("this", named.copy())
             if not (isinstance(k, exp.Ordered) and isinstance(k.this, exp.Column)):
                 raise self.fail("a view's ORDER BY names its output columns (by alias: ORDER BY vol DESC, "
                                 "broker_id)", k)
