@@ -50,7 +50,8 @@ VIEWS: dict[str, str] = {
                                "(SELECT AVG(a2.volume) FROM asks a2 WHERE a2.broker_id < a.broker_id) "
                                "GROUP BY a.broker_id",
     "EXISTS_NEAR_SAME_BROKER": "SELECT b.broker_id, SUM(b.volume) AS v FROM bids b WHERE EXISTS (SELECT 1 FROM "
-                               "asks a WHERE a.broker_id = b.broker_id AND a.price < b.price + 10) GROUP BY b.broker_id",
+                               "asks a WHERE a.broker_id = b.broker_id AND a.price < b.price + 10) "
+                               "GROUP BY b.broker_id",
     "CORR_COUNT_IN_SELECT": "SELECT b.broker_id, COUNT(*) AS n, (SELECT COUNT(*) FROM asks a "
                             "WHERE a.broker_id = b.broker_id) AS na FROM bids b GROUP BY b.broker_id",
     "ANY_CORRELATED": "SELECT COUNT(*) AS n FROM bids b WHERE b.price > ANY (SELECT a.price FROM asks a "
@@ -109,7 +110,8 @@ VIEWS: dict[str, str] = {
     "IN_NULL_IN_CASE": "SELECT SUM(CASE WHEN broker_id IN (2, NULL) THEN volume ELSE 0 END) AS v, "
                        "SUM(CASE WHEN broker_id NOT IN (2, NULL) THEN 1 ELSE 0 END) AS n FROM asks",
     "NOT_IN_COLUMN_LIST": "SELECT COUNT(*) AS n FROM asks WHERE price NOT IN (100, NULLIF(volume, 10))",
-    "HAVING_NOT_IN_NULL": "SELECT broker_id, COUNT(*) AS n FROM bids GROUP BY broker_id HAVING COUNT(*) NOT IN (1, NULL)",
+    "HAVING_NOT_IN_NULL": ("SELECT broker_id, COUNT(*) AS n FROM bids GROUP BY broker_id "
+                           "HAVING COUNT(*) NOT IN (1, NULL)"),
     # --- COUNT(col) against COUNT(*) ------------------------------------------------------------------
     "COUNT_COL_VS_STAR": "SELECT COUNT(*) AS n, COUNT(price) AS np, COUNT(NULLIF(broker_id, 0)) AS nb FROM bids",
     "COUNT_STAR_MINUS_COL": "SELECT broker_id, COUNT(*) - COUNT(NULLIF(volume, 10)) AS n10 FROM asks "
