@@ -35,6 +35,7 @@ import functools
 import hashlib
 import json
 import os
+import pickle
 
 from numba.core import config
 from numba.core.caching import UserProvidedCacheLocator
@@ -399,4 +400,35 @@ def _install_lazy_linking_bitcode() -> None:
     lib_cls._ddms_lazy_bitcode = True
 
 
+def _install_tolerant_index() -> None:
+    """A cache index that cannot be read back is an empty index, not an error.
+
+    Why: numba pickles a function's whole index (every signature it was compiled for) in one
+    piece, and the signature of a kernel compiled for generated state types (``statecopy.
+    set_field`` on each program's state structref) names the generated module that defines them.
+    Reading the index imports every such module; one that no longer imports (its program file
+    removed from ``~/.cache/ddms/programs``, or written by an older ddms whose modules were
+    renamed) raised from inside numba for every later use of the kernel, in every program: a
+    checkpoint could no longer be loaded.  Now such an index reads as empty, so the kernel is
+    compiled for the signature at hand and the index rewritten (the other signatures compile
+    again when next used).  Cost: none on the normal path (one ``try``)."""
+    try:
+        from numba.core.caching import IndexDataCacheFile
+        original = IndexDataCacheFile._load_index
+    except (ImportError, AttributeError):
+        return
+    if getattr(IndexDataCacheFile, "_ddms_tolerant", False):
+        return
+
+    def _load_index(self):
+        try:
+            return original(self)
+        except (ImportError, AttributeError, EOFError, TypeError, ValueError, pickle.UnpicklingError):
+            return {}
+
+    IndexDataCacheFile._load_index = _load_index
+    IndexDataCacheFile._ddms_tolerant = True
+
+
 _install_lazy_linking_bitcode()
+_install_tolerant_index()

@@ -303,3 +303,34 @@ def test_a_cached_callee_links_into_a_new_caller(tmp_path):
         outs.append(out.stdout.split())
     assert outs[0] == ["6", "18", "0"]
     assert outs[1] == ["6", "18", "1"]      # loaded, then linked into the new caller
+
+
+def test_an_index_naming_a_module_gone_reads_as_empty(tmp_path):
+    """An index whose pickled signatures name a module that no longer imports (a generated
+    program removed from the cache) is an empty index: the kernel compiles and the index is
+    rewritten, instead of numba raising ModuleNotFoundError for every later use."""
+    import pickle
+    import types
+
+    import numba
+    from numba.core.caching import IndexDataCacheFile
+
+    import ddms.numbacache  # noqa: F401  (installs the tolerant index)
+
+    gone = types.ModuleType("ddms_prog_gone_for_test")
+    exec("class StateType:\n    pass\n", gone.__dict__)
+    gone.StateType.__module__ = gone.__name__
+    sys.modules[gone.__name__] = gone
+    try:
+        blob = pickle.dumps(("stamp", {("sig", gone.StateType()): "f-1.nbc"}))
+    finally:
+        del sys.modules[gone.__name__]
+    index = IndexDataCacheFile(str(tmp_path), "f", "stamp")
+    with open(tmp_path / "f.nbi", "wb") as f:
+        pickle.dump(numba.__version__, f, protocol=-1)
+        f.write(blob)
+    with pytest.raises(ModuleNotFoundError):
+        pickle.loads(blob)
+    assert index._load_index() == {}
+    index.save(("new",), b"data")
+    assert index._load_index() == {("new",): "f.1.nbc"}
