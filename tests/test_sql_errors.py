@@ -32,6 +32,8 @@ CASES = [
     ("SELECT SUM(volume) AS v FROM bids WHERE price > (SELECT price FROM bids)",
      "must select exactly one aggregate", "(SELECT price"),
     ("SELECT SUM(volume) AS v FROM bids WHERE", "not valid SQL", "SELECT"),
+    ("SELECT SUM(v) AS s FROM (SELECT volume AS v FROM bids ORDER BY price DESC, id LIMIT 1, 3) x",
+     "LIMIT m, n (MySQL's form) is not supported", "LIMIT 1, 3"),
     ("UPDATE bids SET volume = 1", "expected CREATE STREAM/TABLE, CREATE VIEW or SELECT", "UPDATE"),
 ]
 

@@ -294,6 +294,7 @@ class _Converter:
             tree = sqlglot.parse_one(body)
         except ParseError as e:
             raise self._syntax(e, body) from e
+        self._mysql_limit(body)
         if not isinstance(tree, exp.Select):
             raise self.fail(f"only SELECT views are supported, not {tree.key.upper()}", tree)
         for alias in tree.find_all(exp.TableAlias):
@@ -303,6 +304,17 @@ class _Converter:
                 raise self.fail(f"a column list after an alias ({alias.sql()}) is not supported: name the "
                                 "columns inside the subquery (SELECT price AS p, ...)", alias)
         return self.select(tree, top_level=True)
+
+    def _mysql_limit(self, body: str) -> None:
+        """Refuse MySQL's ``LIMIT m, n`` (skip m, keep n): sqlglot reads it as ``LIMIT n OFFSET
+        m`` and leaves no trace of the form, but DuckDB and PostgreSQL reject it, so a view
+        written so has no agreed meaning for the oracle a user checks against."""
+        tokens = sqlglot.tokenize(body)
+        for i, tok in enumerate(tokens[:-2]):
+            if tok.token_type == sqlglot.TokenType.LIMIT and tokens[i + 2].token_type == sqlglot.TokenType.COMMA:
+                frag = body[tok.start:tokens[i + 2].end + 1]
+                raise SqlError("LIMIT m, n (MySQL's form) is not supported: write LIMIT n OFFSET m",
+                               self.source, frag, self.text, self.offset + tok.start)
 
     def _syntax(self, e: ParseError, body: str) -> SqlError:
         """sqlglot's parse error, pointing at the token it stopped at (its context: the text
