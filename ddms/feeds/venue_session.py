@@ -336,15 +336,7 @@ class VenueSession:
             from ddms.io.venues.binance_chunk import ChunkLane
             core._lane = ChunkLane(core, follow=self.stats.__contains__)   # others: feed's "other_symbol"
         self._take_now()    # rows queued before this call (none: apply_snapshot takes its own)
-
-        def fallback(t: int) -> tuple:
-            self.messages, self.numbered = m0 + t, int(numbers[t]) - base - 1
-            before = self.numbered
-            a, touched[t] = self._feed(datas[t], False)   # its rows: the lane takes them, in order
-            if self.numbered == before:        # malformed JSON: not numbered, the later ones keep theirs
-                numbers[t + 1:] -= 1
-            out.extend(a)
-            return ()
+        fallback = self._fallback(datas, numbers, touched, out, base, m0)
 
         def on_fast(i0: int, slots: np.ndarray) -> None:
             names = core._lane.symbols
@@ -383,15 +375,7 @@ class VenueSession:
         if core._lane is None:
             core.feed_chunk([], [])          # makes the lane
         lane = core._lane
-
-        def fallback(t: int) -> tuple:
-            self.messages, self.numbered = m0 + t, int(numbers[t]) - base - 1
-            before = self.numbered
-            a, touched[t] = self._feed(datas[t], False)   # its rows: the lane takes them, in order
-            if self.numbered == before:        # malformed JSON: not numbered, the later ones keep theirs
-                numbers[t + 1:] -= 1
-            out.extend(a)
-            return ()
+        fallback = self._fallback(datas, numbers, touched, out, base, m0)
 
         def on_fast(i0: int, slots: np.ndarray) -> None:
             names, meta, stats = lane._sym, lane._meta, self.stats
@@ -431,6 +415,22 @@ class VenueSession:
         self._queue += events
         self.messages = m0 + len(datas)
         return out, touched
+
+    def _fallback(self, datas: Sequence[bytes], numbers: np.ndarray, touched: list[str | None],
+                  out: list[SendText | FetchSnapshot], base: int, m0: int):
+        """The chunk lanes' ``fallback(t)``: message ``t`` of ``datas`` through :meth:`feed`'s
+        path (its rows queued in order by the lane), numbered as :meth:`feed` numbers it (a
+        malformed JSON message takes no number: the later ones move down by one), its actions
+        appended to ``out``.  O(1) Python plus the message's own path."""
+        def fallback(t: int) -> tuple:
+            self.messages, self.numbered = m0 + t, int(numbers[t]) - base - 1
+            before = self.numbered
+            a, touched[t] = self._feed(datas[t], False)   # its rows: the lane takes them, in order
+            if self.numbered == before:        # malformed JSON: not numbered, the later ones keep theirs
+                numbers[t + 1:] -= 1
+            out.extend(a)
+            return ()
+        return fallback
 
     def _lane_ignored(self, data: bytes) -> str | None:
         """The symbol :meth:`feed` finds in a message the lane only counts as ignored (OKX

@@ -215,6 +215,15 @@ class _BorrowedPoolModel(models.StructModel):
 default_manager.register(BorrowedPoolType, _BorrowedPoolModel)
 
 
+def _borrow_codegen(context, builder, signature, args):
+    """The body of a borrowing intrinsic (:func:`_bp`, :func:`borrow_state`): the owned
+    handle's meminfo pointer, typed as the borrowed handle's ``void*``."""
+    src = cgutils.create_struct_proxy(signature.args[0])(context, builder, value=args[0])
+    dst = cgutils.create_struct_proxy(signature.return_type)(context, builder)
+    dst.meminfo = builder.bitcast(src.meminfo, dst.meminfo.type)
+    return dst._getvalue()
+
+
 @intrinsic
 def _bp(typingctx, pool):
     """``pool`` as a *borrowed* handle (:class:`BorrowedPoolType`), which numba does not
@@ -239,12 +248,7 @@ def _bp(typingctx, pool):
     out = BorrowedPoolType(list(pool.field_dict.items()))
     sig = out(pool)
 
-    def codegen(context, builder, signature, args):
-        src = cgutils.create_struct_proxy(signature.args[0])(context, builder, value=args[0])
-        dst = cgutils.create_struct_proxy(signature.return_type)(context, builder)
-        dst.meminfo = builder.bitcast(src.meminfo, dst.meminfo.type)
-        return dst._getvalue()
-    return sig, codegen
+    return sig, _borrow_codegen
 
 
 borrow_pool = _bp
@@ -324,12 +328,7 @@ def borrow_state(typingctx, st):
     out = BorrowedStateType(list(st.field_dict.items()))
     sig = out(st)
 
-    def codegen(context, builder, signature, args):
-        src = cgutils.create_struct_proxy(signature.args[0])(context, builder, value=args[0])
-        dst = cgutils.create_struct_proxy(signature.return_type)(context, builder)
-        dst.meminfo = builder.bitcast(src.meminfo, dst.meminfo.type)
-        return dst._getvalue()
-    return sig, codegen
+    return sig, _borrow_codegen
 
 
 @njit(cache=True, inline="always")
