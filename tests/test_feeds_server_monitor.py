@@ -601,3 +601,36 @@ def test_readme_strategy_example_places_orders(tmp_path):
     placed = [r for r in rows if r["action"] != "cancel"]
     assert s["strategy"]["orders"] == len(placed) >= 1
     assert all(float(r["qty"]) == 1.0 for r in placed)
+
+
+def test_a_snapshot_in_flight_when_the_stream_ends_is_answered(tmp_path, monkeypatch):
+    """``once``: the server ends the stream while a snapshot request is in flight; its answer
+    still reaches the queue, before the end record.  It used to be cancelled with the client's
+    other tasks, so a replay whose messages all arrived during the fetch (an unthrottled replay
+    of a capture without a snapshot line, on a loaded machine) applied nothing."""
+    from clitools import small_book
+
+    from ddms.feeds import transport
+    from ddms.feeds.transport import SnapshotReply
+
+    async def slow_get(url: str, timeout: float = 10.0) -> tuple[int, bytes]:
+        await asyncio.sleep(0.5)
+        return 200, b'{"late": true}'
+
+    monkeypatch.setattr(transport, "http_get", slow_get)
+
+    async def go() -> list:
+        server, url = await _serve(load_replay(small_book(tmp_path, 30)))
+        client = FeedClient(ClientConfig(url, once=True))
+        client.request_snapshot("http://127.0.0.1:1/snapshot")
+        await asyncio.wait_for(client.run(), 30)
+        await asyncio.wait_for(server, 10)
+        items = []
+        while not client.queue.empty():
+            items.append(client.queue.get_nowait())
+        return items
+
+    items = run(go())
+    assert isinstance(items[-1], Ended) and items[-1].normal, items[-1]
+    replies = [x for x in items if isinstance(x, SnapshotReply)]
+    assert [r.body for r in replies] == [b'{"late": true}']

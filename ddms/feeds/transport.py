@@ -202,6 +202,7 @@ class FeedClient:
         self._last_recv = 0.0
         self._watchdog_fired = False
         self._tasks: set[asyncio.Task] = set()
+        self._fetches: set[asyncio.Task] = set()     # snapshot requests in flight
         self._send_lock = asyncio.Lock()
 
     # -- control --------------------------------------------------------------------------
@@ -244,7 +245,20 @@ class FeedClient:
     def request_snapshot(self, url: str, delay: float = 0.0) -> None:
         """Fetch ``url`` (after ``delay`` seconds) in the background; the :class:`SnapshotReply`
         is put into the queue (never dropped: it waits for room)."""
-        self._spawn(self._fetch(url, delay))
+        task = self._spawn(self._fetch(url, delay))
+        self._fetches.add(task)
+        task.add_done_callback(self._fetches.discard)
+
+    async def _answer_fetches(self) -> None:
+        """Wait for the snapshot requests in flight when the server ended the stream (``once``):
+        their answers still count, the updates buffered meanwhile are applied from them.  Before,
+        a replay whose last message came while the snapshot was being fetched ended with the
+        fetch cancelled and nothing applied.  Only the requests in flight now: a retry made after
+        a failed answer is not waited for (the server may be gone).  Cost: at most one snapshot
+        timeout (``snapshot_timeout``) plus the requests' delays."""
+        fetches = [t for t in self._fetches if not t.done()]
+        if fetches:
+            await asyncio.wait(fetches)
 
     async def _fetch(self, url: str, delay: float) -> None:
         if delay > 0:
@@ -285,6 +299,7 @@ class FeedClient:
                 if code == NORMAL_CLOSE and connected:
                     stream_end = reason or "no reason given"
                     if c.once:
+                        await self._answer_fetches()
                         ended = Ended(f"server closed the stream normally ({stream_end})", True)
                         break
                 elif connected:
