@@ -442,6 +442,38 @@ def test_scan_received_is_the_python_test(lines: list[bytes]) -> None:
                 assert kind[i] == RECV_PY
 
 
+def _halfway(a: float, shift: int) -> str:
+    """The decimal halfway between the double ``a`` and the next one up, moved ``shift`` units of
+    its last digit: the ties and near-ties of rounding."""
+    from decimal import Decimal
+    mid = (Decimal(a) + Decimal(float(np.nextafter(a, np.inf)))) / 2
+    return format(mid + shift * Decimal(10) ** mid.as_tuple().exponent, "f")
+
+
+@settings(max_examples=300, deadline=None)
+@given(heads=st.lists(st.one_of(
+    st.builds(lambda i, f, z: f"{'0' * z}{i}.{f}", st.integers(1, 2**53 - 1), st.integers(0, 10**18).map(str),
+              st.integers(0, 2)),
+    st.builds(lambda e, x, d: _halfway(x * 2.0 ** (e - 1), d), st.integers(35, 53), st.floats(1, 2, exclude_max=True),
+              st.integers(-1, 1)),
+    st.integers(1, 2**53 + 5).map(str)), min_size=1, max_size=20))
+@example(heads=["1618678132.8258188", "1652459225.50374915", "9007199254740993", "4503599627370495.5",
+                "4503599627370496.5", "1.000000000000000000", "0001618678132.38581510"])
+def test_exact_seconds_is_pythons_float(heads: list[str]) -> None:
+    """recvlines._exact_seconds (the times parse_number_general cannot round: 17-18 digits) is
+    float() exactly where it answers -- ties to even included -- and answers for every capture-like
+    time (an integer part from 1 to 2**53 - 1, at most 18 digits each side)."""
+    from ddms.io.kernels.recvlines import _exact_seconds
+    for h in heads:
+        buf = np.frombuffer(h.encode(), np.uint8)
+        ok, v = _exact_seconds(buf, 0, len(buf))
+        ip, _, frac = h.partition(".")
+        if 0 < int(ip) < 2**53 and len(ip.lstrip("0")) <= 18 and len(frac.rstrip("0")) <= 18:
+            assert ok, h
+        if ok:
+            assert v == float(h), h
+
+
 @settings(max_examples=200, deadline=None)
 @given(heads=st.lists(st.builds(lambda i, f, d: (f"{i}" + (f".{f}" if d else "")).encode()[:30],
                                 st.integers(0, 10**12), st.integers(0, 10**19).map(str), st.booleans()),

@@ -710,10 +710,10 @@ def _floats(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray
     """``float(bytes(buf[a:b]))`` of each span (``digits[.digits]``, at most 30 bytes, as
     :func:`~ddms.io.kernels.recvlines.scan_received` leaves them for Python), all at once:
     the spans as one NumPy bytes array cast to float64, which parses each as Python's ``float``
-    does (correctly rounded; the tests compare the two).  Why: a quarter of the Kraken and
-    Coinbase captures' times and most of OKX's have 17 significant digits, beyond the kernel's
-    exact path, and one ``float`` each with its slicing and NumPy scalar reads cost ~0.7 us
-    (~6% of reading the Kraken capture).  Cost: O(spans x longest) in NumPy."""
+    does (correctly rounded; the tests compare the two).  Why: the times the kernel cannot
+    round (more than 18 digits on a side, an integer part of 0 or beyond 2**53: rare since
+    :func:`~ddms.io.kernels.recvlines._exact_seconds` reads the 17-18 digit ones) would cost one
+    ``float`` each with its slicing and NumPy scalar reads.  Cost: O(spans x longest) in NumPy."""
     lens = ends - starts
     w = int(lens.max())
     cols = np.arange(w)
