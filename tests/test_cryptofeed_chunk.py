@@ -497,6 +497,40 @@ def test_reader_floats_are_pythons(heads: list[bytes]) -> None:
     assert got.tolist() == [float(h) for h in heads]
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"") + b"\n"), max_size=40),
+       tail=st.sampled_from([b"", b"end", b"\r"]), read=st.sampled_from([1, 2, 3, 7, 64, 1 << 22]),
+       sizes=st.lists(st.integers(1, 9), min_size=1, max_size=5), skip=st.integers(0, 45))
+def test_line_cursor_spans_are_the_lines(tmp_path: Path, lines: list[bytes], tail: bytes, read: int,
+                                         sizes: list[int], skip: int) -> None:
+    """LineCursor.spans: the lines of iteration (any read size, a line split across reads, a
+    last line without a newline, from a saved position), as buffer spans and as ``Lines``; the
+    same position after each block as after its last line."""
+    import ddms.io.cursor as cursor
+    from ddms.io.cursor import LineCursor
+    path = tmp_path / "f"
+    path.write_bytes(b"".join(lines) + tail)
+    ref = LineCursor(path)
+    want = [(raw, ref.mark()) for raw in ref]
+    skip = min(skip, len(want))
+    cur = LineCursor(path)
+    if skip:
+        cur.seek(ref.position(want[skip - 1][1]))
+    got: list[bytes] = []
+    size = itertools.cycle(sizes)
+    old, cursor._READ = cursor._READ, read
+    try:
+        for buf, offs, block in cur.spans(lambda: next(size)):
+            cut = [buf[offs[i]:offs[i + 1]].tobytes() for i in range(len(offs) - 1)]
+            assert cut == list(block) == block[:] == [block[i] for i in range(len(block))]
+            assert block[-1] == cut[-1] and block[1:3] == cut[1:3]
+            got += cut
+            assert cur.mark() == want[skip + len(got) - 1][1]
+    finally:
+        cursor._READ = old
+    assert got == [w[0] for w in want[skip:]]
+
+
 def test_line_cursor_blocks_are_the_lines(tmp_path: Path) -> None:
     """LineCursor.blocks: the lines of iteration, the same position after each block as after
     its last line; a gzip file is refused (its damage is met line by line)."""

@@ -799,8 +799,9 @@ class CryptofeedReader:
 
     def _events_plain(self) -> Iterator[list[SymbolEvents]]:
         """:meth:`events` of a capture in one plain file (no REST files: nothing to merge): the
-        same steps, receive times and positions, with the lines read a step at a time
-        (:meth:`LineCursor.blocks <ddms.io.cursor.LineCursor.blocks>`), the received messages
+        same steps, receive times and positions, with the lines read a step at a time as spans of
+        a buffer (:meth:`LineCursor.spans <ddms.io.cursor.LineCursor.spans>`: no bytes object per
+        line, except for the lines Python reads), the received messages
         found and timed by :func:`~ddms.io.kernels.recvlines.scan_received` on the step's buffer
         (the other lines by :func:`_lines_of`'s rule, in Python) and handed to
         :meth:`CryptofeedParser.feed_block`."""
@@ -808,11 +809,8 @@ class CryptofeedReader:
         cur = self.cursors[0]
         last = self._time[0]
         match = _TS.match
-        for block in cur.blocks(lambda: self.batch_updates):
+        for buf, offs, block in cur.spans(lambda: self.batch_updates):
             n = len(block)
-            buf = np.frombuffer(b"".join(block), np.uint8)
-            offs = np.zeros(n + 1, np.int64)
-            np.cumsum(list(map(len, block)), out=offs[1:])
             kind = np.empty(n, np.int8)
             ps, pe, ts = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.float64)
             tl = None
