@@ -442,6 +442,38 @@ def test_scan_received_is_the_python_test(lines: list[bytes]) -> None:
                 assert kind[i] == RECV_PY
 
 
+def _halfway(a: float, shift: int) -> str:
+    """The decimal halfway between the double ``a`` and the next one up, moved ``shift`` units of
+    its last digit: the ties and near-ties of rounding."""
+    from decimal import Decimal
+    mid = (Decimal(a) + Decimal(float(np.nextafter(a, np.inf)))) / 2
+    return format(mid + shift * Decimal(10) ** mid.as_tuple().exponent, "f")
+
+
+@settings(max_examples=300, deadline=None)
+@given(heads=st.lists(st.one_of(
+    st.builds(lambda i, f, z: f"{'0' * z}{i}.{f}", st.integers(1, 2**53 - 1), st.integers(0, 10**18).map(str),
+              st.integers(0, 2)),
+    st.builds(lambda e, x, d: _halfway(x * 2.0 ** (e - 1), d), st.integers(35, 53), st.floats(1, 2, exclude_max=True),
+              st.integers(-1, 1)),
+    st.integers(1, 2**53 + 5).map(str)), min_size=1, max_size=20))
+@example(heads=["1618678132.8258188", "1652459225.50374915", "9007199254740993", "4503599627370495.5",
+                "4503599627370496.5", "1.000000000000000000", "0001618678132.38581510"])
+def test_exact_seconds_is_pythons_float(heads: list[str]) -> None:
+    """recvlines._exact_seconds (the times parse_number_general cannot round: 17-18 digits) is
+    float() exactly where it answers -- ties to even included -- and answers for every capture-like
+    time (an integer part from 1 to 2**53 - 1, at most 18 digits each side)."""
+    from ddms.io.kernels.recvlines import _exact_seconds
+    for h in heads:
+        buf = np.frombuffer(h.encode(), np.uint8)
+        ok, v = _exact_seconds(buf, 0, len(buf))
+        ip, _, frac = h.partition(".")
+        if 0 < int(ip) < 2**53 and len(ip.lstrip("0")) <= 18 and len(frac.rstrip("0")) <= 18:
+            assert ok, h
+        if ok:
+            assert v == float(h), h
+
+
 @settings(max_examples=200, deadline=None)
 @given(heads=st.lists(st.builds(lambda i, f, d: (f"{i}" + (f".{f}" if d else "")).encode()[:30],
                                 st.integers(0, 10**12), st.integers(0, 10**19).map(str), st.booleans()),
@@ -463,6 +495,40 @@ def test_reader_floats_are_pythons(heads: list[bytes]) -> None:
         buf += b": {}"
     got = _floats(np.frombuffer(buf, np.uint8), np.array(starts, np.int64), np.array(ends, np.int64))
     assert got.tolist() == [float(h) for h in heads]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"") + b"\n"), max_size=40),
+       tail=st.sampled_from([b"", b"end", b"\r"]), read=st.sampled_from([1, 2, 3, 7, 64, 1 << 22]),
+       sizes=st.lists(st.integers(1, 9), min_size=1, max_size=5), skip=st.integers(0, 45))
+def test_line_cursor_spans_are_the_lines(tmp_path: Path, lines: list[bytes], tail: bytes, read: int,
+                                         sizes: list[int], skip: int) -> None:
+    """LineCursor.spans: the lines of iteration (any read size, a line split across reads, a
+    last line without a newline, from a saved position), as buffer spans and as ``Lines``; the
+    same position after each block as after its last line."""
+    import ddms.io.cursor as cursor
+    from ddms.io.cursor import LineCursor
+    path = tmp_path / "f"
+    path.write_bytes(b"".join(lines) + tail)
+    ref = LineCursor(path)
+    want = [(raw, ref.mark()) for raw in ref]
+    skip = min(skip, len(want))
+    cur = LineCursor(path)
+    if skip:
+        cur.seek(ref.position(want[skip - 1][1]))
+    got: list[bytes] = []
+    size = itertools.cycle(sizes)
+    old, cursor._READ = cursor._READ, read
+    try:
+        for buf, offs, block in cur.spans(lambda: next(size)):
+            cut = [buf[offs[i]:offs[i + 1]].tobytes() for i in range(len(offs) - 1)]
+            assert cut == list(block) == block[:] == [block[i] for i in range(len(block))]
+            assert block[-1] == cut[-1] and block[1:3] == cut[1:3]
+            got += cut
+            assert cur.mark() == want[skip + len(got) - 1][1]
+    finally:
+        cursor._READ = old
+    assert got == [w[0] for w in want[skip:]]
 
 
 def test_line_cursor_blocks_are_the_lines(tmp_path: Path) -> None:

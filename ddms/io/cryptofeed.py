@@ -710,10 +710,10 @@ def _floats(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray
     """``float(bytes(buf[a:b]))`` of each span (``digits[.digits]``, at most 30 bytes, as
     :func:`~ddms.io.kernels.recvlines.scan_received` leaves them for Python), all at once:
     the spans as one NumPy bytes array cast to float64, which parses each as Python's ``float``
-    does (correctly rounded; the tests compare the two).  Why: a quarter of the Kraken and
-    Coinbase captures' times and most of OKX's have 17 significant digits, beyond the kernel's
-    exact path, and one ``float`` each with its slicing and NumPy scalar reads cost ~0.7 us
-    (~6% of reading the Kraken capture).  Cost: O(spans x longest) in NumPy."""
+    does (correctly rounded; the tests compare the two).  Why: the times the kernel cannot
+    round (more than 18 digits on a side, an integer part of 0 or beyond 2**53: rare since
+    :func:`~ddms.io.kernels.recvlines._exact_seconds` reads the 17-18 digit ones) would cost one
+    ``float`` each with its slicing and NumPy scalar reads.  Cost: O(spans x longest) in NumPy."""
     lens = ends - starts
     w = int(lens.max())
     cols = np.arange(w)
@@ -799,8 +799,9 @@ class CryptofeedReader:
 
     def _events_plain(self) -> Iterator[list[SymbolEvents]]:
         """:meth:`events` of a capture in one plain file (no REST files: nothing to merge): the
-        same steps, receive times and positions, with the lines read a step at a time
-        (:meth:`LineCursor.blocks <ddms.io.cursor.LineCursor.blocks>`), the received messages
+        same steps, receive times and positions, with the lines read a step at a time as spans of
+        a buffer (:meth:`LineCursor.spans <ddms.io.cursor.LineCursor.spans>`: no bytes object per
+        line, except for the lines Python reads), the received messages
         found and timed by :func:`~ddms.io.kernels.recvlines.scan_received` on the step's buffer
         (the other lines by :func:`_lines_of`'s rule, in Python) and handed to
         :meth:`CryptofeedParser.feed_block`."""
@@ -808,11 +809,8 @@ class CryptofeedReader:
         cur = self.cursors[0]
         last = self._time[0]
         match = _TS.match
-        for block in cur.blocks(lambda: self.batch_updates):
+        for buf, offs, block in cur.spans(lambda: self.batch_updates):
             n = len(block)
-            buf = np.frombuffer(b"".join(block), np.uint8)
-            offs = np.zeros(n + 1, np.int64)
-            np.cumsum(list(map(len, block)), out=offs[1:])
             kind = np.empty(n, np.int8)
             ps, pe, ts = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.float64)
             tl = None

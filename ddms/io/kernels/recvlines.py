@@ -11,12 +11,14 @@ The test is exactly :meth:`CryptofeedParser.feed_into <ddms.io.cryptofeed.Crypto
 fast test: after the trailing CR/LF bytes are stripped, the line is ``head: payload`` where
 ``head`` (before the first ``": "``) is ``digits[.digits]`` of at most 30 bytes and ``payload``
 is not blank.  Times are the correctly rounded double (:func:`~ddms.io.kernels.decimal.parse_number_general`'s
-exact path); a time that path cannot round exactly is marked for Python's ``float``.
-Cost: O(bytes of the block).
+exact path, else :func:`_exact_seconds`: 17-18 digit times, a quarter of the Kraken and
+Coinbase captures' and most of OKX's); a time neither can round exactly is marked for Python's
+``float``.  Cost: O(bytes of the block).
 """
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from ddms.io.kernels.decimal import parse_number_general
@@ -31,6 +33,58 @@ RECV, RECV_PY = 1, 2
 @njit(cache=True, nogil=True)
 def _blank(c):  # pragma: no cover - compiled
     return c == 32 or 9 <= c <= 13      # bytes.strip()'s whitespace: space, \t \n \v \f \r
+
+
+@njit(cache=True, nogil=True)
+def _exact_seconds(buf, s, e):  # pragma: no cover - compiled
+    """``float(bytes(buf[s:e]))`` of ``digits[.digits]`` (``e`` after the last digit) correctly
+    rounded (ties to even), or ``(False, 0.0)`` when this path cannot say: an integer part of 0 or
+    of 2**53 and more, more than 18 integer or fraction digits after leading / trailing zeros.
+    Why: :func:`parse_number_general`'s exact path stops at 2**53 significant units (~16
+    digits), and Python's ``float`` for the rest cost ~6% of reading a Kraken capture.  How:
+    the value is ``I + F / 10**k``; the 53 bits of the double are ``I``'s bits followed by the
+    binary fraction of ``F / 10**k``, made by exact long division (``F < 10**k <= 10**18``, so
+    ``2F`` fits in int64), and the remainder rounds the last bit.  Cost: O(digits + 53)."""
+    j = s
+    while j < e and buf[j] == 48:
+        j += 1
+    ip = np.int64(0)
+    nd = 0
+    while j < e and buf[j] != 46:
+        nd += 1
+        if nd > 18:
+            return False, 0.0
+        ip = ip * 10 + (np.int64(buf[j]) - 48)
+        j += 1
+    if ip == 0 or ip >= np.int64(1) << 53:
+        return False, 0.0
+    f = np.int64(0)
+    den = np.int64(1)
+    if j < e:           # the fraction, its trailing zeros dropped
+        z = e
+        while z > j + 1 and buf[z - 1] == 48:
+            z -= 1
+        if z - (j + 1) > 18:
+            return False, 0.0
+        for q in range(j + 1, z):
+            f = f * 10 + (np.int64(buf[q]) - 48)
+            den *= 10
+    bits = 0
+    t = ip
+    while t > 0:
+        bits += 1
+        t >>= 1
+    q = ip
+    for _ in range(53 - bits):      # the fraction's bits after the integer's: 53 bits in all
+        f <<= 1
+        q <<= 1
+        if f >= den:
+            q |= 1
+            f -= den
+    twice = 2 * f
+    if twice > den or (twice == den and (q & 1) == 1):
+        q += 1                      # 2**53 at most: still exact
+    return True, np.float64(q) / np.float64(np.int64(1) << (53 - bits))
 
 
 @njit(cache=True, nogil=True)
@@ -71,6 +125,11 @@ def scan_received(buf, offs, kind, ps, pe, ts):  # pragma: no cover - compiled
         pe[i] = e
         v, end, st = parse_number_general(buf, s, j)
         if st == 0 and end == j:
+            kind[i] = RECV
+            ts[i] = v
+            continue
+        exact, v = _exact_seconds(buf, s, j)
+        if exact:
             kind[i] = RECV
             ts[i] = v
         else:

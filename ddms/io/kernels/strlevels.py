@@ -37,9 +37,9 @@ from numba.extending import intrinsic
 
 from ddms.io.kernels.jsonscan import leaf, string, ws
 
-__all__ = ["MAX_ID", "P10I", "W", "apply_changes", "crc32", "decimal_of", "emit_side", "find", "kraken_crc_text",
-           "load_side", "load_snapshot", "move_row", "move_rows", "read_changes", "set_changes", "set_level",
-           "string_entries", "top_crc_text"]
+__all__ = ["MAX_ID", "P10I", "W", "apply_changes", "crc32", "crc32_update", "decimal_of", "emit_side", "find",
+           "kraken_crc_text", "kraken_level_text", "load_side", "load_snapshot", "move_row", "move_rows",
+           "read_changes", "set_changes", "set_level", "string_entries", "top_crc_text"]
 
 W = 32
 """Bytes kept per price and per size string."""
@@ -248,9 +248,16 @@ def set_level(Iv, F, S, n, side, pid, fpx, qzero, fqty, t, buf, ps, pl, qs, ql, 
 def crc32(buf, n):  # pragma: no cover - compiled
     """``zlib.crc32(bytes(buf[:n]))`` (unsigned, as an int64), eight bytes a step (slicing by 8,
     int64 arithmetic: ~0.3 ns a byte where a byte at a time on uint32 scalars cost ~7)."""
+    return crc32_update(np.int64(0xFFFFFFFF), buf, 0, n) ^ np.int64(0xFFFFFFFF)
+
+
+@leaf
+def crc32_update(c, buf, i, n):  # pragma: no cover - compiled
+    """The CRC-32 register ``c`` (before the final inversion; ``0xFFFFFFFF`` to start) after
+    the bytes ``buf[i:n]``: ``crc32_update(crc32_update(0xFFFFFFFF, b, 0, m), b, m, n) ^
+    0xFFFFFFFF == zlib.crc32(b[:n])``, so a text's CRC can resume after a prefix it shares with
+    an earlier text.  Slicing by 8 as :func:`crc32`."""
     T = _CRC8
-    c = np.int64(0xFFFFFFFF)
-    i = 0
     while i + 8 <= n:
         one = c ^ (np.int64(buf[i]) | (np.int64(buf[i + 1]) << 8) | (np.int64(buf[i + 2]) << 16)
                    | (np.int64(buf[i + 3]) << 24))
@@ -261,7 +268,7 @@ def crc32(buf, n):  # pragma: no cover - compiled
     while i < n:
         c = T[0, (c ^ np.int64(buf[i])) & 0xFF] ^ (c >> 8)
         i += 1
-    return c ^ np.int64(0xFFFFFFFF)
+    return c
 
 
 @leaf
@@ -271,24 +278,31 @@ def kraken_crc_text(Sb, Ib, nb, Sa, Ia, na, depth, out):  # pragma: no cover - c
     (``s.replace(".", "").lstrip("0")``).  What :func:`top_crc_text` gives in Kraken's mode,
     with the strip done per string (a plain decimal has one ``.`` at most, the leading zeros
     skipped first).  O(bytes)."""
-    w = Sb.shape[1] // 2
     k = 0
     for side in range(2):
         S, Iv, n = (Sa, Ia, na) if side == 0 else (Sb, Ib, nb)
         for i in range(min(depth, n)):
-            r = n - 1 - i
-            for part in range(2):
-                off = part * w
-                end = off + Iv[r, 2 + part]
-                j = off
-                while j < end and (S[r, j] == 48 or S[r, j] == 46):
-                    j += 1
-                while j < end:
-                    c = S[r, j]
-                    if c != 46:
-                        out[k] = c
-                        k += 1
-                    j += 1
+            k = kraken_level_text(S, Iv, n - 1 - i, out, k)
+    return k
+
+
+@leaf
+def kraken_level_text(S, Iv, r, out, k):  # pragma: no cover - compiled
+    """Row ``r``'s part of Kraken's checksum text (its price then size string, each without its
+    ``.`` and leading zeros) written at ``out[k:]``; returns the end.  O(bytes)."""
+    w = S.shape[1] // 2
+    for part in range(2):
+        off = part * w
+        end = off + Iv[r, 2 + part]
+        j = off
+        while j < end and (S[r, j] == 48 or S[r, j] == 46):
+            j += 1
+        while j < end:
+            c = S[r, j]
+            if c != 46:
+                out[k] = c
+                k += 1
+            j += 1
     return k
 
 

@@ -540,9 +540,17 @@ def _new_lists(W2):  # pragma: no cover - compiled
 
 @njit(cache=True)
 def _append(LI, LF, LS, cap, W2):  # pragma: no cover - compiled
-    LI.append(np.zeros((cap, 4), np.int64))
-    LF.append(np.zeros((cap, 3), np.float64))
-    LS.append(np.zeros((cap, W2), np.uint8))
+    """A new slot's two sides, ``cap`` rows each, in one call.  Uninitialised (``np.empty``):
+    only a side's first ``n`` rows are ever read (the kernels, :meth:`CoinbaseLane.pull`,
+    ``_check``), every row is written before it counts, and a string's bytes past its length
+    are never read (``set_level`` leaves them as they were).  Why: zeroing a snapshot-sized
+    slot, and growing it from :data:`_CAP0` rows in two more calls, was ~10% of reading the
+    10-pair Kraken capture (1,000-level books).  Cost: the allocations; pages are touched only
+    as rows are used."""
+    for _ in range(2):
+        LI.append(np.empty((cap, 4), np.int64))
+        LF.append(np.empty((cap, 3), np.float64))
+        LS.append(np.empty((cap, W2), np.uint8))
 
 
 @njit(cache=True)
@@ -559,13 +567,13 @@ def _grow_side(LI, LF, LS, x, need):  # pragma: no cover - compiled
     a, b, c = LI[x], LF[x], LS[x]
     n = a.shape[0]
     m = max(2 * n, need)
-    g = np.zeros((m, 4), np.int64)
+    g = np.empty((m, 4), np.int64)      # uninitialised past the rows kept: see _append
     g[:n] = a
     LI[x] = g
-    h = np.zeros((m, 3), np.float64)
+    h = np.empty((m, 3), np.float64)
     h[:n] = b
     LF[x] = h
-    u = np.zeros((m, c.shape[1]), np.uint8)
+    u = np.empty((m, c.shape[1]), np.uint8)
     u[:n] = c
     LS[x] = u
 
@@ -620,7 +628,8 @@ class CoinbaseLane:
         self.on_actions: Callable[[list[Resync]], None] | None = None
 
     # -- slots --------------------------------------------------------------------------------
-    def _add(self, sym: str) -> int:
+    def _add(self, sym: str, cap: int = _CAP0) -> int:
+        """A slot for ``sym``, its sides ``cap`` rows each."""
         s = len(self._sym)
         self._sym.append(sym)
         self._books.append(None)
@@ -630,8 +639,7 @@ class CoinbaseLane:
             self._meta = np.vstack([self._meta, np.zeros_like(self._meta)])
             self._symtab = np.vstack([self._symtab, np.zeros_like(self._symtab)])
             self._symlen = np.concatenate([self._symlen, np.full(m - len(self._symlen), -1, np.int64)])
-        for _ in range(2):
-            _append(self._LI, self._LF, self._LS, _CAP0, 2 * W)
+        _append(self._LI, self._LF, self._LS, cap, 2 * W)
         b = sym.encode("utf-8", "surrogatepass")
         if len(b) <= _SYMW and sym.isascii():
             self._symtab[s, :len(b)] = np.frombuffer(b, np.uint8)
@@ -895,9 +903,9 @@ class CoinbaseLane:
             if self.follow is not None and not self.follow(sym):
                 return False
             self.core._sym(sym)
-            s = self._add(sym)
-            if size // 32 > _CAP0:      # a snapshot's levels (~50 bytes each): room now, not a stop later
-                self._grow(2 * s, size // 32)
+            # room now for a snapshot's levels (16-50 bytes each), not a stop to grow and re-read
+            # it later: untouched rows cost no memory (see _append)
+            s = self._add(sym, max(_CAP0, size // 16))
             self._take(s)
         return self._books[s] is not None and self._symlen[s] >= 0 and s == _find(
             self._up[:ln].copy(), 0, ln, self._table, self._symtab, self._symlen)

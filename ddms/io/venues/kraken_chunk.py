@@ -24,9 +24,10 @@ left crossed stops it after the message too (the core's report).  The lane itsel
 ownership, events, counters) is :class:`~ddms.io.venues.coinbase_chunk.CoinbaseLane`'s.
 
 Cost: O(bytes + levels + 20 checksum strings) in numba per message plus a row shift when a level
-appears or goes -- the checksum text and its CRC only when the message may have changed the 10
-best levels of a side (:func:`_top_kept`; else the pair's last CRC is the same, kept in the
-lane's ``meta``: ~20% of the real capture's updates); O(levels log levels) per snapshot, read
+appears or goes -- the checksum text and its CRC only from the first of the 20 levels the
+message may have changed (:func:`_first_changed`: the CRC register after each level of the
+pair's last text is kept, and so is its CRC for an update below the 10 best of both sides,
+~20% of the real capture's); O(levels log levels) per snapshot, read
 once (:func:`_parse`'s reading of a new pair's message is resumed, not redone).
 """
 
@@ -43,9 +44,9 @@ from ddms.io.kernels.strlevels import (
     P10I,
     W,
     apply_changes,
-    crc32,
+    crc32_update,
     emit_side,
-    kraken_crc_text,
+    kraken_level_text,
     load_snapshot,
     move_rows,
     put_row,
@@ -56,6 +57,7 @@ from ddms.io.kernels.strlevels import (
 from ddms.io.venues.binance_book import _key, _ws, name_index
 from ddms.io.venues.binance_chunk import _find
 from ddms.io.venues.coinbase_chunk import (
+    _CAP0,
     _M_NA,
     _M_NB,
     _M_ORD,
@@ -71,6 +73,7 @@ from ddms.io.venues.coinbase_chunk import (
     _STOP_VENUE,
     CoinbaseLane,
     _eq,
+    _side_arrays,
     _string,
 )
 from ddms.io.venues.okx_chunk import _int
@@ -129,24 +132,35 @@ def _truncate(Iv, F, S, n, side, depth, oi, oc, k):  # pragma: no cover - compil
 
 
 @leaf
-def _top_kept(Ib, nb, Ia, na, ch, nch, scale, final):  # pragma: no cover - compiled
-    """Whether the changes ``ch[:nch]`` (read by :func:`~ddms.io.kernels.strlevels.read_changes`)
-    leave the 10 best levels of both sides as they are: every change is on a side of at least 10
-    levels and strictly worse than its 10th best (a level set, added or removed below the 10th
-    best moves none of the 10, and the 10th best stays the 10th best while no change reaches it),
-    and no change re-bases the book.  Then the checksum text is the last one and so is its CRC
-    (the caller's cache; a truncation to a depth of at least 10 drops only the worst levels).
-    O(changes)."""
-    if final != scale:
-        return False
+def _first_changed(Ib, nb, Ia, na, ch, nch, scale):  # pragma: no cover - compiled
+    """The first level of the checksum text (the 10 best asks, then the 10 best bids: level ``q``
+    is ask ``q`` for ``q < min(10, na)``, then the bids) that the changes ``ch[:nch]`` (read by
+    :func:`~ddms.io.kernels.strlevels.read_changes`, no re-base, applied: ``nb``/``na`` the
+    book's rows now) may have altered; 20 when they left the 10 best of both sides as they were.
+    Why it holds: with ``j`` the fewest levels of a side strictly better than a changed price
+    (at most 10), the ``j`` best levels now are better than every changed price, so none was
+    set, added or removed, and no level better than them existed before (it would still be
+    there): the text's levels before the first changed one are the last text's, and so is the
+    CRC register after them (the caller's cache).  A truncation to a depth of at least 10 only
+    drops the worst levels.  O(changes x 10)."""
+    ja = 10
+    jb = 10
     for c in range(nch):
         pid = ch[c, 5] * P10I[scale - ch[c, 6]]
+        r = 0
         if ch[c, 0] % 2 == 0:
-            if nb < 10 or pid >= Ib[nb - 10, 0]:
-                return False
-        elif na < 10 or pid <= Ia[na - 10, 0]:
-            return False
-    return True
+            while r < jb and r < nb and Ib[nb - 1 - r, 0] > pid:
+                r += 1
+            jb = r
+        else:
+            while r < ja and r < na and Ia[na - 1 - r, 0] < pid:
+                r += 1
+            ja = r
+    if ja < 10:
+        return ja
+    if jb < 10:
+        return min(10, na) + jb
+    return 20
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -256,13 +270,16 @@ def _parse(buf, a, n, ch, chv):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True, inline="always")
 def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, k, text,
-             crc, saved, resume):  # pragma: no cover - compiled
+             crc, saved, resume, st):  # pragma: no cover - compiled
     """One message ``buf[a:n]``: ``(code, slot, k, nlev, kind, truncated)`` as the Coinbase
     kernel's (plus the levels truncated); ``crc[0], crc[1]`` the computed and the sent checksum
     of a mismatch.  A pair without a slot stops the kernel (:data:`_STOP_NEW`) after the message
     was read whole; what :func:`_parse` read is left in ``saved`` (and ``ch``/``chv``), and the
     call that retries the message once the lane made the slot passes ``resume``: a snapshot is
-    read once, not twice (it was ~40% of a new pair's snapshot in the kernel)."""
+    read once, not twice (it was ~40% of a new pair's snapshot in the kernel).  ``st[s, q]``: the
+    CRC register after the first ``q`` levels of pair ``s``'s last checksum text, valid while
+    ``meta[s, _M_CRCOK]``: a check recomputes from the first level the message may have changed
+    (:func:`_first_changed`), not the whole text (~25% of reading the real capture)."""
     if resume:
         snap, nch, nfirst, has_crc = saved[0] != 0, saved[1], saved[2], saved[3] != 0
         cs, depth, pa, pb = saved[4], saved[5], saved[6], saved[7]
@@ -310,7 +327,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     Fb, Fa = LF[2 * s], LF[2 * s + 1]
     Sb, Sa = LS[2 * s], LS[2 * s + 1]      # once: each typed-list read is an atomic incref and decref
     nord = meta[s, _M_ORD]
-    same = not snap and depth >= 10 and meta[s, _M_CRCOK] != 0 and _top_kept(Ib, nb, Ia, na, ch, nch, scale, final)
+    keep = not snap and depth >= 10 and meta[s, _M_CRCOK] != 0 and final == scale     # the cache may be resumed
     if snap:                  # LevelBook.clear, then the levels in the message's order
         k = emit_side(Ib, Fb, nb, 0, -1, 1, oi, oc, k)
         k = emit_side(Ia, Fa, na, 1, -1, 1, oi, oc, k)
@@ -327,12 +344,21 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     na, k, ta = _truncate(Ia, Fa, Sa, na, 1, depth, oi, oc, k)
     meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_ORD], meta[s, _M_SCALE] = nb, na, nord, scale
     kind = _K_SNAP if snap else _K_PLAIN
+    t0 = _first_changed(Ib, nb, Ia, na, ch, nch, scale) if keep else 0
     if has_crc:
-        if same:                 # the 10 best of each side as at the last checksum: its CRC
+        if t0 >= 20:             # the 10 best of each side as at the last checksum: its CRC
             have = meta[s, _M_CRC]
-        else:
-            m = kraken_crc_text(Sb, Ib, nb, Sa, Ia, na, 10, text)
-            have = np.int64(crc32(text, m))
+        else:                    # the text from level t0 on, the register resumed after the levels before
+            na10 = min(10, na)
+            c = st[s, t0] if t0 > 0 else np.int64(0xFFFFFFFF)
+            for q in range(t0, na10 + min(10, nb)):
+                if q < na10:
+                    m = kraken_level_text(Sa, Ia, na - 1 - q, text, 0)
+                else:
+                    m = kraken_level_text(Sb, Ib, nb - 1 - (q - na10), text, 0)
+                c = crc32_update(c, text, 0, m)
+                st[s, q + 1] = c
+            have = c ^ np.int64(0xFFFFFFFF)
             meta[s, _M_CRC] = have
             meta[s, _M_CRCOK] = 1
         if have != cs:
@@ -341,7 +367,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
             crc[1] = cs
             return _STOP_MISMATCH, s, k, nch, kind, tb + ta
         kind = _K_CHECKED
-    elif not same:
+    elif t0 < 20:
         meta[s, _M_CRCOK] = 0
     if nb > 0 and na > 0 and Ib[nb - 1, 0] >= Ia[na - 1, 0]:
         return _STOP_CROSSED, s, k, nch, kind, tb + ta
@@ -350,14 +376,14 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
 
 @njit(cache=True, nogil=True)
 def _run(buf, starts, ends, i0, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi, oc, res, text,
-         crc, saved, resume):  # pragma: no cover - compiled
+         crc, saved, resume, st):  # pragma: no cover - compiled
     """As the OKX lane's ``_run``; ``res[i, 6]`` the levels truncated; ``resume``: message
     ``i0`` stopped the last run as a new pair, and ``saved`` holds what was read of it."""
     k = 0
     n = starts.shape[0]
     for i in range(i0, n):
         code, s, k, nlev, kind, trunc = _message(buf, starts[i], ends[i], table, symtab, symlen, meta, LI, LF, LS,
-                                                 ch, chv, up, oi, oc, k, text, crc, saved, resume and i == i0)
+                                                 ch, chv, up, oi, oc, k, text, crc, saved, resume and i == i0, st)
         if code >= 0 and code != _STOP_CROSSED and code != _STOP_MISMATCH:
             return i, code, k, s
         res[i, 0] = s
@@ -383,13 +409,20 @@ class KrakenLane(CoinbaseLane):
         self._crc = np.zeros(2, np.int64)
         self._saved = np.zeros(8, np.int64)     # what _parse read of the message that stopped as a new pair
         self._read: tuple[np.ndarray, int] | None = None     # (chunk buffer, message) of that message
+        self._st = np.zeros((self._meta.shape[0], 21), np.int64)     # CRC registers per text level (_message)
+
+    def _add(self, sym: str, cap: int = _CAP0) -> int:
+        s = super()._add(sym, cap)
+        if self._meta.shape[0] > self._st.shape[0]:
+            self._st = np.vstack([self._st, np.zeros((self._meta.shape[0] - self._st.shape[0], 21), np.int64)])
+        return s
 
     def _call(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, i: int, res: np.ndarray
               ) -> tuple[int, int, int, int]:
         out = _run(buf, starts, ends, i, self._table, self._symtab, self._symlen, self._meta, self._LI, self._LF,
                    self._LS, self._ch, self._chv, self._up, self._oi[self._k0:], self._oc[self._k0:], res, self._text,
                    self._crc,
-                   self._saved, self._read is not None and self._read[0] is buf and self._read[1] == i)
+                   self._saved, self._read is not None and self._read[0] is buf and self._read[1] == i, self._st)
         # a new pair's message, read whole: the retry (after the lane made its slot) resumes it
         self._read = (buf, out[0]) if out[1] == _STOP_NEW else None
         return out
@@ -405,6 +438,29 @@ class KrakenLane(CoinbaseLane):
     def _refresh(self, s: int) -> None:
         """The book of slot ``s`` was (re)taken from Python: its cached checksum CRC is void."""
         self._meta[s, _M_CRCOK] = 0
+
+    def _check(self) -> None:
+        """:meth:`CoinbaseLane._check`, and every held book's cached checksum state: while
+        ``_M_CRCOK``, the CRC register after each level of its checksum text (``_st``) and the
+        CRC itself are zlib's of the text the book gives now."""
+        import zlib
+        super()._check()
+        for s, bk in enumerate(self._books):
+            if bk is None or not self._meta[s, _M_CRCOK]:
+                continue
+            texts = []
+            for side in (1, 0):           # the asks, then the bids, best first
+                n = int(self._meta[s, side])
+                Iv, _, S = _side_arrays(self._LI, self._LF, self._LS, 2 * s + side)
+                for r in range(n - 1, max(n - 10, 0) - 1, -1):
+                    w = S.shape[1] // 2
+                    parts = (S[r, :Iv[r, 2]].tobytes(), S[r, w:w + Iv[r, 3]].tobytes())
+                    texts.append(b"".join(p.lstrip(b"0.").replace(b".", b"") for p in parts))
+            crc = 0
+            for q, t in enumerate(texts):
+                crc = zlib.crc32(t, crc)
+                assert int(self._st[s, q + 1]) ^ 0xFFFFFFFF == crc, (self._sym[s], q)
+            assert int(self._meta[s, _M_CRC]) == crc, self._sym[s]
 
     def _count(self, r: np.ndarray, nslot: int) -> None:
         beats = r[:, 3] == _K_HEARTBEAT
