@@ -295,7 +295,13 @@ class _Converter:
         except ParseError as e:
             raise self._syntax(e, body) from e
         if not isinstance(tree, exp.Select):
-            raise self.fail(f"only SELECT views are supported, not {tree.key.upper()}", tree)
+            kind = tree.key.upper()
+            # a set operation (UNION [ALL], INTERSECT, EXCEPT) is pointed at by its keyword, after
+            # its first SELECT; anything else at its start
+            if re.search(rf"\b{kind}\b", body, re.I):
+                raise self.fail(f"only SELECT views are supported, not {kind}: a view is one SELECT (write one "
+                                "view per part)", kind)
+            raise self.fail(f"only SELECT views are supported, not {kind}", tree)
         for alias in tree.find_all(exp.TableAlias):
             # ``FROM (...) AS x(a, b)``, ``WITH lv(p, v) AS (...)``: the names were dropped and the
             # subquery's own ones read (a wrong answer when they are swapped), so refused here
