@@ -1186,6 +1186,13 @@ class _Translator:
                                     "order) orders nothing; partition by it or order by a number",
                                     spec.text or sel.text)
         limit = self.limit(spec, keys, [c for c, _ in outputs], sel)
+        if limit is not None and sel.having is not None:
+            # HAVING zeroes a failing group's values, but the rows of a cut are the groups with
+            # input rows (Limit: a group of zeros is a row, as in SQL): the dropped groups would be
+            # shown with 0 and take places before the LIMIT (a wrong answer before qa36)
+            raise self.fail("HAVING with ORDER BY / LIMIT / OFFSET / DISTINCT on a view is not supported: the groups "
+                            "HAVING drops would still be rows of the cut (filter the rows with WHERE, or drop the "
+                            "ORDER BY and LIMIT)", sel.having.text or sel.text)
         if not outputs and sel.having is not None:
             raise self.fail("HAVING needs aggregate outputs to filter on", sel.having.text or sel.text)
         if sel.having is not None:
