@@ -207,6 +207,25 @@ VIEWS: dict[str, str] = {
     "BETWEEN_NEG_RANGE": "SELECT COUNT(*) AS n FROM bids WHERE price BETWEEN 150 AND 100",
     "GROUP_BY_ID_MOD_HAVING": "SELECT id % 3 AS k, MAX(price) - MIN(price) AS r FROM bids GROUP BY id % 3 HAVING "
                               "COUNT(*) > 1",
+    "LADDER_SCALAR_WHERE": "SELECT price, SUM(volume) AS v FROM bids WHERE price > (SELECT MIN(price) FROM asks) - "
+                           "100 GROUP BY price ORDER BY price DESC LIMIT 2",
+    "NULLS_LAST_OFFSET": "SELECT broker_id, MAX(CASE WHEN volume > 20 THEN price END) AS hi FROM bids GROUP BY "
+                         "broker_id ORDER BY hi DESC NULLS LAST, broker_id LIMIT 2 OFFSET 1",
+    "LEVELS_BY_COUNT": "SELECT price, COUNT(*) AS n FROM asks GROUP BY price ORDER BY n DESC, price LIMIT 2",
+    "MAX_OF_NULL_SUMS": "SELECT MAX(x.v) AS m, COUNT(x.v) AS c FROM (SELECT broker_id, SUM(CASE WHEN price > 100 THEN"
+                        " volume END) AS v FROM bids GROUP BY broker_id) x",
+    "BROKER_TOP2_LEVELS": "SELECT broker_id, SUM(v) AS v FROM (SELECT broker_id, price, SUM(volume) AS v, "
+                          "ROW_NUMBER() OVER (PARTITION BY broker_id ORDER BY price DESC) AS rn FROM bids GROUP BY "
+                          "broker_id, price) x WHERE rn <= 2 GROUP BY broker_id",
+    "TOP_ORDER_ROWS_WHERE": "SELECT price, id, volume FROM asks WHERE broker_id = 2 ORDER BY price, id LIMIT 2",
+    "CORR_AVG_WHERE": "SELECT SUM(b.volume) AS v FROM bids b WHERE b.volume > (SELECT AVG(a.volume) FROM asks a WHERE"
+                      " a.broker_id = b.broker_id)",
+    "CORR_SUM_CMP_GROUP": "SELECT b.broker_id, COUNT(*) AS n FROM bids b WHERE b.volume * 2 > (SELECT SUM(a.volume) "
+                          "FROM asks a WHERE a.broker_id = b.broker_id) GROUP BY b.broker_id",
+    "DISTINCT_TOP_SUB": "SELECT COUNT(*) AS n, SUM(x.price) AS s FROM (SELECT DISTINCT price FROM asks ORDER BY price"
+                        " LIMIT 3) x",
+    "MINMAX_JOIN_GROUP": "SELECT a.broker_id, MIN(a.price) - MAX(b.price) AS d FROM asks a JOIN bids b ON b.broker_id"
+                         " = a.broker_id GROUP BY a.broker_id",
 }
 
 SYMBOL_VIEWS: dict[str, str] = {
@@ -259,6 +278,8 @@ SYMBOL_VIEWS: dict[str, str] = {
                      "WHERE symbol <> 'AAA') AS r",
     "SYM_GROUP_HAVING_SUB": "SELECT symbol, SUM(volume) AS v FROM bids GROUP BY symbol HAVING SUM(volume) > (SELECT "
                             "SUM(volume) FROM bids WHERE symbol = 'AAA')",
+    "SYM_CORR_COUNT": "SELECT b.symbol, COUNT(*) AS n FROM bids b WHERE (SELECT COUNT(*) FROM asks a WHERE a.symbol ="
+                      " b.symbol AND a.price <= b.price) > 0 GROUP BY b.symbol",
 }
 
 REJECTED: dict[str, tuple[str, str]] = {
@@ -432,7 +453,10 @@ SYMBOL_REJECTED: dict[str, tuple[str, str]] = {
                        "JOIN ... USING is not supported"),
     "SYM_ZERO_LIMIT": ("SELECT symbol, broker_id, SUM(CASE WHEN price > 100 THEN volume ELSE 0 END) AS v FROM bids "
                        "GROUP BY symbol, broker_id ORDER BY broker_id, v LIMIT 2",
-                       "end the ORDER BY with the key column(s) symbol"),
+                       "LIMIT/OFFSET over the rows of every symbol"),
+    "SYM_LADDER_TOP": ("SELECT symbol, price, SUM(volume) AS v FROM bids GROUP BY symbol, price ORDER BY price DESC "
+                       "LIMIT 2",
+                       "LIMIT/OFFSET over the rows of every symbol"),
 }
 
 

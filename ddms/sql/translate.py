@@ -1185,6 +1185,13 @@ class _Translator:
                     raise self.fail(f"ORDER BY {c.lower()}: a VARCHAR column (symbol names, held as ids with no "
                                     "order) orders nothing; partition by it or order by a number",
                                     spec.text or sel.text)
+            for c, v in zip(keys, key_vars, strict=True):
+                if v in self.string_vars and c not in spec.partition and (spec.n is not None or spec.offset):
+                    # rows of several symbols tie on the other columns: the cut is per symbol
+                    raise self.fail(f"LIMIT/OFFSET over the rows of every {c.lower()} keeps an arbitrary subset "
+                                    f"where they tie (a VARCHAR column has no order to break ties): cut per "
+                                    f"{c.lower()}, ROW_NUMBER() OVER (PARTITION BY {c.lower()} ORDER BY ...) <= n",
+                                    spec.text or sel.text)
         limit = self.limit(spec, keys, [c for c, _ in outputs], sel)
         if limit is not None and sel.having is not None:
             # HAVING zeroes a failing group's values, but the rows of a cut are the groups with
