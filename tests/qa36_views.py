@@ -372,6 +372,7 @@ REJECTED: dict[str, tuple[str, str]] = {
                          "ROW_NUMBER() and RANK() (a top-N) are supported"),
     "POWER_FN": ("SELECT SUM(POWER(volume, 2)) AS s FROM bids",
                  "unsupported expression (POW)"),
+    "CARET_POW": ("SELECT SUM(volume ^ 2) AS s FROM bids", "unsupported expression (^, a power)"),
     "STDDEV": ("SELECT STDDEV_POP(price) AS s FROM bids",
                "unsupported expression (STDDEVPOP)"),
     "MEDIAN": ("SELECT MEDIAN(price) AS m FROM bids",

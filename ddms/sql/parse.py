@@ -167,6 +167,8 @@ def _node_name(node: exp.Expression) -> str:
         return f"function {str(node.this).upper()}"
     if isinstance(node, (exp.NullSafeEQ, exp.NullSafeNEQ)):
         return "IS [NOT] DISTINCT FROM"
+    if isinstance(node, exp.BitwiseXor):   # DuckDB's and PostgreSQL's ^ is a power, not XOR
+        return "^, a power"
     return node.key.upper()
 
 
