@@ -132,8 +132,6 @@ VIEWS: dict[str, str] = {
     "COUNT_DISTINCT_EXPR": "SELECT COUNT(DISTINCT price * 2 + broker_id) AS n, COUNT(DISTINCT volume % 5) AS m "
                            "FROM bids",
     "SCALAR_MOD": "SELECT (SELECT COUNT(*) FROM bids) % 3 AS r, (SELECT SUM(volume) FROM asks) % 10 AS s",
-    "TOP_BROKERS_HAVING": "SELECT broker_id, SUM(volume) AS v FROM asks GROUP BY broker_id HAVING COUNT(*) > 1 "
-                          "ORDER BY v DESC, broker_id LIMIT 2",
     "WORST_ASKS_DESC": "SELECT SUM(x.volume) AS v FROM (SELECT volume FROM asks ORDER BY price DESC, id LIMIT 2) x",
     "CTE_SELF_JOIN": "WITH lv AS (SELECT price, SUM(volume) AS v FROM bids GROUP BY price) "
                      "SELECT COUNT(*) AS n, SUM(a.v - b.v) AS d FROM lv a, lv b WHERE a.price = b.price + 1",
@@ -178,8 +176,6 @@ VIEWS: dict[str, str] = {
     "CTE_JOIN_ASKS": "WITH bb AS (SELECT broker_id, MAX(price) AS p FROM bids GROUP BY broker_id) "
                      "SELECT COUNT(*) AS n, SUM(a.volume) AS v FROM asks a JOIN bb "
                      "ON bb.broker_id = a.broker_id AND a.price <= bb.p",
-    "TOPN_HAVING_DISTINCT": "SELECT broker_id, COUNT(DISTINCT price) AS lv FROM asks GROUP BY broker_id "
-                            "HAVING COUNT(*) > 1 ORDER BY lv DESC, broker_id LIMIT 3",
     "MAX_OF_COUNTS": "SELECT MAX(x.n) AS mx, MIN(x.n) AS mn FROM (SELECT broker_id, COUNT(*) AS n FROM bids "
                      "GROUP BY broker_id) x",
     "NOT_IN_CORRELATED": "SELECT COUNT(*) AS n FROM bids b WHERE b.price NOT IN (SELECT a.price FROM asks a "
@@ -204,6 +200,14 @@ SYMBOL_VIEWS: dict[str, str] = {
 }
 
 REJECTED: dict[str, tuple[str, str]] = {
+    # accepted until qa36, which found the groups HAVING drops shown as rows of 0 in the cut (hidden
+    # here by the comparison dropping all-zero rows, and by DESC putting the zeros last)
+    "TOPN_HAVING_DISTINCT": ("SELECT broker_id, COUNT(DISTINCT price) AS lv FROM asks GROUP BY broker_id "
+                             "HAVING COUNT(*) > 1 ORDER BY lv DESC, broker_id LIMIT 3",
+                             "HAVING with ORDER BY / LIMIT / OFFSET / DISTINCT on a view is not supported"),
+    "TOP_BROKERS_HAVING": ("SELECT broker_id, SUM(volume) AS v FROM asks GROUP BY broker_id HAVING COUNT(*) > 1 "
+                           "ORDER BY v DESC, broker_id LIMIT 2",
+                           "HAVING with ORDER BY / LIMIT / OFFSET / DISTINCT on a view is not supported"),
     # was read as a plain BETWEEN (a reversed range: nothing kept), where SQL's SYMMETRIC swaps the bounds
     "BETWEEN_SYMMETRIC": ("SELECT COUNT(*) AS n FROM asks WHERE price BETWEEN SYMMETRIC 150 AND 100",
                           "BETWEEN SYMMETRIC is not supported"),

@@ -20,16 +20,20 @@ asks) AND ...)`` over an empty ask book, ``NULLIF(..) NOT IN (..)``, ``HAVING NO
 one-row WITH queries (``(SELECT p FROM best)``), ``WHERE rn = k`` past k = 1, IN-lists in HAVING.
 By qa35: a column list after an alias (``FROM (...) AS x(volume, price)``, ``WITH lv(p, v)``) was
 dropped, the subquery's own names read (swapped: a wrong answer), and OFFSET without LIMIT in a
-subquery was dropped (every row kept): both now refused at the part."""
+subquery was dropped (every row kept): both now refused at the part.  By qa36: a VARCHAR symbol
+column read as its id (a hash) where SQL orders or computes with it (``ORDER BY symbol``,
+``MIN(symbol)``, ``symbol = 1``, ``symbol IN (SELECT broker_id ...)``, ``symbol + 0``): now refused
+at the part (``symbol_rejected``, compiled over ``SYM_HEADER``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pytest
 import qa33_views as qa33
 import qa34_views as qa34
 import qa35_views as qa35
+import qa36_views as qa36
 import qa_views as qa32
 from conftest import shared_file
 from hypothesis import HealthCheck, given, settings
@@ -59,6 +63,7 @@ class Family:
     rejected: dict[str, tuple[str, str]]
     tiny_every: int
     caret_inside: bool   # every rejection points past the statement's first column (qa33 wrote them so)
+    symbol_rejected: dict[str, tuple[str, str]] = field(default_factory=dict)   # over SYM_HEADER's streams
 
 
 def _select(sql: str) -> str:
@@ -77,8 +82,12 @@ FAMILIES = {
     "qa35": Family({n: qa35.as_view(n, s) for n, s in qa35.VIEWS.items()}, qa35.VIEWS,
                    {n: qa35.as_view(n, s) for n, s in qa35.SYMBOL_VIEWS.items()}, qa35.SYMBOL_VIEWS,
                    qa35.REJECTED, 3, True),
+    "qa36": Family({n: qa36.as_view(n, s) for n, s in qa36.VIEWS.items()}, qa36.VIEWS,
+                   {n: qa36.as_view(n, s) for n, s in qa36.SYMBOL_VIEWS.items()}, qa36.SYMBOL_VIEWS,
+                   qa36.REJECTED, 3, True, qa36.SYMBOL_REJECTED),
 }
 REJECTED = [(f, name) for f, fam in FAMILIES.items() for name in fam.rejected]
+SYMBOL_REJECTED = [(f, name) for f, fam in FAMILIES.items() for name in fam.symbol_rejected]
 
 
 def _script(header: str, views: dict[str, str]) -> str:
@@ -118,8 +127,17 @@ def test_each_view_compiles_alone_under_its_name(family) -> None:
 
 @pytest.mark.parametrize("fam,name", REJECTED)
 def test_rejected_with_location_and_caret(fam: str, name: str) -> None:
-    sql, reason = FAMILIES[fam].rejected[name]
-    text = HEADER + "-- a comment\n" + sql + ";"
+    _rejected(fam, HEADER, *FAMILIES[fam].rejected[name])
+
+
+@pytest.mark.parametrize("fam,name", SYMBOL_REJECTED)
+def test_symbol_rejected_with_location_and_caret(fam: str, name: str) -> None:
+    """Over streams with a VARCHAR ``symbol`` column: what reads a symbol as a number."""
+    _rejected(fam, SYM_HEADER, *FAMILIES[fam].symbol_rejected[name])
+
+
+def _rejected(fam: str, header: str, sql: str, reason: str) -> None:
+    text = header + "-- a comment\n" + sql + ";"
     with pytest.raises(SqlError) as e:
         compile_sql(text, "v.sql")
     head, src, caret = str(e.value).split("\n")[:3]

@@ -184,6 +184,12 @@ def _same(got: dict, want: dict) -> bool:
         all(same(a, b, 1e-9) for a, b in zip(got[k], want[k], strict=True)) for k in want)
 
 
+def _as_dict(got, keys: int) -> dict:
+    """A view's value as key -> value: a view without keys (``WHERE symbol = 'AAA'`` over the
+    whole book) as one row keyed by the empty tuple, like DuckDB's one row."""
+    return dict(got) if keys else {(): got}
+
+
 class SymbolRun:
     """A multi-symbol stream applied one line at a time to the interpreter and/or an engine,
     every per-symbol view compared with DuckDB after each line."""
@@ -214,10 +220,11 @@ class SymbolRun:
             want = _rows({tuple(r[:k]): tuple(r[k:]) for r in self.duck.query(self.books, sql)})
             where = f"{name} line {self.n} ({symbol} {text})"
             if self.it is not None:
-                got = _rows(dict(self.it.view(name)))
+                got = _rows(_as_dict(self.it.view(name), k))
                 assert _same(got, want), f"{where}: interpreter {got} != DuckDB {want}"
             if self.engine is not None:
-                got = _rows(dict(self.engine.views[name]))
+                view = self.engine.views[name]
+                got = _rows(_as_dict(view if k else view.value, k))
                 assert _same(got, want), f"{where}: engine {got} != DuckDB {want}"
 
 

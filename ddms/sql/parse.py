@@ -167,6 +167,8 @@ def _node_name(node: exp.Expression) -> str:
         return f"function {str(node.this).upper()}"
     if isinstance(node, (exp.NullSafeEQ, exp.NullSafeNEQ)):
         return "IS [NOT] DISTINCT FROM"
+    if isinstance(node, exp.BitwiseXor):   # DuckDB's and PostgreSQL's ^ is a power, not XOR
+        return "^, a power"
     return node.key.upper()
 
 
@@ -296,7 +298,13 @@ class _Converter:
             raise self._syntax(e, body) from e
         self._mysql_limit(body)
         if not isinstance(tree, exp.Select):
-            raise self.fail(f"only SELECT views are supported, not {tree.key.upper()}", tree)
+            kind = tree.key.upper()
+            # a set operation (UNION [ALL], INTERSECT, EXCEPT) is pointed at by its keyword, after
+            # its first SELECT; anything else at its start
+            if re.search(rf"\b{kind}\b", body, re.I):
+                raise self.fail(f"only SELECT views are supported, not {kind}: a view is one SELECT (write one "
+                                "view per part)", kind)
+            raise self.fail(f"only SELECT views are supported, not {kind}", tree)
         for alias in tree.find_all(exp.TableAlias):
             # ``FROM (...) AS x(a, b)``, ``WITH lv(p, v) AS (...)``: the names were dropped and the
             # subquery's own ones read (a wrong answer when they are swapped), so refused here

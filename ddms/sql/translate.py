@@ -386,6 +386,7 @@ class _Translator:
                                 top.text or c.text)
             return names[c.name.upper()]
         key = var_of(top.key)
+        self.numeric(Var(key), top.key, "an ORDER BY of a top-N")
         part = tuple(dict.fromkeys(var_of(c) for c in top.partition))
         if set(exists.group) != set(part) | {key} or key in part:
             raise self.fail("a top-N over groups orders by the GROUP BY column that is not a PARTITION BY "
@@ -502,6 +503,8 @@ class _Translator:
             return cols, [], local0
         k0 = var(scope0, top.key)
         ties0 = [var(scope0, c) for c, _ in top.ties]
+        for c, w in [(top.key, k0), *((c, w) for (c, _), w in zip(top.ties, ties0, strict=True))]:
+            self.numeric(Var(w), c, "an ORDER BY of a top-N")
         g0 = tuple(var(scope0, c) for c in top.partition)
 
         def count(group: tuple[str, ...], conds) -> Expr:
@@ -596,8 +599,13 @@ class _Translator:
                 if sel.where is not None:
                     terms = _times(terms, self.cond(sel.where, inner))
                 if match is not None:   # x IN (SELECT y ...): the rows with y = x
-                    terms = _times(terms, [Term(1.0, (), (Cmp("=", self.value(match[0], inner),
-                                                              self.value(match[1], scope)),))])
+                    y, x = self.value(match[0], inner), self.value(match[1], scope)
+                    if self.symbolic(x) != self.symbolic(y) and _NULL not in (x, y):   # symbol IN numbers
+                        sym, num = match if self.symbolic(y) else match[::-1]
+                        raise self.fail(f"{getattr(sym, 'text', '') or 'a symbol'} is a VARCHAR column: it is "
+                                        "compared with a string literal or another VARCHAR column, not with a "
+                                        "number", getattr(num, "text", "") or getattr(sym, "text", ""))
+                    terms = _times(terms, [Term(1.0, (), (Cmp("=", y, x),))])
                 count = self.aggregate_expr(Agg("COUNT", None), inner, terms, local, (), nested=True)
                 return [Term(1.0, (), (Cmp("!=", count, Const(0.0)),))]
         raise self.fail("unsupported condition", getattr(c, "text", ""))
@@ -608,14 +616,24 @@ class _Translator:
         held as ids, :func:`ddms.io.symbols.symbol_id`, hashes with no order), and becomes the
         name's id, the number the readers put in that column for that name."""
         if not isinstance(a, Str) and not isinstance(b, Str):
-            return value(a), value(b)
+            x, y = value(a), value(b)
+            if self.symbolic(x) and self.symbolic(y):
+                if op not in ("=", "!="):
+                    raise self.fail(f"symbols compare with = and <> only, not {op}: they are held as ids with no "
+                                    "order", getattr(a, "text", ""))
+            elif (self.symbolic(x) or self.symbolic(y)) and _NULL not in (x, y):   # (= NULL: never true)
+                sym, num = (a, b) if self.symbolic(x) else (b, a)
+                raise self.fail(f"{getattr(sym, 'text', '') or 'a symbol'} is a VARCHAR column: it is compared "
+                                "with a string literal or another VARCHAR column, not with a number",
+                                getattr(num, "text", "") or getattr(sym, "text", ""))
+            return x, y
         lit, other = (a, b) if isinstance(a, Str) else (b, a)
         if isinstance(other, Str):
             raise self.fail("a comparison of two string literals is not supported", getattr(other, "text", ""))
+        v = self.symbol_column(other, value, lit)   # (price > '100': price is no VARCHAR column)
         if op not in ("=", "!="):
             raise self.fail(f"symbols compare with = and <> only, not {op}: they are held as ids with no order",
                             lit.text)
-        v = self.symbol_column(other, value, lit)
         c = self.symbol(lit)
         return (c, v) if lit is a else (v, c)
 
@@ -624,7 +642,12 @@ class _Translator:
         list of strings is a list of symbol names (``x`` a ``VARCHAR`` column), as for ``=``."""
         strings = [v for v in values if isinstance(v, str)]
         if not strings:
-            return value(x), values  # type: ignore[return-value]
+            v = value(x)
+            if self.symbolic(v) and any(not isinstance(n, str) and n is not None for n in values):
+                raise self.fail(f"{getattr(x, 'text', '') or 'a symbol'} is a VARCHAR column: an IN list of "
+                                "numbers never names a symbol (write symbol IN ('AAA', 'BBB'))",
+                                getattr(x, "text", ""))
+            return v, values  # type: ignore[return-value]
         if len(strings) < len(values):
             raise self.fail("an IN list mixes string literals and numbers", getattr(x, "text", ""))
         lit = Str(strings[0], repr(strings[0]))
@@ -642,6 +665,23 @@ class _Translator:
             raise self.fail(f"{e.text or e.name} is not a VARCHAR column: a string literal is compared with a "
                             "symbol column only", lit.text)
         return v
+
+    def symbolic(self, x: Expr) -> bool:
+        """Whether ``x`` is a ``VARCHAR`` (symbol) column's variable: a symbol id, a hash with no
+        order and no arithmetic meaning (:func:`ddms.io.symbols.symbol_id`)."""
+        return isinstance(x, Var) and x.name in self.string_vars
+
+    def numeric(self, x: Expr, e: SqlExpr, use: str) -> Expr:
+        """``x``, the translation of ``e``, where a number is needed (``use``: arithmetic, a
+        function, MIN/MAX/SUM/AVG, an ordering).  A symbol column there would be read as its id,
+        a hash: a number DuckDB never shows (MIN(symbol) is a name there, symbol + 1 an error),
+        so it is refused at ``e``."""
+        if self.symbolic(x):
+            raise self.fail(f"{getattr(e, 'text', '') or getattr(e, 'name', 'a symbol')} is a VARCHAR column "
+                            f"(symbol names, held as ids): not a number for {use}; a symbol is grouped by, "
+                            "counted, or compared with = / <> / IN with a string literal or another VARCHAR "
+                            "column", getattr(e, "text", ""))
+        return x
 
     def symbol(self, lit: Str) -> Const:
         """The id of the symbol named by ``lit``."""
@@ -741,9 +781,10 @@ class _Translator:
             case Lit(v):
                 return Const(v)
             case Minus(x):
-                return Neg(self.value(x, scope))
+                return Neg(self.numeric(self.value(x, scope), x, "arithmetic"))
             case Arith(op, a, b):
-                x, y = self.value(a, scope), self.value(b, scope)
+                x = self.numeric(self.value(a, scope), a, "arithmetic")
+                y = self.numeric(self.value(b, scope), b, "arithmetic")
                 if op == "+":
                     return Add((x, y))
                 if op == "-":
@@ -754,14 +795,15 @@ class _Translator:
                     return Mod(x, y)
                 return self.divide(x, y)
             case Call(name, args):
-                return Func(name, tuple(self.exactly(True, self.value, a, scope) for a in args))
+                return Func(name, tuple(self.numeric(self.exactly(True, self.value, a, scope), a, name)
+                                        for a in args))
             case Scalar(sel):
                 return self.exactly(False, self.scalar, sel, scope, e.text)
             case Null():
                 return _NULL
             case Case(whens, default):
-                return _case([(_factor(self.cond(c, scope)), self.value(v, scope)) for c, v in whens],
-                             self.value(default, scope))
+                return _case([(_factor(self.cond(c, scope)), self.numeric(self.value(v, scope), v, "a CASE result"))
+                              for c, v in whens], self.numeric(self.value(default, scope), default, "a CASE result"))
             case Agg():
                 raise self.fail("an aggregate cannot appear here (only in the SELECT list)", e.text)
             case Str():
@@ -802,12 +844,16 @@ class _Translator:
                 return self.distinct(func, arg, scope, body, local, group, nested, out, e.text)
             case Agg(func, arg):
                 if func == "AVG":
+                    if arg is not None and not has_agg(arg):
+                        self.numeric(self.value(arg, scope), arg, "AVG")
                     s = self.aggregate_expr(Agg("SUM", arg, e.text), scope, body, local, group, nested, out)
                     c = self.aggregate_expr(Agg("COUNT", arg, e.text), scope, body, local, group, nested, out)
                     return Div(s, c)
                 if arg is not None and has_agg(arg):
                     raise self.fail("nested aggregate functions are not supported", e.text)
                 x = None if arg is None else self.value(arg, scope)
+                if x is not None and func != "COUNT":
+                    x = self.numeric(x, arg, func)
                 if x is not None and nullable(x):  # SQL aggregates skip NULL inputs
                     body = _times(body, [Term(1.0, (), (Cmp("=", x, x),))])
                 if func in ("MAX", "MIN"):
@@ -854,6 +900,8 @@ class _Translator:
         if has_agg(arg):
             raise self.fail("nested aggregate functions are not supported", text)
         x = self.value(arg, scope)
+        if func != "COUNT":
+            x = self.numeric(x, arg, f"{func}(DISTINCT)")
         if nullable(x):
             body = _times(body, [Term(1.0, (), (Cmp("=", x, x),))])
         v = self.fresh("distinct_value")
@@ -1131,7 +1179,27 @@ class _Translator:
         if sorted(key_vars) != sorted(group):
             raise self.fail("every GROUP BY column or expression must also be selected (it names the view's key)",
                             sel.text)
+        if spec is not None:
+            for c, _ in spec.order:   # ORDER BY symbol: its ids are hashes, not the names' order
+                if c in keys and key_vars[keys.index(c)] in self.string_vars:
+                    raise self.fail(f"ORDER BY {c.lower()}: a VARCHAR column (symbol names, held as ids with no "
+                                    "order) orders nothing; partition by it or order by a number",
+                                    spec.text or sel.text)
+            for c, v in zip(keys, key_vars, strict=True):
+                if v in self.string_vars and c not in spec.partition and (spec.n is not None or spec.offset):
+                    # rows of several symbols tie on the other columns: the cut is per symbol
+                    raise self.fail(f"LIMIT/OFFSET over the rows of every {c.lower()} keeps an arbitrary subset "
+                                    f"where they tie (a VARCHAR column has no order to break ties): cut per "
+                                    f"{c.lower()}, ROW_NUMBER() OVER (PARTITION BY {c.lower()} ORDER BY ...) <= n",
+                                    spec.text or sel.text)
         limit = self.limit(spec, keys, [c for c, _ in outputs], sel)
+        if limit is not None and sel.having is not None:
+            # HAVING zeroes a failing group's values, but the rows of a cut are the groups with
+            # input rows (Limit: a group of zeros is a row, as in SQL): the dropped groups would be
+            # shown with 0 and take places before the LIMIT (a wrong answer before qa36)
+            raise self.fail("HAVING with ORDER BY / LIMIT / OFFSET / DISTINCT on a view is not supported: the groups "
+                            "HAVING drops would still be rows of the cut (filter the rows with WHERE, or drop the "
+                            "ORDER BY and LIMIT)", sel.having.text or sel.text)
         if not outputs and sel.having is not None:
             raise self.fail("HAVING needs aggregate outputs to filter on", sel.having.text or sel.text)
         if sel.having is not None:
