@@ -348,7 +348,8 @@ def test_slice_path_prefetch_runs_only_for_deep_pools() -> None:
     assert "deep = big and (btree_deep(" in run
 
     def stage(flag: str, level: str) -> str:
-        return rf"if {flag} and i \+ \d+ < end:\n\s+prefetch\(bst, bpfr, brelmap, brel, bsign, bcols, i \+ \d+, {level}\)"
+        return (rf"if {flag} and i \+ \d+ < end:\n\s+"
+                rf"prefetch\(bst, bpfr, brelmap, brel, bsign, bcols, i \+ \d+, {level}\)")
     for lv in range(PF_PATH):   # the root, then one level below the ring's ref per stage
         assert re.search(stage("deep", str(min(lv, 1))), run)
     # the leaf: from the ring after the path stages, from the root (PF_ROOT_AHEAD events ahead)
