@@ -25,7 +25,7 @@ from ddms.io.levels import per_symbol
 from ddms.io.venues.binance_chunk import ChunkLane
 from tests.conftest import shared_file
 from tests.test_binance_chunk import _gen, same_events
-from tests.test_io_venues import GEN, inject
+from tests.test_io_venues import faulted_stream
 
 _URL = {"spot": "wss://stream.binance.com:9443/stream?streams=", "futures": "wss://fstream.binance.com/stream?streams="}
 _REST = {"spot": "https://api.binance.com/api/v3/depth", "futures": "https://fapi.binance.com/fapi/v1/depth"}
@@ -222,13 +222,7 @@ _VURL = {"kraken": "wss://ws.kraken.com", "okx": "wss://ws.okx.com:8443/ws/v5/pu
 def _venue_capture(venue: str, seed: int, fault: str | None, p_line: float) -> list[bytes]:
     """A synthetic capture of tests/venue_sim.py's stream with one protocol fault in one symbol
     (tests/test_io_venues.py's inject) and line-level faults at rate ``p_line``."""
-    rng = random.Random(seed)
-    msgs, truth = GEN[venue](rng, n=80)
-    if fault is not None:
-        try:
-            msgs = inject(venue, msgs, sorted(truth)[seed % len(truth)], fault, rng)
-        except (IndexError, StopIteration, KeyError):
-            pass                       # no update of that symbol to spoil
+    msgs, truth, rng = faulted_stream(venue, seed, fault, 80)
     lines = [f"{_VURL[venue]} <-> 1600000000.0\n".encode(), f'{_VURL[venue]} <- 1600000000.1: {{"op":1}}\n'.encode()]
     for i, (_, m) in enumerate(msgs):
         ts = f"{1600000001 + i / 10:.1f}".encode()

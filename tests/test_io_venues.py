@@ -178,6 +178,23 @@ def _entries(venue: str, m) -> list[list]:
     return [c[1:] for c in m["changes"]]
 
 
+def faulted_stream(venue: str, seed: int, fault: str | None, n: int) -> tuple[list, dict, random.Random]:
+    """:data:`GEN`'s stream of ``venue`` (``n`` messages, from ``seed``) with ``fault`` injected
+    in one of its symbols (:func:`inject`; Coinbase carries no checksum, so its checksum fault
+    corrupts a price; a symbol without an update to spoil is left clean); with the generator's
+    random state, which the callers go on drawing from."""
+    if venue == "coinbase" and fault == "corrupt_checksum":
+        fault = "corrupt_price"
+    rng = random.Random(seed)
+    msgs, truth = GEN[venue](rng, n=n)
+    if fault is not None:
+        try:
+            msgs = inject(venue, msgs, sorted(truth)[seed % len(truth)], fault, rng)
+        except (IndexError, StopIteration, KeyError):
+            pass                       # no update of that symbol to spoil
+    return msgs, truth, rng
+
+
 def inject(venue: str, msgs: list, sym: str, fault: str, rng: random.Random) -> list:
     """``msgs`` with one fault in ``sym``'s updates."""
     out = copy.deepcopy(msgs)

@@ -28,7 +28,7 @@ from ddms.io.venues.kraken import KrakenBooks
 from ddms.io.venues.okx import OkxBooks
 from tests.conftest import shared_file
 from tests.test_binance_chunk import same_events
-from tests.test_io_venues import GEN, inject
+from tests.test_io_venues import faulted_stream
 
 
 def _payloads(name: str) -> list[bytes]:
@@ -433,15 +433,7 @@ def test_mutated_real_capture(venue: str, seed: int) -> None:
 def test_generated_streams(venue: str, seed: int, fault: str | None, sizes: list[int], p_mut: float) -> None:
     """tests/venue_sim.py's streams (OKX with sequence ids) with a protocol fault and value
     mutations."""
-    if venue == "coinbase" and fault == "corrupt_checksum":
-        fault = "corrupt_price"
-    rng = random.Random(seed)
-    msgs, truth = GEN[venue](rng, n=120)
-    if fault is not None:
-        try:
-            msgs = inject(venue, msgs, sorted(truth)[seed % len(truth)], fault, rng)
-        except (IndexError, StopIteration, KeyError):
-            pass
+    msgs, truth, rng = faulted_stream(venue, seed, fault, 120)
     raw = []
     for _, m in msgs:
         if rng.random() < p_mut and isinstance(m, dict):

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from ddms.feeds.venue_session import VenueSession
 from ddms.io.venues.binance_chunk import ChunkLane
 from tests.test_binance_chunk import _gen
-from tests.test_io_venues import GEN, inject
+from tests.test_io_venues import faulted_stream
 from tests.test_venue_chunk import _mutated, _real
 
 _URL = {"spot": "wss://stream.binance.com:9443/stream?streams=s0usdt@depth/s1usdt@depth",
@@ -166,15 +166,7 @@ def test_in_stream_mutated_capture_feed_many_equals_feed(venue: str, seed: int) 
 def test_in_stream_generated_feed_many_equals_feed(venue: str, seed: int, fault: str | None, sizes: list[int],
                                                    follow: int) -> None:
     """tests/venue_sim.py's streams with a protocol fault (resyncs per symbol: checksum, gaps)."""
-    if venue == "coinbase" and fault == "corrupt_checksum":
-        fault = "corrupt_price"
-    rng = random.Random(seed)
-    msgs, truth = GEN[venue](rng, n=120)
-    if fault is not None:
-        try:
-            msgs = inject(venue, msgs, sorted(truth)[seed % len(truth)], fault, rng)
-        except (IndexError, StopIteration, KeyError):
-            pass
+    msgs, truth, rng = faulted_stream(venue, seed, fault, 120)
     raw = [json.dumps(m).encode() for _, m in msgs]
     syms = _symbols(venue, raw) or ["X"]
     _same_sessions(venue, raw, syms[:follow], sizes)
