@@ -319,7 +319,7 @@ class VenueSession:
         Python per fast message, against a ``json.loads`` and the per-message path each."""
         if len(datas) >= 2 and self.venue != "binance":
             return self._feed_lane(datas)
-        if self.venue != "binance" or len(datas) < 2:
+        if len(datas) < 2:
             acts: list[SendText | FetchSnapshot] = []
             syms: list[str | None] = []
             for d in datas:

@@ -14,7 +14,7 @@ from numba.np.unsafe.ndarray import to_fixed_tuple
 from numba.typed import Dict
 
 from ddms.runtime.typedio import dict_dump as _dict_dump
-from ddms.storage.btree import _huge
+from ddms.storage.btree import _grow1i, _grow2f, _grow2i
 
 
 # -- compiled copies ------------------------------------------------------------------------------
@@ -121,27 +121,6 @@ def index_load(ix, parts, counts, ks, vs):
 
 
 @njit(cache=True)
-def _rows(cap, a):
-    """``a`` in the first rows of a new ``cap``-row array (huge pages asked first; rows past
-    ``a``'s left unset).  O(a)."""
-    out = np.empty((cap, a.shape[1]), a.dtype)
-    _huge(out)
-    out[: a.shape[0]] = a
-    return out
-
-
-@njit(cache=True)
-def _links(cap, a):
-    """``a`` at the start of a new ``cap``-long int64 array, the rest -1 (huge pages asked
-    first).  O(cap)."""
-    out = np.empty(cap, np.int64)
-    _huge(out)
-    out[: a.shape[0]] = a
-    out[a.shape[0]:] = -1
-    return out
-
-
-@njit(cache=True)
 def pool_load(p, lf, ln, llink, ik, ii, in_, ilink, ints, ps, ppn, ppj, pn, pj, xv, dc, dn, qf, qc, qn):
     """Give pool ``p`` the saved node rows in arrays of the saved capacities (rows past the ones
     ever used are never read before an allocation pads them), and the saved pending slots.  The
@@ -150,13 +129,13 @@ def pool_load(p, lf, ln, llink, ik, ii, in_, ilink, ints, ps, ppn, ppj, pn, pj, 
     measured on its own: restored and built states measured alike once ``load_state`` stopped
     aliasing root tables, ``python -m bench depth_sql``'s runs 2 and 3)."""
     lcap, icap = ints[0], ints[4]
-    p.lf = _rows(lcap, lf)
-    p.ln = _links(lcap, ln)
-    p.llink = _links(lcap, llink)
-    p.ik = _rows(icap, ik)
-    p.ii = _rows(icap, ii)
-    p.in_ = _links(icap, in_)
-    p.ilink = _links(icap, ilink)
+    p.lf = _grow2f(lf, lcap)      # (the copies a growing pool makes: huge pages, links past the end -1)
+    p.ln = _grow1i(ln, lcap)
+    p.llink = _grow1i(llink, lcap)
+    p.ik = _grow2f(ik, icap)
+    p.ii = _grow2i(ii, icap)
+    p.in_ = _grow1i(in_, icap)
+    p.ilink = _grow1i(ilink, icap)
     p.lcap, p.l_used, p.l_head, p.l_free = ints[0], ints[1], ints[2], ints[3]
     p.icap, p.i_used, p.i_head, p.i_free = ints[4], ints[5], ints[6], ints[7]
     p.ps[:] = ps
