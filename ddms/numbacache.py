@@ -430,5 +430,42 @@ def _install_tolerant_index() -> None:
     IndexDataCacheFile._ddms_tolerant = True
 
 
+def _install_lazy_registries() -> None:
+    """A cache load initialises numba's run-time (NRT) only, not its typing and lowering
+    registries.
+
+    Why: numba's ``Cache.load_overload`` calls ``target_context.refresh()`` before every load,
+    and the first call imports ~40 of numba's implementation modules (``numba.cpython.*``,
+    ``numba.np.*``, typed containers, random, polynomial, ...) and installs their registries
+    into both contexts: ~0.25 s of a cached ``ddms run``'s ~0.85 s, for machine code that is
+    only linked and called, never typed or lowered.  What a loaded entry does need is the NRT
+    (its allocator and reference counts), which ``refresh`` initialises on the way
+    (``rtsys.initialize``; without it the first allocation crashes).  Everything that types or
+    lowers still refreshes first: the compiler refreshes both contexts before every compile,
+    and a lowering lookup that misses refreshes and retries.  ``DDMS_NUMBA_EAGER_REFRESH=1``
+    keeps numba's behaviour.  Cost: one call into an already initialised NRT per load."""
+    if os.environ.get("DDMS_NUMBA_EAGER_REFRESH") == "1":
+        return
+    try:
+        from numba.core.caching import Cache
+        from numba.core.runtime import rtsys
+        guard = Cache._guard_against_spurious_io_errors
+        load = Cache._load_overload
+    except (ImportError, AttributeError):
+        return
+    if getattr(Cache, "_ddms_lazy_registries", False) or not callable(guard) or not callable(load):
+        return
+
+    def load_overload(self, sig, target_context):
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+        return None   # the guard swallowed an I/O error: a miss, as in numba
+
+    Cache.load_overload = load_overload
+    Cache._ddms_lazy_registries = True
+
+
 _install_lazy_linking_bitcode()
 _install_tolerant_index()
+_install_lazy_registries()
