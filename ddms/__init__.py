@@ -45,6 +45,11 @@ def _numba_imported_first() -> None:
 
 _numba_imported_first()
 
+# ddms's own modules' bytecode in ddms's cache folder where Python writes none (ddms.bytecode).
+from ddms import bytecode as _bytecode  # noqa: E402
+
+_bytecode.install()
+
 __version__ = "0.1.0"
 
 

@@ -18,7 +18,7 @@ PACKAGES = ("ddms", "replay", "strategies")
 APPLICATIONS = ("ddms.cli", "ddms.__main__", "ddms.feeds", "replay", "strategies")
 """The CLI, the monitor and serve-feed, backtests, strategies: the top layer."""
 BELOW = ("ddms.io", "ddms.runtime", "ddms.storage", "ddms.backend", "ddms.m3", "ddms.sql", "ddms.calculus",
-         "ddms.compiler", "ddms.errors", "ddms.programs", "ddms.numbacache")
+         "ddms.compiler", "ddms.errors", "ddms.programs", "ddms.numbacache", "ddms.bytecode")
 """Everything the applications stand on."""
 
 
