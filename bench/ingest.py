@@ -52,22 +52,37 @@ USDM = SHARED / "data" / "binance" / "usdm_btcusdt_20240808.gz"
 MBO = SHARED / "data" / "mbo" / "esh4-glbx-mdp3-20231225.mbo.dbn.zst"
 
 
-def binance_feed(symbols: int, messages: int, levels: int, seed: int = 1) -> tuple[dict[str, bytes], list[bytes]]:
+def binance_feed(symbols: int, messages: int, levels: int, seed: int = 1, *, market: str = "spot",
+                 others: bool = False) -> tuple[dict[str, bytes], list[bytes]]:
     """A combined-stream feed: ``(snapshots by symbol, raw depth messages)``; each message
     changes ``levels`` price levels (about a fifth of them removals) of one symbol, U/u
-    contiguous per symbol, symbols interleaved at random.  Books stay near 200 levels a side."""
+    contiguous per symbol, symbols interleaved at random.  Books stay near 200 levels a side.
+
+    ``market``: ``spot`` (U/u continuity), ``usdm`` (futures: ``T``, ``pu``) or ``coinm``
+    (futures plus COIN-M's ``ps`` field in every message).  ``others``: the other streams of a
+    real capture interleaved as Binance sends them (``../shared/data/venues/BINANCE*.ws.1.0``
+    carry ~0.8 bookTickers, ~0.1 aggTrades and ~0.1 klines per depth update): after (or, one
+    time in five, before) about 80% of the depth messages a bookTicker of that update's top
+    of book (the generator keeps each book), an aggTrade one time in ten, a kline (a nested
+    object) one time in ten.  ``messages`` counts the depth messages only."""
     rng = random.Random(seed)
+    fut = market != "spot"
     names = [f"S{i:04d}USDT" for i in range(symbols)]
     last = {s: 1000 for s in names}
     snaps = {}
+    book: dict[str, list[list[str | None]]] = {}     # per symbol: bid and ask qty strings at grid step i (0 = none)
     for s in names:
         bids = [[f"{100 - i * 0.01:.2f}", f"{rng.uniform(1, 9):.3f}"] for i in range(1, 201)]
         asks = [[f"{100 + i * 0.01:.2f}", f"{rng.uniform(1, 9):.3f}"] for i in range(1, 201)]
-        snaps[s] = json.dumps({"lastUpdateId": last[s], "bids": bids, "asks": asks}).encode()
+        # futures: the first event after the snapshot has U <= lastUpdateId <= u
+        snaps[s] = json.dumps({"lastUpdateId": last[s] + fut, "bids": bids, "asks": asks}).encode()
+        if others:
+            book[s] = [[None] + [q for _, q in bids] + [None] * 60, [None] + [q for _, q in asks] + [None] * 60]
     out = []
     for m in range(messages):
         s = names[rng.randrange(symbols)]
         u0 = last[s] + 1
+        pu = last[s]
         last[s] = u0 + rng.randrange(3)
         b, a = [], []
         for _ in range(levels):
@@ -78,8 +93,47 @@ def binance_feed(symbols: int, messages: int, levels: int, seed: int = 1) -> tup
         # keep sides honest: bids below 100, asks above
         bids = [x for x in b + a if float(x[0]) < 100]
         asks = [x for x in b + a if float(x[0]) > 100]
-        data = {"e": "depthUpdate", "E": 1_700_000_000_000 + m, "s": s, "U": u0, "u": last[s], "b": bids, "a": asks}
-        out.append(json.dumps({"stream": f"{s.lower()}@depth@100ms", "data": data}, separators=(",", ":")).encode())
+        data: dict[str, Any] = {"e": "depthUpdate", "E": 1_700_000_000_000 + m, "s": s, "U": u0, "u": last[s]}
+        if fut:
+            data.update(T=1_700_000_000_000 + m, pu=pu)
+        data.update(b=bids, a=asks)
+        if market == "coinm":
+            data["ps"] = s[:-4]
+        depth = json.dumps({"stream": f"{s.lower()}@depth@100ms", "data": data}, separators=(",", ":")).encode()
+        if not others:
+            out.append(depth)
+            continue
+        for side, lv in ((0, bids), (1, asks)):
+            for p, q in lv:
+                i = round(abs(float(p) - 100) * 100)
+                book[s][side][i] = None if q == "0.000" else q
+        ticker = None
+        if rng.random() < 0.8:
+            bi = next((i for i, q in enumerate(book[s][0]) if q is not None), None)
+            ai = next((i for i, q in enumerate(book[s][1]) if q is not None), None)
+            if bi is not None and ai is not None:
+                t: dict[str, Any] = {"u": last[s], "s": s, "b": f"{100 - bi * 0.01:.2f}", "B": book[s][0][bi],
+                                     "a": f"{100 + ai * 0.01:.2f}", "A": book[s][1][ai]}
+                if fut:
+                    t = {"e": "bookTicker", **t, "T": 1_700_000_000_000 + m, "E": 1_700_000_000_001 + m}
+                if market == "coinm":
+                    t["ps"] = s[:-4]
+                ticker = json.dumps({"stream": f"{s.lower()}@bookTicker", "data": t}, separators=(",", ":")).encode()
+        if ticker is not None and rng.random() < 0.2:
+            out += [ticker, depth]
+        else:
+            out += [depth] if ticker is None else [depth, ticker]
+        r = rng.random()
+        if r < 0.1:
+            tr = {"e": "aggTrade", "E": 1_700_000_000_000 + m, "s": s, "a": m, "p": "100.00", "q": "1.000", "f": m,
+                  "l": m, "T": 1_700_000_000_000 + m, "m": rng.random() < 0.5}
+            out.append(json.dumps({"stream": f"{s.lower()}@aggTrade", "data": tr}, separators=(",", ":")).encode())
+        elif r < 0.2:
+            k = {"t": 1_700_000_000_000, "T": 1_700_000_059_999, "s": s, "i": "1m", "f": 1, "L": 2, "o": "100.00",
+                 "c": "100.01", "h": "100.02", "l": "99.99", "v": "12.000", "n": 2, "x": False, "q": "1200.0",
+                 "V": "6.000", "Q": "600.0", "B": "0"}
+            kl = {"e": "kline", "E": 1_700_000_000_000 + m, "s": s, "k": k}
+            out.append(json.dumps({"stream": f"{s.lower()}@kline_1m", "data": kl}, separators=(",", ":")).encode())
     return snaps, out
 
 
@@ -116,14 +170,17 @@ def _binance_chunked(snaps: dict[str, bytes], msgs: list[bytes], chunk: int = 81
 
 
 def write_capture(path: Path, snaps: dict[str, bytes], msgs: list[bytes], spot: bool = True,
-                  as_recorded: bool = False) -> None:
+                  as_recorded: bool = False, market: str | None = None) -> None:
     """The feed as a one-file cryptofeed capture (what ``ddms monitor --record`` writes): the
     connection line naming every symbol's depth stream, each REST snapshot inline, then the
     messages, 0.1 ms apart.  ``as_recorded``: each snapshot follows its symbol's first depth
     message (when a recording client fetched it), not all of them up front -- the layout
-    ``ddms serve-feed`` replays without waiting for snapshot requests that cannot come yet."""
-    host = "stream.binance.com:9443" if spot else "fstream.binance.com"
-    rest = "https://api.binance.com/api/v3/depth" if spot else "https://fapi.binance.com/fapi/v1/depth"
+    ``ddms serve-feed`` replays without waiting for snapshot requests that cannot come yet.
+    ``market`` (``spot``, ``usdm``, ``coinm``; default from ``spot``) picks the hosts."""
+    market = market or ("spot" if spot else "usdm")
+    host, rest = {"spot": ("stream.binance.com:9443", "https://api.binance.com/api/v3/depth"),
+                  "usdm": ("fstream.binance.com", "https://fapi.binance.com/fapi/v1/depth"),
+                  "coinm": ("dstream.binance.com", "https://dapi.binance.com/dapi/v1/depth")}[market]
     streams = "/".join(f"{s.lower()}@depth@100ms" for s in snaps)
     t = 1_700_000_000.0
     with open(path, "wb") as f:
@@ -278,6 +335,70 @@ def _lane_rows(name: str, reps: int) -> list[Row]:
     ]
 
 
+def _binance_generated(syms: int, nmsg: int, lv: int, reps: int) -> list[Row]:
+    """Generated Binance captures in the cryptofeed format as a real one looks (bookTickers,
+    aggTrades and klines between the depth updates: :func:`binance_feed` with ``others``), one
+    per market shape (spot, USD-M, COIN-M with its ``ps`` field), through ``read_cryptofeed``;
+    CPU time, the three interleaved."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for market, name in (("spot", "BINANCE"), ("usdm", "BINANCE_FUTURES"), ("coinm", "BINANCE_DELIVERY")):
+            snaps, msgs = binance_feed(syms, nmsg, lv, market=market, others=True)
+            path = Path(d) / market / f"{name}.ws.1.0"
+            path.parent.mkdir()
+            write_capture(path, snaps, msgs, market=market)
+            paths.append((market, path, len(msgs)))
+        got = _interleaved([lambda p=p: _cryptofeed(p) for _, p, _ in paths], reps, time.process_time)
+    out = []
+    for (market, _path, n), (dt, (levels, _, _), times) in zip(paths, got, strict=True):
+        out.append(Row(SECTION, f"cryptofeed generated Binance {market}: {syms} symbols, {nmsg:,} depth msgs + "
+                       f"bookTickers/trades/klines ({n:,} msgs) -> read_cryptofeed, CPU time", levels / dt,
+                       "level updates/s", ">= 1M", _verdict(levels / dt, 1e6, times)))
+    return out
+
+
+def _snapshots(path: Path) -> tuple[int, int, int]:
+    """The REST snapshots of a Binance cryptofeed capture (its ``.http.`` files) as the reader
+    applies them: ``loads_json``, the snapshot scan, the book's load."""
+    from ddms.io.cryptofeed import CryptofeedParser, capture_files, parse_line
+    from ddms.io.venues.base import loads_json
+    from ddms.io.venues.binance import BinanceBooks
+    p = CryptofeedParser(str(path))
+    core = BinanceBooks("futures" if "FUTURES" in path.name else "spot")
+    levels = 0
+    for http in capture_files(path)[1]:
+        with open(http, "rb") as f:
+            for n, raw in enumerate(f, 1):
+                parsed = parse_line(raw, n, http)
+                if parsed is None:
+                    continue
+                url, body = parsed[1], parsed[3]
+                sym = url.split("symbol=")[1].split("&")[0]
+                rec = p._snapshot_record(body, loads_json(body))
+                core.apply_snapshot(sym, rec, n)
+                levels += len(rec.bids) + len(rec.asks)
+    core.take_events()
+    return levels, 0, 0
+
+
+def _binance_real(path: Path, reps: int) -> list[Row]:
+    """A real Binance capture: the whole read, and its fixed cost (the REST snapshots) apart,
+    so the update rate is stated without it; CPU time, interleaved."""
+    reps = _enough(lambda: _cryptofeed(path), reps)
+    (dt, (levels, _, out), times), (ds, (slv, _, _), stimes) = _interleaved(
+        [lambda: _cryptofeed(path), lambda: _snapshots(path)], reps, time.process_time)
+    rate = levels / max(dt - ds, 1e-9)
+    return [
+        Row(SECTION, f"cryptofeed {path.name} (read_cryptofeed), CPU time", levels / dt,
+            "level updates/s", "", _verdict(0, 0, times)),
+        Row(SECTION, f"  of which the REST snapshots ({slv:,} levels: JSON, scan, book load)", ds * 1e3,
+            "ms", "", _verdict(0, 0, stimes)),
+        Row(SECTION, "  the rest (updates, tickers, trades; best read minus best snapshots)", rate,
+            "level updates/s", ">= 1M", _verdict(rate, 1e6, [])),
+    ]
+
+
 def _l2(path: Path) -> tuple[int, int, int]:
     from ddms.io.sources import open_source
     rows = 0
@@ -343,14 +464,13 @@ def measure(quick: bool = False) -> list[Row]:
         dt, (levels, _, _), times = _best(lambda: _l2(USDM), reps)
         rows.append(Row(SECTION, "hftbacktest-style L2: usdm capture via open_source", levels / dt, "level rows/s",
                         "", _verdict(0, 0, times)))
+    rows += _binance_generated(syms, nmsg, lv, reps)
     for name in ("KRAKEN.ws.50.0", "OKX.ws.1.0", "COINBASE.ws.28.0", "BINANCE.ws.1.0", "BINANCE_FUTURES.ws.1.0"):
         path = VENUES / name
         if path.exists() and name.startswith(("KRAKEN", "OKX", "COINBASE")):
             rows += _lane_rows(name, reps)
         elif path.exists():
-            dt, (levels, _, out), times = _best(lambda p=path: _cryptofeed(p), reps, time.process_time)
-            rows.append(Row(SECTION, f"cryptofeed {name} (read_cryptofeed), CPU time", levels / dt,
-                            "level updates/s", ">= 1M", _verdict(levels / dt, 1e6, times)))
+            rows += _binance_real(path, reps)
     if MBO.exists():
         dt, (recs, _, out), times = _best(lambda: _mbo(MBO), reps)
         rows.append(Row(SECTION, "MBO replay: CME ESH4 DBN via read_dbn", recs / dt, "records/s", "",

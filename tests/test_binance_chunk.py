@@ -42,11 +42,13 @@ def _run_single(market: str, ops: list[Op]) -> tuple[list, list, BinanceBooks]:
     return actions, events, core
 
 
-def _run_chunked(market: str, ops: list[Op], sizes: list[int], rows: int = 1 << 14, adaptive: bool = False
-                 ) -> tuple[list, list, BinanceBooks]:
-    """``adaptive`` False: every message is offered to the kernel first (the lane never rests)."""
+def _run_chunked(market: str, ops: list[Op], sizes: list[int], rows: int = 1 << 14, adaptive: bool = False,
+                 others: bool = True) -> tuple[list, list, BinanceBooks]:
+    """``adaptive`` False: every message is offered to the kernel first (the lane never rests).
+    ``others``: the kernel also takes bookTickers, ignored streams and known unknown fields (the
+    lane of ``BinanceBooks.feed_chunk``; a monitor session's lane has it off)."""
     core = BinanceBooks(market, "<t>")
-    core._lane = ChunkLane(core, rows=rows, adaptive=adaptive)
+    core._lane = ChunkLane(core, rows=rows, adaptive=adaptive, others=others)
     actions: list = []
     events: list = []
     i, k = 0, 0
@@ -90,6 +92,8 @@ def _same(a: tuple[list, list, BinanceBooks], b: tuple[list, list, BinanceBooks]
     assert act_a == act_b
     same_events(ev_a, ev_b)
     assert ca.summary() == cb.summary()
+    assert list(ca.ignored.items()) == list(cb.ignored.items())                  # key order too
+    assert list(ca.unknown_fields.items()) == list(cb.unknown_fields.items())
     cb._check()
     assert [(r.reason, r.line, r.text) for r in ca.reports] == [(r.reason, r.line, r.text) for r in cb.reports]
     assert ca.books.keys() == cb.books.keys()
@@ -165,7 +169,7 @@ def _gen(seed: int, market: str, nsym: int, nmsg: int, p_bad: float, p_snap: flo
             recent[s].append(u1)
             last[s] = u1
             continue
-        kind = rng.randrange(12)
+        kind = rng.randrange(16)
         if kind == 0:     # gap
             ops.append(("msg", depth(s, u0 + 5, u1 + 5, last[s] + 3, b, a)))
             last[s] = u1 + 5
@@ -198,6 +202,40 @@ def _gen(seed: int, market: str, nsym: int, nmsg: int, p_bad: float, p_snap: flo
             ops.append(("msg", depth(s, u0, u1, last[s], b, a, sym=rng.choice(("NEWUSDT", s.lower())))))
         elif kind == 10:  # U > u
             ops.append(("msg", depth(s, u1 + 1, u1, last[s], b, a)))
+        elif kind == 12:  # a kline (nested object) or an aggTrade, maybe with odd stream names
+            name = rng.choice(("kline_1m", "aggTrade", "KLINE_1M", "kline_1m@x", ""))
+            stream = f"{s.lower()}@{name}" if name else s.lower()
+            if rng.random() < 0.5:
+                data = {"e": "kline", "E": 1, "s": s, "k": {"t": 1, "o": "1.0", "x": False, "n": [1, 2.5e3, None]}}
+            else:
+                data = {"e": "aggTrade", "E": 1, "s": s, "a": 7, "p": "100.00", "q": "1.00", "f": 1, "l": 2,
+                        "T": 1, "m": True}
+            raw = json.dumps({"stream": stream, "data": data}, separators=(",", ":")).encode()
+            odd = rng.randrange(8)
+            if odd == 0:
+                raw = raw.replace(b'"stream"', b'"str\\u0065am"')   # an escaped key: the Python path
+            elif odd == 1:
+                raw = raw.replace(b'"data"', b'"x":"\xc3\xa9","data"')   # non-ASCII: the Python path
+            elif odd == 2:
+                raw = raw[:-1] + b',"stream":"y@trade"}'             # a repeated stream: json keeps the last
+            elif odd == 3:
+                raw = raw.replace(b'"E":1', b'"E":NaN')             # json.loads reads NaN
+            elif odd == 4:
+                raw = raw[:-2]                                     # malformed
+            ops.append(("msg", raw))
+        elif kind == 13 and recent[s]:   # a futures-style bookTicker ("e", "E", "T"), maybe of the top
+            u = rng.choice(recent[s][-3:] + [last[s], last[s] + 1])
+            bt = {"e": "bookTicker", "u": u, "s": s, "b": "99.50", "B": "1.00", "a": "100.50", "A": "2.00",
+                  "T": 5, "E": 6}
+            if rng.random() < 0.3:
+                bt["ps"] = s                     # COIN-M's extra field
+            if rng.random() < 0.2:
+                bt["b"] = "99.5x"                 # not a decimal: malformed
+            ops.append(("msg", json.dumps({"stream": f"{s.lower()}@bookTicker", "data": bt}).encode()))
+        elif kind == 14:  # COIN-M-like depth update with "ps" (and maybe a second unknown field)
+            extra = {"ps": s} if rng.random() < 0.7 else {"ps": s, "zz": 1}
+            ops.append(("msg", depth(s, u0, u1, last[s], b, a, extra)))
+            last[s] = u1
         else:             # escaped string: off the scanner's fast path, same record
             ops.append(("msg", depth(s, u0, u1, last[s], b, a).replace(b'"e":"depthUpdate"',
                                                                         b'"e":"depth\\u0055pdate"')))
@@ -208,11 +246,11 @@ def _gen(seed: int, market: str, nsym: int, nmsg: int, p_bad: float, p_snap: flo
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), market=st.sampled_from(["spot", "futures"]), nsym=st.integers(1, 6),
        nmsg=st.integers(0, 150), p_bad=st.sampled_from([0.0, 0.05, 0.3]),
-       sizes=st.lists(st.integers(1, 40), max_size=4))
+       sizes=st.lists(st.integers(1, 40), max_size=4), others=st.booleans())
 def test_chunk_equals_per_message(seed: int, market: str, nsym: int, nmsg: int, p_bad: float,
-                                  sizes: list[int]) -> None:
+                                  sizes: list[int], others: bool) -> None:
     ops = _gen(seed, market, nsym, nmsg, p_bad)
-    _same(_run_single(market, ops), _run_chunked(market, ops, sizes, adaptive=seed % 3 == 0))
+    _same(_run_single(market, ops), _run_chunked(market, ops, sizes, adaptive=seed % 3 == 0, others=others))
 
 
 def test_chunk_lane_takes_the_fast_path() -> None:
@@ -273,7 +311,8 @@ def test_chunk_equals_per_message_on_hftbacktest_captures(name: str) -> None:
     chunked = _run_chunked(market, ops, [1000, 37])
     _same(single, chunked)
     assert chunked[2].summary()["gaps"] == 0 and chunked[2]._lane.fast_messages > 1000
-    _same(single, _run_chunked(market, ops, [5000], adaptive=True))   # resting after short runs
+    _same(single, _run_chunked(market, ops, [5000], adaptive=True, others=False))   # resting after short runs
+    _same(single, _run_chunked(market, ops, [5000], adaptive=True))
 
 
 def _cryptofeed_ops(ws: Path, http: Path) -> list[Op]:
@@ -307,3 +346,31 @@ def test_chunk_equals_per_message_on_cryptofeed_captures(venue: str) -> None:
     chunked = _run_chunked(market, ops, [64, 5])
     _same(_run_single(market, ops), chunked)
     assert chunked[2]._lane.fast_messages > 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), market=st.sampled_from(["spot", "futures"]), nsym=st.integers(1, 4),
+       nmsg=st.integers(0, 120))
+def test_feed_raw_equals_feed_parsed(seed: int, market: str, nsym: int, nmsg: int) -> None:
+    """``BinanceBooks.feed`` counts a raw message as the parsed one (what a capture's reader and a
+    monitor feed): a trade or kline stream is ``ignored`` by its stream name, a bad message of a
+    book stream is its book's -- raw bytes once counted an aggTrade or a kline as malformed."""
+    from ddms.io.venues.base import loads_json
+    ops = _gen(seed, market, nsym, nmsg, 0.3)
+    raw, parsed = BinanceBooks(market, "<t>"), BinanceBooks(market, "<t>")
+    for n, op in enumerate(ops, 1):
+        for core, parse in ((raw, False), (parsed, True)):
+            if op[0] == "snap":
+                core.apply_snapshot(op[1], op[2], n)
+            else:
+                msg = op[1]
+                if parse and isinstance(msg, (bytes, str)):
+                    try:
+                        msg = loads_json(msg.encode() if isinstance(msg, str) else msg)
+                    except (ValueError, UnicodeDecodeError):
+                        pass
+                core.feed(msg, n)
+            core.take_events()
+    assert raw.summary() == parsed.summary()
+    assert list(raw.ignored.items()) == list(parsed.ignored.items())
+    assert [(r.reason, r.line) for r in raw.reports] == [(r.reason, r.line) for r in parsed.reports]

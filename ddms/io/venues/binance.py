@@ -27,6 +27,7 @@ import numpy as np
 from ddms.errors import InputError
 from ddms.io.events import EventBatch
 from ddms.io.levels import Resync, SymbolEvents
+from ddms.io.venues.base import loads_json
 from ddms.io.venues.binance_book import (
     FUTURES,
     SPOT,
@@ -37,6 +38,7 @@ from ddms.io.venues.binance_book import (
     DepthUpdate,
     Trade,
 )
+from ddms.io.venues.binance_chunk import stream_kind
 
 __all__ = ["BinanceBooks", "market_of"]
 
@@ -97,6 +99,10 @@ class BinanceBooks:
         snapshot: at the start, and after a gap).  Never raises on bad input."""
         self._line = line
         stream_sym = None
+        if isinstance(msg, (bytes, bytearray, memoryview, str)):
+            msg, stream_sym = self._raw(msg)
+            if msg is None:
+                return ()
         if isinstance(msg, dict) and isinstance(msg.get("stream"), str):
             stream = msg["stream"].lower()
             if not any(s in stream for s in _BOOK_STREAMS):
@@ -129,6 +135,28 @@ class BinanceBooks:
         self.ignored[kind] = self.ignored.get(kind, 0) + 1
         return ()
 
+    def _raw(self, msg: bytes | bytearray | memoryview | str) -> tuple[Any, str | None]:
+        """A raw message as :meth:`feed` reads it, so that raw and parsed input count the same:
+        ``(None, None)`` for a message of a stream that is not a book stream (counted in
+        ``ignored`` here, as for a parsed one); ``(bytes, symbol of the stream or None)`` when
+        they are strict JSON with a book stream or none (the decoder reads the bytes; a bad
+        message is counted by the stream's book, as a parsed one); else ``(the parsed JSON,
+        None)`` (``loads_json``: :meth:`feed` reads it as given parsed), or the bytes when they
+        are not JSON (the decoder reports them).
+        Cost: one numba scan of the bytes, plus a ``json.loads`` for what it cannot judge."""
+        data = msg.encode("utf-8", "surrogatepass") if isinstance(msg, str) else bytes(msg)
+        a, b, sa, sb = stream_kind(np.frombuffer(data, np.uint8))
+        if a >= 0:
+            name = data[a:b].decode("ascii").lower()
+            self.ignored[name] = self.ignored.get(name, 0) + 1
+            return None, None
+        if a == -2:
+            return data, (data[sa:sb].decode("ascii").lower().split("@", 1)[0].upper() or None) if sa >= 0 else None
+        try:
+            return loads_json(data), None
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return data, None
+
     def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int] | None = None, recv_ns: int = 0, *,
                    fallback: Callable[[int], Sequence[Resync]] | None = None,
                    on_fast: Callable[[int, np.ndarray], None] | None = None, recv: np.ndarray | None = None
@@ -147,7 +175,7 @@ class BinanceBooks:
         time, put on the rows the numba lane applies (see :meth:`ChunkLane.feed_chunk`)."""
         if self._lane is None:
             from ddms.io.venues.binance_chunk import ChunkLane
-            self._lane = ChunkLane(self)
+            self._lane = ChunkLane(self, others=True)
         if lines is None:
             lines = range(1, len(msgs) + 1)
         return self._lane.feed_chunk(msgs, lines, recv_ns, fallback=fallback, on_fast=on_fast, recv=recv)

@@ -35,17 +35,21 @@ from numba import njit
 from numba.typed import List
 
 from ddms.io.events import EventBatch
-from ddms.io.kernels.jsonscan import leaf
+from ddms.io.kernels.jsonscan import eq, leaf, member, skip_json, string, ws
 from ddms.io.kernels.levelarrays import apply_depth
-from ddms.io.levels import Resync, SymbolEvents
+from ddms.io.levels import ChunkEvents, Resync, SymbolEvents
 from ddms.io.venues.binance_book import (
     _FIRST,
     _GROW,
+    _K_A,
+    _K_B,
     _K_E,
+    _K_T,
     _K_U,
     _MAX_UNKNOWN,
     _NK,
     _SYNCED,
+    BookTicker,
     _K_a,
     _K_b,
     _K_e,
@@ -61,7 +65,7 @@ if TYPE_CHECKING:
     from ddms.io.venues.binance import BinanceBooks
     from ddms.io.venues.binance_book import BinanceBook
 
-__all__ = ["ChunkLane", "Spans", "StopChunk"]
+__all__ = ["ChunkLane", "Spans", "StopChunk", "stream_kind"]
 
 
 class Spans(Sequence[bytes]):
@@ -93,6 +97,23 @@ class StopChunk(Exception):  # noqa: N818 - a control-flow signal, not an error
     events of the lines before it)."""
 
 _DEPTH = np.frombuffer(b"depthUpdate", np.uint8).copy()
+_TICKER = np.frombuffer(b"bookTicker", np.uint8).copy()
+_STREAM = np.frombuffer(b"stream", np.uint8).copy()
+_T_STR = _mask("s", "b", "B", "a", "A")        # a bookTicker's shape (binance_book._SHAPES)
+_B_e = _mask("e")
+_T_INT = _mask("u")
+_T_IOPT = _mask("E", "T")
+_B_E = _mask("E")
+_B_T = _mask("T")
+_B_last = _mask("lastUpdateId")
+_K_Bbit = _mask("B")
+_T_DEC = _mask("b", "B", "a", "A")
+_MAX_KNOWN = 63     # unknown field names the kernel counts (bits of a mask); more: the Python path
+_KNOWNW = 32        # bytes of such a name
+# message kinds of the kernel's output (res[:, _R_KIND])
+_DEPTH_MSG, _TICKER_MSG, _IGNORED_MSG, _TICKER_OK = 0, 1, 2, 3
+_R_KIND, _R_UNK, _R_X = 9, 10, 11   # res columns: kind, unknown-name mask, then kind-specific values
+_RES_W = _R_X + 12
 _S_REQ = _mask("e", "s")
 _I_REQ = _mask("E", "U", "u")
 _I_ALL = _mask("E", "U", "u", "T", "pu")
@@ -172,15 +193,137 @@ def _find(buf, a, b, table, symtab, symlen):  # pragma: no cover - compiled
         i = (i + 1) & mask
 
 
+@leaf
+def _ignored_stream(m):  # pragma: no cover - compiled
+    """The message ``m`` when :meth:`BinanceBooks.feed` only counts it in ``ignored``: a JSON
+    object (strict grammar, as :func:`~ddms.io.kernels.jsonscan.skip_json` reads it: what it
+    accepts ``json.loads`` reads the same) with one ``"stream"`` member, a printable-ASCII
+    string without escapes that names no book stream.  Returns the span of the counted name
+    (the stream after its first ``@``, the whole stream without one; the caller lower-cases
+    it); ``(-2, -2)`` for a message read the same way that has no ``"stream"`` or a book
+    stream (the decoder takes it); ``(-1, -1)`` otherwise (the Python path decides); then the
+    stream's span (-1 without one).  O(bytes)."""
+    n = m.shape[0]
+    i = ws(m, 0, n)
+    if i >= n or m[i] != 123:
+        return -1, -1, -1, -1
+    i = ws(m, i + 1, n)
+    if i < n and m[i] == 125:
+        return -1, -1, -1, -1
+    sa = -1
+    sb = -1
+    while True:
+        ks, ke, i = member(m, i, n)
+        if i < 0:
+            return -1, -1, -1, -1
+        if eq(m, ks, ke, _STREAM):
+            if sa >= 0:
+                return -1, -1, -1, -1          # a repeated "stream": json keeps the last, the Python path decides
+            sa, sb, i = string(m, i, n)
+            if i < 0:
+                return -1, -1, -1, -1
+        else:
+            i = skip_json(m, i, n)
+            if i < 0:
+                return -1, -1, -1, -1
+        i = ws(m, i, n)
+        if i < n and m[i] == 44:
+            i = ws(m, i + 1, n)
+            continue
+        if i < n and m[i] == 125:
+            i += 1
+            break
+        return -1, -1, -1, -1
+    if ws(m, i, n) != n:
+        return -1, -1, -1, -1
+    if sa < 0 or _book_stream(m, sa, sb):
+        return -2, -2, sa, sb
+    for j in range(sa, sb):
+        if m[j] == 64:
+            return j + 1, sb, sa, sb
+    return sa, sb, sa, sb
+
+
 @njit(cache=True, nogil=True)
-def _run(buf, starts, ends, i0, futures, slots, lv, unk, table, symtab, symlen, st, stf,
+def stream_kind(m):  # pragma: no cover - compiled
+    """:func:`_ignored_stream` callable from Python (:meth:`BinanceBooks.feed` on raw bytes)."""
+    return _ignored_stream(m)
+
+
+@leaf
+def _units(m, a, b, dec):  # pragma: no cover - compiled
+    """:func:`~ddms.io.venues.binance_book.parse_units` of the plain decimal ``m[a:b]`` at
+    ``dec`` decimals: the units, -1 when it has non-zero digits beyond ``dec`` (None there),
+    -2 when the value needs more than 18 digits (the Python path compares it).  O(b - a)."""
+    v = np.int64(0)
+    nd = 0
+    j = a
+    while j < b and m[j] != 46:
+        v = v * 10 + (np.int64(m[j]) - 48)
+        nd += 1
+        if nd + dec > 18:
+            return -2
+        j += 1
+    f = 0
+    j += 1
+    while j < b:
+        d = np.int64(m[j]) - 48
+        if f < dec:
+            v = v * 10 + d
+            f += 1
+        elif d != 0:
+            return -1
+        j += 1
+    while f < dec:
+        v = v * 10
+        f += 1
+    return v
+
+
+@leaf
+def _known_mask(m, unk, known, knownlen):  # pragma: no cover - compiled
+    """Bit mask (rows of ``known``) of the unknown members the scan noted in ``unk`` when every
+    one is a name the decoder has already counted (so counting it again adds no report and no
+    new key), each at most once; -1 otherwise (the Python path counts and reports it)."""
+    mask = np.int64(0)
+    for t in range(1, unk[0, 0] + 1):
+        r = _name_row(m, unk[t, 0], unk[t, 1], known, knownlen)
+        if r < 0 or (mask >> r) & 1:
+            return -1
+        mask |= np.int64(1) << r
+    return mask
+
+
+@leaf
+def _name_row(m, a, b, known, knownlen):  # pragma: no cover - compiled
+    ln = b - a
+    for r in range(knownlen.shape[0]):
+        if knownlen[r] == ln:
+            ok = True
+            for j in range(ln):
+                if known[r, j] != m[a + j]:
+                    ok = False
+                    break
+            if ok:
+                return r
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _run(buf, starts, ends, i0, futures, others, known, knownlen, slots, lv, unk, table, symtab, symlen, st, stf,
          L_bk, L_bq, L_bt, L_bn, L_order, L_bmax, L_free, L_meta, oi, oc, res):  # pragma: no cover - compiled
     """Apply messages ``i0..`` (``buf[starts[i]:ends[i]]``) while each is a plain in-sequence
     depth update of a synchronized book (or the first one straddling its snapshot).  ``st[slot]``
     = (0 waiting / 1 synchronized / 2 after the snapshot, last u, px_dec, qty_dec,
     blocks hint, blocks allocated, updates); ``stf[slot]`` = (pscale, qscale).  Per applied
     message ``res[i - i0]`` = (slot, end row, u, best bid, qty, best ask, qty, levels, 1 if it
-    synchronized the book).
+    synchronized the book, kind, unknown-name mask, ...).
+    With ``others`` the kernel also takes (for :meth:`ChunkLane._emit` to count in message
+    order) a well-formed bookTicker of a known symbol (kind ``_TICKER_MSG``: slot, u; from
+    column ``_R_X`` the spans of b, B, a, A and of the stream (-1 without an envelope), E and T
+    (-1 when absent)), a message of a stream that is not a book stream (kind ``_IGNORED_MSG``,
+    slot -1, the span of its counted name), and depth updates and tickers carrying unknown
+    fields already counted (``known``/``knownlen``: their names; the mask in ``_R_UNK``).
     Returns ``(stop message, stop code, rows)``."""
     k = 0
     nmsg = starts.shape[0]
@@ -188,31 +331,92 @@ def _run(buf, starts, ends, i0, futures, slots, lv, unk, table, symtab, symlen, 
         a0 = starts[i]
         b0 = ends[i]
         m = buf[a0:b0]
+        o = res[i - i0]
         r = _scan(m, slots, lv, unk)
         if r[0] == _GROW:
             return i, _STOP_LV, k
-        if r[0] != 0 or unk[0, 0] != 0:
-            return i, _STOP_SLOW, k
-        env, pd, qd, sm, im, bm, lm = r[1], r[2], r[3], r[4], r[5], r[6], r[7]
-        if env:
-            if not sm & _B_STREAM:
+        um = np.int64(0)
+        ok = r[0] == 0
+        if ok and unk[0, 0] != 0:
+            um = _known_mask(m, unk, known, knownlen) if others else -1
+            ok = um >= 0
+        env, pd, qd, sm, im, bm, lm, dm = r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]
+        if ok:
+            if env:
+                if not sm & _B_STREAM:
+                    ok = False
+                else:
+                    for j in range(slots[_K_stream, 1], slots[_K_stream, 2]):
+                        if m[j] > 127:
+                            ok = False
+                    if ok and not _book_stream(m, slots[_K_stream, 1], slots[_K_stream, 2]):
+                        ok = False
+                    sm &= ~_B_STREAM
+            elif (sm | im | bm | lm) & _B_STREAM:
+                ok = False
+        depth = False
+        if ok and sm & _B_e:
+            ea, eb = slots[_K_e, 1], slots[_K_e, 2]
+            depth = eb - ea == _DEPTH.shape[0]
+            if depth:
+                for j in range(eb - ea):
+                    if m[ea + j] != _DEPTH[j]:
+                        depth = False
+                        break
+        if ok and not depth:
+            if not others:
                 return i, _STOP_SLOW, k
-            for j in range(slots[_K_stream, 1], slots[_K_stream, 2]):
-                if m[j] > 127:
+            # a bookTicker of a known symbol (binance_book.Decoder's rules for its shape)?
+            if sm & _B_e:
+                ea, eb = slots[_K_e, 1], slots[_K_e, 2]
+                if eb - ea != _TICKER.shape[0]:
                     return i, _STOP_SLOW, k
-            if not _book_stream(m, slots[_K_stream, 1], slots[_K_stream, 2]):
+                for j in range(eb - ea):
+                    if m[ea + j] != _TICKER[j]:
+                        return i, _STOP_SLOW, k
+            elif im & _B_last or not sm & _K_Bbit:
                 return i, _STOP_SLOW, k
-            sm &= ~_B_STREAM
-        elif (sm | im | bm | lm) & _B_STREAM:
+            if (sm & ~(_T_STR | _B_e) or sm & _T_STR != _T_STR or im & ~(_T_INT | _T_IOPT) or im & _T_INT != _T_INT
+                    or bm != 0 or lm != 0 or dm & _T_DEC != _T_DEC):
+                return i, _STOP_SLOW, k
+            s = _find(m, slots[_K_s, 1], slots[_K_s, 2], table, symtab, symlen)
+            if s < 0:
+                return i, _STOP_SLOW, k
+            o[0] = s
+            o[1] = k
+            o[2] = slots[_K_u, 1]
+            o[_R_UNK] = um
+            if st[s, 0] == 1 and slots[_K_u, 1] == st[s, 1]:
+                # the ticker of the last update of a synchronized book: BinanceBook._check_ticker
+                # against its top (hist[last u] is the top then); a mismatch takes the Python path
+                for t, kk in enumerate((_K_b, _K_B, _K_a, _K_A)):
+                    if _units(m, slots[kk, 1], slots[kk, 2], st[s, 2] if t % 2 == 0 else st[s, 3]) != st[s, 7 + t]:
+                        return i, _STOP_SLOW, k
+                o[_R_KIND] = _TICKER_OK
+                continue
+            o[_R_KIND] = _TICKER_MSG
+            for t, kk in enumerate((_K_b, _K_B, _K_a, _K_A)):
+                o[_R_X + 2 * t] = a0 + slots[kk, 1]
+                o[_R_X + 2 * t + 1] = a0 + slots[kk, 2]
+            o[_R_X + 8] = a0 + slots[_K_stream, 1] if env else -1
+            o[_R_X + 9] = a0 + slots[_K_stream, 2] if env else -1
+            o[_R_X + 10] = slots[_K_E, 1] if im & _B_E else -1
+            o[_R_X + 11] = slots[_K_T, 1] if im & _B_T else -1
+            continue
+        if not ok:
+            if others:
+                sa, sb, _, _ = _ignored_stream(m)
+                if sa >= 0:
+                    o[0] = -1
+                    o[1] = k
+                    o[_R_KIND] = _IGNORED_MSG
+                    o[_R_UNK] = 0
+                    o[_R_X] = a0 + sa
+                    o[_R_X + 1] = a0 + sb
+                    continue
             return i, _STOP_SLOW, k
         if sm != _S_REQ or im & _I_REQ != _I_REQ or im & ~_I_ALL or bm != 0 or lm != _L_REQ:
             return i, _STOP_SLOW, k
-        ea, eb = slots[_K_e, 1], slots[_K_e, 2]
-        if eb - ea != _DEPTH.shape[0]:
-            return i, _STOP_SLOW, k
-        for j in range(eb - ea):
-            if m[ea + j] != _DEPTH[j]:
-                return i, _STOP_SLOW, k
         s = _find(m, slots[_K_s, 1], slots[_K_s, 2], table, symtab, symlen)
         if s < 0 or st[s, 0] == 0:
             return i, _STOP_SLOW, k
@@ -249,7 +453,10 @@ def _run(buf, starts, ends, i0, futures, slots, lv, unk, table, symtab, symlen, 
             float(slots[_K_E, 1]), st[s, 6], oi, oc, k, stf[s, 0], stf[s, 1])
         st[s, 4] = hint
         st[s, 1] = final
-        o = res[i - i0]
+        st[s, 7] = bp
+        st[s, 8] = bq
+        st[s, 9] = ap
+        st[s, 10] = aq
         o[8] = 1 if st[s, 0] == 2 else 0
         st[s, 0] = 1
         o[0] = s
@@ -260,6 +467,8 @@ def _run(buf, starts, ends, i0, futures, slots, lv, unk, table, symtab, symlen, 
         o[5] = ap
         o[6] = aq
         o[7] = nb + na
+        o[_R_KIND] = _DEPTH_MSG
+        o[_R_UNK] = um
     return nmsg, _STOP_SLOW, k
 
 
@@ -288,9 +497,10 @@ def _new_lists(bk, bq, bt, bn, order, bmax, free, meta):  # pragma: no cover - c
 
 
 @njit(cache=True)
-def _put(lists, s, bk, bq, bt, bn, order, bmax, free, meta):  # pragma: no cover - compiled
-    """Slot ``s`` of the lists := the arrays (appended when ``s`` is the next slot)."""
-    a, b, c, d, e, f, g, h = lists
+def _put(a, b, c, d, e, f, g, h, s, bk, bq, bt, bn, order, bmax, free, meta):  # pragma: no cover - compiled
+    """Slot ``s`` of the lists ``a..h`` := the arrays (appended when ``s`` is the next slot).  The
+    lists are separate arguments, not a tuple: numba's dispatcher types a tuple of typed lists
+    element by element on every call (~0.7 ms), a typed list alone from its cached type."""
     if s == len(a):
         a.append(bk)
         b.append(bq)
@@ -317,15 +527,30 @@ class ChunkLane:
     are refreshed from the books at the start of every chunk and after every message that took
     the Python path, so the books stay the single source of truth between calls."""
 
-    def __init__(self, books: BinanceBooks, *, rows: int = 1 << 14, adaptive: bool = True,
-                 follow: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, books: BinanceBooks, *, rows: int = 1 << 14, adaptive: bool | None = None,
+                 follow: Callable[[str], bool] | None = None, others: bool = False) -> None:
         """``rows``: the initial capacity of the chunk output (doubled when a message does not
         fit; a full output is handed out and reused).  ``adaptive``: rest after short kernel
-        runs (see :data:`_MIN_RUN`; tests turn it off to drive every message at the kernel).
+        runs (see :data:`_MIN_RUN`; tests turn it off to drive every message at the kernel;
+        default: on unless ``others``).
         ``follow``: which symbols' messages the kernel may apply (default all); the others'
         always take the per-message path (a monitor session filters symbols it does not follow
-        before the core sees them)."""
+        before the core sees them).  ``others``: the kernel also takes bookTickers of known
+        symbols, messages of streams that are not book streams (trades, klines: counted in
+        ``ignored``) and messages whose unknown fields the decoder has counted before (COIN-M's
+        ``ps``): a real capture interleaves those with the depth updates, and each one ended a
+        kernel run.  ``on_fast`` then gets every message the kernel took, slot -1 for an
+        ignored one (a monitor session, which counts messages per symbol, keeps it off)."""
         self.core = books
+        self.others = others
+        if adaptive is None:   # with others the kernel takes nearly every message: no need to rest
+            adaptive = not others
+        self._known_names: list[str] = []        # unknown field names the kernel may count (rows of _known)
+        self._known_from = 0                     # len(decoder.unknown_fields) they were taken from
+        self._known = np.zeros((0, _KNOWNW), np.uint8)
+        self._knownlen = np.zeros(0, np.int64)
+        self._buf: np.ndarray | None = None      # the current chunk's bytes (for _emit's strings)
+        self._names: dict[bytes, str] = {}        # ignored streams' counted names, by their bytes
         self.adaptive = adaptive
         self.follow = follow
         self.fast_messages = 0
@@ -341,7 +566,7 @@ class ChunkLane:
         self._symtab = np.zeros((0, _SYMW), np.uint8)
         self._symlen = np.zeros(0, np.int64)
         self._table = np.full(8, -1, np.int64)
-        self._st = np.zeros((0, 7), np.int64)
+        self._st = np.zeros((0, 11), np.int64)
         self._stf = np.zeros((0, 2), np.float64)
         self._held: list[tuple[np.ndarray, ...]] = []
         self._cool = 0                # messages left to feed one by one (see _MIN_RUN)
@@ -365,7 +590,7 @@ class ChunkLane:
             cap = max(8, 2 * self._symtab.shape[0])
             self._symtab = np.resize(self._symtab, (cap, _SYMW))
             self._symlen = np.resize(self._symlen, cap)
-            self._st = np.resize(self._st, (cap, 7))
+            self._st = np.resize(self._st, (cap, 11))
             self._stf = np.resize(self._stf, (cap, 2))
         ok = len(raw) <= _SYMW and raw.isascii() and (self.follow is None or self.follow(sym))
         self._symlen[s] = len(raw) if ok else -1     # -1: never matches, the Python path serves it
@@ -376,7 +601,7 @@ class ChunkLane:
         if self._lists is None:
             self._lists = _new_lists(*held)
         else:
-            _put(self._lists, s, *held)
+            _put(*self._lists, s, *held)
         if 2 * len(self._sym) > self._table.shape[0]:
             self._rehash()
         elif ok:
@@ -408,7 +633,7 @@ class ChunkLane:
         return ((code, bk.last_u if bk.last_u is not None else -1,
                  bk.px_decimals if bk.px_decimals is not None else -1,
                  bk.qty_decimals if bk.qty_decimals is not None else -1,
-                 bk._blocks_hint, bk._bk.shape[1], bk.updates), (bk._pscale, bk._qscale))
+                 bk._blocks_hint, bk._bk.shape[1], bk.updates, *bk._top), (bk._pscale, bk._qscale))
 
     def _refresh(self, s: int) -> None:
         """Copy book ``s``'s sequencing state into the slot arrays (and its level arrays into
@@ -417,7 +642,23 @@ class ChunkLane:
         self._st[s], self._stf[s] = self._state_of(bk)
         if bk._bk is not self._held[s][0] or bk._meta is not self._held[s][7]:
             held = self._held[s] = tuple(getattr(bk, name) for name in _ARRAYS)
-            _put(self._lists, s, *held)
+            _put(*self._lists, s, *held)
+
+    def _sync_known(self) -> None:
+        """The unknown field names the decoder has counted (at most :data:`_MAX_KNOWN`, printable
+        ASCII, no quote or backslash: the bytes of a key without escapes) as the kernel's table.
+        O(1) unless the decoder counted a new name."""
+        uf = self.core._decoder.unknown_fields
+        if len(uf) == self._known_from:
+            return
+        self._known_from = len(uf)
+        names = [n for n in uf if n.isascii() and n.isprintable() and '"' not in n and "\\" not in n
+                 and 0 < len(n) <= _KNOWNW][:_MAX_KNOWN]
+        self._known_names = names
+        self._known = np.zeros((len(names), _KNOWNW), np.uint8)
+        self._knownlen = np.array([len(n) for n in names], np.int64)
+        for r, n in enumerate(names):
+            self._known[r, :len(n)] = np.frombuffer(n.encode(), np.uint8)
 
     def _sync_books(self) -> None:
         """Register new books, refresh every slot.  O(symbols)."""
@@ -436,6 +677,8 @@ class ChunkLane:
         (a book fed elsewhere since, e.g. a snapshot, is refreshed at the next chunk).
         O(symbols)."""
         assert len(self._sym) == len(self._books) == len(self._held) == len(self._slot_of)
+        uf = self.core._decoder.unknown_fields
+        assert all(n in uf for n in self._known_names) and len(self._known_names) == len(self._knownlen)
         for s, (sym, bk) in enumerate(zip(self._sym, self._books, strict=True)):
             assert self.core.books[sym] is bk and self._slot_of[sym] == s
             n = int(self._symlen[s])
@@ -507,7 +750,8 @@ class ChunkLane:
             offs = np.zeros(len(msgs) + 1, np.int64)
             np.cumsum([len(m) for m in raw], out=offs[1:])
             starts, ends = offs[:-1], offs[1:]
-        res = np.zeros((len(msgs), 9), np.int64)
+        res = np.zeros((len(msgs), _RES_W), np.int64)
+        self._buf = buf
         futures = self.core.market == "futures"
         n = len(msgs)
         stale: set[int] = set()
@@ -515,6 +759,7 @@ class ChunkLane:
             self._loop(msgs, lines, recv_ns, fallback, on_fast, actions, events, buf, starts, ends, res, futures, n,
                        stale)
         finally:
+            self._buf = None
             for s in stale:
                 self._refresh(s)
 
@@ -536,7 +781,10 @@ class ChunkLane:
                     for s in stale:
                         self._refresh(s)
                     stale.clear()
-                stop, code, k = _run(buf, starts, ends, i, futures, self._slots, self._lv, self._unk, self._table,
+                if self.others:
+                    self._sync_known()
+                stop, code, k = _run(buf, starts, ends, i, futures, self.others, self._known, self._knownlen,
+                                     self._slots, self._lv, self._unk, self._table,
                                      self._symtab, self._symlen, self._st, self._stf, *self._lists,
                                      self._oi, self._oc, res[i:])
                 if not self.adaptive:
@@ -595,9 +843,16 @@ class ChunkLane:
                 raise StopChunk
 
     def _emit(self, i0: int, i1: int, k: int, res: np.ndarray, lines: Sequence[int],
-              events: list[SymbolEvents]) -> None:
+              events: list[SymbolEvents | ChunkEvents]) -> None:
         """Counters, top-of-book history, bookTicker checks and events of the kernel's messages
-        ``i0..i1`` (rows ``0..k`` of the chunk output), as the Python path does them."""
+        ``i0..i1`` (rows ``0..k`` of the chunk output), as the Python path does them, in
+        message order: a depth update's counters and history, a bookTicker through
+        :meth:`BinanceBook._on_ticker <ddms.io.venues.binance_book.BinanceBook._on_ticker>`
+        (pending, checked or only counted: the book's state at that message decides), an
+        ignored stream counted by name, unknown fields counted by the decoder.  The rows go out
+        as one :class:`SymbolEvents` per message, or with ``others`` as one
+        :class:`~ddms.io.levels.ChunkEvents` for the run (each row's slot, message line and
+        receive time as columns), as the other venues' lanes hand them out."""
         core = self.core
         m = i1 - i0
         r = res[:m]
@@ -612,7 +867,31 @@ class ChunkLane:
         books, syms = self._books, self._sym
         start = 0
         venue = core.venue
-        for s, end, u, bp, bq, ap, aq, nlev, first, line in zip(*r.T.tolist(), lines_in.tolist(), strict=True):
+        kinds = r[:, _R_KIND]
+        chunked = self.others
+        plain = not self.others or not kinds.any()
+        special = np.flatnonzero(kinds | r[:, _R_UNK]) if self.others else np.flatnonzero(r[:, _R_UNK])
+        extra = dict(zip(special.tolist(), r[special, _R_UNK:].tolist(), strict=True)) if len(special) else None
+        for j, (s, end, u, bp, bq, ap, aq, nlev, first, kind), line in zip(
+                range(m), r[:, :_R_UNK].tolist(), lines_in.tolist(), strict=True):
+            if extra is not None and j in extra:
+                x = extra[j]
+                if x[0]:
+                    self._count_unknown(x[0])
+                if kind == _IGNORED_MSG:
+                    self._count_ignored(x[1], x[2])
+                    continue
+                if kind == _TICKER_MSG:
+                    self._ticker(books[s], syms[s], u, x[1:], line)
+                    continue
+                if kind == _TICKER_OK:     # checked equal in the kernel (BinanceBook._on_ticker's counters)
+                    bk = books[s]
+                    bk.messages += 1
+                    bk.booktickers += 1
+                    bk.bookticker_checked += 1
+                    bk._checked_rows = 0
+                    bk._taken = bk.updates
+                    continue
             bk = books[s]
             if first:
                 bk._state = _SYNCED
@@ -635,16 +914,22 @@ class ChunkLane:
                     if len(order) > bk.history:
                         del hist[order.popleft()]
                 hist[u] = top
-            if end > start:
+            if end > start and not chunked:
                 events.append(SymbolEvents(venue, syms[s], EventBatch(
                     rel[start:end], sign[start:end], cols[start:end], line_col[start:end], line, line,
                     recv=None if recv_col is None else recv_col[start:end])))
             start = end
+        if chunked and k:
+            events.append(ChunkEvents(venue, syms, np.repeat(r[:, 0].astype(np.int32), per), EventBatch(
+                rel, sign, cols, line_col, int(line_col[0]), int(line_col[-1]), recv=recv_col)))
         if m:
             core._line = int(lines_in[-1])
-        counts = np.bincount(r[:, 0], minlength=len(books))
+        dep = r[:, 0] if plain else r[kinds == _DEPTH_MSG, 0]
+        counts = np.bincount(dep, minlength=len(books))
         hit = np.flatnonzero(counts).tolist()
         self._touched.update(hit)
+        if not plain:
+            self._touched.update(np.unique(r[(kinds == _TICKER_MSG) | (kinds == _TICKER_OK), 0]).tolist())
         for s in hit:
             bk = books[s]
             c = int(counts[s])
@@ -653,6 +938,47 @@ class ChunkLane:
             bk._taken = bk.updates
             bk._blocks_hint = int(self._st[s, 4])
         self.fast_messages += i1 - i0
+
+    def _count_unknown(self, mask: int) -> None:
+        """The decoder's count of each unknown field a kernel message carried (names it had
+        counted before: no report, no new key).  O(names)."""
+        uf = self.core._decoder.unknown_fields
+        names = self._known_names
+        b = 0
+        while mask:
+            if mask & 1:
+                uf[names[b]] += 1
+            mask >>= 1
+            b += 1
+
+    def _count_ignored(self, a: int, b: int) -> None:
+        """:meth:`BinanceBooks.feed`'s count of a message of a stream that is not a book stream:
+        ``ignored[<stream after its first @, lower case>]``."""
+        assert self._buf is not None
+        raw = self._buf[a:b].tobytes()
+        name = self._names.get(raw)
+        if name is None:
+            name = self._names[raw] = raw.decode("ascii").lower()
+        ign = self.core.ignored
+        ign[name] = ign.get(name, 0) + 1
+
+    def _ticker(self, bk: BinanceBook, sym: str, u: int, x: list[int], line: int) -> None:
+        """A kernel bookTicker as :meth:`BinanceBooks.feed` handles it: the book counts the
+        message and takes the ticker (:meth:`BinanceBook._on_ticker`), its reports are copied
+        with the message's line.  ``x``: the spans of b, B, a, A and the stream, E, T."""
+        assert self._buf is not None
+        buf = self._buf
+        core = self.core
+        core._line = line
+        bk.messages += 1
+        texts = [buf[x[t]:x[t + 1]].tobytes().decode("ascii") for t in range(0, 10, 2) if x[t] >= 0]
+        stream = texts.pop() if x[8] >= 0 else None
+        bk._on_ticker(BookTicker(stream, sym, u, texts[0], texts[1], texts[2], texts[3],
+                                 x[10] if x[10] >= 0 else None, x[11] if x[11] >= 0 else None), bk.messages)
+        bk._checked_rows = 0           # what take_events does after a message that queued no rows
+        bk._taken = bk.updates
+        if bk.reports:
+            core._copy_reports(bk)
 
 
 _ARRAYS = ("_bk", "_bq", "_bt", "_bn", "_order", "_bmax", "_free", "_meta")
