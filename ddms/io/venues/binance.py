@@ -112,6 +112,7 @@ class BinanceBooks:
         try:
             rec = self._decoder.decode(msg, self.source, line)
         except InputError as e:
+            self._report_unknown(line)      # fields counted before the error: this message's, not the next's
             if stream_sym is None:
                 self.malformed += 1
                 self.bad_messages += 1
@@ -119,10 +120,7 @@ class BinanceBooks:
                 return ()
             bk = self.book(stream_sym)     # the stream names the symbol: its book counts the bad message
             return self._feed_book(bk, msg, recv_ns)
-        for name in self._decoder.new_unknown:
-            self.reports.append(InputError(f"unknown field {name!r} ignored (counted in unknown_fields)",
-                                           self.source, line))
-        self._decoder.new_unknown.clear()
+        self._report_unknown(line)
         if isinstance(rec, (DepthUpdate, BookTicker)):
             return self._feed_book(self.book(rec.symbol.upper()), rec, recv_ns)
         if isinstance(rec, DepthSnapshot):
@@ -134,6 +132,13 @@ class BinanceBooks:
         kind = "trade" if isinstance(rec, Trade) else "response"
         self.ignored[kind] = self.ignored.get(kind, 0) + 1
         return ()
+
+    def _report_unknown(self, line: int) -> None:
+        """Report each field name the decoder counted for the first time (once per name)."""
+        for name in self._decoder.new_unknown:
+            self.reports.append(InputError(f"unknown field {name!r} ignored (counted in unknown_fields)",
+                                           self.source, line))
+        self._decoder.new_unknown.clear()
 
     def _raw(self, msg: bytes | bytearray | memoryview | str) -> tuple[Any, str | None]:
         """A raw message as :meth:`feed` reads it, so that raw and parsed input count the same:
