@@ -149,7 +149,8 @@ class BinanceBooks:
         None)`` (``loads_json``: :meth:`feed` reads it as given parsed), or the bytes when they
         are not JSON (the decoder reports them).
         Cost: one numba scan of the bytes, plus a ``json.loads`` for what it cannot judge."""
-        data = msg.encode("utf-8", "surrogatepass") if isinstance(msg, str) else bytes(msg)
+        t = type(msg)
+        data = msg if t is bytes else msg.encode("utf-8", "surrogatepass") if isinstance(msg, str) else bytes(msg)
         a, b, sa, sb = stream_kind(np.frombuffer(data, np.uint8))
         if a >= 0:
             name = data[a:b].decode("ascii").lower()
