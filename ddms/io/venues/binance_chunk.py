@@ -111,7 +111,12 @@ _T_DEC = _mask("b", "B", "a", "A")
 _MAX_KNOWN = 63     # unknown field names the kernel counts (bits of a mask); more: the Python path
 _KNOWNW = 32        # bytes of such a name
 # message kinds of the kernel's output (res[:, _R_KIND])
-_DEPTH_MSG, _TICKER_MSG, _IGNORED_MSG, _TICKER_OK = 0, 1, 2, 3
+_DEPTH_MSG, _TICKER_MSG, _IGNORED_MSG, _TICKER_OK, _TICKER_HELD = 0, 1, 2, 3, 4
+_ST_W = 18
+"""Columns of a slot's state (``ChunkLane._st``): code, last u, px/qty decimals, blocks hint,
+blocks, updates, top (4), the ticker the kernel holds for an update ahead (u or -1, its message,
+its four values in units), and how many tickers wait in the book's own ``_pending``."""
+_HELD_OK, _HELD_BAD, _HELD_PASSED = 1, 2, 3   # a depth row's outcome for the held ticker (res[:, _R_X])
 _R_KIND, _R_UNK, _R_X = 9, 10, 11   # res columns: kind, unknown-name mask, then kind-specific values
 _RES_W = _R_X + 12
 _S_REQ = _mask("e", "s")
@@ -394,7 +399,25 @@ def _run(buf, starts, ends, i0, futures, others, known, knownlen, slots, lv, unk
                         return i, _STOP_SLOW, k
                 o[_R_KIND] = _TICKER_OK
                 continue
-            o[_R_KIND] = _TICKER_MSG
+            kind = _TICKER_MSG
+            if st[s, 0] == 1 and slots[_K_u, 1] > st[s, 1]:
+                # a ticker ahead of a synchronized book (BinanceBook._on_ticker would queue it):
+                # held here when it is the book's only waiting one, checked at the update it names
+                if st[s, 11] >= 0:
+                    return i, _STOP_SLOW, k    # a second one: the Python path, once _emit queued the first
+                if st[s, 17] == 0:
+                    kind = _TICKER_HELD
+                    for t, kk in enumerate((_K_b, _K_B, _K_a, _K_A)):
+                        v = _units(m, slots[kk, 1], slots[kk, 2], st[s, 2] if t % 2 == 0 else st[s, 3])
+                        if v == -2:
+                            kind = _TICKER_MSG
+                        st[s, 13 + t] = v
+            if kind == _TICKER_HELD:
+                st[s, 11] = slots[_K_u, 1]
+                st[s, 12] = i
+            elif st[s, 0] != 1 or slots[_K_u, 1] > st[s, 1]:
+                st[s, 17] += 1                 # the book's _pending gets it (at most: counts are a bound)
+            o[_R_KIND] = kind
             for t, kk in enumerate((_K_b, _K_B, _K_a, _K_A)):
                 o[_R_X + 2 * t] = a0 + slots[kk, 1]
                 o[_R_X + 2 * t + 1] = a0 + slots[kk, 2]
@@ -469,6 +492,15 @@ def _run(buf, starts, ends, i0, futures, others, known, knownlen, slots, lv, unk
         o[7] = nb + na
         o[_R_KIND] = _DEPTH_MSG
         o[_R_UNK] = um
+        o[_R_X] = 0
+        if st[s, 11] >= 0 and final >= st[s, 11]:     # BinanceBook._after_update's pending check
+            if final == st[s, 11]:
+                o[_R_X] = _HELD_OK if (st[s, 13] == bp and st[s, 14] == bq and st[s, 15] == ap
+                                       and st[s, 16] == aq) else _HELD_BAD
+            else:
+                o[_R_X] = _HELD_PASSED
+            o[_R_X + 1] = st[s, 12]
+            st[s, 11] = -1
     return nmsg, _STOP_SLOW, k
 
 
@@ -566,7 +598,7 @@ class ChunkLane:
         self._symtab = np.zeros((0, _SYMW), np.uint8)
         self._symlen = np.zeros(0, np.int64)
         self._table = np.full(8, -1, np.int64)
-        self._st = np.zeros((0, 11), np.int64)
+        self._st = np.zeros((0, _ST_W), np.int64)
         self._stf = np.zeros((0, 2), np.float64)
         self._held: list[tuple[np.ndarray, ...]] = []
         self._cool = 0                # messages left to feed one by one (see _MIN_RUN)
@@ -590,7 +622,7 @@ class ChunkLane:
             cap = max(8, 2 * self._symtab.shape[0])
             self._symtab = np.resize(self._symtab, (cap, _SYMW))
             self._symlen = np.resize(self._symlen, cap)
-            self._st = np.resize(self._st, (cap, 11))
+            self._st = np.resize(self._st, (cap, _ST_W))
             self._stf = np.resize(self._stf, (cap, 2))
         ok = len(raw) <= _SYMW and raw.isascii() and (self.follow is None or self.follow(sym))
         self._symlen[s] = len(raw) if ok else -1     # -1: never matches, the Python path serves it
@@ -633,7 +665,8 @@ class ChunkLane:
         return ((code, bk.last_u if bk.last_u is not None else -1,
                  bk.px_decimals if bk.px_decimals is not None else -1,
                  bk.qty_decimals if bk.qty_decimals is not None else -1,
-                 bk._blocks_hint, bk._bk.shape[1], bk.updates, *bk._top), (bk._pscale, bk._qscale))
+                 bk._blocks_hint, bk._bk.shape[1], bk.updates, *bk._top, -1, -1, -1, -1, -1, -1, len(bk._pending)),
+                (bk._pscale, bk._qscale))
 
     def _refresh(self, s: int) -> None:
         """Copy book ``s``'s sequencing state into the slot arrays (and its level arrays into
@@ -687,7 +720,9 @@ class ChunkLane:
             if self._marks.get(sym) != self._mark(bk):
                 continue     # fed elsewhere since the last chunk (a snapshot, a resync): refreshed at the next
             st, stf = self._state_of(bk)
-            assert tuple(self._st[s].tolist()) == st and tuple(self._stf[s].tolist()) == stf, (sym, st)
+            # no ticker held between chunks; the waiting count is a bound (refreshed at the next chunk)
+            assert tuple(self._st[s, :11].tolist()) == st[:11] and self._st[s, 11] == -1, (sym, st)
+            assert self._st[s, 17] >= len(bk._pending) and tuple(self._stf[s].tolist()) == stf, (sym, st)
             assert all(getattr(bk, name) is a for name, a in zip(_ARRAYS, self._held[s], strict=True))
 
     # -- the chunk -------------------------------------------------------------------------------
@@ -870,10 +905,15 @@ class ChunkLane:
         kinds = r[:, _R_KIND]
         chunked = self.others
         plain = not self.others or not kinds.any()
-        special = np.flatnonzero(kinds | r[:, _R_UNK]) if self.others else np.flatnonzero(r[:, _R_UNK])
+        if self.others:    # rows with more to do than a plain depth update's (a held ticker's outcome too)
+            special = np.flatnonzero(kinds | r[:, _R_UNK] | np.where(kinds == _DEPTH_MSG, r[:, _R_X], 0))
+        else:
+            special = np.flatnonzero(r[:, _R_UNK])
+        held: dict[int, tuple[int, int]] = {}     # slot -> (row, message number) of the ticker the kernel held
         extra = dict(zip(special.tolist(), r[special, _R_UNK:].tolist(), strict=True)) if len(special) else None
         for j, (s, end, u, bp, bq, ap, aq, nlev, first, kind), line in zip(
                 range(m), r[:, :_R_UNK].tolist(), lines_in.tolist(), strict=True):
+            x = None
             if extra is not None and j in extra:
                 x = extra[j]
                 if x[0]:
@@ -884,11 +924,14 @@ class ChunkLane:
                 if kind == _TICKER_MSG:
                     self._ticker(books[s], syms[s], u, x[1:], line)
                     continue
-                if kind == _TICKER_OK:     # checked equal in the kernel (BinanceBook._on_ticker's counters)
+                if kind == _TICKER_OK or kind == _TICKER_HELD:   # BinanceBook._on_ticker's counters
                     bk = books[s]
                     bk.messages += 1
                     bk.booktickers += 1
-                    bk.bookticker_checked += 1
+                    if kind == _TICKER_OK:     # checked equal in the kernel
+                        bk.bookticker_checked += 1
+                    else:                      # waits for its update (the kernel holds it)
+                        held[s] = (j, bk.messages)
                     bk._checked_rows = 0
                     bk._taken = bk.updates
                     continue
@@ -914,6 +957,14 @@ class ChunkLane:
                     if len(order) > bk.history:
                         del hist[order.popleft()]
                 hist[u] = top
+            if x is not None and x[1]:       # the update the held ticker waited for, or one past it
+                tj, tn = held.pop(s)
+                if x[1] == _HELD_OK:
+                    bk.bookticker_checked += 1
+                elif x[1] == _HELD_BAD:
+                    core._line = line
+                    bk._check_ticker(self._ticker_of(syms[s], int(r[tj, 2]), extra[tj][1:]), top, tn)  # type: ignore[index]
+                    core._copy_reports(bk)
             if end > start and not chunked:
                 events.append(SymbolEvents(venue, syms[s], EventBatch(
                     rel[start:end], sign[start:end], cols[start:end], line_col[start:end], line, line,
@@ -929,7 +980,8 @@ class ChunkLane:
         hit = np.flatnonzero(counts).tolist()
         self._touched.update(hit)
         if not plain:
-            self._touched.update(np.unique(r[(kinds == _TICKER_MSG) | (kinds == _TICKER_OK), 0]).tolist())
+            self._touched.update(np.unique(r[(kinds == _TICKER_MSG) | (kinds == _TICKER_OK) | (kinds == _TICKER_HELD),
+                                             0]).tolist())
         for s in hit:
             bk = books[s]
             c = int(counts[s])
@@ -937,6 +989,11 @@ class ChunkLane:
             bk.applied += c
             bk._taken = bk.updates
             bk._blocks_hint = int(self._st[s, 4])
+        for s, (tj, tn) in held.items():   # still waiting at the run's end: the book's own queue takes it
+            books[s]._pending.append((self._ticker_of(syms[s], int(r[tj, 2]), extra[tj][1:]), tn))  # type: ignore[index]
+        if not plain:      # the slots' held ticker and waiting count back from their books
+            for s in np.unique(r[(kinds == _TICKER_MSG) | (kinds == _TICKER_HELD), 0]).tolist():
+                self._refresh(s)
         self.fast_messages += i1 - i0
 
     def _count_unknown(self, mask: int) -> None:
@@ -962,19 +1019,24 @@ class ChunkLane:
         ign = self.core.ignored
         ign[name] = ign.get(name, 0) + 1
 
+    def _ticker_of(self, sym: str, u: int, x: list[int]) -> BookTicker:
+        """The :class:`BookTicker` of a kernel ticker row (``x``: its spans of b, B, a, A and the
+        stream, E, T)."""
+        assert self._buf is not None
+        buf = self._buf
+        texts = [buf[x[t]:x[t + 1]].tobytes().decode("ascii") for t in range(0, 10, 2) if x[t] >= 0]
+        stream = texts.pop() if x[8] >= 0 else None
+        return BookTicker(stream, sym, u, texts[0], texts[1], texts[2], texts[3],
+                          x[10] if x[10] >= 0 else None, x[11] if x[11] >= 0 else None)
+
     def _ticker(self, bk: BinanceBook, sym: str, u: int, x: list[int], line: int) -> None:
         """A kernel bookTicker as :meth:`BinanceBooks.feed` handles it: the book counts the
         message and takes the ticker (:meth:`BinanceBook._on_ticker`), its reports are copied
         with the message's line.  ``x``: the spans of b, B, a, A and the stream, E, T."""
-        assert self._buf is not None
-        buf = self._buf
         core = self.core
         core._line = line
         bk.messages += 1
-        texts = [buf[x[t]:x[t + 1]].tobytes().decode("ascii") for t in range(0, 10, 2) if x[t] >= 0]
-        stream = texts.pop() if x[8] >= 0 else None
-        bk._on_ticker(BookTicker(stream, sym, u, texts[0], texts[1], texts[2], texts[3],
-                                 x[10] if x[10] >= 0 else None, x[11] if x[11] >= 0 else None), bk.messages)
+        bk._on_ticker(self._ticker_of(sym, u, x), bk.messages)
         bk._checked_rows = 0           # what take_events does after a message that queued no rows
         bk._taken = bk.updates
         if bk.reports:
