@@ -73,7 +73,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "28"
+CODEGEN_VERSION = "29"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -286,7 +286,12 @@ class _Codegen:
         self.columns = {g[0]: len(g) for g in self.groups}   # tree -> its number of columns
         self._prefetch: list[tuple[str, str, int]] = []   # the trigger being generated: (tree, key, arity) it updates
         self.prefetch: dict[str, list[tuple[str, str, int]]] = {}   # trigger function -> the same
+        self.pfh_body: dict[str, str] = {}   # trigger function -> the body of its pfh_ function
         self._ranks = False   # whether some read is a select by rank (imports btree_nth)
+        # the EXTREME maps' windows, hoisted into run_batch's locals (see _hx_tuple): their fields
+        # in order; the trigger functions then take (st, hx) where they took st
+        self.hx = [w for m in program.maps if m.extreme for _, _, _, w in _xfields(m)[:1]]
+        self.S = "st, hx" if self.hx else "st"
 
     # -- helpers ------------------------------------------------------------------------------
     def _m(self, name: str) -> MapDecl:
@@ -890,7 +895,7 @@ class _Codegen:
                     elif tname in self.point or target.extreme:
                         self._note_hash_prefetch(tname, self._tuple([env[x] for x in s.target.keys]))
                 self._emit(fn, expr, env, write)
-        params = ", ".join(["st", *env.values(), *(v for cut in self._cuts.values() for v in cut)])
+        params = ", ".join([self.S, *env.values(), *(v for cut in self._cuts.values() for v in cut)])
         self.functions.append(f"@njit(cache=True, inline='always')\ndef {fname}({params}):\n" + "\n".join(fn.body())
                               + "\n    return\n")
         self._fn = None
@@ -928,7 +933,7 @@ class _Codegen:
         deltas = self._tuple([self._inline(s.expr, env) for s in stmts])
         key = self._tuple([env[k] for k in stmts[0].target.keys])
         self._note_prefetch(name, key)
-        params = ", ".join(["st", *env.values()])
+        params = ", ".join([self.S, *env.values()])
         self.functions.append(f"@njit(cache=True, inline='always')\ndef {fname}({params}):\n"
                               f"    {self._tree_add(name, 'btree_addv', key, deltas)}\n")
 
@@ -970,7 +975,7 @@ class _Codegen:
         root by default, on its path: ``btree_prefetch_level``, which returns that node), or the
         home row of ``key`` in the hash table in state field ``tree`` (``kind`` "hash")."""
         if kind == "hash" and tree.startswith("xt"):
-            return f"xh_prefetch(borrow(st.{tree}), borrow(st.xw{tree[2:]}), {key}[0])"
+            return f"xh_prefetch(borrow(st.{tree}), hx[{self.hx.index('xw' + tree[2:])}], {key}[0])"
         if kind == "hash":
             return f"ht_prefetch(borrow(st.{tree}), {key})"
         fn, lv = ("btree_prefetch_level", f", {level}") if level else ("btree_prefetch", "")
@@ -982,11 +987,32 @@ class _Codegen:
         return (f"{fn}(borrow_pool(st.op_{tree}), ht_get(borrow(st.or_{tree}), {prefix}, -1), "
                 f"{key}[{arity - 1}]{lv})")
 
+    def _hx_tuple(self) -> str:
+        """Code of ``hx``: each EXTREME map's window borrowed from the state (``self.hx``'s order).
+
+        Why: ``run_batch`` (and ``flush``) make it once and pass it to the inlined triggers and
+        prefetches, so an event reaches its window cell without reading the state field (the
+        meminfo's payload, then the array's data pointer and shape): LLVM cannot keep those
+        across the loop, since a window cell's store may alias the state.  A writer that regrows
+        a window (rare: the live keys drifted out of it) stores the new one in the state and the
+        old one in ``xg_M`` (kept allocated, as ``hx`` may still hold it), emptied by
+        ``xh_retire``: its window test fails for every key, so a later add through the stale
+        ``hx`` goes through the state, and a prefetch loads the table row instead (a missed hint).
+        So no test per event: the stale entry costs the rest of the batch one failed window test
+        per add; ``run_batch`` lets the old window go before it returns (:meth:`_bury`)."""
+        return "(" + ", ".join(f"borrow(st.{w})" for w in self.hx) + ",)"
+
+    def _bury(self, indent: str) -> str:
+        """Lines dropping the windows the EXTREME writers retired during the call (``xg_M``: see
+        :meth:`_hx_tuple`) for an empty one; run before ``run_batch`` / ``flush`` return.  O(1)."""
+        return "".join(f"{indent}if xh_retired(st.xg{w[2:]}):\n{indent}    st.xg{w[2:]} = xh_new_win()\n"
+                       for w in self.hx)
+
     def _add(self, name: str, key: str, delta: str) -> str:
         """Code adding ``delta`` to ``name[key]`` (key: a tuple expression)."""
         if self._tree_only(name):
             return self._tree_add(name, "btree_add", key, delta + self._col(name))
-        return f"a_{name}(st, {key}, {delta})"
+        return f"a_{name}({self.S if self._m(name).extreme else 'st'}, {key}, {delta})"
 
     def _tree_add(self, name: str, op: str, key: str, arg: str) -> str:
         """Code applying ``op`` (``btree_add``/``btree_addv``) with ``arg`` at ``key`` to the tree
@@ -1093,6 +1119,10 @@ class _Codegen:
                 # (a regrown window differs in size or first key: it holds a key the old did not)
                 "    grew = win2.shape[0] != win.shape[0] or win2[0] != win[0]\n"
                 "    if grew:\n"
+                # the old window stays allocated (run_batch's hx may hold it) but holds no key now:
+                # a later add through hx fails its window test and comes here (see _hx_tuple)
+                f"        st.xg{w[2:]} = st.{w}\n"
+                "        xh_retire(win)\n"
                 f"        st.{w} = win2\n"
                 # the other extreme's instance: its own table and heap, the shared window
                 + "".join(f"    tab = borrow(st.{t})\n"
@@ -1102,8 +1132,10 @@ class _Codegen:
                           f"        st.{t} = tab2\n"
                           "    if hp2.shape[0] != hp.shape[0]:\n"
                           f"        st.{h} = hp2\n" for kind, t, h, w in more))
-        return (f"@njit(cache=True, inline='always')\ndef a_{m.name}(st, key, delta):\n"
-                f"    if xh_wadd(borrow(st.{w}), key[0], delta):\n        return\n" + body)
+        # the window from run_batch's locals (hx, see _hx_tuple)
+        return (f"@njit(cache=True, inline='always')\ndef a_{m.name}(st, hx, key, delta):\n"
+                f"    if xh_wadd(hx[{self.hx.index(w)}], key[0], delta):\n"
+                "        return\n" + body)
 
     def _slice_update(self, m: MapDecl, op: str, value: str) -> list[str]:
         """Lines applying ``op`` (``btree_set``/``btree_add``) with ``value`` at ``key`` to the
@@ -1150,7 +1182,7 @@ class _Codegen:
             if j in fused:
                 if fused[j]:
                     self.fused_statement(fname, [t.statements[i] for i in fused[j]], t.args)
-                    calls.append(f"    {fname}(st, {', '.join('a_' + a for a in t.args)})")
+                    calls.append(f"    {fname}({self.S}, {', '.join('a_' + a for a in t.args)})")
                 continue
             starting = [k for k, (first, _, _) in shared.items() if first == j]
             for n, key in enumerate(starting):   # compute the boundary before its first user
@@ -1167,11 +1199,11 @@ class _Codegen:
                 self._cuts[key] = cut
             self.statement(fname, s, t.args)
             cut_args = [v for c in self._cuts.values() for v in c]
-            calls.append(f"    {fname}(st, {', '.join(['a_' + a for a in t.args] + cut_args)})")
+            calls.append(f"    {fname}({self.S}, {', '.join(['a_' + a for a in t.args] + cut_args)})")
             for key in [k for k, (_, last, _) in shared.items() if last == j]:
                 self._cuts.pop(key, None)
         self._cuts.clear()
-        params = ", ".join(["st", *("a_" + a for a in t.args)])   # passed on unchanged
+        params = ", ".join([self.S, *("a_" + a for a in t.args)])   # passed on unchanged
         if self._prefetch:
             self.prefetch[tname] = pfs = list(dict.fromkeys(self._prefetch))
             sliced = [pf for pf in pfs if pf[0] == "tree" and pf[3] > 1]
@@ -1195,8 +1227,9 @@ class _Codegen:
                               if sliced else ""))
             hashes = [pf for pf in pfs if pf[0] == "hash"]   # (their own distance: PF_HASH_AHEAD)
             if hashes:
+                self.pfh_body[tname] = "".join(f"    {self._prefetch_call(*pf)}\n" for pf in hashes)
                 out.append(f"@njit(cache=True, inline='always')\ndef pfh_{tname}({params}):\n"
-                           + "".join(f"    {self._prefetch_call(*pf)}\n" for pf in hashes))
+                           + self.pfh_body[tname])
         # a long trigger (no shared boundaries then: one line per statement) calls chunk functions
         # the statements inline into; a short one keeps its boundaries and their users together
         if len(t.statements) > STATEMENTS_PER_FUNCTION:
@@ -1266,18 +1299,21 @@ class _Codegen:
                             # borrowed, as run_batch's triggers take it: the functions both call
                             # compile for one state type
                             "    st = borrow_state(state)\n"
+                            + (f"    hx = {self._hx_tuple()}\n" if self.hx else "")
                             + ("    lz = st.lazy\n" if groups else "")
-                            + "".join(f"    if lz[{g}]:\n        lz[{g}] = 0\n        lazy_{g}(st)\n"
+                            + "".join(f"    if lz[{g}]:\n        lz[{g}] = 0\n        lazy_{g}({self.S})\n"
                                       for g in range(len(groups)))
                             + "".join(f"    kz = st.lazy_keys_{g}\n    if kz[-1, 0] > 0:\n"
                                       "        for j in range(kz.shape[0] - 1):\n"
-                                      f"            if kz[j, 2] != 0.0:\n                lazyk_{g}(st, kz[j, 0])\n"
+                                      "            if kz[j, 2] != 0.0:\n"
+                                      f"                lazyk_{g}({self.S}, kz[j, 0])\n"
                                       # a table grown by a big batch, now mostly empty: a small one
                                       # again (a per-line flush scans all of it)
                                       f"        if kz.shape[0] > {LAZY_KEYS_SMALL + 1} "
                                       "and 8 * kz[-1, 0] < kz.shape[0]:\n"
                                       f"            st.lazy_keys_{g} = ht_new(1)\n"
-                                      "        else:\n            kz[:, :] = 0.0\n" for g in range(len(kgroups))))
+                                      "        else:\n            kz[:, :] = 0.0\n" for g in range(len(kgroups)))
+                            + self._bury("    "))
         self.lazy_groups = len(groups)
         self.keyed_groups = len(kgroups)
         clears = []
@@ -1285,6 +1321,7 @@ class _Codegen:
             clears.append(self.clear_function(self._m(stmt_map), pos))
         writers = [f for m in p.maps for f in self.map_functions(m)]
         fields, inits = self._state_fields()
+        B = "bst, hx" if self.hx else "bst"   # what run_batch passes where the functions take self.S
         dispatch = []
         pf_dispatch: list[str] = []    # range-tree leaves, PF_AHEAD events ahead
         pfh_dispatch: list[str] = []   # hash-table rows, PF_HASH_AHEAD events ahead
@@ -1295,10 +1332,18 @@ class _Codegen:
             pf_args = ", ".join(f"cols[j, {c}]" for c in range(len(t.args)))
             kinds = {pf[0] for pf in self.prefetch.get(tname, ())}
             if "tree" in kinds:
-                pf_dispatch.append(f"    if r == {si} and s == {sign}:\n        pf_{tname}(lvl, pfr, j, st, {pf_args})")
+                pf_dispatch.append(f"    if r == {si} and s == {sign}:\n"
+                                   f"        pf_{tname}(lvl, pfr, j, {self.S}, {pf_args})")
             if "hash" in kinds:
-                pfh_dispatch.append(f"    if r == {si} and s == {sign}:\n        pfh_{tname}(st, {pf_args})")
-            dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}(bst, {args})"
+                # the insert and delete triggers of a stream mostly load the same rows (a count per
+                # price: +1 and -1 at one key): one test of the stream, not also one of the sign
+                # (an unpredictable branch per event)
+                twin = [_trigger_name(u) for u in p.triggers if u.stream == t.stream and u.sign != t.sign]
+                same = bool(twin) and self.pfh_body.get(twin[0]) == self.pfh_body[tname]
+                if not (same and t.sign == "-"):
+                    pfh_dispatch.append(f"    if r == {si}{'' if same else f' and s == {sign}'}:\n"
+                                        f"        pfh_{tname}({self.S}, {pf_args})")
+            dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}({B}, {args})"
                             + (f"\n                lz[{lazy[n]}] = 1" if n in lazy else "")
                             # the table read through borrow() each event, not a local reassigned on
                             # growth: a loop-carried array local costs a reference-count pair per
@@ -1391,6 +1436,7 @@ class _Codegen:
                # prefetches: numba's inliner would count a reference to each argument of each
                # inlined call, two atomic (fencing) instructions per event (btree.borrow_state)
                "    bst = borrow_state(st)\n"
+               + (f"    hx = {self._hx_tuple()}\n" if self.hx else "")
                + ("    brelmap = borrow(relmap)\n    brel = borrow(rel)\n    bsign = borrow(sign)\n"
                   "    bcols = borrow(cols)\n" if pf_dispatch or pfh_dispatch else "") +
                "    watching = st.watching[0]\n"
@@ -1403,28 +1449,30 @@ class _Codegen:
                "        if watching:\n" + ("\n".join(snap) if snap else "            pass") + "\n"
                "        while i < end and line[i] == ln:\n"
                + ("".join(f"            if {gate(lv)} and i + {a} < end:\n"
-                          f"                prefetch(bst, bpfr, brelmap, brel, bsign, bcols, i + {a}, {lv})\n"
+                          f"                prefetch({B}, bpfr, brelmap, brel, bsign, bcols, i + {a}, {lv})\n"
                           for a, lv in stages)
                   if pf_dispatch else "")
                + (f"            if bigh and i + {PF_HASH_AHEAD} < end:\n"
-                  f"                prefetch_hash(bst, brelmap, brel, bsign, bcols, i + {PF_HASH_AHEAD})\n"
+                  f"                prefetch_hash({B}, brelmap, brel, bsign, bcols, i + {PF_HASH_AHEAD})\n"
                   if pfh_dispatch else "") +
                "            r = relmap[rel[i]]\n"
                "            s = sign[i]\n"
                + ("\n".join(dispatch) if dispatch else "            pass") + "\n"
                "            i += 1\n"
                "        if watching:\n"
-               + ("            flush(st)\n" if flushes else "") +
+               + ("            flush(st)\n" if flushes else "")
+               + (f"            hx = {self._hx_tuple()}\n" if flushes and self.hx else "") +
                "            changed = False\n"
                "            nch = 0\n            cs = -1\n            co = 0.0\n            cn = 0.0\n"
                + ("\n".join("    " + c.replace("\n", "\n    ") for c in changed) if changed else "            pass")
                + "\n            if changed:\n                if nch != 1:\n                    cs = -1\n"
-               "                if fire(ln, cs, co, cn) != 0:\n                    return i\n"
-               + ("    if not defer:\n        flush(st)\n" if flushes else "") +
+               "                if fire(ln, cs, co, cn) != 0:\n"
+               + self._bury(" " * 20) + "                    return i\n"
+               + ("    if not defer:\n        flush(st)\n" if flushes else "") + self._bury("    ") +
                "    return i\n")
         if pf_dispatch:
             trig_fns.append("@njit(cache=True, inline='always')\n"
-                            "def prefetch(st, pfr, relmap, rel, sign, cols, j, lvl):\n"
+                            f"def prefetch({self.S}, pfr, relmap, rel, sign, cols, j, lvl):\n"
                             "    \"\"\"Start loading what event j's tree updates touch: their leaves (lvl -1,\n"
                             "    btree_prefetch) or, in per-slice trees, the root (lvl 0) or the node lvl levels\n"
                             "    below the one the previous stage left in the ring pfr, the leaf if shorter"
@@ -1433,7 +1481,7 @@ class _Codegen:
                             "    s = sign[j]\n" + "\n".join(pf_dispatch) + "\n")
         if pfh_dispatch:
             trig_fns.append("@njit(cache=True, inline='always')\n"
-                            "def prefetch_hash(st, relmap, rel, sign, cols, j):\n"
+                            f"def prefetch_hash({self.S}, relmap, rel, sign, cols, j):\n"
                             "    \"\"\"Start loading the hash-table rows event j probes (ht_prefetch).\"\"\"\n"
                             "    r = relmap[rel[j]]\n"
                             "    s = sign[j]\n" + "\n".join(pfh_dispatch) + "\n")
@@ -1453,7 +1501,7 @@ class _Codegen:
                   "    threshold_apply, threshold_cut, threshold_sum,\n)\n"
                   + ("from ddms.storage.btree import btree_nth, btree_nth_row\n" if self._ranks else "")
                   + ("from ddms.storage.extheap import (\n    xh_add, xh_add_also, xh_big, xh_get, xh_new, "
-                     "xh_new_heap, xh_new_win, xh_prefetch, xh_top, xh_wadd,\n)\n"
+                     "xh_new_heap, xh_new_win, xh_prefetch, xh_retire, xh_retired, xh_top, xh_wadd,\n)\n"
                      if any(m.extreme for m in p.maps) else "")
                   + "from ddms.storage.hashtab import ht_big, ht_get, ht_getf, ht_new, ht_pop, ht_prefetch, ht_set, "
                   "ht_slot\n\n\n"
@@ -1528,8 +1576,8 @@ class _Codegen:
             if m.extreme:   # a value table and a heap per extreme (ddms.storage.extheap), no Dict
                 fields.remove(f"m_{m.name}")
                 for j, (_, t, h, w) in enumerate(_xfields(m)):
-                    fields += [t, h] + ([w] if j == 0 else [])
-                    inits += ["xh_new()", "xh_new_heap()"] + (["xh_new_win()"] if j == 0 else [])
+                    fields += [t, h] + ([w, "xg" + w[2:]] if j == 0 else [])
+                    inits += ["xh_new()", "xh_new_heap()"] + (["xh_new_win()"] * 2 if j == 0 else [])
                 continue
             if self._tree_only(m.name):
                 fields.remove(f"m_{m.name}")

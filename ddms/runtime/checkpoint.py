@@ -103,7 +103,7 @@ def dump_state(engine: Engine, *, copy: bool = True) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     keep = np.copy if copy else np.asarray
     for f in mod.FIELDS:
-        if f in _SESSION_FIELDS or f.startswith("log_"):
+        if f in _SESSION_FIELDS or f.startswith(("log_", "xg_")):   # (xg_: empty between batches)
             continue
         v = getattr(st, f)
         if f.startswith("op_"):
@@ -170,7 +170,7 @@ def load_state(engine: Engine, arrays: dict[str, np.ndarray], source: str = "<ch
             raise CheckpointError(f"{source}: corrupt checkpoint: no array {name!r}") from None
 
     for f in mod.FIELDS:
-        if f in _SESSION_FIELDS:
+        if f in _SESSION_FIELDS or f.startswith("xg_"):   # (xg_: a window retired inside a batch, not dumped)
             continue
         v = getattr(st, f)
         if f.startswith("log_"):

@@ -513,11 +513,13 @@ class Engine:
             if not m.keys:
                 continue
             if m.extreme:   # a value table and a lazy heap (ddms.storage.extheap)
-                from ddms.storage.extheap import xh_check
+                from ddms.storage.extheap import xh_check, xh_retired
                 for j, kind in enumerate(m.extremes):   # (codegen: a table and heap per extreme, xt_ first)
                     sfx = "" if j == 0 else "n"
                     xh_check(getattr(st, f"xt{sfx}_{m.name}"), getattr(st, f"xh{sfx}_{m.name}"),
                              getattr(st, f"xw_{m.name}"), 1.0 if kind == "max" else -1.0)   # (one window)
+                # a window a writer retired (regrown) is let go before run_batch / flush return
+                assert not xh_retired(getattr(st, f"xg_{m.name}")), f"{m.name}: a retired window is kept"
                 continue
             if m.ordered:   # prefix -> root of its range tree (maybe a column of a shared tree)
                 tree, col = mod.TREES.get(m.name, (m.name, 0))

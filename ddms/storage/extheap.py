@@ -70,7 +70,7 @@ from ddms.storage.hashtab import (
 )
 
 __all__ = ["HDR", "xh_add", "xh_add_also", "xh_big", "xh_check", "xh_dict", "xh_get", "xh_new", "xh_new_heap",
-           "xh_new_win", "xh_prefetch", "xh_top", "xh_wadd"]
+           "xh_new_win", "xh_prefetch", "xh_retire", "xh_retired", "xh_top", "xh_wadd"]
 
 HDR = 2
 """Header cells before the heap: its size and its count of live (nonzero-valued) keys."""
@@ -679,13 +679,34 @@ def xh_big(tab: np.ndarray, win: np.ndarray) -> bool:
 @njit(cache=True, inline="always")
 def xh_prefetch(tab: np.ndarray, win: np.ndarray, key: float) -> None:
     """Start loading what an add at ``key`` touches: its window cell and level-0 bit word, or its
-    home row in the table (a hint to the CPU that changes nothing).  O(1)."""
-    j = _wcell(win, key)
-    if j >= 0:
+    home row in the table (a hint to the CPU that changes nothing).  The window's range test
+    only, not :func:`_wcell`'s integrality test: a fraction inside the range (it goes to the table)
+    loads a cell for nothing, a missed hint, and every event saves a conversion and a compare.
+    O(1)."""
+    x = key - win[W_BASE]
+    if 0.0 <= x < win[W_CELLS]:
+        j = int(x)
         _prefetch(win, (WH + j,))
         _prefetch(win, (WH + int(win[W_CELLS]) + (j >> 6),))
     else:
         ht_prefetch(tab, (key,))
+
+
+@njit(cache=True, inline="always")
+def xh_retire(win: np.ndarray) -> None:
+    """Make a window that a regrown one replaced hold no key: every later :func:`xh_wadd` on it
+    fails (and :func:`xh_prefetch` loads the table row).  Why: a generated ``run_batch`` hoists the
+    windows into locals (``codegen._Codegen._hx_tuple``); the writer that regrows one keeps the old
+    array allocated in the state (``xg_M``), retired, so that the stale local sends its adds to the
+    state's current window instead of into freed memory.  O(1)."""
+    win[W_CELLS] = 0.0
+
+
+@njit(cache=True, inline="always")
+def xh_retired(win: np.ndarray) -> bool:
+    """Whether ``win`` (a state's ``xg_M``) holds a window retired by :func:`xh_retire`, bigger than
+    an empty one (``run_batch`` then lets it go).  O(1)."""
+    return win.shape[0] > WH
 
 
 def xh_dict(tab: np.ndarray, win: np.ndarray) -> dict[float, float]:
