@@ -311,6 +311,14 @@ class _Converter:
             if alias.columns:
                 raise self.fail(f"a column list after an alias ({alias.sql()}) is not supported: name the "
                                 "columns inside the subquery (SELECT price AS p, ...)", alias)
+        for grp in list(tree.find_all(exp.Group)):
+            # GROUP BY (): the grand total, one group, as without GROUP BY (beside keys it adds none)
+            keep = [g for g in grp.expressions if not (isinstance(g, exp.Tuple) and not g.expressions)]
+            if len(keep) < len(grp.expressions):
+                if keep or grp.args.get("all"):
+                    grp.set("expressions", keep)
+                else:
+                    grp.pop()
         return self.select(tree, top_level=True)
 
     def _mysql_limit(self, body: str) -> None:
@@ -748,6 +756,20 @@ class _Converter:
             return Bool(bool(node.this), node.sql())
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
             return IsNull(self.expr(node.this), node.sql())
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean):
+            # c IS TRUE / c IS FALSE: never NULL (a NULL c is neither), so written as CASE WHEN
+            # [NOT] c THEN 1 ELSE 0 END = 1, whose NOT (IS NOT TRUE) is exact too
+            c = self.cond(node.this)
+            when = c if node.expression.this else Not(c, node.sql())
+            return Compare("=", Case(((when, Lit(1.0)),), Lit(0.0), node.sql()), Lit(1.0), node.sql())
+        if isinstance(node, (exp.NullSafeEQ, exp.NullSafeNEQ)):
+            # a IS NOT DISTINCT FROM b: both NULL, or neither NULL and equal (never NULL itself:
+            # each part is true or false, so its NOT, IS DISTINCT FROM, is exact)
+            a, b = self.expr(node.this), self.expr(node.expression)
+            same = Or((And((_is_null(a), _is_null(b)), node.sql()),
+                       And((Not(_is_null(a)), Not(_is_null(b)), Compare("=", a, b, node.sql())), node.sql())),
+                      node.sql())
+            return same if isinstance(node, exp.NullSafeEQ) else Not(same, node.sql())
         if isinstance(node, exp.Exists):
             if not isinstance(node.this, exp.Select):
                 raise self.fail("EXISTS takes a SELECT", node)
@@ -786,6 +808,15 @@ class _Converter:
             return And((Compare(">=", x, self.expr(node.args["low"])),
                         Compare("<=", x, self.expr(node.args["high"]))), node.sql())
         raise self.fail(f"unsupported condition ({_node_name(node)})", node)
+
+
+def _is_null(e: SqlExpr) -> Cond:
+    """``e IS NULL``, decided here for a literal (a string literal has no NULL test downstream)."""
+    if isinstance(e, Null):
+        return Bool(True)
+    if isinstance(e, Lit | Str):
+        return Bool(False)
+    return IsNull(e)
 
 
 _RANK_CMP = (exp.LTE, exp.LT, exp.EQ)
