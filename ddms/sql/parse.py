@@ -321,6 +321,23 @@ class _Converter:
                     grp.pop()
         return self.select(tree, top_level=True)
 
+    def _one_row_on_true(self, j: exp.Join) -> bool:
+        """Whether the joined item of ``j`` is exactly one row whatever the input (an aggregate
+        SELECT without GROUP BY, HAVING, LIMIT or OFFSET, in FROM or as a WITH query) joined ON
+        TRUE: every left row then has its match, so a LEFT JOIN is the cross join."""
+        on = j.args.get("on")
+        if on is not None and not (isinstance(on, exp.Boolean) and on.this):
+            return False
+        item = j.this
+        if isinstance(item, exp.Subquery):
+            sel = item.this
+        elif isinstance(item, exp.Table) and item.name.lower() in self.ctes:
+            sel = self.ctes[item.name.lower()]
+        else:
+            return False
+        return isinstance(sel, exp.Select) and _one_aggregate_row(sel) and not any(
+            sel.args.get(k) for k in ("limit", "offset", "order", "qualify"))
+
     def _mysql_limit(self, body: str) -> None:
         """Refuse MySQL's ``LIMIT m, n`` (skip m, keep n): sqlglot reads it as ``LIMIT n OFFSET
         m`` and leaves no trace of the form, but DuckDB and PostgreSQL reject it, so a view
@@ -385,8 +402,11 @@ class _Converter:
             if method:
                 raise self.fail(f"{method} JOIN is not supported (inner and cross joins only: write the "
                                 "join condition in ON or WHERE)", j)
-            if side or kind not in ("", "INNER", "CROSS"):
-                raise self.fail(f"{side or kind} JOIN is not supported (inner and cross joins only)", j)
+            if side == "LEFT" and kind in ("", "OUTER") and self._one_row_on_true(j):
+                pass   # LEFT JOIN of a one-row aggregate ON TRUE: it always matches, a cross join
+            elif side or kind not in ("", "INNER", "CROSS"):
+                raise self.fail(f"{side or kind} JOIN is not supported (inner and cross joins only; a LEFT JOIN of "
+                                "a one-row aggregate subquery ON TRUE is a cross join and is kept)", j)
             sources.append(self.source_item(j.this))
             if j.args.get("on") is not None:
                 conds.append(self.cond(j.args["on"]))
