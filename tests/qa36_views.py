@@ -226,6 +226,15 @@ VIEWS: dict[str, str] = {
                         " LIMIT 3) x",
     "MINMAX_JOIN_GROUP": "SELECT a.broker_id, MIN(a.price) - MAX(b.price) AS d FROM asks a JOIN bids b ON b.broker_id"
                          " = a.broker_id GROUP BY a.broker_id",
+    # refused before qa37 (IS [NOT] DISTINCT FROM, IS [NOT] TRUE/FALSE, GROUP BY (), WHERE NULL): exact now
+    "IS_DISTINCT_FROM": "SELECT COUNT(*) AS n FROM bids WHERE NULLIF(broker_id, 1) IS DISTINCT FROM 2",
+    "IS_NOT_DISTINCT_FROM": "SELECT COUNT(*) AS n FROM bids WHERE NULLIF(broker_id, 1) IS NOT DISTINCT FROM "
+                            "NULLIF(volume, volume)",
+    "IS_NOT_TRUE": "SELECT COUNT(*) AS n FROM bids WHERE (price > (SELECT MIN(price) FROM asks)) IS NOT TRUE",
+    "IS_FALSE": "SELECT COUNT(*) AS n FROM bids WHERE (price > (SELECT MIN(price) FROM asks)) IS FALSE",
+    "GROUP_BY_EMPTY": "SELECT MAX(price) AS p FROM bids GROUP BY ()",
+    "WHERE_NULL": "SELECT COUNT(*) AS n FROM bids WHERE NULL",
+    "CASE_WHEN_NULL": "SELECT SUM(CASE WHEN NULL THEN 1 ELSE volume END) AS s FROM bids",
 }
 
 SYMBOL_VIEWS: dict[str, str] = {
@@ -342,23 +351,8 @@ REJECTED: dict[str, tuple[str, str]] = {
                        "LEFT JOIN is not supported"),
     "JOIN_USING": ("SELECT COUNT(*) AS n FROM bids JOIN asks USING (broker_id)",
                    "JOIN ... USING is not supported"),
-    "IS_DISTINCT_FROM": ("SELECT COUNT(*) AS n FROM bids WHERE NULLIF(broker_id, 1) IS DISTINCT FROM 2",
-                         "unsupported condition (IS [NOT] DISTINCT FROM)"),
-    "IS_NOT_DISTINCT_FROM": ("SELECT COUNT(*) AS n FROM bids WHERE NULLIF(broker_id, 1) IS NOT DISTINCT FROM "
-                             "NULLIF(volume, volume)",
-                             "unsupported condition (IS [NOT] DISTINCT FROM)"),
-    "IS_NOT_TRUE": ("SELECT COUNT(*) AS n FROM bids WHERE (price > (SELECT MIN(price) FROM asks)) IS NOT TRUE",
-                    "unsupported condition (IS)"),
-    "IS_FALSE": ("SELECT COUNT(*) AS n FROM bids WHERE (price > (SELECT MIN(price) FROM asks)) IS FALSE",
-                 "unsupported condition (IS)"),
-    "WHERE_NULL": ("SELECT COUNT(*) AS n FROM bids WHERE NULL",
-                   "unsupported condition (NULL)"),
-    "CASE_WHEN_NULL": ("SELECT SUM(CASE WHEN NULL THEN 1 ELSE volume END) AS s FROM bids",
-                       "unsupported condition (NULL)"),
     "COALESCE_COND": ("SELECT COUNT(*) AS n FROM bids WHERE COALESCE(price > (SELECT MIN(price) FROM asks), TRUE)",
                       "unsupported condition (COALESCE)"),
-    "GROUP_BY_EMPTY": ("SELECT MAX(price) AS p FROM bids GROUP BY ()",
-                       "unsupported expression (TUPLE)"),
     "QUALIFY_TOP": ("SELECT SUM(volume) AS v FROM (SELECT volume FROM bids QUALIFY ROW_NUMBER() OVER (ORDER BY price "
                     "DESC, id) <= 2) x",
                     "QUALIFY is not supported"),

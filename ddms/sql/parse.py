@@ -774,6 +774,8 @@ class _Converter:
             return Not(inner, node.sql())
         if isinstance(node, exp.Boolean):
             return Bool(bool(node.this), node.sql())
+        if isinstance(node, exp.Null):   # WHERE NULL, CASE WHEN NULL: unknown, and so is its NOT
+            return Compare("=", Null(node.sql()), Null(node.sql()), node.sql())
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
             return IsNull(self.expr(node.this), node.sql())
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean):
