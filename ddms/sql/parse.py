@@ -459,19 +459,17 @@ class _Converter:
         order, limit, offset = node.args.get("order"), node.args.get("limit"), node.args.get("offset")
         if order is None and limit is None and offset is None:
             return None
-        if limit is None and offset is not None:   # (was dropped: every row kept, a wrong answer)
-            raise self.fail("OFFSET without LIMIT in a subquery (every row past the first m) is not supported: "
-                            "add LIMIT n (ORDER BY price DESC LIMIT n OFFSET m)", offset)
-        if limit is None:
+        if limit is None and offset is None:
             raise self.fail("ORDER BY without LIMIT in a subquery changes no aggregate: remove it, or add "
                             "LIMIT n to keep the first n rows", order)
         if order is None:
-            raise self.fail("LIMIT without ORDER BY keeps arbitrary rows: order them (ORDER BY price DESC "
-                            "LIMIT n)", limit)
+            word = "LIMIT" if limit is not None else "OFFSET"
+            raise self.fail(f"{word} without ORDER BY keeps arbitrary rows: order them (ORDER BY price DESC "
+                            f"{word} n)", limit if limit is not None else offset)
         n, offset = self._limit(node)
-        assert n is not None
         key, desc, ties = self._order_key(order)
-        return TopN(key, desc, n, (), order.sql(), ties, offset=offset)
+        # OFFSET m without LIMIT: every row past the first m (n = -1, no bound)
+        return TopN(key, desc, -1 if n is None else n, (), order.sql(), ties, offset=offset)
 
     def _limit(self, node: exp.Select) -> tuple[int | None, int]:
         """``LIMIT n`` (None without) and ``OFFSET m`` (0 without), whole numbers."""
@@ -556,8 +554,9 @@ class _Converter:
             if len(wins) > 1:
                 raise self.fail("one ROW_NUMBER() per subquery", wins[1])
             alias, w = wins[0], wins[0].this
-            if not isinstance(w.this, exp.RowNumber | exp.Rank):
-                raise self.fail("of the window functions, ROW_NUMBER() and RANK() (a top-N) are supported", w)
+            if not isinstance(w.this, exp.RowNumber | exp.Rank | exp.DenseRank):
+                raise self.fail("of the window functions, ROW_NUMBER(), RANK() and DENSE_RANK() (a top-N) are "
+                                "supported", w)
             if w.args.get("spec") or w.args.get("alias"):
                 raise self.fail("ROW_NUMBER() takes no window frame", w)
             if inner.args.get("order") or inner.args.get("limit"):
@@ -565,6 +564,10 @@ class _Converter:
             if w.args.get("order") is None:
                 raise self.fail("ROW_NUMBER() needs ORDER BY (the order of the top-N)", w)
             key, desc, ties = self._order_key(w.args["order"])
+            dense = isinstance(w.this, exp.DenseRank)
+            if dense and ties:
+                raise self.fail("DENSE_RANK() is supported ordered by one column (the n first distinct values of "
+                                "it); with a tie-break it is ROW_NUMBER()", w.args["order"])
             partition = tuple(self.column(c) for c in w.args.get("partition_by") or ())
             rn, table = alias.alias.lower(), (sq.alias or sq.name or "").lower()
             where = node.args.get("where")
@@ -582,8 +585,8 @@ class _Converter:
                     raise self.fail(f"{rn} is the ROW_NUMBER() of a top-N: it can only be filtered, {rn} <= n "
                                     "(it is not a column the view can read)", col)
             n, skip = hits[0][1]
-            self.pending[id(inner)] = TopN(key, desc, n, partition, w.sql(), ties, isinstance(w.this, exp.Rank),
-                                           skip)
+            self.pending[id(inner)] = TopN(key, desc, n, partition, w.sql(), ties,
+                                           isinstance(w.this, exp.Rank) or dense, skip, dense)
 
     def source_item(self, node: exp.Expression) -> FromItem:
         if isinstance(node, exp.Table):
@@ -841,8 +844,8 @@ def _is_null(e: SqlExpr) -> Cond:
     return IsNull(e)
 
 
-_RANK_CMP = (exp.LTE, exp.LT, exp.EQ)
-_RANK_FLIP = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ}
+_RANK_CMP = (exp.LTE, exp.LT, exp.EQ, exp.GT, exp.GTE)
+_RANK_FLIP = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ, exp.LTE: exp.GTE, exp.LT: exp.GT}
 
 
 def _rank_bound(c: exp.Expression, rn: str, table: str) -> tuple[int, int] | None:
@@ -866,6 +869,8 @@ def _rank_bound(c: exp.Expression, rn: str, table: str) -> tuple[int, int] | Non
     x = float(b.this)
     if kind is exp.EQ:   # rn = k: the k-th row alone (1 row after k - 1)
         return (1, int(x) - 1) if x.is_integer() and x >= 1.0 else None
+    if kind in (exp.GT, exp.GTE):   # rn > m, rn >= m + 1: every row past the first m (n = -1: no bound)
+        return -1, max(0, math.floor(x) if kind is exp.GT else math.ceil(x) - 1)
     return max(0, math.floor(x) if kind is exp.LTE else math.ceil(x) - 1), 0
 
 
