@@ -773,6 +773,10 @@ class _Translator:
             case IsNull(x):
                 v = value(x)
                 return Cmp("=", Cmp("=", v, v), Const(0.0)) if nullable(v) else Const(0.0)
+        if isinstance(c, SqlExists | Quantified) or (isinstance(c, Not) and isinstance(c.cond, SqlExists | Quantified)):
+            raise self.fail("EXISTS / IN / ANY / ALL (SELECT ...) over aggregates (in HAVING, or in a CASE over "
+                            "aggregates) is not supported: compare with a scalar subquery, (SELECT MIN(..) ...)",
+                            getattr(c, "text", ""))
         raise self.fail("unsupported condition", getattr(c, "text", ""))
 
     # -- values -----------------------------------------------------------------------------------
