@@ -122,6 +122,8 @@ VIEWS: dict[str, str] = {
                       "ORDER BY price FETCH FIRST 2 ROWS ONLY) x",
     "ABOVE_BROKER_AVG": "SELECT COUNT(*) AS n FROM bids b WHERE b.volume > "
                         "(SELECT AVG(b2.volume) FROM bids b2 WHERE b2.broker_id = b.broker_id)",
+    # refused before qa37 (IS [NOT] DISTINCT FROM, IS [NOT] TRUE/FALSE, GROUP BY ()): exact now
+    "DISTINCT_FROM": "SELECT COUNT(*) AS n FROM bids WHERE broker_id IS DISTINCT FROM 3",
 }
 
 SYMBOL_VIEWS: dict[str, str] = {
@@ -154,8 +156,6 @@ REJECTED: dict[str, tuple[str, str]] = {
     "IN_GROUPED": ("SELECT SUM(volume) AS v FROM bids WHERE broker_id IN "
                    "(SELECT broker_id FROM asks GROUP BY broker_id HAVING COUNT(*) > 2)",
                    "IN (SELECT ...) with GROUP BY or HAVING is not supported"),
-    "DISTINCT_FROM": ("SELECT COUNT(*) AS n FROM bids WHERE broker_id IS DISTINCT FROM 3",
-                      "unsupported condition (IS [NOT] DISTINCT FROM)"),   # was "(NULLSAFENEQ)"
     "FETCH_WITH_TIES": ("SELECT price, SUM(volume) AS v FROM bids GROUP BY price ORDER BY price DESC "
                         "FETCH FIRST 3 ROWS WITH TIES", "WITH TIES / PERCENT is not supported"),
     # a constant beside aggregates: was "the SELECT list may name GROUP BY columns ... only"

@@ -226,6 +226,20 @@ VIEWS: dict[str, str] = {
                         " LIMIT 3) x",
     "MINMAX_JOIN_GROUP": "SELECT a.broker_id, MIN(a.price) - MAX(b.price) AS d FROM asks a JOIN bids b ON b.broker_id"
                          " = a.broker_id GROUP BY a.broker_id",
+    # refused before qa37 (IS [NOT] DISTINCT FROM, IS [NOT] TRUE/FALSE, GROUP BY (), WHERE NULL): exact now
+    "IS_DISTINCT_FROM": "SELECT COUNT(*) AS n FROM bids WHERE NULLIF(broker_id, 1) IS DISTINCT FROM 2",
+    "IS_NOT_DISTINCT_FROM": "SELECT COUNT(*) AS n FROM bids WHERE NULLIF(broker_id, 1) IS NOT DISTINCT FROM "
+                            "NULLIF(volume, volume)",
+    "IS_NOT_TRUE": "SELECT COUNT(*) AS n FROM bids WHERE (price > (SELECT MIN(price) FROM asks)) IS NOT TRUE",
+    "IS_FALSE": "SELECT COUNT(*) AS n FROM bids WHERE (price > (SELECT MIN(price) FROM asks)) IS FALSE",
+    "GROUP_BY_EMPTY": "SELECT MAX(price) AS p FROM bids GROUP BY ()",
+    "WHERE_NULL": "SELECT COUNT(*) AS n FROM bids WHERE NULL",
+    "CASE_WHEN_NULL": "SELECT SUM(CASE WHEN NULL THEN 1 ELSE volume END) AS s FROM bids",
+    # refused before qa37 (rn > m, DENSE_RANK): exact now
+    "RN_GT_1": "SELECT SUM(volume) AS v FROM (SELECT volume, ROW_NUMBER() OVER (ORDER BY price DESC, id) AS rn FROM "
+              "bids) x WHERE rn > 1",
+    "DENSE_RANK_LV": "SELECT COUNT(*) AS n, SUM(volume) AS v FROM (SELECT volume, DENSE_RANK() OVER (ORDER BY price "
+                    "DESC) AS dr FROM bids) x WHERE dr <= 2",
 }
 
 SYMBOL_VIEWS: dict[str, str] = {
@@ -299,9 +313,6 @@ REJECTED: dict[str, tuple[str, str]] = {
                              "price LIMIT 2 OFFSET 1",
                              "HAVING with ORDER BY / LIMIT / OFFSET / DISTINCT on a view is not supported"),
     # legal SQL without an exact incremental form here (yet): refused at the part
-    "RN_GT_1": ("SELECT SUM(volume) AS v FROM (SELECT volume, ROW_NUMBER() OVER (ORDER BY price DESC, id) AS rn FROM "
-                "bids) x WHERE rn > 1",
-                "keeps the first rows of a top-N"),
     "RN_NE_1": ("SELECT COUNT(*) AS n FROM (SELECT volume, ROW_NUMBER() OVER (PARTITION BY broker_id ORDER BY price, "
                 "id) AS rn FROM asks) x WHERE rn <> 1",
                 "keeps the first rows of a top-N"),
@@ -342,34 +353,16 @@ REJECTED: dict[str, tuple[str, str]] = {
                        "LEFT JOIN is not supported"),
     "JOIN_USING": ("SELECT COUNT(*) AS n FROM bids JOIN asks USING (broker_id)",
                    "JOIN ... USING is not supported"),
-    "IS_DISTINCT_FROM": ("SELECT COUNT(*) AS n FROM bids WHERE NULLIF(broker_id, 1) IS DISTINCT FROM 2",
-                         "unsupported condition (IS [NOT] DISTINCT FROM)"),
-    "IS_NOT_DISTINCT_FROM": ("SELECT COUNT(*) AS n FROM bids WHERE NULLIF(broker_id, 1) IS NOT DISTINCT FROM "
-                             "NULLIF(volume, volume)",
-                             "unsupported condition (IS [NOT] DISTINCT FROM)"),
-    "IS_NOT_TRUE": ("SELECT COUNT(*) AS n FROM bids WHERE (price > (SELECT MIN(price) FROM asks)) IS NOT TRUE",
-                    "unsupported condition (IS)"),
-    "IS_FALSE": ("SELECT COUNT(*) AS n FROM bids WHERE (price > (SELECT MIN(price) FROM asks)) IS FALSE",
-                 "unsupported condition (IS)"),
-    "WHERE_NULL": ("SELECT COUNT(*) AS n FROM bids WHERE NULL",
-                   "unsupported condition (NULL)"),
-    "CASE_WHEN_NULL": ("SELECT SUM(CASE WHEN NULL THEN 1 ELSE volume END) AS s FROM bids",
-                       "unsupported condition (NULL)"),
     "COALESCE_COND": ("SELECT COUNT(*) AS n FROM bids WHERE COALESCE(price > (SELECT MIN(price) FROM asks), TRUE)",
                       "unsupported condition (COALESCE)"),
-    "GROUP_BY_EMPTY": ("SELECT MAX(price) AS p FROM bids GROUP BY ()",
-                       "unsupported expression (TUPLE)"),
     "QUALIFY_TOP": ("SELECT SUM(volume) AS v FROM (SELECT volume FROM bids QUALIFY ROW_NUMBER() OVER (ORDER BY price "
                     "DESC, id) <= 2) x",
                     "QUALIFY is not supported"),
-    "DENSE_RANK_LV": ("SELECT COUNT(*) AS n, SUM(volume) AS v FROM (SELECT volume, DENSE_RANK() OVER (ORDER BY price "
-                      "DESC) AS dr FROM bids) x WHERE dr <= 2",
-                      "ROW_NUMBER() and RANK() (a top-N) are supported"),
     "WINDOW_SUM_PART": ("SELECT MAX(x.tot) AS m FROM (SELECT SUM(volume) OVER (PARTITION BY broker_id) AS tot FROM "
                         "bids) x",
-                        "ROW_NUMBER() and RANK() (a top-N) are supported"),
+                        "ROW_NUMBER(), RANK() and DENSE_RANK() (a top-N) are supported"),
     "COUNT_OVER_EMPTY": ("SELECT MAX(x.n) AS m FROM (SELECT COUNT(*) OVER () AS n FROM bids) x",
-                         "ROW_NUMBER() and RANK() (a top-N) are supported"),
+                         "ROW_NUMBER(), RANK() and DENSE_RANK() (a top-N) are supported"),
     "POWER_FN": ("SELECT SUM(POWER(volume, 2)) AS s FROM bids",
                  "unsupported expression (POW)"),
     "CARET_POW": ("SELECT SUM(volume ^ 2) AS s FROM bids", "unsupported expression (^, a power)"),

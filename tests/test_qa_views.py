@@ -23,7 +23,11 @@ dropped, the subquery's own names read (swapped: a wrong answer), and OFFSET wit
 subquery was dropped (every row kept): both now refused at the part.  By qa36: a VARCHAR symbol
 column read as its id (a hash) where SQL orders or computes with it (``ORDER BY symbol``,
 ``MIN(symbol)``, ``symbol = 1``, ``symbol IN (SELECT broker_id ...)``, ``symbol + 0``): now refused
-at the part (``symbol_rejected``, compiled over ``SYM_HEADER``)."""
+at the part (``symbol_rejected``, compiled over ``SYM_HEADER``).  By qa37 (no wrong answer found in ~230
+views): legal shapes made exact -- IS [NOT] DISTINCT FROM, IS [NOT] TRUE/FALSE, GROUP BY (), WHERE
+NULL, a LEFT JOIN of a one-row aggregate ON TRUE, rn > m, OFFSET without LIMIT in a subquery,
+DENSE_RANK() <= n -- and its ~200 views split: ``qa37`` (the default suite's ~16) and ``qa37_more``
+(all of them, ``-m slow`` only: a Family with ``slow``)."""
 
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ import qa33_views as qa33
 import qa34_views as qa34
 import qa35_views as qa35
 import qa36_views as qa36
+import qa37_views as qa37
 import qa_views as qa32
 from conftest import shared_file
 from hypothesis import HealthCheck, given, settings
@@ -64,6 +69,7 @@ class Family:
     tiny_every: int
     caret_inside: bool   # every rejection points past the statement's first column (qa33 wrote them so)
     symbol_rejected: dict[str, tuple[str, str]] = field(default_factory=dict)   # over SYM_HEADER's streams
+    slow: bool = False   # every test of the family under -m slow only (its default-suite cost)
 
 
 def _select(sql: str) -> str:
@@ -85,6 +91,13 @@ FAMILIES = {
     "qa36": Family({n: qa36.as_view(n, s) for n, s in qa36.VIEWS.items()}, qa36.VIEWS,
                    {n: qa36.as_view(n, s) for n, s in qa36.SYMBOL_VIEWS.items()}, qa36.SYMBOL_VIEWS,
                    qa36.REJECTED, 3, True, qa36.SYMBOL_REJECTED),
+    "qa37": Family({n: qa37.as_view(n, qa37.VIEWS[n]) for n in qa37.DEFAULT}, {n: qa37.VIEWS[n] for n in qa37.DEFAULT},
+                   {n: qa37.as_view(n, qa37.SYMBOL_VIEWS[n]) for n in qa37.SYMBOL_DEFAULT},
+                   {n: qa37.SYMBOL_VIEWS[n] for n in qa37.SYMBOL_DEFAULT}, qa37.REJECTED, 3, True),
+    # every qa37 view (~200: minutes through the interpreter), under -m slow only
+    "qa37_more": Family({n: qa37.as_view(n, s) for n, s in qa37.VIEWS.items()}, qa37.VIEWS,
+                        {n: qa37.as_view(n, s) for n, s in qa37.SYMBOL_VIEWS.items()}, qa37.SYMBOL_VIEWS,
+                        {}, 1, True, slow=True),
 }
 REJECTED = [(f, name) for f, fam in FAMILIES.items() for name in fam.rejected]
 SYMBOL_REJECTED = [(f, name) for f, fam in FAMILIES.items() for name in fam.symbol_rejected]
@@ -94,7 +107,8 @@ def _script(header: str, views: dict[str, str]) -> str:
     return header + "\n;\n".join(views.values()) + "\n;"
 
 
-@pytest.fixture(scope="module", params=list(FAMILIES))
+@pytest.fixture(scope="module", params=[pytest.param(f, marks=pytest.mark.slow) if fam.slow else f
+                                        for f, fam in FAMILIES.items()])
 def family(request) -> Family:
     return FAMILIES[request.param]
 

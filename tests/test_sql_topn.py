@@ -142,8 +142,8 @@ def test_cut_is_a_select_by_rank() -> None:
      "FROM bids GROUP BY price) t", "filter it once"),
     ("SELECT SUM(t.v * t.rn) AS v FROM (SELECT price, SUM(volume) AS v, ROW_NUMBER() OVER (ORDER BY price DESC) "
      "AS rn FROM bids GROUP BY price) t WHERE rn <= 3", "can only be filtered"),
-    ("SELECT SUM(t.v) AS v FROM (SELECT price, SUM(volume) AS v, DENSE_RANK() OVER (ORDER BY price DESC) AS rn "
-     "FROM bids GROUP BY price) t WHERE rn <= 3", "ROW_NUMBER() and RANK() (a top-N) are supported"),
+    ("SELECT SUM(t.volume) AS v FROM (SELECT volume, DENSE_RANK() OVER (ORDER BY price DESC, id) AS rn FROM bids) t "
+     "WHERE rn <= 3", "DENSE_RANK() is supported ordered by one column"),
     ("SELECT SUM(t.v) AS v FROM (SELECT broker_id, price, SUM(volume) AS v, ROW_NUMBER() OVER (ORDER BY price "
      "DESC) AS rn FROM bids GROUP BY broker_id, price) t WHERE rn <= 3", "partitions by the others"),
 ])

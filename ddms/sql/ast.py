@@ -216,7 +216,8 @@ class TopN:
     ``ROW_NUMBER() OVER (PARTITION BY .. ORDER BY key DESC) AS rn`` filtered ``rn <= n`` by the
     enclosing WHERE (Feldera's shape), which the front end folds into this one node.  ``ties``:
     the ORDER BY columns after ``key`` (column, descending), which break its ties (``ORDER BY
-    price DESC, id``: the n best single orders)."""
+    price DESC, id``: the n best single orders).  ``n`` is -1 for no bound (``rn > m``, OFFSET m
+    without LIMIT: every row past the first m)."""
 
     key: Col
     desc: bool
@@ -226,6 +227,7 @@ class TopN:
     ties: tuple[tuple[Col, bool], ...] = ()
     rank: bool = False   # RANK() <= n: every row with fewer than n rows before it (ties all kept)
     offset: int = 0      # LIMIT n OFFSET m, rn BETWEEN m + 1 AND m + n: the ranks m + 1 .. m + n
+    dense: bool = False  # DENSE_RANK() <= n (with ``rank``): the rows at the n first distinct keys
 
 
 @dataclass(frozen=True)

@@ -311,7 +311,32 @@ class _Converter:
             if alias.columns:
                 raise self.fail(f"a column list after an alias ({alias.sql()}) is not supported: name the "
                                 "columns inside the subquery (SELECT price AS p, ...)", alias)
+        for grp in list(tree.find_all(exp.Group)):
+            # GROUP BY (): the grand total, one group, as without GROUP BY (beside keys it adds none)
+            keep = [g for g in grp.expressions if not (isinstance(g, exp.Tuple) and not g.expressions)]
+            if len(keep) < len(grp.expressions):
+                if keep or grp.args.get("all"):
+                    grp.set("expressions", keep)
+                else:
+                    grp.pop()
         return self.select(tree, top_level=True)
+
+    def _one_row_on_true(self, j: exp.Join) -> bool:
+        """Whether the joined item of ``j`` is exactly one row whatever the input (an aggregate
+        SELECT without GROUP BY, HAVING, LIMIT or OFFSET, in FROM or as a WITH query) joined ON
+        TRUE: every left row then has its match, so a LEFT JOIN is the cross join."""
+        on = j.args.get("on")
+        if on is not None and not (isinstance(on, exp.Boolean) and on.this):
+            return False
+        item = j.this
+        if isinstance(item, exp.Subquery):
+            sel = item.this
+        elif isinstance(item, exp.Table) and item.name.lower() in self.ctes:
+            sel = self.ctes[item.name.lower()]
+        else:
+            return False
+        return isinstance(sel, exp.Select) and _one_aggregate_row(sel) and not any(
+            sel.args.get(k) for k in ("limit", "offset", "order", "qualify"))
 
     def _mysql_limit(self, body: str) -> None:
         """Refuse MySQL's ``LIMIT m, n`` (skip m, keep n): sqlglot reads it as ``LIMIT n OFFSET
@@ -377,8 +402,11 @@ class _Converter:
             if method:
                 raise self.fail(f"{method} JOIN is not supported (inner and cross joins only: write the "
                                 "join condition in ON or WHERE)", j)
-            if side or kind not in ("", "INNER", "CROSS"):
-                raise self.fail(f"{side or kind} JOIN is not supported (inner and cross joins only)", j)
+            if side == "LEFT" and kind in ("", "OUTER") and self._one_row_on_true(j):
+                pass   # LEFT JOIN of a one-row aggregate ON TRUE: it always matches, a cross join
+            elif side or kind not in ("", "INNER", "CROSS"):
+                raise self.fail(f"{side or kind} JOIN is not supported (inner and cross joins only; a LEFT JOIN of "
+                                "a one-row aggregate subquery ON TRUE is a cross join and is kept)", j)
             sources.append(self.source_item(j.this))
             if j.args.get("on") is not None:
                 conds.append(self.cond(j.args["on"]))
@@ -431,19 +459,17 @@ class _Converter:
         order, limit, offset = node.args.get("order"), node.args.get("limit"), node.args.get("offset")
         if order is None and limit is None and offset is None:
             return None
-        if limit is None and offset is not None:   # (was dropped: every row kept, a wrong answer)
-            raise self.fail("OFFSET without LIMIT in a subquery (every row past the first m) is not supported: "
-                            "add LIMIT n (ORDER BY price DESC LIMIT n OFFSET m)", offset)
-        if limit is None:
+        if limit is None and offset is None:
             raise self.fail("ORDER BY without LIMIT in a subquery changes no aggregate: remove it, or add "
                             "LIMIT n to keep the first n rows", order)
         if order is None:
-            raise self.fail("LIMIT without ORDER BY keeps arbitrary rows: order them (ORDER BY price DESC "
-                            "LIMIT n)", limit)
+            word = "LIMIT" if limit is not None else "OFFSET"
+            raise self.fail(f"{word} without ORDER BY keeps arbitrary rows: order them (ORDER BY price DESC "
+                            f"{word} n)", limit if limit is not None else offset)
         n, offset = self._limit(node)
-        assert n is not None
         key, desc, ties = self._order_key(order)
-        return TopN(key, desc, n, (), order.sql(), ties, offset=offset)
+        # OFFSET m without LIMIT: every row past the first m (n = -1, no bound)
+        return TopN(key, desc, -1 if n is None else n, (), order.sql(), ties, offset=offset)
 
     def _limit(self, node: exp.Select) -> tuple[int | None, int]:
         """``LIMIT n`` (None without) and ``OFFSET m`` (0 without), whole numbers."""
@@ -528,8 +554,9 @@ class _Converter:
             if len(wins) > 1:
                 raise self.fail("one ROW_NUMBER() per subquery", wins[1])
             alias, w = wins[0], wins[0].this
-            if not isinstance(w.this, exp.RowNumber | exp.Rank):
-                raise self.fail("of the window functions, ROW_NUMBER() and RANK() (a top-N) are supported", w)
+            if not isinstance(w.this, exp.RowNumber | exp.Rank | exp.DenseRank):
+                raise self.fail("of the window functions, ROW_NUMBER(), RANK() and DENSE_RANK() (a top-N) are "
+                                "supported", w)
             if w.args.get("spec") or w.args.get("alias"):
                 raise self.fail("ROW_NUMBER() takes no window frame", w)
             if inner.args.get("order") or inner.args.get("limit"):
@@ -537,6 +564,10 @@ class _Converter:
             if w.args.get("order") is None:
                 raise self.fail("ROW_NUMBER() needs ORDER BY (the order of the top-N)", w)
             key, desc, ties = self._order_key(w.args["order"])
+            dense = isinstance(w.this, exp.DenseRank)
+            if dense and ties:
+                raise self.fail("DENSE_RANK() is supported ordered by one column (the n first distinct values of "
+                                "it); with a tie-break it is ROW_NUMBER()", w.args["order"])
             partition = tuple(self.column(c) for c in w.args.get("partition_by") or ())
             rn, table = alias.alias.lower(), (sq.alias or sq.name or "").lower()
             where = node.args.get("where")
@@ -554,8 +585,8 @@ class _Converter:
                     raise self.fail(f"{rn} is the ROW_NUMBER() of a top-N: it can only be filtered, {rn} <= n "
                                     "(it is not a column the view can read)", col)
             n, skip = hits[0][1]
-            self.pending[id(inner)] = TopN(key, desc, n, partition, w.sql(), ties, isinstance(w.this, exp.Rank),
-                                           skip)
+            self.pending[id(inner)] = TopN(key, desc, n, partition, w.sql(), ties,
+                                           isinstance(w.this, exp.Rank) or dense, skip, dense)
 
     def source_item(self, node: exp.Expression) -> FromItem:
         if isinstance(node, exp.Table):
@@ -746,8 +777,24 @@ class _Converter:
             return Not(inner, node.sql())
         if isinstance(node, exp.Boolean):
             return Bool(bool(node.this), node.sql())
+        if isinstance(node, exp.Null):   # WHERE NULL, CASE WHEN NULL: unknown, and so is its NOT
+            return Compare("=", Null(node.sql()), Null(node.sql()), node.sql())
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
             return IsNull(self.expr(node.this), node.sql())
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean):
+            # c IS TRUE / c IS FALSE: never NULL (a NULL c is neither), so written as CASE WHEN
+            # [NOT] c THEN 1 ELSE 0 END = 1, whose NOT (IS NOT TRUE) is exact too
+            c = self.cond(node.this)
+            when = c if node.expression.this else Not(c, node.sql())
+            return Compare("=", Case(((when, Lit(1.0)),), Lit(0.0), node.sql()), Lit(1.0), node.sql())
+        if isinstance(node, (exp.NullSafeEQ, exp.NullSafeNEQ)):
+            # a IS NOT DISTINCT FROM b: both NULL, or neither NULL and equal (never NULL itself:
+            # each part is true or false, so its NOT, IS DISTINCT FROM, is exact)
+            a, b = self.expr(node.this), self.expr(node.expression)
+            same = Or((And((_is_null(a), _is_null(b)), node.sql()),
+                       And((Not(_is_null(a)), Not(_is_null(b)), Compare("=", a, b, node.sql())), node.sql())),
+                      node.sql())
+            return same if isinstance(node, exp.NullSafeEQ) else Not(same, node.sql())
         if isinstance(node, exp.Exists):
             if not isinstance(node.this, exp.Select):
                 raise self.fail("EXISTS takes a SELECT", node)
@@ -788,8 +835,17 @@ class _Converter:
         raise self.fail(f"unsupported condition ({_node_name(node)})", node)
 
 
-_RANK_CMP = (exp.LTE, exp.LT, exp.EQ)
-_RANK_FLIP = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ}
+def _is_null(e: SqlExpr) -> Cond:
+    """``e IS NULL``, decided here for a literal (a string literal has no NULL test downstream)."""
+    if isinstance(e, Null):
+        return Bool(True)
+    if isinstance(e, Lit | Str):
+        return Bool(False)
+    return IsNull(e)
+
+
+_RANK_CMP = (exp.LTE, exp.LT, exp.EQ, exp.GT, exp.GTE)
+_RANK_FLIP = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ, exp.LTE: exp.GTE, exp.LT: exp.GT}
 
 
 def _rank_bound(c: exp.Expression, rn: str, table: str) -> tuple[int, int] | None:
@@ -813,6 +869,8 @@ def _rank_bound(c: exp.Expression, rn: str, table: str) -> tuple[int, int] | Non
     x = float(b.this)
     if kind is exp.EQ:   # rn = k: the k-th row alone (1 row after k - 1)
         return (1, int(x) - 1) if x.is_integer() and x >= 1.0 else None
+    if kind in (exp.GT, exp.GTE):   # rn > m, rn >= m + 1: every row past the first m (n = -1: no bound)
+        return -1, max(0, math.floor(x) if kind is exp.GT else math.ceil(x) - 1)
     return max(0, math.floor(x) if kind is exp.LTE else math.ceil(x) - 1), 0
 
 

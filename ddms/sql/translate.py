@@ -396,12 +396,13 @@ class _Translator:
         v = self.fresh(f"{kind}_rank")
         counts = substitute(exists.body, {key: v})
         assert isinstance(counts, AggSum)
-        if top.n < 1:   # LIMIT 0: no row
+        if top.n == 0:   # LIMIT 0: no row
             return cols, [], sub_local
 
         def cut(n: int) -> Expr:
             return ExtremeAgg(kind, v, AggSum(part + (v,), counts.expr), n)
-        keep: tuple[Expr, ...] = (Cmp(">=" if top.desc else "<=", Var(key), cut(top.n + top.offset)),)
+        keep: tuple[Expr, ...] = () if top.n < 0 else (   # (n = -1: no bound, OFFSET m alone)
+            Cmp(">=" if top.desc else "<=", Var(key), cut(top.n + top.offset)),)
         if top.offset:   # OFFSET m: not among the m first levels (none when there are m or fewer)
             keep += (Cmp("<" if top.desc else ">", Var(key), cut(top.offset)),)
         self.covered.add(exists)
@@ -499,7 +500,7 @@ class _Translator:
             if not isinstance(it.expr, Col):
                 raise self.fail("a subquery in FROM may select plain columns only", it.text)
             cols[it.name.upper()] = scope0.lookup(it.expr, self.fail)
-        if top.n < 1:   # LIMIT 0: no row
+        if top.n == 0:   # LIMIT 0: no row
             return cols, [], local0
         k0 = var(scope0, top.key)
         ties0 = [var(scope0, c) for c, _ in top.ties]
@@ -520,7 +521,9 @@ class _Translator:
         assert isinstance(counts, AggSum)
         if not top.ties:   # the key is unique: the rows up to the key of the n-th
             def keep(n: int) -> list[Term]:
-                return [Term(1.0, (), (Cmp(better + "=", Var(k0), ExtremeAgg(kind, v, counts, n, rows=True)),))]
+                # (DENSE_RANK: the n-th distinct key, each counted once; else the n-th row's key)
+                return [Term(1.0, (), (Cmp(better + "=", Var(k0), ExtremeAgg(kind, v, counts, n,
+                                                                              rows=not top.dense)),))]
             return cols, _times(terms0, _ranks(keep, top.n, top.offset)), local0
         above = count((), lambda s: (Cmp(better, Var(var(s, top.key)), Var(k0)),))
         # rows before this one at its key, by the tie-break columns in order (lexicographic):
@@ -770,6 +773,10 @@ class _Translator:
             case IsNull(x):
                 v = value(x)
                 return Cmp("=", Cmp("=", v, v), Const(0.0)) if nullable(v) else Const(0.0)
+        if isinstance(c, SqlExists | Quantified) or (isinstance(c, Not) and isinstance(c.cond, SqlExists | Quantified)):
+            raise self.fail("EXISTS / IN / ANY / ALL (SELECT ...) over aggregates (in HAVING, or in a CASE over "
+                            "aggregates) is not supported: compare with a scalar subquery, (SELECT MIN(..) ...)",
+                            getattr(c, "text", ""))
         raise self.fail("unsupported condition", getattr(c, "text", ""))
 
     # -- values -----------------------------------------------------------------------------------
@@ -1044,7 +1051,8 @@ class _Translator:
                 raise self.fail(f"select {c.name}: the rows of a top-N over groups are keyed by the column it is "
                                 "ordered (and partitioned) by", c.text or where)
             order = ((name_of(top.key), top.desc),)
-            spec = _RowSpec(order, top.n, top.offset, tuple(name_of(c) for c in top.partition), where)
+            spec = _RowSpec(order, None if top.n < 0 else top.n, top.offset, tuple(name_of(c) for c in top.partition),
+                            where)
             items = tuple(Item(it.expr, n, it.text) for n, it in pairs)
             select = replace(sub, items=items, top=None, rows=None, offset=sel.offset)
         if sel.rows is not None:   # the view's own ORDER BY: the order the kept rows are shown in
@@ -1326,8 +1334,9 @@ def _push_top(item: FromSelect) -> FromSelect | None:
 
 def _ranks(keep, n: int, offset: int) -> list[Term]:
     """The rows ranked ``offset + 1 .. offset + n`` from ``keep(k)``, the 0/1 terms of the rows
-    ranked k or better: ``keep(n + offset) - keep(offset)`` (the second a subset of the first)."""
-    out = keep(n + offset)
+    ranked k or better: ``keep(n + offset) - keep(offset)`` (the second a subset of the first);
+    ``n`` -1 (no bound): every row but ``keep(offset)``."""
+    out = [Term(1.0, (), ())] if n < 0 else keep(n + offset)
     return out + [Term(-t.coef, t.atoms, t.factors) for t in keep(offset)] if offset else out
 
 
