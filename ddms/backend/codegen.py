@@ -73,7 +73,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "28"
+CODEGEN_VERSION = "29"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -137,6 +137,24 @@ re-optimises the tree's whole update code (numba links callee libraries into eac
 separate trigger function costs about 4 s of compile time for that alone, so vwap.m3's program
 compiles in about 9 s instead of 17 s with cached trees, while a long program keeps one function
 per trigger (one function's compile time grows faster than its size)."""
+
+WATCH_INLINE_BUDGET = 24
+"""``run_batch`` compiles the per-line checks of the watched views (the scalar views' snapshot
+before a line, the comparison of every view map after it) into its loop while the program
+exposes at most this many maps; past it they are two functions of their own
+(``watch_snap``, ``watch_changes``), called once per line only while views are watched.  Why:
+numba's untyped passes keep, for every block of a function, the set of variables live there
+(``compute_live_map``): memory and time grow as blocks x variables, quadratic in a function's
+size.  A run_batch holding the checks of every view of a 91-view program (plus its prefetch
+stages, ``PREFETCH_INLINE_BUDGET``) needed 7 GB at 25 views and over 19 GB at 91 while numba
+compiled it; out of line, each part is compiled once at its own size.  Cost past the budget: a
+call per line while watched (a program that large does far more work per line)."""
+PREFETCH_INLINE_BUDGET = 64
+"""``prefetch`` / ``prefetch_hash`` (the loads ``run_batch`` starts events ahead) are inlined at
+each of their call sites (one per prefetch stage) while the prefetch calls they hold, times the
+sites, add up to at most this many; past it they are functions of their own, called per event
+and stage (see ``WATCH_INLINE_BUDGET`` for why: a 25-view program inlined ~540 probe-and-load
+sequences, each with its own loops, into run_batch)."""
 
 
 def _inlined(sizes: list[int]) -> set[int]:
@@ -1199,12 +1217,19 @@ class _Codegen:
                            + "".join(f"    {self._prefetch_call(*pf)}\n" for pf in hashes))
         # a long trigger (no shared boundaries then: one line per statement) calls chunk functions
         # the statements inline into; a short one keeps its boundaries and their users together
-        if len(t.statements) > STATEMENTS_PER_FUNCTION:
+        # the caller calls the chunks itself: a wrapper function of its own would be one more numba
+        # library linking in, and LLVM re-optimising, the code of every chunk (numba links each
+        # callee's whole module into its caller's), for nothing at run time
+        chunked = len(t.statements) > STATEMENTS_PER_FUNCTION
+        if chunked:
             chunks = [calls[i:i + STATEMENTS_PER_FUNCTION] for i in range(0, len(calls), STATEMENTS_PER_FUNCTION)]
             for c, chunk in enumerate(chunks):
                 out.append(f"@njit(cache=True)\ndef {tname}_c{c}({params}):\n" + "\n".join(chunk) + "\n")
             calls = [f"    {tname}_c{c}({params})" for c in range(len(chunks))]
-        if inline:
+            self.plan.append(f"{tname}: {len(chunks)} functions of at most {STATEMENTS_PER_FUNCTION} statements, "
+                             "called from its caller")
+            inline = True
+        elif inline:
             n = len(t.statements)
             self.plan.append(f"{tname}: compiled into its caller ({n} statement{'' if n == 1 else 's'}; "
                              "see INLINE_BUDGET)")
@@ -1339,6 +1364,22 @@ class _Codegen:
         # the state's arrays read once per batch, not once per line (structref field loads)
         hoist = "".join(f"    mv_{name} = st.m_{name}\n" for name in dict.fromkeys(
             qmap for qmap in exposed if not self._m(qmap).keys))
+        watch_inline = len(exposed) <= WATCH_INLINE_BUDGET
+        if not watch_inline:   # the checks in two functions of their own (WATCH_INLINE_BUDGET)
+            self.plan.append(f"run_batch: the checks of the {len(exposed)} watched view maps in functions of their "
+                             f"own, called once per line while views are watched (WATCH_INLINE_BUDGET)")
+            trig_fns.append("@njit(cache=True)\ndef watch_snap(st, prev):\n"
+                            "    \"\"\"Remember the scalar views' values before a watched line.\"\"\"\n"
+                            + hoist + ("\n".join(line[8:] for line in snap) if snap else "    pass") + "\n")
+            trig_fns.append("@njit(cache=True)\ndef watch_changes(st, prev):\n"
+                            "    \"\"\"(changed, number of scalar maps changed, slot, old, new) after a watched\n"
+                            "    line (see run_batch).\"\"\"\n"
+                            "    watch = st.watch\n    gate = st.gate\n" + hoist
+                            + "    changed = False\n    nch = 0\n    cs = -1\n    co = 0.0\n    cn = 0.0\n"
+                            + "".join("\n".join(line[4:] for line in c.split("\n")) + "\n" for c in changed)
+                            + "    return changed, nch, cs, co, cn\n")
+            snap = ["            watch_snap(bst, prev)"] if snap else []
+            hoist = ""
         flushes = bool(lazy or klazy)
         # prefetch only for trees past the caches' size (tested once per batch)
         pf_all = sorted({pf[:2] for pfs in self.prefetch.values() for pf in pfs})
@@ -1414,16 +1455,26 @@ class _Codegen:
                + ("\n".join(dispatch) if dispatch else "            pass") + "\n"
                "            i += 1\n"
                "        if watching:\n"
-               + ("            flush(st)\n" if flushes else "") +
-               "            changed = False\n"
-               "            nch = 0\n            cs = -1\n            co = 0.0\n            cn = 0.0\n"
-               + ("\n".join("    " + c.replace("\n", "\n    ") for c in changed) if changed else "            pass")
+               + ("            flush(st)\n" if flushes else "")
+               + ("            changed = False\n"
+                  "            nch = 0\n            cs = -1\n            co = 0.0\n            cn = 0.0\n"
+                  + ("\n".join("    " + c.replace("\n", "\n    ") for c in changed) if changed else "            pass")
+                  if watch_inline else "            changed, nch, cs, co, cn = watch_changes(bst, prev)")
                + "\n            if changed:\n                if nch != 1:\n                    cs = -1\n"
                "                if fire(ln, cs, co, cn) != 0:\n                    return i\n"
                + ("    if not defer:\n        flush(st)\n" if flushes else "") +
                "    return i\n")
+        # the probe-and-load calls the prefetch functions hold, times their call sites
+        # (a per-slice tree's: three, one per kind of stage)
+        pf_trees_calls = sum(1 if pf[3] == 1 else 3 for pfs in self.prefetch.values() for pf in pfs if pf[0] == "tree")
+        pf_size = (pf_trees_calls * max(len(stages), 1)
+                   + sum(pf[0] == "hash" for pfs in self.prefetch.values() for pf in pfs))
+        pf_deco = "@njit(cache=True, inline='always')\n"
+        if pf_size > PREFETCH_INLINE_BUDGET and (pf_dispatch or pfh_dispatch):
+            pf_deco = "@njit(cache=True)\n"
+            self.plan.append("run_batch: calls its prefetch functions, not inlined (PREFETCH_INLINE_BUDGET)")
         if pf_dispatch:
-            trig_fns.append("@njit(cache=True, inline='always')\n"
+            trig_fns.append(pf_deco +
                             "def prefetch(st, pfr, relmap, rel, sign, cols, j, lvl):\n"
                             "    \"\"\"Start loading what event j's tree updates touch: their leaves (lvl -1,\n"
                             "    btree_prefetch) or, in per-slice trees, the root (lvl 0) or the node lvl levels\n"
@@ -1432,7 +1483,7 @@ class _Codegen:
                             "    r = relmap[rel[j]]\n"
                             "    s = sign[j]\n" + "\n".join(pf_dispatch) + "\n")
         if pfh_dispatch:
-            trig_fns.append("@njit(cache=True, inline='always')\n"
+            trig_fns.append(pf_deco +
                             "def prefetch_hash(st, relmap, rel, sign, cols, j):\n"
                             "    \"\"\"Start loading the hash-table rows event j probes (ht_prefetch).\"\"\"\n"
                             "    r = relmap[rel[j]]\n"
@@ -1447,8 +1498,8 @@ class _Codegen:
                   f"from ddms.backend.rt import div, log_changed, {'mod, ' if self._uses_mod() else ''}ne"
                   f"{self._func_imports()}\n"
                   "from ddms.storage.btree import (\n"
-                  "    borrow, borrow_pool, borrow_state, btree_add, btree_addv, btree_free, btree_get, btree_items,"
-                  " btree_max, btree_min,\n"
+                  "    DigestNamedStructRef, borrow, borrow_pool, borrow_state, btree_add, btree_addv, btree_free,"
+                  " btree_get,\n    btree_items, btree_max, btree_min,\n"
                   "    btree_big, btree_deep, btree_new, btree_prefetch, btree_prefetch_level, btree_set, range_sum,\n"
                   "    threshold_apply, threshold_cut, threshold_sum,\n)\n"
                   + ("from ddms.storage.btree import btree_nth, btree_nth_row\n" if self._ranks else "")
@@ -1460,7 +1511,7 @@ class _Codegen:
                   + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
                             for i in range(1, self._max_arity() + 1)) + "\n\n"
                   "@structref.register\n"
-                  "class StateType(types.StructRef):\n"
+                  "class StateType(DigestNamedStructRef):\n"
                   "    def preprocess_fields(self, fields):\n"
                   "        return tuple((n, types.unliteral(t)) for n, t in fields)\n\n\n"
                   "class State(structref.StructRefProxy):\n"

@@ -109,6 +109,7 @@ from __future__ import annotations
 
 # Importing this submodule runs ddms/__init__.py first, which fixes NUMBA_CACHE_DIR before numba
 # is imported here.
+import hashlib
 import sys
 from types import SimpleNamespace
 
@@ -288,8 +289,27 @@ borrow = _b
 without a reference count (generated code never keeps it past a store to that field)."""
 
 
+class DigestNamedStructRef(types.StructRef):
+    """A ``StructRef`` type named by its class, its field count and a digest of its fields, not by
+    the fields themselves (numba's default name, ``numba.StateType(('watch', array(...)), ...)``).
+
+    Why: numba mangles every compiled function's symbol from its argument types' names, and
+    compares and hashes types by name.  A generated program's state has a field per map, index,
+    tree and log (~900 for a program of 90 views), so its default name is ~100 KB; every function
+    taking the state carries it in its symbol, in each call and declaration of the LLVM text numba
+    writes, parses, normalises and links per function, and in its cache index.  That cost is the
+    number of functions times the number of fields: quadratic in the number of views.  The digest
+    (SHA-256 of the fields' names and types) keeps distinct layouts distinct types.  Cost: one
+    hash of the field list per type construction (microseconds)."""
+
+    def __init__(self, fields):
+        super().__init__(fields)
+        digest = hashlib.sha256(str(self._fields).encode()).hexdigest()[:24]
+        self.name = f"numba.{self._typename}[{len(self._fields)}#{digest}]"
+
+
 @structref.register
-class BorrowedStateType(types.StructRef):
+class BorrowedStateType(DigestNamedStructRef):
     """numba type of a generated program's state handle that keeps no reference count
     (:func:`borrow_state`): the same payload and fields as the program's ``StateType``, reached
     through a plain pointer (the model of :class:`BorrowedPoolType`)."""
