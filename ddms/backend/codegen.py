@@ -278,7 +278,8 @@ def _tree_only_candidates(program: Program) -> frozenset[str]:
 
 class _Codegen:
     def __init__(self, program: Program, tree_only: frozenset[str] = frozenset(),
-                 point: frozenset[str] = frozenset()) -> None:
+                 point: frozenset[str] = frozenset(),
+                 deferred: tuple[frozenset[str], frozenset[str]] | None = None) -> None:
         self.p = program
         self.tree_only = tree_only
         self.point = point   # keyed maps stored in hash tables (float values), not typed Dicts
@@ -293,8 +294,9 @@ class _Codegen:
         self._fn: _Fn | None = None    # the function being generated (where reads are hoisted)
         self._hoisted = 0
         self._known: dict[str, str] = {}   # hash probe code -> the loop value that holds it
-        self.deferred = deferred_maps(program)
-        self.keyed = keyed_deferred_maps(program)   # deferred per touched key (disjoint from deferred)
+        # (deferred: both analyses, when the caller has them: they depend on the program alone)
+        self.deferred, self.keyed = deferred or (deferred_maps(program), keyed_deferred_maps(program))
+        # self.keyed: deferred per touched key (disjoint from self.deferred)
         self.lazy_groups = 0
         self.keyed_groups = 0
         # maps stored as the columns of one range tree (fusion.py): map -> (tree, column), the
@@ -1657,8 +1659,9 @@ def generate(program: Program) -> Generated:
     verify(program)
     tree_only = _tree_only_candidates(program)
     point = _point_candidates(program)
+    deferred = (deferred_maps(program), keyed_deferred_maps(program))   # the same for every round
     while True:   # at most one round per candidate
-        g = _Codegen(program, tree_only, point)
+        g = _Codegen(program, tree_only, point, deferred)
         try:
             source = g.module()
             break
