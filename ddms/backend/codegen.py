@@ -1421,6 +1421,18 @@ class _Codegen:
         if pf_hash:
             self.plan.append(f"run_batch: prefetches the rows of hash table{'s' if len(pf_hash) > 1 else ''} "
                              + ", ".join(pf_hash) + f" {PF_HASH_AHEAD} events ahead once one has outgrown the caches")
+        # the probe-and-load calls the prefetch functions hold, times their call sites
+        # (a per-slice tree's: three, one per kind of stage)
+        pf_trees_calls = sum(1 if pf[3] == 1 else 3 for pfs in self.prefetch.values() for pf in pfs if pf[0] == "tree")
+        pf_size = (pf_trees_calls * max(len(stages), 1)
+                   + sum(pf[0] == "hash" for pfs in self.prefetch.values() for pf in pfs))
+        pf_deco = "@njit(cache=True, inline='always')\n"
+        if pf_size > PREFETCH_INLINE_BUDGET and (pf_dispatch or pfh_dispatch):
+            pf_deco = "@njit(cache=True)\n"
+            self.plan.append("run_batch: calls its prefetch functions, not inlined (PREFETCH_INLINE_BUDGET)")
+        # out of line, the stage's level is a run-time int64, not a literal: numba would compile the
+        # function once per literal value (once per stage)
+        lvl = "{}" if pf_deco.endswith("inline='always')\n") else "np.int64({})"
         run = ("@njit(cache=True, nogil=True)\n"   # GIL released: a reader thread parses meanwhile
                "def run_batch(st, relmap, rel, sign, cols, line, start, end, prev, fire, defer):\n"
                "    \"\"\"Apply events start..end.  After a line that changed a watched view, call the\n"
@@ -1446,7 +1458,8 @@ class _Codegen:
                "        if watching:\n" + ("\n".join(snap) if snap else "            pass") + "\n"
                "        while i < end and line[i] == ln:\n"
                + ("".join(f"            if {gate(lv)} and i + {a} < end:\n"
-                          f"                prefetch(bst, bpfr, brelmap, brel, bsign, bcols, i + {a}, {lv})\n"
+                          f"                prefetch(bst, bpfr, brelmap, brel, bsign, bcols, i + {a}, {lvl.format(lv)})"
+                          "\n"
                           for a, lv in stages)
                   if pf_dispatch else "")
                + (f"            if bigh and i + {PF_HASH_AHEAD} < end:\n"
@@ -1466,15 +1479,6 @@ class _Codegen:
                "                if fire(ln, cs, co, cn) != 0:\n                    return i\n"
                + ("    if not defer:\n        flush(st)\n" if flushes else "") +
                "    return i\n")
-        # the probe-and-load calls the prefetch functions hold, times their call sites
-        # (a per-slice tree's: three, one per kind of stage)
-        pf_trees_calls = sum(1 if pf[3] == 1 else 3 for pfs in self.prefetch.values() for pf in pfs if pf[0] == "tree")
-        pf_size = (pf_trees_calls * max(len(stages), 1)
-                   + sum(pf[0] == "hash" for pfs in self.prefetch.values() for pf in pfs))
-        pf_deco = "@njit(cache=True, inline='always')\n"
-        if pf_size > PREFETCH_INLINE_BUDGET and (pf_dispatch or pfh_dispatch):
-            pf_deco = "@njit(cache=True)\n"
-            self.plan.append("run_batch: calls its prefetch functions, not inlined (PREFETCH_INLINE_BUDGET)")
         if pf_dispatch:
             trig_fns.append(pf_deco +
                             "def prefetch(st, pfr, relmap, rel, sign, cols, j, lvl):\n"
