@@ -51,9 +51,15 @@ def _long_program(statements: int) -> str:
             f"ON + R(X) {{\n{body}\n}}\nON - R(X) {{\n  M0[] += -X;\n}}\n")
 
 
-def test_a_long_trigger_keeps_a_function_of_its_own():
+def test_a_long_trigger_keeps_functions_of_its_own_its_caller_calls():
+    """Past STATEMENTS_PER_FUNCTION statements a trigger's chunks are functions of their own,
+    called by run_batch itself: the wrapper calling them inlines (a wrapper function would be one
+    more numba library linking and re-optimising every chunk's code)."""
     g = generate(parse_program(_long_program(INLINE_BUDGET + 1)))
-    assert decorated(g.source) == {"on_insert_R": False, "on_delete_R": True}
+    assert decorated(g.source) == {"on_insert_R": True, "on_delete_R": True}
+    assert "@njit(cache=True)\ndef on_insert_R_c0(" in g.source
+    assert "@njit(cache=True)\ndef on_insert_R_c1(" in g.source
+    assert any(line.startswith("on_insert_R: 2 functions of at most") for line in g.plan)
 
 
 def test_the_budget_is_shared_by_the_triggers():
@@ -61,3 +67,78 @@ def test_the_budget_is_shared_by_the_triggers():
     assert decorated(g.source) == {"on_insert_R": False, "on_delete_R": True}
     g = generate(parse_program(_long_program(INLINE_BUDGET - 1)))   # 15 + 1
     assert decorated(g.source) == {"on_insert_R": True, "on_delete_R": True}
+
+
+WATCHED = """CREATE STREAM R(X float, K float, P float);
+DECLARE MAP TOT(float)[];
+DECLARE MAP BYK(float)[K: float];
+DECLARE MAP CNT(float)[K: float];
+DECLARE MAP LV(float)[P: float] ORDERED;
+DECLARE MAP HIGH(float)[];
+DECLARE QUERY TOT := TOT;
+DECLARE QUERY BYK := BYK;
+DECLARE QUERY HIGH := HIGH;
+ON + R(X, K, P) {
+  TOT[] += X;
+  BYK[K] += X * CNT[K];
+  CNT[K] += 1;
+  LV[P] += X;
+  HIGH[] := AggSum([], LV[P2] * {P2 > 2});
+}
+ON - R(X, K, P) {
+  TOT[] += -X;
+  CNT[K] += -1;
+  BYK[K] += -X * CNT[K];
+  LV[P] += -X;
+  HIGH[] := AggSum([], LV[P2] * {P2 > 2});
+}
+"""
+
+
+def test_past_the_budgets_run_batch_calls_its_parts_and_still_equals_the_interpreter(monkeypatch):
+    """Past WATCH_INLINE_BUDGET / PREFETCH_INLINE_BUDGET (a program of ~100 views, which numba
+    could not compile in 24 GB with them inlined) the watched-view checks and the prefetches are
+    functions run_batch calls; the budgets forced to 0 here on a small program.  Both forms fire
+    the same callbacks and end with the interpreter's views, line after line."""
+    from ddms.backend import codegen
+    from ddms.m3.interpreter import Interpreter
+    from ddms.runtime.engine import Engine
+
+    program = parse_program(WATCHED)
+    inline = generate(program)
+    assert "def watch_changes(" not in inline.source
+    assert "@njit(cache=True, inline='always')\ndef prefetch(" in inline.source
+    monkeypatch.setattr(codegen, "WATCH_INLINE_BUDGET", 0)
+    monkeypatch.setattr(codegen, "PREFETCH_INLINE_BUDGET", 0)
+    called = generate(program)
+    assert "@njit(cache=True)\ndef watch_changes(" in called.source
+    assert "@njit(cache=True)\ndef watch_snap(" in called.source
+    assert "@njit(cache=True)\ndef prefetch(" in called.source
+    assert "@njit(cache=True)\ndef prefetch_hash(" in called.source
+    assert "changed, nch, cs, co, cn = watch_changes(bst, prev)" in called.source
+    # a stage's level as a run-time int64: a literal would compile the function once per stage
+    assert re.search(r"prefetch\(bst, .*, np\.int64\(-1\)\)", called.source)
+    assert any("WATCH_INLINE_BUDGET" in line for line in called.plan)
+    assert any("PREFETCH_INLINE_BUDGET" in line for line in called.plan)
+    engines = [Engine(program, generated=g) for g in (inline, called)]
+    fired: list[list[tuple]] = [[], []]
+    for e, log in zip(engines, fired, strict=True):
+        for view in ("TOT", "BYK", "HIGH"):
+            e.on(view, lambda v, k, old, new, pos, log=log: log.append((v, k, old, new, pos)))
+    it = Interpreter(program)
+    rows: list[tuple[float, float, float]] = []
+    for n in range(300):   # inserts, and deletes of rows inserted before
+        if rows and n % 3 == 2:
+            sign, row = "-", rows.pop((n * 7) % len(rows))
+        else:
+            sign, row = "+", (float(1 + n % 5), float(n % 4), float(n % 7) / 2)
+            rows.append(row)
+        it.apply(sign, "R", row)
+        for e in engines:
+            e.event(sign, "R", row)
+            for view in ("TOT", "HIGH"):
+                assert e.value(view) == pytest.approx(it.view(view)), (n, view)
+            assert {k: v for k, v in e.value("BYK").items() if v} == pytest.approx(
+                {k: v for k, v in it.view("BYK").items() if v}), n
+            e._check()
+    assert fired[0] == fired[1] and len(fired[0]) > 300

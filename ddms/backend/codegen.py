@@ -73,7 +73,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "29"
+CODEGEN_VERSION = "30"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -137,6 +137,24 @@ re-optimises the tree's whole update code (numba links callee libraries into eac
 separate trigger function costs about 4 s of compile time for that alone, so vwap.m3's program
 compiles in about 9 s instead of 17 s with cached trees, while a long program keeps one function
 per trigger (one function's compile time grows faster than its size)."""
+
+WATCH_INLINE_BUDGET = 24
+"""``run_batch`` compiles the per-line checks of the watched views (the scalar views' snapshot
+before a line, the comparison of every view map after it) into its loop while the program
+exposes at most this many maps; past it they are two functions of their own
+(``watch_snap``, ``watch_changes``), called once per line only while views are watched.  Why:
+numba's untyped passes keep, for every block of a function, the set of variables live there
+(``compute_live_map``): memory and time grow as blocks x variables, quadratic in a function's
+size.  A run_batch holding the checks of every view of a 91-view program (plus its prefetch
+stages, ``PREFETCH_INLINE_BUDGET``) needed 7 GB at 25 views and over 19 GB at 91 while numba
+compiled it; out of line, each part is compiled once at its own size.  Cost past the budget: a
+call per line while watched (a program that large does far more work per line)."""
+PREFETCH_INLINE_BUDGET = 64
+"""``prefetch`` / ``prefetch_hash`` (the loads ``run_batch`` starts events ahead) are inlined at
+each of their call sites (one per prefetch stage) while the prefetch calls they hold, times the
+sites, add up to at most this many; past it they are functions of their own, called per event
+and stage (see ``WATCH_INLINE_BUDGET`` for why: a 25-view program inlined ~540 probe-and-load
+sequences, each with its own loops, into run_batch)."""
 
 
 def _inlined(sizes: list[int]) -> set[int]:
@@ -260,7 +278,8 @@ def _tree_only_candidates(program: Program) -> frozenset[str]:
 
 class _Codegen:
     def __init__(self, program: Program, tree_only: frozenset[str] = frozenset(),
-                 point: frozenset[str] = frozenset()) -> None:
+                 point: frozenset[str] = frozenset(),
+                 deferred: tuple[frozenset[str], frozenset[str]] | None = None) -> None:
         self.p = program
         self.tree_only = tree_only
         self.point = point   # keyed maps stored in hash tables (float values), not typed Dicts
@@ -275,8 +294,9 @@ class _Codegen:
         self._fn: _Fn | None = None    # the function being generated (where reads are hoisted)
         self._hoisted = 0
         self._known: dict[str, str] = {}   # hash probe code -> the loop value that holds it
-        self.deferred = deferred_maps(program)
-        self.keyed = keyed_deferred_maps(program)   # deferred per touched key (disjoint from deferred)
+        # (deferred: both analyses, when the caller has them: they depend on the program alone)
+        self.deferred, self.keyed = deferred or (deferred_maps(program), keyed_deferred_maps(program))
+        # self.keyed: deferred per touched key (disjoint from self.deferred)
         self.lazy_groups = 0
         self.keyed_groups = 0
         # maps stored as the columns of one range tree (fusion.py): map -> (tree, column), the
@@ -1232,12 +1252,19 @@ class _Codegen:
                            + self.pfh_body[tname])
         # a long trigger (no shared boundaries then: one line per statement) calls chunk functions
         # the statements inline into; a short one keeps its boundaries and their users together
-        if len(t.statements) > STATEMENTS_PER_FUNCTION:
+        # the caller calls the chunks itself: a wrapper function of its own would be one more numba
+        # library linking in, and LLVM re-optimising, the code of every chunk (numba links each
+        # callee's whole module into its caller's), for nothing at run time
+        chunked = len(t.statements) > STATEMENTS_PER_FUNCTION
+        if chunked:
             chunks = [calls[i:i + STATEMENTS_PER_FUNCTION] for i in range(0, len(calls), STATEMENTS_PER_FUNCTION)]
             for c, chunk in enumerate(chunks):
                 out.append(f"@njit(cache=True)\ndef {tname}_c{c}({params}):\n" + "\n".join(chunk) + "\n")
             calls = [f"    {tname}_c{c}({params})" for c in range(len(chunks))]
-        if inline:
+            self.plan.append(f"{tname}: {len(chunks)} functions of at most {STATEMENTS_PER_FUNCTION} statements, "
+                             "called from its caller")
+            inline = True
+        elif inline:
             n = len(t.statements)
             self.plan.append(f"{tname}: compiled into its caller ({n} statement{'' if n == 1 else 's'}; "
                              "see INLINE_BUDGET)")
@@ -1384,6 +1411,22 @@ class _Codegen:
         # the state's arrays read once per batch, not once per line (structref field loads)
         hoist = "".join(f"    mv_{name} = st.m_{name}\n" for name in dict.fromkeys(
             qmap for qmap in exposed if not self._m(qmap).keys))
+        watch_inline = len(exposed) <= WATCH_INLINE_BUDGET
+        if not watch_inline:   # the checks in two functions of their own (WATCH_INLINE_BUDGET)
+            self.plan.append(f"run_batch: the checks of the {len(exposed)} watched view maps in functions of their "
+                             f"own, called once per line while views are watched (WATCH_INLINE_BUDGET)")
+            trig_fns.append("@njit(cache=True)\ndef watch_snap(st, prev):\n"
+                            "    \"\"\"Remember the scalar views' values before a watched line.\"\"\"\n"
+                            + hoist + ("\n".join(line[8:] for line in snap) if snap else "    pass") + "\n")
+            trig_fns.append("@njit(cache=True)\ndef watch_changes(st, prev):\n"
+                            "    \"\"\"(changed, number of scalar maps changed, slot, old, new) after a watched\n"
+                            "    line (see run_batch).\"\"\"\n"
+                            "    watch = st.watch\n    gate = st.gate\n" + hoist
+                            + "    changed = False\n    nch = 0\n    cs = -1\n    co = 0.0\n    cn = 0.0\n"
+                            + "".join("\n".join(line[4:] for line in c.split("\n")) + "\n" for c in changed)
+                            + "    return changed, nch, cs, co, cn\n")
+            snap = ["            watch_snap(bst, prev)"] if snap else []
+            hoist = ""
         flushes = bool(lazy or klazy)
         # prefetch only for trees past the caches' size (tested once per batch)
         pf_all = sorted({pf[:2] for pfs in self.prefetch.values() for pf in pfs})
@@ -1423,6 +1466,18 @@ class _Codegen:
         if pf_hash:
             self.plan.append(f"run_batch: prefetches the rows of hash table{'s' if len(pf_hash) > 1 else ''} "
                              + ", ".join(pf_hash) + f" {PF_HASH_AHEAD} events ahead once one has outgrown the caches")
+        # the probe-and-load calls the prefetch functions hold, times their call sites
+        # (a per-slice tree's: three, one per kind of stage)
+        pf_trees_calls = sum(1 if pf[3] == 1 else 3 for pfs in self.prefetch.values() for pf in pfs if pf[0] == "tree")
+        pf_size = (pf_trees_calls * max(len(stages), 1)
+                   + sum(pf[0] == "hash" for pfs in self.prefetch.values() for pf in pfs))
+        pf_deco = "@njit(cache=True, inline='always')\n"
+        if pf_size > PREFETCH_INLINE_BUDGET and (pf_dispatch or pfh_dispatch):
+            pf_deco = "@njit(cache=True)\n"
+            self.plan.append("run_batch: calls its prefetch functions, not inlined (PREFETCH_INLINE_BUDGET)")
+        # out of line, the stage's level is a run-time int64, not a literal: numba would compile the
+        # function once per literal value (once per stage)
+        lvl = "{}" if pf_deco.endswith("inline='always')\n") else "np.int64({})"
         run = ("@njit(cache=True, nogil=True)\n"   # GIL released: a reader thread parses meanwhile
                "def run_batch(st, relmap, rel, sign, cols, line, start, end, prev, fire, defer):\n"
                "    \"\"\"Apply events start..end.  After a line that changed a watched view, call the\n"
@@ -1449,7 +1504,8 @@ class _Codegen:
                "        if watching:\n" + ("\n".join(snap) if snap else "            pass") + "\n"
                "        while i < end and line[i] == ln:\n"
                + ("".join(f"            if {gate(lv)} and i + {a} < end:\n"
-                          f"                prefetch({B}, bpfr, brelmap, brel, bsign, bcols, i + {a}, {lv})\n"
+                          f"                prefetch({B}, bpfr, brelmap, brel, bsign, bcols, i + {a}, {lvl.format(lv)})"
+                          "\n"
                           for a, lv in stages)
                   if pf_dispatch else "")
                + (f"            if bigh and i + {PF_HASH_AHEAD} < end:\n"
@@ -1461,17 +1517,18 @@ class _Codegen:
                "            i += 1\n"
                "        if watching:\n"
                + ("            flush(st)\n" if flushes else "")
-               + (f"            hx = {self._hx_tuple()}\n" if flushes and self.hx else "") +
-               "            changed = False\n"
-               "            nch = 0\n            cs = -1\n            co = 0.0\n            cn = 0.0\n"
-               + ("\n".join("    " + c.replace("\n", "\n    ") for c in changed) if changed else "            pass")
+               + (f"            hx = {self._hx_tuple()}\n" if flushes and self.hx else "")
+               + ("            changed = False\n"
+                  "            nch = 0\n            cs = -1\n            co = 0.0\n            cn = 0.0\n"
+                  + ("\n".join("    " + c.replace("\n", "\n    ") for c in changed) if changed else "            pass")
+                  if watch_inline else "            changed, nch, cs, co, cn = watch_changes(bst, prev)")
                + "\n            if changed:\n                if nch != 1:\n                    cs = -1\n"
                "                if fire(ln, cs, co, cn) != 0:\n"
                + self._bury(" " * 20) + "                    return i\n"
                + ("    if not defer:\n        flush(st)\n" if flushes else "") + self._bury("    ") +
                "    return i\n")
         if pf_dispatch:
-            trig_fns.append("@njit(cache=True, inline='always')\n"
+            trig_fns.append(pf_deco +
                             f"def prefetch({self.S}, pfr, relmap, rel, sign, cols, j, lvl):\n"
                             "    \"\"\"Start loading what event j's tree updates touch: their leaves (lvl -1,\n"
                             "    btree_prefetch) or, in per-slice trees, the root (lvl 0) or the node lvl levels\n"
@@ -1480,7 +1537,7 @@ class _Codegen:
                             "    r = relmap[rel[j]]\n"
                             "    s = sign[j]\n" + "\n".join(pf_dispatch) + "\n")
         if pfh_dispatch:
-            trig_fns.append("@njit(cache=True, inline='always')\n"
+            trig_fns.append(pf_deco +
                             f"def prefetch_hash({self.S}, relmap, rel, sign, cols, j):\n"
                             "    \"\"\"Start loading the hash-table rows event j probes (ht_prefetch).\"\"\"\n"
                             "    r = relmap[rel[j]]\n"
@@ -1495,8 +1552,8 @@ class _Codegen:
                   f"from ddms.backend.rt import div, log_changed, {'mod, ' if self._uses_mod() else ''}ne"
                   f"{self._func_imports()}\n"
                   "from ddms.storage.btree import (\n"
-                  "    borrow, borrow_pool, borrow_state, btree_add, btree_addv, btree_free, btree_get, btree_items,"
-                  " btree_max, btree_min,\n"
+                  "    DigestNamedStructRef, borrow, borrow_pool, borrow_state, btree_add, btree_addv, btree_free,"
+                  " btree_get,\n    btree_items, btree_max, btree_min,\n"
                   "    btree_big, btree_deep, btree_new, btree_prefetch, btree_prefetch_level, btree_set, range_sum,\n"
                   "    threshold_apply, threshold_cut, threshold_sum,\n)\n"
                   + ("from ddms.storage.btree import btree_nth, btree_nth_row\n" if self._ranks else "")
@@ -1508,7 +1565,7 @@ class _Codegen:
                   + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
                             for i in range(1, self._max_arity() + 1)) + "\n\n"
                   "@structref.register\n"
-                  "class StateType(types.StructRef):\n"
+                  "class StateType(DigestNamedStructRef):\n"
                   "    def preprocess_fields(self, fields):\n"
                   "        return tuple((n, types.unliteral(t)) for n, t in fields)\n\n\n"
                   "class State(structref.StructRefProxy):\n"
@@ -1654,8 +1711,9 @@ def generate(program: Program) -> Generated:
     verify(program)
     tree_only = _tree_only_candidates(program)
     point = _point_candidates(program)
+    deferred = (deferred_maps(program), keyed_deferred_maps(program))   # the same for every round
     while True:   # at most one round per candidate
-        g = _Codegen(program, tree_only, point)
+        g = _Codegen(program, tree_only, point, deferred)
         try:
             source = g.module()
             break

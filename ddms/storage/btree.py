@@ -109,6 +109,7 @@ from __future__ import annotations
 
 # Importing this submodule runs ddms/__init__.py first, which fixes NUMBA_CACHE_DIR before numba
 # is imported here.
+import hashlib
 import sys
 from types import SimpleNamespace
 
@@ -116,6 +117,7 @@ import numpy as np
 from llvmlite import ir
 from numba import literally, njit, types
 from numba.core import cgutils
+from numba.core import ir as nir
 from numba.core.datamodel import default_manager, models
 from numba.core.extending import intrinsic, overload
 from numba.experimental import structref
@@ -288,8 +290,55 @@ borrow = _b
 without a reference count (generated code never keeps it past a store to that field)."""
 
 
+def _loc_copy(self: nir.Loc, memo: dict) -> nir.Loc:
+    """``copy.deepcopy`` of a numba source location: a shallow copy (see :func:`_share_source_lines`)."""
+    out = object.__new__(type(self))
+    out.__dict__.update(self.__dict__)
+    memo[id(self)] = out
+    return out
+
+
+def _share_source_lines() -> None:
+    """Make numba's deep copies of IR share a location's cached source lines instead of copying them.
+
+    Why: a numba ``ir.Loc`` caches the lines of its whole source file (``Loc.lines``, filled by
+    ``get_lines()``), and numba's inliner deep-copies the callee's IR block by block
+    (``inline_closurecall.copy_ir``, for every ``inline='always'`` call), each block's copy
+    copying that list again.  For a generated program the file is the program itself (~14,000
+    lines at ~100 views) and the inlined blocks number in the tens of thousands, so the copies
+    cost time and memory ~ blocks x file lines: quadratic in the number of views (each copied
+    block's locations keep their own 110 KB list alive in the caller's IR).  A location's fields
+    are immutable (file name, line, column, a flag) but for that list, which is never mutated (it
+    is linecache's own list), so sharing it is what the copy would mean anyway.  Left alone if
+    numba ever defines its own ``Loc.__deepcopy__``.  Cost: none."""
+    if "__deepcopy__" not in vars(nir.Loc):
+        nir.Loc.__deepcopy__ = _loc_copy
+
+
+_share_source_lines()
+
+
+class DigestNamedStructRef(types.StructRef):
+    """A ``StructRef`` type named by its class, its field count and a digest of its fields, not by
+    the fields themselves (numba's default name, ``numba.StateType(('watch', array(...)), ...)``).
+
+    Why: numba mangles every compiled function's symbol from its argument types' names, and
+    compares and hashes types by name.  A generated program's state has a field per map, index,
+    tree and log (~900 for a program of 90 views), so its default name is ~100 KB; every function
+    taking the state carries it in its symbol, in each call and declaration of the LLVM text numba
+    writes, parses, normalises and links per function, and in its cache index.  That cost is the
+    number of functions times the number of fields: quadratic in the number of views.  The digest
+    (SHA-256 of the fields' names and types) keeps distinct layouts distinct types.  Cost: one
+    hash of the field list per type construction (microseconds)."""
+
+    def __init__(self, fields):
+        super().__init__(fields)
+        digest = hashlib.sha256(str(self._fields).encode()).hexdigest()[:24]
+        self.name = f"numba.{self._typename}[{len(self._fields)}#{digest}]"
+
+
 @structref.register
-class BorrowedStateType(types.StructRef):
+class BorrowedStateType(DigestNamedStructRef):
     """numba type of a generated program's state handle that keeps no reference count
     (:func:`borrow_state`): the same payload and fields as the program's ``StateType``, reached
     through a plain pointer (the model of :class:`BorrowedPoolType`)."""
