@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 from numba import njit, types
 from numba.experimental import structref
 
@@ -137,18 +138,27 @@ def _drift_lines(n: int, seed: int) -> list[str]:
     return out
 
 
-def test_windows_regrown_inside_one_batch_match_duckdb() -> None:
+@pytest.mark.parametrize("out_of_line", [False, True], ids=["inlined", "out-of-line"])
+def test_windows_regrown_inside_one_batch_match_duckdb(out_of_line, monkeypatch) -> None:
     """Whole batches of thousands of events whose windows regrow inside the batch (the hoisted
     window is then stale: its adds must reach the state's current window): every view equals
-    DuckDB's after each batch, the state passes ``_check()``, and no retired window is kept."""
+    DuckDB's after each batch, the state passes ``_check()``, and no retired window is kept.
+    Also with the prefetches and watch checks out of ``run_batch`` (their budgets forced to 0, as
+    a program of ~100 views has them), which then take the hoisted windows as arguments."""
     from oracle import Book, Duck, coalesce_sums
     from viewcheck import duck_rows, engine_rows, same_rows
 
+    from ddms.backend import codegen
     from ddms.io.orderbook import OrderBookParser
     from ddms.runtime.engine import Engine
 
     prog = compile_sql(HOIST_SQL).program
-    eng = Engine(prog)
+    if out_of_line:
+        monkeypatch.setattr(codegen, "WATCH_INLINE_BUDGET", 0)
+        monkeypatch.setattr(codegen, "PREFETCH_INLINE_BUDGET", 0)
+    g = generate(prog)
+    assert ("@njit(cache=True)\ndef prefetch_hash(st, hx," in g.source) == out_of_line
+    eng = Engine(prog, generated=g)
     relmap = eng.relmap(("bids", "asks"))
     lines = _drift_lines(12_000, 7)
     parser, book, duck = OrderBookParser(brokers=10), Book(), Duck()

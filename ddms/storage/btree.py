@@ -117,7 +117,6 @@ import numpy as np
 from llvmlite import ir
 from numba import literally, njit, types
 from numba.core import cgutils
-from numba.core import ir as nir
 from numba.core.datamodel import default_manager, models
 from numba.core.extending import intrinsic, overload
 from numba.experimental import structref
@@ -288,34 +287,6 @@ def _b(typingctx, a):
 borrow = _b
 """Public name of :func:`_b`, for generated programs: ``borrow(st.or_M)`` reads a state array
 without a reference count (generated code never keeps it past a store to that field)."""
-
-
-def _loc_copy(self: nir.Loc, memo: dict) -> nir.Loc:
-    """``copy.deepcopy`` of a numba source location: a shallow copy (see :func:`_share_source_lines`)."""
-    out = object.__new__(type(self))
-    out.__dict__.update(self.__dict__)
-    memo[id(self)] = out
-    return out
-
-
-def _share_source_lines() -> None:
-    """Make numba's deep copies of IR share a location's cached source lines instead of copying them.
-
-    Why: a numba ``ir.Loc`` caches the lines of its whole source file (``Loc.lines``, filled by
-    ``get_lines()``), and numba's inliner deep-copies the callee's IR block by block
-    (``inline_closurecall.copy_ir``, for every ``inline='always'`` call), each block's copy
-    copying that list again.  For a generated program the file is the program itself (~14,000
-    lines at ~100 views) and the inlined blocks number in the tens of thousands, so the copies
-    cost time and memory ~ blocks x file lines: quadratic in the number of views (each copied
-    block's locations keep their own 110 KB list alive in the caller's IR).  A location's fields
-    are immutable (file name, line, column, a flag) but for that list, which is never mutated (it
-    is linecache's own list), so sharing it is what the copy would mean anyway.  Left alone if
-    numba ever defines its own ``Loc.__deepcopy__``.  Cost: none."""
-    if "__deepcopy__" not in vars(nir.Loc):
-        nir.Loc.__deepcopy__ = _loc_copy
-
-
-_share_source_lines()
 
 
 class DigestNamedStructRef(types.StructRef):
