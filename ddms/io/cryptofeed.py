@@ -515,26 +515,10 @@ class CryptofeedParser:
         integers, decimal strings; the scan refuses anything else), so the reader skips its
         ``json.loads``: for a 1,000-level snapshot the standard library's parse (orjson is not
         used for texts of more than 500 brackets) cost more than the whole rest.  O(bytes)."""
-        from ddms.io.venues.binance_book import DepthSnapshot
         if self._snap_decoder is None:
             from ddms.io.venues.binance_book import Decoder
             self._snap_decoder = Decoder()
-        dec = self._snap_decoder
-        data = bytes(payload)
-        buf = np.frombuffer(data, np.uint8)
-        from ddms.io.venues.binance_book import _GROW, _scan
-        while True:
-            r = _scan(buf, dec._slots, dec._lv, dec._unk)
-            if r[0] != _GROW:
-                break
-            dec._lv = np.zeros((max(2 * dec._lv.shape[0], len(buf) // 9 + 1), 4), np.int64)
-        if r[0] != 0 or dec._unk[0, 0]:
-            return None
-        try:
-            rec = dec._fast(data, r)
-        except UnicodeDecodeError:
-            return None
-        return rec if type(rec) is DepthSnapshot else None
+        return self._snap_decoder.clean_snapshot(bytes(payload))
 
     def _snapshot_record(self, payload: bytes, msg: Any) -> Any:
         """A Binance REST snapshot as the record the numba scan decodes from its bytes (a

@@ -569,12 +569,7 @@ class Decoder:
             return self.from_obj(msg, source, line)
         else:
             data = bytes(msg)
-        buf = np.frombuffer(data, np.uint8)
-        while True:
-            r = _scan(buf, self._slots, self._lv, self._unk)
-            if r[0] != _GROW:
-                break
-            self._lv = np.zeros((max(2 * self._lv.shape[0], len(buf) // 9 + 1), 4), np.int64)
+        r = self._scan(data)
         if r[0] == 0:
             try:
                 rec = self._fast(data, r)
@@ -593,6 +588,28 @@ class Decoder:
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise InputError(f"malformed JSON: {e}", source, line, _text(data)) from None
         return self.from_obj(obj, source, line, data)
+
+    def _scan(self, data: bytes) -> tuple[int, ...]:
+        """The numba scan of ``data``, its level table grown until the levels fit.  O(bytes)."""
+        buf = np.frombuffer(data, np.uint8)
+        while True:
+            r = _scan(buf, self._slots, self._lv, self._unk)
+            if r[0] != _GROW:
+                return r
+            self._lv = np.zeros((max(2 * self._lv.shape[0], len(buf) // 9 + 1), 4), np.int64)
+
+    def clean_snapshot(self, data: bytes) -> DepthSnapshot | None:
+        """The REST depth snapshot in ``data`` when the numba scan reads it cleanly (the shape
+        exactly, no unknown field), else None (the caller then parses it as JSON, which says
+        what is wrong).  O(bytes)."""
+        r = self._scan(data)
+        if r[0] != 0 or self._unk[0, 0]:
+            return None
+        try:
+            rec = self._fast(data, r)
+        except UnicodeDecodeError:
+            return None
+        return rec if type(rec) is DepthSnapshot else None
 
     def _fast(self, data: bytes, r: tuple[int, ...]) -> Record | None:
         """Build the record from a successful scan, or None when the shape is not exactly one
