@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from ddms.errors import InputError
@@ -503,7 +503,9 @@ def test_line_cursor_spans_are_the_lines(tmp_path: Path, lines: list[bytes], tai
     import ddms.io.cursor as cursor
     from ddms.io.cursor import LineCursor
     path = tmp_path / "f"
-    path.write_bytes(b"".join(lines) + tail)
+    data = b"".join(lines) + tail
+    assume(not data.startswith(b"\x1f\x8b"))   # gzip's magic: the cursor reads such a file as gzip
+    path.write_bytes(data)
     ref = LineCursor(path)
     want = [(raw, ref.mark()) for raw in ref]
     skip = min(skip, len(want))

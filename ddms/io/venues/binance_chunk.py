@@ -187,14 +187,8 @@ def _find(buf, a, b, table, symtab, symlen):  # pragma: no cover - compiled
         s = table[i]
         if s < 0:
             return -1
-        if symlen[s] == ln:
-            ok = True
-            for j in range(ln):
-                if symtab[s, j] != buf[a + j]:
-                    ok = False
-                    break
-            if ok:
-                return s
+        if symlen[s] == ln and _row_is(symtab, s, buf, a, ln):
+            return s
         i = (i + 1) & mask
 
 
@@ -300,17 +294,20 @@ def _known_mask(m, unk, known, knownlen):  # pragma: no cover - compiled
 
 
 @leaf
+def _row_is(tab, r, buf, a, ln):  # pragma: no cover - compiled
+    """Whether row ``r`` of ``tab`` starts with the ``ln`` bytes ``buf[a:a + ln]``.  O(ln)."""
+    for j in range(ln):
+        if tab[r, j] != buf[a + j]:
+            return False
+    return True
+
+
+@leaf
 def _name_row(m, a, b, known, knownlen):  # pragma: no cover - compiled
     ln = b - a
     for r in range(knownlen.shape[0]):
-        if knownlen[r] == ln:
-            ok = True
-            for j in range(ln):
-                if known[r, j] != m[a + j]:
-                    ok = False
-                    break
-            if ok:
-                return r
+        if knownlen[r] == ln and _row_is(known, r, m, a, ln):
+            return r
     return -1
 
 
