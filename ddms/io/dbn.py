@@ -58,7 +58,7 @@ from sortedcontainers import SortedList
 from ddms.errors import InputError, ReplayError
 from ddms.io.events import EventBatch
 from ddms.io.kernels import mbo as _k
-from ddms.io.kernels.ordertable import EMPTY, grow, grow_bits, new_table
+from ddms.io.kernels.ordertable import EMPTY, new_table
 from ddms.io.levels import ASKS, BIDS, ChunkEvents, SymbolEvents
 
 __all__ = ["F_LAST", "F_SNAPSHOT", "MboBook", "MboReplay", "MboStatus", "read_dbn"]
@@ -393,12 +393,13 @@ assert _MBO_DTYPE.itemsize == dbn.MBOMsg.size_hint, "the decoder's MBO record la
 assert (F_LAST, F_SNAPSHOT, UNDEF_PRICE) == (_k.F_LAST, _k.F_SNAPSHOT, int(_k.UNDEF_PRICE))
 
 
-def _grown(a: np.ndarray, rows: int, fill: int | float = 0) -> np.ndarray:
-    """``a`` with at least ``rows`` rows (doubling; new rows ``fill``)."""
+def _grown(a: np.ndarray, rows: int, fill: int | None = 0) -> np.ndarray:
+    """``a`` with at least ``rows`` rows (doubling; new rows ``fill``, or left unwritten for
+    ``None``: no page is touched before the kernel writes it)."""
     if a.shape[0] >= rows:
         return a
     n = max(rows, 2 * a.shape[0], 16)
-    out = np.full((n, *a.shape[1:]), fill, a.dtype)
+    out = np.empty((n, *a.shape[1:]), a.dtype) if fill is None else np.full((n, *a.shape[1:]), fill, a.dtype)
     out[:a.shape[0]] = a
     return out
 
@@ -524,15 +525,13 @@ class MboReplay:
             self._ss[old:, _k.SS_PHEAD:_k.SS_OTAIL + 1] = -1
             self._bm = _grown(self._bm, 2 * self._ss.shape[0])
         g = self._g
-        while 2 * (int(g[_k.G_TABLE]) + n) > self._keys.shape[0]:
-            self._keys, self._vals = grow(self._keys, self._vals, self._tmeta, 0, grow_bits(self._keys.shape[0]))
         top = int(g[_k.G_TOP]) + n
-        self._os = _grown(self._os, top)
-        self._ot = _grown(self._ot, top)
+        self._os = _grown(self._os, top, None)
+        self._ot = _grown(self._ot, top, None)
         rows = 2 * n + (int(g[_k.G_LIVE]) if clears else 0)
         staged = int(g[_k.G_STAGED]) + rows
-        self._sf = _grown(self._sf, staged)
-        self._si = _grown(self._si, staged)
+        self._sf = _grown(self._sf, staged, None)
+        self._si = _grown(self._si, staged, None)
         return staged
 
     def _outputs(self, rows: int) -> tuple[np.ndarray, ...]:
@@ -550,7 +549,7 @@ class MboReplay:
         base = self.records
         bad = np.zeros((max(self.max_samples - len(self.bad_samples), 0), 3), np.int64)
         err = np.zeros(2, np.int64)
-        stop, no, self._la, nbad = _k.replay(
+        stop, no, self._keys, self._vals, self._la, nbad = _k.replay(
             slots, arr["ts_event"], arr["ts_recv"].view(np.int64), arr["order_id"].view(np.int64), arr["price"],
             arr["size"], flags, action, u8[:, _SIDE_AT], self.skip_bad,
             self._keys, self._vals, self._tmeta, self._os, self._ot, self._ss, self._g, self._bm, self._la,

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ddms.io.kernels.ordertable import EMPTY, home, put, remove
+from ddms.io.kernels.ordertable import EMPTY, FAST_GROWTH, grow, home, put, remove
 
 __all__ = ["E_ACTION", "E_CANCEL_SIZE", "E_CANCEL_UNKNOWN", "E_DUP", "E_ID", "E_PRICE", "E_SIDE", "E_SIZE",
            "G_WIDTH", "O_WIDTH", "SS_WIDTH", "STATUS_FIELDS", "flush", "order_find", "replay"]
@@ -76,7 +76,7 @@ O_WIDTH = 7
 MAX_TS = np.int64(2**63 - 1)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def order_find(keys, vals, shift, oid, slot):  # pragma: no cover - compiled
     """Table slot of order ``oid`` of instrument ``slot``, or -1: the table's probe with the
     instrument compared too (the same id may rest in several instruments)."""
@@ -92,7 +92,7 @@ def order_find(keys, vals, shift, oid, slot):  # pragma: no cover - compiled
         i = (i + 1) & mask
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _level_search(la, off, cnt, key):  # pragma: no cover - compiled
     lo, hi = 0, cnt
     while lo < hi:
@@ -142,7 +142,7 @@ def _level_room(bm, la, g, book):  # pragma: no cover - compiled
     return nla
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _level_add(bm, la, g, book, key, q):  # pragma: no cover - compiled
     off = bm[book, 0]
     cnt = bm[book, 2]
@@ -150,8 +150,9 @@ def _level_add(bm, la, g, book, key, q):  # pragma: no cover - compiled
     if j < cnt and la[off + j, 0] == key:
         la[off + j, 1] += q
         return la
-    la = _level_room(bm, la, g, book)
-    off = bm[book, 0]
+    if cnt == bm[book, 1]:
+        la = _level_room(bm, la, g, book)
+        off = bm[book, 0]
     for m in range(cnt, j, -1):
         la[off + m, 0] = la[off + m - 1, 0]
         la[off + m, 1] = la[off + m - 1, 1]
@@ -161,7 +162,7 @@ def _level_add(bm, la, g, book, key, q):  # pragma: no cover - compiled
     return la
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _level_sub(bm, la, book, key, q):  # pragma: no cover - compiled
     off = bm[book, 0]
     cnt = bm[book, 2]
@@ -176,7 +177,7 @@ def _level_sub(bm, la, book, key, q):  # pragma: no cover - compiled
     bm[book, 2] = cnt - 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _stage(sf, si, ss, g, slot, side, sign, t, oid, size, price):  # pragma: no cover - compiled
     """Append a row to ``slot``'s open event: ``(t, id, broker 0, volume, price * 1e-9)``."""
     r = g[G_STAGED]
@@ -197,7 +198,7 @@ def _stage(sf, si, ss, g, slot, side, sign, t, oid, size, price):  # pragma: no 
     ss[slot, SS_PTAIL] = r
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _insert(keys, vals, tmeta, os_, ot, ss, g, bm, la, sf, si, slot, oid, side, price, size, t):  # pragma: no cover
     s = g[G_FREE]
     if s >= 0:
@@ -228,7 +229,7 @@ def _insert(keys, vals, tmeta, os_, ot, ss, g, bm, la, sf, si, slot, oid, side, 
     return la
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _remove_at(keys, vals, tmeta, i, os_, ot, ss, g, bm, la, sf, si):  # pragma: no cover - compiled
     """Remove the order at table slot ``i``: unlink, level, delete row of its inserted row."""
     s = np.int64(vals[i, 0])
@@ -267,7 +268,7 @@ def _clear(keys, vals, tmeta, os_, ot, ss, g, bm, la, sf, si, slot):  # pragma: 
         s = nxt
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _end_event(ss, g, si, sf, bm, la, slot, of, orel, osign, oline, orecv, osym, no):  # pragma: no cover
     """``slot``'s event is complete: its staged rows go out with the next line; crossed check."""
     g[G_EVENTS] += 1
@@ -341,11 +342,12 @@ def replay(slots, ts_event, ts_recv, order_id, price, size, flags, action, side,
            of, orel, osign, oline, orecv, osym, bad, err):  # pragma: no cover - compiled
     """Apply MBO records (columns of one run; ``slots`` the instrument slot of each) in order.
 
-    Returns ``(stop, rows out, la, bad samples)``: ``stop`` is -1, or the index of the bad record
+    Returns ``(stop, rows out, keys, vals, la, bad samples)``: ``stop`` is -1, or the index of the bad record
     that stopped the run (``skip_bad`` false; ``err`` = code, detail), after which nothing more
     was applied.  With ``skip_bad`` a bad record is counted and its first ``len(bad)`` instances
     recorded (index, code, detail).  The caller sized the outputs for every row this run can
-    emit, the store and table for one new order per record (see :class:`ddms.io.dbn.MboReplay`).
+    emit and the store for one new order per record (see :class:`ddms.io.dbn.MboReplay`); the
+    table (load at most 1/2) and the level arena grow here.
     ``ts_recv`` and ``order_id`` are int64 views of the uint64 fields (a negative value is one
     above ``2**63``)."""
     n = slots.shape[0]
@@ -383,6 +385,8 @@ def replay(slots, ts_event, ts_recv, order_id, price, size, flags, action, side,
             elif oid < 0 or oid >= MAX_ID:
                 code = E_ID
             else:
+                if 2 * (g[G_TABLE] + 1) > keys.shape[0]:     # one record adds at most one order
+                    keys, vals = grow(keys, vals, tmeta, 0, 2 if keys.shape[0] < FAST_GROWTH else 1)   # grow_bits
                 px = price[k]
                 q = np.int64(size[k])
                 snap = (fl & F_SNAPSHOT) != 0
@@ -438,7 +442,7 @@ def replay(slots, ts_event, ts_recv, order_id, price, size, flags, action, side,
                 err[0] = code
                 err[1] = info
                 _compact(sf, si, ss, g, nslots)
-                return k, no, la, nbad
+                return k, no, keys, vals, la, nbad
             g[G_BAD] += 1
             ss[slot, ST_BAD] += 1
             if nbad < bad.shape[0]:
@@ -449,7 +453,7 @@ def replay(slots, ts_event, ts_recv, order_id, price, size, flags, action, side,
         if fl & F_LAST:
             no = _end_event(ss, g, si, sf, bm, la, slot, of, orel, osign, oline, orecv, osym, no)
     _compact(sf, si, ss, g, nslots)
-    return -1, no, la, nbad
+    return -1, no, keys, vals, la, nbad
 
 
 @njit(cache=True, nogil=True)
