@@ -484,24 +484,29 @@ class MboReplay:
         metadata and symbol mappings as :class:`MboBook` handles them, other records counted.
         Raises :class:`InputError` for a bad MBO record unless ``skip_bad`` (the events before
         it stay queued)."""
-        if not recs:
+        mbo = dbn.MBOMsg
+        start = 0
+        while start < len(recs) and type(recs[start]) is not mbo:    # the metadata first
+            _other_record(self, recs[start])
+            start += 1
+        if start == len(recs):
             return
-        try:     # the common case: every record is MBO (a non-MBO one fails the join at once)
-            data = b"".join(map(_MBO_BYTES, recs))
+        run = recs[start:] if start else recs
+        try:     # the common case: the rest is MBO (a record of another type fails the join)
+            data = b"".join(map(_MBO_BYTES, run))
         except TypeError:
-            run: list[Any] = []
-            for r in recs:
-                if type(r) is dbn.MBOMsg:
-                    run.append(r)
-                    continue
-                if run:
-                    self._feed_run(run, b"".join(map(_MBO_BYTES, run)))
-                    run = []
-                _other_record(self, r)
-            if run:
-                self._feed_run(run, b"".join(map(_MBO_BYTES, run)))
+            at = start
+            for j in [j for j, t in enumerate(map(type, run), start) if t is not mbo]:
+                if j > at:
+                    part = recs[at:j]
+                    self._feed_run(part, b"".join(map(_MBO_BYTES, part)))
+                _other_record(self, recs[j])
+                at = j + 1
+            if at < len(recs):
+                part = recs[at:]
+                self._feed_run(part, b"".join(map(_MBO_BYTES, part)))
             return
-        self._feed_run(recs, data)
+        self._feed_run(run, data)
 
     def _slots(self, iid: np.ndarray) -> np.ndarray:
         """The slot of each record's instrument (new instruments get slots in order of first
@@ -543,6 +548,7 @@ class MboReplay:
         n = arr.shape[0]
         u8 = np.frombuffer(data, np.uint8).reshape(n, _MBO_DTYPE.itemsize)
         action, flags = u8[:, _ACTION_AT], arr["flags"]
+        known = len(self._iids)
         slots = self._slots(arr["instrument_id"])
         clears = bool((action == ord("R")).any() or (flags & F_SNAPSHOT).any())
         out = self._outputs(self._reserve(n, clears))
@@ -559,7 +565,11 @@ class MboReplay:
         for k, code, info in bad[:nbad].tolist():
             r = recs[k]
             self.bad_samples.append(InputError(_reason(code, r, info), self.source, base + k + 1, repr(r)[:300]))
-        if stop >= 0:
+        if stop >= 0:       # instruments first met after the bad record were never met
+            keep = max(int(slots[:stop + 1].max()) + 1, known)
+            for iid in self._iids[keep:]:
+                del self._slot[iid]
+            del self._iids[keep:], self._names[keep:]
             r = recs[stop]
             raise InputError(_reason(int(err[0]), r, int(err[1])), self.source, base + stop + 1, repr(r)[:300])
 
@@ -616,8 +626,11 @@ class MboReplay:
     def _check(self) -> None:
         """Per instrument: the order list, the table and the level runs agree (sorted keys,
         totals of the resting orders); every staged row belongs to one open event.  O(orders)."""
-        from ddms.io.kernels.ordertable import table_check
-        table_check(self._keys, self._vals, int(self._tmeta[0]))
+        shift = int(self._tmeta[0])
+        cap = self._keys.shape[0]
+        assert cap & (cap - 1) == 0 and cap == 1 << (64 - shift)
+        for i in np.flatnonzero(self._keys != EMPTY).tolist():    # reachable (ids may repeat: by slot)
+            assert _k.order_find(self._keys, self._vals, shift, self._keys[i], int(self._vals[i, 3])) == i
         live = 0
         for slot, iid in enumerate(self._iids):
             orders = self.orders(iid)
