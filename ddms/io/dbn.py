@@ -549,6 +549,14 @@ class MboReplay:
                 np.empty(rows, np.int64), np.empty(rows, np.int64), np.empty(rows, np.int32))
 
     def _feed_run(self, recs: list[Any], data: bytes) -> None:
+        size = _MBO_DTYPE.itemsize
+        if len(data) != size * len(recs):
+            # a record whose header claims more than an MBO record's length: the decoder reads
+            # the fields from its first bytes (and so does MboBook), its bytes are all of it
+            data = b"".join(bytes(r)[:size] for r in recs)
+            if len(data) != size * len(recs):
+                raise ReplayError(f"an MBO record shorter than {size} bytes after {self.records:,} records",
+                                  self.source)
         arr = np.frombuffer(data, _MBO_DTYPE)
         n = arr.shape[0]
         u8 = np.frombuffer(data, np.uint8).reshape(n, _MBO_DTYPE.itemsize)
