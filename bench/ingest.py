@@ -28,8 +28,9 @@ so numba compile/cache-load time is excluded; the machine is shared, so state it
   Coinbase interleaved with the same file line by line (the per-message Python path), and their
   cores' ``feed_chunk`` (the numba lanes) against ``loads_json`` + ``feed`` on the messages in
   memory; Kraken too (its lane: snapshots, updates, truncation and checksums in numba);
-* ``MBO (DBN)``: the CME ESH4 market-by-order file through :func:`ddms.io.dbn.read_dbn`:
-  records/s and rows/s (``events/s`` = records: one add/cancel/modify each).
+* ``MBO (DBN)``: the CME ESH4 market-by-order file through :func:`ddms.io.dbn.read_dbn` (its
+  numba replay, :class:`ddms.io.dbn.MboReplay`): records/s and rows/s (``events/s`` = records: one
+  add/cancel/modify each).
 """
 
 from __future__ import annotations
@@ -408,8 +409,8 @@ def _l2(path: Path) -> tuple[int, int, int]:
 
 
 def _mbo(path: Path) -> tuple[int, int, int]:
-    from ddms.io.dbn import MboBook, read_dbn
-    book = MboBook(str(path))
+    from ddms.io.dbn import MboReplay, read_dbn
+    book = MboReplay(str(path))
     rows = 0
     for ev in read_dbn(str(path), book=book):
         rows += len(ev.batch)

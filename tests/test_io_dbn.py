@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 from conftest import SHARED
 from hypothesis import given, settings
@@ -22,7 +23,8 @@ from hypothesis import strategies as st
 from mutate import fuzz
 
 from ddms.errors import InputError, ReplayError
-from ddms.io.dbn import F_LAST, F_SNAPSHOT, MboBook, read_dbn
+from ddms.io.dbn import F_LAST, F_SNAPSHOT, MboBook, MboReplay, read_dbn
+from ddms.io.levels import per_symbol
 
 MBO = SHARED / "data" / "mbo"
 
@@ -440,3 +442,226 @@ def test_live_stream_names_its_instruments_by_symbol_mapping_records(tmp_path):
     bk = MboBook(str(p))
     assert {ev.symbol for ev in read_dbn(p, book=bk)} == {"NQM5", "ZN U5"}
     assert bk.other_records == 0 and set(bk.summary()["symbols"]) == {"NQM5", "ZN U5"}
+
+
+# ------------------------------------------------------------------------------------------
+# the numba replay (MboReplay, read_dbn's default) against the reference MboBook
+# ------------------------------------------------------------------------------------------
+
+def to_msgs(records: list[Rec]) -> list:
+    """``records`` as the decoder's MBOMsg objects: encoded with databento_dbn (an action or side
+    byte it has no enum for patched into the bytes) and decoded back, as a file would be."""
+    import databento_dbn as dbn
+    out = [dbn.Metadata(dataset="GLBX.MDP3", start=0, stype_in=dbn.SType.RAW_SYMBOL,
+                        stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema("mbo")).encode()]
+    for r in records:
+        b = bytearray(bytes(dbn.MBOMsg(publisher_id=1, instrument_id=r.instrument_id, ts_event=r.ts_event,
+                                       order_id=r.order_id, price=r.price, size=r.size, action=dbn.Action("A"),
+                                       side=dbn.Side("B"), ts_recv=r.ts_event + 7, flags=r.flags)))
+        b[38], b[39] = ord(r.action), ord(r.side)
+        out.append(bytes(b))
+    recs = dbn.DBNDecoder().write_and_decode(b"".join(out))
+    assert len(recs) == len(records) + 1
+    return recs[1:]
+
+
+def row_table(events) -> tuple:
+    """Every row of ``events`` (SymbolEvents and ChunkEvents) as columns, symbols as names."""
+    evs = per_symbol(events)
+    if not evs:
+        return ()
+    cat = lambda f: np.concatenate([f(e.batch) for e in evs])   # noqa: E731
+    return (cat(lambda b: b.rel), cat(lambda b: b.sign), cat(lambda b: b.cols), cat(lambda b: b.line),
+            cat(lambda b: b.recv), [e.symbol for e in evs for _ in range(len(e.batch))])
+
+
+def assert_same_rows(a, b) -> None:
+    ta, tb = row_table(a), row_table(b)
+    assert len(ta) == len(tb)
+    for x, y in zip(ta[:5], tb[:5], strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y)
+    if ta:
+        assert ta[5] == tb[5]
+    for ev in b:
+        lines = ev.batch.line
+        assert (lines[1:] >= lines[:-1]).all() and ev.batch.first_line == lines[0] and ev.batch.last_line == lines[-1]
+
+
+def wild(rng: random.Random, n: int, instruments=(1, 2, 3)) -> list[Rec]:
+    """Records with no regard for validity: ids from a small pool shared by the instruments
+    (duplicate adds, cancels of unknown ids, cancels above the resting size), modifies that
+    move an order to the other side, snapshots starting mid-stream, clears, trades, unknown
+    actions and sides, out-of-range values, events left open at the end."""
+    out = []
+    for _ in range(n):
+        a = rng.choices("ACMRTFNX", weights=(30, 22, 18, 2, 4, 3, 2, 1))[0]
+        side = rng.choices("BAN?", weights=(45, 45, 6, 2))[0]
+        price = rng.randrange(95, 106) * 10**9
+        size = rng.randrange(1, 12)
+        oid = rng.randrange(1, 40)
+        r = rng.random()
+        if r < 0.01:
+            price = 2**63 - 1
+        elif r < 0.02:
+            size = 0
+        elif r < 0.03:
+            oid = 2**53 + rng.randrange(3)
+        flags = (F_LAST if rng.random() < 0.6 else 0) | (F_SNAPSHOT if rng.random() < 0.05 else 0)
+        out.append(Rec(rng.choice(instruments), a, side, price, size, oid, flags,
+                       ts_event=1_700_000_000_000_000_000 + rng.randrange(10**12)))
+    return out
+
+
+def both(msgs: list, cuts: list[int], skip_bad: bool):
+    """Feed ``msgs`` to an MboBook and an MboReplay, taking events after every cut; returns
+    (book, replay, events of each, the error of each or None)."""
+    ref, new = MboBook("s.dbn", skip_bad=skip_bad), MboReplay("s.dbn", skip_bad=skip_bad)
+    out: tuple[list, list] = ([], [])
+    errs: list = [None, None]
+    for k, bk in enumerate((ref, new)):
+        at = 0
+        try:
+            for c in [*cuts, len(msgs)]:
+                bk.feed_decoded(msgs[at:c])
+                at = c
+                out[k].extend(bk.take_events())
+        except InputError as e:
+            errs[k] = str(e)
+        out[k].extend(bk.flush())
+    return ref, new, out[0], out[1], errs
+
+
+@given(seed=st.integers(0, 2**32 - 1), skip_bad=st.booleans(), n=st.integers(1, 400), ncut=st.integers(0, 6))
+@settings(max_examples=150, deadline=None)
+def test_replay_equals_reference_on_wild_streams(seed, skip_bad, n, ncut):
+    rng = random.Random(seed)
+    msgs = to_msgs(wild(rng, n, instruments=rng.choice(((7,), (1, 2), (1, 2, 3, 4, 5)))))
+    cuts = sorted(rng.randrange(len(msgs) + 1) for _ in range(ncut))
+    ref, new, a, b, errs = both(msgs, cuts, skip_bad)
+    assert errs[0] == errs[1]
+    assert_same_rows(a, b)
+    assert ref.summary() == new.summary()
+    assert [str(e) for e in ref.bad_samples] == [str(e) for e in new.bad_samples]
+    ref._check()
+    new._check()
+    for iid, inst in ref.instruments.items():
+        assert {o: v[:3] for o, v in inst.orders.items()} == new.orders(iid)
+        assert list(inst.orders) == list(new.orders(iid))        # insertion order: what a clear deletes in
+
+
+@given(seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=40, deadline=None)
+def test_replay_matches_independent_oracle_on_valid_streams(seed):
+    """The replay's rows against the oracle (not the reference) after every chunk of events."""
+    rng = random.Random(seed)
+    recs = synthetic(rng, n=300, instruments=(1, 2, 3, 4))
+    msgs = to_msgs(recs)
+    new = MboReplay("<t>")
+    oracle, store = Oracle(), Store()
+    at, checked = 0, 0
+    is_open: dict[int, bool] = {}
+    while at < len(msgs):
+        c = min(len(msgs), at + rng.randrange(1, 40))
+        new.feed_decoded(msgs[at:c])
+        for r in recs[at:c]:
+            oracle.apply(r)
+            is_open[r.instrument_id] = not r.flags & F_LAST
+        store.apply(per_symbol(new.take_events()))
+        if not any(is_open.values()):        # no event open: every book's rows are out
+            checked += 1
+            for iid in oracle.books:
+                compare(store, oracle, {}, iid, oracle.books[iid])
+        at = c
+    assert checked > 0
+    store.apply(per_symbol(new.flush()))
+    new._check()
+    for iid in oracle.books:
+        compare(store, oracle, {}, iid, oracle.books[iid])
+    assert new.summary()["events"] == sum(1 for r in recs if r.flags & F_LAST)
+
+
+def test_replay_equals_reference_on_real_files():
+    p24, p25 = mbo_file("esh4-glbx-mdp3-20231224.mbo.dbn.zst"), mbo_file("esh4-glbx-mdp3-20231225.mbo.dbn.zst")
+    for chunk in (1 << 20, 4099):
+        ref, new = MboBook("both"), MboReplay("both")
+        a = [ev for p in (p24, p25) for ev in read_dbn(p, book=ref, chunk_bytes=chunk)]
+        b = [ev for p in (p24, p25) for ev in read_dbn(p, book=new, chunk_bytes=chunk)]
+        assert_same_rows(a, b)
+        assert ref.summary() == new.summary()
+        assert new.summary()["symbols"]["ESH4"]["snapshots"] == 2
+        new._check()
+        assert list(new.orders(17077).items()) == [(o, v[:3]) for o, v in ref.instruments[17077].orders.items()]
+
+
+def test_read_dbn_default_is_the_replay_and_keeps_the_reference_errors(tmp_path):
+    recs = synthetic(random.Random(9), n=50)
+    bad = Rec(recs[5].instrument_id, "C", "B", 10**9, 1, 10**6, F_LAST)       # an unknown order
+    p = tmp_path / "bad.dbn"
+    write_dbn(p, [*recs[:40], bad, *recs[40:]])
+    with pytest.raises(InputError, match=r"bad\.dbn:41: cancel of order 1000000, which is not resting"):
+        list(read_dbn(p))
+    with pytest.raises(InputError, match=r"bad\.dbn:41: cancel of order 1000000, which is not resting"):
+        list(read_dbn(p, book=MboBook(str(p))))
+    new = MboReplay(str(p), skip_bad=True)
+    evs = list(read_dbn(p, book=new))
+    ref = MboBook(str(p), skip_bad=True)
+    assert_same_rows(list(read_dbn(p, book=ref)), evs)
+    assert new.bad_records == 1 and str(new.bad_samples[0]) == str(ref.bad_samples[0])
+
+
+def _outcome(p, book):
+    """(rows, error text or None) of reading ``p`` into ``book``; only ddms errors may escape."""
+    evs: list = []
+    try:
+        for ev in read_dbn(p, book=book):
+            evs.append(ev)
+    except (InputError, ReplayError) as e:
+        return evs, str(e)
+    return evs, None
+
+
+@given(seed=st.integers(0, 2**32 - 1), nflip=st.integers(1, 12), skip_bad=st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_fuzzed_dbn_bytes_same_outcome_as_reference(tmp_path_factory, seed, nflip, skip_bad):
+    """Random bytes overwritten anywhere in a multi-instrument DBN file (metadata, record headers,
+    actions, sides, flags, ids, prices, sizes): the replay ends as the reference does -- the same
+    rows, then the same located error or none -- and never with another exception."""
+    rng = random.Random(seed)
+    p = tmp_path_factory.mktemp("fz") / "f.dbn"
+    data = bytearray(write_dbn(p, synthetic(rng, n=60, instruments=(1, 2, 3))))
+    for _ in range(nflip):
+        at = rng.randrange(len(data))
+        data[at] = rng.choice((0, 0xFF, ord("A"), ord("C"), ord("X"), 0x80, 0x20, rng.randrange(256)))
+    p.write_bytes(bytes(data))
+    ref, new = MboBook(str(p), skip_bad=skip_bad), MboReplay(str(p), skip_bad=skip_bad)
+    (a, ea), (b, eb) = _outcome(p, ref), _outcome(p, new)
+    assert ea == eb
+    assert_same_rows(a, b)
+    assert ref.summary() == new.summary()
+    new._check()
+
+
+def test_replay_level_arena_grows_and_compacts():
+    """Many instruments with deep books: level runs move and the arena is rebuilt compacted,
+    rows and books still the reference's."""
+    rng = random.Random(11)
+    recs, oid = [], 1
+    live: dict[int, list[int]] = {}
+    for _ in range(6000):
+        i = rng.randrange(60)
+        if live.get(i) and rng.random() < 0.3:
+            o = live[i].pop(rng.randrange(len(live[i])))
+            recs.append(Rec(i, "C", "B", 0, 1, o, F_LAST))         # every order rests with size 1
+        else:
+            side = rng.choice("BA")
+            px = (rng.randrange(1, 300) if side == "B" else rng.randrange(300, 600)) * 10**7
+            recs.append(Rec(i, "A", side, px, 1, oid, F_LAST))
+            live.setdefault(i, []).append(oid)
+            oid += 1
+    msgs = to_msgs(recs)
+    ref, new, a, b, errs = both(msgs, [1000, 3000, 3001], False)
+    assert errs == [None, None]
+    assert_same_rows(a, b)
+    assert ref.summary() == new.summary()
+    new._check()
+    assert new._la.shape[0] > 1024

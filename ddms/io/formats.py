@@ -70,7 +70,7 @@ def _open_cryptofeed(path: str, skip_bad: bool) -> Any:
     return CryptofeedReader(path, skip_bad=skip_bad)
 
 
-def _read_dbn(path: str, skip_bad: bool) -> Iterator[SymbolEvents]:
+def _read_dbn(path: str, skip_bad: bool) -> Iterator[SymbolEvents | ChunkEvents]:
     from ddms.io.dbn import read_dbn
     return read_dbn(path, skip_bad=skip_bad)
 
