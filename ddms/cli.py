@@ -569,7 +569,7 @@ def _run_partitions(args: argparse.Namespace, program: Path) -> int:
     from replay.backtest import symbol_partitions
     from replay.spark import run_sweep
     from replay.viewtask import partition_views
-    parts = symbol_partitions(args.data)
+    parts = symbol_partitions(args.data, args.skip_bad)
     tasks = [(p, str(program.resolve()), {"every": args.every}) for p in parts]
     t0 = time.perf_counter()
     out = run_sweep(tasks, master=args.spark, fn=partition_views,

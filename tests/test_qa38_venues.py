@@ -1,0 +1,165 @@
+"""qa38 (issue 22, outside checker): captures ddms has not seen, written by tests/qa38_gen.py from the
+venues' documentation, replayed as a user would (`ddms run`, `ddms serve-feed` + `ddms monitor`),
+against the generator's ground truth (the final book per symbol: best prices and sizes, volume sums,
+level counts); faults injected per symbol must resync that symbol only; `--skip-bad` must hold for
+every command over multi-symbol files.
+
+Fast (default suite): the backtest `--skip-bad` regression (in process) and one `ddms run` over
+several venues' captures merged. Slow (`-m slow`): every venue through serve-feed + monitor, 50
+USD-M symbols, per-symbol fault injection. Each CLI call is a subprocess (~1-3 s plus replay).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import qa38_drive as drive
+import qa38_gen as gen
+
+from ddms.errors import InputError
+from ddms.io.sources import file_symbols
+from replay.backtest import symbol_partitions
+
+# unusual spellings: leading digits, long names, dots, dashes, slashes, options and dated futures
+SPOT = ["BTCUSDT", "1000SATSUSDT", "ETH2BTC", "A2ZUSDT", "1INCHUSDT", "BNBFDUSD", "XRPTRY", "PEPEUSDT",
+        "SPOT9USDT", "SPOT10USDT"]
+USDM = ["ETHUSDT", "1000SHIBUSDT", "1000000MOGUSDT", "ETHUSDT_240628", "BTCDOMUSDT"] + [f"Z{i}USDT" for i in range(7)]
+COINM = ["BTCUSD_PERP", "ETHUSD_PERP", "BTCUSD_240927", "DOGEUSD_PERP", "1000SHIBUSD_PERP"]
+KRAKEN = ["XBT/USD", "ETH/XBT", "1INCH/EUR", "XDG/USD", "WAVES/EUR", "SHIB/USD", "USDT/USD", "ETH2.S/ETH",
+          "A0B/EUR", "A1B/EUR", "A2B/EUR"]
+OKX = ["BTC-USD-SWAP", "BTC-USDT", "ETH-USD-240329", "1INCH-USDT", "SHIB-USDT-SWAP", "BTC-USD-240329-60000-C"]
+COINBASE = ["BTC-USD", "00-USD", "1INCH-USD", "SHIB-USDC", "ETH-BTC", "WBTC-BTC", "T0-EUR", "T1-EUR"]
+TARDIS = ["XRPUSDT", "1000PEPEUSDT", "SOLUSDT"]
+
+
+def _captures(root: Path, events: int = 600) -> dict[str, dict]:
+    """One generated capture per venue (symbols distinct across venues, so they merge)."""
+    c = {}
+    c["spot"] = gen.binance(gen.Truth(SPOT, seed=1, events=events, pdec=[2, 8, 6], qdec=[5, 0, 3]),
+                            root / "spot", market="spot")
+    c["usdm"] = gen.binance(gen.Truth(USDM, seed=2, events=events, pdec=[1, 6, 7], qdec=[3, 0]),
+                            root / "usdm", market="usdm")
+    c["coinm"] = gen.binance(gen.Truth(COINM, seed=3, events=events // 2, pdec=[1, 2, 5], qdec=0),
+                             root / "coinm", market="coinm")
+    c["kraken"] = gen.kraken(gen.Truth(KRAKEN, seed=4, events=events, pdec=[1, 5, 9, 7], qdec=8),
+                             root / "kraken", depth=10)
+    c["okx"] = gen.okx(gen.Truth(OKX, seed=5, events=events, pdec=[1, 2, 8], qdec=[0, 8, 2], levels=60),
+                       root / "okx")
+    c["coinbase"] = gen.coinbase(gen.Truth(COINBASE, seed=6, events=events, pdec=[2, 8, 5], qdec=[8, 2]),
+                                 root / "coinbase")
+    c["tardis"] = gen.tardis(gen.Truth(TARDIS, seed=7, events=events // 2, pdec=[1, 6], qdec=3), root / "tardis")
+    return c
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory) -> dict[str, dict]:
+    return _captures(tmp_path_factory.mktemp("qa38"))
+
+
+def _want(cap: dict) -> dict:
+    return {s: gen.summary(b) for s, b in cap["expected"].items()}
+
+
+# ------------------------------------------------------------------------------ fast
+
+
+def test_backtest_skip_bad_lists_symbols_of_a_file_with_bad_lines(tmp_path) -> None:
+    """`ddms backtest FILE --skip-bad` over a multi-symbol capture with a bad line: the symbol
+    listing (one partition per symbol) skipped the bad line as the runs do; it used to stop with
+    the line's InputError before any run (cryptofeed captures and tardis CSV)."""
+    cap = gen.kraken(gen.Truth(["XBT/USD", "1INCH/EUR"], seed=14, events=80, pdec=[1, 5], qdec=8), tmp_path,
+                     depth=10)
+    f = cap["files"][0]
+    lines = f.read_bytes().split(b"\n")
+    lines.insert(9, b"\xff\xfe junk")
+    f.write_bytes(b"\n".join(lines))
+    with pytest.raises(InputError, match=":10:"):
+        file_symbols(f)
+    assert file_symbols(f, skip_bad=True) == ["XBT/USD", "1INCH/EUR"]
+    assert symbol_partitions([str(f)], skip_bad=True) == [f"{f}#XBT/USD", f"{f}#1INCH/EUR"]
+    t = tmp_path / "t"
+    tcap = gen.tardis(gen.Truth(["A1", "B2"], seed=3, events=40), t)
+    tf = tcap["files"][0]
+    tf.write_text(tf.read_text().replace("\n", "\nnot,a,row\n", 1))
+    assert file_symbols(tf, skip_bad=True) == ["A1", "B2"]
+
+
+def test_run_merged_venues_equals_truth(captures) -> None:
+    """`ddms run` over six venues' captures at once (--data repeated, merged by receive time):
+    every symbol's best bid/ask, volume sums and level counts equal the generator's truth."""
+    files = [c["files"][0] for c in captures.values()]
+    p, got = drive.run_views(files)
+    assert p.returncode == 0 and got is not None, p.stderr[-2000:]
+    want = {}
+    for c in captures.values():
+        want.update(_want(c))
+    assert drive.compare(got, want) == []
+
+
+# ------------------------------------------------------------------------------ slow
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("venue", ["spot", "usdm", "coinm", "kraken", "okx", "coinbase", "tardis"])
+def test_run_each_venue(captures, venue) -> None:
+    p, got = drive.run_views(captures[venue]["files"][:1])
+    assert p.returncode == 0 and got is not None, p.stderr[-2000:]
+    assert drive.compare(got, _want(captures[venue])) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("venue", ["spot", "usdm", "coinm", "kraken", "okx", "coinbase"])
+def test_serve_feed_monitor_each_venue(captures, venue) -> None:
+    """serve-feed --speed max + monitor --once --json: every symbol synced, 0 gaps/resyncs/crossed,
+    every checksum checked (Kraken: every update; OKX: snapshot + every update), every bookTicker
+    checked and equal, the final best bid/ask (price and size strings) equal the truth."""
+    cap = captures[venue]
+    summary, _, srv, err = drive.serve_monitor(cap["files"][0])
+    assert summary is not None, srv[-2000:] + err[-2000:]
+    assert drive.check_summary(summary, cap["expected"], checksums=cap.get("checksums"),
+                               booktickers=cap.get("booktickers")) == []
+
+
+@pytest.mark.slow
+def test_fifty_usdm_symbols_late_snapshots(tmp_path) -> None:
+    """50 USD-M symbols, 3,000 events, every snapshot taken 1-12 events in and received up to 8
+    messages late (or straddling an event): run and monitor both equal the truth."""
+    names = [f"S{i}{'X' * (i % 9)}USDT" for i in range(45)] + ["1000SHIBUSDT", "1000BONKUSDT", "BTCUSDT",
+                                                               "ETHUSDT_250328", "1000000MOGUSDT"]
+    cap = gen.binance(gen.Truth(names, seed=50, events=3000, pdec=[1, 4, 7], qdec=[3, 0]), tmp_path,
+                      market="usdm")
+    p, got = drive.run_views(cap["files"][:1])
+    assert p.returncode == 0 and got is not None, p.stderr[-2000:]
+    assert drive.compare(got, _want(cap)) == []
+    summary, _, srv, err = drive.serve_monitor(cap["files"][0])
+    assert summary is not None, srv[-2000:] + err[-2000:]
+    assert drive.check_summary(summary, cap["expected"], booktickers=cap["booktickers"]) == []
+
+
+FAULTS = [("spot", "1000SATSUSDT", "drop"), ("spot", "1000SATSUSDT", "reorder"),
+          ("usdm", "1000000MOGUSDT", "drop"), ("usdm", "1000000MOGUSDT", "corrupt"),
+          ("coinm", "BTCUSD_240927", "reorder"),
+          ("kraken", "1INCH/EUR", "checksum"), ("kraken", "ETH2.S/ETH", "drop"),
+          ("okx", "BTC-USD-240329-60000-C", "checksum"), ("okx", "1INCH-USDT", "drop"),
+          ("coinbase", "00-USD", "corrupt")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("venue", "symbol", "kind"), FAULTS)
+def test_fault_resyncs_that_symbol_only(captures, venue, symbol, kind) -> None:
+    """A fault at the symbol's 20th book message: that symbol reports a gap/mismatch/malformed
+    message and resyncs, no other symbol does, and every book (the faulted one after its
+    resync) ends equal to the truth."""
+    cap = captures[venue]
+    summary, _, srv, err = drive.serve_monitor(cap["files"][0], "--fault", f"{kind}@20#{symbol}")
+    assert summary is not None, srv[-2000:] + err[-2000:]
+    syms = summary["symbols"]
+    hit = {s for s, v in syms.items()
+           if v.get("gaps") or v.get("resyncs") or v.get("checksum_mismatch") or v.get("malformed")}
+    assert hit == {symbol}, syms
+    assert syms[symbol]["resyncs"] >= 1 and syms[symbol]["synced"]
+    assert all(v["synced"] and not v.get("crossed") for v in syms.values())
+    for s, book in cap["expected"].items():
+        assert syms[s]["best_bid"] == list(book["bids"][0]), s
+        assert syms[s]["best_ask"] == list(book["asks"][0]), s
