@@ -163,3 +163,24 @@ def test_fault_resyncs_that_symbol_only(captures, venue, symbol, kind) -> None:
     for s, book in cap["expected"].items():
         assert syms[s]["best_bid"] == list(book["bids"][0]), s
         assert syms[s]["best_ask"] == list(book["asks"][0]), s
+
+
+def test_partition_views_skip_bad(tmp_path) -> None:
+    """`ddms run --spark M --skip-bad`: each (file, symbol) task skips bad lines too (the task's
+    parameters carry skip_bad; before, the tasks replayed without it and stopped at the line)."""
+    from replay.viewtask import partition_views
+
+    cap = gen.kraken(gen.Truth(["XBT/USD", "1INCH/EUR"], seed=14, events=80, pdec=[1, 5], qdec=8), tmp_path,
+                     depth=10)
+    f = cap["files"][0]
+    lines = f.read_bytes().split(b"\n")
+    lines.insert(9, b"\xff\xfe junk")
+    f.write_bytes(b"\n".join(lines))
+    with pytest.raises(InputError, match=":10:"):
+        partition_views(f"{f}#1INCH/EUR", str(drive.SQL), {"every": 0})
+    row = partition_views(f"{f}#1INCH/EUR", str(drive.SQL), {"every": 0, "skip_bad": 1})
+    want = gen.summary(cap["expected"]["1INCH/EUR"])
+    import json
+    views = json.loads(row["rows"][-1])["views"]
+    assert views["BEST_BID"][0][:2] == ["1INCH/EUR", want["best_bid"]]
+    assert views["BEST_ASK"][0][:2] == ["1INCH/EUR", want["best_ask"]]
