@@ -184,3 +184,25 @@ def test_partition_views_skip_bad(tmp_path) -> None:
     views = json.loads(row["rows"][-1])["views"]
     assert views["BEST_BID"][0][:2] == ["1INCH/EUR", want["best_bid"]]
     assert views["BEST_ASK"][0][:2] == ["1INCH/EUR", want["best_ask"]]
+
+
+def test_binance_book_ignores_other_streams() -> None:
+    """A one-symbol Binance feed (serve-feed of an hftbacktest capture, a live single-book monitor)
+    carrying aggTrade / kline / markPrice streams: counted in ``ignored`` by stream kind, not as
+    malformed messages (the multi-symbol venue core already did so); a real junk message still is."""
+    from ddms.io.venues.binance_book import FUTURES, BinanceBook
+
+    bk = BinanceBook(FUTURES, source="t")
+    agg = (b'{"stream":"1000shibusdt@aggTrade","data":{"e":"aggTrade","E":1,"s":"1000SHIBUSDT","a":5,'
+           b'"p":"0.011","q":"1","f":5,"l":5,"T":1,"m":true}}')
+    bk.feed_message(agg)
+    bk.feed_message(agg.decode())
+    bk.feed_message({"stream": "btcusdt@kline_1m", "data": {"e": "kline", "k": {}}})
+    bk.feed_message(b'{"stream":"btcusdt@markPrice@1s","data":{"e":"markPriceUpdate","p":"1"}}')
+    assert bk.ignored == {"aggtrade": 2, "kline_1m": 1, "markprice@1s": 1}
+    assert bk.malformed == 0 and not bk.reports
+    bk.feed_message(b'{"stream":"btcusdt@depth@100ms","data":{"e":"junk"}}')
+    bk.feed_message(b"\xff not json")
+    assert bk.malformed == 2 and len(bk.reports) == 2
+    meta, _ = bk.save_state()
+    assert meta["ignored"] == bk.ignored
