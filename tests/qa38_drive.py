@@ -60,7 +60,7 @@ def compare(got: dict, want: dict) -> list[str]:
             bad.append(f"{sym}: missing")
             continue
         for k, v in w.items():
-            gv = g.get(k)
+            gv = g.get(k, 0 if k.endswith(("volume", "levels")) else None)  # no row: an empty side
             if v is None or gv is None:
                 if v != gv:
                     bad.append(f"{sym}.{k}: {gv} != {v}")
@@ -141,3 +141,22 @@ def check_summary(summary: dict, expected: dict, *, checksums: int | None = None
         if s.get("best_bid") != want_b or s.get("best_ask") != want_a:
             bad.append(f"{sym}: best {s.get('best_bid')}/{s.get('best_ask')} != {want_b}/{want_a}")
     return bad
+
+
+def run_views_every(files: list[Path], *extra: str) -> tuple[subprocess.CompletedProcess, list[tuple[int, dict]]]:
+    """Every views line of `ddms run symbol_book.sql --data F... --every 1 --json`: (line, rows by symbol)."""
+    args = ["run", str(SQL), "--json", "--no-first-results", "--every", "1"]
+    for f in files:
+        args += ["--data", str(f)]
+    p = ddms(*args, *extra)
+    out = []
+    for ln in p.stdout.splitlines():
+        if ln.startswith("{") and '"views"' in ln:
+            d = json.loads(ln)
+            rows: dict = {}
+            for sym, bb, bv, bn in d["views"].get("BEST_BID", []):
+                rows.setdefault(sym, {}).update(best_bid=bb, bid_volume=bv, bid_levels=bn)
+            for sym, ba, av, an in d["views"].get("BEST_ASK", []):
+                rows.setdefault(sym, {}).update(best_ask=ba, ask_volume=av, ask_levels=an)
+            out.append((d["line"], rows))
+    return p, out

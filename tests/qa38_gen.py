@@ -607,3 +607,162 @@ def tardis(truth: Truth, out: Path, *, exchange: str = "binance-futures", resnap
     out.mkdir(parents=True, exist_ok=True)
     p.write_text("\n".join(rows) + "\n")
     return {"files": [p], "expected": truth.final(), "symbols": names}
+
+
+# ----------------------------------------------------------------------------------------- DBN MBO
+
+
+def dbn_mbo(out: Path, instruments: dict[str, int], *, seed: int, events: int = 2000,
+            snapshot_orders: int = 40, name: str = "qa38.mbo.dbn") -> dict:
+    """A Databento DBN MBO file (encoded by databento-dbn itself) of several instruments, with the
+    resting orders per instrument after the last record as ground truth.
+
+    Databento's documented semantics: Add inserts an order; Cancel removes `size` from it (part or
+    all); Modify gives it a new price and/or size; cleaR empties the instrument's book; Trade and
+    Fill do not change the book; one exchange event can be several records and only the record
+    with F_LAST ends it. Written: a snapshot (F_SNAPSHOT Adds) per instrument first, then Adds,
+    partial and full Cancels, Modifies (price and size), Trade + Fill + Cancel events of three
+    records (F_LAST on the last only), None records, and one cleaR per instrument followed by a
+    rebuild. Books are kept uncrossed. Prices in 1e-9 units, a tick of 0.25.
+    """
+    import datetime as dt
+    from types import SimpleNamespace as NS
+
+    import databento_dbn as db
+
+    rng = random.Random(seed)
+    tick = 250_000_000
+    start = 1_703_376_000_000_000_000
+    md = db.Metadata(dataset="GLBX.MDP3", schema=db.Schema.MBO, start=start, stype_in=db.SType.RAW_SYMBOL,
+                     stype_out=db.SType.INSTRUMENT_ID, end=start + 86_400_000_000_000,
+                     symbols=list(instruments), partial=[], not_found=[],
+                     mappings=[NS(raw_symbol=s, intervals=[NS(start_date=dt.date(2023, 12, 24),
+                                                              end_date=dt.date(2023, 12, 25), symbol=str(iid))])
+                               for s, iid in instruments.items()])
+    books: dict[int, dict[int, list]] = {iid: {} for iid in instruments.values()}  # oid -> [side, price, size]
+    mids = {iid: rng.randint(4000, 20000) * 4 * tick for iid in instruments.values()}
+    recs: list[bytes] = []
+    t = start + 3_600_000_000_000
+    seq = 0
+    oid = [10**12]
+    n_last = [0]
+    last_action: list = [None]
+    # the truth after each event (F_LAST record) that changes rows: an event of one None record
+    # carries flags only (no row, so no update of its own in ddms's numbering)
+    trace: list[dict] = []
+
+    def summarize() -> dict:
+        out = {}
+        for s, iid in instruments.items():
+            bids = [(v[1] / 1e9, v[2]) for v in books[iid].values() if v[0] == "B"]
+            asks = [(v[1] / 1e9, v[2]) for v in books[iid].values() if v[0] == "A"]
+            if not bids and not asks:
+                continue
+            out[s] = {"best_bid": max((x for x, _ in bids), default=None),
+                      "best_ask": min((x for x, _ in asks), default=None),
+                      "bid_volume": float(sum(q for _, q in bids)), "ask_volume": float(sum(q for _, q in asks)),
+                      "bid_levels": len(bids), "ask_levels": len(asks)}
+        return out
+
+    def mark() -> None:
+        if n_last[0] > marked[0]:
+            marked[0] = n_last[0]
+            if last_action[0] != db.Action.NONE:
+                trace.append(summarize())
+
+    marked = [0]
+
+    def rec(iid: int, action, side, price: int, size: int, order_id: int, flags: int) -> None:
+        nonlocal t, seq
+        seq += 1
+        n_last[0] += bool(flags & db.F_LAST)
+        last_action[0] = action
+        recs.append(bytes(db.MBOMsg(publisher_id=1, instrument_id=iid, ts_event=t - 1000, order_id=order_id,
+                                    price=price, size=size, action=action, side=side, ts_recv=t,
+                                    ts_in_delta=100, sequence=seq, flags=flags, channel_id=0)))
+
+    def best(iid: int, side: str) -> int | None:
+        px = [o[1] for o in books[iid].values() if o[0] == side]
+        return (max(px) if side == "B" else min(px)) if px else None
+
+    def new_price(iid: int, side: str) -> int:
+        bb, ba = best(iid, "B"), best(iid, "A")
+        m = mids[iid]
+        if side == "B":
+            hi = (ba - tick) if ba is not None else m
+            return hi - tick * rng.randint(0, 12)
+        lo = (bb + tick) if bb is not None else m + tick
+        return lo + tick * rng.randint(0, 12)
+
+    def add(iid: int, side: str, flags: int) -> None:
+        oid[0] += rng.randint(1, 9)
+        p, sz = new_price(iid, side), rng.randint(1, 50)
+        books[iid][oid[0]] = [side, p, sz]
+        rec(iid, db.Action.ADD, db.Side.BID if side == "B" else db.Side.ASK, p, sz, oid[0], flags)
+
+    ids = list(instruments.values())
+    for iid in ids:  # snapshot
+        for k in range(snapshot_orders):
+            t += 1
+            last = k == snapshot_orders - 1
+            add(iid, "B" if k % 2 == 0 else "A", db.F_SNAPSHOT | (db.F_LAST if last else 0))
+        mark()
+    cleared = set()
+    for _ in range(events):
+        t += rng.randint(1000, 5_000_000)
+        iid = rng.choice(ids)
+        bk = books[iid]
+        r = rng.random()
+        sideof = {"B": db.Side.BID, "A": db.Side.ASK}
+        if r < 0.35 or len(bk) < 6:
+            add(iid, rng.choice("BA"), db.F_LAST)
+        elif r < 0.55:
+            o = rng.choice(list(bk))
+            side, p, sz = bk[o]
+            part = sz if rng.random() < 0.6 else rng.randint(1, sz)
+            rec(iid, db.Action.CANCEL, sideof[side], p, part, o, db.F_LAST)
+            if part == sz:
+                del bk[o]
+            else:
+                bk[o][2] -= part
+        elif r < 0.75:
+            o = rng.choice(list(bk))
+            side, p, sz = bk[o]
+            if rng.random() < 0.5:
+                bk.pop(o)
+                p = new_price(iid, side)
+                bk[o] = [side, p, sz]
+            sz = rng.randint(1, 60)
+            bk[o][2] = sz
+            rec(iid, db.Action.MODIFY, sideof[side], p, sz, o, db.F_LAST)
+        elif r < 0.92:
+            # an aggressor trades against the best resting order: Trade, Fill, then Cancel/Modify (F_LAST)
+            side = rng.choice("BA")
+            b = best(iid, side)
+            cands = [o for o, v in bk.items() if v[0] == side and v[1] == b]
+            if not cands:
+                continue
+            o = cands[0]
+            _, p, sz = bk[o]
+            q = rng.randint(1, sz)
+            other = db.Side.ASK if side == "B" else db.Side.BID
+            rec(iid, db.Action.TRADE, other, p, q, 0, 0)
+            rec(iid, db.Action.FILL, sideof[side], p, q, o, 0)
+            if q == sz:
+                rec(iid, db.Action.CANCEL, sideof[side], p, q, o, db.F_LAST)
+                del bk[o]
+            else:
+                bk[o][2] = sz - q
+                rec(iid, db.Action.MODIFY, sideof[side], p, sz - q, o, db.F_LAST)
+        elif r < 0.97 or iid in cleared:
+            rec(iid, db.Action.NONE, db.Side.NONE, db.UNDEF_PRICE, 0, 0, db.F_LAST)
+        else:
+            cleared.add(iid)
+            rec(iid, db.Action.CLEAR, db.Side.NONE, db.UNDEF_PRICE, 0, 0, db.F_LAST)
+            bk.clear()
+        mark()
+    out.mkdir(parents=True, exist_ok=True)
+    p = out / name
+    p.write_bytes(md.encode() + b"".join(recs))
+    return {"files": [p], "expected_summary": summarize(), "trace": trace, "ids": instruments,
+            "records": len(recs)}

@@ -210,3 +210,29 @@ def test_binance_book_ignores_other_streams() -> None:
     assert bk.malformed == 2 and len(bk.reports) == 2
     meta, _ = bk.save_state()
     assert meta["ignored"] == bk.ignored
+
+
+MBO = {"ESH4": 17077, "NQH4": 2130, "ESH4-ESM4": 99001, "6EH4": 42, "UD:1V: VT 0123": 7000001}
+
+
+def _check_mbo_every_line(tmp_path, events: int, seed: int) -> None:
+    cap = gen.dbn_mbo(tmp_path, MBO, seed=seed, events=events)
+    p, rows = drive.run_views_every(cap["files"])
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert len(rows) == len(cap["trace"])
+    for (line, got), want in zip(rows, cap["trace"], strict=True):
+        assert drive.compare(got, want) == [], line
+
+
+def test_dbn_mbo_unseen_every_line(tmp_path) -> None:
+    """A DBN MBO file written by databento-dbn (5 instruments with odd names, snapshot, partial
+    cancels, modifies of price and size, Trade+Fill+Cancel events of 3 records, None records, a
+    cleaR each): after every ddms update (one per F_LAST event that changes rows) each
+    instrument's best bid/ask, volume sums and order counts equal the generator's truth."""
+    _check_mbo_every_line(tmp_path, 600, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [2, 3])
+def test_dbn_mbo_unseen_every_line_long(tmp_path, seed) -> None:
+    _check_mbo_every_line(tmp_path, 5000, seed)
