@@ -206,7 +206,7 @@ def binance(truth: Truth, out: Path, *, market: str = "spot", snap_after: dict[s
     third of the post-snapshot depth events, u equal to that event's u, the truth's best b/B/a/A.
     Returns {"files": [...], "expected": final books, "booktickers": n, "symbols": [...]}.
     """
-    rng = random.Random(hash((market, len(truth.events))) & 0xffff)
+    rng = random.Random(f"{market}/{'/'.join(truth.syms)}/{len(truth.events)}")  # (str seeds: stable)
     out.mkdir(parents=True, exist_ok=True)
     names = list(truth.syms)
     per_sym_events: dict[str, list[int]] = {n: [] for n in names}

@@ -236,3 +236,23 @@ def test_dbn_mbo_unseen_every_line(tmp_path) -> None:
 @pytest.mark.parametrize("seed", [2, 3])
 def test_dbn_mbo_unseen_every_line_long(tmp_path, seed) -> None:
     _check_mbo_every_line(tmp_path, 5000, seed)
+
+
+@pytest.mark.slow
+def test_hftbacktest_two_symbols(tmp_path) -> None:
+    """An hftbacktest capture of two USD-M symbols (their REST snapshot lines name no symbol, each
+    received late, after a few buffered events): run and serve-feed + monitor equal the truth."""
+    a = gen.binance(gen.Truth(["1000SHIBUSDT"], seed=21, events=300, pdec=6, qdec=0), tmp_path, market="usdm",
+                    hft=True, name="a.txt")
+    b = gen.binance(gen.Truth(["BTCUSDT"], seed=22, events=300, pdec=1, qdec=3, t0=1700000000.003), tmp_path,
+                    market="usdm", hft=True, name="b.txt")
+    lines = (tmp_path / "a.txt").read_text().splitlines() + (tmp_path / "b.txt").read_text().splitlines()
+    both = tmp_path / "both.txt"
+    both.write_text("\n".join(sorted(lines, key=lambda ln: int(ln.split(" ", 1)[0]))) + "\n")
+    expected = {**a["expected"], **b["expected"]}
+    p, got = drive.run_views([both])
+    assert p.returncode == 0 and got is not None, p.stderr[-2000:]
+    assert drive.compare(got, {s: gen.summary(bk) for s, bk in expected.items()}) == []
+    summary, _, srv, err = drive.serve_monitor(both)
+    assert summary is not None, srv[-2000:] + err[-2000:]
+    assert drive.check_summary(summary, expected, booktickers=a["booktickers"] + b["booktickers"]) == []
