@@ -190,6 +190,17 @@ def summary(book: dict) -> dict:
             "bid_levels": len(b), "ask_levels": len(a)}
 
 
+def _visible(books: dict[str, Sym], started: list[str], depth: int | None = None) -> dict:
+    """summary() of each started symbol's (top `depth`) book: the views after one book message."""
+    out = {}
+    for n in started:
+        s = books[n]
+        b, a = s.best(depth)
+        out[n] = summary({"bids": [(s.px(t), s.qty(s.bids[t])) for t in b],
+                          "asks": [(s.px(t), s.qty(s.asks[t])) for t in a]})
+    return out
+
+
 # ----------------------------------------------------------------------------------------- Binance
 
 
@@ -394,6 +405,7 @@ def kraken(truth: Truth, out: Path, *, depth: int = 25, name: str = "KRAKEN.ws.9
             {"channelID": chan[n], "channelName": f"book-{depth}", "event": "subscriptionStatus",
              "pair": n, "status": "subscribed", "subscription": {"depth": depth, "name": "book"}}))
     books = {n: Sym(n, truth.syms[n].pdec, truth.syms[n].qdec, *map(dict, truth.initial[n])) for n in names}
+    trace: list[dict] = []   # views after each book message
     for k, n in enumerate(names):
         s = books[n]
         b, a = s.best(depth)
@@ -401,6 +413,7 @@ def kraken(truth: Truth, out: Path, *, depth: int = 25, name: str = "KRAKEN.ws.9
         msg = [chan[n], {"as": [[s.px(t), s.qty(s.asks[t]), ts] for t in a],
                          "bs": [[s.px(t), s.qty(s.bids[t]), ts] for t in b]}, f"book-{depth}", n]
         lines.append(f"{t0 + 0.4 + k * 0.001}: " + json.dumps(msg, separators=(",", ":")))
+        trace.append(_visible(books, names[: k + 1], depth))
     n_ck = 0
     for e in truth.events:
         s = books[e.sym]
@@ -438,12 +451,13 @@ def kraken(truth: Truth, out: Path, *, depth: int = 25, name: str = "KRAKEN.ws.9
             body = [d]
         lines.append(f"{e.ts!r}: " + json.dumps([chan[e.sym], *body, f"book-{depth}", e.sym],
                                                  separators=(",", ":")))
+        trace.append(_visible(books, names, depth))
         if rng.random() < 0.05:
             lines.append(f"{e.ts + 0.0001!r}: " + json.dumps({"event": "heartbeat"}))
     p = out / name
     out.mkdir(parents=True, exist_ok=True)
     p.write_text("\n".join(lines) + "\n")
-    return {"files": [p], "expected": truth.final(depth), "checksums": n_ck, "symbols": names}
+    return {"files": [p], "expected": truth.final(depth), "checksums": n_ck, "symbols": names, "trace": trace}
 
 
 # ----------------------------------------------------------------------------------------- OKX
@@ -475,6 +489,7 @@ def okx(truth: Truth, out: Path, *, name: str = "OKX.ws.9.0") -> dict:
         lines.append(f"{t0 + 0.2}: " + json.dumps({"event": "subscribe", "arg": a, "connId": "a4d3ae55"}))
     books = {n: Sym(n, truth.syms[n].pdec, truth.syms[n].qdec, *map(dict, truth.initial[n])) for n in names}
     seq = {n: rng.randint(10**6, 10**10) for n in names}
+    trace: list[dict] = []   # views after each book message
     for k, n in enumerate(names):
         s = books[n]
         b, a = s.best()
@@ -485,6 +500,7 @@ def okx(truth: Truth, out: Path, *, name: str = "OKX.ws.9.0") -> dict:
         lines.append(f"{t0 + 0.3 + k * 0.001}: " + json.dumps(
             {"arg": {"channel": "books", "instId": n}, "action": "snapshot", "data": [d]},
             separators=(",", ":")))
+        trace.append(_visible(books, names[: k + 1]))
     n_ck = len(names)
     for e in truth.events:
         s = books[e.sym]
@@ -502,6 +518,7 @@ def okx(truth: Truth, out: Path, *, name: str = "OKX.ws.9.0") -> dict:
         lines.append(f"{e.ts!r}: " + json.dumps(
             {"arg": {"channel": "books", "instId": e.sym}, "action": "update", "data": [d]},
             separators=(",", ":")))
+        trace.append(_visible(books, names))
         n_ck += 1
         if rng.random() < 0.05:  # no change: seqId == prevSeqId, empty sides, same checksum
             d2 = {"asks": [], "bids": [], "ts": str(int(e.ts * 1000) + 1),
@@ -509,7 +526,7 @@ def okx(truth: Truth, out: Path, *, name: str = "OKX.ws.9.0") -> dict:
             lines.append(f"{e.ts + 0.0001!r}: " + json.dumps(
                 {"arg": {"channel": "books", "instId": e.sym}, "action": "update", "data": [d2]},
                 separators=(",", ":")))
-            n_ck += 1
+            n_ck += 1   # (no change: no update of ddms's, so no line of the trace)
         if rng.random() < 0.1:
             tk = {"instType": "SPOT", "instId": e.sym, "last": s.px(b[0]), "lastSz": "1",
                   "askPx": s.px(a[0]), "askSz": s.qty(s.asks[a[0]]), "bidPx": s.px(b[0]),
@@ -519,7 +536,7 @@ def okx(truth: Truth, out: Path, *, name: str = "OKX.ws.9.0") -> dict:
     p = out / name
     out.mkdir(parents=True, exist_ok=True)
     p.write_text("\n".join(lines) + "\n")
-    return {"files": [p], "expected": truth.final(), "checksums": n_ck, "symbols": names}
+    return {"files": [p], "expected": truth.final(), "checksums": n_ck, "symbols": names, "trace": trace}
 
 
 # ----------------------------------------------------------------------------------------- Coinbase
@@ -540,12 +557,14 @@ def coinbase(truth: Truth, out: Path, *, name: str = "COINBASE.ws.9.0") -> dict:
         {"type": "subscriptions", "channels": [{"name": "level2", "product_ids": names},
                                                 {"name": "ticker", "product_ids": names}]}))
     books = {n: Sym(n, truth.syms[n].pdec, truth.syms[n].qdec, *map(dict, truth.initial[n])) for n in names}
+    trace: list[dict] = []   # views after each book message
     for k, n in enumerate(names):
         s = books[n]
         b, a = s.best()
         lines.append(f"{t0 + 0.3 + k * 0.001}: " + json.dumps(
             {"type": "snapshot", "product_id": n, "asks": [[s.px(t), s.qty(s.asks[t])] for t in a],
              "bids": [[s.px(t), s.qty(s.bids[t])] for t in b]}, separators=(",", ":")))
+        trace.append(_visible(books, names[: k + 1]))
     seq = 1000
     for e in truth.events:
         s = books[e.sym]
@@ -555,6 +574,7 @@ def coinbase(truth: Truth, out: Path, *, name: str = "COINBASE.ws.9.0") -> dict:
         lines.append(f"{e.ts!r}: " + json.dumps(
             {"type": "l2update", "product_id": e.sym, "changes": ch,
              "time": "2021-04-17T16:43:37.075687Z"}, separators=(",", ":")))
+        trace.append(_visible(books, names))
         if rng.random() < 0.1:
             b, a = s.best(1)
             seq += 1
@@ -566,7 +586,7 @@ def coinbase(truth: Truth, out: Path, *, name: str = "COINBASE.ws.9.0") -> dict:
     p = out / name
     out.mkdir(parents=True, exist_ok=True)
     p.write_text("\n".join(lines) + "\n")
-    return {"files": [p], "expected": truth.final(), "symbols": names}
+    return {"files": [p], "expected": truth.final(), "symbols": names, "trace": trace}
 
 
 # ----------------------------------------------------------------------------------------- tardis

@@ -256,3 +256,22 @@ def test_hftbacktest_two_symbols(tmp_path) -> None:
     summary, _, srv, err = drive.serve_monitor(both)
     assert summary is not None, srv[-2000:] + err[-2000:]
     assert drive.check_summary(summary, expected, booktickers=a["booktickers"] + b["booktickers"]) == []
+
+
+@pytest.mark.parametrize("venue", ["kraken", "okx", "coinbase"])
+def test_run_every_line_in_stream_snapshots(tmp_path, venue) -> None:
+    """Kraken (depth 10: client-side truncation, republished levels), OKX (empty updates make no
+    line) and Coinbase: after every book message, each started symbol's best bid/ask, volume sums
+    and level counts equal the truth (`ddms run --every 1`)."""
+    truths = {"kraken": lambda: gen.kraken(gen.Truth(KRAKEN[:5], seed=4, events=200, pdec=[1, 5, 9, 7], qdec=8),
+                                           tmp_path, depth=10),
+              "okx": lambda: gen.okx(gen.Truth(OKX, seed=5, events=200, pdec=[1, 2, 8], qdec=[0, 8, 2], levels=60),
+                                     tmp_path),
+              "coinbase": lambda: gen.coinbase(gen.Truth(COINBASE[:5], seed=6, events=200, pdec=[2, 8, 5],
+                                                         qdec=[8, 2]), tmp_path)}
+    cap = truths[venue]()
+    p, rows = drive.run_views_every(cap["files"])
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert len(rows) == len(cap["trace"])
+    for (line, got), want in zip(rows, cap["trace"], strict=True):
+        assert drive.compare(got, want) == [], line
