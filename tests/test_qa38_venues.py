@@ -275,3 +275,49 @@ def test_run_every_line_in_stream_snapshots(tmp_path, venue) -> None:
     assert len(rows) == len(cap["trace"])
     for (line, got), want in zip(rows, cap["trace"], strict=True):
         assert drive.compare(got, want) == [], line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("venue", "symbol"), [("kraken", "XDG/USD"), ("okx", "1INCH-USDT"), ("coinbase", "SHIB-USDC")])
+def test_lost_snapshot_resubscribes(captures, venue, symbol) -> None:
+    """The symbol's first book message (its snapshot) dropped: its updates arrive with no book.
+    The monitor reports it and resubscribes that symbol (it used to drop every update of the
+    symbol silently for the rest of the session: 0 gaps, 0 resyncs, never synced)."""
+    cap = captures[venue]
+    summary, events, srv, err = drive.serve_monitor(cap["files"][0], "--fault", f"drop@1#{symbol}")
+    assert summary is not None, srv[-2000:] + err[-2000:]
+    st = summary["symbols"][symbol]
+    assert st["gaps"] == 1 and st["resyncs"] == 1, st
+    assert any(e.get("event") == "problem" and "no snapshot (lost)" in e.get("reason", "") for e in events)
+    assert any(e.get("event") == "subscription" and f"resubscribe {symbol}" in e.get("reason", "") for e in events)
+    others = {s: v for s, v in summary["symbols"].items() if s != symbol}
+    assert all(v["synced"] and not v["gaps"] and not v["resyncs"] for v in others.values()), others
+    if st["synced"]:   # (unless the max-speed replay ended before the new snapshot)
+        book = cap["expected"][symbol]
+        assert st["best_bid"] == list(book["bids"][0]) and st["best_ask"] == list(book["asks"][0])
+
+
+def test_session_lost_snapshot_in_process() -> None:
+    """VenueSession (no sockets): an OKX book update of a symbol with no snapshot yet is a resync
+    (a resubscribe of that symbol), once; a later snapshot syncs it."""
+    from ddms.feeds.venue_session import SendText, VenueSession
+
+    sess = VenueSession("okx", ["BTC-USDT", "ETH-USDT"], "wss://ws.okx.com:8443/ws/v5/public")
+    upd = {"arg": {"channel": "books", "instId": "BTC-USDT"}, "action": "update",
+           "data": [{"asks": [["100.1", "1", "0", "1"]], "bids": [], "ts": "1", "prevSeqId": 5, "seqId": 6}]}
+    acts, sym = sess.feed(json_bytes(upd))
+    assert sym == "BTC-USDT" and [type(a) for a in acts] == [SendText, SendText]
+    assert "resubscribe BTC-USDT" in acts[0].reason and "no snapshot (lost)" in acts[0].reason
+    acts, _ = sess.feed(json_bytes(upd))            # dropped until the snapshot, no second resync
+    assert acts == [] and sess.core.status["BTC-USDT"].resyncs == 1
+    snap = {"arg": {"channel": "books", "instId": "BTC-USDT"}, "action": "snapshot",
+            "data": [{"asks": [["100.1", "1", "0", "1"]], "bids": [["99.9", "2", "0", "1"]], "ts": "2",
+                      "prevSeqId": -1, "seqId": 7}]}
+    acts, _ = sess.feed(json_bytes(snap))
+    assert acts == [] and sess.core.status["BTC-USDT"].synced
+    assert "ETH-USDT" not in sess.core.status or not sess.core.status["ETH-USDT"].resyncs
+
+
+def json_bytes(obj) -> bytes:
+    import json
+    return json.dumps(obj).encode()
