@@ -569,8 +569,8 @@ def _run_partitions(args: argparse.Namespace, program: Path) -> int:
     from replay.backtest import symbol_partitions
     from replay.spark import run_sweep
     from replay.viewtask import partition_views
-    parts = symbol_partitions(args.data)
-    tasks = [(p, str(program.resolve()), {"every": args.every}) for p in parts]
+    parts = symbol_partitions(args.data, args.skip_bad)
+    tasks = [(p, str(program.resolve()), {"every": args.every, "skip_bad": int(args.skip_bad)}) for p in parts]
     t0 = time.perf_counter()
     out = run_sweep(tasks, master=args.spark, fn=partition_views,
                     progress=lambda done, n: print(f"spark: {done}/{n} partitions done", file=sys.stderr, flush=True))

@@ -74,16 +74,16 @@ def _open(partition: str, skip_bad: bool = False) -> tuple[Iterator[EventBatch],
     return iter(src), ("none" if "binance" in kind else "reductions")
 
 
-def symbol_partitions(partitions: Iterable[str]) -> list[str]:
+def symbol_partitions(partitions: Iterable[str], skip_bad: bool = False) -> list[str]:
     """``partitions`` with every file that holds several symbols (cryptofeed captures, DBN,
     tardis) replaced by one ``FILE#SYMBOL`` partition per symbol, in order of first appearance:
     a backtest trades each instrument on its own (its own engine, fill simulator, position and
     metrics; one Spark task per (file, symbol) and parameter set).  Cost: one read of each such
-    file to list its symbols."""
+    file to list its symbols (``skip_bad``: its bad lines skipped, as the runs will skip them)."""
     from ddms.io.sources import file_symbols
     out: list[str] = []
     for p in partitions:
-        symbols = [] if p.startswith(SYNTHETIC) else file_symbols(p)
+        symbols = [] if p.startswith(SYNTHETIC) else file_symbols(p, skip_bad)
         out.extend([f"{p}#{s}" for s in symbols] if len(symbols) > 1 else [p])
     return out
 

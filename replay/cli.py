@@ -259,7 +259,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     specs = args.param or (DEMO_GRID.get(args.strategy, []) if args.demo else [])
     grid = parse_grid(specs, strategy, shown=args.strategy)
     from replay.backtest import symbol_partitions
-    data = symbol_partitions(data)      # a multi-symbol file: one partition (position, metrics) per symbol
+    data = symbol_partitions(data, args.skip_bad)  # a multi-symbol file: one partition (position, metrics) per symbol
     _check_data(data, args.skip_bad)
     tasks = [(p, strategy, g) for p in data for g in grid]
     varied = [k for k in (grid[0] if grid else {}) if len({g[k] for g in grid}) > 1] or list(grid[0] if grid else [])

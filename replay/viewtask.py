@@ -102,7 +102,7 @@ def view_task(partition: str, strategy: str, params: dict[str, float]) -> dict[s
 
 
 def partition_views(partition: str, strategy: str, params: dict[str, float]) -> dict[str, object]:
-    """``ddms run STRATEGY --data PARTITION --every N --json`` as a task: the JSON rows that run
+    """``ddms run STRATEGY --data PARTITION --every N [--skip-bad] --json`` as a task: the JSON rows that run
     prints (the views after every ``every`` lines, 0: none, and at the end), for one partition (a
     file, or ``FILE#SYMBOL`` of a multi-symbol file).  The row: ``partition``, ``lines``, ``rows``
     (JSON strings, NaN spelled ``NaN``: the printer makes it ``null``).  Sequential and Spark
@@ -114,12 +114,14 @@ def partition_views(partition: str, strategy: str, params: dict[str, float]) -> 
     from ddms.runtime.driver import replay
     from ddms.runtime.engine import Engine
 
-    unknown = set(params) - {"every"}
+    unknown = set(params) - {"every", "skip_bad"}
     if unknown:
-        raise ReplayError(f"unknown parameter(s) {sorted(unknown)} (partition_views takes every)", strategy)
+        raise ReplayError(f"unknown parameter(s) {sorted(unknown)} (partition_views takes every, skip_bad)",
+                          strategy)
     every = int(params.get("every", 0))
     program = _program(strategy)
-    inputs = open_program_input(program, Path(strategy).parent, data=Path(partition))
+    inputs = open_program_input(program, Path(strategy).parent, data=Path(partition),
+                                skip_bad=bool(params.get("skip_bad", 0)))
     engine = Engine(program)
     rows: list[str] = []
 

@@ -1221,6 +1221,7 @@ class Monitor:
         elif isinstance(book, BinanceBook):
             out.update(book.counters())
             out["unknown_fields"] = book.unknown_fields
+            out["ignored"] = dict(book.ignored)
             bb, ba = book.best_bid(), book.best_ask()
             out["bookticker_checked_since_resync"] = book.bookticker_checked - self._checked_base
             out["best_bid"] = [str(x) for x in bb] if bb else None

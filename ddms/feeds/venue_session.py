@@ -307,7 +307,25 @@ class VenueSession:
             self.stats[sym].received += 1
             if self._synced(sym):
                 self._inflight.discard(sym)
+            acts = acts + self._lost_snapshot((sym,), n)
         return self._perform(acts), sym
+
+    def _lost_snapshot(self, syms, line: int) -> tuple[Resync, ...]:
+        """Kraken, OKX, Coinbase: a symbol whose book updates arrive while it has never had a
+        snapshot and never resynced lost its snapshot (the venue sends the snapshot first on the
+        subscription): resync it once (resubscribe), reported with the reason, instead of dropping
+        its updates silently for the rest of the session.  After a resync its updates are dropped
+        until the snapshot, as for any resync.  Cost: a dict look-up per touched symbol."""
+        if self.venue == "binance":
+            return ()
+        out: tuple[Resync, ...] = ()
+        for sym in syms:
+            st = self.core.status.get(sym) if sym is not None else None
+            if (st is not None and not st.synced and st.depth_events and not st.snapshots and not st.resyncs
+                    and sym not in self._inflight):
+                out += self.core._resync(sym, f"{st.depth_events} book update(s) and no snapshot (lost)", line,
+                                         gap=True)
+        return out
 
     def feed_many(self, datas: Sequence[bytes]) -> tuple[list[SendText | FetchSnapshot], list[str | None]]:
         """Many received messages in order: the actions of all of them, and the symbol each
@@ -412,6 +430,7 @@ class VenueSession:
         finally:
             lane.follow = lane.on_ignored = lane.on_actions = None
         out += self._perform(tuple(acts))
+        out += self._perform(self._lost_snapshot(dict.fromkeys(touched), self.line_base + self.numbered))
         self._queue += events
         self.messages = m0 + len(datas)
         return out, touched

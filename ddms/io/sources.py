@@ -185,14 +185,15 @@ def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str |
                   symbol=symbol, symbols=symbols)
 
 
-def file_symbols(path: str | os.PathLike) -> list[str]:
+def file_symbols(path: str | os.PathLike, skip_bad: bool = False) -> list[str]:
     """The symbols a multi-symbol file holds (ddms/io formats: cryptofeed captures, DBN,
     tardis; hftbacktest Binance captures: their depth updates' symbols), in order of first
     appearance; ``[]`` for the one-book formats and for a ``FILE#SYMBOL`` (already one symbol).
     Why: a backtest or a Spark sweep over such a file runs one partition per symbol
     (``FILE#SYMBOL``), each with its own positions.  Cost: one pass of the reader over the file
-    (a Binance capture: a byte scan, :func:`_capture_symbols`)."""
-    src = open_source(path)
+    (a Binance capture: a byte scan, :func:`_capture_symbols`).  ``skip_bad``: bad lines are
+    skipped here as the replay that follows skips them (else the first one is its InputError)."""
+    src = open_source(path, skip_bad=skip_bad)
     if src.kind == "binance" and src.symbol is None:
         return _capture_symbols(src.path)
     if src.kind not in _IO_FORMATS or src.symbol is not None:

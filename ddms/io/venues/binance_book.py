@@ -819,6 +819,25 @@ _COUNTERS = ("messages", "depth_events", "applied", "level_updates", "gaps", "re
              "trades", "buffer_dropped")
 
 
+_OTHER_STREAM = re.compile(rb'\s*\{\s*"stream"\s*:\s*"[^"\\@]*@([^"\\]*)"')
+_BOOK_KINDS = ("depth", "bookticker", "trade")
+
+
+def _other_stream_kind(msg: Any) -> str | None:
+    """The stream kind (after its ``@``, lower case) of a combined-stream message that is not
+    one a book reads (depth, bookTicker, trade), else None.  Called only for a message the
+    decoder refused, so it costs nothing on good input: a regex at the start of raw bytes, a
+    dict look-up on a parsed message."""
+    if isinstance(msg, Mapping):
+        stream = msg.get("stream")
+        kind = stream.split("@", 1)[1].lower() if isinstance(stream, str) and "@" in stream else None
+    else:
+        raw = msg.encode("utf-8", "surrogatepass") if isinstance(msg, str) else bytes(msg)
+        m = _OTHER_STREAM.match(raw)
+        kind = m.group(1).decode("ascii", "replace").lower() if m else None
+    return None if kind is None or kind.startswith(_BOOK_KINDS) else kind
+
+
 class BinanceBook:
     """Order book of one symbol built from Binance diff-depth messages; see the module docstring.
 
@@ -885,6 +904,10 @@ class BinanceBook:
         self._crossed_now = False
         for c in _COUNTERS:
             setattr(self, c, 0)
+        self.ignored: dict[str, int] = {}
+        """Messages of combined streams a book does not read (``aggTrade``, ``kline_1m``, ...): the
+        stream's kind after its ``@``, lower case -> messages.  Not malformed: a recorder or a
+        client may subscribe to anything (the venue cores count them the same way)."""
 
     def _new_book(self, nblocks: int) -> None:
         """Empty blocked sorted arrays for both sides (see :func:`ddms.io.kernels.levelarrays.apply_side`)."""
@@ -1042,6 +1065,7 @@ class BinanceBook:
                 "top": list(self._top), "need": self._need, "updates": self.updates, "taken": self._taken,
                 "crossed_now": self._crossed_now, "stale": self._stale_rows is not None,
                 "counters": self.counters(), "unknown_fields": dict(self._decoder.unknown_fields),
+                "ignored": dict(self.ignored),
                 "buffer": buffer,
                 "pending": [[n, b.stream, b.symbol, b.update_id, b.bid_px, b.bid_qty, b.ask_px, b.ask_qty,
                              b.event_ms, b.transact_ms] for b, n in self._pending]}
@@ -1076,6 +1100,7 @@ class BinanceBook:
         for c in _COUNTERS:
             setattr(self, c, int(meta["counters"].get(c, 0)))
         self._decoder.unknown_fields = dict(meta["unknown_fields"])
+        self.ignored = dict(meta.get("ignored", {}))      # (absent from checkpoints of before stop 38)
         lv = np.asarray(arrays["buffer_levels"], np.int64).reshape(-1, 2)
         at = 0
         self._buffer = deque()
@@ -1139,6 +1164,10 @@ class BinanceBook:
             try:
                 msg = self._decoder.decode(msg, self.source, n)
             except InputError as e:
+                kind = _other_stream_kind(msg)
+                if kind is not None:
+                    self.ignored[kind] = self.ignored.get(kind, 0) + 1
+                    return _NO_ACTIONS
                 self.malformed += 1
                 self.reports.append(e)
                 return _NO_ACTIONS
