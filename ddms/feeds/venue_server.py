@@ -31,7 +31,7 @@ What the server speaks (each venue's public websocket API, as the capture record
   recorded snapshot of that symbol while the replay is before it, afterwards the symbol's book at
   the replay position (futures: stamped ``U`` of its next depth event, see
   :mod:`ddms.feeds.server`).  An hftbacktest snapshot line names no symbol: it belongs to the
-  symbol of the depth event nearest it that it can start (:func:`load_binance_multi`).
+  book the capture reader applies it to, as in ``ddms run`` (:func:`load_binance_multi`).
 
 The handshake advertises ``X-DDMS-Protocol`` (the venue: ``kraken``, ``okx``, ``coinbase``,
 ``binance``), ``X-DDMS-Symbols`` (comma separated, as the venue spells them), ``X-DDMS-Market``
@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ddms.errors import InputError, ReplayError
+from ddms.errors import DdmsError, InputError, ReplayError
 from ddms.feeds.server import (
     Action,
     Fault,
@@ -625,19 +625,34 @@ def load_cryptofeed_replay(path: str | os.PathLike, *, faults: tuple[Fault, ...]
     return core
 
 
+def _snapshot_owners(path: Path) -> dict[int, str]:
+    """Capture line of each REST snapshot line -> the symbol whose book the capture reader applied
+    it to (bad lines skipped, a book that never starts left out: the caller names those).  O(file)."""
+    from ddms.io.sources import BinanceCaptureReader, Source
+    reader = BinanceCaptureReader(Source(str(path), "binance", path.name, skip_bad=True), [], symbols=True)
+    try:
+        for _ in reader.batches():
+            pass
+    except DdmsError:
+        pass   # (a book that never started: the snapshots placed so far still tell)
+    return reader.snapshot_owner
+
+
 def load_binance_multi(path: Path, lines: Iterator[tuple[int, int, bytes]], *, faults: tuple[Fault, ...] = (),
                        skip_bad: bool = False) -> VenueReplay:
     """An hftbacktest capture (``(line, recv_ns, json)``) of several Binance symbols (or of one
-    COIN-M symbol).  A snapshot line names no symbol: it goes to the symbol of the depth event
-    nearest the line (before or after it: the recorder buffers events while it fetches) that the
-    snapshot can start (spot: ``U <= id + 1 <= u``; futures: ``U <= id + 1`` and ``id <= u``,
-    the first applied event of Binance's procedure); with one symbol, to that symbol.  Cost:
-    O(snapshot lines x depth events) for that matching."""
+    COIN-M symbol).  A snapshot line names no symbol: it goes to the book the capture reader gives
+    it (:class:`~ddms.io.sources.BinanceCaptureReader`, its ``snapshot_owner``: a waiting book whose
+    buffered events the snapshot can start, else the first later depth event it can start), so
+    ``serve-feed`` and ``ddms run`` place every snapshot alike.  Why not the nearest event that fits:
+    USD-M update ids come from one sequence shared by the symbols, so one snapshot's id can fit
+    another symbol's events too, and only the books' states (which are waiting, since when) tell.
+    With one symbol, every snapshot is that symbol's.  Cost: one pass of the capture reader
+    (~1M level updates/s) besides the framing."""
     src = str(path)
     decoder = Decoder()
     frames: list[Frame] = []
     pending: list[tuple[int, DepthSnapshot]] = []     # snapshot frames (frame index, record): no symbol yet
-    depths: list[tuple[int, str, int, int, bool]] = []   # (frame index, symbol, U, u, futures) of depth events
     symbols: list[str] = []
     first_data: Any = None
     skipped = 0
@@ -656,7 +671,6 @@ def load_binance_multi(path: Path, lines: Iterator[tuple[int, int, bytes]], *, f
                         market = _binance_market(None, "", first_data)
                     if sym not in symbols:
                         symbols.append(sym)
-                    depths.append((len(frames) + 1, sym, rec.first_id, rec.final_id, rec.prev_final_id is not None))
                 frames.append(Frame(len(frames) + 1, i, ts, stream, js, m.start(2), counted, sym))
                 continue
             rec = decoder.decode(js, src, i)
@@ -672,13 +686,12 @@ def load_binance_multi(path: Path, lines: Iterator[tuple[int, int, bytes]], *, f
             if not skip_bad:
                 raise
             skipped += 1
-    for idx, snap in pending:           # the symbol whose depth event nearest the line the snapshot can start
-        last = snap.last_update_id
-        fits = [(abs(i - idx), sym) for i, sym, first, final, fut in depths
-                if len(symbols) == 1 or (first <= last + 1 and (last if fut else last + 1) <= final)]
-        if fits:
-            old = frames[idx - 1]
-            frames[idx - 1] = Frame(old.index, old.line, old.ts_ns, None, old.data, -1, False, min(fits)[1])
+    owner = _snapshot_owners(path) if len(symbols) > 1 else {}
+    for idx, _snap in pending:
+        old = frames[idx - 1]
+        sym = symbols[0] if len(symbols) == 1 else owner.get(old.line)
+        if sym is not None:
+            frames[idx - 1] = Frame(old.index, old.line, old.ts_ns, None, old.data, -1, False, sym)
     frames = [f for f in frames if not (f.stream is None and f.symbol is None)]    # snapshots of no symbol
     frames = [Frame(k, f.line, f.ts_ns, f.stream, f.data, f.payload_at, f.counted, f.symbol)
               for k, f in enumerate(frames, 1)]

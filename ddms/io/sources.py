@@ -342,6 +342,7 @@ class BinanceCaptureReader:
         self.want = src.symbol.upper() if src.symbol else None
         self.pending: list = []      # captured lines held while the market is unknown
         self.held: list = []         # snapshot lines no book could take yet
+        self.snapshot_owner: dict[int, str] = {}   # capture line of each snapshot applied -> its book's symbol
         self.books: dict = {}        # symbol -> BinanceBook, in order of appearance
         # per symbol: the book's update count after each message that applied updates, and that
         # message's receive time -- the receive timestamps (EventBatch.recv) of the rows numbered
@@ -440,6 +441,7 @@ class BinanceCaptureReader:
         return sum(getattr(bk, counter) for bk in self.books.values())
 
     def _snapshot(self, bk, cap) -> None:
+        self.snapshot_owner[cap.line] = bk.symbol
         self._switch(bk.symbol)
         gaps, malformed, updates = bk.gaps, bk.malformed, bk.updates
         bk.apply_snapshot(cap.record, cap.recv_ts_ns)
