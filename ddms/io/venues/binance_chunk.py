@@ -569,7 +569,7 @@ class ChunkLane:
         ``ignored``) and messages whose unknown fields the decoder has counted before (COIN-M's
         ``ps``): a real capture interleaves those with the depth updates, and each one ended a
         kernel run.  ``on_fast`` then gets every message the kernel took, slot -1 for an
-        ignored one (a monitor session, which counts messages per symbol, keeps it off)."""
+        ignored one (see :attr:`on_ignored`)."""
         self.core = books
         self.others = others
         if adaptive is None:   # with others the kernel takes nearly every message: no need to rest
@@ -582,6 +582,10 @@ class ChunkLane:
         self._names: dict[bytes, str] = {}        # ignored streams' counted names, by their bytes
         self.adaptive = adaptive
         self.follow = follow
+        self.on_ignored: Callable[[int], bool] | None = None
+        """Called in message order with the chunk index of each message the kernel only counts
+        in ``ignored`` (``others``); False: the consumer counted it itself (a monitor session
+        counts a trade of a symbol it does not follow as ``other_symbol``).  None: count it."""
         self.fast_messages = 0
         """Messages applied by the kernel (the rest took the Python path)."""
         self._slots = np.zeros((_NK, 4), np.int64)
@@ -923,12 +927,15 @@ class ChunkLane:
         slot = r[:, 0]
         if self.others:    # rows with more to do than a plain depth update's (a held ticker's outcome too)
             special = np.flatnonzero(kinds | r[:, _R_UNK] | np.where(kinds == _DEPTH_MSG, r[:, _R_X], 0))
-            unk = np.flatnonzero(r[:, _R_UNK])
-            for mask in r[unk, _R_UNK].tolist():     # counts of names already counted: order-free
-                self._count_unknown(mask)
+            masks, times = np.unique(r[:, _R_UNK], return_counts=True)
+            for mask, c in zip(masks.tolist(), times.tolist(), strict=True):   # names counted before: order-free
+                if mask:
+                    self._count_unknown(mask, c)
             ign = np.flatnonzero(kinds == _IGNORED_MSG)
-            for a, b in r[ign, _R_X:_R_X + 2].tolist():    # in message order (new names' key order)
-                self._count_ignored(a, b)
+            hook = self.on_ignored
+            for j, (a, b) in zip(ign.tolist(), r[ign, _R_X:_R_X + 2].tolist(), strict=True):   # in message order
+                if hook is None or hook(i0 + j):
+                    self._count_ignored(a, b)
         else:
             special = np.flatnonzero(r[:, _R_UNK])
             for mask in r[special, _R_UNK].tolist():
@@ -946,6 +953,8 @@ class ChunkLane:
             rows = np.flatnonzero(~bulk & (slot >= 0))
         else:
             rows = np.arange(m)
+        if bulk is not None:
+            special = special[~bulk[special] & (slot[special] >= 0)]    # the walked rows' only
         held: dict[int, tuple[int, int]] = {}     # slot -> (row, message number) of the ticker the kernel held
         extra = dict(zip(special.tolist(), r[special, _R_UNK:].tolist(), strict=True)) if len(special) else None
         sub = r[rows]
@@ -1074,7 +1083,7 @@ class ChunkLane:
         # history entries one by one
         back = set(dsl[1:][(du[1:] <= du[:-1]) & (dsl[1:] == dsl[:-1])].tolist())
         us = du.tolist()
-        tops = list(map(tuple, r[didx, 3:7].tolist()))
+        tops = list(zip(*r[didx, 3:7].T.tolist(), strict=True))     # no list per row (GC)
         st = self._st
         books, syms = self._books, self._sym
         first = sl[starts]
@@ -1130,15 +1139,15 @@ class ChunkLane:
                 bk._pending.append((self._ticker_of(syms[s], int(r[j, 2]), r[j, _R_X:].tolist()), before + pos[j]))
                 self._refresh(s)
 
-    def _count_unknown(self, mask: int) -> None:
-        """The decoder's count of each unknown field a kernel message carried (names it had
-        counted before: no report, no new key).  O(names)."""
+    def _count_unknown(self, mask: int, times: int = 1) -> None:
+        """The decoder's count of each unknown field ``times`` kernel messages carried (names it
+        had counted before: no report, no new key).  O(names)."""
         uf = self.core._decoder.unknown_fields
         names = self._known_names
         b = 0
         while mask:
             if mask & 1:
-                uf[names[b]] += 1
+                uf[names[b]] += times
             mask >>= 1
             b += 1
 
