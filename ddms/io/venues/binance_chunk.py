@@ -19,10 +19,13 @@ that symbol's slot, and resumes the kernel after it: the output -- events, actio
 reports, bookTicker checks -- is the one of feeding the messages one by one (tests/
 test_binance_chunk.py checks it on generated streams and the real captures).
 
-What stays in Python per fast message: the book's counters, its top-of-book history and pending
-bookTicker checks (:meth:`BinanceBook._after_update`), and one :class:`SymbolEvents` (views of
-the chunk output).  Cost: O(bytes + levels) in numba per chunk plus ~3-5 us of Python per
-message; O(symbols) per chunk to refresh the slot states.
+What stays in Python: the book's counters, its top-of-book history and pending bookTicker checks
+(:meth:`BinanceBook._after_update`), and the events (one :class:`SymbolEvents` per message, or
+with ``others`` one :class:`~ddms.io.levels.ChunkEvents` per kernel run).  With ``others`` a book
+whose messages of a run can make no report takes them in bulk, once per run (:meth:`ChunkLane._bulk`);
+the others' messages are walked one by one.  Cost: O(bytes + levels) in numba per chunk, plus
+~3-5 us of Python per walked message and ~2-3 us per bulk book and run; O(symbols) attribute reads
+per chunk to find the books fed elsewhere (only those slots are refreshed).
 """
 
 from __future__ import annotations
@@ -588,6 +591,8 @@ class ChunkLane:
         counts a trade of a symbol it does not follow as ``other_symbol``).  None: count it."""
         self.fast_messages = 0
         """Messages applied by the kernel (the rest took the Python path)."""
+        self.bulk_messages = 0
+        """Of those, messages :meth:`_emit` took in bulk per book (:meth:`_bulk`)."""
         self._slots = np.zeros((_NK, 4), np.int64)
         self._lv = np.zeros((256, 4), np.int64)
         self._unk = np.zeros((_MAX_UNKNOWN + 1, 2), np.int64)
@@ -1058,6 +1063,7 @@ class ChunkLane:
         message number, as :meth:`BinanceBook._on_ticker` queues it).  O(rows) in NumPy plus
         O(books) in Python (O(rows) for a book whose history already holds one of the u)."""
         idx = np.flatnonzero(bulk)
+        self.bulk_messages += len(idx)
         sl = r[idx, 0]
         order = np.argsort(sl, kind="stable")
         idx, sl = idx[order], sl[order]
