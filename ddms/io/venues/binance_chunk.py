@@ -137,6 +137,10 @@ them one by one: the lane then rests for ``_REST`` messages, doubling up to ``_M
 the runs stay short (those messages take the per-message path; the output is the same either
 way)."""
 
+_BULK_MIN = 256
+"""Kernel runs of fewer messages are walked message by message: :meth:`ChunkLane._bulk`'s NumPy
+costs ~0.1 ms a run (a real capture of a few symbols has runs of tens of messages)."""
+
 # stop codes of _run (besides "message i needs the Python path")
 _STOP_SLOW, _STOP_LV, _STOP_ROWS = 0, 1, 2
 
@@ -932,9 +936,10 @@ class ChunkLane:
         slot = r[:, 0]
         if self.others:    # rows with more to do than a plain depth update's (a held ticker's outcome too)
             special = np.flatnonzero(kinds | r[:, _R_UNK] | np.where(kinds == _DEPTH_MSG, r[:, _R_X], 0))
-            masks, times = np.unique(r[:, _R_UNK], return_counts=True)
-            for mask, c in zip(masks.tolist(), times.tolist(), strict=True):   # names counted before: order-free
-                if mask:
+            um = r[:, _R_UNK]
+            if um.any():
+                masks, times = np.unique(um[um != 0], return_counts=True)
+                for mask, c in zip(masks.tolist(), times.tolist(), strict=True):   # names counted before: order-free
                     self._count_unknown(mask, c)
             ign = np.flatnonzero(kinds == _IGNORED_MSG)
             hook = self.on_ignored
@@ -947,14 +952,17 @@ class ChunkLane:
                 self._count_unknown(mask)
         bulk = None
         if chunked and m:
-            nb = len(books)
-            dep = kinds == _DEPTH_MSG
-            crossed = dep & (r[:, 3] >= 0) & (r[:, 5] >= 0) & (r[:, 3] >= r[:, 5])
-            walk = np.zeros(nb + 1, bool)      # books walked message by message (index -1: none)
-            walk[:nb] = self._st[:nb, 17] > 0  # tickers may wait in the book's _pending (a bound)
-            walk[slot[(kinds == _TICKER_MSG) | crossed | (dep & (r[:, _R_X] == _HELD_BAD))]] = True
-            walk[-1] = False
-            bulk = ~walk[slot] & (slot >= 0)
+            if m >= _BULK_MIN:
+                nb = len(books)
+                dep = kinds == _DEPTH_MSG
+                crossed = dep & (r[:, 3] >= 0) & (r[:, 5] >= 0) & (r[:, 3] >= r[:, 5])
+                walk = np.zeros(nb + 1, bool)      # books walked message by message (index -1: none)
+                walk[:nb] = self._st[:nb, 17] > 0  # tickers may wait in the book's _pending (a bound)
+                walk[slot[(kinds == _TICKER_MSG) | crossed | (dep & (r[:, _R_X] == _HELD_BAD))]] = True
+                walk[-1] = False
+                bulk = ~walk[slot] & (slot >= 0)
+            else:     # a short run (a few symbols' interleaved streams): the bulk's NumPy would cost more
+                bulk = np.zeros(m, bool)
             rows = np.flatnonzero(~bulk & (slot >= 0))
         else:
             rows = np.arange(m)
@@ -1048,8 +1056,13 @@ class ChunkLane:
             bk._blocks_hint = int(self._st[s, 4])
         for s, (tj, tn) in held.items():   # still waiting at the run's end: the book's own queue takes it
             books[s]._pending.append((self._ticker_of(syms[s], int(r[tj, 2]), extra[tj][1:]), tn))  # type: ignore[index]
-        if not plain or walked is not None:   # the walked slots' held ticker and waiting count back from their books
-            ref = r[(kinds == _TICKER_MSG) | (kinds == _TICKER_HELD), 0] if walked is None else r[walked, 0]
+        if not plain or walked is not None:   # the held ticker and waiting count back from their books
+            # a bulk-sized run: every walked slot (an exact waiting count lets its book take the
+            # bulk again); a short one: the slots with tickers left to Python or held (a stale
+            # bound keeps a ticker ahead on the Python path instead of ending a run when a second
+            # one comes while the kernel holds one)
+            big = walked is not None and m >= _BULK_MIN
+            ref = r[walked, 0] if big else r[(kinds == _TICKER_MSG) | (kinds == _TICKER_HELD), 0]
             for s in np.unique(ref).tolist():
                 self._refresh(s)
         self.fast_messages += i1 - i0
