@@ -272,13 +272,16 @@ def test_chunk_lane_bulk_books(market: str) -> None:
     counters, top and history once per run), the others one by one in message order: the same
     result as the per-message path on a faulted stream of many symbols with tickers (pending,
     held, mismatched), trades and crossed books, in chunks of several sizes."""
-    ops = _gen(11, market, 12, 1500, 0.05, p_snap=1.0)
-    single = _run_single(market, ops)
-    for sizes in ([], [7, 300], [1000]):
-        chunked = _run_chunked(market, ops, sizes, others=True)
-        _same(single, chunked)
-        lane = chunked[2]._lane
-        assert 0 < lane.bulk_messages < lane.fast_messages, (lane.bulk_messages, lane.fast_messages)
+    clean = _gen(7, market, 20, 2000, 0.0, p_snap=1.0)
+    faulted = _gen(12, market, 12, 3000, 0.05, p_snap=1.0)
+    for ops in (clean, faulted, clean[:1500] + faulted[12:]):
+        single = _run_single(market, ops)
+        for sizes in ([], [7, 300], [1000]):      # short runs (< _BULK_MIN messages) are walked
+            chunked = _run_chunked(market, ops, sizes, others=True)
+            _same(single, chunked)
+            lane = chunked[2]._lane
+            if ops is clean and sizes == [] and market == "spot":   # (_gen's futures snapshots do not straddle)
+                assert 0 < lane.bulk_messages <= lane.fast_messages, (lane.bulk_messages, lane.fast_messages)
 
 
 def test_chunk_lane_grows_outputs() -> None:
