@@ -103,6 +103,8 @@ def _same(a: tuple[list, list, BinanceBooks], b: tuple[list, list, BinanceBooks]
         assert bk.counters() == bb.counters()
         assert (bk.last_u, bk.synced, bk.top_units(), bk.updates) == (bb.last_u, bb.synced, bb.top_units(), bb.updates)
         assert bk._hist == bb._hist and list(bk._pending) == list(bb._pending)
+        assert list(bk._hist_order) == list(bb._hist_order)      # the eviction order (the lane's bulk history)
+        assert (bk._crossed_now, bk._taken, bk._state) == (bb._crossed_now, bb._taken, bb._state)
         for side in (0, 1):
             assert bk.levels(side) == bb.levels(side)
         assert [(r.reason, r.line) for r in bk.reports] == [(r.reason, r.line) for r in bb.reports]
@@ -262,6 +264,24 @@ def test_chunk_lane_takes_the_fast_path() -> None:
     _same(single, chunked)
     fast = chunked[2]._lane.fast_messages
     assert fast >= 2000 - 20 - 1, fast
+
+
+@pytest.mark.parametrize("market", ["spot", "futures"])
+def test_chunk_lane_bulk_books(market: str) -> None:
+    """With ``others`` the books whose messages of a run make no report take them in bulk (their
+    counters, top and history once per run), the others one by one in message order: the same
+    result as the per-message path on a faulted stream of many symbols with tickers (pending,
+    held, mismatched), trades and crossed books, in chunks of several sizes."""
+    clean = _gen(7, market, 20, 2000, 0.0, p_snap=1.0)
+    faulted = _gen(12, market, 12, 3000, 0.05, p_snap=1.0)
+    for ops in (clean, faulted, clean[:1500] + faulted[12:]):
+        single = _run_single(market, ops)
+        for sizes in ([], [7, 300], [1000]):      # short runs (< _BULK_MIN messages) are walked
+            chunked = _run_chunked(market, ops, sizes, others=True)
+            _same(single, chunked)
+            lane = chunked[2]._lane
+            if ops is clean and sizes == [] and market == "spot":   # (_gen's futures snapshots do not straddle)
+                assert 0 < lane.bulk_messages <= lane.fast_messages, (lane.bulk_messages, lane.fast_messages)
 
 
 def test_chunk_lane_grows_outputs() -> None:

@@ -78,14 +78,16 @@ def _drive(sess: VenueSession, ops: list[tuple], sizes: list[int], many: bool) -
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), market=st.sampled_from(["spot", "futures"]), nsym=st.integers(1, 4),
        nmsg=st.integers(0, 150), p_bad=st.sampled_from([0.0, 0.05, 0.3]),
-       sizes=st.lists(st.integers(1, 200), min_size=1, max_size=3), follow=st.integers(1, 4))
+       sizes=st.lists(st.integers(1, 200), min_size=1, max_size=3), follow=st.integers(1, 4),
+       others=st.booleans())
 def test_feed_many_equals_feed(seed: int, market: str, nsym: int, nmsg: int, p_bad: float, sizes: list[int],
-                               follow: int) -> None:
+                               follow: int, others: bool) -> None:
+    """``others``: the kernel also takes bookTickers, trades and klines (feed_many's own lane)."""
     ops = _ops(seed, market, nsym, nmsg, p_bad)
     syms = [f"S{i}USDT" for i in range(min(follow, nsym))]     # the others are not followed
     a = VenueSession("binance", syms, _URL[market], market=market)
     b = VenueSession("binance", syms, _URL[market], market=market)
-    b.core._lane = ChunkLane(b.core, adaptive=False, follow=b.stats.__contains__)
+    b.core._lane = ChunkLane(b.core, adaptive=False, follow=b.stats.__contains__, others=others)
     la, lb = _drive(a, ops, sizes, False), _drive(b, ops, sizes, True)
     assert la == lb
     assert a.summary() == b.summary()

@@ -352,21 +352,48 @@ class VenueSession:
         core = self.core
         if core._lane is None:
             from ddms.io.venues.binance_chunk import ChunkLane
-            core._lane = ChunkLane(core, follow=self.stats.__contains__)   # others: feed's "other_symbol"
+            # others: the kernel also takes bookTickers (of followed symbols: the others have no
+            # slot) and trades/klines, which on_ignored counts as feed does (other_symbol)
+            core._lane = ChunkLane(core, follow=self.stats.__contains__, others=True)
+        lane = core._lane
         self._take_now()    # rows queued before this call (none: apply_snapshot takes its own)
         fallback = self._fallback(datas, numbers, touched, out, base, m0)
+        books, stats = core.books, self.stats
 
         def on_fast(i0: int, slots: np.ndarray) -> None:
-            names = core._lane.symbols
+            names = lane.symbols
             for j, s in enumerate(slots.tolist(), i0):
+                if s < 0:
+                    continue            # a trade/kline: on_ignored counted it
                 sym = names[s]
                 touched[j] = sym
-                self.stats[sym].received += 1
-                self._inflight.discard(sym)     # the kernel applies updates of synchronized books only
+                stats[sym].received += 1
+                # the kernel applies updates of synchronized books only, and takes tickers of any;
+                # no snapshot or resync happens inside a kernel run: synced at its end is enough
+                if books[sym].synced:
+                    self._inflight.discard(sym)
             self.messages += len(slots)
             self.numbered += len(slots)
 
-        _, events = core.feed_chunk(list(datas), numbers, fallback=fallback, on_fast=on_fast)
+        def on_ignored(i: int) -> bool:
+            sym = self._lane_ignored(datas[i])
+            touched[i] = sym
+            if sym is None:
+                return True
+            if sym not in stats:
+                core.ignored["other_symbol"] = core.ignored.get("other_symbol", 0) + 1
+                touched[i] = None
+                return False
+            stats[sym].received += 1
+            if self._synced(sym):
+                self._inflight.discard(sym)
+            return True
+
+        lane.on_ignored = on_ignored
+        try:
+            _, events = core.feed_chunk(list(datas), numbers, fallback=fallback, on_fast=on_fast)
+        finally:
+            lane.on_ignored = None
         self._queue += events
         self.messages = m0 + len(datas)
         return out, touched
@@ -482,6 +509,8 @@ class VenueSession:
         self._take_now()
         q, self._queue = self._queue, []
         if self.venue == "binance":
+            if any(type(ev) is not SymbolEvents for ev in q):   # the chunk lane's ChunkEvents among them
+                return self._build_mixed(q)
             q = [ev for ev in q if len(ev.batch)]
             if not q:
                 return None

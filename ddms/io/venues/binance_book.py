@@ -881,7 +881,9 @@ class BinanceBook:
         self.qty_decimals = qty_decimals
         self.max_buffer = max_buffer
         self.history = history
-        self._new_book(64)
+        # small until the first snapshot sizes the book (with 1,000 symbols, 64-block books and
+        # 4,096-row queues zeroed per book were ~0.3 ms a book: a quarter of reading a capture)
+        self._new_book(2)
         self._pscale = 10.0 ** (px_decimals or 0)
         self._qscale = 10.0 ** (qty_decimals or 0)
         self._stale_rows: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...] | None = None
@@ -897,8 +899,8 @@ class BinanceBook:
         self.reports: deque[InputError] = deque(maxlen=max_reports)
         self.updates = 0
         self._taken = 0
-        self._oi = np.zeros((4096, 3), np.int64)     # queued rows: rel, sign, line
-        self._oc = np.zeros((4096, 5), np.float64)   # queued rows: t, id, broker, volume, price
+        self._oi = np.zeros((64, 3), np.int64)     # queued rows: rel, sign, line (doubled as needed)
+        self._oc = np.zeros((64, 5), np.float64)   # queued rows: t, id, broker, volume, price
         self._ok = 0
         self._checked_rows = 0
         self._crossed_now = False
@@ -911,9 +913,12 @@ class BinanceBook:
 
     def _new_book(self, nblocks: int) -> None:
         """Empty blocked sorted arrays for both sides (see :func:`ddms.io.kernels.levelarrays.apply_side`)."""
-        self._bk = np.zeros((2, nblocks, _BLOCK), np.int64)    # keys: price_id (bids), -price_id (asks)
-        self._bq = np.zeros((2, nblocks, _BLOCK), np.int64)    # qty_units
-        self._bt = np.zeros((2, nblocks, _BLOCK), np.float64)  # t of the level's row
+        # a block's entries past its count (bn) are never read (the kernel, _extract, _check and
+        # _top_of_arrays read [0, bn)): uninitialised, so a new 64-block book costs no 192 kB memset
+        # (~0.3 ms a book; a 1,000-symbol capture loads 1,000 snapshots)
+        self._bk = np.empty((2, nblocks, _BLOCK), np.int64)    # keys: price_id (bids), -price_id (asks)
+        self._bq = np.empty((2, nblocks, _BLOCK), np.int64)    # qty_units
+        self._bt = np.empty((2, nblocks, _BLOCK), np.float64)  # t of the level's row
         self._bn = np.zeros((2, nblocks), np.int64)
         self._order = np.zeros((2, nblocks), np.int64)
         self._bmax = np.zeros((2, nblocks), np.int64)
