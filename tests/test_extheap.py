@@ -150,19 +150,19 @@ def test_transitions_of_the_extreme(sign, frac) -> None:
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_window_cell_changes_at_and_inside_the_ends(sign) -> None:
-    """Every change an add makes to a window cell: zero -> nonzero in an empty bit word (its upper
-    levels set), in a word holding a stale bit, beyond either end (a new end), at a stale cell;
-    nonzero -> nonzero inside and at an end; nonzero -> zero inside (its bit stays, stale), at an
-    end (the next end found past stale bits), the last live cell; zero -> zero (an add of 0.0);
-    values below zero.  Checked after every add."""
+    """Every change an add makes to a window cell: zero -> nonzero in a block with no bit (its upper
+    level set), in a block whose bit is set, beyond either end (a new end), at a zero cell of a live
+    block; nonzero -> nonzero inside and at an end; nonzero -> zero inside (its block's bit stays),
+    at an end (the next end found past emptied cells and blocks), the last live cell; zero -> zero
+    (an add of 0.0); values below zero.  Checked after every add."""
     m = Model(sign)
     steps = [(100.0, 1.0), (200.0, 1.0), (300.0, 1.0),
-             (150.0, 2.0),     # inside, a word with no bit
-             (151.0, 1.0),     # inside, a word with a bit
-             (151.0, -1.0),    # inside -> zero: its bit stays, stale
+             (150.0, 2.0),     # inside, a block with no bit
+             (151.0, 1.0),     # inside, a block with a bit
+             (151.0, -1.0),    # inside -> zero: its block's bit stays
              (151.0, 0.0),     # zero -> zero
              (152.0, -1.0),    # a negative value is live
-             (151.0, 4.0),     # a stale cell comes back
+             (151.0, 4.0),     # an emptied cell comes back
              (151.0, -4.0),
              (300.0, 1.0),     # an end stays nonzero
              (100.0, 2.0),
@@ -172,7 +172,7 @@ def test_window_cell_changes_at_and_inside_the_ends(sign) -> None:
              (99.0, -1.0),     # the bottom empties
              (300.0, -2.0),
              (100.0, -3.0),
-             (200.0, -1.0),    # past the stale bit of 151 to 150 / 152
+             (200.0, -1.0),    # past the emptied cell 151 to 150 / 152
              (152.0, 1.0),     # -1 -> 0
              (150.0, -2.0),    # the last live cell: the window empties
              (150.0, 0.0),
