@@ -150,19 +150,19 @@ def test_transitions_of_the_extreme(sign, frac) -> None:
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_window_cell_changes_at_and_inside_the_ends(sign) -> None:
-    """Every change an add makes to a window cell: zero -> nonzero in an empty bit word (its upper
-    levels set), in a word holding a stale bit, beyond either end (a new end), at a stale cell;
-    nonzero -> nonzero inside and at an end; nonzero -> zero inside (its bit stays, stale), at an
-    end (the next end found past stale bits), the last live cell; zero -> zero (an add of 0.0);
-    values below zero.  Checked after every add."""
+    """Every change an add makes to a window cell: zero -> nonzero in a block with no bit (its upper
+    level set), in a block whose bit is set, beyond either end (a new end), at a zero cell of a live
+    block; nonzero -> nonzero inside and at an end; nonzero -> zero inside (its block's bit stays),
+    at an end (the next end found past emptied cells and blocks), the last live cell; zero -> zero
+    (an add of 0.0); values below zero.  Checked after every add."""
     m = Model(sign)
     steps = [(100.0, 1.0), (200.0, 1.0), (300.0, 1.0),
-             (150.0, 2.0),     # inside, a word with no bit
-             (151.0, 1.0),     # inside, a word with a bit
-             (151.0, -1.0),    # inside -> zero: its bit stays, stale
+             (150.0, 2.0),     # inside, a block with no bit
+             (151.0, 1.0),     # inside, a block with a bit
+             (151.0, -1.0),    # inside -> zero: its block's bit stays
              (151.0, 0.0),     # zero -> zero
              (152.0, -1.0),    # a negative value is live
-             (151.0, 4.0),     # a stale cell comes back
+             (151.0, 4.0),     # an emptied cell comes back
              (151.0, -4.0),
              (300.0, 1.0),     # an end stays nonzero
              (100.0, 2.0),
@@ -172,7 +172,7 @@ def test_window_cell_changes_at_and_inside_the_ends(sign) -> None:
              (99.0, -1.0),     # the bottom empties
              (300.0, -2.0),
              (100.0, -3.0),
-             (200.0, -1.0),    # past the stale bit of 151 to 150 / 152
+             (200.0, -1.0),    # past the emptied cell 151 to 150 / 152
              (152.0, 1.0),     # -1 -> 0
              (150.0, -2.0),    # the last live cell: the window empties
              (150.0, 0.0),
@@ -262,8 +262,8 @@ def test_max_and_min_instances_share_one_window(ops) -> None:
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_window_extreme_across_bit_words_and_levels(sign) -> None:
-    """Keys one per level-0 word, level-1 word and level-2 word apart (64, 4096, 262144 cells), the
-    extreme removed one at a time: each next extreme is found through the upper bit levels."""
+    """Keys one per block, level-1 word and level-2 word apart (64, 4096, 262144 cells), the
+    extreme removed one at a time: each next extreme is found through the bit levels."""
     m = Model(sign)
     keys = [0.0, 1.0, 63.0, 64.0, 65.0, 4095.0, 4096.0, 4097.0, 70000.0, 262143.0, 262144.0, 262145.0, 600000.0]
     # (100k keys beyond the far end, so many live keys that a window of 1.4M cells may be made)
@@ -275,6 +275,27 @@ def test_window_extreme_across_bit_words_and_levels(sign) -> None:
     for k in sorted(keys, reverse=sign > 0):
         m.add(k, -1.0)
     assert xh_top(m.heap, m.win, sign) == (True, -1.0 if sign > 0 else 600_001.0)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_end_search_within_a_block_and_past_stale_blocks(sign) -> None:
+    """The next end in the emptied end's own block (the cells beside it scanned), then past blocks
+    whose bits are stale (their cells emptied earlier, away from the ends: the search clears
+    their bits, ``xh_check`` finds none left beyond an end), then into a block holding one live cell
+    at its far side.  Keys mirrored for a map read by its minimum."""
+    m = Model(sign)
+    s = 1.0 if sign > 0 else -1.0
+    keys = [10.0, 70.0, 80.0, 127.0, 150.0, 190.0, 200.0, 255.0]   # blocks 0, 1, 1, 1, 2, 2, 3, 3
+    for k in keys:
+        m.add(s * k, 1.0)
+    m.add(s * 150.0, -1.0)                 # block 2 keeps a live cell (190): its bit stays
+    m.add(s * 190.0, -1.0)                 # block 2 empty: its bit stale
+    m.add(s * 127.0, -1.0)                 # block 1 keeps 70 and 80
+    for k in (255.0, 200.0, 80.0, 70.0):   # 255 -> 200 in its block; 200 -> past stale block 2 -> 80
+        m.add(s * k, -1.0)                 # 80 -> 70 in its block; 70 -> 10 in block 0
+    assert xh_top(m.heap, m.win, sign) == (True, s * 10.0)
+    m.add(s * 10.0, -1.0)
+    assert not m.want and m.heap[0] == 0
 
 
 def test_window_recentres_on_a_drifting_range_and_takes_overflow_keys() -> None:

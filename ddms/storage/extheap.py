@@ -8,12 +8,17 @@ path (60-180 ns a line), although the maximum only changes when a price level ap
 and nothing reads the sums.  Prices are nearly always integers on a tick grid within a band (the
 order-book files, LOBSTER, the generated books: integer ticks), so the window holds the value of
 key ``base + j`` in cell ``j``: an event is a subtraction, a load and a store; a cell that becomes
-nonzero sets its bit in a three-level bitmap (64 cells a word, 64 words a level-1 word, ...), and
-the extreme's cell is kept, so the extreme is read in O(1) and found again in O(1) when it empties
-(one word per level, each searched with one instruction).  A cell that becomes zero keeps its bit
-(*stale*) unless it was the extreme: the search for the next extreme clears the stale bits it
-meets, so an order whose level empties and refills within a line (a partial execution is a delete
-and an insert) touches no bit.  Measured against the table and heap alone (best bid, distinct
+nonzero sets the bit of its *block* (64 cells) in a two-level bitmap (a bit a block, 64 blocks a
+word; a bit a word above that), and the extreme's cell is kept, so the extreme is read in O(1) and
+found again in O(1) when it empties (one word per level, each searched with one instruction, then
+the 64 cells of the block found).  A block's bit is cleared lazily (*stale*): only the search for
+the next extreme clears the bits of the empty blocks it meets, so an order whose level empties and
+refills within a line (a partial execution is a delete and an insert) changes no bit.  Why a bit a
+block and not a bit a cell: the bit words are then one per 4,096 cells (8 KiB at 4M cells) and stay
+in the nearest caches, while a word per 64 cells (500 KiB at 4M cells) was a second cache line, often
+missed, for every cell that becomes nonzero; the price is a scan of at most 64 cells (8
+consecutive lines) when an end empties, which is rare (1 bid event in 125k of the bench's stream).
+Measured against the table and heap alone (best bid, distinct
 prices, ns/line at 1k / 10k / 100k / 1M resting orders, interleaved A/B): 20.6 / 36.4 / 42.4 /
 37.4 -> 14.9 / 14.9 / 26.2 / 26.7; the heap's stale keys, its compaction and the table's probes
 are gone.
@@ -39,7 +44,7 @@ Layout (three plain float64 arrays, each one state-field load for a generated pr
   is nonzero, then the heap itself from ``heap[HDR]``: ``sign * key``, a max-heap (``sign`` is 1.0
   for a map read by its maximum, -1.0 by its minimum).  It doubles when full (a new array);
 * ``win``: the header (``W_BASE`` the key of cell 0, ``W_CELLS``, ``W_LIVE`` the nonzero cells,
-  ``W_TOP`` the extreme's cell or -1), the cells' values, then the bit levels (int64 words kept in
+  ``W_TOP`` the extreme's cell or -1), the cells' values, then the two bit levels (int64 words kept in
   float64 cells by bit casts: nothing does arithmetic on them).  Regrown as a new array.
 
 Keys must not be NaN (:func:`xh_add` raises ValueError, as the range trees do); -0.0 is 0.0.
@@ -310,7 +315,8 @@ W_BASE, W_CELLS, W_LIVE, W_TOP, W_BOT = 0, 1, 2, 3, 4
 WH = 5
 """Window header cells: the key of cell 0, the number of cells, how many hold a nonzero value, the
 highest and the lowest live cell (-1 when none: a window keeps both ends, so the two instances of a
-map read by its max and its min share one); the values follow, then the three bit levels."""
+map read by its max and its min share one); the values follow, then the two bit levels (a bit per
+block of 64 cells; a bit per word of those)."""
 W_MIN = 4096
 """Cells of a first window (a multiple of 4096: each level-1 bit word covers 4096 cells)."""
 W_FREE = 1 << 16
@@ -333,18 +339,18 @@ def xh_new_win() -> np.ndarray:
 
 @njit(cache=True, inline="always")
 def _levels(win):
-    """(offset of the level-0 bit words, of level 1, of level 2, number of level-2 words)."""
+    """(offset of the block bit words (level 1: a bit per block of 64 cells), of level 2 (a bit per
+    level-1 word), number of level-2 words)."""
     cells = int(win[W_CELLS])
-    l0 = WH + cells
-    l1 = l0 + (cells >> 6)
+    l1 = WH + cells
     l2 = l1 + (cells >> 12)
-    return l0, l1, l2, ((cells >> 12) + 63) >> 6
+    return l1, l2, ((cells >> 12) + 63) >> 6
 
 
 @njit(cache=True)
 def _wnew(base: float, cells: int) -> np.ndarray:
     """An empty window of ``cells`` cells (a multiple of 4096) from key ``base``."""
-    w = np.zeros(WH + cells + (cells >> 6) + (cells >> 12) + (((cells >> 12) + 63) >> 6))
+    w = np.zeros(WH + cells + (cells >> 12) + (((cells >> 12) + 63) >> 6))
     w[W_BASE] = base
     w[W_CELLS] = cells
     w[W_TOP] = w[W_BOT] = -1.0
@@ -364,92 +370,75 @@ def _ge_mask(b: int) -> int:
 
 
 @njit(cache=True)
-def _wle(win, q: int) -> int:
-    """The highest live cell <= ``q`` (q < cells), -1 if none: a word per level, each one
-    instruction to find its highest bit.  O(1) (+ a scan of the <= 64 top-level words)."""
+def _ble(win, q: int) -> int:
+    """The highest block <= ``q`` (q < cells / 64) whose bit is set, -1 if none: a word per level,
+    each one instruction to find its highest bit.  O(1) (+ a scan of the <= 64 level-2 words)."""
     if q < 0:
         return -1
-    l0, l1, l2, _ = _levels(win)
-    wi = q >> 6
-    x = _bits(win[l0 + wi]) & _le_mask(q & 63)
-    if x == 0:
-        q1 = wi - 1
-        if q1 < 0:
-            return -1
-        w1 = q1 >> 6
-        y = _bits(win[l1 + w1]) & _le_mask(q1 & 63)
-        if y == 0:
-            q2 = w1 - 1
-            if q2 < 0:
-                return -1
-            w2 = q2 >> 6
-            z = _bits(win[l2 + w2]) & _le_mask(q2 & 63)
-            while z == 0:
-                w2 -= 1
-                if w2 < 0:
-                    return -1
-                z = _bits(win[l2 + w2])
-            w1 = (w2 << 6) + 63 - _clz(z)
-            y = _bits(win[l1 + w1])
-        wi = (w1 << 6) + 63 - _clz(y)
-        x = _bits(win[l0 + wi])
-    return (wi << 6) + 63 - _clz(x)
-
-
-@njit(cache=True)
-def _wge(win, q: int) -> int:
-    """The lowest live cell >= ``q`` (q >= 0), -1 if none.  O(1), as :func:`_wle`."""
-    cells = int(win[W_CELLS])
-    if q >= cells:
-        return -1
-    l0, l1, l2, n2 = _levels(win)
-    wi = q >> 6
-    x = _bits(win[l0 + wi]) & _ge_mask(q & 63)
-    if x == 0:
-        q1 = wi + 1
-        if q1 >= cells >> 6:
-            return -1
-        w1 = q1 >> 6
-        y = _bits(win[l1 + w1]) & _ge_mask(q1 & 63)
-        if y == 0:
-            q2 = w1 + 1
-            if q2 >= cells >> 12:
-                return -1
-            w2 = q2 >> 6
-            z = _bits(win[l2 + w2]) & _ge_mask(q2 & 63)
-            while z == 0:
-                w2 += 1
-                if w2 >= n2:
-                    return -1
-                z = _bits(win[l2 + w2])
-            w1 = (w2 << 6) + _ctz(z)
-            y = _bits(win[l1 + w1])
-        wi = (w1 << 6) + _ctz(y)
-        x = _bits(win[l0 + wi])
-    return (wi << 6) + _ctz(x)
-
-
-@njit(cache=True)
-def _wup(win, l1: int, l2: int, wi: int) -> None:
-    """Level-0 word ``wi`` just got its first bit: mark it in level 1 (and level 2 if that word was
-    empty too)."""
-    w1 = wi >> 6
-    y = _bits(win[l1 + w1])
-    win[l1 + w1] = _from_bits(y | (np.int64(1) << (wi & 63)))
+    l1, l2, _ = _levels(win)
+    w1 = q >> 6
+    y = _bits(win[l1 + w1]) & _le_mask(q & 63)
     if y == 0:
-        win[l2 + (w1 >> 6)] = _from_bits(_bits(win[l2 + (w1 >> 6)]) | (np.int64(1) << (w1 & 63)))
+        q2 = w1 - 1
+        if q2 < 0:
+            return -1
+        w2 = q2 >> 6
+        z = _bits(win[l2 + w2]) & _le_mask(q2 & 63)
+        while z == 0:
+            w2 -= 1
+            if w2 < 0:
+                return -1
+            z = _bits(win[l2 + w2])
+        w1 = (w2 << 6) + 63 - _clz(z)
+        y = _bits(win[l1 + w1])
+    return (w1 << 6) + 63 - _clz(y)
+
+
+@njit(cache=True)
+def _bge(win, q: int) -> int:
+    """The lowest block >= ``q`` (q >= 0) whose bit is set, -1 if none.  O(1), as :func:`_ble`."""
+    cells = int(win[W_CELLS])
+    if q >= cells >> 6:
+        return -1
+    l1, l2, n2 = _levels(win)
+    w1 = q >> 6
+    y = _bits(win[l1 + w1]) & _ge_mask(q & 63)
+    if y == 0:
+        q2 = w1 + 1
+        if q2 >= cells >> 12:
+            return -1
+        w2 = q2 >> 6
+        z = _bits(win[l2 + w2]) & _ge_mask(q2 & 63)
+        while z == 0:
+            w2 += 1
+            if w2 >= n2:
+                return -1
+            z = _bits(win[l2 + w2])
+        w1 = (w2 << 6) + _ctz(z)
+        y = _bits(win[l1 + w1])
+    return (w1 << 6) + _ctz(y)
+
+
+@njit(cache=True)
+def _bup(win, l1: int, w1: int) -> None:
+    """Level-1 word ``w1`` just got its first bit: mark it in level 2."""
+    l2 = l1 + (int(win[W_CELLS]) >> 12)
+    win[l2 + (w1 >> 6)] = _from_bits(_bits(win[l2 + (w1 >> 6)]) | (np.int64(1) << (w1 & 63)))
 
 
 @njit(cache=True, inline="always")
 def _won(win, j: int) -> None:
-    """Cell ``j``'s value just became nonzero: its bit (and the upper levels' if its word was
-    empty), the live count, the ends.  O(1), inlined but for the upper levels."""
-    l0 = WH + int(win[W_CELLS])
-    wi = j >> 6
-    x = _bits(win[l0 + wi])
-    win[l0 + wi] = _from_bits(x | (np.int64(1) << (j & 63)))
-    if x == 0:
-        _wup(win, l0 + (int(win[W_CELLS]) >> 6), l0 + (int(win[W_CELLS]) >> 6) + (int(win[W_CELLS]) >> 12), wi)
+    """Cell ``j``'s value just became nonzero: its block's bit (and level 2's if that bit's word was
+    empty), the live count, the ends.  The block bit words (one per 4,096 cells: 8 KiB at 4M cells)
+    stay in the nearest caches, so a cell that becomes nonzero costs its own line and no other.
+    O(1), inlined but for level 2."""
+    l1 = WH + int(win[W_CELLS])
+    b = j >> 6
+    w1 = b >> 6
+    y = _bits(win[l1 + w1])
+    win[l1 + w1] = _from_bits(y | (np.int64(1) << (b & 63)))
+    if y == 0:
+        _bup(win, l1, w1)
     win[W_LIVE] += 1.0
     if j > win[W_TOP]:
         win[W_TOP] = j
@@ -458,38 +447,50 @@ def _won(win, j: int) -> None:
 
 
 @njit(cache=True)
-def _wclear(win, j: int) -> None:
-    """Clear cell ``j``'s bit, and the upper levels' where a word empties."""
-    l0, l1, l2, _ = _levels(win)
-    wi = j >> 6
-    x = _bits(win[l0 + wi]) & ~(np.int64(1) << (j & 63))
-    win[l0 + wi] = _from_bits(x)
-    if x == 0:
-        w1 = wi >> 6
-        y = _bits(win[l1 + w1]) & ~(np.int64(1) << (wi & 63))
-        win[l1 + w1] = _from_bits(y)
-        if y == 0:
-            win[l2 + (w1 >> 6)] = _from_bits(_bits(win[l2 + (w1 >> 6)]) & ~(np.int64(1) << (w1 & 63)))
+def _bclear(win, b: int) -> None:
+    """Clear block ``b``'s bit, and level 2's where its word empties."""
+    l1, l2, _ = _levels(win)
+    w1 = b >> 6
+    y = _bits(win[l1 + w1]) & ~(np.int64(1) << (b & 63))
+    win[l1 + w1] = _from_bits(y)
+    if y == 0:
+        win[l2 + (w1 >> 6)] = _from_bits(_bits(win[l2 + (w1 >> 6)]) & ~(np.int64(1) << (w1 & 63)))
+
+
+@njit(cache=True)
+def _bscan(win, lo: int, hi: int, up: bool) -> int:
+    """The first live cell of ``lo..hi`` (within one block) going up from ``lo`` (``up``) or down
+    from ``hi``, -1 if none.  O(hi - lo): at most 64 cells, 8 consecutive cache lines."""
+    if up:
+        for c in range(lo, hi + 1):
+            if win[WH + c] != 0.0:
+                return c
+    else:
+        for c in range(hi, lo - 1, -1):
+            if win[WH + c] != 0.0:
+                return c
+    return -1
 
 
 @njit(cache=True)
 def _wend_emptied(win, j: int) -> None:
     """End cell ``j`` (the highest or lowest live one) just became zero: the next end, from the
-    bits; a bit met on the way whose cell is zero (*stale*: a cell's bit is cleared lazily, here,
-    not when it empties) is cleared.  No bit lies beyond an end, so when ``j`` was the last live
-    cell its bit was the only one.  O(1) per bit cleared, amortised over the emptyings that left
-    them."""
+    rest of ``j``'s block, then from the block bits, each block met searched cell by cell; a block
+    met with no live cell (*stale*: a block's bit is cleared lazily, here, not when its cells
+    empty) has its bit cleared.  No block bit lies beyond the ends' blocks, so when ``j`` was the
+    last live cell its block's bit was the only one.  O(64) per block searched, amortised over the
+    emptyings that left the stale bits."""
+    b = j >> 6
     if win[W_TOP] == j and win[W_BOT] == j:
-        _wclear(win, j)
+        _bclear(win, b)
         win[W_TOP] = win[W_BOT] = -1.0
         return
     up = win[W_BOT] == j
-    c = j
-    while True:
-        _wclear(win, c)
-        c = _wge(win, c + 1) if up else _wle(win, c - 1)
-        if win[WH + c] != 0.0:   # (a live cell remains beyond: the other end at the farthest)
-            break
+    c = _bscan(win, j + 1, (b << 6) + 63, True) if up else _bscan(win, b << 6, j - 1, False)
+    while c < 0:      # (a live cell remains beyond: the other end at the farthest)
+        _bclear(win, b)
+        b = _bge(win, b + 1) if up else _ble(win, b - 1)
+        c = _bscan(win, b << 6, (b << 6) + 63, up)
     if up:
         win[W_BOT] = c
     else:
@@ -526,16 +527,17 @@ def _regrow(tab, heap, win, key: float, sign: float):
     if cells > W_MAX or cells > max(W_FREE, DENSE * (win[W_LIVE] + heap[1] + 1.0)):
         return False, win
     out = _wnew(lo - ((cells - span) >> 1), cells)
-    l0, _, _, _ = _levels(win)
+    l1, _, _ = _levels(win)
     shift = int(win[W_BASE] - out[W_BASE])
-    for wi in range(int(win[W_CELLS]) >> 6):
-        x = _bits(win[l0 + wi])
-        while x != 0:
-            j = (wi << 6) + _ctz(x)
-            x &= x - 1
-            if win[WH + j] != 0.0:   # (a bit may be stale)
-                out[WH + j + shift] = win[WH + j]
-                _won(out, j + shift)
+    for w1 in range(int(win[W_CELLS]) >> 12):
+        y = _bits(win[l1 + w1])
+        while y != 0:
+            b = (w1 << 6) + _ctz(y)
+            y &= y - 1
+            for j in range(b << 6, (b << 6) + 64):
+                if win[WH + j] != 0.0:   # (a block's bit may be stale, and most of its cells zero)
+                    out[WH + j + shift] = win[WH + j]
+                    _won(out, j + shift)
     _wtake(tab, heap, out, sign, True)
     return True, out
 
@@ -584,8 +586,8 @@ def xh_wadd(win: np.ndarray, key: float, delta: float) -> bool:
     nothing (False: :func:`xh_add` then goes to the overflow).  The common case of :func:`xh_add`,
     apart so that a caller can try it first and reach the table and heap (and the arrays a
     growth returns, with their reference counts) only when it fails: a subtraction, a load and a
-    store, plus three bit words when the value crosses zero (inlined but for the crossing of an
-    end).  O(1)."""
+    store, plus the (cached) block bit word and the header when the value crosses zero (inlined but
+    for the crossing of an end).  O(1)."""
     j = _wcell(win, key)
     if j < 0:
         return False
@@ -595,7 +597,7 @@ def xh_wadd(win: np.ndarray, key: float, delta: float) -> bool:
     if old == 0.0:
         if new != 0.0:
             _won(win, j)
-    elif new == 0.0:      # (its bit stays, stale, unless it was an end: see _wend_emptied)
+    elif new == 0.0:      # (its block's bit stays, maybe stale, even at an end: see _wend_emptied)
         win[W_LIVE] -= 1.0
         if win[W_TOP] == j or win[W_BOT] == j:
             _wend_emptied(win, j)
@@ -606,7 +608,7 @@ def xh_wadd(win: np.ndarray, key: float, delta: float) -> bool:
 def xh_add(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, key: float, delta: float, sign: float):
     """Add ``delta`` to the value at ``key``; returns (table, heap, window), any of which may be a
     new array the caller must store in place of its old one.  A key in the window (the common case
-    on a price grid) is a subtraction, a load and a store, plus three bit words when its value
+    on a price grid) is a subtraction, a load and a store, plus a bit word when its value
     crosses zero (inlined but for the crossing); a key with a row in the table (live or stale) is
     one probe and one add there, as before the window (inlined: a book whose prices are too
     spread out for a window pays one comparison more); a new key calls out (:func:`_slow`).
@@ -678,16 +680,14 @@ def xh_big(tab: np.ndarray, win: np.ndarray) -> bool:
 
 @njit(cache=True, inline="always")
 def xh_prefetch(tab: np.ndarray, win: np.ndarray, key: float) -> None:
-    """Start loading what an add at ``key`` touches: its window cell and level-0 bit word, or its
-    home row in the table (a hint to the CPU that changes nothing).  The window's range test
-    only, not :func:`_wcell`'s integrality test: a fraction inside the range (it goes to the table)
-    loads a cell for nothing, a missed hint, and every event saves a conversion and a compare.
-    O(1)."""
+    """Start loading what an add at ``key`` touches: its window cell (its block's bit word, one per
+    4,096 cells, stays cached), or its home row in the table (a hint to the CPU that changes
+    nothing).  The window's range test only, not :func:`_wcell`'s integrality test: a fraction
+    inside the range (it goes to the table) loads a cell for nothing, a missed hint, and every
+    event saves a conversion and a compare.  O(1)."""
     x = key - win[W_BASE]
     if 0.0 <= x < win[W_CELLS]:
-        j = int(x)
-        _prefetch(win, (WH + j,))
-        _prefetch(win, (WH + int(win[W_CELLS]) + (j >> 6),))
+        _prefetch(win, (WH + int(x),))
     else:
         ht_prefetch(tab, (key,))
 
@@ -722,35 +722,36 @@ def _check_window(win: np.ndarray) -> set[float]:
     """Assert the window's invariants; return its live keys."""
     cells = int(win[W_CELLS])
     assert win[W_CELLS] == cells and cells % 4096 == 0 and 0 <= cells <= W_MAX, f"window of {win[W_CELLS]} cells"
-    n0, n1 = cells >> 6, cells >> 12
+    n1 = cells >> 12
     n2 = (n1 + 63) >> 6
-    assert win.shape[0] == WH + cells + n0 + n1 + n2, "window array size"
+    assert win.shape[0] == WH + cells + n1 + n2, "window array size"
     assert win[W_BASE] == np.floor(win[W_BASE]) and abs(win[W_BASE]) <= 2.0 ** 52 + W_MAX, "window base"
     vals = win[WH:WH + cells]
     live = np.flatnonzero(vals)
     assert win[W_LIVE] == len(live), f"live count {win[W_LIVE]}, {len(live)} nonzero cells"
     words = win[WH + cells:].view(np.int64)
-    want0 = np.zeros(n0, np.uint64)
-    np.bitwise_or.at(want0, live >> 6, np.left_shift(np.uint64(1), (live & 63).astype(np.uint64)))
-    got0 = words[:n0].view(np.uint64)
-    assert (got0 & want0 == want0).all(), "a nonzero cell has no level-0 bit"   # (bits of zero cells: stale)
-    for lo, n_lo, hi, n_hi in ((0, n0, n0, n1), (n0, n1, n0 + n1, n2)):
-        nz = np.flatnonzero(words[lo:lo + n_lo])
-        want = np.zeros(n_hi, np.uint64)
-        np.bitwise_or.at(want, nz >> 6, np.left_shift(np.uint64(1), (nz & 63).astype(np.uint64)))
-        assert (words[hi:hi + n_hi].view(np.uint64) == want).all(), "an upper bit level differs from the one below"
-    bits = np.flatnonzero(np.unpackbits(got0.view(np.uint8), bitorder="little"))
+    blocks = live >> 6
+    want1 = np.zeros(n1, np.uint64)
+    np.bitwise_or.at(want1, blocks >> 6, np.left_shift(np.uint64(1), (blocks & 63).astype(np.uint64)))
+    got1 = words[:n1].view(np.uint64)
+    assert (got1 & want1 == want1).all(), "a nonzero cell's block has no bit"   # (bits of empty blocks: stale)
+    nz = np.flatnonzero(words[:n1])
+    want2 = np.zeros(n2, np.uint64)
+    np.bitwise_or.at(want2, nz >> 6, np.left_shift(np.uint64(1), (nz & 63).astype(np.uint64)))
+    assert (words[n1:n1 + n2].view(np.uint64) == want2).all(), "level 2 differs from the words of level 1"
+    bits = np.flatnonzero(np.unpackbits(got1.view(np.uint8), bitorder="little"))
     if len(live):
         assert (win[W_BOT], win[W_TOP]) == (live[0], live[-1]), f"window ends {win[W_BOT]}, {win[W_TOP]}"
-        assert not ((bits > win[W_TOP]) | (bits < win[W_BOT])).any(), "a (stale) bit beyond an end"
+        assert not ((bits > live[-1] >> 6) | (bits < live[0] >> 6)).any(), "a (stale) block bit beyond an end's block"
     else:
         assert win[W_TOP] == win[W_BOT] == -1.0, f"window ends {win[W_BOT]}, {win[W_TOP]} with no live cell"
-        assert not len(bits), "a (stale) bit with no live cell"
+        assert not len(bits), "a (stale) block bit with no live cell"
     return {float(win[W_BASE] + j) for j in live}
 
 
 def xh_check(tab: np.ndarray, heap: np.ndarray, win: np.ndarray, sign: float) -> None:
-    """Assert the invariants: the window's (its bits mark exactly its nonzero cells at each level,
+    """Assert the invariants: the window's (every block holding a nonzero cell has its bit, none
+    beyond the ends' blocks does, level 2 marks exactly the nonzero words of level 1,
     its live count and extreme cell are right); the table passes ``ht_check``; the heap holds each
     key of the table exactly once and nothing else; it is a max-heap of ``sign * key``; the live
     count is the number of nonzero values; the top is live; the header is consistent and unused
