@@ -349,12 +349,17 @@ def test_slice_path_prefetch_runs_only_for_deep_pools() -> None:
 
     def stage(flag: str, level: str) -> str:
         return (rf"if {flag} and i \+ \d+ < end:\n\s+"
-                rf"prefetch\(bst, bpfr, brelmap, brel, bsign, bcols, i \+ \d+, {level}\)")
+                rf"prefetch\(bst, bpfr, brelmap, brel, bsign, bcols, i \+ \d+, {level}, i \+ \d+\)")
+
+    def path_stage(level: str) -> str:   # counted in events that update a per-slice tree (PF_EVENTS)
+        return (r"if k \+ \d+ < m:\n\s+"
+                rf"prefetch\(bst, bpfr, brelmap, brel, bsign, bcols, btev\[k \+ \d+\], {level}, k \+ \d+\)")
+    assert "if deep and k < m and btev[k] == i:" in run and "tev = pf_events(" in run
     for lv in range(PF_PATH):   # the root, then one level below the ring's ref per stage
-        assert re.search(stage("deep", str(min(lv, 1))), run)
+        assert re.search(path_stage(str(min(lv, 1))), run)
     # the leaf: from the ring after the path stages, from the root (PF_ROOT_AHEAD events ahead)
     # when they did not run, the root table's row loaded before that (PF_HASH_AHEAD)
-    assert re.search(stage("deep", str(PF_LEAF)), run)
+    assert re.search(path_stage(str(PF_LEAF)), run)
     assert re.search(stage("big and not deep", str(PF_ROOT_LEAF)).replace(r"i \+ \d+", f"i \\+ {PF_ROOT_AHEAD}"), run)
     assert f"if lvl == {PF_ROOT_LEAF}:" in src
     assert f"if bigh and i + {PF_HASH_AHEAD} < end:" in run and "bigh = ht_big(st.or_" in run

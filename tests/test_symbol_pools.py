@@ -99,3 +99,28 @@ def test_views_over_prefetched_pools_equal_duckdb(stream, program, name) -> None
             if r[1] is not None and r[1] != 0}
     assert got.keys() == want.keys() and len(got) == SYMBOLS
     assert all(same(got[s], want[s], 1e-9) for s in want), {s: (got[s], want[s]) for s in want}
+
+
+def test_one_side_view_counts_its_own_events_ahead(stream) -> None:
+    """A bid-side view alone: the ask events update no per-symbol tree, so ``run_batch``'s path
+    prefetch stages run at the bid events only, counting bid events ahead (codegen.PF_EVENTS,
+    ``pf_events``).  The view after the stream equals DuckDB; ``pf_events`` lists exactly the bid
+    events of a range."""
+    pre, upd = stream
+    name = "symbol_bid_vwap_top_quarter.sql"
+    engine = Engine(compile_sql(SYM_HEADER + ";\n" + VIEWS[name.removesuffix(".sql").upper()] + ";", "<vwap>").program)
+    relmap = engine.relmap(("bids", "asks"))
+    engine.apply(pre, relmap)
+    pools = [getattr(engine.state, f) for f in engine.module.FIELDS if f.startswith("op_")]
+    assert any(btree_big(p) for p in pools)
+    tev = engine.module.pf_events(relmap, upd.rel, upd.sign, 3, len(upd) - 5)
+    want_ev = 3 + np.flatnonzero(relmap[upd.rel[3:len(upd) - 5]] == 0)
+    assert tev.tolist() == want_ev.tolist() and 0 < len(tev) < len(upd) - 8
+    engine.apply(upd, relmap)
+    engine._check()
+    view = name.removesuffix(".sql").upper()
+    got = {k[0]: v for k, v in engine.views[view].items()}
+    want = {r[0]: r[1] for r in Duck().query(Resting(pre, upd), coalesce_sums(select_of(SQL / name)))
+            if r[1] is not None and r[1] != 0}
+    assert got.keys() == want.keys() and len(got) == SYMBOLS
+    assert all(same(got[s], want[s], 1e-9) for s in want), {s: (got[s], want[s]) for s in want}
