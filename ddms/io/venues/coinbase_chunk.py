@@ -92,6 +92,11 @@ _STOP_SLOW, _STOP_GROW, _STOP_ROWS, _STOP_CROSSED, _STOP_CH, _STOP_NEW = 0, 1, 2
 _STOP_VENUE = 8      # a venue lane's own stop codes from here (message stop - 1 applied)
 # meta columns
 _M_NB, _M_NA, _M_SCALE, _M_ORD, _M_OWNED, _M_SYNCED = 0, 1, 2, 3, 4, 5   # 6, 7: the venue's
+_M_FRESH = 8
+"""meta column: the book has had no snapshot and no resync yet.  An update of such a book stops
+the kernel (the per-message path), so a monitor's session tells a lost snapshot from a late one at
+that very message (``VenueSession._lost_snapshot``) whatever the chunking; its snapshot, taken in the
+kernel, clears it."""
 # kinds of applied messages (res[:, 3])
 _K_UPDATE, _K_TICK_OK, _K_TICK_DIS, _K_UNSYNCED, _K_SNAPSHOT = 0, 1, 2, 3, 4
 _K_IGNORED = 9       # a message the Python path only counts in ``ignored`` (res[:, 4:6]: the name's span)
@@ -375,6 +380,8 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         if not ok:
             return _STOP_SLOW, -1, k, 0, 0
     if kind == _K_UPDATE and not synced:      # validated as the Python path does, then counted
+        if meta[s, _M_FRESH] != 0:
+            return _STOP_SLOW, -1, k, 0, 0
         for c in range(nch):
             if decimal_of(buf, ch[c, 1], ch[c, 2])[0] == 1 or decimal_of(buf, ch[c, 3], ch[c, 4])[0] == 1:
                 return _STOP_SLOW, -1, k, 0, 0
@@ -405,6 +412,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         k = emit_side(Ia, Fa, na, 1, -1, 1, oi, oc, k)
         nb = na = 0
         meta[s, _M_SYNCED] = 1
+        meta[s, _M_FRESH] = 0
     nord = meta[s, _M_ORD]
     if kind == _K_SNAPSHOT:           # bids, then asks (re-bases as LevelBook.set makes them)
         nb, na, scale, nord, k = load_snapshot(LI, LF, LS, s, ch, chv, 0, nbids, nch, scale, t, False, buf, nord,
@@ -596,7 +604,7 @@ class CoinbaseLane:
         self._table = np.full(64, -1, np.int64)
         self._symtab = np.zeros((16, _SYMW), np.uint8)
         self._symlen = np.full(16, -1, np.int64)
-        self._meta = np.zeros((16, 8), np.int64)
+        self._meta = np.zeros((16, 9), np.int64)
         self._LI, self._LF, self._LS = _new_lists(2 * W)
         self._ch = np.zeros((1024, 7), np.int64)
         self._chv = np.zeros((1024, 2), np.float64)
@@ -718,6 +726,7 @@ class CoinbaseLane:
         m[_M_NB], m[_M_NA] = len(book.levels[0]), len(book.levels[1])
         m[_M_SCALE], m[_M_ORD] = book.scale, max(len(book.levels[0]), len(book.levels[1]))
         m[_M_OWNED], m[_M_SYNCED] = 1, int(st.synced)
+        m[_M_FRESH] = int(not st.synced and not st.snapshots and not st.resyncs)
         book._ext = self
         self._books[s] = book
         self._used[s] = False

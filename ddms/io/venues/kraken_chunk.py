@@ -58,6 +58,7 @@ from ddms.io.venues.binance_book import _key, _ws, name_index
 from ddms.io.venues.binance_chunk import _find
 from ddms.io.venues.coinbase_chunk import (
     _CAP0,
+    _M_FRESH,
     _M_NA,
     _M_NB,
     _M_ORD,
@@ -304,6 +305,8 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
     if meta[s, _M_OWNED] == 0:
         return _STOP_SLOW, -1, k, 0, 0, 0
     if not snap and meta[s, _M_SYNCED] == 0:
+        if meta[s, _M_FRESH] != 0:     # (see coinbase_chunk._M_FRESH)
+            return _STOP_SLOW, -1, k, 0, 0, 0
         return -1, s, k, 0, _K_UNSYNCED, 0
     nb, na, scale = meta[s, _M_NB], meta[s, _M_NA], meta[s, _M_SCALE]
     Ib, Ia = LI[2 * s], LI[2 * s + 1]
@@ -332,6 +335,7 @@ def _message(buf, a, n, table, symtab, symlen, meta, LI, LF, LS, ch, chv, up, oi
         k = emit_side(Ib, Fb, nb, 0, -1, 1, oi, oc, k)
         k = emit_side(Ia, Fa, na, 1, -1, 1, oi, oc, k)
         meta[s, _M_SYNCED] = 1
+        meta[s, _M_FRESH] = 0
         nb, na, scale, nord, k = load_snapshot(LI, LF, LS, s, ch, chv, 0, nfirst, nch, scale, 0.0, True, buf, nord,
                                                oi, oc, k)
     elif final == scale:      # no re-base: the leaf (no reference counting a call)
