@@ -604,8 +604,61 @@ def _install_shared_inline_scope() -> None:
         sys.meta_path.insert(0, _PatchInlinerOnImport())
 
 
+def _fixup_var_define_in_scope(blocks) -> None:
+    """numba's ``ir_utils.fixup_var_define_in_scope``, each distinct scope visited once (see
+    :func:`_install_scope_fixup_once_per_scope`)."""
+    used_var = {}
+    for blk in blocks.values():
+        for inst in blk.body:
+            for var in inst.list_vars():
+                used_var[var] = inst
+    seen: set[int] = set()
+    for blk in blocks.values():
+        scope = blk.scope
+        if id(scope) in seen:   # every variable is defined in it already: numba's loop would find none
+            continue
+        seen.add(id(scope))
+        localvars = scope.localvars
+        for var in used_var:
+            if var.name not in localvars:
+                localvars.define(var.name, var)
+
+
+_FIXUP_LOCALS = ("blocks", "used_var", "blk", "scope", "inst", "var")
+_NUMBA_FIXUP = None   # numba's own, once replaced (tests compare the two)
+
+
+def _install_scope_fixup_once_per_scope() -> None:
+    """Make numba's ``fixup_var_define_in_scope`` visit each scope once, not once per block.
+
+    Why: after inlining, numba's ``InlineClosureLikes`` pass (run on every function compiled and
+    again on every callee the inliner expands, ``InlineWorker.run_untyped_passes``) makes every
+    variable used anywhere defined in every block's scope, looping blocks x used variables.
+    Inlined blocks all share their caller's scope, so all but the first pass over a scope find
+    nothing to add, and the loop is quadratic in the expanded function's size: a 113-view
+    program's trigger chunk (thousands of blocks and tens of thousands of variables once its
+    statements' map writers are inlined) spent ~20 minutes there (py-spy: ~80% of the samples).
+    Visiting each distinct scope once (in the same order, adding the same variables in the same
+    order) gives the same IR.  Applied only to the numba function of that shape (its local names
+    are checked), in ``ir_utils`` and in ``untyped_passes``, which imported it by name.  Cost:
+    one set look-up per block."""
+    try:
+        from numba.core import ir_utils, untyped_passes
+    except ImportError:
+        return
+    fixup = getattr(ir_utils, "fixup_var_define_in_scope", None)
+    if fixup is None or getattr(fixup, "__code__", None) is None or fixup.__code__.co_varnames != _FIXUP_LOCALS:
+        return
+    global _NUMBA_FIXUP
+    _NUMBA_FIXUP = fixup
+    ir_utils.fixup_var_define_in_scope = _fixup_var_define_in_scope
+    if getattr(untyped_passes, "fixup_var_define_in_scope", None) is fixup:
+        untyped_passes.fixup_var_define_in_scope = _fixup_var_define_in_scope
+
+
 _install_lazy_linking_bitcode()
 _install_tolerant_index()
 _install_lazy_registries()
 _install_shared_source_lines()
 _install_shared_inline_scope()
+_install_scope_fixup_once_per_scope()

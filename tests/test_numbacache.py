@@ -388,3 +388,32 @@ def test_the_inliner_copies_a_callee_scope_once_per_inline():
         return inlined(n) + inlined(n + 1) * 2
 
     assert [caller(n) for n in range(12)] == [_branchy(n) + _branchy(n + 1) * 2 for n in range(12)]
+
+
+def test_the_scope_fixup_visits_each_scope_once_and_defines_what_numba_does():
+    """ddms.numbacache's ``fixup_var_define_in_scope`` (each distinct scope once) leaves every scope
+    with the variables, in the order, numba's own (each block's scope, blocks x variables) does,
+    over blocks that share a scope and blocks with scopes of their own (numba's per-block copies)."""
+    import copy
+
+    from numba.core import compiler, ir_utils, untyped_passes
+
+    from ddms import numbacache
+
+    assert numbacache._NUMBA_FIXUP is not None   # installed on this numba
+    assert ir_utils.fixup_var_define_in_scope is numbacache._fixup_var_define_in_scope
+    assert untyped_passes.fixup_var_define_in_scope is numbacache._fixup_var_define_in_scope
+    ir = compiler.run_frontend(_branchy)
+    labels = sorted(ir.blocks)
+    for blk in ir.blocks.values():   # an emptier shared scope: only the variables block 0 uses
+        blk.scope.localvars._con = {}
+    results = []
+    for fixup in (numbacache._NUMBA_FIXUP, numbacache._fixup_var_define_in_scope):
+        blocks = {lb: copy.deepcopy(ir.blocks[lb]) for lb in labels}   # each block its own scope
+        shared = blocks[labels[0]].scope
+        for lb in labels[: len(labels) // 2]:   # half the blocks share the first block's scope
+            blocks[lb].scope = shared
+        fixup(blocks)
+        results.append([list(blocks[lb].scope.localvars._con) for lb in labels])
+    assert results[0] == results[1]
+    assert len(results[0][0]) > 10
