@@ -31,11 +31,14 @@ content and remembered in ``ddms_import_index.json`` in numba's cache folder (:c
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import hashlib
 import json
 import os
 import pickle
+import sys
+import threading
 
 from numba.core import config
 from numba.core.caching import UserProvidedCacheLocator
@@ -495,7 +498,167 @@ def _install_shared_source_lines() -> None:
         nir.Loc.__deepcopy__ = _loc_copy
 
 
+_SCOPE_COPIES = threading.local()   # .memo: {id(scope): (scope, copy)} while an inline_ir runs, else absent
+
+
+def _scope_copy(self, memo: dict):
+    """``copy.deepcopy`` of a numba ``ir.Scope``: inside one ``InlineWorker.inline_ir``, every deep
+    copy of the same scope is the same copy (see :func:`_install_shared_inline_scope`); outside
+    it, the default deep copy."""
+    shared = getattr(_SCOPE_COPIES, "memo", None)
+    if shared is not None:
+        hit = shared.get(id(self))
+        if hit is not None and hit[0] is self:
+            memo[id(self)] = hit[1]
+            return hit[1]
+    out = object.__new__(type(self))
+    memo[id(self)] = out
+    out.__dict__.update(copy.deepcopy(self.__dict__, memo))
+    if shared is not None:
+        shared[id(self)] = (self, out)   # the original kept alive with it: its id is not reused
+    return out
+
+
+_INLINER = "numba.core.inline_closurecall"
+
+
+def _copies_per_block(inline_ir) -> bool:
+    """Whether numba's ``InlineWorker.inline_ir`` is the one :func:`_install_shared_inline_scope` was
+    written against: a nested ``copy_ir`` that deep-copies block by block (numba 0.5x-0.68)."""
+    code = getattr(inline_ir, "__code__", None)
+    nested = [c for c in (code.co_consts if code else ()) if getattr(c, "co_name", "") == "copy_ir"]
+    return len(nested) == 1 and "deepcopy" in nested[0].co_names and "blocks" in nested[0].co_names
+
+
+def _share_inline_scope(icc) -> None:
+    """Patch numba's inliner module ``icc`` (see :func:`_install_shared_inline_scope`)."""
+    from numba.core import ir as nir
+    worker = getattr(icc, "InlineWorker", None)
+    if worker is None or getattr(worker, "_ddms_shared_scope", False) or "__deepcopy__" in vars(nir.Scope) \
+            or not _copies_per_block(getattr(worker, "inline_ir", None)):
+        return
+    inline_ir = worker.inline_ir
+
+    @functools.wraps(inline_ir)
+    def shared_scope_inline_ir(self, *args, **kwargs):
+        outer = getattr(_SCOPE_COPIES, "memo", None)
+        _SCOPE_COPIES.memo = {}
+        try:
+            return inline_ir(self, *args, **kwargs)
+        finally:
+            _SCOPE_COPIES.memo = outer
+
+    nir.Scope.__deepcopy__ = _scope_copy
+    worker.inline_ir = shared_scope_inline_ir
+    worker._ddms_shared_scope = True
+
+
+class _PatchInlinerOnImport:
+    """A ``sys.meta_path`` finder that patches numba's inliner module right after numba imports it
+    (numba imports it lazily, at its first compile: importing it here would add ~45 ms to every
+    ddms start, cached or not).  Finds nothing itself; removes itself once it has fired."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != _INLINER:
+            return None
+        import importlib.machinery
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _share_inline_scope(module)
+            try:
+                sys.meta_path.remove(self)
+            except ValueError:
+                pass
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _install_shared_inline_scope() -> None:
+    """Make numba's inliner copy a callee's variable table (``ir.Scope``) once per inline, not once per block.
+
+    Why: ``InlineWorker.inline_ir`` (every ``inline='always'`` call, and typed overload inlining)
+    copies the callee's IR twice with ``copy_ir``, which deep-copies each block with a fresh memo;
+    each block's first variable deep-copies the callee's whole ``Scope`` (every variable of the
+    callee, each with its location) again.  One inline then costs blocks x variables in time and
+    in memory held until the copies die: quadratic in the callee's size, and a generated
+    program's triggers inline the map writers, heaps and hash-table probes of every map they
+    touch, each of which inlines its own helpers (bigprog37/38: the 113-view program's trigger
+    chunks passed 8 GB there).  numba's own IR, as its interpreter builds it, has one scope per
+    function shared by every block; with this patch the copy has that shape too: the per-block
+    copies share one copy of the scope (the one inline_ir then renames the callee's variables
+    through; every block's scope is replaced by the caller's afterwards).  Applied only while
+    numba's inline_ir has the per-block copy this was written against (its nested ``copy_ir`` is
+    checked), only if numba defines no ``Scope.__deepcopy__`` of its own, and at numba's own
+    import of its inliner (:class:`_PatchInlinerOnImport`); a no-op outside inline_ir.  Cost: one
+    dict look-up per deep-copied scope reference."""
+    module = sys.modules.get(_INLINER)
+    if module is not None:
+        _share_inline_scope(module)
+    elif not any(isinstance(f, _PatchInlinerOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchInlinerOnImport())
+
+
+def _fixup_var_define_in_scope(blocks) -> None:
+    """numba's ``ir_utils.fixup_var_define_in_scope``, each distinct scope visited once (see
+    :func:`_install_scope_fixup_once_per_scope`)."""
+    used_var = {}
+    for blk in blocks.values():
+        for inst in blk.body:
+            for var in inst.list_vars():
+                used_var[var] = inst
+    seen: set[int] = set()
+    for blk in blocks.values():
+        scope = blk.scope
+        if id(scope) in seen:   # every variable is defined in it already: numba's loop would find none
+            continue
+        seen.add(id(scope))
+        localvars = scope.localvars
+        for var in used_var:
+            if var.name not in localvars:
+                localvars.define(var.name, var)
+
+
+_FIXUP_LOCALS = ("blocks", "used_var", "blk", "scope", "inst", "var")
+_NUMBA_FIXUP = None   # numba's own, once replaced (tests compare the two)
+
+
+def _install_scope_fixup_once_per_scope() -> None:
+    """Make numba's ``fixup_var_define_in_scope`` visit each scope once, not once per block.
+
+    Why: after inlining, numba's ``InlineClosureLikes`` pass (run on every function compiled and
+    again on every callee the inliner expands, ``InlineWorker.run_untyped_passes``) makes every
+    variable used anywhere defined in every block's scope, looping blocks x used variables.
+    Inlined blocks all share their caller's scope, so all but the first pass over a scope find
+    nothing to add, and the loop is quadratic in the expanded function's size: a 113-view
+    program's trigger chunk (thousands of blocks and tens of thousands of variables once its
+    statements' map writers are inlined) spent ~20 minutes there (py-spy: ~80% of the samples).
+    Visiting each distinct scope once (in the same order, adding the same variables in the same
+    order) gives the same IR.  Applied only to the numba function of that shape (its local names
+    are checked), in ``ir_utils`` and in ``untyped_passes``, which imported it by name.  Cost:
+    one set look-up per block."""
+    try:
+        from numba.core import ir_utils, untyped_passes
+    except ImportError:
+        return
+    fixup = getattr(ir_utils, "fixup_var_define_in_scope", None)
+    if fixup is None or getattr(fixup, "__code__", None) is None or fixup.__code__.co_varnames != _FIXUP_LOCALS:
+        return
+    global _NUMBA_FIXUP
+    _NUMBA_FIXUP = fixup
+    ir_utils.fixup_var_define_in_scope = _fixup_var_define_in_scope
+    if getattr(untyped_passes, "fixup_var_define_in_scope", None) is fixup:
+        untyped_passes.fixup_var_define_in_scope = _fixup_var_define_in_scope
+
+
 _install_lazy_linking_bitcode()
 _install_tolerant_index()
 _install_lazy_registries()
 _install_shared_source_lines()
+_install_shared_inline_scope()
+_install_scope_fixup_once_per_scope()

@@ -334,3 +334,86 @@ def test_an_index_naming_a_module_gone_reads_as_empty(tmp_path):
     assert index._load_index() == {}
     index.save(("new",), b"data")
     assert index._load_index() == {("new",): "f.1.nbc"}
+
+
+def _branchy(x):
+    """A callee of several blocks and variables, for the inliner's copies."""
+    s = 0
+    for i in range(x):
+        if i % 3 == 0:
+            s += i
+        elif i % 3 == 1:
+            s -= 1
+        else:
+            s *= 2
+    return s
+
+
+def test_the_inliner_copies_a_callee_scope_once_per_inline():
+    """numba's inliner deep-copies a callee block by block; inside one ``inline_ir`` the per-block
+    copies share one copy of the callee's ``Scope`` (ddms.numbacache._install_shared_inline_scope),
+    outside it each copy has its own, and an inlined callee still computes what Python does."""
+    import copy
+
+    import numba
+    from numba.core import compiler
+    from numba.core import inline_closurecall as icc
+
+    from ddms import numbacache
+
+    assert numbacache._copies_per_block(icc.InlineWorker.inline_ir.__wrapped__)   # the numba it was written for
+    assert icc.InlineWorker._ddms_shared_scope
+    assert not numbacache._copies_per_block(_branchy)   # the guard refuses another shape
+    ir = compiler.run_frontend(_branchy)
+    assert len(ir.blocks) > 4
+    scope = next(iter(ir.blocks.values())).scope
+    def scopes(blocks):
+        return {id(v.scope) for b in blocks for st in b.body for v in st.list_vars()}
+
+    apart = [copy.deepcopy(b) for b in ir.blocks.values()]
+    assert len({id(b.scope) for b in apart}) == len(ir.blocks)   # numba's own copy: one scope per block
+    numbacache._SCOPE_COPIES.memo = {}
+    try:
+        copies = [copy.deepcopy(b) for b in ir.blocks.values()]
+    finally:
+        numbacache._SCOPE_COPIES.memo = None
+    shared = scopes(copies) | {id(b.scope) for b in copies}
+    assert len(shared) == 1 and shared != {id(scope)}
+    assert len(copies[0].scope.localvars) == len(scope.localvars)
+
+    inlined = numba.njit(inline="always")(_branchy)
+
+    @numba.njit
+    def caller(n):
+        return inlined(n) + inlined(n + 1) * 2
+
+    assert [caller(n) for n in range(12)] == [_branchy(n) + _branchy(n + 1) * 2 for n in range(12)]
+
+
+def test_the_scope_fixup_visits_each_scope_once_and_defines_what_numba_does():
+    """ddms.numbacache's ``fixup_var_define_in_scope`` (each distinct scope once) leaves every scope
+    with the variables, in the order, numba's own (each block's scope, blocks x variables) does,
+    over blocks that share a scope and blocks with scopes of their own (numba's per-block copies)."""
+    import copy
+
+    from numba.core import compiler, ir_utils, untyped_passes
+
+    from ddms import numbacache
+
+    assert numbacache._NUMBA_FIXUP is not None   # installed on this numba
+    assert ir_utils.fixup_var_define_in_scope is numbacache._fixup_var_define_in_scope
+    assert untyped_passes.fixup_var_define_in_scope is numbacache._fixup_var_define_in_scope
+    ir = compiler.run_frontend(_branchy)
+    labels = sorted(ir.blocks)
+    for blk in ir.blocks.values():   # an emptier shared scope: only the variables block 0 uses
+        blk.scope.localvars._con = {}
+    results = []
+    for fixup in (numbacache._NUMBA_FIXUP, numbacache._fixup_var_define_in_scope):
+        blocks = {lb: copy.deepcopy(ir.blocks[lb]) for lb in labels}   # each block its own scope
+        shared = blocks[labels[0]].scope
+        for lb in labels[: len(labels) // 2]:   # half the blocks share the first block's scope
+            blocks[lb].scope = shared
+        fixup(blocks)
+        results.append([list(blocks[lb].scope.localvars._con) for lb in labels])
+    assert results[0] == results[1]
+    assert len(results[0][0]) > 10
