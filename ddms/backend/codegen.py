@@ -754,7 +754,7 @@ class _Codegen:
                 raise CompileError(f"cannot compile {print_expr(e)}")
 
     def _emit_product(self, fn: _Fn, factors: list[Expr], env: dict[str, str], acc: str, k,
-                      nullable: bool | None = None) -> None:
+                      nullable: bool | None = None, acc_nan: bool = False) -> None:
         if nullable is None:     # once per product: can a factor be NULL (NaN)?
             nullable = any(_may_be_nan(x) for f in factors for x in walk(f))
         if acc == "1.0" and len(factors) > 1:
@@ -774,15 +774,17 @@ class _Codegen:
             return
         head, rest = factors[0], factors[1:]
 
+        head_nan = _nan_factor(head)
+
         def go(v: str, env2: dict[str, str]) -> None:
             if acc == "1.0":
                 prod = v
-            elif nullable:   # 0 * NULL is 0 (M3's product, as the interpreter): see _product_code
+            elif acc_nan or head_nan:   # 0 * NULL is 0 (M3's product, as the interpreter): see _product_code
                 self._nullmul = True
                 prod = f"mul0({acc}, {v})"
             else:
                 prod = f"{acc} * {v}"
-            self._emit_product(fn, rest, env2, prod, k, nullable)
+            self._emit_product(fn, rest, env2, prod, k, nullable, acc_nan or head_nan)
         if isinstance(head, Cmp) and nullable:
             # a comparison filters: 0 * NULL (the MAX of an empty slice, a quotient by 0: a
             # factor before or after this one) must be 0, as in the interpreter, not NaN, so the
@@ -791,7 +793,7 @@ class _Codegen:
             if test is not None:
                 fn.line(f"if {test}:")
                 fn.depth += 1
-                self._emit_product(fn, rest, env, acc, k, nullable)   # the product so far, unchanged
+                self._emit_product(fn, rest, env, acc, k, nullable, acc_nan)   # the product so far, unchanged
                 fn.depth -= 1
                 return
         if isinstance(head, Cmp | Lift) or self._inline(head, env) is not None:
