@@ -73,7 +73,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "32"
+CODEGEN_VERSION = "33"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -321,6 +321,7 @@ class _Codegen:
         self.prefetch: dict[str, list[tuple[str, str, int]]] = {}   # trigger function -> the same
         self.pfh_body: dict[str, str] = {}   # trigger function -> the body of its pfh_ function
         self._ranks = False   # whether some read is a select by rank (imports btree_nth)
+        self._nullmul = False   # whether some product has a factor that can be NaN (imports mul0)
         # the EXTREME maps' windows, hoisted into run_batch's locals (see _hx_tuple): their fields
         # in order; the trigger functions then take (st, hx) where they took st
         self.hx = [w for m in program.maps if m.extreme for _, _, _, w in _xfields(m)[:1]]
@@ -446,10 +447,11 @@ class _Codegen:
                     # a comparison filters: a product whose test fails is 0 even if another factor
                     # is NaN (NULL), as in the loop form (``if test:``) and the interpreter
                     tests = [str(self._test(t, env)) for t in terms if isinstance(t, Cmp)]
-                    rest = [p for t, p in zip(terms, parts, strict=True) if not isinstance(t, Cmp)]
-                    return f"(({' * '.join(rest) or '1.0'}) if {' and '.join(tests)} else 0.0)"
-                op = " + " if isinstance(e, Add) else " * "
-                return "(" + op.join(parts) + ")"
+                    rest = [(t, p) for t, p in zip(terms, parts, strict=True) if not isinstance(t, Cmp)]
+                    return f"({self._product_code(rest)} if {' and '.join(tests)} else 0.0)"
+                if isinstance(e, Mul):
+                    return self._product_code(list(zip(terms, parts, strict=True)))
+                return "(" + " + ".join(parts) + ")"
             case Div(num, den):
                 a, b = self._inline(num, env), self._inline(den, env)
                 return None if a is None or b is None else f"div({a}, {b})"
@@ -463,6 +465,25 @@ class _Codegen:
                 test = self._test(e, env)
                 return None if test is None else f"(1.0 if {test} else 0.0)"
         return None
+
+    def _product_code(self, factors: list[tuple[Expr, str]]) -> str:
+        """Code for the product of ``factors`` (each an expression and its inline code) with M3's
+        semantics: 0 if any factor is 0, even when another is NaN (SQL NULL: the MAX of an empty
+        slice, a quotient by 0), as the interpreter, not IEEE's NaN.  The factors that cannot be
+        NaN multiply plainly; each that can joins through ``mul0`` (one compare more).  Without
+        it a NULL-guarded lift (``K ^= s + n * (0 / 0)``, n = 0: a SUM over only NULLs, 0 by the
+        convention) became a NaN key of an ordered map, which the tree refuses at run time."""
+        plain = [p for t, p in factors if not _nan_factor(t)]
+        code = " * ".join(plain) or "1.0"
+        nullable = [p for t, p in factors if _nan_factor(t)]
+        if not nullable:
+            return f"({code})"
+        self._nullmul = True
+        if not plain:
+            code, nullable = nullable[0], nullable[1:]
+        for p in nullable:
+            code = f"mul0({code}, {p})"
+        return code
 
     def _test(self, c: Cmp, env: dict[str, str]) -> str | None:
         """A Python boolean expression for a loop-free comparison (false when a side is NaN)."""
@@ -733,7 +754,7 @@ class _Codegen:
                 raise CompileError(f"cannot compile {print_expr(e)}")
 
     def _emit_product(self, fn: _Fn, factors: list[Expr], env: dict[str, str], acc: str, k,
-                      nullable: bool | None = None) -> None:
+                      nullable: bool | None = None, acc_nan: bool = False) -> None:
         if nullable is None:     # once per product: can a factor be NULL (NaN)?
             nullable = any(_may_be_nan(x) for f in factors for x in walk(f))
         if acc == "1.0" and len(factors) > 1:
@@ -753,8 +774,17 @@ class _Codegen:
             return
         head, rest = factors[0], factors[1:]
 
+        head_nan = _nan_factor(head)
+
         def go(v: str, env2: dict[str, str]) -> None:
-            self._emit_product(fn, rest, env2, v if acc == "1.0" else f"{acc} * {v}", k, nullable)
+            if acc == "1.0":
+                prod = v
+            elif acc_nan or head_nan:   # 0 * NULL is 0 (M3's product, as the interpreter): see _product_code
+                self._nullmul = True
+                prod = f"mul0({acc}, {v})"
+            else:
+                prod = f"{acc} * {v}"
+            self._emit_product(fn, rest, env2, prod, k, nullable, acc_nan or head_nan)
         if isinstance(head, Cmp) and nullable:
             # a comparison filters: 0 * NULL (the MAX of an empty slice, a quotient by 0: a
             # factor before or after this one) must be 0, as in the interpreter, not NaN, so the
@@ -763,7 +793,7 @@ class _Codegen:
             if test is not None:
                 fn.line(f"if {test}:")
                 fn.depth += 1
-                self._emit_product(fn, rest, env, acc, k, nullable)   # the product so far, unchanged
+                self._emit_product(fn, rest, env, acc, k, nullable, acc_nan)   # the product so far, unchanged
                 fn.depth -= 1
                 return
         if isinstance(head, Cmp | Lift) or self._inline(head, env) is not None:
@@ -1592,7 +1622,8 @@ class _Codegen:
                   "from numba import njit, types\n"
                   "from numba.experimental import structref\n"
                   "from numba.typed import Dict, List\n\n"
-                  f"from ddms.backend.rt import div, log_changed, {'mod, ' if self._uses_mod() else ''}ne"
+                  f"from ddms.backend.rt import div, log_changed, {'mod, ' if self._uses_mod() else ''}"
+                  f"{'mul0, ' if self._nullmul else ''}ne"
                   f"{self._func_imports()}\n"
                   "from ddms.storage.btree import (\n"
                   "    DigestNamedStructRef, borrow, borrow_pool, borrow_state, btree_add, btree_addv, btree_free,"
@@ -1710,6 +1741,12 @@ def _summands(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, AggSum):
         return (e.expr,)
     return (e,)
+
+
+def _nan_factor(f: Expr) -> bool:
+    """Whether factor ``f`` of a product can be NaN: something under it can make NaN, and it is
+    not a comparison or a lift (0 or 1 whatever their sides)."""
+    return not isinstance(f, Cmp | Lift) and any(_may_be_nan(x) for x in walk(f))
 
 
 def _may_be_nan(x: Expr) -> bool:

@@ -24,6 +24,17 @@ def div(a: float, b: float) -> float:
 
 
 @njit(cache=True, inline="always")
+def mul0(a: float, b: float) -> float:
+    """a * b with M3's product semantics: 0 when either factor is 0, even if the other is NaN
+    (SQL NULL), as the reference interpreter (a zero factor drops the term).  Generated code
+    calls it only in products with a factor that can be NaN (the MAX of an empty slice, a quotient
+    by 0, ...): one compare more than ``*`` there, none elsewhere."""
+    if a == 0.0 or b == 0.0:
+        return 0.0
+    return a * b
+
+
+@njit(cache=True, inline="always")
 def mod(a: float, b: float) -> float:
     """SQL ``a % b`` on values: C's fmod (the sign of a, as DuckDB), NaN (NULL) when b is 0."""
     if b == 0.0 or b != b or a - a != 0.0:
