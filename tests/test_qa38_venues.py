@@ -65,16 +65,22 @@ def _want(cap: dict) -> dict:
 # ------------------------------------------------------------------------------ fast
 
 
-def test_backtest_skip_bad_lists_symbols_of_a_file_with_bad_lines(tmp_path) -> None:
-    """`ddms backtest FILE --skip-bad` over a multi-symbol capture with a bad line: the symbol
-    listing (one partition per symbol) skipped the bad line as the runs do; it used to stop with
-    the line's InputError before any run (cryptofeed captures and tardis CSV)."""
+def _kraken_with_bad_line_10(tmp_path):
+    """A two-symbol Kraken capture whose line 10 is junk (not UTF-8): the file and the generator's record."""
     cap = gen.kraken(gen.Truth(["XBT/USD", "1INCH/EUR"], seed=14, events=80, pdec=[1, 5], qdec=8), tmp_path,
                      depth=10)
     f = cap["files"][0]
     lines = f.read_bytes().split(b"\n")
     lines.insert(9, b"\xff\xfe junk")
     f.write_bytes(b"\n".join(lines))
+    return f, cap
+
+
+def test_backtest_skip_bad_lists_symbols_of_a_file_with_bad_lines(tmp_path) -> None:
+    """`ddms backtest FILE --skip-bad` over a multi-symbol capture with a bad line: the symbol
+    listing (one partition per symbol) skipped the bad line as the runs do; it used to stop with
+    the line's InputError before any run (cryptofeed captures and tardis CSV)."""
+    f, cap = _kraken_with_bad_line_10(tmp_path)
     with pytest.raises(InputError, match=":10:"):
         file_symbols(f)
     assert file_symbols(f, skip_bad=True) == ["XBT/USD", "1INCH/EUR"]
@@ -175,12 +181,7 @@ def test_partition_views_skip_bad(tmp_path) -> None:
     parameters carry skip_bad; before, the tasks replayed without it and stopped at the line)."""
     from replay.viewtask import partition_views
 
-    cap = gen.kraken(gen.Truth(["XBT/USD", "1INCH/EUR"], seed=14, events=80, pdec=[1, 5], qdec=8), tmp_path,
-                     depth=10)
-    f = cap["files"][0]
-    lines = f.read_bytes().split(b"\n")
-    lines.insert(9, b"\xff\xfe junk")
-    f.write_bytes(b"\n".join(lines))
+    f, cap = _kraken_with_bad_line_10(tmp_path)
     with pytest.raises(InputError, match=":10:"):
         partition_views(f"{f}#1INCH/EUR", str(drive.SQL), {"every": 0})
     row = partition_views(f"{f}#1INCH/EUR", str(drive.SQL), {"every": 0, "skip_bad": 1})

@@ -91,14 +91,7 @@ def test_views_over_prefetched_pools_equal_duckdb(stream, program, name) -> None
     pools = [getattr(engine.state, f) for f in engine.module.FIELDS if f.startswith("op_")]
     assert any(btree_big(p) for p in pools)   # the prefetching path of run_batch runs below
     assert any("per-slice range tree" in p for p in engine.generated.plan)
-    engine.apply(upd, relmap)
-    engine._check()
-    view = name.removesuffix(".sql").upper()
-    got = {k[0]: v for k, v in engine.views[view].items()}
-    want = {r[0]: r[1] for r in Duck().query(Resting(pre, upd), coalesce_sums(select_of(SQL / name)))
-            if r[1] is not None and r[1] != 0}
-    assert got.keys() == want.keys() and len(got) == SYMBOLS
-    assert all(same(got[s], want[s], 1e-9) for s in want), {s: (got[s], want[s]) for s in want}
+    _apply_and_check(engine, relmap, name, pre, upd)
 
 
 def test_one_side_view_counts_its_own_events_ahead(stream) -> None:
@@ -116,6 +109,11 @@ def test_one_side_view_counts_its_own_events_ahead(stream) -> None:
     tev = engine.module.pf_events(relmap, upd.rel, upd.sign, 3, len(upd) - 5)
     want_ev = 3 + np.flatnonzero(relmap[upd.rel[3:len(upd) - 5]] == 0)
     assert tev.tolist() == want_ev.tolist() and 0 < len(tev) < len(upd) - 8
+    _apply_and_check(engine, relmap, name, pre, upd)
+
+
+def _apply_and_check(engine, relmap, name: str, pre, upd) -> None:
+    """Apply ``upd`` after ``pre``, then the view of ``name`` equals DuckDB over the resting orders."""
     engine.apply(upd, relmap)
     engine._check()
     view = name.removesuffix(".sql").upper()

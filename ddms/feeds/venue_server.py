@@ -652,7 +652,7 @@ def load_binance_multi(path: Path, lines: Iterator[tuple[int, int, bytes]], *, f
     src = str(path)
     decoder = Decoder()
     frames: list[Frame] = []
-    pending: list[tuple[int, DepthSnapshot]] = []     # snapshot frames (frame index, record): no symbol yet
+    pending: list[int] = []     # indices of the snapshot frames: no symbol yet
     symbols: list[str] = []
     first_data: Any = None
     skipped = 0
@@ -678,7 +678,7 @@ def load_binance_multi(path: Path, lines: Iterator[tuple[int, int, bytes]], *, f
                 continue
             if isinstance(rec, DepthSnapshot):
                 frames.append(Frame(len(frames) + 1, i, ts, None, js, -1, False, None))
-                pending.append((len(frames), rec))
+                pending.append(len(frames))
                 continue
             raise InputError("a stream message without the combined-stream envelope {\"stream\":..,\"data\":..}",
                              src, i, js[:120].decode("utf-8", "replace"))
@@ -687,7 +687,7 @@ def load_binance_multi(path: Path, lines: Iterator[tuple[int, int, bytes]], *, f
                 raise
             skipped += 1
     owner = _snapshot_owners(path) if len(symbols) > 1 else {}
-    for idx, _snap in pending:
+    for idx in pending:
         old = frames[idx - 1]
         sym = symbols[0] if len(symbols) == 1 else owner.get(old.line)
         if sym is not None:
