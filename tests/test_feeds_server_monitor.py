@@ -44,6 +44,7 @@ from ddms.feeds.transport import (
     FeedClient,
     ServeConfig,
     http_get,
+    permanent_refusal,
     serve_replay,
 )
 from ddms.io.capture import iter_lines
@@ -227,6 +228,31 @@ def test_feed_client_backoff_and_give_up():
             (1, 3, False), (2, 3, False), (3, 3, False), (3, 3, True)]
         assert all(d.reason == "connection refused (no server listens there)" and not d.connected for d in lost)
         assert client.stats.connects == 0 and client.stats.failures == 4
+    run(go())
+
+
+def test_a_refused_handshake_is_not_retried(tmp_path):
+    """A 404 at the handshake (a mistyped path) is the server's final answer: the client stops at
+    the first refusal with the status and the server's text, instead of backing off through every
+    reconnect attempt; 408/429 and 5xx stay retried."""
+    assert permanent_refusal(404) and permanent_refusal(403) and permanent_refusal(400)
+    assert not permanent_refusal(429) and not permanent_refusal(408) and not permanent_refusal(503)
+    path = _slice(tmp_path, SPOT, 50)
+
+    async def go():
+        server, url = await _serve(load_replay(path), speed=1)
+        client = FeedClient(ClientConfig(url.split("/stream")[0] + "/nope", backoff_base=0.01, max_retries=5,
+                                         open_timeout=5))
+        await asyncio.wait_for(client.run(), 10)
+        server.cancel()
+        items = []
+        while not client.queue.empty():
+            items.append(client.queue.get_nowait())
+        end = items[-1]
+        assert isinstance(end, Ended) and not end.normal
+        assert end.reason.startswith("handshake refused: HTTP 404") and "not retried" in end.reason, end.reason
+        assert client.stats.failures == 1 and client.stats.connects == 0
+        assert [d.retry_in for d in items if isinstance(d, Disconnected)] == [None]
     run(go())
 
 

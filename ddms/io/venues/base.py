@@ -123,7 +123,7 @@ class VenueBooks:
         st.synced = False
         book.discard()
         self._touch(symbol)
-        self._report(f"{symbol}: {reason}; resync", line, msg)
+        self._report(f"{symbol}: {reason}; book discarded until a fresh snapshot (resync)", line, msg)
         return (Resync(symbol, reason, line),)
 
     def _checksum(self, symbol: str, have: int, crc: int, line: int, msg: Any) -> tuple[Resync, ...] | None:
