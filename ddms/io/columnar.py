@@ -225,13 +225,18 @@ def _chain(srcs: list, notes: list[str] | None = None) -> Iterator[EventBatch]:
         offset = max(offset, last)
 
 
+def _one_line(e: BaseException) -> str:
+    """pyarrow's message on one line (its thrift errors span several: an error line stays one line)."""
+    return " ".join(str(e).split())
+
+
 def _open(path: str) -> pq.ParquetFile:
     try:
         return pq.ParquetFile(path)
     except FileNotFoundError:
         raise ReplayError("no such file", path) from None
     except (pa.ArrowException, OSError) as e:
-        raise ReplayError(f"not a readable Parquet file ({e})", path) from None
+        raise ReplayError(f"not a readable Parquet file ({_one_line(e)})", path) from None
 
 
 def _info(path: str, pf: pq.ParquetFile) -> ParquetInfo:
@@ -303,7 +308,7 @@ def read_parquet(path: str | os.PathLike, *, symbols: bool = False) -> Iterator[
         try:
             tbl = pf.read_row_group(g, columns=names)
         except (pa.ArrowException, OSError) as e:
-            raise ReplayError(f"row group {g}: damaged data ({e})", p) from None
+            raise ReplayError(f"row group {g}: damaged data ({_one_line(e)})", p) from None
         n = tbl.num_rows
         rel = _column(tbl, "rel", np.int8, p)
         sign = _column(tbl, "sign", np.int8, p)
