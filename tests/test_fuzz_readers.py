@@ -93,6 +93,32 @@ def test_fuzz_parquet(tmp_path):
     assert out["error"] > 0
 
 
+_SERVED = [("venues", "BINANCE.ws.1.0", "BINANCE.http.0.0"), ("venues", "KRAKEN.ws.50.0", None),
+           ("venues", "OKX.ws.1.0", None), ("venues", "COINBASE.ws.28.0", None),
+           ("binance", "usdm_btcusdt_20240808.gz", None)]
+
+
+@pytest.mark.parametrize("kind,fname,http", _SERVED, ids=[f[1].split(".")[0] for f in _SERVED])
+@pytest.mark.parametrize("skip_bad", [False, True])
+def test_fuzz_serve_feed_loader(tmp_path, kind, fname, http, skip_bad):
+    """``ddms serve-feed`` loads (frames, checks) a whole capture before it serves: its loader is a
+    reader too, strict and with ``--skip-bad``."""
+    from ddms.feeds.server import load_replay
+
+    path = SHARED / "data" / kind / fname
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    if http is not None:
+        (tmp_path / http).write_bytes((path.parent / http).read_bytes())
+    name = fname.removesuffix(".gz")
+
+    def read(data: bytes) -> None:
+        p = tmp_path / name
+        p.write_bytes(data)
+        load_replay(p, skip_bad=skip_bad)
+    fuzz(read, head_lines(path, 300), 20, seed=3)
+
+
 def test_non_utf8_byte_in_a_capture_string_is_a_located_error(tmp_path):
     lines = CAPTURE.split(b"\n")
     lines[2] = lines[2].replace(b'"bookTicker","u"', b'"book\xffTicker","u"')
