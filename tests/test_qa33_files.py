@@ -216,6 +216,16 @@ def test_binance_cryptofeed_capture_without_its_rest_file_says_why(tmp_path) -> 
     assert "NKNUSDT" in err and "no <EXCHANGE>.http.* REST file beside it" in err, err
 
 
+def test_kraken_capture_without_snapshot_messages_says_why(tmp_path) -> None:
+    """Kraken (as OKX and Coinbase) sends its snapshots in the stream: a capture cut after them
+    is refused naming the missing snapshot messages, not a REST file it never needs."""
+    lines = shared_file("data", "venues", "KRAKEN.ws.50.0").read_bytes().split(b"\n")
+    (tmp_path / "KRAKEN.ws.50.0").write_bytes(b"\n".join(x for x in lines if b'"as"' not in x))
+    rc, out, err = _run("run", str(SQL / "symbol_best_bid.sql"), "--data", str(tmp_path / "KRAKEN.ws.50.0"), "--json")
+    assert rc == 2 and not out and "met no snapshot" in err, (out, err)
+    assert "no kraken snapshot message" in err and ".http." not in err, err
+
+
 def test_binance_cryptofeed_capture_missing_one_snapshot_warns(tmp_path) -> None:
     src = shared_file("data", "venues", "BINANCE.ws.1.0")
     shutil.copy(src, tmp_path)

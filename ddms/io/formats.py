@@ -224,8 +224,12 @@ class SymbolBatches:
         if not never:
             return
         files = getattr(self.reader, "files", [self.path])
-        rest = (f"the REST files read: {', '.join(os.path.basename(f) for f in files[1:])}" if len(files) > 1 else
-                "no <EXCHANGE>.http.* REST file beside it")
+        if getattr(core, "venue", "binance") != "binance":    # Kraken, OKX, Coinbase: snapshots come in the stream
+            rest = f"the capture holds no {core.venue} snapshot message for them: the venue sends one after a subscribe"
+        elif len(files) > 1:
+            rest = f"the REST files read: {', '.join(os.path.basename(f) for f in files[1:])}"
+        else:
+            rest = "no <EXCHANGE>.http.* REST file beside it"
         depth = sum(syms[s]["depth_events"] for s in never)
         msg = (f"{depth:,} depth messages of {', '.join(never[:20])} met no snapshot, so their books never "
                f"started ({rest})")
