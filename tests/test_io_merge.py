@@ -252,9 +252,35 @@ def test_one_symbol_in_two_captures_is_refused(symbol_program, tmp_path):
     if not (spot.exists() and usdm.exists()):
         pytest.skip("../shared/data/binance not present")
     pi = open_program_input(symbol_program, tmp_path, data=[spot, usdm])
-    with pytest.raises(ReplayError, match=r"symbol BTCUSDT is also in .*(spot|usdm)_btcusdt.*one book per symbol"):
+    with pytest.raises(ReplayError,
+                       match=r"symbol BTCUSDT is also in .*(spot|usdm)_btcusdt.*one book per symbol.*FILE#PREFIX\*"):
         for _ in pi.batches(lambda p: iter([p.read_bytes()])):
             pass
+
+
+def test_one_symbol_in_two_captures_merges_under_prefixes(symbol_program, tmp_path):
+    """FILE#PREFIX* names every symbol of a file PREFIX + its name: Binance spot and USD-M
+    BTCUSDT become two books (SPOT:BTCUSDT, USDM:BTCUSDT) merged by receive time, each row as
+    its file gives it apart from the symbol; the refusal above says how."""
+    spot, usdm = BINANCE / "spot_btcusdt_20240808.gz", BINANCE / "usdm_btcusdt_20240808.gz"
+    if not (spot.exists() and usdm.exists()):
+        pytest.skip("../shared/data/binance not present")
+    named = [f"{spot}#SPOT:*", f"{usdm}#USDM:*"]
+    plain = [input_lines(open_source(p, symbols=True).batches()) for p in (spot, usdm)]
+    per_input = [input_lines(open_source(p, symbols=True).batches()) for p in named]
+    for lines, ref, prefix in zip(per_input, plain, ("SPOT:", "USDM:"), strict=True):
+        assert [k for k, _ in lines] == [k for k, _ in ref]
+        for (_, ev), (_, ev0) in zip(lines, ref, strict=True):
+            assert [e[:-2] + e[-1:] for e in ev] == [e[:-2] + e[-1:] for e in ev0]
+            assert all(symbol_name(e[-2]) == prefix + symbol_name(e0[-2]) for e, e0 in zip(ev, ev0, strict=True))
+    pi = open_program_input(symbol_program, tmp_path, data=[Path(p) for p in named])
+    got = merged_lines(pi.batches(lambda p: iter([p.read_bytes()])))
+    assert got == expected_lines(per_input, 6)
+    assert {symbol_name(e[-2]) for ev in got for e in ev} == {"SPOT:BTCUSDT", "USDM:BTCUSDT"}
+    with pytest.raises(ReplayError, match="one book: choose one symbol with FILE#SYMBOL"):
+        list(open_source(named[0]).batches())
+    with pytest.raises(ReplayError, match="a symbol prefix is non-empty"):
+        open_source(f"{spot}#*")
 
 
 # -- the commands ------------------------------------------------------------------------------------

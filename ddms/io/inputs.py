@@ -42,7 +42,7 @@ from ddms.io.merge import TimedInput, merge_by_receive_time
 from ddms.io.orderbook import OrderBookParser, parse_chunks
 from ddms.io.schema import COLUMNS
 from ddms.io.schema import RELATIONS as BOOKS
-from ddms.io.sources import RECEIVE_TIMED, Source, open_source
+from ddms.io.sources import RECEIVE_TIMED, Source, file_symbol, open_source
 from ddms.io.symbols import symbol_id, with_symbol
 from ddms.m3.ir import Program, Stream
 
@@ -435,6 +435,8 @@ def _orderbook_source(program: Program, streams: list[Stream], path: Path, skip_
             raise ProgramError(f"{path}: order-book streams disagree on symbol := ...")
         if not path.exists() and "#" in path.name:        # FILE#SYMBOL
             path, named = Path(str(path).rsplit("#", 1)[0]), str(path).rsplit("#", 1)[1]
+            if named.endswith("*"):       # FILE#PREFIX*: the file's one symbol with a prefix
+                named = named[:-1] + (declared.pop() if declared else file_symbol(str(path)))
             declared = declared or {named}
         sid = symbol_id(declared.pop() if declared else path.name.split(".", 1)[0].upper())
     parser = OrderBookParser(brokers=brokers.pop(), source=str(path), skip_bad=skip_bad)

@@ -165,7 +165,9 @@ def _claim_symbols(inputs: Sequence[TimedInput], k: int, b: EventBatch) -> None:
         if both:
             sym = symbol_name(min(both))
             raise ReplayError(f"symbol {sym} is also in {other.label}: merged inputs must hold different instruments "
-                              f"(one book per symbol); choose one file's with FILE#SYMBOL", inputs[k].label)
+                              f"(one book per symbol); choose one file's with FILE#SYMBOL, or name each file's symbols "
+                              f"apart with a prefix, FILE#PREFIX* (e.g. usdm.gz#USDM:* reads {sym} as USDM:{sym})",
+                              inputs[k].label)
     inputs[k].symbols |= new
 
 

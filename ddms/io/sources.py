@@ -47,6 +47,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,11 +55,11 @@ from ddms.errors import InputError, ReplayError
 from ddms.io import formats as io_formats
 from ddms.io.detect import KINDS, detect_file, detect_kind
 from ddms.io.events import EventBatch
-from ddms.io.schema import RELATIONS
-from ddms.io.symbols import symbol_id, with_symbol
+from ddms.io.schema import COLUMNS, RELATIONS
+from ddms.io.symbols import symbol_id, symbol_name, with_symbol
 
-__all__ = ["KINDS", "RECEIVE_TIMED", "RELATIONS", "Source", "detect_kind", "file_symbol", "file_symbols",
-           "open_source", "partition_name"]
+__all__ = ["KINDS", "RECEIVE_TIMED", "RELATIONS", "PrefixedReader", "Source", "detect_kind", "file_symbol",
+           "file_symbols", "open_source", "partition_name", "prefixed"]
 
 RECEIVE_TIMED = ("binance", "cryptofeed", "dbn", "tardis")
 """The kinds whose batches carry receive timestamps (``EventBatch.recv``), so that several files
@@ -108,6 +109,7 @@ class Source:
     batch_updates: int = 4096
     symbol: str | None = None
     symbols: bool = False
+    prefix: str = ""
 
     def __iter__(self) -> Iterator[EventBatch]:
         return self.batches()
@@ -117,6 +119,18 @@ class Source:
         (its ``error`` set), then the error is raised.  ``notes``, when given, receives a line
         for each loss that ``skip_bad`` let pass silently beyond the skipped lines themselves: a
         gap in a Binance capture's depth updates and how many updates it cost."""
+        if self.prefix:
+            return prefixed(self._check_prefix()._batches(notes), self.prefix)
+        return self._batches(notes)
+
+    def _check_prefix(self) -> Source:
+        if not self.symbols:
+            raise ReplayError(f"FILE#{self.prefix}* names every symbol of a file read with the symbol column "
+                              f"(views over several inputs: ddms run/compile); this reads one book: choose one "
+                              f"symbol with FILE#SYMBOL", self.path)
+        return self
+
+    def _batches(self, notes: list[str] | None = None) -> Iterator[EventBatch]:
         if self.symbols:
             return _symbol_batches(self, notes)
         if self.kind == "orderbook":
@@ -144,6 +158,9 @@ class Source:
         (``batches()``, ``save_state()``, ``load_state()``, ``position``: lines handed out), or
         None for a format whose reader has none (LOBSTER, Parquet, DBN, tardis, order-book CSV
         read here rather than by :mod:`ddms.io.orderbook`'s parser)."""
+        if self.prefix:
+            inner = replace(self._check_prefix(), prefix="").reader(notes)
+            return None if inner is None else PrefixedReader(inner, self.prefix)
         if self.kind == "binance":
             return BinanceCaptureReader(self, notes, symbols=self.symbols)
         if self.kind == "orders" and not self.symbols:
@@ -169,9 +186,15 @@ def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str |
     capture, so every command and a Spark partition name can say it without an option.
     ``symbols``: batches carry the symbol column (:class:`Source`)."""
     p = os.fspath(path)
+    prefix = ""
     if symbol is None and "#" in p and not os.path.exists(p):
         p, symbol = p.rsplit("#", 1)
         name = name or f"{partition_name(p)}#{symbol}"
+        if symbol.endswith("*"):            # FILE#PREFIX*: every symbol, named PREFIX + its name
+            prefix, symbol = symbol[:-1], None
+            if not prefix or "*" in prefix:
+                raise ReplayError(f"#{prefix}*: a symbol prefix is non-empty text without '*' "
+                                  "(FILE#USDM:* reads BTCUSDT as USDM:BTCUSDT)", p)
     found, _ = detect_file(p, kind)
     if market is not None and market not in ("futures", "spot"):
         raise ReplayError(f"market must be 'futures' or 'spot', got {market!r}", p)
@@ -182,7 +205,40 @@ def open_source(path: str | os.PathLike, *, kind: str | None = None, name: str |
         parquet_info(p)  # validates the footer and our metadata now, not in a Spark worker
     return Source(p, found, name or partition_name(p), RELATIONS, brokers, skip_bad,
                   market or (_market_from_name(p) if found == "binance" else None), allow_empty_start,
-                  symbol=symbol, symbols=symbols)
+                  symbol=symbol, symbols=symbols, prefix=prefix)
+
+
+def prefixed(batches: Iterable[EventBatch], prefix: str) -> Iterator[EventBatch]:
+    """``batches`` with every symbol id of their symbol column replaced by the id of ``prefix`` +
+    its name (``FILE#PREFIX*``).  Why: the same instrument name on two venues or markets (Binance
+    spot and USD-M ``BTCUSDT``) would be one book in a merged run, so it is refused; a prefix per
+    file keeps them apart and lets one view compare them.  Cost: a sort of each batch's symbol
+    column (``np.unique``) and one copy of its columns; names hashed once per symbol."""
+    ids: dict[float, float] = {}
+    for b in batches:
+        if len(b) and b.cols.shape[1] > len(COLUMNS):
+            u, inv = np.unique(b.cols[:, -1], return_inverse=True)
+            for x in u.tolist():
+                if x not in ids:
+                    ids[x] = float(symbol_id(prefix + symbol_name(x)))
+            cols = b.cols.copy()
+            cols[:, -1] = np.array([ids[x] for x in u.tolist()])[inv]
+            b = replace(b, cols=cols)
+        yield b
+
+
+class PrefixedReader:
+    """A checkpointable reader (``Source.reader()``) whose batches' symbols get a prefix
+    (:func:`prefixed`); position and state are the inner reader's."""
+
+    def __init__(self, inner: Any, prefix: str) -> None:
+        self._inner, self._prefix = inner, prefix
+
+    def batches(self, *args: Any, **kw: Any) -> Iterator[EventBatch]:
+        return prefixed(self._inner.batches(*args, **kw), self._prefix)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 def file_symbols(path: str | os.PathLike, skip_bad: bool = False) -> list[str]:
@@ -194,6 +250,8 @@ def file_symbols(path: str | os.PathLike, skip_bad: bool = False) -> list[str]:
     (a Binance capture: a byte scan, :func:`_capture_symbols`).  ``skip_bad``: bad lines are
     skipped here as the replay that follows skips them (else the first one is its InputError)."""
     src = open_source(path, skip_bad=skip_bad)
+    if src.prefix:
+        return []               # FILE#PREFIX*: read whole, with its symbol column, or refused
     if src.kind == "binance" and src.symbol is None:
         return _capture_symbols(src.path)
     if src.kind not in _IO_FORMATS or src.symbol is not None:
