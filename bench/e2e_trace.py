@@ -76,7 +76,7 @@ def pipeline_model(reader: list[float], apply: list[float], depth: int = 2) -> f
 def trace_here(program: str, data: str) -> Trace:
     """Run ``ddms run PROGRAM --data DATA --json --no-first-results`` in this process, traced."""
     from ddms import cli
-    from ddms.io.pages import assistant, helper
+    from ddms.io.pages import helper
     from ddms.runtime import driver
     from ddms.runtime.engine import Engine
 
@@ -102,13 +102,13 @@ def trace_here(program: str, data: str) -> Trace:
 
     def traced_replay(*args, **kw):
         f0, c0, w0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.thread_time(), time.perf_counter()
-        h0 = helper().cpu_time() + assistant().cpu_time()   # (started by warm, before this)
+        h0 = helper().cpu_time()   # (started by warm, before this)
         t.apply.clear()   # the warm-up before the clock applies nothing; be sure
         try:
             return replay(*args, **kw)
         finally:
             t.wall, t.main_cpu = time.perf_counter() - w0, time.thread_time() - c0
-            t.helper = helper().cpu_time() + assistant().cpu_time() - h0
+            t.helper = helper().cpu_time() - h0
             t.faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
 
     driver.prefetch, driver.replay, Engine.apply = traced_prefetch, traced_replay, traced_apply

@@ -333,8 +333,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         for p in parsers:   # and fault in the memory it needs next on a helper thread (ddms.io.pages)
             if hasattr(p, "fault_ahead"):
                 p.fault_ahead = True
-            if hasattr(p, "assist"):   # and parse pieces of each chunk on an assistant thread
-                p.assist = os.environ.get("DDMS_ASSIST", "1") != "0"
     if args.until:
         batches = _until(batches, args.until)
 

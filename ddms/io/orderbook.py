@@ -71,7 +71,6 @@ from numba import njit
 from ddms.errors import DdmsError, InputError
 from ddms.io.events import EventBatch
 from ddms.io.events import EventBuffer as _Out
-from ddms.io.kernels.atomic import cas
 from ddms.io.kernels.decimal import parse_int as _int
 from ddms.io.kernels.decimal import parse_int_wide as _int_w
 from ddms.io.kernels.decimal import parse_number as _num
@@ -85,7 +84,7 @@ from ddms.io.kernels.ordertable import grow_bits as _grow_bits
 from ddms.io.kernels.ordertable import grow_into as _grow_into
 from ddms.io.kernels.ordertable import put as _put
 from ddms.io.kernels.ordertable import remove as _remove
-from ddms.io.pages import Job, assistant, helper, huge_empty
+from ddms.io.pages import Job, helper, huge_empty
 from ddms.io.schema import ASKS, BIDS, COLUMNS, RELATIONS
 
 __all__ = [
@@ -109,14 +108,6 @@ Capacity never written costs no page."""
 _AHEAD_MAX = 1 << 22
 """The largest order table (slots: 168 MB) whose arrays :attr:`OrderBookParser.fault_ahead` makes
 ahead of its growth."""
-
-
-PIECE = 1 << 14
-"""Bytes of a piece of the split reader (:attr:`OrderBookParser.assist`): ~580 lines of the real
-data, parsed in ~10 us, so that the reader rarely waits for the assistant's last piece, and a
-chunk of ``ddms run`` (256 KiB) is 16 pieces (a compare-and-swap each)."""
-RUN_PIECES = 16
-"""Pieces of a 256 KiB chunk (``ddms run``'s largest): the field arrays are first made for that many."""
 
 
 # kernel status / reason codes (shared with the Python side that turns them into messages)
@@ -244,53 +235,6 @@ def _apply(act, t, oid, vol, px, line, brokers, keep, keys, vals, meta,
     return k
 
 
-@njit(cache=True, _nrt=False, inline="always")
-def _fast_line(buf, pos, end):  # pragma: no cover - compiled
-    """The fast path of one line at ``buf[pos:]``: ``(ok, t, oid, action, volume, price, nxt)``
-    with ``nxt`` the first byte of the next line; ``ok`` False for a line that is bad, blank, or
-    has a number that is not a plain one (the caller then locates it and asks :func:`_classify` why).
-    One function for the fused kernel (:func:`_run`) and the parse stage (:func:`_parse_piece`),
-    so that both take exactly the same lines off the fast path."""
-    t, i, st = _num_w(buf, pos, end)
-    if st == 0 and buf[i] == 44:
-        oid, i, st = _int_w(buf, i + 1, end)
-        if st == 0 and buf[i] == 44:
-            a = buf[i + 1]
-            if a >= 65 and a <= 90 and buf[i + 2] == 44:
-                vol, i, st = _num_w(buf, i + 3, end)
-                if st == 0 and buf[i] == 44:
-                    px, i, st = _num_w(buf, i + 1, end)
-                    if st == 0:
-                        if buf[i] == 10:
-                            return True, t, oid, a, vol, px, i + 1
-                        if buf[i] == 13 and buf[i + 1] == 10:
-                            return True, t, oid, a, vol, px, i + 2
-    return False, 0.0, np.int64(0), np.uint8(0), 0.0, 0.0, pos
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _off_path(buf, pos, nl, line_no, skip_bad, bad, nbad):  # pragma: no cover - compiled
-    """Line ``line_no`` at ``buf[pos:nl]`` (``nl`` its newline) left the fast path: why.  Returns
-    ``(status, reason, extra, e)`` (``e`` the end of its text, a CR stripped): ``_SLOW`` (valid, a
-    number needs Python's float) or, strict, ``_BAD`` for the caller to return; ``_DONE`` when the
-    line is skipped (skip mode), recorded as ``bad[nbad]`` if there is room (the caller counts)."""
-    e = nl
-    if e > pos and buf[e - 1] == 13:
-        e -= 1
-    reason, extra = _classify(buf, pos, e)
-    if reason == _R_NEEDS_PY or reason == _OK:
-        return _SLOW, reason, extra, e
-    if not skip_bad:
-        return _BAD, reason, extra, e
-    if nbad < bad.shape[0]:
-        bad[nbad, 0] = line_no
-        bad[nbad, 1] = pos
-        bad[nbad, 2] = e
-        bad[nbad, 3] = reason
-        bad[nbad, 4] = extra
-    return _DONE, reason, extra, e
-
-
 @njit(cache=True, _nrt=False, nogil=True)   # nogil: ddms run parses ahead in a thread (driver.prefetch)
 def _run(buf, pos, end, line_no, brokers, keep, skip_bad, keys, vals, meta,
          o_rel, o_sign, o_cols, o_line, k, bad, nbad):  # pragma: no cover - compiled
@@ -306,187 +250,55 @@ def _run(buf, pos, end, line_no, brokers, keep, skip_bad, keys, vals, meta,
     skipped = 0
     while pos < end:
         line_no += 1
-        ok, t, oid, a, vol, px, nxt = _fast_line(buf, pos, end)
-        if ok:
-            if k + 2 > o_rel.shape[0]:
-                return pos, line_no - 1, k, _FULL, 0, 0, 0, 0, 0, skipped, nbad
-            if 2 * (meta[0] + 1) > keys.shape[0] and (a == 66 or a == 83):
-                return pos, line_no - 1, k, _GROW, 0, 0, 0, 0, 0, skipped, nbad
-            k = _apply(a, t, oid, vol, px, line_no, brokers, keep, keys, vals, meta,
-                       o_rel, o_sign, o_cols, o_line, k)
-            pos = nxt
-            continue
+        ok = False
+        nxt = pos
+        t, i, st = _num_w(buf, pos, end)
+        if st == 0 and buf[i] == 44:
+            oid, i, st = _int_w(buf, i + 1, end)
+            if st == 0 and buf[i] == 44:
+                a = buf[i + 1]
+                if a >= 65 and a <= 90 and buf[i + 2] == 44:
+                    vol, i, st = _num_w(buf, i + 3, end)
+                    if st == 0 and buf[i] == 44:
+                        px, i, st = _num_w(buf, i + 1, end)
+                        if st == 0:
+                            if buf[i] == 10:
+                                ok = True
+                                nxt = i + 1
+                            elif buf[i] == 13 and buf[i + 1] == 10:
+                                ok = True
+                                nxt = i + 2
+                        if ok:
+                            if k + 2 > o_rel.shape[0]:
+                                return pos, line_no - 1, k, _FULL, 0, 0, 0, 0, 0, skipped, nbad
+                            if 2 * (meta[0] + 1) > keys.shape[0] and (a == 66 or a == 83):
+                                return pos, line_no - 1, k, _GROW, 0, 0, 0, 0, 0, skipped, nbad
+                            k = _apply(a, t, oid, vol, px, line_no, brokers, keep, keys, vals, meta,
+                                       o_rel, o_sign, o_cols, o_line, k)
+                            pos = nxt
+                            continue
         # off the fast path: find the line, say why
         nl = pos
         while buf[nl] != 10:
             nl += 1
-        status, reason, extra, e = _off_path(buf, pos, nl, line_no, skip_bad, bad, nbad)
-        if status != _DONE:
-            return pos, line_no - 1, k, status, reason, extra, pos, e, nl, skipped, nbad
+        e = nl
+        if e > pos and buf[e - 1] == 13:
+            e -= 1
+        reason, extra = _classify(buf, pos, e)
+        if reason == _R_NEEDS_PY or reason == _OK:
+            return pos, line_no - 1, k, _SLOW, reason, extra, pos, e, nl, skipped, nbad
+        if not skip_bad:
+            return pos, line_no - 1, k, _BAD, reason, extra, pos, e, nl, skipped, nbad
         skipped += 1
         if nbad < bad.shape[0]:
+            bad[nbad, 0] = line_no
+            bad[nbad, 1] = pos
+            bad[nbad, 2] = e
+            bad[nbad, 3] = reason
+            bad[nbad, 4] = extra
             nbad += 1
         pos = nl + 1
     return pos, line_no, k, _DONE, 0, 0, 0, 0, 0, skipped, nbad
-
-
-# -- the split reader: pieces of a chunk parsed by an assistant thread ----------------------------
-# A chunk's lines are cut into pieces (at newlines).  The reading thread takes pieces from the
-# front and runs the fused kernel over them; the assistant (:func:`_assist`) takes pieces from the
-# back and only parses them into field arrays; once the two meet, the reader runs the order table
-# over the fields of the pieces the assistant parsed (:func:`_table`).  A piece's state (int64,
-# claimed by compare-and-swap) says who has it.
-_P_FREE, _P_READER, _P_ASSIST, _P_PARSED, _P_TAKEN = 0, 1, 2, 3, 4
-_SPIN = 1_000
-"""Checks of a piece the assistant holds before the reader takes it back and parses it itself
-(~0.2-0.5 ms: a piece takes ~10-40 us; longer means the assistant lost its core)."""
-
-
-@njit(cache=True, _nrt=False, nogil=True)
-def _cut_pieces(buf, start, end, size, cuts):  # pragma: no cover - compiled
-    """Cut ``buf[start:end]`` (complete lines) into pieces of about ``size`` bytes, each ending
-    after a newline: ``cuts[0] = start``, piece p is ``cuts[p]:cuts[p + 1]``.  Returns the number of
-    pieces (``cuts`` has room for ``(end - start) // size + 2`` boundaries).  O(pieces * line)."""
-    n = 0
-    cuts[0] = start
-    pos = start
-    while pos < end:
-        nxt = pos + size
-        if nxt >= end:
-            nxt = end
-        else:
-            while buf[nxt - 1] != 10:
-                nxt += 1
-        n += 1
-        cuts[n] = nxt
-        pos = nxt
-    return n
-
-
-@njit(cache=True, _nrt=False, nogil=True)
-def _parse_piece(buf, s, e, row, cap, f_num, f_oid, f_act, f_end):  # pragma: no cover - compiled
-    """The parse stage of piece ``buf[s:e]``: each line's fields into rows ``row, row + 1, ...``
-    (``f_num``: t, volume, price; ``f_act`` the action byte, 0 for a line off the fast path;
-    ``f_end`` where the next line starts).  Returns the number of lines, or -1 if more than
-    ``cap`` (the reader then parses the piece itself).  Never reads past ``e``'s newline."""
-    n = 0
-    pos = s
-    while pos < e:
-        if n == cap:
-            return -1
-        ok, t, oid, a, vol, px, nxt = _fast_line(buf, pos, e)
-        r = row + n
-        if ok:
-            f_num[r, 0] = t
-            f_num[r, 1] = vol
-            f_num[r, 2] = px
-            f_oid[r] = oid
-            f_act[r] = a
-        else:
-            nxt = pos
-            while buf[nxt] != 10:
-                nxt += 1
-            nxt += 1
-            f_act[r] = 0
-        f_end[r] = nxt
-        n += 1
-        pos = nxt
-    return n
-
-
-@njit(cache=True, _nrt=False, nogil=True)
-def _assist(buf, cuts, npieces, state, nrows, cap, f_num, f_oid, f_act, f_end):  # pragma: no cover
-    """The assistant's side: claim pieces from the last one down and parse each (:func:`_parse_piece`)
-    until a piece is found claimed (the reader got there first).  Returns the pieces parsed."""
-    done = 0
-    p = npieces - 1
-    while p >= 0:
-        if cas(state, p, _P_FREE, _P_ASSIST) != _P_FREE:
-            break
-        n = _parse_piece(buf, cuts[p], cuts[p + 1], p * cap, cap, f_num, f_oid, f_act, f_end)
-        nrows[p] = n
-        cas(state, p, _P_ASSIST, _P_PARSED if n >= 0 else _P_TAKEN)   # (fails if the reader took it back)
-        done += 1
-        p -= 1
-    return done
-
-
-@njit(cache=True, _nrt=False, nogil=True)
-def _close_pieces(state):  # pragma: no cover - compiled
-    """Claim every piece still free (for no one): an assistant that has not got to them leaves."""
-    for p in range(state.shape[0]):
-        cas(state, p, _P_FREE, _P_TAKEN)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _claim(state, p):  # pragma: no cover - compiled
-    """The reader at piece ``p``: True if it parses the piece itself (it was free, or the
-    assistant gave it up or held it too long), False if the assistant parsed it."""
-    prev = cas(state, p, _P_FREE, _P_READER)
-    spins = 0
-    while prev == _P_ASSIST:
-        spins += 1
-        if spins >= _SPIN:
-            prev = cas(state, p, _P_ASSIST, _P_TAKEN)
-            if prev == _P_ASSIST:
-                return True
-        else:
-            prev = cas(state, p, _P_PARSED, _P_PARSED)
-    return prev != _P_PARSED
-
-
-@njit(cache=True, _nrt=False, nogil=True)
-def _run_pieces(buf, cuts, npieces, state, nrows, cap, f_num, f_oid, f_act, f_end, p, pos, j,
-                line_no, brokers, keep, skip_bad, keys, vals, meta,
-                o_rel, o_sign, o_cols, o_line, k, bad, nbad):  # pragma: no cover - compiled
-    """The reader's side: pieces ``p..`` in order, each by the fused kernel (:func:`_run`, from byte
-    ``pos``) if this thread claims it, else over the assistant's fields (from row ``j``).
-    ``pos = j = -1``: piece ``p`` not begun.  Returns :func:`_run`'s tuple and ``(p, j)`` (``j >= 0``
-    while in a parsed piece, where ``pos`` is the stopping line's start): the caller resolves a
-    stop as for :func:`_run` and resumes, after a line it consumed, at ``pos = nl + 1`` (fused) or
-    ``j + 1`` (parsed)."""
-    skipped = 0
-    while p < npieces:
-        if pos < 0 and j < 0:
-            if _claim(state, p):
-                pos = cuts[p]
-            else:
-                j = p * cap
-        if j < 0:
-            (pos, line_no, k, status, reason, extra, s, e, nl, sk, nbad) = _run(
-                buf, pos, cuts[p + 1], line_no, brokers, keep, skip_bad, keys, vals, meta,
-                o_rel, o_sign, o_cols, o_line, k, bad, nbad)
-            skipped += sk
-            if status != _DONE:
-                return pos, line_no, k, status, reason, extra, s, e, nl, skipped, nbad, p, -1
-        else:
-            stop = p * cap + nrows[p]
-            while j < stop:
-                a = f_act[j]
-                if a != 0:
-                    if k + 2 > o_rel.shape[0]:
-                        return 0, line_no, k, _FULL, 0, 0, 0, 0, 0, skipped, nbad, p, j
-                    if 2 * (meta[0] + 1) > keys.shape[0] and (a == 66 or a == 83):
-                        return 0, line_no, k, _GROW, 0, 0, 0, 0, 0, skipped, nbad, p, j
-                    line_no += 1
-                    k = _apply(a, f_num[j, 0], f_oid[j], f_num[j, 1], f_num[j, 2], line_no, brokers, keep,
-                               keys, vals, meta, o_rel, o_sign, o_cols, o_line, k)
-                    j += 1
-                    continue
-                s = cuts[p] if j == p * cap else f_end[j - 1]
-                nl = f_end[j] - 1
-                status, reason, extra, e = _off_path(buf, s, nl, line_no + 1, skip_bad, bad, nbad)
-                if status != _DONE:
-                    return s, line_no, k, status, reason, extra, s, e, nl, skipped, nbad, p, j
-                line_no += 1
-                skipped += 1
-                if nbad < bad.shape[0]:
-                    nbad += 1
-                j += 1
-        p += 1
-        pos = -1
-        j = -1
-    return pos, line_no, k, _DONE, 0, 0, 0, 0, 0, skipped, nbad, p, -1
 
 
 # ------------------------------------------------------------------------------------------
@@ -575,18 +387,6 @@ class OrderBookParser:
         self._out_ahead: tuple[Job, _Out] | None = None
         self._fresh: _Out | None = None   # the output buffer made by this feed, on this thread
         self._touching: dict[int, Job] = {}   # id(spare buffer) -> the helper's job writing its upper rows
-        self.assist = False
-        """Split each large chunk's work with the process's assistant thread (:func:`~ddms.io.pages.assistant`):
-        it parses pieces of the chunk into field arrays from the back while this thread runs the
-        fused kernel from the front, and this thread then runs only the order table and the output
-        over the assistant's fields (``_run_pieces``).  Why: ``ddms run`` of a fast view (vwap) is
-        bound by this reader (~31 ns a line: parsing ~16.5, table and output ~14) while the
-        applying core idles; the parsing is independent per line, the table is not.  ``ddms run``
-        sets it; a chunk under two pieces (:data:`PIECE`) is read as without it.  Values, bad
-        lines, errors and counters never depend on it (nor on how far the assistant got)."""
-        self._piece = PIECE
-        self._fields: tuple[np.ndarray, ...] | None = None   # the assistant's field arrays (reused)
-        self.pieces_assisted = 0   # pieces whose fields the assistant parsed (tests, benchmarks)
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -686,10 +486,7 @@ class OrderBookParser:
             k, skipped, err = self._process(_as_readonly_u8(head), 0, len(head), out, k)
             start = head_nl + 1
         if err is None and start < end:
-            if self.assist and end - start >= 2 * self._piece:
-                k, sk, err = self._process_assisted(arr, start, end, out, k)
-            else:
-                k, sk, err = self._process(arr, start, end, out, k)
+            k, sk, err = self._process(arr, start, end, out, k)
             skipped += sk
         if err is None:
             self._partial += data[end:]
@@ -829,50 +626,15 @@ class OrderBookParser:
         if len(self.bad_samples) < MAX_BAD_SAMPLES:
             self.bad_samples.append(err)
 
-    def _process_assisted(self, arr: np.ndarray, pos: int, end: int, out: _Out, k: int
-                          ) -> tuple[int, int, InputError | None]:
-        """:meth:`_process` with the assistant thread (:attr:`assist`) parsing pieces of
-        ``arr[pos:end]`` from the back while this thread runs the fused kernel from the front and
-        then the order table over the fields the assistant wrote (see ``_run_pieces``).  The same
-        events, lines, bad lines and errors as :meth:`_process`.  Returns after the assistant has
-        left ``arr`` (the caller may reuse its buffer).  Cost: ~10 us a chunk (cutting, a job)
-        besides the work moved."""
-        size = self._piece
-        cuts = np.empty((end - pos) // size + 3, np.int64)
-        npieces = _cut_pieces(arr, pos, end, size, cuts)
-        cap = size // 10 + 16   # lines a piece's fields hold (real data: a line ~28 bytes); more: parsed here
-        if self._fields is None or self._fields[0].shape[0] < npieces * cap:
-            rows = max(npieces * cap, (RUN_PIECES + 2) * cap)
-            self._fields = (np.empty((rows, 3), np.float64), np.empty(rows, np.int64), np.empty(rows, np.uint8),
-                            np.empty(rows, np.int64))
-        state, nrows = np.zeros(npieces, np.int64), np.zeros(npieces, np.int64)
-        pieces = (cuts, npieces, state, nrows, cap, *self._fields)
-        job = assistant().submit(_assist, arr, *pieces)
-        try:
-            return self._process(arr, pos, end, out, k, pieces)
-        finally:
-            _close_pieces(state)   # (after a strict error: nothing more for the assistant)
-            job.cancel_or_join()
-            self.pieces_assisted += int(np.count_nonzero(state == _P_PARSED))
-
-    def _process(self, arr: np.ndarray, pos: int, end: int, out: _Out, k: int, pieces: tuple | None = None
+    def _process(self, arr: np.ndarray, pos: int, end: int, out: _Out, k: int
                  ) -> tuple[int, int, InputError | None]:
-        """Run the kernel over the lines of ``arr[pos:end]``, resolving its stops (``pieces``: the
-        split kernel ``_run_pieces`` instead, resumed at piece ``p``, byte ``pos`` or field row ``j``).
+        """Run the kernel over the lines of ``arr[pos:end]``, resolving its stops.
         Returns ``(k, skipped, error)``; ``error`` is set only in strict mode."""
         skipped = 0
-        p, j = 0, -1
-        if pieces is not None:
-            pos = -1
         while True:
-            if pieces is None:
-                (pos, done, k, status, code, extra, s, e, nl, sk, nbad) = _run(
-                    arr, pos, end, self.lines_consumed, self.brokers, self._keep, self.skip_bad, self._keys,
-                    self._vals, self._meta, out.rel, out.sign, out.cols, out.line, k, self._bad, 0)
-            else:
-                (pos, done, k, status, code, extra, s, e, nl, sk, nbad, p, j) = _run_pieces(
-                    arr, *pieces, p, pos, j, self.lines_consumed, self.brokers, self._keep, self.skip_bad,
-                    self._keys, self._vals, self._meta, out.rel, out.sign, out.cols, out.line, k, self._bad, 0)
+            (pos, done, k, status, code, extra, s, e, nl, sk, nbad) = _run(
+                arr, pos, end, self.lines_consumed, self.brokers, self._keep, self.skip_bad, self._keys,
+                self._vals, self._meta, out.rel, out.sign, out.cols, out.line, k, self._bad, 0)
             self.lines_consumed = done
             skipped += sk
             self.bad_lines += sk - nbad
@@ -898,7 +660,7 @@ class OrderBookParser:
                     k = _apply(act, t, oid, vol, px, done + 1, self.brokers, self._keep, self._keys, self._vals,
                                self._meta, out.rel, out.sign, out.cols, out.line, k)
                     self.lines_consumed = done + 1
-                    pos, j = _next_line(pos, nl, j)
+                    pos = nl + 1
                     continue
                 extra = 0
             err = self._bad_line(code, extra, done + 1, text)
@@ -908,13 +670,7 @@ class OrderBookParser:
             self.lines_consumed = done + 1
             skipped += 1
             self._skip(err)
-            pos, j = _next_line(pos, nl, j)
-
-
-def _next_line(pos: int, nl: int, j: int) -> tuple[int, int]:
-    """Where the kernel resumes after a line it stopped at was consumed here: the byte after its
-    newline, or (in a piece parsed by the assistant, ``j >= 0``) the next field row."""
-    return (pos, j + 1) if j >= 0 else (nl + 1, -1)
+            pos = nl + 1
 
 
 def _new_table_arrays(cap: int) -> tuple[np.ndarray, np.ndarray]:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["HUGE", "HUGE_MIN", "Helper", "Job", "assistant", "helper", "huge_empty"]
+__all__ = ["HUGE", "HUGE_MIN", "Helper", "Job", "helper", "huge_empty"]
 
 HUGE = 1 << 21
 """Bytes of a transparent huge page (x86-64, arm64 with 4 KiB pages)."""
@@ -116,9 +116,9 @@ class Helper:
     (numba ``nogil`` kernels writing memory ahead of the parsing thread).  ``submit`` costs a
     queue put; the thread blocks on the queue between jobs (no CPU)."""
 
-    def __init__(self, name: str = "ddms-helper") -> None:
+    def __init__(self) -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="ddms-helper", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
@@ -147,36 +147,23 @@ class Helper:
         return job
 
 
-_threads: dict[str, Helper] = {}
-_threads_lock = threading.Lock()
+_helper: Helper | None = None
+_helper_lock = threading.Lock()
 
 
 def helper() -> Helper:
     """The process's :class:`Helper`, started on first use (``ddms run`` starts it before its
     clock, through :func:`ddms.runtime.driver.warm`).  A forked child starts its own."""
-    return _named("ddms-helper")
+    global _helper
+    with _helper_lock:
+        if _helper is None:
+            _helper = Helper()
+        return _helper
 
 
-def assistant() -> Helper:
-    """The process's second :class:`Helper`: the order-book reader's assistant, parsing pieces of a
-    chunk while the reading thread runs the order table (``OrderBookParser.assist``).  A thread of
-    its own, not the helper's queue: its jobs are on the reader's critical path, so they must not
-    wait behind a read or a fault-ahead job (nor those behind it).  Started on first use, like
-    :func:`helper`."""
-    return _named("ddms-assist")
-
-
-def _named(name: str) -> Helper:
-    with _threads_lock:
-        h = _threads.get(name)
-        if h is None:
-            h = _threads[name] = Helper(name)
-        return h
-
-
-def _forget_helper() -> None:   # the threads do not exist in a forked child (nor does a holder of the lock)
-    global _threads, _threads_lock
-    _threads, _threads_lock = {}, threading.Lock()
+def _forget_helper() -> None:   # the thread does not exist in a forked child (nor does a holder of the lock)
+    global _helper, _helper_lock
+    _helper, _helper_lock = None, threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

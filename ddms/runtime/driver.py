@@ -65,8 +65,6 @@ def warm(engine: Any, parsers: Sequence[Any]) -> None:
         if kind is OrderBookParser:
             throwaway = OrderBookParser(brokers=10, source="<warm-up>")
             throwaway.fault_ahead = any(p.fault_ahead for p in parsers if type(p) is kind)
-            throwaway.assist = any(p.assist for p in parsers if type(p) is kind)
-            throwaway._piece = 1 << 12   # (the warm-up's second feed is split: the assisted kernels load)
             # two feeds: the first grows its table in place (grow), the second into arrays made
             # ahead on a helper thread (blank, grow_into) when ddms run's parsers do that
             # (the second as a memoryview with a partial line before it, as ddms run's chunks come:
