@@ -113,11 +113,22 @@ def _at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-RUN_CHUNK = 1 << 18
+RUN_CHUNK = 1 << 19
 """Bytes ``ddms run`` reads (and parses ahead, :func:`~ddms.runtime.driver.prefetch`) at a time at most:
-256 KiB, about 10k order-book lines, so that even a file of a few MB is several chunks whose
-parsing overlaps the applying of the one before (a call per chunk costs microseconds), and the
-parser's output buffers alive at a time (up to four chunks': two queued, one parsed, one
+512 KiB, about 19k order-book lines, while at least 16 times that is left to read (a file of more
+than ~8 MB), then :data:`MID_CHUNK` (:func:`_run_chunks`).  Why larger chunks for large files: each
+chunk costs a fixed ~60-100 us on the parsing thread (a feed's Python steps, two kernel calls, a
+batch, a queue hand-off) and on the applying thread (an apply call), which is what bounds the fast
+views; measured on the generated 1M-line book (stop 39, ``bench.e2e_trace``'s two-core model, the
+seven finance queries, median of 3 fresh processes on a loaded machine): end to end / apply only
+0.68 -> 0.71 (vwap), 0.76 -> 0.89 (missedtrades), the others +0.03 to +0.10.  Why not for small
+files: a file of a few MB is then fewer chunks, whose parsing overlaps less of the applying (the
+pipeline fills and drains with larger pieces): big/finance.csv (2.7 MB) measured no better."""
+MID_CHUNK = 1 << 18
+"""The largest read of ``ddms run`` once less than 16 :data:`RUN_CHUNK` s are left (and of any file
+under ~4 MB): 256 KiB, about 10k order-book lines, so that even a file of a few MB is several chunks
+whose parsing overlaps the applying of the one before (a call per chunk costs microseconds), and
+the parser's output buffers alive at a time (up to four chunks': two queued, one parsed, one
 applied) stay small: with 1 MiB chunks their fresh pages cost ~4,000 page faults per run (2-4
 ms of a 1M-line run's ~40 ms of parsing; now ~1,400)."""
 FIRST_CHUNK = 1 << 16
@@ -133,8 +144,9 @@ def _file_chunks(path: Path, size: int = 1 << 22) -> Iterator[bytes]:
 def _run_chunks(path: Path) -> Iterator[bytes]:
     """The bytes of ``path`` as ``ddms run`` reads them, for the parse-ahead thread: a small
     first chunk (:data:`FIRST_CHUNK`), so that applying starts after ~0.1 ms of parsing instead
-    of a whole chunk's ~2-3 ms; then reads that double up to :data:`RUN_CHUNK`, tapering to a
-    quarter of what is left near the end (never below FIRST_CHUNK), so that the last chunk,
+    of a whole chunk's ~2-3 ms; then reads that double up to :data:`RUN_CHUNK` (:data:`MID_CHUNK`
+    once less than 16 times RUN_CHUNK is left), tapering to a quarter of what is left near the
+    end (never below FIRST_CHUNK), so that the last chunk,
     applied after everything is parsed, is small too.  Why the doubling: a chunk is parsed
     while the one before it is applied, so the applying thread waits whenever a chunk takes
     longer to parse than the one before it takes to apply; jumping from 64 KiB straight to a
@@ -174,7 +186,7 @@ def _run_chunks(path: Path) -> Iterator[bytes]:
         i = 0
         while n := got[i]:
             left -= n
-            size = min(RUN_CHUNK, 2 * size, max(FIRST_CHUNK, left // 4))
+            size = min(RUN_CHUNK, max(MID_CHUNK, left // 16), 2 * size, max(FIRST_CHUNK, left // 4))
             ahead = helper().submit(read, 1 - i, size)
             asked = False
             try:

@@ -253,7 +253,7 @@ def test_ddms_run_reused_read_buffer_gives_the_events_of_fresh_chunks(tmp_path, 
     lines = b"".join(b"%d,%d,%s,%d,%d\r\n" % (i, i % 5000, b"BSEDF"[i % 5:i % 5 + 1], 1 + i % 7, 100 + i % 13)
                      for i in range(1, 40_000))
     data.write_bytes(lines + b"40000,1,Q1,0,0\r\n40001,5,D,0,0\r\n")
-    assert data.stat().st_size > cli.FIRST_CHUNK + 2 * cli.RUN_CHUNK   # several chunks, growing
+    assert data.stat().st_size > cli.FIRST_CHUNK + 2 * cli.MID_CHUNK   # several chunks, growing
     args = ["run", str(REPO / "examples" / "sql" / "bid_touch_volume.sql"), "--data", str(data),
             "--every", "1000", "--json"]
 
@@ -279,7 +279,7 @@ def test_run_reads_small_chunks_at_both_ends(tmp_path):
     applied) up to RUN_CHUNK, tapering near the end (the last chunk is applied after all
     parsing is done); the chunks are the file's bytes in order."""
     import ddms.cli as cli
-    for n in (0, 1, cli.FIRST_CHUNK, 3 * cli.RUN_CHUNK + 12345, 10 * cli.RUN_CHUNK):
+    for n in (0, 1, cli.FIRST_CHUNK, 3 * cli.RUN_CHUNK + 12345, 40 * cli.RUN_CHUNK):
         data = bytes(range(256)) * (n // 256) + b"x" * (n % 256)
         path = tmp_path / "f.csv"
         path.write_bytes(data)
@@ -290,8 +290,12 @@ def test_run_reads_small_chunks_at_both_ends(tmp_path):
             assert sizes[0] == min(n, cli.FIRST_CHUNK) and max(sizes) <= cli.RUN_CHUNK
             assert sizes[-1] <= cli.FIRST_CHUNK
             assert all(b <= 2 * a for a, b in zip(sizes, sizes[1:], strict=False))
-        if n >= 10 * cli.RUN_CHUNK:
-            assert cli.RUN_CHUNK in sizes and len(sizes) < n // cli.RUN_CHUNK + 20
+        if n >= 40 * cli.RUN_CHUNK:   # RUN_CHUNK while 16 of them are left to read, then MID_CHUNK
+            assert cli.RUN_CHUNK in sizes and len(sizes) < n // cli.RUN_CHUNK + 40
+            big = [i for i, b in enumerate(sizes) if b == cli.RUN_CHUNK]
+            assert sum(sizes[big[-1] + 1:]) <= 16 * cli.RUN_CHUNK and cli.MID_CHUNK in sizes[big[-1]:]
+        elif n:
+            assert max(sizes) <= cli.MID_CHUNK
 
 
 def test_prefetch_thread_starts_at_once_reads_only_when_asked_and_ends_when_dropped():

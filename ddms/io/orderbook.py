@@ -100,8 +100,9 @@ to four batches alive (two queued, one parsed, one applied)."""
 
 _MIN_OUT = (1 << 18) // 16 + 64
 """Events a new output buffer has room for at least (what a 256 KiB chunk asks for, ``ddms run``'s
-largest): the buffers made for its first, smaller chunks are then reused for the later ones
-instead of lying idle while new ones fault their pages (~100 faults on big/finance.csv).
+largest for a file under ~4 MB, ``cli.MID_CHUNK``): the buffers made for its first, smaller chunks
+are then reused for the later ones instead of lying idle while new ones fault their pages (~100
+faults on big/finance.csv).
 Capacity never written costs no page."""
 
 
