@@ -21,6 +21,10 @@ so numba compile/cache-load time is excluded; the machine is shared, so state it
 * ``hftbacktest-style L2``: the Binance USD-M capture (``<ns> <json>`` lines, gzip) through
   :func:`ddms.io.sources.open_source` (the reader ``ddms run``/``backtest`` use): level
   updates/s;
+* ``hftbacktest recorder capture``: generated 1,000-symbol captures in that format
+  (:func:`write_recorder`: depth, bookTicker and trade streams) and the real USD-M and spot
+  ones, through the capture reader's chunk lane, interleaved with its line-by-line path: level
+  updates/s in CPU seconds;
 * the cryptofeed captures of ../shared/data/venues (Kraken, OKX, Coinbase, Binance spot and
   futures) through :func:`ddms.io.cryptofeed.read_cryptofeed`: level updates/s (the venue
   cores' count) in CPU seconds -- small files (0.01-0.2 s each): the Kraken, OKX and Coinbase rows
@@ -50,11 +54,12 @@ from bench.common import SHARED, Row, Shared, Timing, interleaved
 SECTION = "12 ingest"
 VENUES = SHARED / "data" / "venues"
 USDM = SHARED / "data" / "binance" / "usdm_btcusdt_20240808.gz"
+SPOT = SHARED / "data" / "binance" / "spot_btcusdt_20240808.gz"
 MBO = SHARED / "data" / "mbo" / "esh4-glbx-mdp3-20231225.mbo.dbn.zst"
 
 
 def binance_feed(symbols: int, messages: int, levels: int, seed: int = 1, *, market: str = "spot",
-                 others: bool = False) -> tuple[dict[str, bytes], list[bytes]]:
+                 others: bool = False, trades: bool = False) -> tuple[dict[str, bytes], list[bytes]]:
     """A combined-stream feed: ``(snapshots by symbol, raw depth messages)``; each message
     changes ``levels`` price levels (about a fifth of them removals) of one symbol, U/u
     contiguous per symbol, symbols interleaved at random.  Books stay near 200 levels a side.
@@ -65,7 +70,9 @@ def binance_feed(symbols: int, messages: int, levels: int, seed: int = 1, *, mar
     carry ~0.8 bookTickers, ~0.1 aggTrades and ~0.1 klines per depth update): after (or, one
     time in five, before) about 80% of the depth messages a bookTicker of that update's top
     of book (the generator keeps each book), an aggTrade one time in ten, a kline (a nested
-    object) one time in ten.  ``messages`` counts the depth messages only."""
+    object) one time in ten.  ``trades``: instead of those two, a ``trade`` message one time in
+    four (the streams hftbacktest's recorder takes: ``../shared/data/binance``, ~0.3 trades per
+    depth update there).  ``messages`` counts the depth messages only."""
     rng = random.Random(seed)
     fut = market != "spot"
     names = [f"S{i:04d}USDT" for i in range(symbols)]
@@ -125,7 +132,15 @@ def binance_feed(symbols: int, messages: int, levels: int, seed: int = 1, *, mar
         else:
             out += [depth] if ticker is None else [depth, ticker]
         r = rng.random()
-        if r < 0.1:
+        if trades:
+            if r < 0.25:
+                tr = {"e": "trade", "E": 1_700_000_000_000 + m, "T": 1_700_000_000_000 + m, "s": s, "t": m,
+                      "p": "100.00", "q": "1.000", "X": "MARKET", "m": rng.random() < 0.5}
+                if not fut:
+                    del tr["X"]
+                    tr["M"] = True
+                out.append(json.dumps({"stream": f"{s.lower()}@trade", "data": tr}, separators=(",", ":")).encode())
+        elif r < 0.1:
             tr = {"e": "aggTrade", "E": 1_700_000_000_000 + m, "s": s, "a": m, "p": "100.00", "q": "1.000", "f": m,
                   "l": m, "T": 1_700_000_000_000 + m, "m": rng.random() < 0.5}
             out.append(json.dumps({"stream": f"{s.lower()}@aggTrade", "data": tr}, separators=(",", ":")).encode())
@@ -202,6 +217,59 @@ def write_capture(path: Path, snaps: dict[str, bytes], msgs: list[bytes], spot: 
                 s = json.loads(m)["data"]["s"]
                 if s in pending:
                     snapshot(s)
+
+
+def write_recorder(path: Path, snaps: dict[str, bytes], msgs: list[bytes]) -> None:
+    """The feed as an hftbacktest recorder capture (``<recv ns> <json>`` lines, the format of
+    ``../shared/data/binance``; plain text): each symbol's REST snapshot (no envelope) right
+    after its first depth message, as the recorder fetches it; lines 0.1 ms apart."""
+    t = 1_700_000_000_000_000_000
+    pending = dict(snaps)
+    with open(path, "wb") as f:
+        for m in msgs:
+            t += 100_000
+            f.write(b"%d " % t + m + b"\n")
+            if b"depthUpdate" in m:
+                s = json.loads(m)["data"]["s"]
+                if s in pending:
+                    t += 100_000
+                    f.write(b"%d " % t + pending.pop(s) + b"\n")
+
+
+def _recorder(path: Path, lane: bool = True) -> tuple[int, int, int]:
+    """A recorder capture through the reader of ``open_source`` (``lane``: the chunk lane, as
+    ``ddms run`` reads it; else line by line, the path a checkpointed run takes): level updates,
+    messages, rows."""
+    from ddms.io.sources import BinanceCaptureReader, open_source
+    r = BinanceCaptureReader(open_source(str(path)), [], symbols=True, lane=lane)
+    rows = sum(len(b) for b in r.batches())
+    return sum(bk.level_updates for bk in r.books.values()), r.parser.lines, rows
+
+
+def _recorder_rows(syms: int, nmsg: int, lv: int, reps: int) -> list[Row]:
+    """Generated hftbacktest recorder captures (depth, bookTicker, trade streams as the real
+    ones; spot and USD-M) and the real USD-M and spot captures through the capture reader,
+    chunk lane and line by line interleaved; CPU time."""
+    import tempfile
+    out = []
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for market in ("spot", "usdm"):
+            snaps, msgs = binance_feed(syms, nmsg, lv, market=market, others=True, trades=True)
+            path = Path(d) / f"{market}_generated.txt"
+            write_recorder(path, snaps, msgs)
+            paths.append((f"generated {market}, {syms} symbols, {nmsg:,} depth msgs", path))
+        for real in (USDM, SPOT):
+            if real.exists():
+                paths.append((f"real {real.name}", real))
+        for label, path in paths:
+            (d1, (lv1, n1, _), t1), (d0, (lv0, _, _), t0) = _interleaved(
+                [lambda p=path: _recorder(p), lambda p=path: _recorder(p, lane=False)], reps, time.process_time)
+            out.append(Row(SECTION, f"hftbacktest recorder capture ({label}, {n1:,} lines) -> open_source, chunk lane, "
+                           "CPU time", lv1 / d1, "level updates/s", ">= 1M", _verdict(lv1 / d1, 1e6, t1)))
+            out.append(Row(SECTION, "  same file line by line (the per-line path), interleaved", lv0 / d0,
+                           "level updates/s", "", _verdict(0, 0, t0)))
+    return out
 
 
 def _capture_reader(path: Path) -> tuple[int, int, int]:
@@ -466,6 +534,7 @@ def measure(quick: bool = False) -> list[Row]:
         rows.append(Row(SECTION, "hftbacktest-style L2: usdm capture via open_source", levels / dt, "level rows/s",
                         "", _verdict(0, 0, times)))
     rows += _binance_generated(syms, nmsg, lv, reps)
+    rows += _recorder_rows(syms, nmsg, lv, reps)
     for name in ("KRAKEN.ws.50.0", "OKX.ws.1.0", "COINBASE.ws.28.0", "BINANCE.ws.1.0", "BINANCE_FUTURES.ws.1.0"):
         path = VENUES / name
         if path.exists() and name.startswith(("KRAKEN", "OKX", "COINBASE")):

@@ -96,21 +96,27 @@ class CaptureParser:
         counted but yield nothing.  In strict mode the first bad line raises."""
         for raw in lines:
             self.lines += 1
-            if not raw.strip():
-                continue
-            try:
-                cap = self.parse_line(raw, self.lines)
-            except InputError as e:
-                if self.book_streams and (kind := _other_stream(raw)) is not None:   # (only then: no cost)
-                    self.ignored[kind] = self.ignored.get(kind, 0) + 1
-                    continue
-                if not self.skip_bad:
-                    raise
-                self.bad_lines += 1
-                if len(self.bad_samples) < self.max_samples:
-                    self.bad_samples.append(e)
-                continue
-            yield cap
+            cap = self.parse_next(raw)
+            if cap is not None:
+                yield cap
+
+    def parse_next(self, raw: bytes | str) -> Captured | None:
+        """:meth:`parse_lines`' step for one line, numbered :attr:`lines` (the caller has
+        counted it): None for a blank, ignored or (``skip_bad``) bad line."""
+        if not raw.strip():
+            return None
+        try:
+            return self.parse_line(raw, self.lines)
+        except InputError as e:
+            if self.book_streams and (kind := _other_stream(raw)) is not None:   # (only then: no cost)
+                self.ignored[kind] = self.ignored.get(kind, 0) + 1
+                return None
+            if not self.skip_bad:
+                raise
+            self.bad_lines += 1
+            if len(self.bad_samples) < self.max_samples:
+                self.bad_samples.append(e)
+            return None
 
 
 _STREAM = re.compile(rb'[0-9]+ \{\s*"stream"\s*:\s*"([^"\\@]*)@([^"\\]*)"')

@@ -153,12 +153,14 @@ class LineCursor:
         reading a Coinbase capture.  The lines are :meth:`__iter__`'s (split after each
         ``\n``; the last one may lack it) and the position after each block the same.  Cost:
         O(bytes) in 4 MiB reads (a line longer than that: reads until it ends), plus a copy of
-        the partial line at the end of each read.  Plain files only, as :meth:`blocks`."""
-        if self.gz:
-            raise ValueError(f"{self.path}: spans() reads plain files, this one is gzip")
-        with open(self.path, "rb") as f:
+        the partial line at the end of each read.  A gzip file is decompressed a read at a time;
+        its damage (corrupt or truncated data) is the :class:`ReplayError` of :meth:`__iter__`,
+        raised after the whole lines before it were handed out."""
+        with self._open() as f:
             if self.offset:
                 f.seek(self.offset)
+            read = f.read1 if self.gz else f.read
+            damage: Exception | None = None
             data = b""
             ends = np.zeros(0, np.int64)     # the end of each whole line in data not handed out yet
             at = 0                           # where those lines start in data
@@ -167,11 +169,14 @@ class LineCursor:
             while True:
                 want = max(1, size())
                 while len(ends) - k < want and not eof:
-                    more = f.read(_READ)
+                    try:
+                        more = read(_READ)
+                    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+                        damage, more = e, b""     # (the partial line before the damage is not a line)
                     if not more:
                         eof = True
-                        if (int(ends[-1]) if len(ends) else at) < len(data):    # a last line without a newline
-                            ends = np.append(ends, len(data))
+                        if damage is None and (int(ends[-1]) if len(ends) else at) < len(data):
+                            ends = np.append(ends, len(data))      # a last line without a newline
                         break
                     data = data[at:] + more
                     shift = at
@@ -183,6 +188,9 @@ class LineCursor:
                     k = 0
                 m = min(want, len(ends) - k)
                 if m == 0:
+                    if damage is not None:
+                        raise ReplayError(f"corrupt or truncated gzip data after line {self.line:,} ({damage})",
+                                          self.path) from None
                     return
                 offs = np.empty(m + 1, np.int64)
                 offs[0] = at

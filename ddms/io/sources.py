@@ -360,8 +360,13 @@ _bb = None   # ddms.io.venues.binance_book, imported by the first capture reader
 
 
 def _binance_batches(src: Source, notes: list[str] | None = None, symbols: bool = False) -> Iterator[EventBatch]:
-    """Replay a capture through :class:`BinanceBook` (see :class:`BinanceCaptureReader`)."""
-    return BinanceCaptureReader(src, notes, symbols=symbols).batches()
+    """Replay a capture through :class:`BinanceBook` (see :class:`BinanceCaptureReader`), in
+    blocks through the numba chunk lane (a checkpointed run reads line by line:
+    :meth:`Source.reader`)."""
+    return BinanceCaptureReader(src, notes, symbols=symbols, lane=True).batches()
+
+
+_LANE_LINES = 8192   # lines per block of the lane reader (a few MB of a 1,000-symbol capture)
 
 
 class BinanceCaptureReader:
@@ -386,9 +391,20 @@ class BinanceCaptureReader:
     Resumable: :meth:`save_state` (between two batches of :meth:`batches`) holds every book's
     state (:meth:`BinanceBook.save_state`), the file position after the last line read, the
     snapshots not placed yet, the lines held while the market was unknown and the counts behind
-    the gap notes; :meth:`load_state` continues from it exactly."""
+    the gap notes; :meth:`load_state` continues from it exactly.
 
-    def __init__(self, src: Source, notes: list[str] | None = None, *, symbols: bool = False) -> None:
+    ``lane``: read the file in blocks of lines (:meth:`LineCursor.spans
+    <ddms.io.cursor.LineCursor.spans>`) whose messages go through the Binance chunk lane
+    (:class:`~ddms.io.venues.binance_chunk.ChunkLane` in ``capture`` mode: in-sequence depth
+    updates of started books, bookTickers and trades in one numba call for many messages); every
+    other line (snapshots, gaps, books waiting, new symbols, bad or blank lines, other streams)
+    takes the per-line path above, in order.  The same batches (rows, lines, receive times,
+    boundaries), notes, ``snapshot_owner`` and errors; why: the per-line path costs ~15 us of
+    Python a message (decode into a record, routing, the book call), ~300k level updates/s on
+    the real captures.  Not resumable (:meth:`save_state` refuses: the lane reads ahead)."""
+
+    def __init__(self, src: Source, notes: list[str] | None = None, *, symbols: bool = False,
+                 lane: bool = False) -> None:
         global _bb
         from ddms.io.capture import CaptureParser
         from ddms.io.cursor import LineCursor
@@ -413,6 +429,12 @@ class BinanceCaptureReader:
         self.gap_marks: list[tuple] = []   # per gap (skip_bad): line, reason, depth updates seen, applied, snapshots
         self.batch_updates = src.batch_updates   # a checkpointed run asks for smaller batches (its boundaries)
         self._parts: list[EventBatch] = []
+        self.lane = lane
+        self._lane = None              # the ChunkLane (lane: built once the market is known)
+        self._ready: list[EventBatch] = []          # lane: whole batches not handed out yet
+        self._sink: list = []                       # lane: the events of the current kernel run
+        self._slot_kept = np.zeros(0, bool)         # lane: per lane slot, whether its rows are kept
+        self._slot_sid = np.zeros(0, np.float64)    # lane: per lane slot, its symbol id
 
     @property
     def position(self) -> int:
@@ -510,7 +532,8 @@ class BinanceCaptureReader:
         src, rec = self.src, cap.record
         t = type(rec)
         if t is _bb.DepthSnapshot:
-            waiting = [bk for bk in self.books.values() if bk.can_start(rec.last_update_id)]
+            wait, last = _bb._WAIT, rec.last_update_id      # (the state test first: 1,000 books, 1,000 snapshots)
+            waiting = [bk for bk in self.books.values() if bk._state == wait and bk.can_start(last)]
             if waiting:       # the book whose buffered events lie nearest before this line
                 self._snapshot(max(waiting, key=lambda bk: bk._buffer[-1][1]), cap)
             else:
@@ -547,10 +570,38 @@ class BinanceCaptureReader:
         self._mark(bk, updates, cap)
         self._check_fed(bk, cap, gaps, malformed)
 
+    def _admit(self, cap) -> None:
+        """One decoded line: held while the market is unknown, else fed (with the held ones
+        first).  Raises :class:`InputError` (strict mode) and :class:`ReplayError`."""
+        if self.market is None:
+            if type(cap.record) is _bb.DepthUpdate:
+                self.market = "futures" if cap.record.prev_final_id is not None else "spot"
+            else:
+                self.pending.append(cap)
+                if len(self.pending) > _MAX_PENDING:
+                    raise ReplayError(f"no depth update in the first {_MAX_PENDING:,} messages: cannot "
+                                      "tell a spot from a futures capture (pass market=)", self.src.path)
+                return
+        for c in self.pending:
+            self._feed(c)
+        self.pending.clear()
+        self._feed(cap)
+
+    def _due(self) -> bool:
+        """Whether the lines not handed out fill a batch (checked after every message; the
+        updates of a symbol not kept are no lines)."""
+        bk = self.books.get(self.current)
+        if bk is None:
+            return False
+        held = bk.updates - bk._taken if self._kept(bk.symbol) else 0
+        return self.updates + held - self.taken >= self.batch_updates
+
     def batches(self) -> Iterator[EventBatch]:
         """The batches after the current position."""
-        src, parser, books = self.src, self.parser, self.books
-        caps = parser.parse_lines(self.cursor)
+        if self.lane:
+            yield from self._lane_batches()
+            return
+        caps = self.parser.parse_lines(self.cursor)
         try:
             while True:
                 try:
@@ -562,30 +613,22 @@ class BinanceCaptureReader:
                     if len(batch):
                         yield replace(batch, error=e)
                     raise
-                if self.market is None:
-                    if type(cap.record) is _bb.DepthUpdate:
-                        self.market = "futures" if cap.record.prev_final_id is not None else "spot"
-                    else:
-                        self.pending.append(cap)
-                        if len(self.pending) > _MAX_PENDING:
-                            raise ReplayError(f"no depth update in the first {_MAX_PENDING:,} messages: cannot "
-                                              "tell a spot from a futures capture (pass market=)", src.path)
-                        continue
                 try:
-                    for c in self.pending:
-                        self._feed(c)
-                    self.pending.clear()
-                    self._feed(cap)
+                    self._admit(cap)
                 except InputError as e:
                     batch = self._take()
                     if len(batch):
                         yield replace(batch, error=e)
                     raise
-                bk = books.get(self.current)
-                if bk is not None and self.updates + bk.updates - bk._taken - self.taken >= self.batch_updates:
+                if self._due():
                     yield self._take()
         finally:
             caps.close()
+        yield from self._finish()
+
+    def _finish(self) -> Iterator[EventBatch]:
+        """After the last line: the checks of books that never started, the notes, the last batch."""
+        src, parser = self.src, self.parser
         if self.want is not None and self.want not in self.books:
             shown = ", ".join(list(self.books)[:20]) or "none"
             raise ReplayError(f"no events for symbol {self.want!r} (symbols in the file: {shown})", src.path)
@@ -608,9 +651,175 @@ class BinanceCaptureReader:
         if len(batch) or batch.last_line >= batch.first_line:
             yield replace(batch, skipped=parser.bad_lines)
 
+    # -- the lane (see the class docstring) ------------------------------------------------------
+    def _lane_batches(self) -> Iterator[EventBatch]:
+        """:meth:`batches` through the chunk lane: per block of lines, the recorder framing is
+        read by :func:`~ddms.io.kernels.recvlines.scan_recorded`, runs of well-framed lines go to
+        :meth:`_lane_run`, the other lines to the per-line path.  Whole batches are handed out
+        after each block (and before an error, as the per-line path does)."""
+        from ddms.io.kernels.recvlines import RECV, scan_recorded
+        parser = self.parser
+        try:
+            for buf, offs, block in self.cursor.spans(lambda: _LANE_LINES):
+                n = len(block)
+                kind = np.empty(n, np.int8)
+                ps, pe, ts = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+                scan_recorded(buf, offs, kind, ps, pe, ts)
+                base = parser.lines
+                stops = [*np.flatnonzero(kind != RECV).tolist(), n]
+                i = 0
+                for z in stops:
+                    while i < z and self._lane is None:     # the market is still unknown: line by line
+                        self._line_py(block[i], base + i + 1)
+                        i += 1
+                    if i < z:
+                        self._lane_run(buf, ps[i:z], pe[i:z], ts[i:z], block, base, i)
+                    if z < n:
+                        self._line_py(block[z], base + z + 1)
+                    i = z + 1
+                parser.lines = base + n
+                yield from self._ready
+                self._ready.clear()
+        except (InputError, ReplayError) as e:
+            yield from self._ready
+            self._ready.clear()
+            if isinstance(e, InputError):
+                batch = self._take()
+                if len(batch):
+                    yield replace(batch, error=e)
+            raise
+        yield from self._finish()
+
+    def _line_py(self, raw: bytes, line: int) -> str | None:
+        """One line through the per-line path (numbered ``line``); then its rows are numbered and
+        a full batch goes to :attr:`_ready`.  Returns the symbol of the book it fed, or None."""
+        self.parser.lines = line
+        cap = self.parser.parse_next(raw)
+        if cap is not None:
+            self._admit(cap)
+        sym = self.current
+        if self._due():
+            self._ready.append(self._take())
+        else:
+            self._number()
+        self.current = None
+        if self._lane is None and self.market is not None:
+            self._start_lane()
+        return sym
+
+    def _start_lane(self) -> None:
+        from ddms.io.venues.binance import BinanceBooks
+        from ddms.io.venues.binance_chunk import ChunkLane
+        core = BinanceBooks(self.market, self.src.path)
+        core.books = self.books                  # one set of books: the lane applies to the reader's
+        core._decoder = self.parser._decoder     # one count of unknown fields
+        self._lane = ChunkLane(core, capture=True)
+
+    def _lane_run(self, buf: np.ndarray, ps: np.ndarray, pe: np.ndarray, ts: np.ndarray, block, base: int,
+                  i: int) -> None:
+        """Well-framed lines ``i..`` of the block (payloads ``buf[ps:pe]``, receive times ``ts``)
+        through the lane; a message it cannot apply exactly takes :meth:`_line_py` (its book's
+        slot is refreshed after it)."""
+        from ddms.io.venues.binance_chunk import Spans
+        lane = self._lane
+        core = lane.core
+
+        def fallback(t: int) -> tuple:
+            sym = self._line_py(block[i + t], base + i + t + 1)
+            if sym is not None:
+                core._dirty.append(sym)     # the lane refreshes its slot before its next run
+            return ()
+
+        def on_fast(i0: int, slots: np.ndarray) -> None:
+            self._lane_rows(i0, slots)
+
+        lane.feed_chunk(Spans(buf, ps, pe), np.arange(len(ps), dtype=np.int64), fallback=fallback, on_fast=on_fast,
+                        recv=ts, events=self._sink)
+        self._sink.clear()
+        core._dirty.clear()
+
+    def _lane_rows(self, i0: int, slots: np.ndarray) -> None:
+        """Number the rows of one kernel run (messages ``i0..`` of the run's chunk, ``slots``
+        their books): each depth update of a kept symbol is the next line, as :meth:`_number`
+        numbers them; then full batches go to :attr:`_ready`.  O(rows) in numpy."""
+        lane = self._lane
+        kinds = lane.run_kinds
+        syms = lane.symbols
+        if len(self._slot_kept) < len(syms):       # new slots (append-only)
+            new = syms[len(self._slot_kept):]
+            self._slot_kept = np.concatenate([self._slot_kept, np.array([self._kept(x) for x in new], bool)])
+            if self.symbols:
+                self._slot_sid = np.concatenate([self._slot_sid, np.array([symbol_id(x) for x in new], np.float64)])
+        dep = kinds == 0
+        self.depth_seen += int(np.count_nonzero(dep))
+        numbered = dep & self._slot_kept[slots]
+        number = np.cumsum(numbered) + self.updates
+        events, self._sink[:] = list(self._sink), []
+        for ev in events:
+            b = ev.batch
+            if not len(b):
+                continue
+            keep = self._slot_kept[ev.sym]
+            line = number[b.line[keep] - i0]
+            cols = b.cols[keep]
+            if self.symbols:
+                cols = with_symbol(cols, self._slot_sid[ev.sym[keep]])
+            recv = b.recv[keep]
+            if len(line):
+                self._parts.append(EventBatch(b.rel[keep], b.sign[keep], cols, line, int(line[0]), int(line[-1]),
+                                              recv=recv))
+        if len(number):
+            self.updates = int(number[-1])
+        self._cut()
+
+    def _cut(self) -> None:
+        """Hand the numbered lines out in whole batches of :attr:`batch_updates` lines (to
+        :attr:`_ready`), as the per-line path cuts them after each message that adds one line."""
+        size = self.batch_updates
+        if self.updates - self.taken < size:
+            return
+        parts, self._parts = self._parts, []
+        width = 5 + self.symbols
+        if parts:
+            cat = EventBatch(np.concatenate([p.rel for p in parts]), np.concatenate([p.sign for p in parts]),
+                             np.concatenate([p.cols for p in parts]), np.concatenate([p.line for p in parts]),
+                             0, 0, recv=np.concatenate([p.recv for p in parts]))
+        else:
+            cat = EventBatch(np.zeros(0, np.int8), np.zeros(0, np.int8), np.zeros((0, width)),
+                             np.zeros(0, np.int64), 0, 0, recv=np.zeros(0, np.int64))
+        bounds = np.arange(self.taken + size, self.updates + 1, size, dtype=np.int64)
+        cuts = np.searchsorted(cat.line, bounds, side="right").tolist()
+        a = 0
+        for last, z in zip(bounds.tolist(), cuts, strict=True):
+            self._ready.append(EventBatch(cat.rel[a:z], cat.sign[a:z], cat.cols[a:z], cat.line[a:z], self.taken + 1,
+                                          last, recv=cat.recv[a:z]))
+            self.taken = last
+            a = z
+        if a < len(cat.line):
+            self._parts.append(EventBatch(cat.rel[a:], cat.sign[a:], cat.cols[a:], cat.line[a:], int(cat.line[a]),
+                                          int(cat.line[-1]), recv=cat.recv[a:]))
+
+
+    def _check(self) -> None:
+        """The books' and the lane's invariants; the numbered rows not handed out lie after the
+        lines handed out, in order.  O(books' levels + rows held)."""
+        for bk in self.books.values():
+            bk._check()
+        if self._lane is not None:
+            self._lane._check()
+            assert self._lane.core.books is self.books
+        assert self.taken <= self.updates and not self._sink
+        lines = [p.line for p in self._parts if len(p.line)]
+        if lines:
+            cat = np.concatenate(lines)
+            assert cat[0] > self.taken and cat[-1] <= self.updates and (np.diff(cat) >= 0).all()
+
     def save_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The reader's state between two batches: JSON values and numpy arrays (no pickle).
-        O(the books' levels)."""
+        O(the books' levels).  Not for a ``lane`` reader (it reads ahead of its batches)."""
+        if self.lane:
+            raise ValueError("save_state() of a lane reader: it reads ahead of the batches it hands out "
+                             "(use Source.reader(), which reads line by line)")
         self._number()
         if self._parts:
             raise ValueError("save_state() between two batches only (rows not handed out)")

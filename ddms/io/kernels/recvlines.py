@@ -14,6 +14,10 @@ is not blank.  Times are the correctly rounded double (:func:`~ddms.io.kernels.d
 exact path, else :func:`_exact_seconds`: 17-18 digit times, a quarter of the Kraken and
 Coinbase captures' and most of OKX's); a time neither can round exactly is marked for Python's
 ``float``.  Cost: O(bytes of the block).
+
+:func:`scan_recorded` is the same for the other framing, hftbacktest's recorder
+(``<recv ns> <json>``, :mod:`ddms.io.capture`): :func:`~ddms.io.capture.split_line`'s test, the
+time an integer.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from numba import njit
 
 from ddms.io.kernels.decimal import parse_number_general
 
-__all__ = ["RECV", "RECV_PY", "scan_received"]
+__all__ = ["RECV", "RECV_PY", "scan_recorded", "scan_received"]
+
+_I64_MAX = np.int64(2**63 - 1)
 
 RECV, RECV_PY = 1, 2
 """``kind`` codes: a received message with its exact time; one whose time needs Python's
@@ -135,4 +141,49 @@ def scan_received(buf, offs, kind, ps, pe, ts):  # pragma: no cover - compiled
         else:
             kind[i] = RECV_PY
             other += 1
+    return other
+
+
+@njit(cache=True, nogil=True)
+def scan_recorded(buf, offs, kind, ps, pe, ts):  # pragma: no cover - compiled
+    """:func:`scan_received` for recorder lines ``<recv_ts_ns> <payload>``: per line ``i``
+    ``kind[i]`` is :data:`RECV` when, after the trailing CR/LF bytes are stripped, the bytes
+    before the first space are ASCII digits of an int64 (1 or more; a larger time is 0:
+    Python's ``int`` reads it) and the payload after it is not blank -- exactly the
+    lines :func:`~ddms.io.capture.split_line` accepts, but for such long times; then the
+    payload is ``buf[ps[i]:pe[i]]`` and ``ts[i]`` its time (int64 ns).  Any other line (blank,
+    bad) is 0.  Returns the number of 0 lines.  O(bytes)."""
+    n = offs.shape[0] - 1
+    other = 0
+    for i in range(n):
+        s = offs[i]
+        e = offs[i + 1]
+        kind[i] = 0
+        ts[i] = 0
+        while e > s and (buf[e - 1] == 10 or buf[e - 1] == 13):
+            e -= 1
+        j = s
+        v = np.int64(0)
+        big = False
+        while j < e and 48 <= buf[j] <= 57:
+            d = np.int64(buf[j]) - 48
+            if v > (_I64_MAX - d) // 10:
+                big = True          # past int64: Python's int reads it
+                break
+            v = v * 10 + d
+            j += 1
+        ok = not big and j > s and j < e and buf[j] == 32
+        if ok:
+            ok = False
+            for q in range(j + 1, e):
+                if not _blank(buf[q]):
+                    ok = True
+                    break
+        if not ok:
+            other += 1
+            continue
+        kind[i] = RECV
+        ps[i] = j + 1
+        pe[i] = e
+        ts[i] = v
     return other

@@ -114,7 +114,15 @@ _T_DEC = _mask("b", "B", "a", "A")
 _MAX_KNOWN = 63     # unknown field names the kernel counts (bits of a mask); more: the Python path
 _KNOWNW = 32        # bytes of such a name
 # message kinds of the kernel's output (res[:, _R_KIND])
-_DEPTH_MSG, _TICKER_MSG, _IGNORED_MSG, _TICKER_OK, _TICKER_HELD = 0, 1, 2, 3, 4
+_DEPTH_MSG, _TICKER_MSG, _IGNORED_MSG, _TICKER_OK, _TICKER_HELD, _TRADE_MSG = 0, 1, 2, 3, 4, 5
+_TRADE = np.frombuffer(b"trade", np.uint8).copy()
+_TR_STR = _mask("e", "s", "p", "q")            # a trade's shape (binance_book._SHAPES["trade"])
+_TR_SOPT = _mask("X")
+_TR_INT = _mask("E", "T", "t")
+_TR_IOPT = _mask("b", "a")
+_B_m = _mask("m")
+_TR_BOOL = _mask("m", "M")
+_TR_DEC = _mask("p", "q")
 _ST_W = 18
 """Columns of a slot's state (``ChunkLane._st``): code, last u, px/qty decimals, blocks hint,
 blocks, updates, top (4), the ticker the kernel holds for an update ahead (u or -1, its message,
@@ -318,9 +326,24 @@ def _name_row(m, a, b, known, knownlen):  # pragma: no cover - compiled
     return -1
 
 
+@leaf
+def _is_trade(m, sm, slots):  # pragma: no cover - compiled
+    """Whether the scanned message ``m`` has ``"e": "trade"``.  O(1)."""
+    if not sm & _B_e:
+        return False
+    ea, eb = slots[_K_e, 1], slots[_K_e, 2]
+    if eb - ea != _TRADE.shape[0]:
+        return False
+    for j in range(eb - ea):
+        if m[ea + j] != _TRADE[j]:
+            return False
+    return True
+
+
 @njit(cache=True, nogil=True)
-def _run(buf, starts, ends, i0, futures, others, known, knownlen, slots, lv, unk, table, symtab, symlen, st, stf,
-         L_bk, L_bq, L_bt, L_bn, L_order, L_bmax, L_free, L_meta, oi, oc, res):  # pragma: no cover - compiled
+def _run(buf, starts, ends, i0, futures, others, capture, known, knownlen, slots, lv, unk, table, symtab, symlen,
+         st, stf, L_bk, L_bq, L_bt, L_bn, L_order, L_bmax, L_free, L_meta, oi, oc,
+         res):  # pragma: no cover - compiled
     """Apply messages ``i0..`` (``buf[starts[i]:ends[i]]``) while each is a plain in-sequence
     depth update of a synchronized book (or the first one straddling its snapshot).  ``st[slot]``
     = (0 waiting / 1 synchronized / 2 after the snapshot, last u, px_dec, qty_dec,
@@ -333,6 +356,11 @@ def _run(buf, starts, ends, i0, futures, others, known, knownlen, slots, lv, unk
     (-1 when absent)), a message of a stream that is not a book stream (kind ``_IGNORED_MSG``,
     slot -1, the span of its counted name), and depth updates and tickers carrying unknown
     fields already counted (``known``/``knownlen``: their names; the mask in ``_R_UNK``).
+    ``capture`` (with ``others``; a recorder capture's reader, :class:`~ddms.io.sources.BinanceCaptureReader`,
+    which decodes every message whatever its stream): a well-formed trade (the decoder's shape,
+    of any stream) is kind ``_TRADE_MSG`` (the slot of its symbol or -1: the reader feeds a
+    known symbol's book, counted in its ``trades``), and a message of a stream that is not a
+    book stream is left to the Python path (the reader decodes it before it calls it ignored).
     Returns ``(stop message, stop code, rows)``."""
     k = 0
     nmsg = starts.shape[0]
@@ -359,7 +387,7 @@ def _run(buf, starts, ends, i0, futures, others, known, knownlen, slots, lv, unk
                         if m[j] > 127:
                             ok = False
                     if ok and not _book_stream(m, slots[_K_stream, 1], slots[_K_stream, 2]):
-                        ok = False
+                        ok = capture and _is_trade(m, sm, slots)
                     sm &= ~_B_STREAM
             elif (sm | im | bm | lm) & _B_STREAM:
                 ok = False
@@ -375,6 +403,22 @@ def _run(buf, starts, ends, i0, futures, others, known, knownlen, slots, lv, unk
         if ok and not depth:
             if not others:
                 return i, _STOP_SLOW, k
+            if capture and _is_trade(m, sm, slots):
+                if (sm & ~(_TR_STR | _TR_SOPT) or sm & _TR_STR != _TR_STR or im & ~(_TR_INT | _TR_IOPT)
+                        or im & _TR_INT != _TR_INT or bm & ~_TR_BOOL != 0 or bm & _B_m == 0 or lm != 0
+                        or dm & _TR_DEC != _TR_DEC):
+                    return i, _STOP_SLOW, k
+                sa, sb = slots[_K_s, 1], slots[_K_s, 2]
+                s = _find(m, sa, sb, table, symtab, symlen)
+                if s < 0:
+                    for j in range(sa, sb):
+                        if m[j] > 127:
+                            return i, _STOP_SLOW, k    # the decoder's str(): the Python path says what it makes of it
+                o[0] = s
+                o[1] = k
+                o[_R_KIND] = _TRADE_MSG
+                o[_R_UNK] = um
+                continue
             # a bookTicker of a known symbol (binance_book.Decoder's rules for its shape)?
             if sm & _B_e:
                 ea, eb = slots[_K_e, 1], slots[_K_e, 2]
@@ -431,7 +475,7 @@ def _run(buf, starts, ends, i0, futures, others, known, knownlen, slots, lv, unk
             o[_R_X + 11] = slots[_K_T, 1] if im & _B_T else -1
             continue
         if not ok:
-            if others:
+            if others and not capture:
                 sa, sb, _, _ = _ignored_stream(m)
                 if sa >= 0:
                     o[0] = -1
@@ -564,7 +608,7 @@ class ChunkLane:
     the Python path, so the books stay the single source of truth between calls."""
 
     def __init__(self, books: BinanceBooks, *, rows: int = 1 << 17, adaptive: bool | None = None,
-                 follow: Callable[[str], bool] | None = None, others: bool = False) -> None:
+                 follow: Callable[[str], bool] | None = None, others: bool = False, capture: bool = False) -> None:
         """``rows``: the initial capacity of the chunk output (doubled when a message does not
         fit; a full output is handed out and reused).  ``adaptive``: rest after short kernel
         runs (see :data:`_MIN_RUN`; tests turn it off to drive every message at the kernel;
@@ -576,11 +620,16 @@ class ChunkLane:
         ``ignored``) and messages whose unknown fields the decoder has counted before (COIN-M's
         ``ps``): a real capture interleaves those with the depth updates, and each one ended a
         kernel run.  ``on_fast`` then gets every message the kernel took, slot -1 for an
-        ignored one (see :attr:`on_ignored`)."""
+        ignored one (see :attr:`on_ignored`).  ``capture`` (implies ``others``): a recorder
+        capture's reader feeds the lane (see :func:`_run`): trades are fed to their books, other
+        streams take the per-message path."""
         self.core = books
-        self.others = others
+        self.others = others or capture
+        self.capture = capture
+        self.run_kinds = np.zeros(0, np.int64)
+        """During ``on_fast``: the kind of each message of the kernel run (0: a depth update applied)."""
         if adaptive is None:   # with others the kernel takes nearly every message: no need to rest
-            adaptive = not others
+            adaptive = not (others or capture)
         self._known_names: list[str] = []        # unknown field names the kernel may count (rows of _known)
         self._known_from = 0                     # len(decoder.unknown_fields) they were taken from
         self._known = np.zeros((0, _KNOWNW), np.uint8)
@@ -749,8 +798,11 @@ class ChunkLane:
     def feed_chunk(self, msgs: Sequence[Any], lines: Sequence[int], recv_ns: int = 0, *,
                    fallback: Callable[[int], Sequence[Resync]] | None = None,
                    on_fast: Callable[[int, np.ndarray], None] | None = None,
-                   recv: np.ndarray | None = None) -> tuple[list[Resync], list[SymbolEvents]]:
-        """See :meth:`BinanceBooks.feed_chunk`.  ``fallback(t)``, when given, handles message
+                   recv: np.ndarray | None = None, events: list | None = None
+                   ) -> tuple[list[Resync], list[SymbolEvents]]:
+        """See :meth:`BinanceBooks.feed_chunk`.  ``events``: the list the events go to (and
+        that is returned), so that ``on_fast`` can take a kernel run's events as they come.
+        ``fallback(t)``, when given, handles message
         ``t`` instead of ``core.feed(msgs[t], lines[t], recv_ns)`` (a caller that feeds parsed
         messages, counts its own errors, ...) and returns its actions; it may raise
         :class:`StopChunk` to end the chunk after message ``t``.  ``on_fast(i, slots)`` is called
@@ -761,7 +813,10 @@ class ChunkLane:
         int64, one per message): the rows the kernel applies carry it as ``EventBatch.recv``
         (the rows of the per-message path do not: the caller times those)."""
         core = self.core
-        events = core.take_events()
+        if events is None:
+            events = core.take_events()
+        else:
+            events.extend(core.take_events())
         actions: list[Resync] = []
         self._sync_books()
         self.consumed = 0
@@ -838,7 +893,8 @@ class ChunkLane:
                     stale.clear()
                 if self.others:
                     self._sync_known()
-                stop, code, k = _run(buf, starts, ends, i, futures, self.others, self._known, self._knownlen,
+                stop, code, k = _run(buf, starts, ends, i, futures, self.others, self.capture, self._known,
+                                     self._knownlen,
                                      self._slots, self._lv, self._unk, self._table,
                                      self._symtab, self._symlen, self._st, self._stf, *self._lists,
                                      self._oi, self._oc, res[i:])
@@ -854,6 +910,7 @@ class ChunkLane:
                 self._emit(i, stop, k, res[i:], lines, events)
                 self.consumed = stop
                 if on_fast is not None:
+                    self.run_kinds = res[i:stop, _R_KIND]
                     on_fast(i, res[i:stop, 0])
             i = stop
             if i >= n:
@@ -978,6 +1035,11 @@ class ChunkLane:
                 x = extra[j]
                 if kind == _IGNORED_MSG:
                     continue
+                if kind == _TRADE_MSG:     # BinanceBook.feed_message of a Trade record
+                    bk = books[s]
+                    bk.messages += 1
+                    bk.trades += 1
+                    continue
                 if kind == _TICKER_MSG:
                     self._ticker(books[s], syms[s], u, x[1:], line)
                     continue
@@ -1045,8 +1107,8 @@ class ChunkLane:
         hit = np.flatnonzero(counts).tolist()
         self._touched.update(hit)
         if not plain:
-            self._touched.update(np.unique(r[(kinds == _TICKER_MSG) | (kinds == _TICKER_OK) | (kinds == _TICKER_HELD),
-                                             0]).tolist())
+            fed = r[(kinds != _DEPTH_MSG) & (kinds != _IGNORED_MSG), 0]     # tickers, trades of a book
+            self._touched.update(np.unique(fed[fed >= 0]).tolist())
         for s in hit:
             bk = books[s]
             c = int(counts[s])
@@ -1089,7 +1151,9 @@ class ChunkLane:
         nmsg = stops - starts
         cdep = np.add.reduceat(dep.astype(np.int64), starts)
         clev = np.add.reduceat(np.where(dep, r[idx, 7], 0), starts)
-        ctk = np.add.reduceat((~dep).astype(np.int64), starts)
+        trade = kinds == _TRADE_MSG
+        ctk = np.add.reduceat((~dep & ~trade).astype(np.int64), starts)
+        ctr = np.add.reduceat(trade.astype(np.int64), starts)
         chk = (kinds == _TICKER_OK) | (dep & (r[idx, _R_X] == _HELD_OK))
         cchk = np.add.reduceat(chk.astype(np.int64), starts)
         cfirst = np.add.reduceat(np.where(dep, r[idx, 8], 0), starts)
@@ -1113,12 +1177,14 @@ class ChunkLane:
             within = np.arange(n) - np.repeat(starts, nmsg) + 1
             pos = dict(zip(idx.tolist(), within.tolist(), strict=True))
         self._touched.update(first.tolist())
-        for b, (s, nm, nd, nl, nt, nc, nf, hint, hold) in enumerate(zip(
-                first.tolist(), nmsg.tolist(), cdep.tolist(), clev.tolist(), ctk.tolist(), cchk.tolist(),
+        for b, (s, nm, nd, nl, nt, ntr, nc, nf, hint, hold) in enumerate(zip(
+                first.tolist(), nmsg.tolist(), cdep.tolist(), clev.tolist(), ctk.tolist(), ctr.tolist(), cchk.tolist(),
                 cfirst.tolist(), hints, holds, strict=True)):
             bk = books[s]
             before = bk.messages
             bk.messages = before + nm
+            if ntr:
+                bk.trades += ntr
             if nt:
                 bk.booktickers += nt
                 bk._checked_rows = 0
