@@ -39,6 +39,8 @@ VIEWS = {
                          "ELSE NULLIF(price, 99) END) AS s FROM bids",
     "CASE_IN_VALUE": "SELECT AVG(CASE WHEN price > 100 THEN ABS(NULLIF(volume, 10) - 20) WHEN COALESCE(NULLIF(price, "
                      "100), 0) < 50 THEN -volume END) AS a FROM bids",
+    "NULLIF_OF_SUGAR": "SELECT SUM(NULLIF(COALESCE(NULLIF(volume, 10), price), 100)) AS s, COUNT(NULLIF(ABS(price "
+                       "- 100), 0)) AS c FROM asks",
     "SUGAR_IN_WHERE": "SELECT COUNT(*) AS n FROM bids WHERE GREATEST(NULLIF(volume, 10), NULLIF(price, 100)) > 50",
     "SUGAR_OF_AGGREGATES": "SELECT broker_id, GREATEST(NULLIF(MAX(price), 100), NULLIF(MIN(volume), 10)) AS g "
                            "FROM bids GROUP BY broker_id",
@@ -82,6 +84,9 @@ def test_nested_functions_are_one_function_each() -> None:
     p = compile_sql(HEADER + f"CREATE VIEW V AS {VIEWS['GREATEST_NULLIFS']};", "<nested>").program
     names = [x.name for t in p.triggers for st_ in t.statements for x in walk(st_.expr) if isinstance(x, Func)]
     assert names and set(names) == {"greatest"}, names
+    every = compile_sql(SCRIPT, "<nested>").program
+    assert {x.name for t in every.triggers for st_ in t.statements for x in walk(st_.expr) if isinstance(x, Func)} \
+        == {"greatest", "least", "coalesce", "nullif", "abs", "if"}
     plain = compile_sql(HEADER + "CREATE VIEW V AS SELECT SUM(NULLIF(volume, 10)) AS s FROM bids;", "<n>").program
     assert not any(isinstance(x, Func) for t in plain.triggers for st_ in t.statements for x in walk(st_.expr))
 

@@ -23,7 +23,9 @@ that combines them (``SUM(x) / COUNT(*)`` for AVG).
   nested, ``Extreme(kind, v, #i[group.., v])`` at top level; NULL over nothing;
 * ``CASE`` is a sum of branches, each value times its condition and "no earlier condition held"
   as opaque 0/1 factors placed first (a branch not taken is 0 even if its value is NULL);
-  ``COALESCE``, ``NULLIF``, ``ABS``, ``GREATEST``, ``LEAST`` arrive as ``CASE``; ``HAVING``
+  ``COALESCE``, ``NULLIF``, ``ABS``, ``GREATEST``, ``LEAST`` arrive as ``CASE``, and are taken as
+  one ``Func`` each where an argument holds a CASE (a CASE whose condition holds one: nested ``If``
+  functions), so nesting does not copy a CASE into every branch (:meth:`_Translator.sugar`); ``HAVING``
   multiplies every output by its condition over the aggregates; a SELECT without FROM is an
   expression over scalar subqueries; a view may have several outputs (``ViewDef.columns``);
 * a **top-N** subquery in FROM (``GROUP BY price ORDER BY price DESC LIMIT n``, or
