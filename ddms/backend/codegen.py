@@ -73,7 +73,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "33"
+CODEGEN_VERSION = "34"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -184,7 +184,9 @@ def _inlined(sizes: list[int]) -> set[int]:
 
 
 _PY_CMP = {"=": "==", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
-_RT_FUNC = {"round": "f_round", "trunc": "f_trunc", "floor": "f_floor", "ceil": "f_ceil", "sign": "f_sign"}
+_RT_FUNC = {"round": "f_round", "trunc": "f_trunc", "floor": "f_floor", "ceil": "f_ceil", "sign": "f_sign",
+            "abs": "f_abs", "nullif": "f_nullif", "coalesce": "f_coalesce", "greatest": "f_greatest",
+            "least": "f_least", "if": "f_if"}
 """The ``ddms.backend.rt`` function computing each SQL function of ``Func`` (the integer casts: ``f_int``)."""
 
 
@@ -194,7 +196,7 @@ def _call(name: str, args: list[str]) -> str:
     if name in ("round", "trunc"):
         return f"{_RT_FUNC[name]}({args[0]}, {args[1] if len(args) > 1 else 'np.nan'})"
     if name in _RT_FUNC:
-        return f"{_RT_FUNC[name]}({args[0]})"
+        return f"{_RT_FUNC[name]}({', '.join(args)})"
     bits = INT_BITS[name]
     return f"f_int({args[0]}, {-(2.0 ** (bits - 1))!r}, {2.0 ** (bits - 1) - 1!r})"
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
@@ -1751,8 +1753,8 @@ def _nan_factor(f: Expr) -> bool:
 
 def _may_be_nan(x: Expr) -> bool:
     """Whether node ``x`` can make its value NaN (SQL NULL) from numbers that are not: an
-    extreme of an empty slice, a quotient or remainder by 0, an integer cast out of range."""
-    return isinstance(x, Extreme | Div | Mod) or (isinstance(x, Func) and x.name in INT_BITS)
+    extreme of an empty slice, a quotient or remainder by 0, an integer cast out of range, NULLIF."""
+    return isinstance(x, Extreme | Div | Mod) or (isinstance(x, Func) and (x.name in INT_BITS or x.name == "nullif"))
 
 
 def _cut_key(b: MapRef, rop: str, cop: str, x: Expr) -> tuple:

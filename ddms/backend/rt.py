@@ -139,6 +139,45 @@ def f_int(x: float, lo: float, hi: float) -> float:
 
 
 @njit(cache=True, inline="always")
+def f_abs(x: float) -> float:
+    return abs(x)
+
+
+@njit(cache=True, inline="always")
+def f_nullif(x: float, y: float) -> float:
+    """SQL NULLIF: NULL (NaN) where ``x = y``, else ``x``."""
+    return np.nan if x == y else x
+
+
+@njit(cache=True, inline="always")
+def f_coalesce(x: float, y: float) -> float:
+    """SQL COALESCE of two: ``y`` where ``x`` is NULL (NaN)."""
+    return y if x != x else x
+
+
+@njit(cache=True, inline="always")
+def f_greatest(x: float, y: float) -> float:
+    """DuckDB's GREATEST of two: a NULL (NaN) argument is skipped; NULL when both are."""
+    if x != x:
+        return y
+    return x if y != y or x >= y else y
+
+
+@njit(cache=True, inline="always")
+def f_least(x: float, y: float) -> float:
+    """DuckDB's LEAST of two: a NULL (NaN) argument is skipped; NULL when both are."""
+    if x != x:
+        return y
+    return x if y != y or x <= y else y
+
+
+@njit(cache=True, inline="always")
+def f_if(t: float, x: float, y: float) -> float:
+    """``x`` where the 0/1 test ``t`` is nonzero, else ``y`` (a CASE whose condition holds a CASE)."""
+    return x if t != 0.0 else y
+
+
+@njit(cache=True, inline="always")
 def ne(a: float, b: float) -> bool:
     """SQL ``<>``: false when either side is NaN (NULL), like every other comparison."""
     return a == a and b == b and a != b

@@ -129,13 +129,18 @@ def nullable(e: Expr) -> bool:
     and so can arithmetic over one; an aggregate cannot (``SUM`` skips NULL inputs and is 0 over
     nothing), nor can a comparison (NULL compares false); ``x % c`` by a nonzero constant only
     where ``x`` can, and so is ``x / c`` (kept a quotient inside a function's argument, where the
-    division must be DuckDB's); an integer CAST can (NULL out of its type's range).  O(size of e),
+    division must be DuckDB's); an integer CAST can (NULL out of its type's range), and NULLIF;
+    COALESCE, GREATEST and LEAST only where every argument can.  O(size of e),
     not entering aggregates."""
     match e:
         case Mod(a, Const(v)) | Div(a, Const(v)) if v != 0.0:
             return nullable(a)
-        case Func(name, _) if name in INT_BITS:
+        case Func(name, _) if name in INT_BITS or name == "nullif":
             return True
+        case Func("coalesce" | "greatest" | "least", args):   # NULL only where both arguments are
+            return all(nullable(a) for a in args)
+        case Func("if", (_, a, b)):   # the test is 0 or 1
+            return nullable(a) or nullable(b)
         case Div() | Mod() | m3.Extreme() | ExtremeAgg():
             return True
         case AggSum() | Cmp() | Rel() | Exists():

@@ -14,6 +14,7 @@ from fractions import Fraction
 from ddms.errors import ProgramError
 from ddms.m3.ir import (
     INT_BITS,
+    NULL_SKIPPING,
     Add,
     AggSum,
     Cmp,
@@ -128,8 +129,18 @@ def _cast_int(x: float, bits: int) -> float:
 
 
 def call(name: str, args: tuple[float, ...]) -> float:
-    """The value of ``Func(name, args)`` (:data:`ddms.m3.ir.FUNCS`); NULL (NaN) in, NULL out."""
+    """The value of ``Func(name, args)`` (:data:`ddms.m3.ir.FUNCS`); NULL (NaN) in, NULL out,
+    except for the NULL-skipping functions (:data:`ddms.m3.ir.NULL_SKIPPING`), DuckDB's way."""
     x = args[0]
+    if name == "if":
+        return args[1] if x != 0.0 else args[2]
+    if name in NULL_SKIPPING:
+        y = args[1]
+        if name == "nullif":
+            return math.nan if x == y else x
+        if math.isnan(x) or math.isnan(y):
+            return y if math.isnan(x) else x
+        return x if name == "coalesce" else max(x, y) if name == "greatest" else min(x, y)
     if math.isnan(x):
         return math.nan
     d = None if len(args) < 2 else args[1]
@@ -146,6 +157,8 @@ def call(name: str, args: tuple[float, ...]) -> float:
             return float(math.ceil(x)) if not math.isinf(x) else x
         case "sign":
             return 1.0 if x > 0 else -1.0 if x < 0 else 0.0
+        case "abs":
+            return abs(x)
     return _cast_int(x, INT_BITS[name])
 
 

@@ -107,12 +107,25 @@ class Func:
 FUNCS: dict[str, tuple[int, ...]] = {
     "round": (1, 2), "floor": (1,), "ceil": (1,), "trunc": (1, 2), "sign": (1,),
     "int8": (1,), "int16": (1,), "int32": (1,), "int64": (1,), "int128": (1,),
+    "abs": (1,), "nullif": (2,), "coalesce": (2,), "greatest": (2,), "least": (2,), "if": (3,),
 }
 """Function name -> the numbers of arguments it takes.  ``round``: half away from zero
 (``Round(x, d)``: ``round(x * 10^d) / 10^d``, for ``d < 0`` ``round(x / 10^-d) * 10^-d``, as
 DuckDB's ROUND on DOUBLE); ``trunc`` alike toward zero; ``sign`` -1, 0 or 1; ``intN``
 (``CAST(x AS INTEGER)`` and the other integer casts) rounds half to even, as DuckDB's cast of a
-DOUBLE, and is NaN (NULL) out of the type's range (where DuckDB raises a conversion error)."""
+DOUBLE, and is NaN (NULL) out of the type's range (where DuckDB raises a conversion error).
+
+``abs``, ``nullif``, ``coalesce``, ``greatest`` and ``least`` (two arguments; SQL's longer lists
+nest) follow DuckDB on NULL, not "NULL in, NULL out": ``Nullif(a, b)`` is NULL where ``a = b``,
+``Coalesce(a, b)`` is ``b`` where ``a`` is NULL, ``Greatest``/``Least`` skip a NULL argument (NULL
+only when both are).  ``If(t, a, b)`` is ``a`` where the 0/1 test ``t`` is nonzero, else ``b``
+(a CASE whose condition holds a CASE).  The translator writes these as a CASE (a sum of guarded branches, which
+factorises like any sum) and uses the function only where an argument holds a CASE itself: the
+CASE form copies each argument into several branches and tests, so nesting it grows the program
+exponentially (:meth:`ddms.sql.translate._Translator.sugar`)."""
+
+NULL_SKIPPING: frozenset[str] = frozenset({"nullif", "coalesce", "greatest", "least", "if"})
+"""The functions of :data:`FUNCS` that are not "NULL in, NULL out" (see above)."""
 
 INT_BITS: dict[str, int] = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "int128": 128}
 

@@ -130,11 +130,15 @@ class Null:
 @dataclass(frozen=True)
 class Case:
     """``CASE WHEN c1 THEN v1 ... ELSE d END`` (no ELSE: NULL); ``COALESCE``, ``NULLIF``, ``ABS``,
-    ``GREATEST`` and ``LEAST`` are written as one by the front end."""
+    ``GREATEST`` and ``LEAST`` are written as one by the front end, which keeps the function and
+    its arguments in ``fn`` (``Call("greatest", (a, b))``; longer lists nest): the CASE names each
+    argument several times, so the translator takes the function instead where an argument holds
+    a CASE itself (:meth:`ddms.sql.translate._Translator.sugar`)."""
 
     whens: tuple[tuple[Cond, SqlExpr], ...]
     default: SqlExpr
     text: str = field(default="", compare=False)
+    fn: Call | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -287,6 +291,8 @@ def parts(e: SqlExpr | Cond) -> tuple:
             return (x,)
         case And(items) | Or(items):
             return items
+        case Case(whens, default, _, fn) if fn is not None:   # the arguments once (the CASE repeats them)
+            return fn.args
         case Case(whens, default):
             return (*(x for w in whens for x in w), default)
     return ()

@@ -722,25 +722,28 @@ class _Converter:
                 whens = tuple((self.cond(i.this), self.expr(i.args["true"])) for i in node.args["ifs"])
             d = node.args.get("default")
             return Case(whens, self.expr(d) if d is not None else Null(), node.sql())
+        # each kept as its function too (Case.fn), taken where an argument holds a CASE
         if isinstance(node, exp.Coalesce):
             args = [self.expr(node.this), *(self.expr(a) for a in node.expressions)]
             out = args[-1]
             for a in reversed(args[:-1]):
-                out = Case(((Not(IsNull(a)), a),), out, node.sql())
+                out = Case(((Not(IsNull(a)), a),), out, node.sql(), Call("coalesce", (a, out)))
             return out
         if isinstance(node, exp.Nullif):
             a, b = self.expr(node.this), self.expr(node.expression)
-            return Case(((Compare("=", a, b), Null()),), a, node.sql())
+            return Case(((Compare("=", a, b), Null()),), a, node.sql(), Call("nullif", (a, b)))
         if isinstance(node, exp.Abs):
             a = self.expr(node.this)
-            return Case(((Compare("<", a, Lit(0.0)), Minus(a)),), a, node.sql())
+            return Case(((Compare("<", a, Lit(0.0)), Minus(a)),), a, node.sql(), Call("abs", (a,)))
         if isinstance(node, exp.Greatest | exp.Least):
             # NULL arguments are skipped, as DuckDB does: NULL only when all are NULL
             op = ">=" if isinstance(node, exp.Greatest) else "<="
+            name = "greatest" if isinstance(node, exp.Greatest) else "least"
             args = [self.expr(node.this), *(self.expr(a) for a in node.expressions)]
             out = args[0]
             for b in args[1:]:
-                out = Case(((IsNull(b), out), (IsNull(out), b), (Compare(op, out, b), out)), b, node.sql())
+                out = Case(((IsNull(b), out), (IsNull(out), b), (Compare(op, out, b), out)), b, node.sql(),
+                           Call(name, (out, b)))
             return out
         if isinstance(node, exp.Window):
             raise self.fail("a window function is supported as ROW_NUMBER() OVER (ORDER BY ...) AS rn in a "

@@ -23,7 +23,9 @@ that combines them (``SUM(x) / COUNT(*)`` for AVG).
   nested, ``Extreme(kind, v, #i[group.., v])`` at top level; NULL over nothing;
 * ``CASE`` is a sum of branches, each value times its condition and "no earlier condition held"
   as opaque 0/1 factors placed first (a branch not taken is 0 even if its value is NULL);
-  ``COALESCE``, ``NULLIF``, ``ABS``, ``GREATEST``, ``LEAST`` arrive as ``CASE``; ``HAVING``
+  ``COALESCE``, ``NULLIF``, ``ABS``, ``GREATEST``, ``LEAST`` arrive as ``CASE``, and are taken as
+  one ``Func`` each where an argument holds a CASE (a CASE whose condition holds one: nested ``If``
+  functions), so nesting does not copy a CASE into every branch (:meth:`_Translator.sugar`); ``HAVING``
   multiplies every output by its condition over the aggregates; a SELECT without FROM is an
   expression over scalar subqueries; a view may have several outputs (``ViewDef.columns``);
 * a **top-N** subquery in FROM (``GROUP BY price ORDER BY price DESC LIMIT n``, or
@@ -49,6 +51,7 @@ Pure; cost linear in the SQL plus the multiplied-out terms (bounded by ``normal.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ddms.calculus.ir import (
@@ -808,15 +811,59 @@ class _Translator:
                 return self.exactly(False, self.scalar, sel, scope, e.text)
             case Null():
                 return _NULL
+            case Case(_, _, _, fn) if fn is not None and any(_holds_case(a) for a in fn.args):
+                return self.sugar(fn, lambda a: self.numeric(self.value(a, scope), a, fn.name.upper()))
+            case Case(whens, default) if any(_holds_case(c) for c, _ in whens):
+                return self.choice([_factor(self.cond(c, scope)) for c, _ in whens],
+                                   [self.numeric(self.value(v, scope), v, "a CASE result") for _, v in whens],
+                                   self.numeric(self.value(default, scope), default, "a CASE result"))
             case Case(whens, default):
-                return _case([(_factor(self.cond(c, scope)), self.numeric(self.value(v, scope), v, "a CASE result"))
-                              for c, v in whens], self.numeric(self.value(default, scope), default, "a CASE result"))
+                return self.bounded(_case([(_factor(self.cond(c, scope)),
+                                            self.numeric(self.value(v, scope), v, "a CASE result"))
+                                           for c, v in whens],
+                                          self.numeric(self.value(default, scope), default, "a CASE result")), e)
             case Agg():
                 raise self.fail("an aggregate cannot appear here (only in the SELECT list)", e.text)
             case Str():
                 raise self.fail("a string literal is a symbol name, compared with a VARCHAR column only "
                                 "(symbol = 'BTCUSDT', symbol IN ('A', 'B'))", e.text)
         raise self.fail("unsupported expression", getattr(e, "text", ""))
+
+    def sugar(self, fn: Call, value: Callable[[SqlExpr], Expr]) -> Expr:
+        """``COALESCE``/``NULLIF``/``ABS``/``GREATEST``/``LEAST`` (:class:`ddms.sql.ast.Case`'s
+        ``fn``) as one ``Func`` of its arguments, each translated once by ``value``: taken where an
+        argument holds a CASE (or one of these).  Their CASE form names each argument two to four
+        times (in its tests and branches) and the CASE lowering copies each test into the later
+        branches, so a CASE nested in one is copied that many times per level: a GREATEST of two
+        NULLIFs was 190 KB of generated code, one more level 5 MB.  The function is opaque to the
+        delta (computed where its arguments are values, as ROUND is); where the arguments are
+        columns, constants and aggregates the CASE form stays (it factorises like any sum).  Cost
+        linear in the arguments."""
+        return Func(fn.name, tuple(value(a) for a in fn.args))
+
+    @staticmethod
+    def choice(tests: list[Expr], values: list[Expr], default: Expr) -> Expr:
+        """``CASE WHEN t1 THEN v1 ... ELSE d END`` from 0/1 tests as nested ``If(t, v, else)``
+        functions, each test and value once: taken where a condition holds a CASE, which the sum
+        form (:func:`_case`) would copy into the "no earlier test held" factor of each later branch,
+        twice per level of nesting.  Opaque to the delta, as :meth:`sugar`.  Cost linear."""
+        out = default
+        for t, v in zip(reversed(tests), reversed(values), strict=True):
+            out = Func("if", (t, v, out))
+        return out
+
+    def bounded(self, e: Expr, case: Case) -> Expr:
+        """``e``, the translation of ``case``, unless it is more than ``MAX_CASE_NODES`` nodes as a
+        tree: then a located error instead of a program that exhausts memory where it is expanded,
+        materialized or compiled (each WHEN's test is copied into every later branch: quadratic in
+        the branches; nesting that would multiply is taken as functions before, :meth:`sugar` and
+        :meth:`choice`).  Cost linear in the distinct nodes of ``e``."""
+        n = _tree_size(e, {})
+        if n > MAX_CASE_NODES:
+            raise self.fail(f"this CASE translates to {n} expression nodes (more than {MAX_CASE_NODES}): each "
+                            "WHEN's test is copied into every later branch; use fewer branches (a lookup by "
+                            "GROUP BY, a range by FLOOR) or split the CASE", case.text)
+        return e
 
     def scalar(self, sel: Select, parent: _Scope, text: str) -> Expr:
         if sel.having is not None:
@@ -892,10 +939,15 @@ class _Translator:
                 return self.exactly(False, self.scalar, sel, scope, e.text)
             case Null():
                 return _NULL
-            case Case(whens, default):
+            case Case(whens, default, _, fn):
                 def val(x: SqlExpr) -> Expr:
                     return self.aggregate_expr(x, scope, body, local, group, nested, out)
-                return _case([(self.agg_cond(c, val), val(v)) for c, v in whens], val(default))
+                if fn is not None and any(_holds_case(a) for a in fn.args):
+                    return self.sugar(fn, val)
+                if any(_holds_case(c) for c, _ in whens):
+                    return self.choice([self.agg_cond(c, val) for c, _ in whens], [val(v) for _, v in whens],
+                                       val(default))
+                return self.bounded(_case([(self.agg_cond(c, val), val(v)) for c, v in whens], val(default)), e)
         raise self.fail("outside an aggregate, the SELECT list may name GROUP BY columns only", getattr(e, "text", ""))
 
     def distinct(self, func: str, arg: SqlExpr, scope: _Scope, body: list[Term], local: set[str],
@@ -1397,6 +1449,25 @@ def _can_be_null(terms: list[Term]) -> bool:
     """Whether a condition's terms compare a value that can be NULL (the condition is then NULL,
     neither true nor false, on such rows).  O(size of the terms)."""
     return any(nullable(x) for t in terms for f in t.factors if isinstance(f, Cmp) for x in (f.left, f.right))
+
+
+MAX_CASE_NODES = 20_000
+"""Budget of expression nodes (counted as a tree: shared subexpressions as often as they occur)
+one CASE may translate to (:meth:`_Translator.bounded`)."""
+
+
+def _holds_case(e: SqlExpr | Cond) -> bool:
+    """Whether ``e`` holds a CASE (or COALESCE, NULLIF, ...) outside subqueries.  O(size of e)."""
+    return isinstance(e, Case) or any(_holds_case(x) for x in parts(e))
+
+
+def _tree_size(e: Expr, memo: dict[int, int]) -> int:
+    """The number of nodes of ``e`` as a tree, each distinct node object visited once (``memo``:
+    ``id`` -> size), so a shared subexpression costs nothing more however often it repeats."""
+    got = memo.get(id(e))
+    if got is None:
+        got = memo[id(e)] = 1 + sum(_tree_size(c, memo) for c in children(e))
+    return got
 
 
 def _factor(terms: list[Term]) -> Expr:
