@@ -42,6 +42,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ddms.backend.cutguard import GroupGuards, group_guards
 from ddms.backend.deferral import deferred_maps, keyed_deferred_maps, statement_key
 from ddms.backend.fusion import runs, tree_groups
 from ddms.backend.generated import Generated
@@ -314,6 +315,7 @@ class _Codegen:
         # self.keyed: deferred per touched key (disjoint from self.deferred)
         self.lazy_groups = 0
         self.keyed_groups = 0
+        self.cut_groups: dict[int, GroupGuards] = {}   # deferred group -> its cuts and guards (cutguard.py)
         # maps stored as the columns of one range tree (fusion.py): map -> (tree, column), the
         # tree named after its first map; maps absent here have a tree of their own
         self.groups = tree_groups(program, tree_only)
@@ -1232,6 +1234,45 @@ class _Codegen:
                 f"    for k in keys:\n        w_{m.name}(st, k, 0.0)\n" if n else
                 f"@njit(cache=True)\ndef clear_{m.name}_{_mask(pos)}(st, part):\n    st.m_{m.name}[0] = 0.0\n")
 
+    def _cut_text(self, c) -> str:
+        return f"{c.kind}({c.map}, {'row' if c.rows else 'rank'} {c.n})"
+
+    def _cut_function(self, g: int, gg: GroupGuards) -> str:
+        """Source of ``cutv_<g>(st)``: the cuts group g reads, as a tuple, each NaN unless its map
+        holds at least n keys (rows) -- with fewer, the cut is the last key and a key beyond it
+        would join the top-N (cutguard.py, condition 1).  O(log n) per cut; run by ``flush`` after
+        the group (and by ``Engine._check``)."""
+        lines = []
+        for c, cut in enumerate(gg.cuts):
+            pool, col = self._pool(cut.map), self._col(cut.map)
+            root = self._root(self._m(cut.map), {}, ("K",))
+            largest = cut.kind == "max"
+            if cut.rows:
+                call = f"btree_nth_row({pool}, {root}, {cut.n}, {largest}{col})"
+                size = f"btree_total({pool}, {root}{col})"
+            else:
+                call = f"btree_nth({pool}, {root}, {cut.n}, {largest}{col})"
+                size = f"btree_len({pool}, {root}{col})"
+            lines.append(f"    f{c}, k{c} = {call}\n"
+                         f"    c{c} = k{c} if f{c} and {size} >= {cut.n} else np.nan\n")
+        return ("@njit(cache=True)\n"
+                f"def cutv_{g}(st):\n"
+                f"    \"\"\"The cuts group {g} reads: " + ", ".join(self._cut_text(c) for c in gg.cuts)
+                + " (NaN: none, or fewer keys than n).\"\"\"\n"
+                + "".join(lines) + "    return (" + ", ".join(f"c{c}" for c in range(len(gg.cuts))) + ",)\n")
+
+    def _mark(self, n: int, g: int, t: Trigger) -> str:
+        """Code marking deferred group g dirty after an event of trigger n (``t``): unconditional,
+        or unless every guarded argument lies strictly beyond its cut (cutguard.py; a NaN cut
+        compares false, so the group is marked)."""
+        gg = self.cut_groups.get(g)
+        guard = next((gd for gd in gg.guards if gd.trigger == n), None) if gg else None
+        if guard is None:
+            return f"lz[{g}] = 1"
+        tests = " and ".join(f"cols[i, {t.args.index(a)}] {'<' if gg.cuts[c].kind == 'max' else '>'} ct{g}[{c}]"
+                             for a, c in guard.tests)
+        return f"if not ({tests}):\n                    lz[{g}] = 1"
+
     def _trigger_functions(self, tname: str, t: Trigger, inline: bool = False) -> list[str]:
         """Sources of function ``tname`` running ``t``'s statements in order, and of the chunk
         functions it calls when there are more than ``STATEMENTS_PER_FUNCTION`` (the statement
@@ -1360,6 +1401,18 @@ class _Codegen:
             lazy[n] = groups[later]
             self.plan.append(f"{tname}: deferred to the end of the line (views watched) or batch, group "
                              f"{lazy[n]}: " + ", ".join(dict.fromkeys(s.target.name for s in later)))
+        for later, g in groups.items():
+            gg = group_guards(later, [(n, p.triggers[n]) for n in lazy if lazy[n] == g], p.triggers, p.maps,
+                              self.deferred)
+            if gg is not None:
+                self.cut_groups[g] = gg
+                trig_fns.append(self._cut_function(g, gg))
+                for gd in gg.guards:
+                    self.plan.append(f"{_trigger_name(p.triggers[gd.trigger])}: marks group {g} dirty only when "
+                                     + " or ".join(f"{a} is not {'below' if gg.cuts[c].kind == 'max' else 'above'} "
+                                                   f"{self._cut_text(gg.cuts[c])}" for a, c in gd.tests)
+                                     + " as the group's last evaluation left it (an event beyond the cut of a "
+                                     "top-N changes neither the cut nor what the group reads: cutguard.py)")
         inline_lazy = _inlined([len(t.statements) for t in lazies + klazies])
         for g, t in enumerate(lazies):
             trig_fns += self._trigger_functions(f"lazy_{g}", t, g in inline_lazy)
@@ -1374,6 +1427,10 @@ class _Codegen:
                             + (f"    hx = {self._hx_tuple()}\n" if self.hx else "")
                             + ("    lz = st.lazy\n" if groups else "")
                             + "".join(f"    if lz[{g}]:\n        lz[{g}] = 0\n        lazy_{g}({self.S})\n"
+                                      + (f"        cv{g} = cutv_{g}(st)\n        ct{g} = st.cut_{g}\n"
+                                         + "".join(f"        ct{g}[{c}] = cv{g}[{c}]\n"
+                                                   for c in range(len(self.cut_groups[g].cuts)))
+                                         if g in self.cut_groups else "")
                                       for g in range(len(groups)))
                             + "".join(f"    kz = st.lazy_keys_{g}\n    if kz[-1, 0] > 0:\n"
                                       "        for j in range(kz.shape[0] - 1):\n"
@@ -1416,7 +1473,7 @@ class _Codegen:
                     pfh_dispatch.append(f"    if r == {si}{'' if same else f' and s == {sign}'}:\n"
                                         f"        pfh_{tname}({self.S}, {pf_args})")
             dispatch.append(f"            if r == {si} and s == {sign}:\n                {tname}({B}, {args})"
-                            + (f"\n                lz[{lazy[n]}] = 1" if n in lazy else "")
+                            + (f"\n                {self._mark(n, lazy[n], t)}" if n in lazy else "")
                             # the table read through borrow() each event, not a local reassigned on
                             # growth: a loop-carried array local costs a reference-count pair per
                             # event (measured: 196 -> 135 ns/line, one symbol's top-quarter VWAP)
@@ -1546,7 +1603,8 @@ class _Codegen:
                   "    bcols = borrow(cols)\n" if pf_dispatch or pfh_dispatch else "") +
                "    watching = st.watching[0]\n"
                "    watch = st.watch\n"
-               "    gate = st.gate\n" + ("    lz = st.lazy\n" if lazy else "") + hoist + big
+               "    gate = st.gate\n" + ("    lz = st.lazy\n" if lazy else "")
+               + "".join(f"    ct{g} = st.cut_{g}\n" for g in self.cut_groups) + hoist + big
                + (f"    pfr = np.full(({PF_RING}, {max(nring, 1)}), -1, np.int64)\n    bpfr = borrow(pfr)\n"
                   if pf_dispatch else "")
                # the path stages count events that update a per-slice tree (PF_EVENTS): their list
@@ -1633,6 +1691,10 @@ class _Codegen:
                   "    btree_big, btree_deep, btree_new, btree_prefetch, btree_prefetch_level, btree_set, range_sum,\n"
                   "    threshold_apply, threshold_cut, threshold_sum,\n)\n"
                   + ("from ddms.storage.btree import btree_nth, btree_nth_row\n" if self._ranks else "")
+                  + ("from ddms.storage.btree import btree_len, btree_nth, btree_nth_row, btree_total\n"
+                     if self.cut_groups and not self._ranks else "")
+                  + ("from ddms.storage.btree import btree_len, btree_total\n"
+                     if self.cut_groups and self._ranks else "")
                   + ("from ddms.storage.extheap import (\n    xh_add, xh_add_also, xh_big, xh_get, xh_new, "
                      "xh_new_heap, xh_new_win, xh_prefetch, xh_retire, xh_retired, xh_top, xh_wadd,\n)\n"
                      if any(m.extreme for m in p.maps) else "")
@@ -1696,6 +1758,9 @@ class _Codegen:
         if self.lazy_groups:   # dirty flags of the groups of deferred statements
             fields.append("lazy")
             inits.append(f"np.zeros({self.lazy_groups}, np.int8)")
+        for g, gg in self.cut_groups.items():   # the cuts each guarded group's last evaluation saw
+            fields.append(f"cut_{g}")
+            inits.append(f"np.full({len(gg.cuts)}, np.nan)")
         for g in range(self.keyed_groups):   # the keys each keyed group has seen since the last flush
             fields.append(f"lazy_keys_{g}")
             inits.append("ht_new(1)")

@@ -103,8 +103,8 @@ def dump_state(engine: Engine, *, copy: bool = True) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     keep = np.copy if copy else np.asarray
     for f in mod.FIELDS:
-        if f in _SESSION_FIELDS or f.startswith(("log_", "xg_")):   # (xg_: empty between batches)
-            continue
+        if f in _SESSION_FIELDS or f.startswith(("log_", "xg_", "cut_")):   # (xg_: empty between batches;
+            continue                                                        # cut_: see load_state)
         v = getattr(st, f)
         if f.startswith("op_"):
             pv = dict(zip(_POOL_FIELDS, btree._fields(v), strict=True))   # one compiled call, not one a field
@@ -175,6 +175,8 @@ def load_state(engine: Engine, arrays: dict[str, np.ndarray], source: str = "<ch
         v = getattr(st, f)
         if f.startswith("log_"):
             v.clear()
+        elif f.startswith("cut_"):   # the cuts a guarded deferred group last saw (codegen.cutguard): not
+            v[...] = np.nan          # dumped; NaN marks the group at the next event, which stores them again
         elif f.startswith("op_"):
             ints = get(f"{f}.ints")
             if int(ints[8]) != int(v.nc):

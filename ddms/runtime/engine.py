@@ -507,6 +507,10 @@ class Engine:
         if "lazy" in mod.FIELDS:
             assert not st.lazy.any(), f"deferred statements pending after a batch: groups {st.lazy}"
         for f in mod.FIELDS:
+            if f.startswith("cut_"):   # a guarded deferred group's stored cuts: NaN or what its maps give now
+                now = np.array(getattr(mod, f"cutv_{f[4:]}")(st), np.float64)
+                kept = getattr(st, f)
+                assert ((kept == now) | np.isnan(kept)).all(), f"{f}: stored cuts {kept}, the maps give {now}"
             if f.startswith("lazy_keys_"):
                 assert getattr(st, f)[-1, 0] == 0, f"keyed deferred statements pending after a batch: {f}"
         for m in self.program.maps:
