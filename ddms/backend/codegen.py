@@ -144,14 +144,20 @@ LAZY_KEYS_SMALL = 16
 (``lazy_keys_<g>``: one probe per event, a store only for a key new since the last flush); the flush
 scans its rows, so one grown past this many rows by a big batch is replaced by a small one when a
 flush finds it mostly empty (per-line flushes while views are watched stay cheap)."""
-CHUNK_BLOCKS = 1000
+CHUNK_BLOCKS = 2000
 """A trigger's statements go into functions of at most this many numba blocks, as estimated once
-every inlined callee is expanded (``ddms.backend.inlinesize``), as well as at most
-``STATEMENTS_PER_FUNCTION`` statements.  Why: numba's SSA reconstruction renames, per function,
-every variable assigned twice (each inlined branch or loop adds some) in all of the function's
-statements, so its time grows as the square of the expanded size; a statement's own text does not
-show it (an EXTREME map's writer inlines a window, a table probe and a heap update: ~130 blocks
-behind one line).  Measured: see the report of stop 39 (chunk39)."""
+every inlined callee is expanded (``ddms.backend.inlinesize``; the estimate runs 1.1-1.4x numba's
+count), as well as at most ``STATEMENTS_PER_FUNCTION`` statements; a one-statement trigger past it
+is compiled on its own, not into ``run_batch``.  Why: numba's untyped passes cost more than linear
+time and memory in a function's size once inlined (SSA reconstruction, variables x statements, now
+patched in ``ddms.numbacache``; liveness, blocks x variables): a 16-statement chunk of qa36 that
+expanded to 4,714 blocks took 30 minutes and 4.6 GB.  A statement's own text does not show its
+size (an EXTREME map's writer inlines a window, a table probe and a heap update: ~130 blocks behind
+one line).  Why not smaller: each function compiled costs a fixed part too (numba links and
+re-optimises the library code it calls into each): qa36's 25-view ``on_insert_BIDS`` (810 blocks)
+took 375 s whole and 395 + 147 s as two chunks (632 + 179 blocks), three chunks of ~270 blocks
+422 s, all at load 13-30 on 2 cores.  No program of ``examples/``, ``bench/``, the finance
+queries, or any single qa view but the NULLIF blow-ups reaches it."""
 INLINE_BUDGET = STATEMENTS_PER_FUNCTION
 """Triggers inline into ``run_batch`` (and deferred groups into ``flush``) while their statements
 add up to at most this many.  Every compiled function that reaches a range-tree update links and
