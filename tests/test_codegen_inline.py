@@ -9,7 +9,8 @@ import re
 import pytest
 from conftest import EXAMPLES
 
-from ddms.backend.codegen import INLINE_BUDGET, _inlined, generate
+from ddms.backend.codegen import CHUNK_BLOCKS, INLINE_BUDGET, STATEMENTS_PER_FUNCTION, _chunks, _inlined, generate
+from ddms.backend.inlinesize import InlineSizes
 from ddms.m3.parser import parse_program
 from ddms.runtime.engine import load_program
 
@@ -142,3 +143,72 @@ def test_past_the_budgets_run_batch_calls_its_parts_and_still_equals_the_interpr
                 {k: v for k, v in it.view("BYK").items() if v}), n
             e._check()
     assert fired[0] == fired[1] and len(fired[0]) > 300
+
+
+def test_inline_sizes_follow_the_calls_numba_inlines():
+    """Estimated blocks: a branch 2, a loop 3, an inlined call 2 plus the callee's expansion (the
+    run-time library's inline="always" functions too); an ordinary call adds nothing."""
+    z = InlineSizes()
+    z.add("@njit(cache=True, inline='always')\ndef w(st, k):\n    if k:\n        st[0] = 1\n"
+          "\n\n@njit(cache=True)\ndef s(st):\n    for i in range(3):\n        st[i] = 0\n"
+          "\n\n@njit(cache=True, inline='always')\ndef f(st, k):\n    w(st, k)\n    w(st, k)\n    s(st)\n")
+    assert z.size("w") == 1 + 2
+    assert z.size("s") == 1 + 3
+    assert z.size("f") == 1 + 2 * (2 + 3)   # s() is a call, not inlined
+    assert z.lines(["    f(st, 1)", "    s(st)"]) == 1 + 2 + z.size("f")
+    assert z.size("xh_wadd") > 10   # (ddms.storage.extheap: a window add, inlined where called)
+
+
+@pytest.mark.parametrize("blocks,expected", [
+    ([10, 10, 10], [[0, 1, 2]]),
+    ([CHUNK_BLOCKS - 5, 10, 3], [[0], [1, 2]]),           # the budget passed: a new chunk
+    ([3, CHUNK_BLOCKS + 50, 3], [[0], [1], [2]]),          # past it alone: a chunk of its own
+    ([1] * (STATEMENTS_PER_FUNCTION + 1), [list(range(STATEMENTS_PER_FUNCTION)), [STATEMENTS_PER_FUNCTION]]),
+])
+def test_chunks_keep_to_both_budgets(blocks, expected):
+    units = [[f"    s{i}()"] for i in range(len(blocks))]
+    assert _chunks(units, blocks) == [[f"    s{i}()" for i in c] for c in expected]
+
+
+def test_a_trigger_whose_inlined_code_passes_the_budget_is_cut_where_no_boundary_is_live(monkeypatch):
+    """Cut by estimated size (CHUNK_BLOCKS forced to 1: a chunk per statement), a trigger keeps a
+    threshold boundary it shares (SOBI's deferred top-k sums) in the chunk of its users."""
+    from ddms.backend import codegen
+
+    monkeypatch.setattr(codegen, "CHUNK_BLOCKS", 1)
+    g = generate(load_program(EXAMPLES / "sobi.m3"))
+    assert "@njit(cache=True)\ndef on_insert_BIDS_c1(" in g.source
+    chunks = dict(re.findall(r"def (lazy_0_c\d+)\([^)]*\):\n((?:    .*\n)+)", g.source))
+    cut = [body for body in chunks.values() if "threshold_cut(" in body]
+    assert len(chunks) > 1 and len(cut) == 1, chunks
+    assert "lazy_0_s0(" in cut[0] and "lazy_0_s1(" in cut[0], chunks
+
+
+def test_a_trigger_cut_by_size_still_equals_the_interpreter(monkeypatch):
+    """Every statement a function of its own (CHUNK_BLOCKS forced to 1), the engine's views equal
+    the interpreter's after every event (inserts and deletes)."""
+    from ddms.backend import codegen
+    from ddms.m3.interpreter import Interpreter
+    from ddms.runtime.engine import Engine
+
+    program = parse_program(WATCHED)
+    monkeypatch.setattr(codegen, "CHUNK_BLOCKS", 1)
+    g = generate(program)
+    fns = decorated(g.source)
+    assert fns["on_insert_R"] and fns["on_delete_R"], fns   # (their chunks: functions run_batch calls)
+    assert all(f"@njit(cache=True)\ndef on_{s}_R_c3(" in g.source for s in ("insert", "delete"))
+    e, it = Engine(program, generated=g), Interpreter(program)
+    rows: list[tuple[float, float, float]] = []
+    for n in range(200):
+        if rows and n % 3 == 2:
+            sign, row = "-", rows.pop((n * 7) % len(rows))
+        else:
+            sign, row = "+", (float(1 + n % 5), float(n % 4), float(n % 7) / 2)
+            rows.append(row)
+        it.apply(sign, "R", row)
+        e.event(sign, "R", row)
+        for view in ("TOT", "HIGH"):
+            assert e.value(view) == pytest.approx(it.view(view)), (n, view)
+        assert {k: v for k, v in e.value("BYK").items() if v} == pytest.approx(
+            {k: v for k, v in it.view("BYK").items() if v}), n
+        e._check()

@@ -46,6 +46,7 @@ from ddms.backend.cutguard import GroupGuards, group_guards
 from ddms.backend.deferral import deferred_maps, keyed_deferred_maps, statement_key
 from ddms.backend.fusion import runs, tree_groups
 from ddms.backend.generated import Generated
+from ddms.backend.inlinesize import InlineSizes
 from ddms.errors import CompileError, ProgramError
 from ddms.m3.ir import (
     INT_BITS,
@@ -74,7 +75,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "35"
+CODEGEN_VERSION = "36"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -144,6 +145,20 @@ LAZY_KEYS_SMALL = 16
 (``lazy_keys_<g>``: one probe per event, a store only for a key new since the last flush); the flush
 scans its rows, so one grown past this many rows by a big batch is replaced by a small one when a
 flush finds it mostly empty (per-line flushes while views are watched stay cheap)."""
+CHUNK_BLOCKS = 2000
+"""A trigger's statements go into functions of at most this many numba blocks, as estimated once
+every inlined callee is expanded (``ddms.backend.inlinesize``; the estimate runs 1.1-1.4x numba's
+count), as well as at most ``STATEMENTS_PER_FUNCTION`` statements; a one-statement trigger past it
+is compiled on its own, not into ``run_batch``.  Why: numba's untyped passes cost more than linear
+time and memory in a function's size once inlined (SSA reconstruction, variables x statements, now
+patched in ``ddms.numbacache``; liveness, blocks x variables): a 16-statement chunk of qa36 that
+expanded to 4,714 blocks took 30 minutes and 4.6 GB.  A statement's own text does not show its
+size (an EXTREME map's writer inlines a window, a table probe and a heap update: ~130 blocks behind
+one line).  Why not smaller: each function compiled costs a fixed part too (numba links and
+re-optimises the library code it calls into each): qa36's 25-view ``on_insert_BIDS`` (810 blocks)
+took 375 s whole and 395 + 147 s as two chunks (632 + 179 blocks), three chunks of ~270 blocks
+422 s, all at load 13-30 on 2 cores.  No program of ``examples/``, ``bench/``, the finance
+queries, or any single qa view but the NULLIF blow-ups reaches it."""
 INLINE_BUDGET = STATEMENTS_PER_FUNCTION
 """Triggers inline into ``run_batch`` (and deferred groups into ``flush``) while their statements
 add up to at most this many.  Every compiled function that reaches a range-tree update links and
@@ -169,6 +184,23 @@ each of their call sites (one per prefetch stage) while the prefetch calls they 
 sites, add up to at most this many; past it they are functions of their own, called per event
 and stage (see ``WATCH_INLINE_BUDGET`` for why: a 25-view program inlined ~540 probe-and-load
 sequences, each with its own loops, into run_batch)."""
+
+
+def _chunks(units: list[list[str]], blocks: list[int]) -> list[list[str]]:
+    """``units`` (a trigger's statement calls, a statement with the shared boundaries it needs
+    being one unit) in order, cut into chunks of at most ``STATEMENTS_PER_FUNCTION`` lines and
+    ``CHUNK_BLOCKS`` estimated blocks (``blocks``, one per unit); a unit past either is a chunk of
+    its own.  O(units)."""
+    out: list[list[str]] = []
+    size = 0
+    for u, b in zip(units, blocks, strict=True):
+        if out and len(out[-1]) + len(u) <= STATEMENTS_PER_FUNCTION and size + b <= CHUNK_BLOCKS:
+            out[-1] += u
+            size += b
+        else:
+            out.append(list(u))
+            size = b
+    return out
 
 
 def _inlined(sizes: list[int]) -> set[int]:
@@ -330,6 +362,17 @@ class _Codegen:
         # in order; the trigger functions then take (st, hx) where they took st
         self.hx = [w for m in program.maps if m.extreme for _, _, _, w in _xfields(m)[:1]]
         self.S = "st, hx" if self.hx else "st"
+        self._sizes_: InlineSizes | None = None
+
+    @property
+    def _sizes(self) -> InlineSizes:
+        """Estimated blocks of the generated functions once inlined (``CHUNK_BLOCKS``): the
+        library's and every map's writers registered on first use (a writer's text depends on
+        the indexes found so far only through calls it does not inline)."""
+        if self._sizes_ is None:
+            self._sizes_ = InlineSizes()
+            self._sizes_.add("\n\n".join(f for m in self.p.maps for f in self.map_functions(m)))
+        return self._sizes_
 
     # -- helpers ------------------------------------------------------------------------------
     def _m(self, name: str) -> MapDecl:
@@ -1280,6 +1323,8 @@ class _Codegen:
         caller (see :func:`_inlined`)."""
         out = []
         calls = []
+        cuts = [0]   # indexes of calls where a chunk may start: no shared boundary is live there
+        n_functions = len(self.functions)
         shared = self._shared_cuts(t) if len(t.statements) <= STATEMENTS_PER_FUNCTION else {}
         fused = self._fused(t)
         self._prefetch = []
@@ -1289,6 +1334,8 @@ class _Codegen:
                 if fused[j]:
                     self.fused_statement(fname, [t.statements[i] for i in fused[j]], t.args)
                     calls.append(f"    {fname}({self.S}, {', '.join('a_' + a for a in t.args)})")
+                    if not self._cuts:
+                        cuts.append(len(calls))
                 continue
             starting = [k for k, (first, _, _) in shared.items() if first == j]
             for n, key in enumerate(starting):   # compute the boundary before its first user
@@ -1308,6 +1355,8 @@ class _Codegen:
             calls.append(f"    {fname}({self.S}, {', '.join(['a_' + a for a in t.args] + cut_args)})")
             for key in [k for k, (_, last, _) in shared.items() if last == j]:
                 self._cuts.pop(key, None)
+            if not self._cuts:
+                cuts.append(len(calls))
         self._cuts.clear()
         params = ", ".join([self.S, *("a_" + a for a in t.args)])   # passed on unchanged
         if self._prefetch:
@@ -1341,15 +1390,26 @@ class _Codegen:
         # the caller calls the chunks itself: a wrapper function of its own would be one more numba
         # library linking in, and LLVM re-optimising, the code of every chunk (numba links each
         # callee's whole module into its caller's), for nothing at run time
-        chunked = len(t.statements) > STATEMENTS_PER_FUNCTION
+        # a trigger is also cut where its statements' code, once numba inlines it, passes
+        # CHUNK_BLOCKS (why: CHUNK_BLOCKS), between statements that share no boundary
+        self._sizes.add("\n\n".join(self.functions[n_functions:]))
+        bounds = sorted({*cuts, len(calls)})
+        units = [calls[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+        blocks = [self._sizes.lines(u) for u in units]
+        chunked = len(t.statements) > STATEMENTS_PER_FUNCTION or (len(units) > 1 and sum(blocks) > CHUNK_BLOCKS)
         if chunked:
-            chunks = [calls[i:i + STATEMENTS_PER_FUNCTION] for i in range(0, len(calls), STATEMENTS_PER_FUNCTION)]
+            chunks = _chunks(units, blocks)
             for c, chunk in enumerate(chunks):
                 out.append(f"@njit(cache=True)\ndef {tname}_c{c}({params}):\n" + "\n".join(chunk) + "\n")
             calls = [f"    {tname}_c{c}({params})" for c in range(len(chunks))]
-            self.plan.append(f"{tname}: {len(chunks)} functions of at most {STATEMENTS_PER_FUNCTION} statements, "
+            self.plan.append(f"{tname}: {len(chunks)} functions of at most {STATEMENTS_PER_FUNCTION} statements "
+                             f"and about {CHUNK_BLOCKS} blocks once inlined (estimated: {sum(blocks)} in all), "
                              "called from its caller")
             inline = True
+        elif inline and sum(blocks) > CHUNK_BLOCKS:   # (one statement, too big to cut or to inline)
+            self.plan.append(f"{tname}: a function of its own (estimated {sum(blocks)} blocks once inlined, "
+                             f"past CHUNK_BLOCKS = {CHUNK_BLOCKS})")
+            inline = False
         elif inline:
             n = len(t.statements)
             self.plan.append(f"{tname}: compiled into its caller ({n} statement{'' if n == 1 else 's'}; "
