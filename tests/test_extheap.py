@@ -21,9 +21,13 @@ from ddms.m3.parser import parse_program
 from ddms.m3.printer import print_program
 from ddms.m3.verify import verify
 from ddms.storage.extheap import (
+    ESC_SHARE,
     SLACK,
     STALE,
     W_CELLS,
+    W_ECAP,
+    W_LG,
+    W_NESC,
     xh_add,
     xh_add_also,
     xh_check,
@@ -319,6 +323,80 @@ def test_window_recentres_on_a_drifting_range_and_takes_overflow_keys() -> None:
     assert m.heap[1] == 0, "the far key was not moved into the window"
     found, top = xh_top(m.heap, m.win, -1.0)
     assert found and top == 0.0
+
+
+def _widest(m: Model) -> float:
+    """The largest value the window's codes hold (one more is escaped)."""
+    return float((1 << (1 << int(m.win[W_LG]))) - 2)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_counts_crossing_the_widest_code_escape_and_come_back(sign) -> None:
+    """Many keys of count 1 (the narrowest cells) and a few counted past the widest code, one
+    step at a time across it, up and down: escaped (an entry in the escape table), back in the
+    cell when a code holds the value again, emptied from an escape (the extreme among them, its
+    end found again).  Model and ``xh_check`` after every add."""
+    m = Model(sign)
+    s = 1.0 if sign > 0 else -1.0
+    for k in range(1000):
+        m.raw(s * k, 1.0)
+    m.check()
+    top = 999.0
+    width = m.win[W_LG]
+    for k in (top, 500.0, 501.0):   # the extreme and two neighbours
+        for _ in range(int(_widest(m)) + 3):
+            m.add(s * k, 1.0)
+    assert m.win[W_LG] == width and m.win[W_NESC] == 3, "three escapes, no wider cells"
+    for _ in range(4):              # back across the widest code: out of the escape table
+        m.add(s * 500.0, -1.0)
+    assert m.win[W_NESC] == 2
+    m.add(s * 500.0, 1.0)           # and in again
+    assert m.win[W_NESC] == 3
+    while m.want.get(s * top):      # the extreme emptied from its escape, down to zero
+        m.add(s * top, -2.0 if m.want[s * top] > 2 else -m.want[s * top])
+    assert xh_top(m.heap, m.win, sign) == (True, s * 998.0)
+    m.add(s * 501.0, 0.5)           # a fraction: escaped whatever the width
+    m.add(s * 7.0, -3.0)            # a negative value: escaped too
+    m.add(s * 7.0, 3.0)
+    m.add(s * 501.0, -(_widest(m) + 3.5))
+    assert m.win[W_NESC] == 1
+
+
+def test_escape_table_full_rebuilds_and_widens() -> None:
+    """Escapes past the table's room rebuild the window with a bigger table; past the share
+    ``ESC_SHARE`` of the live cells, with wider cells (and no escape left for those values); a
+    regrow (the range drifting off the window) carries escaped values over.  Model and
+    ``xh_check`` after every add."""
+    m = Model(1.0)
+    for k in range(2000):
+        m.raw(float(k), 1.0)
+    m.check()
+    width, cap = m.win[W_LG], m.win[W_ECAP]
+    crowded = 0
+    while m.win[W_LG] == width:
+        for _ in range(int(_widest(m)) + 1):
+            m.raw(float(crowded), 1.0)
+        m.check()
+        crowded += 1
+    assert crowded > cap // 2 - 1 or m.win[W_ECAP] > cap, "the escape table did not grow before the cells widened"
+    assert crowded >= 2000 // ESC_SHARE, "cells widened before the escapes reached their share"
+    assert m.win[W_NESC] < crowded
+    cells = m.win[W_CELLS]
+    m.add(20_000.0, 1.0)                   # past the window: regrown, escaped values carried over
+    assert m.win[W_CELLS] > cells and m.heap[0] == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(st.tuples(st.integers(0, 40).map(float), st.sampled_from([1.0, -1.0, 1.0, 5.0, -5.0, 60.0, -60.0])),
+                    max_size=300))
+def test_crowded_keys_match_a_dict(ops) -> None:
+    """Few keys with counts large and small, crossing every width's widest code both ways (escapes
+    made and removed, tables full, cells widened), a map read by its maximum."""
+    m = Model(1.0)
+    for k in range(0, 4000, 3):
+        m.raw(float(k + 100), 1.0)
+    for key, delta in ops:
+        m.add(key, delta)
 
 
 def test_nan_key_is_refused() -> None:
