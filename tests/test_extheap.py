@@ -352,8 +352,7 @@ def test_counts_crossing_the_widest_code_escape_and_come_back(sign) -> None:
     assert m.win[W_NESC] == 2
     m.add(s * 500.0, 1.0)           # and in again
     assert m.win[W_NESC] == 3
-    while m.want.get(s * top):      # the extreme emptied from its escape, down to zero
-        m.add(s * top, -2.0 if m.want[s * top] > 2 else -m.want[s * top])
+    m.add(s * top, -m.want[s * top])   # the extreme emptied from its escape in one step
     assert xh_top(m.heap, m.win, sign) == (True, s * 998.0)
     m.add(s * 501.0, 0.5)           # a fraction: escaped whatever the width
     m.add(s * 7.0, -3.0)            # a negative value: escaped too
@@ -386,13 +385,38 @@ def test_escape_table_full_rebuilds_and_widens() -> None:
     assert m.win[W_CELLS] > cells and m.heap[0] == 0
 
 
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.tuples(st.integers(0, 11), st.booleans()), max_size=200))
+def test_escape_table_deletes_keep_every_probe(ops) -> None:
+    """The escape table alone, 16 entries, up to 8 cells whose homes collide (runs that wrap):
+    after every put or delete each cell's value is found and no entry sits past a free one (a
+    delete moves back the entries whose probes crossed it)."""
+    from ddms.storage.extheap import _check_escapes, _edel, _eget, _ehome, _eput, _wnew
+    win = _wnew(0.0, 4096, 0, 16)
+    homes = [_ehome(j, 16) for j in range(4096)]
+    cells = [j for j, h in enumerate(homes) if h in (14, 15)][:6] + [j for j, h in enumerate(homes) if h == 0][:6]
+    want: dict[int, float] = {}
+    for i, put in ops:
+        j = cells[i]
+        if put and (j in want or len(want) < 8):
+            want[j] = want.get(j, 0.0) + 0.5
+            _eput(win, j, want[j])
+        elif not put and j in want:
+            del want[j]
+            _edel(win, j)
+        _check_escapes(win)
+        assert win[W_NESC] == len(want)
+        assert {j: _eget(win, j) for j in want} == want
+
+
 @settings(max_examples=40, deadline=None)
 @given(ops=st.lists(st.tuples(st.integers(0, 40).map(float), st.sampled_from([1.0, -1.0, 1.0, 5.0, -5.0, 60.0, -60.0])),
                     max_size=300))
-def test_crowded_keys_match_a_dict(ops) -> None:
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_crowded_keys_match_a_dict(sign, ops) -> None:
     """Few keys with counts large and small, crossing every width's widest code both ways (escapes
-    made and removed, tables full, cells widened), a map read by its maximum."""
-    m = Model(1.0)
+    made and removed, tables full, cells widened), at the far end (max) and at the extreme (min)."""
+    m = Model(sign)
     for k in range(0, 4000, 3):
         m.raw(float(k + 100), 1.0)
     for key, delta in ops:

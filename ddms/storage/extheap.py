@@ -1004,6 +1004,23 @@ def xh_dict(tab: np.ndarray, win: np.ndarray) -> dict[float, float]:
     return out
 
 
+def _check_escapes(win: np.ndarray) -> None:
+    """Assert that every escape entry is reached by its probe (no free entry between its home and
+    it) and that free entries hold nothing.  O(escape table)."""
+    ecap = int(win[W_ECAP])
+    l1, l2, n2 = (int(x) for x in _levels(win))
+    e = l2 + n2
+    for s in range(ecap):
+        k = win[e + 2 * s]
+        if k != 0.0:
+            h = int(_ehome(int(k) - 1, ecap))
+            while h != s:
+                assert win[e + 2 * h] != 0.0, f"escape entry of cell {int(k) - 1} past a free entry"
+                h = (h + 1) & (ecap - 1)
+        else:
+            assert win[e + 2 * s + 1] == 0.0, "a free escape entry holds a value"
+
+
 def _check_window(win: np.ndarray) -> set[float]:
     """Assert the window's invariants; return its live keys."""
     cells = int(win[W_CELLS])
@@ -1025,16 +1042,7 @@ def _check_window(win: np.ndarray) -> set[float]:
     esc = set(np.flatnonzero(codes == m).tolist())
     assert set(table) == esc, "escaped cells and escape entries differ"
     assert all(v != 0.0 for v in table.values()), "an escape entry holds 0.0"
-    e = int(_levels(win)[1]) + n2
-    for s in range(ecap):   # every entry is reached by its probe: no free entry between home and it
-        k = win[e + 2 * s]
-        if k != 0.0:
-            h = int(_ehome(int(k) - 1, ecap))
-            while h != s:
-                assert win[e + 2 * h] != 0.0, f"escape entry of cell {int(k) - 1} past a free entry"
-                h = (h + 1) & (ecap - 1)
-        else:
-            assert win[e + 2 * s + 1] == 0.0, "a free escape entry holds a value"
+    _check_escapes(win)
     live = np.flatnonzero(vals)
     assert np.array_equal(np.flatnonzero(codes), live), "a cell's code is zero and its value not, or the reverse"
     assert win[W_LIVE] == len(live), f"live count {win[W_LIVE]}, {len(live)} nonzero cells"
