@@ -338,26 +338,27 @@ def test_counts_crossing_the_widest_code_escape_and_come_back(sign) -> None:
     end found again).  Model and ``xh_check`` after every add."""
     m = Model(sign)
     s = 1.0 if sign > 0 else -1.0
-    for k in range(1000):
+    for k in range(0, 70_000, 7):   # (a window too big for wide cells: 4 bits or fewer)
         m.raw(s * k, 1.0)
     m.check()
-    top = 999.0
+    assert m.win[W_LG] <= 2, "not narrow cells"
+    top = 69_993.0
     width = m.win[W_LG]
-    for k in (top, 500.0, 501.0):   # the extreme and two neighbours
+    for k in (top, 35_000.0, 35_007.0):   # the extreme and two neighbours
         for _ in range(int(_widest(m)) + 3):
             m.add(s * k, 1.0)
     assert m.win[W_LG] == width and m.win[W_NESC] == 3, "three escapes, no wider cells"
     for _ in range(4):              # back across the widest code: out of the escape table
-        m.add(s * 500.0, -1.0)
+        m.add(s * 35_000.0, -1.0)
     assert m.win[W_NESC] == 2
-    m.add(s * 500.0, 1.0)           # and in again
+    m.add(s * 35_000.0, 1.0)        # and in again
     assert m.win[W_NESC] == 3
     m.add(s * top, -m.want[s * top])   # the extreme emptied from its escape in one step
-    assert xh_top(m.heap, m.win, sign) == (True, s * 998.0)
-    m.add(s * 501.0, 0.5)           # a fraction: escaped whatever the width
-    m.add(s * 7.0, -3.0)            # a negative value: escaped too
-    m.add(s * 7.0, 3.0)
-    m.add(s * 501.0, -(_widest(m) + 3.5))
+    assert xh_top(m.heap, m.win, sign) == (True, s * 69_986.0)
+    m.add(s * 35_007.0, 0.5)        # a fraction: escaped whatever the width
+    m.add(s * 8.0, -3.0)            # a negative value: escaped too
+    m.add(s * 8.0, 3.0)
+    m.add(s * 35_007.0, -(_widest(m) + 3.5))
     assert m.win[W_NESC] == 1
 
 
@@ -367,22 +368,25 @@ def test_escape_table_full_rebuilds_and_widens() -> None:
     regrow (the range drifting off the window) carries escaped values over.  Model and
     ``xh_check`` after every add."""
     m = Model(1.0)
-    for k in range(2000):
+    for k in range(0, 32_000, 16):         # (65,536 cells: 8 bits, the widest within W_SMALL)
         m.raw(float(k), 1.0)
     m.check()
     width, cap = m.win[W_LG], m.win[W_ECAP]
     crowded = 0
     while m.win[W_LG] == width:
         for _ in range(int(_widest(m)) + 1):
-            m.raw(float(crowded), 1.0)
+            m.raw(float(16 * crowded), 1.0)
         m.check()
         crowded += 1
     assert crowded > cap // 2 - 1 or m.win[W_ECAP] > cap, "the escape table did not grow before the cells widened"
     assert crowded >= 2000 // ESC_SHARE, "cells widened before the escapes reached their share"
+    assert m.win[W_LG] > width
     assert m.win[W_NESC] < crowded
-    cells = m.win[W_CELLS]
-    m.add(20_000.0, 1.0)                   # past the window: regrown, escaped values carried over
-    assert m.win[W_CELLS] > cells and m.heap[0] == 0
+    for k in range(16 * crowded, 32_000, 16):
+        m.raw(float(k), -1.0)
+    base = m.win[0]
+    m.add(-20_000.0, 1.0)                  # past the window: regrown, escaped values carried over
+    assert m.win[0] != base and m.heap[0] == 0
 
 
 @settings(max_examples=60, deadline=None)
@@ -410,15 +414,16 @@ def test_escape_table_deletes_keep_every_probe(ops) -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(ops=st.lists(st.tuples(st.integers(0, 40).map(float), st.sampled_from([1.0, -1.0, 1.0, 5.0, -5.0, 60.0, -60.0])),
-                    max_size=300))
+@given(ops=st.lists(st.tuples(st.integers(0, 40).map(float),
+                              st.sampled_from([1.0, -1.0, 1.0, 5.0, -5.0, 60.0, -60.0, 250.0, -250.0])), max_size=300))
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_crowded_keys_match_a_dict(sign, ops) -> None:
     """Few keys with counts large and small, crossing every width's widest code both ways (escapes
     made and removed, tables full, cells widened), at the far end (max) and at the extreme (min)."""
     m = Model(sign)
-    for k in range(0, 4000, 3):
+    for k in range(0, 32_000, 24):   # (65,536 cells: 8 bits)
         m.raw(float(k + 100), 1.0)
+    assert m.win[W_LG] == 3
     for key, delta in ops:
         m.add(key, delta)
 

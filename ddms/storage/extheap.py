@@ -330,10 +330,13 @@ and heap holding the same keys (which hold up to ``1 + STALE`` rows per live key
 many slots, 24 bytes each: about 100 bytes a live key), so a sparse or spread-out key set costs no
 more than before.  Keys it cannot take go to the table and heap (the *overflow*)."""
 LG_MIN = 0
+W_SMALL = 1 << 16
 ESC_SHARE = 32
 ESC_MAX = 1024
 E_MIN = 16
-"""Cell width: the narrowest (from ``2 ** LG_MIN`` bits) whose codes hold the values of all but
+"""Cell width: from the widest (up to 32 bits) at which the cells take at most ``W_SMALL`` bytes
+(a small window stays cached whatever its width: no escape is worth it) or ``2 ** LG_MIN`` bits,
+the narrowest whose codes hold the values of all but
 ``1 / ESC_SHARE`` of the live cells and all but ``ESC_MAX`` of them, chosen when the window is made
 or rebuilt.  Why: the escapes of a book's few crowded levels cost a probe each, in a table that
 stays cached while it is small; a wider cell for every level costs cache misses on every event.
@@ -686,6 +689,8 @@ def _rebuild(tab, heap, win, base: float, cells: int, extra: float, sign: float)
                     need[_need(tab[s, 1])] += 1
                     total += 1
     lg = LG_MIN
+    while lg < 5 and (cells << (lg + 1)) <= 8 * W_SMALL:
+        lg += 1
     esc = need[lg + 1:].sum()
     while lg < 5 and (esc * ESC_SHARE > total or esc > ESC_MAX):
         lg += 1
