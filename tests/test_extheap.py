@@ -21,9 +21,13 @@ from ddms.m3.parser import parse_program
 from ddms.m3.printer import print_program
 from ddms.m3.verify import verify
 from ddms.storage.extheap import (
+    ESC_SHARE,
     SLACK,
     STALE,
     W_CELLS,
+    W_ECAP,
+    W_LG,
+    W_NESC,
     xh_add,
     xh_add_also,
     xh_check,
@@ -319,6 +323,109 @@ def test_window_recentres_on_a_drifting_range_and_takes_overflow_keys() -> None:
     assert m.heap[1] == 0, "the far key was not moved into the window"
     found, top = xh_top(m.heap, m.win, -1.0)
     assert found and top == 0.0
+
+
+def _widest(m: Model) -> float:
+    """The largest value the window's codes hold (one more is escaped)."""
+    return float((1 << (1 << int(m.win[W_LG]))) - 2)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_counts_crossing_the_widest_code_escape_and_come_back(sign) -> None:
+    """Many keys of count 1 (the narrowest cells) and a few counted past the widest code, one
+    step at a time across it, up and down: escaped (an entry in the escape table), back in the
+    cell when a code holds the value again, emptied from an escape (the extreme among them, its
+    end found again).  Model and ``xh_check`` after every add."""
+    m = Model(sign)
+    s = 1.0 if sign > 0 else -1.0
+    for k in range(0, 70_000, 7):   # (a window too big for wide cells: 4 bits or fewer)
+        m.raw(s * k, 1.0)
+    m.check()
+    assert m.win[W_LG] <= 2, "not narrow cells"
+    top = 69_993.0
+    width = m.win[W_LG]
+    for k in (top, 35_000.0, 35_007.0):   # the extreme and two neighbours
+        for _ in range(int(_widest(m)) + 3):
+            m.add(s * k, 1.0)
+    assert m.win[W_LG] == width and m.win[W_NESC] == 3, "three escapes, no wider cells"
+    for _ in range(4):              # back across the widest code: out of the escape table
+        m.add(s * 35_000.0, -1.0)
+    assert m.win[W_NESC] == 2
+    m.add(s * 35_000.0, 1.0)        # and in again
+    assert m.win[W_NESC] == 3
+    m.add(s * top, -m.want[s * top])   # the extreme emptied from its escape in one step
+    assert xh_top(m.heap, m.win, sign) == (True, s * 69_986.0)
+    m.add(s * 35_007.0, 0.5)        # a fraction: escaped whatever the width
+    m.add(s * 8.0, -3.0)            # a negative value: escaped too
+    m.add(s * 8.0, 3.0)
+    m.add(s * 35_007.0, -(_widest(m) + 3.5))
+    assert m.win[W_NESC] == 1
+
+
+def test_escape_table_full_rebuilds_and_widens() -> None:
+    """Escapes past the table's room rebuild the window with a bigger table; past the share
+    ``ESC_SHARE`` of the live cells, with wider cells (and no escape left for those values); a
+    regrow (the range drifting off the window) carries escaped values over.  Model and
+    ``xh_check`` after every add."""
+    m = Model(1.0)
+    for k in range(0, 32_000, 16):         # (65,536 cells: 8 bits, the widest within W_SMALL)
+        m.raw(float(k), 1.0)
+    m.check()
+    width, cap = m.win[W_LG], m.win[W_ECAP]
+    crowded = 0
+    while m.win[W_LG] == width:
+        for _ in range(int(_widest(m)) + 1):
+            m.raw(float(16 * crowded), 1.0)
+        m.check()
+        crowded += 1
+    assert crowded > cap // 2 - 1 or m.win[W_ECAP] > cap, "the escape table did not grow before the cells widened"
+    assert crowded >= 2000 // ESC_SHARE, "cells widened before the escapes reached their share"
+    assert m.win[W_LG] > width
+    assert m.win[W_NESC] < crowded
+    for k in range(16 * crowded, 32_000, 16):
+        m.raw(float(k), -1.0)
+    base = m.win[0]
+    m.add(-20_000.0, 1.0)                  # past the window: regrown, escaped values carried over
+    assert m.win[0] != base and m.heap[0] == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.tuples(st.integers(0, 11), st.booleans()), max_size=200))
+def test_escape_table_deletes_keep_every_probe(ops) -> None:
+    """The escape table alone, 16 entries, up to 8 cells whose homes collide (runs that wrap):
+    after every put or delete each cell's value is found and no entry sits past a free one (a
+    delete moves back the entries whose probes crossed it)."""
+    from ddms.storage.extheap import _check_escapes, _edel, _eget, _ehome, _eput, _wnew
+    win = _wnew(0.0, 4096, 0, 16)
+    homes = [_ehome(j, 16) for j in range(4096)]
+    cells = [j for j, h in enumerate(homes) if h in (14, 15)][:6] + [j for j, h in enumerate(homes) if h == 0][:6]
+    want: dict[int, float] = {}
+    for i, put in ops:
+        j = cells[i]
+        if put and (j in want or len(want) < 8):
+            want[j] = want.get(j, 0.0) + 0.5
+            _eput(win, j, want[j])
+        elif not put and j in want:
+            del want[j]
+            _edel(win, j)
+        _check_escapes(win)
+        assert win[W_NESC] == len(want)
+        assert {j: _eget(win, j) for j in want} == want
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(st.tuples(st.integers(0, 40).map(float),
+                              st.sampled_from([1.0, -1.0, 1.0, 5.0, -5.0, 60.0, -60.0, 250.0, -250.0])), max_size=300))
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_crowded_keys_match_a_dict(sign, ops) -> None:
+    """Few keys with counts large and small, crossing every width's widest code both ways (escapes
+    made and removed, tables full, cells widened), at the far end (max) and at the extreme (min)."""
+    m = Model(sign)
+    for k in range(0, 32_000, 24):   # (65,536 cells: 8 bits)
+        m.raw(float(k + 100), 1.0)
+    assert m.win[W_LG] == 3
+    for key, delta in ops:
+        m.add(key, delta)
 
 
 def test_nan_key_is_refused() -> None:
