@@ -27,7 +27,8 @@ at the part (``symbol_rejected``, compiled over ``SYM_HEADER``).  By qa37 (no wr
 views): legal shapes made exact -- IS [NOT] DISTINCT FROM, IS [NOT] TRUE/FALSE, GROUP BY (), WHERE
 NULL, a LEFT JOIN of a one-row aggregate ON TRUE, rn > m, OFFSET without LIMIT in a subquery,
 DENSE_RANK() <= n -- and its ~200 views split: ``qa37`` (the default suite's ~16) and ``qa37_more``
-(all of them, ``-m slow`` only: a Family with ``slow``)."""
+(all of them, ``-m slow`` only: a Family with ``slow``).  By qa39 (~100 views, see
+``qa39_views.py`` and ``test_qa39_runtime.py``): split the same way, ``qa39`` and ``qa39_more``."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ import qa34_views as qa34
 import qa35_views as qa35
 import qa36_views as qa36
 import qa37_views as qa37
+import qa39_views as qa39
 import qa_views as qa32
 from conftest import shared_file
 from hypothesis import HealthCheck, given, settings
@@ -97,6 +99,13 @@ FAMILIES = {
     # every qa37 view (~200: minutes through the interpreter), under -m slow only
     "qa37_more": Family({n: qa37.as_view(n, s) for n, s in qa37.VIEWS.items()}, qa37.VIEWS,
                         {n: qa37.as_view(n, s) for n, s in qa37.SYMBOL_VIEWS.items()}, qa37.SYMBOL_VIEWS,
+                        {}, 1, True, slow=True),
+    "qa39": Family({n: qa39.as_view(n, qa39.VIEWS[n]) for n in qa39.DEFAULT}, {n: qa39.VIEWS[n] for n in qa39.DEFAULT},
+                   {n: qa39.as_view(n, qa39.SYMBOL_VIEWS[n]) for n in qa39.SYMBOL_DEFAULT},
+                   {n: qa39.SYMBOL_VIEWS[n] for n in qa39.SYMBOL_DEFAULT}, qa39.REJECTED, 3, True),
+    # every qa39 view (~100), under -m slow only
+    "qa39_more": Family({n: qa39.as_view(n, s) for n, s in qa39.VIEWS.items()}, qa39.VIEWS,
+                        {n: qa39.as_view(n, s) for n, s in qa39.SYMBOL_VIEWS.items()}, qa39.SYMBOL_VIEWS,
                         {}, 1, True, slow=True),
 }
 REJECTED = [(f, name) for f, fam in FAMILIES.items() for name in fam.rejected]
