@@ -190,6 +190,55 @@ VIEWS: dict[str, str] = {
                           "AND b1.id <> b2.id GROUP BY b1.broker_id",
     "Q_BROKER_JOIN": "SELECT SUM(b.volume * a.volume) AS x FROM bids b JOIN asks a ON a.broker_id = b.broker_id "
                      "AND a.price > b.price",
+    # round 2: shapes aimed at the edges (NULLs inside DISTINCT / NOT IN, extremes of top-N cuts,
+    # correlated subqueries in SELECT, LIMIT 1 as a best price, GROUP BY a CASE)
+    "R_BEST_BID_LIMIT1": "SELECT (SELECT price FROM bids ORDER BY price DESC LIMIT 1) AS bb",
+    "R_THIRD_LEVEL": "SELECT MIN(l.price) AS p3 FROM (SELECT price FROM bids GROUP BY price ORDER BY price DESC "
+                     "LIMIT 3) l",
+    "R_NET_PER_BROKER": "SELECT b.broker_id, SUM(b.volume) - (SELECT SUM(a.volume) FROM asks a WHERE a.broker_id = "
+                        "b.broker_id) AS net FROM bids b GROUP BY b.broker_id",
+    "R_DISTINCT_NULLIF": "SELECT COUNT(DISTINCT NULLIF(price, 100)) AS n FROM asks",
+    "R_NOT_IN_NULLS": "SELECT COUNT(*) AS n FROM bids WHERE price NOT IN (SELECT NULLIF(price, 100) FROM asks)",
+    "R_EXISTS_TOUCH_BROKER": "SELECT COUNT(*) AS n FROM bids b WHERE EXISTS (SELECT 1 FROM asks a WHERE "
+                             "a.broker_id = b.broker_id AND a.price = (SELECT MIN(price) FROM asks))",
+    "R_GROUP_BY_CASE": "SELECT CASE WHEN price >= 100 THEN 1 ELSE 0 END AS hi, SUM(volume) AS v, COUNT(*) AS n "
+                       "FROM bids GROUP BY 1",
+    "R_MAX_FILTER": "SELECT MAX(price) FILTER (WHERE volume > 10) AS p, MIN(price) FILTER (WHERE volume <= 10) AS q "
+                    "FROM bids",
+    "R_WHERE_GT_NULL": "SELECT COUNT(*) AS n FROM bids WHERE price > NULL OR volume > 30",
+    "R_LEAST_AGG_SUB": "SELECT LEAST(MAX(price), (SELECT MIN(price) FROM asks)) AS l FROM bids",
+    "R_ROUND_MID": f"SELECT ROUND(({_BB} + {_BA}) / 2, 1) AS mid",
+    "R_RN_WINDOW_3_4": "SELECT SUM(x.volume) AS v FROM (SELECT volume, ROW_NUMBER() OVER (ORDER BY price DESC, id) "
+                       "AS rn FROM bids) x WHERE x.rn > 2 AND x.rn <= 4",
+    "R_TOP_BY_VOLUME": "SELECT SUM(x.price) AS s FROM (SELECT price, ROW_NUMBER() OVER (ORDER BY volume DESC, id) "
+                       "AS rn FROM asks) x WHERE x.rn <= 2",
+    "R_WORST_BIDS": "SELECT SUM(t.volume) AS v FROM (SELECT volume FROM bids ORDER BY price, id LIMIT 2) t",
+    "R_TWO_KEY_ORDER": "SELECT COUNT(*) AS n, SUM(t.volume) AS v FROM (SELECT volume FROM bids ORDER BY price DESC, "
+                       "volume DESC, id LIMIT 3) t",
+    "R_BELOW_OWN_BEST": "SELECT COUNT(*) AS n FROM bids b WHERE b.price < (SELECT MAX(b2.price) FROM bids b2 WHERE "
+                        "b2.broker_id = b.broker_id)",
+    "R_SUM_OVER_AVG": "SELECT broker_id, SUM(volume) / AVG(volume) AS r FROM asks GROUP BY broker_id",
+    "R_COUNT_DIV_INT": "SELECT COUNT(*) / 3 AS x, COUNT(*) % 3 AS y FROM bids",
+    "R_AVG_EMPTY_COALESCE": "SELECT COALESCE(AVG(volume), -1) + COALESCE((SELECT AVG(volume) FROM asks), -1) AS x "
+                            "FROM bids",
+    "R_MIN_CASE_NULL": "SELECT MIN(CASE WHEN volume > 10 THEN price END) AS lo, MAX(CASE WHEN volume > 10 THEN NULL "
+                       "ELSE price END) AS hi FROM asks",
+    "R_HAVING_MIN_EMPTY_GROUPS": "SELECT broker_id, MIN(price) AS lo, MAX(price) AS hi FROM bids GROUP BY broker_id "
+                                 "HAVING MAX(price) - MIN(price) >= 1",
+    "R_PARTITION_RN_EQ2": "SELECT x.broker_id, SUM(x.price) AS p FROM (SELECT broker_id, price, ROW_NUMBER() OVER "
+                          "(PARTITION BY broker_id ORDER BY price, id) AS rn FROM asks) x WHERE x.rn = 2 "
+                          "GROUP BY x.broker_id",
+    "R_LEVELS_OVER_SIDES": "SELECT (SELECT COUNT(*) FROM (SELECT price FROM bids GROUP BY price) b) - (SELECT COUNT(*) "
+                           "FROM (SELECT price FROM asks GROUP BY price) a) AS d",
+    "R_ASK_IN_BID_LEVELS": "SELECT SUM(volume) AS v FROM asks WHERE price IN (SELECT price FROM bids WHERE volume > 5)",
+    "R_CASE_SUBQ_ELSE": f"SELECT CASE WHEN (SELECT COUNT(*) FROM asks) = 0 THEN -1 ELSE {_BA} END AS ba",
+    "R_GREATEST_3": "SELECT GREATEST(MAX(price), MIN(price) + 10, AVG(price)) AS g FROM bids",
+    "R_NULLIF_AVG_DIV": "SELECT SUM(volume) / NULLIF(COUNT(*) - 1, 0) AS x FROM asks",
+    "R_DEPTH_PER_LEVEL_CNT": "SELECT l.price, COUNT(*) AS n FROM (SELECT price FROM asks GROUP BY price) l, asks a "
+                             "WHERE a.price <= l.price GROUP BY l.price",
+    "R_BROKER_SHARE_TOUCH": f"SELECT broker_id, SUM(volume) / {_BV} AS sh FROM bids WHERE price = {_BB} "
+                            "GROUP BY broker_id",
+    "R_NEG_MOD_CASE": "SELECT SUM(CASE WHEN (id - 5) % 3 = -1 THEN volume ELSE 0 END) AS v FROM bids",
 }
 
 SYMBOL_VIEWS: dict[str, str] = {
@@ -215,6 +264,15 @@ SYMBOL_VIEWS: dict[str, str] = {
                          "(SELECT MAX(b.price) FROM bids b WHERE b.symbol = s.symbol), -1) AS sp "
                          "FROM (SELECT symbol FROM asks GROUP BY symbol) s GROUP BY s.symbol",
     "S_NOT_IN": "SELECT symbol, COUNT(*) AS n FROM bids WHERE symbol NOT IN ('AAA') GROUP BY symbol",
+    "S_MICRO": "SELECT s.symbol, ((SELECT MAX(b.price) FROM bids b WHERE b.symbol = s.symbol) * (SELECT SUM(a.volume) "
+               "FROM asks a WHERE a.symbol = s.symbol AND a.price = (SELECT MIN(a2.price) FROM asks a2 "
+               "WHERE a2.symbol = s.symbol))) AS x FROM (SELECT symbol FROM bids GROUP BY symbol) s GROUP BY s.symbol",
+    "S_LEVELS_DISTINCT_HAVING": "SELECT symbol, COUNT(*) AS n FROM bids GROUP BY symbol HAVING COUNT(DISTINCT price) "
+                                "> 1",
+    "S_RANK_TOP1": "SELECT x.symbol, COUNT(*) AS n FROM (SELECT symbol, RANK() OVER (PARTITION BY symbol ORDER BY "
+                   "price) AS r FROM asks) x WHERE x.r = 1 GROUP BY x.symbol",
+    "S_IN_LIST_CASE": "SELECT symbol, MAX(CASE WHEN symbol IN ('AAA', 'BBB') THEN price END) AS p FROM bids "
+                      "GROUP BY symbol",
 }
 
 KNOWN_BLOWUP: dict[str, str] = {
