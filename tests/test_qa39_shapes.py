@@ -43,6 +43,9 @@ REFUSED = {   # name -> (SQL, part of the reason)
     "LIMIT_2": ("SELECT (SELECT price FROM bids ORDER BY price DESC LIMIT 2) AS p", "ORDER BY ... LIMIT"),
     "OTHER_KEY": ("SELECT (SELECT volume FROM bids ORDER BY price DESC LIMIT 1) AS v", "ORDER BY ... LIMIT"),
     "OFFSET": ("SELECT (SELECT price FROM bids ORDER BY price DESC LIMIT 1 OFFSET 1) AS p", "ORDER BY ... LIMIT"),
+    # rewritten to MIN, refused there: located at the subquery, not at the statement's start
+    "FIRST_ROW_CORR_INEQ": ("SELECT COUNT(*) AS n FROM bids b WHERE b.price = (SELECT a.price FROM asks a WHERE "
+                            "a.volume > b.volume ORDER BY a.price LIMIT 1)", "correlated other than by equality"),
     "RN_NOT_EQ": ("SELECT COUNT(*) AS n FROM (SELECT volume, ROW_NUMBER() OVER (ORDER BY price DESC, id) AS rn "
                   "FROM bids) x WHERE x.rn <= 3 AND x.rn <> 2", "can only be filtered"),
 }

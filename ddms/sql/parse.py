@@ -544,6 +544,7 @@ class _Converter:
         out.set("order", None)
         out.set("limit", None)
         ext = (exp.Max if key.args.get("desc") else exp.Min)(this=col.copy())
+        ext.meta["source"] = sel.sql()
         out.set("expressions", [exp.alias_(ext, item.alias) if isinstance(item, exp.Alias) else ext])
         return out
 
@@ -700,7 +701,8 @@ class _Converter:
                 if distinct:
                     raise self.fail("COUNT(DISTINCT *) is not valid", node)
                 return Agg("COUNT", None, node.sql())
-            return Agg(_AGG[t], self.expr(arg), node.sql(), distinct)
+            # (a rewritten first row, _first_row_extreme, is located at the SELECT it came from)
+            return Agg(_AGG[t], self.expr(arg), node.meta.get("source") or node.sql(), distinct)
         if isinstance(node, exp.Subquery):
             if not isinstance(node.this, exp.Select):
                 raise self.fail("only SELECT subqueries are supported", node)
