@@ -167,7 +167,6 @@ VIEWS: dict[str, str] = {
                     "FROM bids",
     "Q_STATS_GROUP": "SELECT broker_id, MIN(volume) AS mn, MAX(volume) AS mx, AVG(volume) AS av, COUNT(*) AS n "
                      "FROM asks GROUP BY broker_id",
-    "Q_STATS_EXPR": "SELECT MAX(price) - AVG(price) AS d1, COUNT(*) * MIN(volume) AS d2 FROM bids WHERE volume > 3",
     "Q_VWAP_AVG_MAX": "SELECT SUM(price * volume) / SUM(volume) AS vwap, AVG(price) AS ap, MAX(volume) AS mv "
                       "FROM asks",
     # arithmetic over scalar subqueries, no FROM
@@ -278,6 +277,12 @@ SYMBOL_VIEWS: dict[str, str] = {
 KNOWN_BLOWUP: dict[str, str] = {
     # GREATEST(NULLIF(..), NULLIF(..)): a known compile blow-up another helper is fixing (not chased here)
     "Q_GREATEST_NULLIFS": f"SELECT GREATEST(NULLIF({_BB}, 100), NULLIF({_BA}, 100)) AS g",
+}
+
+WRONG: dict[str, str] = {
+    # a wrong answer found by qa39, not fixed (see test_qa39_shapes.test_zero_times_null_is_null): a product
+    # of aggregates is M3's product, where 0 * NULL is 0, so with no bid of volume > 3 d2 reads 0, not NULL
+    "Q_STATS_EXPR": "SELECT MAX(price) - AVG(price) AS d1, COUNT(*) * MIN(volume) AS d2 FROM bids WHERE volume > 3",
 }
 
 REJECTED: dict[str, tuple[str, str]] = {

@@ -82,3 +82,22 @@ def test_other_forms_stay_refused_at_their_place(name: str) -> None:
         compile_sql(HEADER + sql + ";", "v.sql")
     head = str(e.value).split("\n")[0]
     assert head.startswith("v.sql:6:") and reason in head and int(head.split(":")[2]) > 1, str(e.value)
+
+
+ZERO_TIMES_NULL = {
+    "COUNT_TIMES_MIN": "SELECT COUNT(*) * MIN(volume) AS x FROM bids",
+    "SUM_TIMES_MAX": "SELECT SUM(volume) * MAX(price) AS x FROM bids",
+    "ZERO_TIMES_MIN": "SELECT 0 * MIN(volume) AS x FROM bids",
+    "COUNT_TIMES_OTHER_SIDE": "SELECT (SELECT COUNT(*) FROM bids) * (SELECT MIN(price) FROM asks) AS x",
+}
+
+
+@pytest.mark.xfail(strict=True, reason="qa39: 0 * NULL is 0 in M3's product (rt.mul0 and the interpreter), "
+                   "and SQL arithmetic over aggregates is that product: NULL in SQL/DuckDB, 0 here")
+@pytest.mark.parametrize("name", ZERO_TIMES_NULL)
+def test_zero_times_null_is_null(name: str) -> None:
+    """A product of aggregates where one is 0 (COUNT or SUM over nothing) and the other NULL (MIN,
+    MAX of nothing) is NULL in SQL; ddms gives 0 (a wrong answer, the WRONG view of qa39_views).
+    An empty book (a delete of an unknown order): DuckDB's NULL against the interpreter's value."""
+    check_lines(compile_sql(HEADER + ZERO_TIMES_NULL[name] + ";").program, ["1,9,D,0,0"],
+                {"X": ZERO_TIMES_NULL[name]})
