@@ -27,7 +27,8 @@ at the part (``symbol_rejected``, compiled over ``SYM_HEADER``).  By qa37 (no wr
 views): legal shapes made exact -- IS [NOT] DISTINCT FROM, IS [NOT] TRUE/FALSE, GROUP BY (), WHERE
 NULL, a LEFT JOIN of a one-row aggregate ON TRUE, rn > m, OFFSET without LIMIT in a subquery,
 DENSE_RANK() <= n -- and its ~200 views split: ``qa37`` (the default suite's ~16) and ``qa37_more``
-(all of them, ``-m slow`` only: a Family with ``slow``)."""
+(all of them, ``-m slow`` only: a Family with ``slow``).  By qa39 (~100 views, see
+``qa39_views.py`` and ``test_qa39_runtime.py``): split the same way, ``qa39`` and ``qa39_more``."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ import qa34_views as qa34
 import qa35_views as qa35
 import qa36_views as qa36
 import qa37_views as qa37
+import qa39_views as qa39
 import qa_views as qa32
 from conftest import shared_file
 from hypothesis import HealthCheck, given, settings
@@ -76,6 +78,22 @@ def _select(sql: str) -> str:
     return sql.split(" AS ", 1)[1] if sql.upper().startswith("CREATE VIEW") else sql
 
 
+def _split(name: str, m) -> dict[str, Family]:
+    """A family of module ``m`` (``VIEWS``, ``SYMBOL_VIEWS``, ``REJECTED``, and the few views the
+    default suite runs, ``DEFAULT``/``SYMBOL_DEFAULT``) as two: ``name``, those few and the
+    rejections, and ``name_more``, every view, under ``-m slow`` only."""
+    def pick(views: dict[str, str], names) -> dict[str, str]:
+        return {n: views[n] for n in names}
+
+    def fam(views: dict[str, str], symbols: dict[str, str], **kw) -> Family:
+        return Family({n: m.as_view(n, s) for n, s in views.items()}, views,
+                      {n: m.as_view(n, s) for n, s in symbols.items()}, symbols, **kw)
+
+    return {name: fam(pick(m.VIEWS, m.DEFAULT), pick(m.SYMBOL_VIEWS, m.SYMBOL_DEFAULT), rejected=m.REJECTED,
+                      tiny_every=3, caret_inside=True),
+            f"{name}_more": fam(m.VIEWS, m.SYMBOL_VIEWS, rejected={}, tiny_every=1, caret_inside=True, slow=True)}
+
+
 FAMILIES = {
     "qa32": Family(qa32.VIEWS, {n: _select(s) for n, s in qa32.VIEWS.items()}, qa32.SYMBOL_VIEWS,
                    qa32.SYMBOL_VIEWS, qa32.REJECTED, 1, False),
@@ -91,13 +109,10 @@ FAMILIES = {
     "qa36": Family({n: qa36.as_view(n, s) for n, s in qa36.VIEWS.items()}, qa36.VIEWS,
                    {n: qa36.as_view(n, s) for n, s in qa36.SYMBOL_VIEWS.items()}, qa36.SYMBOL_VIEWS,
                    qa36.REJECTED, 3, True, qa36.SYMBOL_REJECTED),
-    "qa37": Family({n: qa37.as_view(n, qa37.VIEWS[n]) for n in qa37.DEFAULT}, {n: qa37.VIEWS[n] for n in qa37.DEFAULT},
-                   {n: qa37.as_view(n, qa37.SYMBOL_VIEWS[n]) for n in qa37.SYMBOL_DEFAULT},
-                   {n: qa37.SYMBOL_VIEWS[n] for n in qa37.SYMBOL_DEFAULT}, qa37.REJECTED, 3, True),
-    # every qa37 view (~200: minutes through the interpreter), under -m slow only
-    "qa37_more": Family({n: qa37.as_view(n, s) for n, s in qa37.VIEWS.items()}, qa37.VIEWS,
-                        {n: qa37.as_view(n, s) for n, s in qa37.SYMBOL_VIEWS.items()}, qa37.SYMBOL_VIEWS,
-                        {}, 1, True, slow=True),
+    # qa37's ~200 and qa39's ~130 views: a few in the default suite, all of them (minutes through the
+    # interpreter) under -m slow only
+    **_split("qa37", qa37),
+    **_split("qa39", qa39),
 }
 REJECTED = [(f, name) for f, fam in FAMILIES.items() for name in fam.rejected]
 SYMBOL_REJECTED = [(f, name) for f, fam in FAMILIES.items() for name in fam.symbol_rejected]

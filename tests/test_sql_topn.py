@@ -139,7 +139,7 @@ def test_cut_is_a_select_by_rank() -> None:
      "ORDER BY price DESC, v LIMIT 5) t", "ordered by one column"),
     ("SELECT SUM(volume) AS v FROM bids ORDER BY price LIMIT 5", "a view without GROUP BY is one row"),
     ("SELECT SUM(t.v) AS v FROM (SELECT price, SUM(volume) AS v, ROW_NUMBER() OVER (ORDER BY price DESC) AS rn "
-     "FROM bids GROUP BY price) t", "filter it once"),
+     "FROM bids GROUP BY price) t", "keeps the first rows of a top-N"),
     ("SELECT SUM(t.v * t.rn) AS v FROM (SELECT price, SUM(volume) AS v, ROW_NUMBER() OVER (ORDER BY price DESC) "
      "AS rn FROM bids GROUP BY price) t WHERE rn <= 3", "can only be filtered"),
     ("SELECT SUM(t.volume) AS v FROM (SELECT volume, DENSE_RANK() OVER (ORDER BY price DESC, id) AS rn FROM bids) t "

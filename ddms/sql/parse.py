@@ -522,6 +522,32 @@ class _Converter:
             raise self.fail("NULLS FIRST is not supported (NULL rows come last, as DuckDB orders them)", first.group(0))
         return RowCut(tuple(cols), n, offset, order.sql())
 
+    def _first_row_extreme(self, sel: exp.Select) -> exp.Select:
+        """A scalar subquery ``(SELECT c FROM .. [WHERE ..] ORDER BY c DESC[, ..] LIMIT 1)`` (a best
+        price as many write it) as ``(SELECT MAX(c) FROM ..)`` (ASC: ``MIN``): the first row's c
+        is the largest, and both are NULL over no rows; DuckDB orders NULLs last either way, so a
+        NULL c comes first only when every c is NULL, where MAX is NULL too.  Any other ORDER BY
+        or LIMIT in a scalar subquery is returned as it is (and refused by :meth:`select`)."""
+        order, item = sel.args.get("order"), sel.expressions[0] if len(sel.expressions) == 1 else None
+        if order is None or sel.args.get("limit") is None or item is None or sel.args.get("offset") is not None \
+                or any(sel.args.get(k) for k in ("group", "having", "distinct")) \
+                or re.search(r"\bNULLS\s+FIRST\b", self.body, re.IGNORECASE) or self._limit(sel)[0] != 1:
+            return sel
+        col, key = (item.this if isinstance(item, exp.Alias) else item), order.expressions[0]
+        if not (isinstance(col, exp.Column) and isinstance(key, exp.Ordered) and isinstance(key.this, exp.Column)):
+            return sel
+        k = key.this
+        same = k.name.lower() == col.name.lower() and k.table.lower() in ("", col.table.lower())
+        if not (same or (isinstance(item, exp.Alias) and not k.table and k.name.lower() == item.alias.lower())):
+            return sel
+        out = sel.copy()
+        out.set("order", None)
+        out.set("limit", None)
+        ext = (exp.Max if key.args.get("desc") else exp.Min)(this=col.copy())
+        ext.meta["source"] = sel.sql()
+        out.set("expressions", [exp.alias_(ext, item.alias) if isinstance(item, exp.Alias) else ext])
+        return out
+
     def _order_key(self, order: exp.Order) -> tuple[Col, bool, tuple[tuple[Col, bool], ...]]:
         """The column a top-N is ordered by, whether descending, and the tie-break columns after
         it (each with its direction; ``translate`` decides which lists it can keep exactly)."""
@@ -574,17 +600,17 @@ class _Converter:
             conj = [] if where is None else list(where.this.flatten()) if isinstance(where.this, exp.And) \
                 else [where.this]
             hits = [(c, k) for c in conj if (k := _rank_bound(c, rn, table)) is not None]
-            if len(hits) != 1:
-                raise self.fail(f"ROW_NUMBER() AS {rn} keeps the first rows of a top-N: filter it once, {rn} <= n, "
+            if not hits:
+                raise self.fail(f"ROW_NUMBER() AS {rn} keeps the first rows of a top-N: filter it, {rn} <= n, "
                                 "in the enclosing WHERE (a conjunct joined by AND)", alias)
-            rest = [c for c in conj if c is not hits[0][0]]
+            rest = [c for c in conj if all(c is not h for h, _ in hits)]
             node.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
             inner.set("expressions", [e for e in inner.expressions if e is not alias])
             for col in node.find_all(exp.Column):
                 if col.name.lower() == rn and col.table.lower() in ("", table) and not _inside(col, sq):
                     raise self.fail(f"{rn} is the ROW_NUMBER() of a top-N: it can only be filtered, {rn} <= n "
                                     "(it is not a column the view can read)", col)
-            n, skip = hits[0][1]
+            n, skip = _rank_and([k for _, k in hits])
             self.pending[id(inner)] = TopN(key, desc, n, partition, w.sql(), ties,
                                            isinstance(w.this, exp.Rank) or dense, skip, dense)
 
@@ -675,11 +701,12 @@ class _Converter:
                 if distinct:
                     raise self.fail("COUNT(DISTINCT *) is not valid", node)
                 return Agg("COUNT", None, node.sql())
-            return Agg(_AGG[t], self.expr(arg), node.sql(), distinct)
+            # (a rewritten first row, _first_row_extreme, is located at the SELECT it came from)
+            return Agg(_AGG[t], self.expr(arg), node.meta.get("source") or node.sql(), distinct)
         if isinstance(node, exp.Subquery):
             if not isinstance(node.this, exp.Select):
                 raise self.fail("only SELECT subqueries are supported", node)
-            return Scalar(self.select(node.this), node.sql())
+            return Scalar(self.select(self._first_row_extreme(node.this)), node.sql())
         if isinstance(node, exp.Cast):   # (and TRY_CAST, whose NULL out of range is ours too)
             if node.to.this in _INT_CAST:
                 # DuckDB's cast of a DOUBLE to an integer type rounds half to even (Func intN)
@@ -875,6 +902,17 @@ def _rank_bound(c: exp.Expression, rn: str, table: str) -> tuple[int, int] | Non
     if kind in (exp.GT, exp.GTE):   # rn > m, rn >= m + 1: every row past the first m (n = -1: no bound)
         return -1, max(0, math.floor(x) if kind is exp.GT else math.ceil(x) - 1)
     return max(0, math.floor(x) if kind is exp.LTE else math.ceil(x) - 1), 0
+
+
+def _rank_and(bounds: list[tuple[int, int]]) -> tuple[int, int]:
+    """The ranks that several conjuncts on one row number all keep (``rn > 2 AND rn <= 4``: 3..4,
+    as ``rn BETWEEN 3 AND 4``), in :func:`_rank_bound`'s form: each keeps m+1..m+n (n = -1: no
+    upper bound), and their intersection is one such range (n = 0: no rank at all)."""
+    lo, hi = 0, math.inf
+    for n, m in bounds:
+        lo = max(lo, m)
+        hi = min(hi, math.inf if n < 0 else m + n)
+    return (-1, lo) if hi == math.inf else (max(0, int(hi) - lo), lo)
 
 
 def _one_aggregate_row(sel: exp.Select) -> bool:
