@@ -92,12 +92,23 @@ ZERO_TIMES_NULL = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="qa39: 0 * NULL is 0 in M3's product (rt.mul0 and the interpreter), "
-                   "and SQL arithmetic over aggregates is that product: NULL in SQL/DuckDB, 0 here")
 @pytest.mark.parametrize("name", ZERO_TIMES_NULL)
 def test_zero_times_null_is_null(name: str) -> None:
     """A product of aggregates where one is 0 (COUNT or SUM over nothing) and the other NULL (MIN,
-    MAX of nothing) is NULL in SQL; ddms gives 0 (a wrong answer, the WRONG view of qa39_views).
+    MAX of nothing) is NULL in SQL; ddms gave 0 (a wrong answer, qa39's Q_STATS_EXPR): such a product
+    is now ``Func("mul")``, SQL's product, not M3's.
     An empty book (a delete of an unknown order): DuckDB's NULL against the interpreter's value."""
     check_lines(compile_sql(HEADER + ZERO_TIMES_NULL[name] + ";").program, ["1,9,D,0,0"],
                 {"X": ZERO_TIMES_NULL[name]})
+
+
+def test_zero_times_null_through_the_engine() -> None:
+    """The same views in one engine program (``rt.f_mul``), after every line of a stream that
+    empties and refills the books, and the interpreter beside it."""
+    from ddms.runtime.engine import Engine
+
+    views = {n.upper(): sql for n, sql in ZERO_TIMES_NULL.items()}
+    program = compile_sql(HEADER + "".join(f"CREATE VIEW {n} AS {s};\n" for n, s in views.items())).program
+    lines = ["1,9,D,0,0", "2,1,B,5,100", "3,2,S,0,101", "4,3,S,7,102", "5,1,D,5,100", "6,2,D,0,101",
+             "7,4,B,0,99", "8,3,D,7,102", "9,4,D,0,99"]
+    assert check_lines(program, lines, views, engine=Engine(program), check_state=True) > 0

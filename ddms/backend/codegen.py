@@ -75,7 +75,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "37"
+CODEGEN_VERSION = "38"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -219,7 +219,7 @@ def _inlined(sizes: list[int]) -> set[int]:
 _PY_CMP = {"=": "==", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _RT_FUNC = {"round": "f_round", "trunc": "f_trunc", "floor": "f_floor", "ceil": "f_ceil", "sign": "f_sign",
             "abs": "f_abs", "nullif": "f_nullif", "coalesce": "f_coalesce", "greatest": "f_greatest",
-            "least": "f_least", "if": "f_if"}
+            "least": "f_least", "if": "f_if", "mul": "f_mul"}
 """The ``ddms.backend.rt`` function computing each SQL function of ``Func`` (the integer casts: ``f_int``)."""
 
 

@@ -132,6 +132,8 @@ def call(name: str, args: tuple[float, ...]) -> float:
     """The value of ``Func(name, args)`` (:data:`ddms.m3.ir.FUNCS`); NULL (NaN) in, NULL out,
     except for the NULL-skipping functions (:data:`ddms.m3.ir.NULL_SKIPPING`), DuckDB's way."""
     x = args[0]
+    if name == "mul":       # SQL's product: NULL (NaN) in, NULL out, 0 * NULL included
+        return x * args[1]
     if name == "if":
         return args[1] if x != 0.0 else args[2]
     if name in NULL_SKIPPING:

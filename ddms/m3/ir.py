@@ -107,7 +107,7 @@ class Func:
 FUNCS: dict[str, tuple[int, ...]] = {
     "round": (1, 2), "floor": (1,), "ceil": (1,), "trunc": (1, 2), "sign": (1,),
     "int8": (1,), "int16": (1,), "int32": (1,), "int64": (1,), "int128": (1,),
-    "abs": (1,), "nullif": (2,), "coalesce": (2,), "greatest": (2,), "least": (2,), "if": (3,),
+    "abs": (1,), "nullif": (2,), "coalesce": (2,), "greatest": (2,), "least": (2,), "if": (3,), "mul": (2,),
 }
 """Function name -> the numbers of arguments it takes.  ``round``: half away from zero
 (``Round(x, d)``: ``round(x * 10^d) / 10^d``, for ``d < 0`` ``round(x / 10^-d) * 10^-d``, as
@@ -119,9 +119,13 @@ DOUBLE, and is NaN (NULL) out of the type's range (where DuckDB raises a convers
 nest) follow DuckDB on NULL, not "NULL in, NULL out": ``Nullif(a, b)`` is NULL where ``a = b``,
 ``Coalesce(a, b)`` is ``b`` where ``a`` is NULL, ``Greatest``/``Least`` skip a NULL argument (NULL
 only when both are).  ``If(t, a, b)`` is ``a`` where the 0/1 test ``t`` is nonzero, else ``b``
-(a CASE whose condition holds a CASE).  The translator writes these as a CASE (a sum of guarded branches, which
-factorises like any sum) and uses the function only where an argument holds a CASE itself: the
-CASE form copies each argument into several branches and tests, so nesting it grows the program
+(a CASE whose condition holds a CASE).  ``Mul(a, b)`` is SQL's ``a * b`` over aggregate results: NULL
+where either is NULL, ``0 * NULL`` included, unlike M3's product, where a zero factor drops the term
+(``0 * NULL`` is 0 there, as a delta needs); the translator uses it for a product of aggregates that
+can be NULL (``COUNT(*) * MIN(volume)`` over an empty book is NULL).  The translator writes the
+others as a CASE (a sum of guarded branches, which factorises like any sum) and uses the function
+only where an argument holds a CASE itself: the CASE form copies each argument into several
+branches and tests, so nesting it grows the program
 exponentially (:meth:`ddms.sql.translate._Translator.sugar`)."""
 
 NULL_SKIPPING: frozenset[str] = frozenset({"nullif", "coalesce", "greatest", "least", "if"})

@@ -148,7 +148,7 @@ def _expr_type(e: Expr, var_types: dict[str, Type], values: dict[str, Type]) -> 
             return "int"
         case Func(name, _) if name == "sign" or name in INT_BITS:   # TINYINT, an integer CAST
             return "int"
-        case Func("coalesce" | "greatest" | "least", args) | Func("if", (_, *args)):   # either argument's value
+        case Func("coalesce" | "greatest" | "least" | "mul", args) | Func("if", (_, *args)):   # both arguments' type
             return "int" if all(_expr_type(a, var_types, values) == "int" for a in args) else "float"
         case Func(_, args):   # ROUND, FLOOR, ABS, NULLIF ... keep their (first) argument's type, as in DuckDB
             return _expr_type(args[0], var_types, values)
