@@ -1557,6 +1557,10 @@ def btree_prefetch_level(pool: BTreePool, ref: int, key: float, level: int) -> i
         for off in (0, 8, FI * (iw - 1), FI * (iw - 1) + 8):   # keys, children
             _prefetch(ik, (n, off))
         _prefetch(in_, (n,))
+        if i >= 0:   # below the root: the walk back up re-sums its whole sum rows for its parent
+            for c in range(nc):
+                _prefetch(ik, (n, FI * (1 + c)))
+                _prefetch(ik, (n, FI * (1 + c) + 8))
     elif d == 0:   # a tree of one leaf (a small slice): the first block of each segment, and the fill
         lf = _b(pool.lf)
         for g in range(0, lw * FL, FL):
