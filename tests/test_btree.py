@@ -933,3 +933,29 @@ def test_deep_counts_leaves_per_tree() -> None:
     for r in [*roots, big]:
         shipped.btree_free(pool, r)
     btree_check(pool, -1)
+
+
+def test_node_rows_start_on_cache_lines_in_new_grown_and_copied_pools():
+    # numba aligns arrays to 32 bytes only: an internal row half a line in spreads each 16-entry
+    # segment over 3 lines (btree._rows_f); every row must start on a line, as the pool grows too
+    # (and in a restored state: statecopy.pool_load copies through _grow2f / _grow2i)
+    from ddms.storage.btree import LINE, _grow2f, _grow2i
+
+    def lined(p):
+        return all(a.ctypes.data % LINE == 0 and a.strides[0] % LINE == 0 for a in (p.lf, p.ik, p.ii))
+
+    for columns in (1, 2, 3):
+        p = btree_new(16, columns)
+        assert lined(p)
+        root = -1
+        for k in np.random.default_rng(columns).permutation(3000):
+            root = btree_add(p, root, float(k), 1.0, columns - 1)   # the arrays double several times
+            assert lined(p)
+        assert lined(p) and p.lcap > 16 and p.icap > 1
+        btree_check(p, root)
+        assert btree_sum_le(p, root, 1499.0, columns - 1) == 1500.0
+    for grow, dt in ((_grow2f, np.float64), (_grow2i, np.int64)):
+        for width in (96, 80, 40):
+            a = np.arange(3 * width, dtype=dt).reshape(3, width)
+            b = grow(a, 7)
+            assert b.ctypes.data % LINE == 0 and b.flags.c_contiguous and (b[:3] == a).all()

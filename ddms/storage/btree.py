@@ -415,11 +415,11 @@ def btree_new(capacity: int, columns: int) -> BTreePool:
     p.nc = columns
     p.lw = columns + 1
     p.iw = columns + 2
-    p.lf = np.empty((nl, (columns + 1) * FL), np.float64)
+    p.lf = _rows_f(nl, (columns + 1) * FL)
     p.ln = np.full(nl, -1, np.int64)
     p.llink = np.full(nl, -1, np.int64)
-    p.ik = np.empty((ni, (columns + 2) * FI), np.float64)
-    p.ii = np.empty((ni, 2 * columns * FI), np.int64)
+    p.ik = _rows_f(ni, (columns + 2) * FI)
+    p.ii = _rows_i(ni, 2 * columns * FI)
     p.in_ = np.full(ni, -1, np.int64)
     p.ilink = np.full(ni, -1, np.int64)
     p.lcap = nl
@@ -495,9 +495,36 @@ def _grow1i(a, cap):
     return out
 
 
+LINE = 64
+"""Bytes of a cache line (x86-64, most aarch64): node arrays start on one (:func:`_rows_f`)."""
+
+
+@njit(cache=True)
+def _rows_f(rows, width):
+    """An uninitialised C-contiguous float64 array (rows, width) whose first row starts on a cache
+    line, so that every node row does (a row is a whole number of lines: ``FL * 8`` and ``FI * 8``
+    bytes are multiples of 64) and each segment of a row (keys, a column's values or sums,
+    children) occupies the fewest lines.  Why: numba's allocator aligns arrays to 32 bytes only; an
+    internal row starting half a line in spreads each 16-entry segment over 3 lines instead of 2
+    (a search then reads 3 lines of keys; the walk back up re-sums 3 lines per column; a path
+    prefetch of two lines per segment misses the third).  Costs 64 bytes per array; O(1) beyond
+    the allocation."""
+    buf = np.empty(rows * width + LINE // 8, np.float64)
+    off = (-buf.ctypes.data) % LINE // 8
+    return buf[off: off + rows * width].reshape((rows, width))
+
+
+@njit(cache=True)
+def _rows_i(rows, width):
+    """:func:`_rows_f` for int64 rows (the internal nodes' counts)."""
+    buf = np.empty(rows * width + LINE // 8, np.int64)
+    off = (-buf.ctypes.data) % LINE // 8
+    return buf[off: off + rows * width].reshape((rows, width))
+
+
 @njit(cache=True)
 def _grow2f(a, cap):
-    out = np.empty((cap, a.shape[1]), np.float64)
+    out = _rows_f(cap, a.shape[1])
     _huge(out)
     out[: a.shape[0]] = a
     return out
@@ -505,7 +532,7 @@ def _grow2f(a, cap):
 
 @njit(cache=True)
 def _grow2i(a, cap):
-    out = np.empty((cap, a.shape[1]), np.int64)
+    out = _rows_i(cap, a.shape[1])
     _huge(out)
     out[: a.shape[0]] = a
     return out
@@ -1477,7 +1504,8 @@ def btree_prefetch(pool: BTreePool, root: int, key: float) -> None:
 def btree_prefetch_level(pool: BTreePool, ref: int, key: float, level: int) -> int:
     """Start loading the node ``level`` levels below node ``ref`` (0: ``ref`` itself) on the path
     an update of ``key`` takes, the leaf if the path is shorter: of an internal node what a
-    descent reads (its keys and children: four cache lines), of a leaf its whole row and fill (of
+    descent reads (its keys and children: four cache lines) and, below the root, the sum rows the
+    walk back up re-sums for its parent (two lines per column), of a leaf its whole row and fill (of
     a leaf reached without a descent, only the blocks of its row a short fill uses: see below);
     and of its parent the lines that the update's walk back up writes (the sums and counts of the
     entry the path takes).  Returns the node reached (a ref), -1 if there is none.  Changes
@@ -1529,6 +1557,10 @@ def btree_prefetch_level(pool: BTreePool, ref: int, key: float, level: int) -> i
         for off in (0, 8, FI * (iw - 1), FI * (iw - 1) + 8):   # keys, children
             _prefetch(ik, (n, off))
         _prefetch(in_, (n,))
+        if i >= 0:   # below the root: the walk back up re-sums its whole sum rows for its parent
+            for c in range(nc):
+                _prefetch(ik, (n, FI * (1 + c)))
+                _prefetch(ik, (n, FI * (1 + c) + 8))
     elif d == 0:   # a tree of one leaf (a small slice): the first block of each segment, and the fill
         lf = _b(pool.lf)
         for g in range(0, lw * FL, FL):
