@@ -41,6 +41,23 @@ def _blank(c):  # pragma: no cover - compiled
     return c == 32 or 9 <= c <= 13      # bytes.strip()'s whitespace: space, \t \n \v \f \r
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _line_end(buf, s, e):  # pragma: no cover - compiled
+    """The end of line ``buf[s:e]`` without its trailing CR/LF bytes."""
+    while e > s and (buf[e - 1] == 10 or buf[e - 1] == 13):
+        e -= 1
+    return e
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _any_text(buf, a, e):  # pragma: no cover - compiled
+    """Whether ``buf[a:e]`` holds a byte that is not whitespace (a payload, not a blank one)."""
+    for q in range(a, e):
+        if not _blank(buf[q]):
+            return True
+    return False
+
+
 @njit(cache=True, nogil=True)
 def _exact_seconds(buf, s, e):  # pragma: no cover - compiled
     """``float(bytes(buf[s:e]))`` of ``digits[.digits]`` (``e`` after the last digit) correctly
@@ -106,8 +123,7 @@ def scan_received(buf, offs, kind, ps, pe, ts):  # pragma: no cover - compiled
         e = offs[i + 1]
         kind[i] = 0
         ts[i] = 0.0
-        while e > s and (buf[e - 1] == 10 or buf[e - 1] == 13):
-            e -= 1
+        e = _line_end(buf, s, e)
         j = s
         while j < e and 48 <= buf[j] <= 57:
             j += 1
@@ -117,13 +133,7 @@ def scan_received(buf, offs, kind, ps, pe, ts):  # pragma: no cover - compiled
             while j < e and 48 <= buf[j] <= 57:
                 j += 1
         # the first ": " ends the head: right after digits[.digits] (no ": " can come before)
-        ok = ok and j - s <= 30 and j + 1 < e and buf[j] == 58 and buf[j + 1] == 32
-        if ok:
-            ok = False
-            for q in range(j + 2, e):
-                if not _blank(buf[q]):
-                    ok = True
-                    break
+        ok = ok and j - s <= 30 and j + 1 < e and buf[j] == 58 and buf[j + 1] == 32 and _any_text(buf, j + 2, e)
         if not ok:
             other += 1
             continue
@@ -160,8 +170,7 @@ def scan_recorded(buf, offs, kind, ps, pe, ts):  # pragma: no cover - compiled
         e = offs[i + 1]
         kind[i] = 0
         ts[i] = 0
-        while e > s and (buf[e - 1] == 10 or buf[e - 1] == 13):
-            e -= 1
+        e = _line_end(buf, s, e)
         j = s
         v = np.int64(0)
         big = False
@@ -172,13 +181,7 @@ def scan_recorded(buf, offs, kind, ps, pe, ts):  # pragma: no cover - compiled
                 break
             v = v * 10 + d
             j += 1
-        ok = not big and j > s and j < e and buf[j] == 32
-        if ok:
-            ok = False
-            for q in range(j + 1, e):
-                if not _blank(buf[q]):
-                    ok = True
-                    break
+        ok = not big and j > s and j < e and buf[j] == 32 and _any_text(buf, j + 1, e)
         if not ok:
             other += 1
             continue
