@@ -17,6 +17,19 @@ from ddms.runtime.engine import load_program
 DECORATED = re.compile(r"@njit\(cache=True(, inline='always')?\)\ndef ((?:on_insert|on_delete)_\w+?|lazy_\d+)\(")
 
 
+def _events(count: int):
+    """``(n, sign, row)`` for ``count`` events of R: inserts, and every third a delete of a row
+    inserted before."""
+    rows: list[tuple[float, float, float]] = []
+    for n in range(count):
+        if rows and n % 3 == 2:
+            yield n, "-", rows.pop((n * 7) % len(rows))
+        else:
+            row = (float(1 + n % 5), float(n % 4), float(n % 7) / 2)
+            rows.append(row)
+            yield n, "+", row
+
+
 def decorated(source: str) -> dict[str, bool]:
     """Trigger and deferred-group function name -> inlined into its caller."""
     return {name: bool(inline) for inline, name in DECORATED.findall(source)
@@ -127,13 +140,7 @@ def test_past_the_budgets_run_batch_calls_its_parts_and_still_equals_the_interpr
         for view in ("TOT", "BYK", "HIGH"):
             e.on(view, lambda v, k, old, new, pos, log=log: log.append((v, k, old, new, pos)))
     it = Interpreter(program)
-    rows: list[tuple[float, float, float]] = []
-    for n in range(300):   # inserts, and deletes of rows inserted before
-        if rows and n % 3 == 2:
-            sign, row = "-", rows.pop((n * 7) % len(rows))
-        else:
-            sign, row = "+", (float(1 + n % 5), float(n % 4), float(n % 7) / 2)
-            rows.append(row)
+    for n, sign, row in _events(300):
         it.apply(sign, "R", row)
         for e in engines:
             e.event(sign, "R", row)
@@ -198,13 +205,7 @@ def test_a_trigger_cut_by_size_still_equals_the_interpreter(monkeypatch):
     assert fns["on_insert_R"] and fns["on_delete_R"], fns   # (their chunks: functions run_batch calls)
     assert all(f"@njit(cache=True)\ndef on_{s}_R_c3(" in g.source for s in ("insert", "delete"))
     e, it = Engine(program, generated=g), Interpreter(program)
-    rows: list[tuple[float, float, float]] = []
-    for n in range(200):
-        if rows and n % 3 == 2:
-            sign, row = "-", rows.pop((n * 7) % len(rows))
-        else:
-            sign, row = "+", (float(1 + n % 5), float(n % 4), float(n % 7) / 2)
-            rows.append(row)
+    for n, sign, row in _events(200):
         it.apply(sign, "R", row)
         e.event(sign, "R", row)
         for view in ("TOT", "HIGH"):
