@@ -1218,7 +1218,7 @@ class _Translator:
             if (not sel.sources or one_row(sel)) and not has_agg(it.expr):
                 # no FROM, or FROM one-row aggregate subqueries: one row, the expression over
                 # scalar subqueries (nested aggregates)
-                outputs.append((it.name.upper(), _sql_products(self.value(it.expr, scope))))
+                outputs.append((it.name.upper(), self.value(it.expr, scope)))
             elif has_agg(it.expr) or has_scalar(it.expr):
                 outputs.append((it.name.upper(),
                                 self.aggregate_expr(it.expr, scope, body, local, group, False, aggs)))
@@ -1485,22 +1485,6 @@ def _factor(terms: list[Term]) -> Expr:
         if len(fs) == 1 and isinstance(fs[0], Cmp):
             return fs[0]
     return Cmp("!=", Add(tuple(term_expr(t) for t in terms)), Const(0.0))
-
-
-def _sql_products(e: Expr) -> Expr:
-    """``e``, a one-row expression over nested aggregates (a view without FROM), with each product
-    that has a factor that can be NULL made SQL's (``Func("mul")``: ``0 * NULL`` is NULL) instead of
-    M3's (``0 * NULL`` is 0).  Nested aggregates are not entered: their products are M3's, as their
-    deltas need.  O(size of e) outside them."""
-    if isinstance(e, AggSum | ExtremeAgg | Exists | Rel):
-        return e
-    e = with_children(e, tuple(_sql_products(c) for c in children(e)))
-    if isinstance(e, Mul) and any(nullable(f) for f in e.factors):
-        out = e.factors[0]
-        for f in e.factors[1:]:
-            out = Func("mul", (out, f))
-        return out
-    return e
 
 
 def _case(branches: list[tuple[Expr, Expr]], default: Expr) -> Expr:

@@ -698,7 +698,9 @@ def _rebuild(tab, heap, win, base: float, cells: int, extra: float, sign: float)
     lg = LG_MIN
     while lg < 5 and (cells << (lg + 1)) <= 8 * W_SMALL:
         lg += 1
-    esc = need[lg + 1:].sum()
+    esc = 0
+    for k in range(lg + 1, need.shape[0]):   # (a loop, not .sum(): numba's array sum keeps an environment
+        esc += need[k]                       # that makes a cached start import numba.np.linalg, ~0.1 s)
     while lg < 5 and (esc * ESC_SHARE > total or esc > ESC_MAX):
         lg += 1
         esc -= need[lg]
