@@ -30,6 +30,15 @@ def _events(count: int):
             yield n, "+", row
 
 
+def _same(e, it, n: int) -> None:
+    """The engine's TOT, HIGH and BYK views equal the interpreter's after event ``n``; its maps check."""
+    for view in ("TOT", "HIGH"):
+        assert e.value(view) == pytest.approx(it.view(view)), (n, view)
+    assert {k: v for k, v in e.value("BYK").items() if v} == pytest.approx(
+        {k: v for k, v in it.view("BYK").items() if v}), n
+    e._check()
+
+
 def decorated(source: str) -> dict[str, bool]:
     """Trigger and deferred-group function name -> inlined into its caller."""
     return {name: bool(inline) for inline, name in DECORATED.findall(source)
@@ -144,11 +153,7 @@ def test_past_the_budgets_run_batch_calls_its_parts_and_still_equals_the_interpr
         it.apply(sign, "R", row)
         for e in engines:
             e.event(sign, "R", row)
-            for view in ("TOT", "HIGH"):
-                assert e.value(view) == pytest.approx(it.view(view)), (n, view)
-            assert {k: v for k, v in e.value("BYK").items() if v} == pytest.approx(
-                {k: v for k, v in it.view("BYK").items() if v}), n
-            e._check()
+            _same(e, it, n)
     assert fired[0] == fired[1] and len(fired[0]) > 300
 
 
@@ -208,8 +213,4 @@ def test_a_trigger_cut_by_size_still_equals_the_interpreter(monkeypatch):
     for n, sign, row in _events(200):
         it.apply(sign, "R", row)
         e.event(sign, "R", row)
-        for view in ("TOT", "HIGH"):
-            assert e.value(view) == pytest.approx(it.view(view)), (n, view)
-        assert {k: v for k, v in e.value("BYK").items() if v} == pytest.approx(
-            {k: v for k, v in it.view("BYK").items() if v}), n
-        e._check()
+        _same(e, it, n)
