@@ -428,6 +428,38 @@ def test_crowded_keys_match_a_dict(sign, ops) -> None:
         m.add(key, delta)
 
 
+def _wide(sign: float, escapes: int) -> Model:
+    """A window of 524,288 cells (too big for cells wider than 1 bit within ``W_SMALL``) holding
+    65,536 keys of count 1, every 4th key from 0 (from 0 down for a min), then ``escapes`` of them
+    (from the far end, every 16th key) counted 3: one past the widest 2-bit code."""
+    m = Model(sign)
+    s = 1.0 if sign > 0 else -1.0
+    for k in range(0, 262_144, 4):
+        m.raw(s * k, 1.0)
+    for i in range(escapes):
+        m.raw(s * (262_140 - 64 * i), 2.0)
+    return m
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+@settings(max_examples=25, deadline=None)
+@given(ops=st.lists(st.tuples(st.integers(0, 40), st.sampled_from([1.0, -1.0, -1.0, 2.0, -2.0, 3.0, -3.0])),
+                    max_size=60))
+def test_narrow_cells_with_escapes_at_the_extreme_match_a_dict(sign, ops) -> None:
+    """2-bit cells holding 1,000 escapes, then adds at 41 keys from one past the extreme inwards,
+    2 apart (keys between the live ones, keys of count 1 and escaped keys of count 3): ties of
+    counts, counts crossing the widest code both ways, the extreme and its neighbours emptied and
+    refilled, the end found again past emptied cells.  Model and ``xh_check`` after every add.  A
+    delta that would take a count below zero is skipped (an order book never does that)."""
+    m = _wide(sign, 1000)
+    s = 1.0 if sign > 0 else -1.0
+    assert m.win[W_LG] == 1 and m.win[W_NESC] == 1000
+    for i, delta in ops:
+        key = s * (262_144.0 - 2 * i)
+        if m.want.get(key + 0.0, 0.0) + delta >= 0.0:
+            m.add(key, delta)
+
+
 def test_nan_key_is_refused() -> None:
     with pytest.raises(ValueError, match="NaN"):
         xh_add(xh_new(), xh_new_heap(), xh_new_win(), math.nan, 1.0, 1.0)
