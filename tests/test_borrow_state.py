@@ -15,7 +15,7 @@ from numba.experimental import structref
 from ddms.backend.codegen import generate
 from ddms.compiler import compile_sql
 from ddms.storage import extheap
-from ddms.storage.btree import borrow_state
+from ddms.storage.btree import borrow, borrow_state, keep_alive
 
 SQL = """
 CREATE STREAM bids(t FLOAT, id INT, broker_id INT, volume FLOAT, price FLOAT)
@@ -96,6 +96,68 @@ def test_stores_through_the_borrowed_state_count_references() -> None:
     assert box.a.shape[0] == 32
     # the state holds its field array once, and the Python handles above their own references
     assert box.a.base.refcount == 2     # the state's and this expression's
+
+
+# -- borrowed local arrays (btree.keep_alive) ------------------------------------------------------
+
+@njit
+def _borrowed_local(n, keep):
+    a = np.full(n, -1, np.int64)
+    ba = borrow(a)
+    m = a.shape[0]                   # a's last use unless kept: numba frees it here
+    b = np.full(n, 7, np.int64)      # (the allocator hands a's block out again)
+    s = 0
+    for i in range(m):
+        s += ba[i]
+    if keep:
+        keep_alive(a)
+    return s + b[0] - 7
+
+
+def test_a_kept_local_outlives_its_borrowed_copy() -> None:
+    """A borrowed copy of a local array reads the local's values after later allocations when the
+    local is kept alive to the return (without ``keep_alive``, numba frees it after its last use:
+    the copy then reads the next array's 7s, or faults).  Sizes below and above malloc's mmap
+    threshold."""
+    for n in (8, 1000, 100_000):
+        assert _borrowed_local(n, True) == -n
+
+
+def _locals_borrowed(fn_src: str) -> set[str]:
+    """Names ``x`` of ``b = borrow(x)`` in a generated function where ``x`` is assigned in it (a
+    local array, not a parameter nor a state field)."""
+    assigned = set(re.findall(r"^    (\w+) = ", fn_src, re.M))
+    return {x for x in re.findall(r"= borrow\((\w+)\)", fn_src) if x in assigned}
+
+
+@pytest.mark.parametrize("which", ["symbols", "extremes"])
+def test_generated_functions_keep_their_borrowed_locals_alive(which) -> None:
+    """Every generated function that borrows an array it made (``run_batch``'s prefetch ring
+    ``pfr`` and its list of tree events ``tev``) calls ``keep_alive`` on it before each return:
+    numba frees a local after its last use, and ``run_batch`` read both only through borrowed
+    copies, so its event loop wrote and read freed memory (the crash of ``bench.symbols``)."""
+    if which == "symbols":
+        from test_symbols import SYM_HEADER, VIEWS
+        text = SYM_HEADER + ";\n".join(VIEWS.values()) + ";"
+    else:
+        text = HOIST_SQL
+    src = generate(compile_sql(text).program).source
+    fns = re.split(r"\n(?=@njit)", src)
+    kept = 0
+    for fn in fns:
+        owned = _locals_borrowed(fn)
+        if not owned:
+            continue
+        body = fn[fn.index("\n    "):]
+        returns = [m.start() for m in re.finditer(r"^ +return\b", body, re.M)]
+        assert returns, fn[:200]
+        for x in owned:
+            for r in returns:
+                before = body[:r].rstrip().rsplit("\n", len(owned) + 2)
+                assert any(f"keep_alive({x})" in ln for ln in before[1:]), (x, body[max(0, r - 300):r + 20])
+            kept += 1
+    if which == "symbols":   # the per-slice path prefetch: ring and event list
+        assert kept >= 2
 
 
 # -- the EXTREME maps' windows hoisted into run_batch (codegen._Codegen._hx_tuple) -------------------

@@ -24,7 +24,7 @@ from oracle import Duck, coalesce_sums, same, strip_comments
 from test_symbols import SYM_HEADER, VIEWS
 
 from bench.symbols import book_events
-from ddms.compiler import compile_sql
+from ddms.compiler import compile_sql, compile_sql_file
 from ddms.io.symbols import symbol_name
 from ddms.runtime.engine import Engine
 from ddms.storage.btree import btree_big
@@ -122,3 +122,35 @@ def _apply_and_check(engine, relmap, name: str, pre, upd) -> None:
             if r[1] is not None and r[1] != 0}
     assert got.keys() == want.keys() and len(got) == SYMBOLS
     assert all(same(got[s], want[s], 1e-9) for s in want), {s: (got[s], want[s]) for s in want}
+
+
+def test_watched_views_over_a_churned_heap(stream) -> None:
+    """A watched per-symbol view whose callback, after every line, allocates arrays of many sizes
+    holding event numbers (0, 1, 2, ...: what ``run_batch``'s list of tree events holds), every
+    7th far out of range: had ``run_batch`` freed that list or its prefetch ring while still
+    reading them through borrowed copies (``btree.keep_alive``), the allocator would hand their
+    blocks to these arrays and the path prefetch would index the event arrays with the bad
+    numbers (a fault: this test crashed the process before the fix, most runs).  The state checks
+    and the views equal DuckDB."""
+    pre, upd = stream
+    name = "symbol_sobi.sql"
+    engine = Engine(compile_sql_file(SQL / name).program)   # (the file's program: the bench's)
+    relmap = engine.relmap(("bids", "asks"))
+    engine.apply(pre, relmap)
+    assert any(btree_big(getattr(engine.state, f)) for f in engine.module.FIELDS if f.startswith("op_"))
+    assert len(engine.module.pf_events(relmap, upd.rel, upd.sign, 0, len(upd))) == len(upd)   # path stages run
+    held: list[np.ndarray] = []
+    fired = []
+
+    def churn(view, key, old, new, position) -> None:
+        fired.append(position)
+        if len(held) > 200:
+            held.clear()
+        for n in range(1, 8192, 53):
+            a = np.arange(n)
+            a[6::7] = 1 << 62
+            held.append(a)
+
+    engine.on(name.removesuffix(".sql").upper(), churn)
+    _apply_and_check(engine, relmap, name, pre, upd)
+    assert len(fired) > (upd.last_line - upd.first_line) // 4

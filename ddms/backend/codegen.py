@@ -75,7 +75,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "39"
+CODEGEN_VERSION = "40"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -1645,6 +1645,12 @@ class _Codegen:
         # out of line, the stage's level is a run-time int64, not a literal: numba would compile the
         # function once per literal value (once per stage)
         lvl = "{}" if pf_deco.endswith("inline='always')\n") else "np.int64({})"
+        # the local arrays the loop reads only through borrowed copies, kept alive to each return:
+        # numba frees a local after its last use (btree.keep_alive)
+        owned = [a for a, made in (("pfr", pf_dispatch), ("tev", path_stages)) if made]
+
+        def keep(indent: str) -> str:
+            return "".join(f"{indent}keep_alive({a})\n" for a in owned)
         run = ("@njit(cache=True, nogil=True)\n"   # GIL released: a reader thread parses meanwhile
                "def run_batch(st, relmap, rel, sign, cols, line, start, end, prev, fire, defer):\n"
                "    \"\"\"Apply events start..end.  After a line that changed a watched view, call the\n"
@@ -1701,9 +1707,9 @@ class _Codegen:
                   if watch_inline else "            changed, nch, cs, co, cn = watch_changes(bst, prev)")
                + "\n            if changed:\n                if nch != 1:\n                    cs = -1\n"
                "                if fire(ln, cs, co, cn) != 0:\n"
-               + self._bury(" " * 20) + "                    return i\n"
-               + ("    if not defer:\n        flush(st)\n" if flushes else "") + self._bury("    ") +
-               "    return i\n")
+               + self._bury(" " * 20) + keep(" " * 20) + "                    return i\n"
+               + ("    if not defer:\n        flush(st)\n" if flushes else "") + self._bury("    ") + keep("    ")
+               + "    return i\n")
         if pf_dispatch:
             trig_fns.append(pf_deco +
                             f"def prefetch({self.S}, pfr, relmap, rel, sign, cols, j, lvl, q):\n"
@@ -1747,7 +1753,7 @@ class _Codegen:
                   f"{self._func_imports()}\n"
                   "from ddms.storage.btree import (\n"
                   "    DigestNamedStructRef, borrow, borrow_pool, borrow_state, btree_add, btree_addv, btree_free,"
-                  " btree_get,\n    btree_items, btree_max, btree_min,\n"
+                  " btree_get,\n    btree_items, btree_max, btree_min, keep_alive,\n"
                   "    btree_big, btree_deep, btree_new, btree_prefetch, btree_prefetch_level, btree_set, range_sum,\n"
                   "    threshold_apply, threshold_cut, threshold_sum,\n)\n"
                   + ("from ddms.storage.btree import btree_nth, btree_nth_row\n" if self._ranks else "")

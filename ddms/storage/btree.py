@@ -271,6 +271,9 @@ def _b(typingctx, a):
     Rule that keeps it safe: a borrowed array is valid while the pool holds that array, that is
     until :func:`_reserve` replaces it (callers re-read after ``_reserve``, as they did anyway)
     and at most until the function returns; it is never returned, stored, or given to Python.
+    The owner must be a state or pool field or an argument (the caller holds it), or a local
+    kept alive by :func:`keep_alive` to the end: numba releases a local after its *last use*, not
+    when the function returns, so a borrowed copy of a local array read later reads freed memory.
     Cost: none at run time (a struct copy with two fields zeroed)."""
     if not isinstance(a, types.Array):
         return None
@@ -287,6 +290,23 @@ def _b(typingctx, a):
 borrow = _b
 """Public name of :func:`_b`, for generated programs: ``borrow(st.or_M)`` reads a state array
 without a reference count (generated code never keeps it past a store to that field)."""
+
+
+@intrinsic
+def keep_alive(typingctx, a):
+    """A use of ``a`` that does nothing: numba releases a local (an array's memory, when its last
+    reference goes) right after the local's last use, so a function that works through a
+    :func:`borrow` of a local array it made must keep the owner alive up to every return with
+    this call.
+
+    Why: generated ``run_batch`` made its prefetch ring and its list of tree events (``pfr``,
+    ``tev``), borrowed them and never named them again, so numba freed both before the event
+    loop: the loop wrote the ring into freed heap memory and read event numbers from it, then
+    indexed the event arrays with whatever the allocator had put there (a crash of
+    ``bench.symbols`` once in a few runs, a general protection fault).  Cost: none at run time
+    (no instruction; the release moves to after the call)."""
+    sig = types.void(a)
+    return sig, lambda context, builder, signature, args: context.get_dummy_value()
 
 
 class DigestNamedStructRef(types.StructRef):
