@@ -147,10 +147,13 @@ _HQ = 16
 _I64_MIN = np.iinfo(np.int64).min
 _R_KIND, _R_UNK, _R_X = 9, 10, 11   # res columns: kind, unknown-name mask, then kind-specific values
 _RES_W = _R_X + 12
-_R_NOK, _R_BAD, _R_SRC, _R_N = _R_X, _R_X + 1, _R_X + 2, _R_X + 3
-"""A depth row's pending checks: tickers checked equal, one checked unequal (1), where that
-one is (``k >= 0``: the chunk message ``k``; ``-1 - k``: the ``k``-th of the book's ``_pending``
-popped in the run) and its message number."""
+_R_NOK, _R_BAD, _R_SRC = _R_X, _R_X + 1, _R_X + 2
+_MAX_BAD = 5
+"""A depth row's pending checks: tickers checked equal, tickers checked unequal (at most
+``_MAX_BAD``: a depth update that would pop more tickers of its ``u`` takes the Python path),
+and per unequal one, in the order they were popped, where it is (``k >= 0``: the chunk message
+``k``; ``-1 - k``: the ``k``-th of the book's ``_pending`` popped in the run) and its message
+number (columns ``_R_SRC + 2 * t``, ``+ 1``)."""
 _S_REQ = _mask("e", "s")
 _I_REQ = _mask("E", "U", "u")
 _I_ALL = _mask("E", "U", "u", "T", "pu")
@@ -407,8 +410,8 @@ def _record(hq, st, s, u, bp, bq, ap, aq):  # pragma: no cover - compiled
 @leaf
 def _pops_ok(pq, st, s, u):  # pragma: no cover - compiled
     """Whether the kernel can take the pending tickers an update ``u`` pops (before applying
-    it): the ring holds the book's whole ``_pending``, and at most one popped ticker names ``u``,
-    with exact values.  O(popped)."""
+    it): the ring holds the book's whole ``_pending``, and at most ``_MAX_BAD`` popped tickers
+    name ``u``, with exact values.  O(popped)."""
     if st[s, _C_CAP] < 0:
         return False
     h, w = st[s, _C_PH], pq.shape[1]
@@ -419,7 +422,7 @@ def _pops_ok(pq, st, s, u):  # pragma: no cover - compiled
             break
         if pq[s, j, 0] == u:
             same += 1
-            if same > 1 or pq[s, j, 3] < 0 or pq[s, j, 4] < 0 or pq[s, j, 5] < 0 or pq[s, j, 6] < 0:
+            if same > _MAX_BAD or pq[s, j, 3] < 0 or pq[s, j, 4] < 0 or pq[s, j, 5] < 0 or pq[s, j, 6] < 0:
                 return False
     return True
 
@@ -447,8 +450,6 @@ def _pop(pq, st, s, u, bp, bq, ap, aq, o):  # pragma: no cover - compiled
     ``o`` (see :data:`_R_NOK`).  O(popped)."""
     o[_R_NOK] = 0
     o[_R_BAD] = 0
-    o[_R_SRC] = 0
-    o[_R_N] = 0
     while st[s, _C_PN] > 0:
         j = st[s, _C_PH]
         if pq[s, j, 0] > u:
@@ -459,9 +460,10 @@ def _pop(pq, st, s, u, bp, bq, ap, aq, o):  # pragma: no cover - compiled
         if same and ok:
             o[_R_NOK] += 1
         elif same:
-            o[_R_BAD] = 1
-            o[_R_SRC] = src
-            o[_R_N] = n
+            c = _R_SRC + 2 * o[_R_BAD]
+            o[c] = src
+            o[c + 1] = n
+            o[_R_BAD] += 1
 
 
 @leaf
@@ -1289,12 +1291,13 @@ class ChunkLane:
                 if len(order) > bk.history:
                     del hist[order.popleft()]
             hist[u] = top
-            if x is not None:     # the pending tickers it popped: checked equal, or one unequal
+            if x is not None:     # the pending tickers it popped: checked equal, or unequal (in order)
                 if x[1]:
                     bk.bookticker_checked += x[1]
                 if x[2]:
                     core._line = line
-                    bk._check_ticker(self._popped(s, x[3]), top, x[4])
+                    for t in range(x[2]):
+                        bk._check_ticker(self._popped(s, x[3 + 2 * t]), top, x[4 + 2 * t])
                     core._copy_reports(bk)
             if end > start and not chunked:
                 events.append(SymbolEvents(venue, syms[s], EventBatch(
