@@ -125,8 +125,8 @@ _TR_IOPT = _mask("b", "a")
 _B_m = _mask("m")
 _TR_BOOL = _mask("m", "M")
 _TR_DEC = _mask("p", "q")
-_C_PH, _C_PN, _C_POP, _C_NEW, _C_CAP, _C_MSG, _C_HH, _C_HN, _C_LO, _C_HCAP, _C_HIST = range(11, 22)
-_ST_W = 22
+_C_PH, _C_PN, _C_POP, _C_NEW, _C_CAP, _C_MSG, _C_HH, _C_HN, _C_LO, _C_HCAP, _C_HIST, _C_HMAX = range(11, 23)
+_ST_W = 23
 """Columns of a slot's state (``ChunkLane._st``): code, last u, px/qty decimals, blocks hint,
 blocks, updates, top (4); then the book's pending bookTickers as the kernel's ring
 (``ChunkLane._pq``): head, count, how many of those that are also in the book's ``_pending``
@@ -135,7 +135,8 @@ not in ``_pending`` yet), its capacity (-1: ``_pending`` holds more than the rin
 Python path serves the book's tickers); the book's ``messages`` (a ticker's number); the last
 entries of the book's top-of-book history as a ring (``ChunkLane._hq``): head, count, the
 largest ``u`` of the history's other entries (``_C_LO``: a ``u`` above it that the ring lacks is
-in no entry), capacity; the book's ``history``."""
+in no entry), capacity; the book's ``history``; a bound on the ring's ``u`` (``_C_HMAX``: a
+larger one is not there, no need to look)."""
 _PQ, _MAX_PQ = 16, 1024
 """Pending bookTickers the kernel keeps per book at first and at most (``ChunkLane._pq[slot]``:
 u, message number, the chunk message it came from (-1: it is in the book's ``_pending`` too),
@@ -375,9 +376,12 @@ def _same_top(v0, v1, v2, v3, bp, bq, ap, aq):  # pragma: no cover - compiled
 @leaf
 def _hist_find(hq, st, s, u):  # pragma: no cover - compiled
     """Position in ``hq[s]`` of the history entry of update ``u``, -1 when the ring has none (the
-    book's history may still hold one when ``u <= st[s, _C_LO]``).  O(_HQ)."""
+    book's history may still hold one when ``u <= st[s, _C_LO]``).  The newest first (a ticker
+    names a recent update).  O(_HQ), O(1) for a ``u`` above the ring's."""
+    if u > st[s, _C_HMAX]:
+        return -1
     h, n, w = st[s, _C_HH], st[s, _C_HN], hq.shape[1]
-    for t in range(n):
+    for t in range(n - 1, -1, -1):
         j = (h + t) % w
         if hq[s, j, 0] == u:
             return j
@@ -401,6 +405,8 @@ def _record(hq, st, s, u, bp, bq, ap, aq):  # pragma: no cover - compiled
         j = (st[s, _C_HH] + n) % w
         st[s, _C_HN] = n + 1
         hq[s, j, 0] = u
+        if u > st[s, _C_HMAX]:
+            st[s, _C_HMAX] = u
     hq[s, j, 1] = bp
     hq[s, j, 2] = bq
     hq[s, j, 3] = ap
@@ -670,7 +676,7 @@ def _run(buf, starts, ends, i0, futures, others, capture, known, knownlen, slots
             return i, _STOP_SLOW, k
         if k + 2 * (nb + na) > oi.shape[0]:
             return i, _STOP_ROWS, k
-        if not _pops_ok(pq, st, s, final) or (_hist_find(hq, st, s, final) < 0 and final <= st[s, _C_LO]):
+        if not _pops_ok(pq, st, s, final) or (final <= st[s, _C_LO] and _hist_find(hq, st, s, final) < 0):
             return i, _STOP_SLOW, k     # a check the kernel cannot decide exactly, or history beyond its ring
         bl = lv[b1:b1 + nb, :2].copy()
         al = lv[a1:a1 + na, :2].copy()
@@ -908,6 +914,7 @@ class ChunkLane:
         hq = [(u, *hist[u]) for u in itertools.islice(order, len(order) - r, None)]
         st[_C_HN], st[_C_HCAP], st[_C_HIST] = r, hcap, bk.history
         st[_C_LO] = max(itertools.islice(order, 0, len(order) - r)) if len(order) > r else _I64_MIN
+        st[_C_HMAX] = max(h[0] for h in hq) if hq else _I64_MIN
         return st, pq, hq
 
     def _refresh(self, s: int) -> None:
@@ -1005,8 +1012,9 @@ class ChunkLane:
             have = self._st[s]
             # the rings hold the book's pending tickers and last history entries (in Python too:
             # nothing popped or queued since); the history bound may be above the fresh one
-            same = [c for c in range(_ST_W) if c not in (_C_PH, _C_HH, _C_LO)]
-            assert (have[same] == want[same]).all() and have[_C_LO] >= want[_C_LO], (sym, have, want)
+            same = [c for c in range(_ST_W) if c not in (_C_PH, _C_HH, _C_LO, _C_HMAX)]
+            assert (have[same] == want[same]).all(), (sym, have, want)
+            assert have[_C_LO] >= want[_C_LO] and have[_C_HMAX] >= want[_C_HMAX], (sym, have, want)
             assert self._ring(self._pq[s], int(have[_C_PH]), int(have[_C_PN])) == pq, sym
             assert self._ring(self._hq[s], int(have[_C_HH]), int(have[_C_HN])) == hq, sym
             assert tuple(self._stf[s].tolist()) == (bk._pscale, bk._qscale), sym
