@@ -19,9 +19,17 @@ that symbol's slot, and resumes the kernel after it: the output -- events, actio
 reports, bookTicker checks -- is the one of feeding the messages one by one (tests/
 test_binance_chunk.py checks it on generated streams and the real captures).
 
-What stays in Python: the book's counters, its top-of-book history and pending bookTicker checks
-(:meth:`BinanceBook._after_update`), and the events (one :class:`SymbolEvents` per message, or
-with ``others`` one :class:`~ddms.io.levels.ChunkEvents` per kernel run).  With ``others`` a book
+BookTickers (``others``) are checked in the kernel as :meth:`BinanceBook._on_ticker` and
+:meth:`BinanceBook._after_update` decide: each slot keeps the book's pending tickers as a ring
+(``_pq``: queued ahead of the book, popped and compared when an update reaches their ``u``) and
+the last entries of its top-of-book history (``_hq``: a late ticker is compared against the entry
+of its update); :meth:`ChunkLane._write_back` brings the book's ``_pending`` in step after each
+run, and only a mismatch (its report), a crossed book or a history entry older than the ring
+costs Python per message.  Why: an hftbacktest capture holds ~10 bookTickers per depth update;
+handing each back to Python capped the real captures at ~0.3-0.5M level updates/s.
+What stays in Python: the book's counters, its top-of-book history (the dict), the reports, and
+the events (one :class:`SymbolEvents` per message, or with ``others`` one
+:class:`~ddms.io.levels.ChunkEvents` per kernel run).  With ``others`` a book
 whose messages of a run can make no report takes them in bulk, once per run (:meth:`ChunkLane._bulk`);
 the others' messages are walked one by one.  Cost: O(bytes + levels) in numba per chunk, plus
 ~3-5 us of Python per walked message and ~2-3 us per bulk book and run; O(symbols) attribute reads
@@ -1321,7 +1329,7 @@ class ChunkLane:
         if bulk is not None:
             walked = rows
             if bulk.any():
-                self._bulk(i0, r, bulk)
+                self._bulk(r, bulk)
         if walked is not None:
             sel = r[walked[kinds[walked] == _DEPTH_MSG], 0]
         else:
@@ -1342,13 +1350,12 @@ class ChunkLane:
         self._write_back()
         self.fast_messages += i1 - i0
 
-    def _bulk(self, i0: int, r: np.ndarray, bulk: np.ndarray) -> None:
+    def _bulk(self, r: np.ndarray, bulk: np.ndarray) -> None:
         """:meth:`_emit`'s rows ``r[bulk]``: every message of their books in this run, none of
-        which can make a report or leave a ticker to Python (depth updates, tickers checked
-        equal or held by the kernel).  Per book, once: the counters, the last update's u and
-        top, the top-of-book history (:meth:`BinanceBook._after_update`'s, entry per update in
-        order), the ticker the kernel still holds (into the book's ``_pending`` with its
-        message number, as :meth:`BinanceBook._on_ticker` queues it).  O(rows) in NumPy plus
+        which can make a report (depth updates, trades, tickers the kernel queued or checked
+        equal).  Per book, once: the counters, the last update's u and top, the top-of-book
+        history (:meth:`BinanceBook._after_update`'s, entry per update in order; the pending
+        tickers are :meth:`_write_back`'s).  O(rows) in NumPy plus
         O(books) in Python (O(rows) for a book whose history already holds one of the u)."""
         idx = np.flatnonzero(bulk)
         self.bulk_messages += len(idx)
