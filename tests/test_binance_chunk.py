@@ -23,13 +23,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddms.io.venues.binance import BinanceBooks
+from ddms.io.venues.binance_book import format_units
 from ddms.io.venues.binance_chunk import ChunkLane
 from tests.conftest import SHARED, shared_file
 
 Op = tuple  # ("msg", bytes) | ("snap", symbol, bytes)
 
 
-def _run_single(market: str, ops: list[Op]) -> tuple[list, list, BinanceBooks]:
+def _run_single(market: str, ops: list[Op], history: int | None = None) -> tuple[list, list, BinanceBooks]:
+    """``history``: each book's (set when its snapshot comes)."""
     core = BinanceBooks(market, "<t>")
     actions: list = []
     events: list = []
@@ -38,12 +40,14 @@ def _run_single(market: str, ops: list[Op]) -> tuple[list, list, BinanceBooks]:
             actions += core.feed(op[1], n)
         else:
             actions += core.apply_snapshot(op[1], op[2], n)
+            if history is not None:
+                core.books[op[1]].history = history
         events += core.take_events()
     return actions, events, core
 
 
 def _run_chunked(market: str, ops: list[Op], sizes: list[int], rows: int = 1 << 14, adaptive: bool = False,
-                 others: bool = True) -> tuple[list, list, BinanceBooks]:
+                 others: bool = True, history: int | None = None) -> tuple[list, list, BinanceBooks]:
     """``adaptive`` False: every message is offered to the kernel first (the lane never rests).
     ``others``: the kernel also takes bookTickers, ignored streams and known unknown fields (the
     lane of ``BinanceBooks.feed_chunk``; a monitor session's lane has it off)."""
@@ -55,6 +59,8 @@ def _run_chunked(market: str, ops: list[Op], sizes: list[int], rows: int = 1 << 
     while i < len(ops):
         if ops[i][0] == "snap":
             actions += core.apply_snapshot(ops[i][1], ops[i][2], i + 1)
+            if history is not None:
+                core.books[ops[i][1]].history = history
             events += core.take_events()
             i += 1
             continue
@@ -303,6 +309,88 @@ def test_chunk_lane_grows_outputs() -> None:
         chunked = _run_chunked("spot", ops, [5, 100], rows)
         _same(_run_single("spot", ops), chunked)
         assert chunked[2]._lane.fast_messages > 20
+
+
+def _ticker_ops(seed: int, market: str, nsym: int, nupd: int) -> list[Op]:
+    """Depth updates of ``nsym`` books, each after up to 40 bookTickers of that symbol as a real
+    capture interleaves them: ahead of the book (of the update that comes next, with its top or
+    one quantity off -- a mismatch --, between it and the last, or beyond it), and late (of a
+    recent update, again right or off, of no update, or of an old one); trades now and then.
+    The tops come from a reference book fed the depth updates alone."""
+    rng = random.Random(seed)
+    fut = market == "futures"
+    ref = BinanceBooks(market, "<ref>")
+    names = [f"T{i}USDT" for i in range(nsym)]
+    last = dict.fromkeys(names, 100)
+    done: dict[str, list[tuple[int, tuple[int, ...]]]] = {s: [] for s in names}
+    ops: list[Op] = []
+    for s in names:
+        bids = [[f"{100 - i * 0.5:.2f}", "1.00"] for i in range(1, 6)]
+        asks = [[f"{100 + i * 0.5:.2f}", "1.00"] for i in range(1, 6)]
+        raw = json.dumps({"lastUpdateId": 100, "bids": bids, "asks": asks}).encode()
+        ops.append(("snap", s, raw))
+        ref.apply_snapshot(s, raw, 0)
+
+    def ticker(s: str, u: int, top: tuple[int, ...], wrong: bool) -> Op:
+        b, bq, a, aq = (format_units(v, 2) if v >= 0 else "0.00" for v in top)
+        if wrong:
+            bq = format_units(top[1] + 7, 2) if top[1] >= 0 else "1.00"
+        d = {"e": "bookTicker", "u": u, "s": s, "b": b, "B": bq, "a": a, "A": aq, "E": 1, "T": 2} if fut else \
+            {"u": u, "s": s, "b": b, "B": bq, "a": a, "A": aq}
+        return ("msg", json.dumps({"stream": f"{s.lower()}@bookTicker", "data": d}, separators=(",", ":")).encode())
+
+    for _ in range(nupd):
+        s = rng.choice(names)
+        u0 = last[s] + (0 if fut else 1)      # futures: the first one straddles the snapshot (U <= id <= u)
+        u1 = last[s] + 1 + rng.randrange(4)
+        b = [[f"{100 - rng.randint(1, 8) * 0.5:.2f}", rng.choice(("0.00", "2.00", "3.50"))] for _ in range(2)]
+        a = [[f"{100 + rng.randint(1, 8) * 0.5:.2f}", rng.choice(("0.00", "1.25"))] for _ in range(2)]
+        d = {"e": "depthUpdate", "E": 1, "s": s, "U": u0, "u": u1, "b": b, "a": a}
+        if fut:
+            d.update(T=1, pu=last[s])
+        raw = json.dumps({"stream": f"{s.lower()}@depth", "data": d}, separators=(",", ":")).encode()
+        ref.feed(raw, 0)
+        top = ref.books[s].top_units()
+        for _ in range(rng.choice((0, 1, 3, 10, 40))):
+            r = rng.random()
+            if r < 0.3:
+                ops.append(ticker(s, u1, top, rng.random() < 0.1))
+            elif r < 0.5:
+                ops.append(ticker(s, rng.randint(u0, u1), top, False))
+            elif r < 0.6:
+                ops.append(ticker(s, u1 + rng.randint(1, 3), top, rng.random() < 0.5))
+            elif r < 0.8 and done[s]:
+                u, t = rng.choice(done[s][-20:])
+                ops.append(ticker(s, u, t, rng.random() < 0.1))
+            elif r < 0.9 and done[s]:
+                ops.append(ticker(s, done[s][-1][0] - rng.randint(0, 2), top, False))
+            else:
+                t = {"e": "trade", "E": 1, "s": s, "t": 5, "p": "100.00", "q": "1.00", "T": 1, "m": True}
+                ops.append(("msg", json.dumps({"stream": f"{s.lower()}@trade", "data": t}).encode()))
+        ops.append(("msg", raw))
+        done[s].append((u1, top))
+        last[s] = u1
+    return ops
+
+
+@pytest.mark.parametrize("market", ["spot", "futures"])
+@pytest.mark.parametrize("history", [None, 8, 40])
+def test_chunk_lane_checks_tickers_in_the_kernel(market: str, history: int | None) -> None:
+    """The kernel keeps each book's pending bookTickers and its last history entries (rings that
+    grow past 16 waiting tickers; at a small ``history`` the book drops the oldest as
+    ``_pending`` does): checks, mismatch reports (file/line), counters, ``_pending`` and history
+    equal the per-message path's, in chunks of several sizes, and nearly every message is the
+    kernel's."""
+    ops = _ticker_ops(5, market, 6, 1200)
+    single = _run_single(market, ops, history)
+    counters = single[2].summary()
+    assert counters["bookticker_mismatch"] > 10 and counters["bookticker_checked"] > 100, counters
+    for sizes in ([], [7, 300]):
+        chunked = _run_chunked(market, ops, sizes, history=history)
+        _same(single, chunked)
+        if not sizes:
+            lane = chunked[2]._lane
+            assert lane.fast_messages > 0.9 * (len(ops) - 6), (lane.fast_messages, len(ops))
 
 
 # ------------------------------------------------------------------------------------------

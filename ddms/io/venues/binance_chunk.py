@@ -19,9 +19,17 @@ that symbol's slot, and resumes the kernel after it: the output -- events, actio
 reports, bookTicker checks -- is the one of feeding the messages one by one (tests/
 test_binance_chunk.py checks it on generated streams and the real captures).
 
-What stays in Python: the book's counters, its top-of-book history and pending bookTicker checks
-(:meth:`BinanceBook._after_update`), and the events (one :class:`SymbolEvents` per message, or
-with ``others`` one :class:`~ddms.io.levels.ChunkEvents` per kernel run).  With ``others`` a book
+BookTickers (``others``) are checked in the kernel as :meth:`BinanceBook._on_ticker` and
+:meth:`BinanceBook._after_update` decide: each slot keeps the book's pending tickers as a ring
+(``_pq``: queued ahead of the book, popped and compared when an update reaches their ``u``) and
+the last entries of its top-of-book history (``_hq``: a late ticker is compared against the entry
+of its update); :meth:`ChunkLane._write_back` brings the book's ``_pending`` in step after each
+run, and only a mismatch (its report), a crossed book or a history entry older than the ring
+costs Python per message.  Why: an hftbacktest capture holds ~10 bookTickers per depth update;
+handing each back to Python capped the real captures at ~0.3-0.5M level updates/s.
+What stays in Python: the book's counters, its top-of-book history (the dict), the reports, and
+the events (one :class:`SymbolEvents` per message, or with ``others`` one
+:class:`~ddms.io.levels.ChunkEvents` per kernel run).  With ``others`` a book
 whose messages of a run can make no report takes them in bulk, once per run (:meth:`ChunkLane._bulk`);
 the others' messages are walked one by one.  Cost: O(bytes + levels) in numba per chunk, plus
 ~3-5 us of Python per walked message and ~2-3 us per bulk book and run; O(symbols) attribute reads
@@ -30,6 +38,7 @@ per chunk to find the books fed elsewhere (only those slots are refreshed).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +71,7 @@ from ddms.io.venues.binance_book import (
     _K_u,
     _mask,
     _scan,
+    parse_units,
 )
 
 if TYPE_CHECKING:
@@ -114,7 +124,7 @@ _T_DEC = _mask("b", "B", "a", "A")
 _MAX_KNOWN = 63     # unknown field names the kernel counts (bits of a mask); more: the Python path
 _KNOWNW = 32        # bytes of such a name
 # message kinds of the kernel's output (res[:, _R_KIND])
-_DEPTH_MSG, _TICKER_MSG, _IGNORED_MSG, _TICKER_OK, _TICKER_HELD, _TRADE_MSG = 0, 1, 2, 3, 4, 5
+_DEPTH_MSG, _IGNORED_MSG, _TICKER_OK, _TICKER_COUNTED, _TRADE_MSG = 0, 2, 3, 4, 5
 _TRADE = np.frombuffer(b"trade", np.uint8).copy()
 _TR_STR = _mask("e", "s", "p", "q")            # a trade's shape (binance_book._SHAPES["trade"])
 _TR_SOPT = _mask("X")
@@ -123,13 +133,36 @@ _TR_IOPT = _mask("b", "a")
 _B_m = _mask("m")
 _TR_BOOL = _mask("m", "M")
 _TR_DEC = _mask("p", "q")
-_ST_W = 18
+_C_PH, _C_PN, _C_POP, _C_NEW, _C_CAP, _C_MSG, _C_HH, _C_HN, _C_LO, _C_HCAP, _C_HIST, _C_HMAX = range(11, 23)
+_ST_W = 23
 """Columns of a slot's state (``ChunkLane._st``): code, last u, px/qty decimals, blocks hint,
-blocks, updates, top (4), the ticker the kernel holds for an update ahead (u or -1, its message,
-its four values in units), and how many tickers wait in the book's own ``_pending``."""
-_HELD_OK, _HELD_BAD, _HELD_PASSED = 1, 2, 3   # a depth row's outcome for the held ticker (res[:, _R_X])
+blocks, updates, top (4); then the book's pending bookTickers as the kernel's ring
+(``ChunkLane._pq``): head, count, how many of those that are also in the book's ``_pending``
+it popped this run (``_C_POP``), how many it queued this run (``_C_NEW``: the ring's last ones,
+not in ``_pending`` yet), its capacity (-1: ``_pending`` holds more than the ring can, the
+Python path serves the book's tickers); the book's ``messages`` (a ticker's number); the last
+entries of the book's top-of-book history as a ring (``ChunkLane._hq``): head, count, the
+largest ``u`` of the history's other entries (``_C_LO``: a ``u`` above it that the ring lacks is
+in no entry), capacity; the book's ``history``; a bound on the ring's ``u`` (``_C_HMAX``: a
+larger one is not there, no need to look)."""
+_PQ, _MAX_PQ = 16, 1024
+"""Pending bookTickers the kernel keeps per book at first and at most (``ChunkLane._pq[slot]``:
+u, message number, the chunk message it came from (-1: it is in the book's ``_pending`` too),
+bid px/qty, ask px/qty in units (-1 / -2: no exact value / too many digits: the Python path
+compares)).  The rings double when one is full below the book's ``history`` (a real capture
+holds ~10 tickers between two depth updates, sometimes dozens)."""
+_HQ = 16
+"""Top-of-book history entries the kernel keeps per book (``ChunkLane._hq[slot]``: u, top)."""
+_I64_MIN = np.iinfo(np.int64).min
 _R_KIND, _R_UNK, _R_X = 9, 10, 11   # res columns: kind, unknown-name mask, then kind-specific values
 _RES_W = _R_X + 12
+_R_NOK, _R_BAD, _R_SRC = _R_X, _R_X + 1, _R_X + 2
+_MAX_BAD = 5
+"""A depth row's pending checks: tickers checked equal, tickers checked unequal (at most
+``_MAX_BAD``: a depth update that would pop more tickers of its ``u`` takes the Python path),
+and per unequal one, in the order they were popped, where it is (``k >= 0``: the chunk message
+``k``; ``-1 - k``: the ``k``-th of the book's ``_pending`` popped in the run) and its message
+number (columns ``_R_SRC + 2 * t``, ``+ 1``)."""
 _S_REQ = _mask("e", "s")
 _I_REQ = _mask("E", "U", "u")
 _I_ALL = _mask("E", "U", "u", "T", "pu")
@@ -150,7 +183,7 @@ _BULK_MIN = 256
 costs ~0.1 ms a run (a real capture of a few symbols has runs of tens of messages)."""
 
 # stop codes of _run (besides "message i needs the Python path")
-_STOP_SLOW, _STOP_LV, _STOP_ROWS = 0, 1, 2
+_STOP_SLOW, _STOP_LV, _STOP_ROWS, _STOP_PQ = 0, 1, 2, 3
 
 
 @leaf
@@ -340,20 +373,157 @@ def _is_trade(m, sm, slots):  # pragma: no cover - compiled
     return True
 
 
+@leaf
+def _same_top(v0, v1, v2, v3, bp, bq, ap, aq):  # pragma: no cover - compiled
+    """:meth:`BinanceBook._check_ticker`'s test, for a ticker's units ``v0..v3`` with exact
+    values (a negative one: no value at the book's scale or too many digits, never equal here:
+    the Python path decides) against a top (-1: an empty side)."""
+    return v0 >= 0 and v1 >= 0 and v2 >= 0 and v3 >= 0 and v0 == bp and v1 == bq and v2 == ap and v3 == aq
+
+
+@leaf
+def _hist_find(hq, st, s, u):  # pragma: no cover - compiled
+    """Position in ``hq[s]`` of the history entry of update ``u``, -1 when the ring has none (the
+    book's history may still hold one when ``u <= st[s, _C_LO]``).  The newest first (a ticker
+    names a recent update).  O(_HQ), O(1) for a ``u`` above the ring's."""
+    if u > st[s, _C_HMAX]:
+        return -1
+    h, n, w = st[s, _C_HH], st[s, _C_HN], hq.shape[1]
+    for t in range(n - 1, -1, -1):
+        j = (h + t) % w
+        if hq[s, j, 0] == u:
+            return j
+    return -1
+
+
+@leaf
+def _record(hq, st, s, u, bp, bq, ap, aq):  # pragma: no cover - compiled
+    """:meth:`BinanceBook._after_update`'s history step (``hist[u] = top``, a new ``u`` after
+    the others, the oldest dropped past the capacity) on the ring; a ``u`` the ring lacks is
+    above ``_C_LO`` (the caller checked), so it is new to the book's history too.  O(_HQ)."""
+    j = _hist_find(hq, st, s, u)
+    if j < 0:
+        n, w = st[s, _C_HN], hq.shape[1]
+        if n == st[s, _C_HCAP]:
+            h = st[s, _C_HH]
+            if hq[s, h, 0] > st[s, _C_LO]:
+                st[s, _C_LO] = hq[s, h, 0]
+            st[s, _C_HH] = (h + 1) % w
+            n -= 1
+        j = (st[s, _C_HH] + n) % w
+        st[s, _C_HN] = n + 1
+        hq[s, j, 0] = u
+        if u > st[s, _C_HMAX]:
+            st[s, _C_HMAX] = u
+    hq[s, j, 1] = bp
+    hq[s, j, 2] = bq
+    hq[s, j, 3] = ap
+    hq[s, j, 4] = aq
+
+
+@leaf
+def _pops_ok(pq, st, s, u):  # pragma: no cover - compiled
+    """Whether the kernel can take the pending tickers an update ``u`` pops (before applying
+    it): the ring holds the book's whole ``_pending``, and at most ``_MAX_BAD`` popped tickers
+    name ``u``, with exact values.  O(popped)."""
+    if st[s, _C_CAP] < 0:
+        return False
+    h, w = st[s, _C_PH], pq.shape[1]
+    same = 0
+    for t in range(st[s, _C_PN]):
+        j = (h + t) % w
+        if pq[s, j, 0] > u:
+            break
+        if pq[s, j, 0] == u:
+            same += 1
+            if same > _MAX_BAD or pq[s, j, 3] < 0 or pq[s, j, 4] < 0 or pq[s, j, 5] < 0 or pq[s, j, 6] < 0:
+                return False
+    return True
+
+
+@leaf
+def _drop(pq, st, s):  # pragma: no cover - compiled
+    """Take the ring's first ticker off; returns where it is (see :data:`_R_SRC`)."""
+    j = st[s, _C_PH]
+    ref = pq[s, j, 2]
+    if ref < 0:
+        src = -1 - st[s, _C_POP]
+        st[s, _C_POP] += 1
+    else:
+        src = ref
+        st[s, _C_NEW] -= 1
+    st[s, _C_PH] = (j + 1) % pq.shape[1]
+    st[s, _C_PN] -= 1
+    return src
+
+
+@leaf
+def _pop(pq, st, s, u, bp, bq, ap, aq, o):  # pragma: no cover - compiled
+    """:meth:`BinanceBook._after_update`'s pending step after update ``u`` (top ``bp..aq``):
+    the tickers up to ``u`` leave the ring, the one naming ``u`` is compared; the outcome in
+    ``o`` (see :data:`_R_NOK`).  O(popped)."""
+    o[_R_NOK] = 0
+    o[_R_BAD] = 0
+    while st[s, _C_PN] > 0:
+        j = st[s, _C_PH]
+        if pq[s, j, 0] > u:
+            break
+        same, n = pq[s, j, 0] == u, pq[s, j, 1]
+        ok = _same_top(pq[s, j, 3], pq[s, j, 4], pq[s, j, 5], pq[s, j, 6], bp, bq, ap, aq)
+        src = _drop(pq, st, s)
+        if same and ok:
+            o[_R_NOK] += 1
+        elif same:
+            c = _R_SRC + 2 * o[_R_BAD]
+            o[c] = src
+            o[c + 1] = n
+            o[_R_BAD] += 1
+
+
+@leaf
+def _push(pq, st, s, u, n, i, v0, v1, v2, v3):  # pragma: no cover - compiled
+    """:meth:`BinanceBook._on_ticker`'s queueing of a ticker ahead of the book (message number
+    ``n``, chunk message ``i``): False when the ring cannot (it holds less than ``_pending``, or
+    is full below the book's ``history``); at ``history`` the first one is dropped, as
+    ``_pending`` drops it.  O(1)."""
+    cap = st[s, _C_CAP]
+    if cap < 0 or (st[s, _C_PN] == cap and cap < st[s, _C_HIST]):
+        return False      # the caller stops (the rings grow, or the Python path queues it)
+    if st[s, _C_PN] == cap:
+        _drop(pq, st, s)
+    j = (st[s, _C_PH] + st[s, _C_PN]) % pq.shape[1]
+    pq[s, j, 0] = u
+    pq[s, j, 1] = n
+    pq[s, j, 2] = i
+    pq[s, j, 3] = v0
+    pq[s, j, 4] = v1
+    pq[s, j, 5] = v2
+    pq[s, j, 6] = v3
+    st[s, _C_PN] += 1
+    st[s, _C_NEW] += 1
+    return True
+
+
 @njit(cache=True, nogil=True)
 def _run(buf, starts, ends, i0, futures, others, capture, known, knownlen, slots, lv, unk, table, symtab, symlen,
-         st, stf, L_bk, L_bq, L_bt, L_bn, L_order, L_bmax, L_free, L_meta, oi, oc,
+         st, stf, pq, hq, L_bk, L_bq, L_bt, L_bn, L_order, L_bmax, L_free, L_meta, oi, oc,
          res):  # pragma: no cover - compiled
     """Apply messages ``i0..`` (``buf[starts[i]:ends[i]]``) while each is a plain in-sequence
     depth update of a synchronized book (or the first one straddling its snapshot).  ``st[slot]``
     = (0 waiting / 1 synchronized / 2 after the snapshot, last u, px_dec, qty_dec,
     blocks hint, blocks allocated, updates); ``stf[slot]`` = (pscale, qscale).  Per applied
     message ``res[i - i0]`` = (slot, end row, u, best bid, qty, best ask, qty, levels, 1 if it
-    synchronized the book, kind, unknown-name mask, ...).
+    synchronized the book, kind, unknown-name mask, then the pending checks it made (see
+    :data:`_R_NOK`)).  Each depth update applied records its top in the history ring ``hq`` and
+    pops the pending tickers it reaches from the ring ``pq`` (:meth:`BinanceBook._after_update`'s
+    steps; a ticker compared unequal is reported by :meth:`ChunkLane._emit`).
     With ``others`` the kernel also takes (for :meth:`ChunkLane._emit` to count in message
-    order) a well-formed bookTicker of a known symbol (kind ``_TICKER_MSG``: slot, u; from
-    column ``_R_X`` the spans of b, B, a, A and of the stream (-1 without an envelope), E and T
-    (-1 when absent)), a message of a stream that is not a book stream (kind ``_IGNORED_MSG``,
+    order) a well-formed bookTicker of a synchronized book as :meth:`BinanceBook._on_ticker`
+    does (kind ``_TICKER_COUNTED``: queued in ``pq`` when ahead of the book, else of no update
+    in the history; ``_TICKER_OK``: checked equal against the history entry of its update; a
+    mismatch, an inexact value or a history entry beyond the ring takes the Python path) with
+    slot, u and from column ``_R_X`` the spans of b, B, a, A and of the stream (-1 without an
+    envelope), E and T (-1 when absent), a message of a stream that is not a book stream (kind ``_IGNORED_MSG``,
     slot -1, the span of its counted name), and depth updates and tickers carrying unknown
     fields already counted (``known``/``knownlen``: their names; the mask in ``_R_UNK``).
     ``capture`` (with ``others``; a recorder capture's reader, :class:`~ddms.io.sources.BinanceCaptureReader`,
@@ -414,6 +584,8 @@ def _run(buf, starts, ends, i0, futures, others, capture, known, knownlen, slots
                     for j in range(sa, sb):
                         if m[j] > 127:
                             return i, _STOP_SLOW, k    # the decoder's str(): the Python path says what it makes of it
+                if s >= 0:
+                    st[s, _C_MSG] += 1
                 o[0] = s
                 o[1] = k
                 o[_R_KIND] = _TRADE_MSG
@@ -433,39 +605,35 @@ def _run(buf, starts, ends, i0, futures, others, capture, known, knownlen, slots
                     or bm != 0 or lm != 0 or dm & _T_DEC != _T_DEC):
                 return i, _STOP_SLOW, k
             s = _find(m, slots[_K_s, 1], slots[_K_s, 2], table, symtab, symlen)
-            if s < 0:
-                return i, _STOP_SLOW, k
+            if s < 0 or st[s, 0] == 0:
+                return i, _STOP_SLOW, k     # unknown, or a book waiting for its snapshot (its _pending takes it)
+            tu = slots[_K_u, 1]
+            v0 = _units(m, slots[_K_b, 1], slots[_K_b, 2], st[s, 2])
+            v1 = _units(m, slots[_K_B, 1], slots[_K_B, 2], st[s, 3])
+            v2 = _units(m, slots[_K_a, 1], slots[_K_a, 2], st[s, 2])
+            v3 = _units(m, slots[_K_A, 1], slots[_K_A, 2], st[s, 3])
+            # BinanceBook._on_ticker: ahead of the book it waits (the ring is the book's _pending);
+            # else the history entry of its update, if any, is checked
+            if tu > st[s, 1]:
+                if not _push(pq, st, s, tu, st[s, _C_MSG] + 1, i, v0, v1, v2, v3):
+                    return i, _STOP_PQ if st[s, _C_CAP] >= 0 and pq.shape[1] < _MAX_PQ else _STOP_SLOW, k
+                kind = _TICKER_COUNTED
+            else:
+                j = _hist_find(hq, st, s, tu)
+                if j >= 0:
+                    if not _same_top(v0, v1, v2, v3, hq[s, j, 1], hq[s, j, 2], hq[s, j, 3], hq[s, j, 4]):
+                        return i, _STOP_SLOW, k     # a mismatch (or no exact value): the Python path reports it
+                    kind = _TICKER_OK
+                elif tu > st[s, _C_LO]:
+                    kind = _TICKER_COUNTED          # of no update in the history: only counted
+                else:
+                    return i, _STOP_SLOW, k         # the history may hold it beyond the ring
+            st[s, _C_MSG] += 1
             o[0] = s
             o[1] = k
-            o[2] = slots[_K_u, 1]
-            o[_R_UNK] = um
-            if st[s, 0] == 1 and slots[_K_u, 1] == st[s, 1]:
-                # the ticker of the last update of a synchronized book: BinanceBook._check_ticker
-                # against its top (hist[last u] is the top then); a mismatch takes the Python path
-                for t, kk in enumerate((_K_b, _K_B, _K_a, _K_A)):
-                    if _units(m, slots[kk, 1], slots[kk, 2], st[s, 2] if t % 2 == 0 else st[s, 3]) != st[s, 7 + t]:
-                        return i, _STOP_SLOW, k
-                o[_R_KIND] = _TICKER_OK
-                continue
-            kind = _TICKER_MSG
-            if st[s, 0] == 1 and slots[_K_u, 1] > st[s, 1]:
-                # a ticker ahead of a synchronized book (BinanceBook._on_ticker would queue it):
-                # held here when it is the book's only waiting one, checked at the update it names
-                if st[s, 11] >= 0:
-                    return i, _STOP_SLOW, k    # a second one: the Python path, once _emit queued the first
-                if st[s, 17] == 0:
-                    kind = _TICKER_HELD
-                    for t, kk in enumerate((_K_b, _K_B, _K_a, _K_A)):
-                        v = _units(m, slots[kk, 1], slots[kk, 2], st[s, 2] if t % 2 == 0 else st[s, 3])
-                        if v == -2:
-                            kind = _TICKER_MSG
-                        st[s, 13 + t] = v
-            if kind == _TICKER_HELD:
-                st[s, 11] = slots[_K_u, 1]
-                st[s, 12] = i
-            elif st[s, 0] != 1 or slots[_K_u, 1] > st[s, 1]:
-                st[s, 17] += 1                 # the book's _pending gets it (at most: counts are a bound)
+            o[2] = tu
             o[_R_KIND] = kind
+            o[_R_UNK] = um
             for t, kk in enumerate((_K_b, _K_B, _K_a, _K_A)):
                 o[_R_X + 2 * t] = a0 + slots[kk, 1]
                 o[_R_X + 2 * t + 1] = a0 + slots[kk, 2]
@@ -516,6 +684,8 @@ def _run(buf, starts, ends, i0, futures, others, capture, known, knownlen, slots
             return i, _STOP_SLOW, k
         if k + 2 * (nb + na) > oi.shape[0]:
             return i, _STOP_ROWS, k
+        if not _pops_ok(pq, st, s, final) or (final <= st[s, _C_LO] and _hist_find(hq, st, s, final) < 0):
+            return i, _STOP_SLOW, k     # a check the kernel cannot decide exactly, or history beyond its ring
         bl = lv[b1:b1 + nb, :2].copy()
         al = lv[a1:a1 + na, :2].copy()
         st[s, 6] += 1
@@ -540,15 +710,9 @@ def _run(buf, starts, ends, i0, futures, others, capture, known, knownlen, slots
         o[7] = nb + na
         o[_R_KIND] = _DEPTH_MSG
         o[_R_UNK] = um
-        o[_R_X] = 0
-        if st[s, 11] >= 0 and final >= st[s, 11]:     # BinanceBook._after_update's pending check
-            if final == st[s, 11]:
-                o[_R_X] = _HELD_OK if (st[s, 13] == bp and st[s, 14] == bq and st[s, 15] == ap
-                                       and st[s, 16] == aq) else _HELD_BAD
-            else:
-                o[_R_X] = _HELD_PASSED
-            o[_R_X + 1] = st[s, 12]
-            st[s, 11] = -1
+        st[s, _C_MSG] += 1
+        _record(hq, st, s, final, bp, bq, ap, aq)
+        _pop(pq, st, s, final, bp, bq, ap, aq, o)
     return nmsg, _STOP_SLOW, k
 
 
@@ -659,6 +823,9 @@ class ChunkLane:
         self._table = np.full(8, -1, np.int64)
         self._st = np.zeros((0, _ST_W), np.int64)
         self._stf = np.zeros((0, 2), np.float64)
+        self._pq = np.zeros((0, _PQ, 7), np.int64)   # per slot, the book's pending bookTickers (see _PQ)
+        self._hq = np.zeros((0, _HQ, 5), np.int64)   # per slot, the last entries of its history (see _HQ)
+        self._res: np.ndarray | None = None          # the current chunk's kernel output (tickers' spans)
         self._held: list[tuple[np.ndarray, ...]] = []
         self._cool = 0                # messages left to feed one by one (see _MIN_RUN)
         self._rest = _REST // 2       # the next rest (doubles after each short run)
@@ -683,6 +850,8 @@ class ChunkLane:
             self._symlen = np.resize(self._symlen, cap)
             self._st = np.resize(self._st, (cap, _ST_W))
             self._stf = np.resize(self._stf, (cap, 2))
+            self._pq = np.resize(self._pq, (cap, self._pq.shape[1], 7))
+            self._hq = np.resize(self._hq, (cap, _HQ, 5))
         ok = len(raw) <= _SYMW and raw.isascii() and (self.follow is None or self.follow(sym))
         self._symlen[s] = len(raw) if ok else -1     # -1: never matches, the Python path serves it
         if ok:
@@ -718,23 +887,82 @@ class ChunkLane:
             self._insert(s)
 
     @staticmethod
-    def _state_of(bk: BinanceBook) -> tuple[tuple[int, ...], tuple[float, float]]:
+    def _ticker_units(bt: BookTicker, pd: int, qd: int) -> tuple[int, ...]:
+        """:meth:`BinanceBook._check_ticker`'s values of a ticker, as the kernel's ring keeps them
+        (-1: no exact value at the scale, -2: beyond what the kernel compares)."""
+        out = []
+        for text, d in ((bt.bid_px, pd), (bt.bid_qty, qd), (bt.ask_px, pd), (bt.ask_qty, qd)):
+            v = parse_units(text, d)
+            out.append(-1 if v is None else v if 0 <= v < 1 << 62 else -2)
+        return tuple(out)
+
+    def _slot_state(self, bk: BinanceBook) -> tuple[np.ndarray, list[tuple[int, ...]], list[tuple[int, ...]]]:
+        """Book ``bk``'s slot as :meth:`_refresh` sets it: the state row (rings from position 0),
+        its pending bookTickers' ring entries (none when they do not fit: capacity -1) and its
+        history ring entries.  O(pending + history)."""
         scaled = bk.px_decimals is not None and bk.qty_decimals is not None
         code = (1 if bk._state == _SYNCED else 2 if bk._state == _FIRST else 0) if scaled else 0
-        return ((code, bk.last_u if bk.last_u is not None else -1,
-                 bk.px_decimals if bk.px_decimals is not None else -1,
-                 bk.qty_decimals if bk.qty_decimals is not None else -1,
-                 bk._blocks_hint, bk._bk.shape[1], bk.updates, *bk._top, -1, -1, -1, -1, -1, -1, len(bk._pending)),
-                (bk._pscale, bk._qscale))
+        st = np.zeros(_ST_W, np.int64)
+        st[:11] = (code, bk.last_u if bk.last_u is not None else -1,
+                   bk.px_decimals if bk.px_decimals is not None else -1,
+                   bk.qty_decimals if bk.qty_decimals is not None else -1,
+                   bk._blocks_hint, bk._bk.shape[1], bk.updates, *bk._top)
+        pend = bk._pending
+        cap = min(self._pq.shape[1], bk.history)
+        st[_C_CAP] = cap if len(pend) <= cap else -1
+        pq: list[tuple[int, ...]] = []
+        if st[_C_CAP] >= 0 and pend:
+            pd, qd = bk.px_decimals or 0, bk.qty_decimals or 0
+            pq = [(bt.update_id, n, -1, *self._ticker_units(bt, pd, qd)) for bt, n in pend]
+        st[_C_PN] = len(pq)
+        st[_C_MSG] = bk.messages
+        order, hist = bk._hist_order, bk._hist
+        hcap = min(_HQ, bk.history)
+        r = min(len(order), hcap)
+        hq = [(u, *hist[u]) for u in itertools.islice(order, len(order) - r, None)]
+        st[_C_HN], st[_C_HCAP], st[_C_HIST] = r, hcap, bk.history
+        st[_C_LO] = max(itertools.islice(order, 0, len(order) - r)) if len(order) > r else _I64_MIN
+        st[_C_HMAX] = max(h[0] for h in hq) if hq else _I64_MIN
+        return st, pq, hq
 
     def _refresh(self, s: int) -> None:
-        """Copy book ``s``'s sequencing state into the slot arrays (and its level arrays into
-        the typed lists when the book replaced them).  O(1)."""
+        """Copy book ``s``'s sequencing state into the slot arrays: its pending bookTickers into
+        the ring ``_pq`` (capacity -1 when they do not fit), the last entries of its top-of-book
+        history into ``_hq`` and the largest ``u`` of the others (and its level arrays into the
+        typed lists when the book replaced them).  O(pending + history): a slot is refreshed
+        when the Python path fed its book, not per kernel run."""
         bk = self._books[s]
-        self._st[s], self._stf[s] = self._state_of(bk)
+        width = self._pq.shape[1]
+        if len(bk._pending) > width and width < _MAX_PQ:
+            self._grow_pq(min(_MAX_PQ, 1 << (len(bk._pending) - 1).bit_length()))
+        self._st[s], pq, hq = self._slot_state(bk)
+        self._stf[s] = (bk._pscale, bk._qscale)
+        if pq:
+            self._pq[s, :len(pq)] = pq
+        if hq:
+            self._hq[s, :len(hq)] = hq
         if bk._bk is not self._held[s][0] or bk._meta is not self._held[s][7]:
             held = self._held[s] = tuple(getattr(bk, name) for name in _ARRAYS)
             _put(*self._lists, s, *held)
+
+    def _grow_pq(self, width: int) -> None:
+        """Pending rings of ``width`` entries (more than now): each slot's entries in order from
+        position 0, its capacity the new ``min(width, history)`` (-1 stays: the slot's next
+        refresh decides).  O(slots * width)."""
+        old, st = self._pq, self._st
+        self._pq = np.zeros((old.shape[0], width, 7), np.int64)
+        for s in range(len(self._books)):
+            n = int(st[s, _C_PN])
+            if n:
+                self._pq[s, :n] = old[s, (int(st[s, _C_PH]) + np.arange(n)) % old.shape[1]]
+            st[s, _C_PH] = 0
+            if st[s, _C_CAP] >= 0:
+                st[s, _C_CAP] = min(width, int(st[s, _C_HIST]))
+
+    @staticmethod
+    def _ring(a: np.ndarray, head: int, n: int) -> list[tuple[int, ...]]:
+        """The ``n`` entries of ring ``a`` from ``head``, in order."""
+        return [tuple(a[(head + t) % a.shape[0]].tolist()) for t in range(n)]
 
     def _sync_known(self) -> None:
         """The unknown field names the decoder has counted (at most :data:`_MAX_KNOWN`, printable
@@ -788,10 +1016,16 @@ class ChunkLane:
                 assert _find(self._symtab[s, :n].copy(), 0, n, self._table, self._symtab, self._symlen) == s
             if self._marks.get(sym) != self._mark(bk):
                 continue     # fed elsewhere since the last chunk (a snapshot, a resync): refreshed at the next
-            st, stf = self._state_of(bk)
-            # no ticker held between chunks; the waiting count is a bound (refreshed at the next chunk)
-            assert tuple(self._st[s, :11].tolist()) == st[:11] and self._st[s, 11] == -1, (sym, st)
-            assert self._st[s, 17] >= len(bk._pending) and tuple(self._stf[s].tolist()) == stf, (sym, st)
+            want, pq, hq = self._slot_state(bk)
+            have = self._st[s]
+            # the rings hold the book's pending tickers and last history entries (in Python too:
+            # nothing popped or queued since); the history bound may be above the fresh one
+            same = [c for c in range(_ST_W) if c not in (_C_PH, _C_HH, _C_LO, _C_HMAX)]
+            assert (have[same] == want[same]).all(), (sym, have, want)
+            assert have[_C_LO] >= want[_C_LO] and have[_C_HMAX] >= want[_C_HMAX], (sym, have, want)
+            assert self._ring(self._pq[s], int(have[_C_PH]), int(have[_C_PN])) == pq, sym
+            assert self._ring(self._hq[s], int(have[_C_HH]), int(have[_C_HN])) == hq, sym
+            assert tuple(self._stf[s].tolist()) == (bk._pscale, bk._qscale), sym
             assert all(getattr(bk, name) is a for name, a in zip(_ARRAYS, self._held[s], strict=True))
 
     # -- the chunk -------------------------------------------------------------------------------
@@ -861,7 +1095,7 @@ class ChunkLane:
             np.cumsum([len(m) for m in raw], out=offs[1:])
             starts, ends = offs[:-1], offs[1:]
         res = np.zeros((len(msgs), _RES_W), np.int64)
-        self._buf = buf
+        self._buf, self._res = buf, res
         futures = self.core.market == "futures"
         n = len(msgs)
         stale: set[int] = set()
@@ -869,7 +1103,7 @@ class ChunkLane:
             self._loop(msgs, lines, recv_ns, fallback, on_fast, actions, events, buf, starts, ends, res, futures, n,
                        stale)
         finally:
-            self._buf = None
+            self._buf = self._res = None
             for s in stale:
                 self._refresh(s)
 
@@ -896,7 +1130,7 @@ class ChunkLane:
                 stop, code, k = _run(buf, starts, ends, i, futures, self.others, self.capture, self._known,
                                      self._knownlen,
                                      self._slots, self._lv, self._unk, self._table,
-                                     self._symtab, self._symlen, self._st, self._stf, *self._lists,
+                                     self._symtab, self._symlen, self._st, self._stf, self._pq, self._hq, *self._lists,
                                      self._oi, self._oc, res[i:])
                 if not self.adaptive:
                     pass
@@ -917,6 +1151,9 @@ class ChunkLane:
                 break
             if code == _STOP_LV:
                 self._lv = np.zeros((2 * self._lv.shape[0], 4), np.int64)
+                continue
+            if code == _STOP_PQ:
+                self._grow_pq(2 * self._pq.shape[1])
                 continue
             if code == _STOP_ROWS and k > 0:
                 continue   # the output was flushed by _emit: retry the message with an empty output
@@ -991,8 +1228,10 @@ class ChunkLane:
         chunked = self.others
         plain = not self.others or not kinds.any()
         slot = r[:, 0]
-        if self.others:    # rows with more to do than a plain depth update's (a held ticker's outcome too)
-            special = np.flatnonzero(kinds | r[:, _R_UNK] | np.where(kinds == _DEPTH_MSG, r[:, _R_X], 0))
+        dep = kinds == _DEPTH_MSG
+        # rows with more to do than a plain depth update's: other kinds, unknown names, pending checks
+        special = np.flatnonzero(kinds | r[:, _R_UNK] | np.where(dep, r[:, _R_NOK] | r[:, _R_BAD], 0))
+        if self.others:
             um = r[:, _R_UNK]
             if um.any():
                 masks, times = np.unique(um[um != 0], return_counts=True)
@@ -1004,18 +1243,16 @@ class ChunkLane:
                 if hook is None or hook(i0 + j):
                     self._count_ignored(a, b)
         else:
-            special = np.flatnonzero(r[:, _R_UNK])
             for mask in r[special, _R_UNK].tolist():
-                self._count_unknown(mask)
+                if mask:
+                    self._count_unknown(mask)
         bulk = None
         if chunked and m:
             if m >= _BULK_MIN:
                 nb = len(books)
-                dep = kinds == _DEPTH_MSG
                 crossed = dep & (r[:, 3] >= 0) & (r[:, 5] >= 0) & (r[:, 3] >= r[:, 5])
                 walk = np.zeros(nb + 1, bool)      # books walked message by message (index -1: none)
-                walk[:nb] = self._st[:nb, 17] > 0  # tickers may wait in the book's _pending (a bound)
-                walk[slot[(kinds == _TICKER_MSG) | crossed | (dep & (r[:, _R_X] == _HELD_BAD))]] = True
+                walk[slot[crossed | (dep & (r[:, _R_BAD] != 0))]] = True     # they make reports
                 walk[-1] = False
                 bulk = ~walk[slot] & (slot >= 0)
             else:     # a short run (a few symbols' interleaved streams): the bulk's NumPy would cost more
@@ -1025,7 +1262,6 @@ class ChunkLane:
             rows = np.arange(m)
         if bulk is not None:
             special = special[~bulk[special] & (slot[special] >= 0)]    # the walked rows' only
-        held: dict[int, tuple[int, int]] = {}     # slot -> (row, message number) of the ticker the kernel held
         extra = dict(zip(special.tolist(), r[special, _R_UNK:].tolist(), strict=True)) if len(special) else None
         sub = r[rows]
         for j, (s, end, u, bp, bq, ap, aq, nlev, first, kind), line in zip(
@@ -1040,17 +1276,12 @@ class ChunkLane:
                     bk.messages += 1
                     bk.trades += 1
                     continue
-                if kind == _TICKER_MSG:
-                    self._ticker(books[s], syms[s], u, x[1:], line)
-                    continue
-                if kind == _TICKER_OK or kind == _TICKER_HELD:   # BinanceBook._on_ticker's counters
+                if kind == _TICKER_OK or kind == _TICKER_COUNTED:   # BinanceBook._on_ticker's counters
                     bk = books[s]
                     bk.messages += 1
                     bk.booktickers += 1
                     if kind == _TICKER_OK:     # checked equal in the kernel
                         bk.bookticker_checked += 1
-                    else:                      # waits for its update (the kernel holds it)
-                        held[s] = (j, bk.messages)
                     bk._checked_rows = 0
                     bk._taken = bk.updates
                     continue
@@ -1062,27 +1293,27 @@ class ChunkLane:
             bk.level_updates += nlev
             bk.last_u = u
             top = bk._top = (bp, bq, ap, aq)
-            if bk._pending or (bp >= 0 and ap >= 0 and bp >= ap):
+            if bp >= 0 and ap >= 0 and bp >= ap:
                 core._line = line
-                bk._after_update(bk.messages, u, True)     # tickers to check, or a crossed book to report
+                bk._after_update(bk.messages, u, False)     # its crossed report (the kernel did the rest)
                 if bk.reports:
                     core._copy_reports(bk)
-            else:   # BinanceBook._after_update without a crossed book or waiting tickers
+            else:
                 bk._crossed_now = False
-                hist = bk._hist
-                if u not in hist:
-                    order = bk._hist_order
-                    order.append(u)
-                    if len(order) > bk.history:
-                        del hist[order.popleft()]
-                hist[u] = top
-            if x is not None and x[1]:       # the update the held ticker waited for, or one past it
-                tj, tn = held.pop(s)
-                if x[1] == _HELD_OK:
-                    bk.bookticker_checked += 1
-                elif x[1] == _HELD_BAD:
+            hist = bk._hist       # BinanceBook._after_update's history step
+            if u not in hist:
+                order = bk._hist_order
+                order.append(u)
+                if len(order) > bk.history:
+                    del hist[order.popleft()]
+            hist[u] = top
+            if x is not None:     # the pending tickers it popped: checked equal, or unequal (in order)
+                if x[1]:
+                    bk.bookticker_checked += x[1]
+                if x[2]:
                     core._line = line
-                    bk._check_ticker(self._ticker_of(syms[s], int(r[tj, 2]), extra[tj][1:]), top, tn)  # type: ignore[index]
+                    for t in range(x[2]):
+                        bk._check_ticker(self._popped(s, x[3 + 2 * t]), top, x[4 + 2 * t])
                     core._copy_reports(bk)
             if end > start and not chunked:
                 events.append(SymbolEvents(venue, syms[s], EventBatch(
@@ -1098,7 +1329,7 @@ class ChunkLane:
         if bulk is not None:
             walked = rows
             if bulk.any():
-                self._bulk(i0, r, bulk)
+                self._bulk(r, bulk)
         if walked is not None:
             sel = r[walked[kinds[walked] == _DEPTH_MSG], 0]
         else:
@@ -1116,26 +1347,15 @@ class ChunkLane:
             bk.applied += c
             bk._taken = bk.updates
             bk._blocks_hint = int(self._st[s, 4])
-        for s, (tj, tn) in held.items():   # still waiting at the run's end: the book's own queue takes it
-            books[s]._pending.append((self._ticker_of(syms[s], int(r[tj, 2]), extra[tj][1:]), tn))  # type: ignore[index]
-        if not plain or walked is not None:   # the held ticker and waiting count back from their books
-            # a bulk-sized run: every walked slot (an exact waiting count lets its book take the
-            # bulk again); a short one: the slots with tickers left to Python or held (a stale
-            # bound keeps a ticker ahead on the Python path instead of ending a run when a second
-            # one comes while the kernel holds one)
-            big = walked is not None and m >= _BULK_MIN
-            ref = r[walked, 0] if big else r[(kinds == _TICKER_MSG) | (kinds == _TICKER_HELD), 0]
-            for s in np.unique(ref).tolist():
-                self._refresh(s)
+        self._write_back()
         self.fast_messages += i1 - i0
 
-    def _bulk(self, i0: int, r: np.ndarray, bulk: np.ndarray) -> None:
+    def _bulk(self, r: np.ndarray, bulk: np.ndarray) -> None:
         """:meth:`_emit`'s rows ``r[bulk]``: every message of their books in this run, none of
-        which can make a report or leave a ticker to Python (depth updates, tickers checked
-        equal or held by the kernel).  Per book, once: the counters, the last update's u and
-        top, the top-of-book history (:meth:`BinanceBook._after_update`'s, entry per update in
-        order), the ticker the kernel still holds (into the book's ``_pending`` with its
-        message number, as :meth:`BinanceBook._on_ticker` queues it).  O(rows) in NumPy plus
+        which can make a report (depth updates, trades, tickers the kernel queued or checked
+        equal).  Per book, once: the counters, the last update's u and top, the top-of-book
+        history (:meth:`BinanceBook._after_update`'s, entry per update in order; the pending
+        tickers are :meth:`_write_back`'s).  O(rows) in NumPy plus
         O(books) in Python (O(rows) for a book whose history already holds one of the u)."""
         idx = np.flatnonzero(bulk)
         self.bulk_messages += len(idx)
@@ -1154,8 +1374,8 @@ class ChunkLane:
         trade = kinds == _TRADE_MSG
         ctk = np.add.reduceat((~dep & ~trade).astype(np.int64), starts)
         ctr = np.add.reduceat(trade.astype(np.int64), starts)
-        chk = (kinds == _TICKER_OK) | (dep & (r[idx, _R_X] == _HELD_OK))
-        cchk = np.add.reduceat(chk.astype(np.int64), starts)
+        chk = (kinds == _TICKER_OK).astype(np.int64) + np.where(dep, r[idx, _R_NOK], 0)
+        cchk = np.add.reduceat(chk, starts)
         cfirst = np.add.reduceat(np.where(dep, r[idx, 8], 0), starts)
         # the depth rows (grouped by book, in message order): their u and tops for the history
         didx = idx[dep]
@@ -1168,18 +1388,13 @@ class ChunkLane:
         us = du.tolist()
         tops = list(zip(*r[didx, 3:7].T.tolist(), strict=True))     # no list per row (GC)
         st = self._st
-        books, syms = self._books, self._sym
+        books = self._books
         first = sl[starts]
         hints = st[first, 4].tolist()
-        holds = (st[first, 11] >= 0).tolist()
-        pos = None
-        if any(holds):     # message number of each bulk row within its book's messages of the run
-            within = np.arange(n) - np.repeat(starts, nmsg) + 1
-            pos = dict(zip(idx.tolist(), within.tolist(), strict=True))
         self._touched.update(first.tolist())
-        for b, (s, nm, nd, nl, nt, ntr, nc, nf, hint, hold) in enumerate(zip(
+        for b, (s, nm, nd, nl, nt, ntr, nc, nf, hint) in enumerate(zip(
                 first.tolist(), nmsg.tolist(), cdep.tolist(), clev.tolist(), ctk.tolist(), ctr.tolist(), cchk.tolist(),
-                cfirst.tolist(), hints, holds, strict=True)):
+                cfirst.tolist(), hints, strict=True)):
             bk = books[s]
             before = bk.messages
             bk.messages = before + nm
@@ -1218,11 +1433,6 @@ class ChunkLane:
                         hist[u] = top
                 bk._blocks_hint = hint
             bk._taken = bk.updates
-            if hold:      # a ticker the kernel still holds: the book's own queue takes it
-                assert pos is not None
-                j = int(st[s, 12]) - i0
-                bk._pending.append((self._ticker_of(syms[s], int(r[j, 2]), r[j, _R_X:].tolist()), before + pos[j]))
-                self._refresh(s)
 
     def _count_unknown(self, mask: int, times: int = 1) -> None:
         """The decoder's count of each unknown field ``times`` kernel messages carried (names it
@@ -1257,18 +1467,39 @@ class ChunkLane:
         return BookTicker(stream, sym, u, texts[0], texts[1], texts[2], texts[3],
                           x[10] if x[10] >= 0 else None, x[11] if x[11] >= 0 else None)
 
-    def _ticker(self, bk: BinanceBook, sym: str, u: int, x: list[int], line: int) -> None:
-        """A kernel bookTicker as :meth:`BinanceBooks.feed` handles it: the book counts the
-        message and takes the ticker (:meth:`BinanceBook._on_ticker`), its reports are copied
-        with the message's line.  ``x``: the spans of b, B, a, A and the stream, E, T."""
-        core = self.core
-        core._line = line
-        bk.messages += 1
-        bk._on_ticker(self._ticker_of(sym, u, x), bk.messages)
-        bk._checked_rows = 0           # what take_events does after a message that queued no rows
-        bk._taken = bk.updates
-        if bk.reports:
-            core._copy_reports(bk)
+    def _popped(self, s: int, src: int) -> BookTicker:
+        """The pending ticker a depth row of slot ``s`` popped (see :data:`_R_SRC`): the chunk
+        message ``src``, or the ``-1 - src``-th of the book's ``_pending`` (as at the run's start:
+        :meth:`_write_back` pops it after the walk)."""
+        if src >= 0:
+            assert self._res is not None
+            return self._ticker_of(self._sym[s], int(self._res[src, 2]), self._res[src, _R_X:].tolist())
+        return self._books[s]._pending[-1 - src][0]
+
+    def _write_back(self) -> None:
+        """Each book whose ring the run changed gets its ``_pending`` back in step: the tickers
+        the kernel popped off (those that were in ``_pending``) leave it, the ones it queued and
+        still holds join it (as :meth:`BinanceBook._on_ticker` queues them: the ticker and its
+        message number).  Why here: the Python path (a fallback, the next chunk's consumer)
+        sees the book as the truth.  O(slots) in NumPy plus O(tickers still waiting that the
+        run queued): a ticker popped in the run it came in is never built."""
+        st = self._st[:len(self._books)]
+        changed = np.flatnonzero(st[:, _C_POP] | st[:, _C_NEW]).tolist()
+        if not changed:
+            return
+        assert self._res is not None
+        res, pq = self._res, self._pq
+        for s in changed:
+            pend = self._books[s]._pending
+            for _ in range(int(st[s, _C_POP])):
+                pend.popleft()
+            head, n, new = int(st[s, _C_PH]), int(st[s, _C_PN]), int(st[s, _C_NEW])
+            for t in range(n - new, n):
+                j = (head + t) % pq.shape[1]
+                u, num, ref = pq[s, j, :3].tolist()
+                pend.append((self._ticker_of(self._sym[s], u, res[ref, _R_X:].tolist()), num))
+                pq[s, j, 2] = -1
+            st[s, _C_POP] = st[s, _C_NEW] = 0
 
 
 _ARRAYS = ("_bk", "_bq", "_bt", "_bn", "_order", "_bmax", "_free", "_meta")
