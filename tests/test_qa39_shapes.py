@@ -88,40 +88,20 @@ ZERO_TIMES_NULL = {
     "COUNT_TIMES_MIN": "SELECT COUNT(*) * MIN(volume) AS x FROM bids",
     "SUM_TIMES_MAX": "SELECT SUM(volume) * MAX(price) AS x FROM bids",
     "ZERO_TIMES_MIN": "SELECT 0 * MIN(volume) AS x FROM bids",
-}
-KNOWN_ZERO_TIMES_NULL = {   # a SELECT without FROM: its product is still M3's (see the xfail below)
+    # a SELECT without FROM (was 0: its products were M3's, pinned as a strict xfail at stop 39)
     "COUNT_TIMES_OTHER_SIDE": "SELECT (SELECT COUNT(*) FROM bids) * (SELECT MIN(price) FROM asks) AS x",
 }
 
 
 @pytest.mark.parametrize("name", ZERO_TIMES_NULL)
 def test_zero_times_null_is_null(name: str) -> None:
-    """A product of aggregates where one is 0 (COUNT or SUM over nothing) and the other NULL (MIN,
-    MAX of nothing) is NULL in SQL; ddms gave 0 (a wrong answer, qa39's Q_STATS_EXPR): such a product
-    is now ``Func("mul")``, SQL's product, not M3's.
+    """A product where one factor is 0 (COUNT or SUM over nothing) and the other NULL (MIN, MAX of
+    nothing) is NULL in SQL; ddms gave 0 (a wrong answer, qa39's Q_STATS_EXPR): such a product is
+    ``Func("mul")``, SQL's product, not M3's (``translate._product``), over a view's aggregates and
+    in a SELECT without FROM alike.
     An empty book (a delete of an unknown order): DuckDB's NULL against the interpreter's value."""
     check_lines(compile_sql(HEADER + ZERO_TIMES_NULL[name] + ";").program, ["1,9,D,0,0"],
                 {"X": ZERO_TIMES_NULL[name]})
-
-
-def test_zero_times_null_through_the_engine() -> None:
-    """The same views in one engine program (``rt.f_mul``), after every line of a stream that
-    empties and refills the books, and the interpreter beside it."""
-    from ddms.runtime.engine import Engine
-
-    views = {n.upper(): sql for n, sql in ZERO_TIMES_NULL.items()}
-    program = compile_sql(HEADER + "".join(f"CREATE VIEW {n} AS {s};\n" for n, s in views.items())).program
-    lines = ["1,9,D,0,0", "2,1,B,5,100", "3,2,S,0,101", "4,3,S,7,102", "5,1,D,5,100", "6,2,D,0,101",
-             "7,4,B,0,99", "8,3,D,7,102", "9,4,D,0,99"]
-    assert check_lines(program, lines, views, engine=Engine(program), check_state=True) > 0
-
-
-@pytest.mark.xfail(strict=True, reason="known, not fixed: a SELECT without FROM is one row expression whose products "
-                   "are M3's (the CASE forms of NULLIF/COALESCE there rely on 0 * NULL = 0)")
-@pytest.mark.parametrize("name", KNOWN_ZERO_TIMES_NULL)
-def test_zero_times_null_without_from(name: str) -> None:
-    check_lines(compile_sql(HEADER + KNOWN_ZERO_TIMES_NULL[name] + ";").program, ["1,9,D,0,0"],
-                {"X": KNOWN_ZERO_TIMES_NULL[name]})
 
 
 ROW_ZERO_TIMES_NULL = {
@@ -130,10 +110,24 @@ ROW_ZERO_TIMES_NULL = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="known, not fixed: inside an aggregate a row's product is M3's, where 0 * NULL "
-                   "is 0 (the CASE form of NULLIF relies on it), so a row of volume 0 at price 100 is counted; "
-                   "SUM is unaffected (it adds 0 either way)")
 @pytest.mark.parametrize("name", ROW_ZERO_TIMES_NULL)
 def test_row_product_zero_times_null_is_not_counted(name: str) -> None:
+    """Inside an aggregate a row's ``volume * NULLIF(price, 100)`` at volume 0 and price 100 is NULL,
+    so COUNT and AVG skip that row (they counted it: the row's product was M3's, 0; pinned as a
+    strict xfail at stop 39).  The CASE form of NULLIF inside keeps M3's products."""
     check_lines(compile_sql(HEADER + ROW_ZERO_TIMES_NULL[name] + ";").program,
                 ["1,1,B,0,100", "2,2,B,5,50"], {name.split("_")[0][0]: ROW_ZERO_TIMES_NULL[name]})
+
+
+def test_zero_times_null_through_the_engine() -> None:
+    """The same views in one engine program (``rt.f_mul``), after every line of a stream that
+    empties and refills the books (rows of volume 0 at price 100 among them), and the
+    interpreter beside it."""
+    from ddms.runtime.engine import Engine
+
+    views = {n.upper(): sql for n, sql in {**ZERO_TIMES_NULL, **ROW_ZERO_TIMES_NULL}.items()}
+    program = compile_sql(HEADER + "".join(f"CREATE VIEW {n} AS {s};\n" for n, s in views.items())).program
+    lines = ["1,9,D,0,0", "2,1,B,5,100", "3,2,S,0,101", "4,3,S,7,102", "5,1,D,5,100", "6,2,D,0,101",
+             "7,4,B,0,99", "8,3,D,7,102", "9,4,D,0,99", "10,5,B,0,100", "11,6,B,3,100", "12,5,D,0,0",
+             "13,6,D,0,0"]
+    assert check_lines(program, lines, views, engine=Engine(program), check_state=True) > 0

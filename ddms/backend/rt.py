@@ -140,7 +140,7 @@ def f_int(x: float, lo: float, hi: float) -> float:
 
 @njit(cache=True, inline="always")
 def f_mul(x: float, y: float) -> float:
-    """SQL's ``x * y`` over aggregate results: NULL (NaN) where either is, ``0 * NULL`` included
+    """SQL's ``x * y`` (of rows' values or of aggregates): NULL (NaN) where either is, ``0 * NULL`` included
     (IEEE's product; M3's products use :func:`mul0`, where 0 * NULL is 0)."""
     return x * y
 

@@ -119,10 +119,11 @@ DOUBLE, and is NaN (NULL) out of the type's range (where DuckDB raises a convers
 nest) follow DuckDB on NULL, not "NULL in, NULL out": ``Nullif(a, b)`` is NULL where ``a = b``,
 ``Coalesce(a, b)`` is ``b`` where ``a`` is NULL, ``Greatest``/``Least`` skip a NULL argument (NULL
 only when both are).  ``If(t, a, b)`` is ``a`` where the 0/1 test ``t`` is nonzero, else ``b``
-(a CASE whose condition holds a CASE).  ``Mul(a, b)`` is SQL's ``a * b`` over aggregate results: NULL
-where either is NULL, ``0 * NULL`` included, unlike M3's product, where a zero factor drops the term
-(``0 * NULL`` is 0 there, as a delta needs); the translator uses it for a product of aggregates that
-can be NULL (``COUNT(*) * MIN(volume)`` over an empty book is NULL).  The translator writes the
+(a CASE whose condition holds a CASE).  ``Mul(a, b)`` is SQL's ``a * b``: NULL where either is NULL,
+``0 * NULL`` included, unlike M3's product, where a zero factor drops the term (``0 * NULL`` is 0
+there, as a delta and the CASE forms' indicators need); the translator uses it for SQL's ``*`` where
+one factor can be NULL and the other 0 (``COUNT(*) * MIN(volume)`` over an empty book is NULL, and so
+is a row's ``volume * NULLIF(price, 100)`` at volume 0, which COUNT then skips).  The translator writes the
 others as a CASE (a sum of guarded branches, which factorises like any sum) and uses the function
 only where an argument holds a CASE itself: the CASE form copies each argument into several
 branches and tests, so nesting it grows the program

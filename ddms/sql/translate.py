@@ -800,7 +800,7 @@ class _Translator:
                 if op == "-":
                     return Add((x, Neg(y)))
                 if op == "*":
-                    return Mul((x, y))
+                    return _product(x, y)
                 if op == "%":
                     return Mod(x, y)
                 return self.divide(x, y)
@@ -923,9 +923,7 @@ class _Translator:
             case Arith(op, a, b):
                 x = self.aggregate_expr(a, scope, body, local, group, nested, out)
                 y = self.aggregate_expr(b, scope, body, local, group, nested, out)
-                if op == "*" and (nullable(x) or nullable(y)):    # SQL's 0 * NULL is NULL, M3's product's 0
-                    return Func("mul", (x, y))
-                return {"+": lambda: Add((x, y)), "-": lambda: Add((x, Neg(y))), "*": lambda: Mul((x, y)),
+                return {"+": lambda: Add((x, y)), "-": lambda: Add((x, Neg(y))), "*": lambda: _product(x, y),
                         "/": lambda: self.divide(x, y), "%": lambda: Mod(x, y)}[op]()
             case Call(name, args):
                 # a function of aggregates: computed from the aggregates' maps where the view's value
@@ -1513,6 +1511,26 @@ def _divide(x: Expr, y: Expr) -> Expr:
     if c is not None and c != 0.0:
         return Mul((x, Const(1.0 / c)))
     return Div(x, y)
+
+
+def _product(x: Expr, y: Expr) -> Expr:
+    """SQL's ``x * y``, in a row's expression, over aggregates, or in a SELECT without FROM.  M3's
+    product (``Mul``) reads ``0 * NULL`` as 0, and the CASE forms of NULLIF/COALESCE/GREATEST/
+    LEAST/ABS and every condition rely on that (an indicator that does not hold times a value
+    that may be NULL), but SQL's ``0 * NULL`` is NULL: a row of volume 0 made ``volume *
+    NULLIF(price, 100)`` 0 and was counted by ``COUNT``/``AVG``, compared in a WHERE, and
+    ``(SELECT COUNT(*) ..) * (SELECT MIN(..) ..)`` read 0 on an empty book.  So where one factor
+    can be NULL (:func:`nullable`) and the other can be 0 (anything but a nonzero constant: ``1.01 *
+    MIN(price)`` is NULL exactly where MIN is, either way) the product is ``Func("mul")``, IEEE's
+    (``rt.f_mul``), computed where its factors are values as ROUND is; elsewhere both agree and it
+    stays ``Mul``, which factorises (the finance queries' products, never NULL, are unchanged).
+    O(size of x and y)."""
+    def may_be_zero(e: Expr) -> bool:
+        c = e.expr if isinstance(e, Neg) else e
+        return not (isinstance(c, Const) and c.value != 0.0)
+    if (nullable(x) and may_be_zero(y)) or (nullable(y) and may_be_zero(x)):
+        return Func("mul", (x, y))
+    return Mul((x, y))
 
 
 def _times(a: list[Term], b: list[Term]) -> list[Term]:
