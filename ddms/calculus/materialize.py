@@ -50,6 +50,7 @@ from ddms.calculus.ir import (
     expr_vars,
     has_rel,
     node_vars,
+    nullable,
     substitute,
     term_vars,
     walk,
@@ -77,6 +78,7 @@ from ddms.m3.ir import (
     Statement,
     Stream,
     Trigger,
+    Var,
 )
 from ddms.m3.ir import (
     Query as M3Query,
@@ -191,6 +193,7 @@ class Compiler:
         t = simplify_term(t)
         if t is None:
             return None
+        t = _lift_out_keys(t, bound, out)
         atoms = list(t.atoms)
         nested = [f for f in t.factors if has_rel(f)]
         plain = [f for f in t.factors if not has_rel(f)]
@@ -481,6 +484,32 @@ def _group_test(e: Expr) -> Cmp | None:
     if isinstance(e, Div) and isinstance(e.num, MapRef) and e.num == e.den:
         return Cmp("!=", e.num, Const(0.0))
     return None
+
+
+def _lift_out_keys(t: Term, bound: set[str], out: tuple[str, ...]) -> Term:
+    """``t`` with each test ``{o = e}`` of an output variable ``o`` that nothing else in the term
+    binds (no atom, no lift, no Exists) turned into the lift ``(o ^= e)``, where ``e`` reads only
+    ``bound`` variables and is never NULL.  Such a test is left by a map whose keys are equal by
+    definition: ``MIN(broker_id) ... GROUP BY broker_id`` keeps the extreme's map keyed by the
+    group and the value, and its delta for an inserted row is ``{K1 = B}`` with ``B`` known and
+    ``K1`` bound by nothing (the verifier refused it: "K1 is used before it is bound").  Exact:
+    summed over the free ``o``, ``{o = e} * x`` is ``x`` at ``o = e``, which the lift writes; a
+    NULL ``e`` would make a key where SQL's test is false, so a nullable ``e`` is left alone.
+    O(size of the term)."""
+    given = bound | {v for a in t.atoms for v in a.vars} | {v for f in t.factors for v in _provides(f)}
+    free = [o for o in out if o not in given]
+    if not free:
+        return t
+    factors = list(t.factors)
+    for o in free:
+        for i, f in enumerate(factors):
+            if not (isinstance(f, Cmp) and f.op == "="):
+                continue
+            side = f.right if f.left == Var(o) else f.left if f.right == Var(o) else None
+            if side is not None and expr_vars(side) <= bound and not nullable(side):
+                factors[i] = Lift(o, side)
+                break
+    return Term(t.coef, t.atoms, tuple(factors))
 
 
 def _provides(f: Expr) -> set[str]:
