@@ -364,13 +364,7 @@ def _is_trade(m, sm, slots):  # pragma: no cover - compiled
     """Whether the scanned message ``m`` has ``"e": "trade"``.  O(1)."""
     if not sm & _B_e:
         return False
-    ea, eb = slots[_K_e, 1], slots[_K_e, 2]
-    if eb - ea != _TRADE.shape[0]:
-        return False
-    for j in range(eb - ea):
-        if m[ea + j] != _TRADE[j]:
-            return False
-    return True
+    return eq(m, slots[_K_e, 1], slots[_K_e, 2], _TRADE)
 
 
 @leaf
