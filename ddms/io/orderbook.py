@@ -75,6 +75,7 @@ from ddms.io.kernels.decimal import parse_int as _int
 from ddms.io.kernels.decimal import parse_int_wide as _int_w
 from ddms.io.kernels.decimal import parse_number as _num
 from ddms.io.kernels.decimal import parse_number_wide as _num_w
+from ddms.io.kernels.decimal import prefetch as _prefetch
 from ddms.io.kernels.ordertable import EMPTY as _EMPTY
 from ddms.io.kernels.ordertable import FAST_GROWTH as _FAST_GROWTH
 from ddms.io.kernels.ordertable import INIT_BITS as _INIT_BITS
@@ -110,6 +111,15 @@ _AHEAD_MAX = 1 << 22
 """The largest order table (slots: 168 MB) whose arrays :attr:`OrderBookParser.fault_ahead` makes
 ahead of its growth."""
 
+
+_u = np.uint64
+"""Index type of :func:`_run`'s byte reads: numba adds a negative-index wrap-around (three instructions)
+to every read through a signed index; the fast path's indices are never negative."""
+_AHEAD = 1536
+"""Bytes ahead of a line's start whose cache line :func:`_run` asks the CPU to load (~55 lines of
+the real data; :func:`~ddms.io.kernels.decimal.prefetch`): otherwise the chunk's cache misses (it was
+just copied in by the helper thread, or comes from memory) are taken one at a time, each line's
+start waiting on the previous one's end."""
 
 # kernel status / reason codes (shared with the Python side that turns them into messages)
 _DONE, _BAD, _SLOW, _GROW, _FULL = 0, 1, 2, 3, 4
@@ -213,8 +223,9 @@ def _apply(act, t, oid, vol, px, line, brokers, keep, keys, vals, meta,
     if act == 66 or act == 83 or act == 69 or act == 70 or act == 68:   # B S E F D
         shift = meta[3]
         slot = _find(keys, shift, oid)
-        brk = float(oid % brokers)
+        brk = -1.0   # oid mod brokers once an event needs it: a division, and many lines emit nothing
         if slot >= 0:
+            brk = float(oid % brokers)
             ob = np.int64(vals[slot, 3])
             ot = vals[slot, 0]
             ov = vals[slot, 1]
@@ -232,6 +243,8 @@ def _apply(act, t, oid, vol, px, line, brokers, keep, keys, vals, meta,
             _put(keys, vals, meta[3], oid, t, vol, px, float(book))
             meta[0] += 1
             meta[1 + book] += 1
+            if brk < 0:
+                brk = float(oid % brokers)
             k = _emit(o_rel, o_sign, o_cols, o_line, k, book, 1, t, float(oid), brk, vol, px, line)
     return k
 
@@ -251,22 +264,23 @@ def _run(buf, pos, end, line_no, brokers, keep, skip_bad, keys, vals, meta,
     skipped = 0
     while pos < end:
         line_no += 1
+        _prefetch(buf, pos + _AHEAD)
         ok = False
         nxt = pos
         t, i, st = _num_w(buf, pos, end)
-        if st == 0 and buf[i] == 44:
+        if st == 0 and buf[_u(i)] == 44:
             oid, i, st = _int_w(buf, i + 1, end)
-            if st == 0 and buf[i] == 44:
-                a = buf[i + 1]
-                if a >= 65 and a <= 90 and buf[i + 2] == 44:
+            if st == 0 and buf[_u(i)] == 44:
+                a = buf[_u(i + 1)]
+                if a >= 65 and a <= 90 and buf[_u(i + 2)] == 44:
                     vol, i, st = _num_w(buf, i + 3, end)
-                    if st == 0 and buf[i] == 44:
+                    if st == 0 and buf[_u(i)] == 44:
                         px, i, st = _num_w(buf, i + 1, end)
                         if st == 0:
-                            if buf[i] == 10:
+                            if buf[_u(i)] == 10:
                                 ok = True
                                 nxt = i + 1
-                            elif buf[i] == 13 and buf[i + 1] == 10:
+                            elif buf[_u(i)] == 13 and buf[_u(i + 1)] == 10:
                                 ok = True
                                 nxt = i + 2
                         if ok:
