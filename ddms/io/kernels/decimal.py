@@ -116,6 +116,10 @@ def parse_uint_swar(buf, i):  # pragma: no cover - compiled
         return np.int64(0), i, False
     if n < 8:
         return _value8(x, n), i + n, True
+    if np.uint64(np.int64(buf[np.uint64(i + 8)]) - 48) > 9:
+        # exactly eight digits (every timestamp of the order-book data): one byte read, not a
+        # second word's digit search
+        return _value8(x, 8), i + 8, True
     n2, x2 = _digits8(load_u64(buf, i + 8))
     if n2 == 8:
         return np.int64(0), i, False
