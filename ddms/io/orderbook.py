@@ -200,14 +200,15 @@ def _touch(o_rel, o_sign, o_cols, o_line, lo, hi):  # pragma: no cover - compile
 
 @njit(cache=True, _nrt=False)
 def _emit(o_rel, o_sign, o_cols, o_line, k, book, sign, t, oid, brk, vol, px, line):  # pragma: no cover
-    o_rel[k] = book
-    o_sign[k] = sign
-    o_cols[k, 0] = t
-    o_cols[k, 1] = oid
-    o_cols[k, 2] = brk
-    o_cols[k, 3] = vol
-    o_cols[k, 4] = px
-    o_line[k] = line
+    r = _u(k)   # (k >= 0: no wrap-around, see _u)
+    o_rel[r] = book
+    o_sign[r] = sign
+    o_cols[r, 0] = t
+    o_cols[r, 1] = oid
+    o_cols[r, 2] = brk
+    o_cols[r, 3] = vol
+    o_cols[r, 4] = px
+    o_line[r] = line
     return k + 1
 
 
@@ -226,13 +227,14 @@ def _apply(act, t, oid, vol, px, line, brokers, keep, keys, vals, meta,
         brk = -1.0   # oid mod brokers once an event needs it: a division, and many lines emit nothing
         if slot >= 0:
             brk = float(oid % brokers)
-            ob = np.int64(vals[slot, 3])
-            ot = vals[slot, 0]
-            ov = vals[slot, 1]
-            op = vals[slot, 2]
+            us = _u(slot)
+            ob = np.int64(vals[us, 3])
+            ot = vals[us, 0]
+            ov = vals[us, 1]
+            op = vals[us, 2]
             k = _emit(o_rel, o_sign, o_cols, o_line, k, ob, -1, ot, float(oid), brk, ov, op, line)
             if act == 69 and ov - vol > 0:
-                vals[slot, 1] = ov - vol
+                vals[us, 1] = ov - vol
                 k = _emit(o_rel, o_sign, o_cols, o_line, k, ob, 1, ot, float(oid), brk, ov - vol, op, line)
             else:
                 _remove(keys, vals, shift, slot)
