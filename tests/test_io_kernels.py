@@ -4,6 +4,7 @@ the decimal parser against Python's float (hypothesis)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -223,3 +224,18 @@ def test_level_arrays_equal_a_dict_and_emit_the_changes(script, per_msg):
             assert qty.tolist() == [ref[side][p] for p in (px[::-1] if side else px)]
         assert (bp, bq) == ((max(ref[0]), ref[0][max(ref[0])]) if ref[0] else (-1, -1))
         assert (ap, aq) == ((min(ref[1]), ref[1][min(ref[1])]) if ref[1] else (-1, -1))
+
+
+@pytest.mark.parametrize("digits", range(1, 18))
+@pytest.mark.parametrize("stop", [b",", b"\n", b".", b"e", b"9", b"\xff", b"/", b":"])
+def test_parse_uint_swar_every_length(digits, stop):
+    """Every length around the eight-byte word (eight digits end with a one-byte check, more read the
+    next word), followed by a delimiter, a byte just outside '0'-'9', a non-ASCII byte or more digits."""
+    text = ("31415926535897932"[:digits]).encode() + stop + b"1234567890123456"
+    buf = np.frombuffer(text, np.uint8)
+    v, j, ok = decimal.parse_uint_swar(buf, 0)
+    n = digits + 1 + 16 if stop == b"9" else digits   # a digit stop continues the number
+    if n <= 15:
+        assert ok and j == n and v == int(text[:n])
+    else:
+        assert not ok and j == 0 and v == 0

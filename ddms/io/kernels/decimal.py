@@ -26,11 +26,12 @@ from __future__ import annotations
 import llvmlite.ir as ir
 import numpy as np
 from numba import njit, types
+from numba.core import cgutils
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
 __all__ = ["P10", "load_u64", "parse_int", "parse_int_wide", "parse_number", "parse_number_general",
-           "parse_number_wide", "parse_uint_swar"]
+           "parse_number_wide", "parse_uint_swar", "prefetch"]
 
 P10 = np.array([10.0**i for i in range(23)])
 """Exact powers of ten for the Clinger fast path."""
@@ -54,6 +55,30 @@ def load_u64(typingctx, arr, i):
         ary = context.make_array(signature.args[0])(context, builder, args[0])
         ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(64).as_pointer())
         return builder.load(ptr, align=1)
+    return sig, codegen
+
+
+@intrinsic
+def prefetch(typingctx, arr, i):
+    """Ask the CPU to start loading the cache line of ``arr[i]`` (a 1-d array) for reading: LLVM's
+    ``llvm.prefetch``, one instruction that neither waits nor faults (an address past the array is
+    harmless).  Why: a reader's walk through its input is a chain of dependent loads (each line's
+    start is the previous one's end), so without it the input's cache misses are taken one at a
+    time: a kernel that only steps from line to line over a 24 MB order book cost 19 ns a line,
+    6 ns with the bytes 1-2 KiB ahead prefetched (the hardware's prefetchers alone did not keep
+    up).  O(1)."""
+    sig = types.void(arr, i)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), i8p)
+        # the name of typed-pointer LLVM (<= 14); newer LLVM renames it to ".p0" when it reads the IR
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            "llvm.prefetch.p0i8")
+        builder.call(fn, [ptr, i32(0), i32(3), i32(1)])   # read, keep in every cache level, data
+        return context.get_dummy_value()
     return sig, codegen
 
 
@@ -91,6 +116,10 @@ def parse_uint_swar(buf, i):  # pragma: no cover - compiled
         return np.int64(0), i, False
     if n < 8:
         return _value8(x, n), i + n, True
+    if np.uint64(np.int64(buf[np.uint64(i + 8)]) - 48) > 9:
+        # exactly eight digits (every timestamp of the order-book data): one byte read, not a
+        # second word's digit search
+        return _value8(x, 8), i + 8, True
     n2, x2 = _digits8(load_u64(buf, i + 8))
     if n2 == 8:
         return np.int64(0), i, False
@@ -107,7 +136,7 @@ def parse_number_wide(buf, i, end):  # pragma: no cover - compiled
     if i + 16 <= buf.shape[0]:
         v, j, ok = parse_uint_swar(buf, i)
         if ok:
-            c = buf[j]
+            c = buf[np.uint64(j)]
             if c != 46 and c != 101 and c != 69:
                 return float(v), j, 0
     return parse_number(buf, i, end)

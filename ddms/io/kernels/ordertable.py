@@ -9,7 +9,9 @@ probing, backward-shift deletion (no tombstones); capacity a power of two, grown
 below :data:`FAST_GROWTH` slots, then doubled (:func:`grow_bits`).
 
 The probing kernels are compiled with ``_nrt=False``: they never allocate (only ``grow`` does),
-so they can be inlined into the callers' per-line loops without reference counting.
+so they can be inlined into the callers' per-line loops without reference counting.  They index
+the arrays through unsigned integers: a slot is never negative, and numba adds a negative-index
+wrap-around (three instructions) to every access through a signed one.
 Cost: O(1) expected per find/put/remove.
 """
 
@@ -74,7 +76,7 @@ def find(keys, shift, key):  # pragma: no cover - compiled
     mask = keys.shape[0] - 1
     i = home(key, shift)
     while True:
-        k = keys[i]
+        k = keys[np.uint64(i)]
         if k == key:
             return i
         if k == EMPTY:
@@ -87,13 +89,14 @@ def put(keys, vals, shift, key, t, vol, px, book):  # pragma: no cover - compile
     """Insert a key known to be absent."""
     mask = keys.shape[0] - 1
     i = home(key, shift)
-    while keys[i] != EMPTY:
+    while keys[np.uint64(i)] != EMPTY:
         i = (i + 1) & mask
-    keys[i] = key
-    vals[i, 0] = t
-    vals[i, 1] = vol
-    vals[i, 2] = px
-    vals[i, 3] = book
+    u = np.uint64(i)
+    keys[u] = key
+    vals[u, 0] = t
+    vals[u, 1] = vol
+    vals[u, 2] = px
+    vals[u, 3] = book
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -104,7 +107,7 @@ def remove(keys, vals, shift, slot):  # pragma: no cover - compiled
     j = slot
     while True:
         j = (j + 1) & mask
-        kj = keys[j]
+        kj = keys[np.uint64(j)]
         if kj == EMPTY:
             break
         h = home(kj, shift)
@@ -114,13 +117,14 @@ def remove(keys, vals, shift, slot):  # pragma: no cover - compiled
         else:
             stays = h > i or h <= j
         if not stays:
-            keys[i] = kj
-            vals[i, 0] = vals[j, 0]
-            vals[i, 1] = vals[j, 1]
-            vals[i, 2] = vals[j, 2]
-            vals[i, 3] = vals[j, 3]
+            ui, uj = np.uint64(i), np.uint64(j)
+            keys[ui] = kj
+            vals[ui, 0] = vals[uj, 0]
+            vals[ui, 1] = vals[uj, 1]
+            vals[ui, 2] = vals[uj, 2]
+            vals[ui, 3] = vals[uj, 3]
             i = j
-    keys[i] = EMPTY
+    keys[np.uint64(i)] = EMPTY
 
 
 @njit(cache=True, nogil=True)   # nogil: the order-book parser grows its table on ddms run's parse-ahead thread
