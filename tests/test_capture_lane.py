@@ -183,3 +183,83 @@ def test_gzip_damage(tmp_path) -> None:
     p.write_bytes(raw[: len(raw) - 5000])
     b = _same(p, symbols=True)
     assert b["error"] is not None and "truncated gzip" in b["error"]
+
+
+def _scan_waiting(self, last: int) -> list:
+    """The snapshot owners' candidates as the reader found them before it noted the waiting
+    books: every book in order, the waiting ones a snapshot at ``last`` can start."""
+    from ddms.io.venues import binance_book as bb
+    return [bk for bk in self.books.values() if bk._state == bb._WAIT and bk.can_start(last)]
+
+
+def _resnap(lines: list[bytes], picks: list[tuple[int, int]]) -> list[bytes]:
+    """Extra REST snapshot lines (one level a side) at positions ``i``, each at the update id of a
+    depth line near it (``d`` lines back, shifted by -1..1): several books wait at once (after gaps,
+    with ``skip_bad``) and a snapshot may fit more than one of them."""
+    out = list(lines)
+    for i, x in picks:
+        i %= len(out)
+        ids = [int(m.group(1)) for ln in out[max(0, i - 1 - x % 7):i + 1]
+               for m in [re.search(rb'"u":(\d+)', ln)] if m]
+        if ids:
+            ts = out[i].partition(b" ")[0] or b"1"
+            snap = b'{"lastUpdateId":%d,"bids":[["99.00","1.000"]],"asks":[["101.00","2.000"]]}' % (
+                ids[0] + x % 3 - 1)
+            out.insert(i + 1, ts + b" " + snap)
+    return out
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_snapshot_owner_from_waiting_books_equals_a_scan(base_lines, tmp_path, data, monkeypatch) -> None:
+    """The reader finds a snapshot line's owner among the books it noted as waiting
+    (``_waiting``); reading with a scan of every book instead gives the same batches, owners,
+    notes and errors, line by line and through the lane -- with books left without their
+    snapshot, books that wait again after gaps (lines dropped, ``skip_bad``) and extra snapshots
+    that fit several waiting books (the owner is the one whose buffered events lie nearest)."""
+    n = len(base_lines)
+    snaps = [i for i, ln in enumerate(base_lines) if b"lastUpdateId" in ln]
+    gone = {snaps[j % len(snaps)] for j in data.draw(st.lists(st.integers(0, 99), max_size=4))}
+    lines = [ln for i, ln in enumerate(base_lines) if i not in gone]     # books left waiting from the start
+    lines = _mutate(lines, [("drop", data.draw(st.integers(0, n - 1)), 0) for _ in range(data.draw(st.integers(0, 4)))])
+    lines = _resnap(lines, data.draw(st.lists(st.tuples(st.integers(0, n), st.integers(0, 50)), max_size=8)))
+    p = tmp_path / "usdm_resnap.txt"
+    p.write_bytes(b"\n".join(lines) + b"\n")
+    kw = {"symbols": True, "skip_bad": data.draw(st.booleans()), "batch_updates": 50}
+    for lane in (False, True):
+        got = _read(p, lane, **kw)
+        with monkeypatch.context() as m:
+            m.setattr(BinanceCaptureReader, "_waiting_for", _scan_waiting)
+            ref = _read(p, lane, **kw)
+        for k in ("notes", "error", "owner", "bad", "depth_seen"):
+            assert got[k] == ref[k], (k, got[k], ref[k])
+        assert len(got["batches"]) == len(ref["batches"])
+        for x, y in zip(got["batches"], ref["batches"], strict=True):
+            assert (x.first_line, x.last_line) == (y.first_line, y.last_line)
+            assert all(np.array_equal(getattr(x, f), getattr(y, f)) for f in ("rel", "sign", "cols", "line", "recv"))
+
+
+def test_joined_parts_equal_with_symbol_copies() -> None:
+    """The lane reader keeps a part's five book columns and writes the symbol column once, when
+    parts are joined into a batch: the same rows as a :func:`with_symbol` copy per part, for parts
+    of one symbol (the per-line path), of many (a kernel run) and already joined ones."""
+    from ddms.io.events import EventBatch
+    from ddms.io.symbols import with_symbol
+    rng = np.random.default_rng(5)
+    r = BinanceCaptureReader(open_source(str(REAL[0]), kind="binance"), [], symbols=True)
+
+    def part(n: int, width: int, first: int) -> EventBatch:
+        return EventBatch(rng.integers(0, 2, n).astype(np.int8), rng.integers(-1, 2, n).astype(np.int8),
+                          rng.random((n, width)), np.arange(first, first + n, dtype=np.int64), first, first + n,
+                          recv=rng.integers(0, 9, n))
+    parts = [part(3, 5, 1), part(0, 5, 4), part(5, 5, 4), part(2, 6, 9), part(4, 5, 11)]
+    sids = [7.0, 7.0, rng.random(5), None, rng.random(4)]
+    r._parts, r._sids = list(parts), list(sids)
+    got = r._joined()
+    assert r._parts == [] and r._sids == []
+    ref = np.concatenate([p.cols if s is None else with_symbol(p.cols, s) for p, s in zip(parts, sids, strict=True)])
+    assert np.array_equal(got.cols, ref) and np.array_equal(got.line, np.concatenate([p.line for p in parts]))
+    for f in ("rel", "sign", "recv"):
+        assert np.array_equal(getattr(got, f), np.concatenate([getattr(p, f) for p in parts]))
+    r._parts, r._sids = [], []
+    assert len(r._joined()) == 0 and r._joined().cols.shape == (0, 6)

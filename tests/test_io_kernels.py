@@ -239,3 +239,49 @@ def test_parse_uint_swar_every_length(digits, stop):
         assert ok and j == n and v == int(text[:n])
     else:
         assert not ok and j == 0 and v == 0
+
+
+_side_levels = st.lists(st.tuples(st.integers(0, 60), st.sampled_from([0, 0, 1, 7, 123, 2**40])), max_size=150)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_side_levels, st.booleans(), st.floats(0, 2e12), st.integers(0, 9))
+def test_snapshot_side_kernels_equal_numpy(levels, neg, t, line):
+    """A REST snapshot side loaded by the compiled steps (``sorted_side``, ``fill_side``,
+    ``queue_rows``) as the NumPy formulation they replaced did it: stable key order, a repeated
+    price refused (zero levels included), zero levels dropped, half-full blocks with zeros after
+    the last level, one insert row per level with the same floats."""
+    from ddms.io.kernels.levelarrays import BLOCK, fill_side, level_arrays_check, levels_of, queue_rows, sorted_side
+    lv = np.array(levels, np.int64).reshape(-1, 2)
+    keys, qty, repeat = sorted_side(lv, neg)
+    k0 = -lv[:, 0] if neg else lv[:, 0]
+    order = np.argsort(k0, kind="stable")
+    k0, q0 = k0[order], lv[order, 1]
+    assert repeat == (k0.shape[0] > 1 and not (np.diff(k0) > 0).all())
+    if repeat:
+        assert keys.shape == qty.shape == (0,)
+        return
+    assert np.array_equal(keys, k0[q0 > 0]) and np.array_equal(qty, q0[q0 > 0])
+    m, h = keys.shape[0], BLOCK // 2
+    nb = -(-m // h)
+    side = int(neg)
+    arrays = (np.full((2, nb + 2, BLOCK), 7, np.int64), np.full((2, nb + 2, BLOCK), 7, np.int64),
+              np.full((2, nb + 2, BLOCK), 7.0), np.zeros((2, nb + 2), np.int64), np.zeros((2, nb + 2), np.int64),
+              np.zeros((2, nb + 2), np.int64), np.zeros((2, nb + 2), np.int64), np.zeros((2, 4), np.int64))
+    bk, bq, bt, bn, order_, bmax, _free, meta = arrays
+    times = np.full(m, t)
+    assert fill_side(bk, bq, bt, bn, order_, bmax, meta, side, keys, qty, times) == nb
+    for arr, src in ((bk, keys), (bq, qty), (bt, times)):   # the replaced _load: a zero-padded copy
+        pad = np.zeros(nb * h, arr.dtype)
+        pad[:m] = src
+        assert np.array_equal(arr[side, :nb, :h], pad.reshape(nb, h))
+    assert tuple(meta[side]) == (nb, 0, m, nb) and np.array_equal(order_[side, :nb], np.arange(nb))
+    level_arrays_check(arrays)
+    got_k, got_q, got_t = levels_of(arrays, side)
+    assert np.array_equal(got_k, keys) and np.array_equal(got_q, qty) and np.array_equal(got_t, times)
+    oi, oc = np.zeros((m + 3, 3), np.int64), np.zeros((m + 3, 5))
+    px = -keys if neg else keys
+    assert queue_rows(oi, oc, 3, side, 1, line, times, px, qty, 100.0, 1000.0) == m + 3
+    assert (oi[3:, 0] == side).all() and (oi[3:, 1] == 1).all() and (oi[3:, 2] == line).all()
+    ref = np.column_stack([times, px, np.zeros(m), qty / 1000.0, px / 100.0])    # the replaced _queue_rows
+    assert np.array_equal(oc[3:], ref) and not oi[:3].any() and not oc[:3].any()

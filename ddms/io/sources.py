@@ -418,6 +418,10 @@ class BinanceCaptureReader:
         self.held: list = []         # snapshot lines no book could take yet
         self.snapshot_owner: dict[int, str] = {}   # capture line of each snapshot applied -> its book's symbol
         self.books: dict = {}        # symbol -> BinanceBook, in order of appearance
+        # symbols whose book may wait for a snapshot -> the book's position in books (a superset:
+        # pruned when a snapshot line looks; why: a scan of every book per snapshot line was
+        # O(books^2) over a capture, ~0.1 s of 1,000 symbols' start)
+        self._waiting: dict[str, int] = {}
         # per symbol: the book's update count after each message that applied updates, and that
         # message's receive time -- the receive timestamps (EventBatch.recv) of the rows numbered
         # next (emptied when they are; so empty between batches, where a checkpoint is taken)
@@ -429,6 +433,9 @@ class BinanceCaptureReader:
         self.gap_marks: list[tuple] = []   # per gap (skip_bad): line, reason, depth updates seen, applied, snapshots
         self.batch_updates = src.batch_updates   # a checkpointed run asks for smaller batches (its boundaries)
         self._parts: list[EventBatch] = []
+        # per part of _parts: None, or (symbols) the symbol id(s) of its rows, its cols then holding
+        # the five book columns only (the sixth is written once, when the parts are joined)
+        self._sids: list[float | np.ndarray | None] = []
         self.lane = lane
         self._lane = None              # the ChunkLane (lane: built once the market is known)
         self._ready: list[EventBatch] = []          # lane: whole batches not handed out yet
@@ -449,6 +456,7 @@ class BinanceCaptureReader:
                 raise ReplayError(f"holds several symbols ({', '.join(self.books)}, {symbol}, ...): choose one as "
                                   f"{self.src.path}#{next(iter(self.books))} (or declare a symbol column)",
                                   self.src.path)
+            self._waiting[symbol] = len(self.books)
             bk = self.books[symbol] = BinanceBook(self.market, symbol=symbol, source=self.src.path)
         return bk
 
@@ -470,13 +478,13 @@ class BinanceCaptureReader:
             return
         b = bk.take_events()
         line = b.line - base + self.updates
-        cols = with_symbol(b.cols, symbol_id(sym)) if self.symbols else b.cols
         if marks_t:    # (an update applied by a message that then failed: the last time known)
             at = np.searchsorted(np.asarray(marks_u, np.int64), b.line)
             recv = np.asarray(marks_t, np.int64)[np.minimum(at, len(marks_t) - 1)]
         else:
             recv = np.zeros(len(line), np.int64)
-        self._parts.append(EventBatch(b.rel, b.sign, cols, line, self.updates + 1, self.updates + n, recv=recv))
+        self._parts.append(EventBatch(b.rel, b.sign, b.cols, line, self.updates + 1, self.updates + n, recv=recv))
+        self._sids.append(float(symbol_id(sym)) if self.symbols else None)
         self.updates += n
 
     def _mark(self, bk, updates: int, cap) -> None:
@@ -496,15 +504,30 @@ class BinanceCaptureReader:
     def _take(self) -> EventBatch:
         """The numbered rows not handed out yet, as one batch (lines taken+1 .. updates)."""
         self._number()
-        parts, self._parts = self._parts, []
         first, self.taken = self.taken + 1, self.updates
+        return replace(self._joined(), first_line=first, last_line=self.updates)
+
+    def _joined(self) -> EventBatch:
+        """The numbered rows of :attr:`_parts` as one batch (taken from there; its first and last
+        line are the caller's to set), the symbol column written as the rows are copied (one copy
+        a row: no :func:`with_symbol` copy per part before).  O(rows)."""
+        parts, sids, self._parts, self._sids = self._parts, self._sids, [], []
         width = 5 + self.symbols
         if not parts:
             return EventBatch(np.zeros(0, np.int8), np.zeros(0, np.int8), np.zeros((0, width)), np.zeros(0, np.int64),
-                              first, self.updates, recv=np.zeros(0, np.int64))
-        return EventBatch(np.concatenate([p.rel for p in parts]), np.concatenate([p.sign for p in parts]),
-                          np.concatenate([p.cols for p in parts]), np.concatenate([p.line for p in parts]),
-                          first, self.updates, recv=np.concatenate([p.recv for p in parts]))
+                              0, 0, recv=np.zeros(0, np.int64))
+        cols = np.empty((sum(len(p.line) for p in parts), width))
+        a = 0
+        for p, sid in zip(parts, sids, strict=True):
+            z = a + len(p.line)
+            if sid is None:
+                cols[a:z] = p.cols
+            else:
+                cols[a:z, :5] = p.cols
+                cols[a:z, 5] = sid
+            a = z
+        return EventBatch(np.concatenate([p.rel for p in parts]), np.concatenate([p.sign for p in parts]), cols,
+                          np.concatenate([p.line for p in parts]), 0, 0, recv=np.concatenate([p.recv for p in parts]))
 
     def _check_fed(self, bk, cap, gaps: int, malformed: int) -> None:
         src = self.src
@@ -525,15 +548,36 @@ class BinanceCaptureReader:
         self._switch(bk.symbol)
         gaps, malformed, updates = bk.gaps, bk.malformed, bk.updates
         bk.apply_snapshot(cap.record, cap.recv_ts_ns)
+        self._may_wait(bk)
         self._mark(bk, updates, cap)
         self._check_fed(bk, cap, gaps, malformed)
+
+    def _may_wait(self, bk) -> None:
+        """Note ``bk`` in :attr:`_waiting` when it waits for a snapshot (only the per-line path
+        makes a book wait: a new book, a gap, a buffered event that breaks a snapshot)."""
+        if bk._state == _bb._WAIT and bk.symbol not in self._waiting:
+            self._waiting[bk.symbol] = list(self.books).index(bk.symbol)
+
+    def _waiting_for(self, last: int) -> list:
+        """The books a snapshot at ``last`` can start now (:meth:`BinanceBook.can_start`), in
+        :attr:`books` order; drops the ones no longer waiting from :attr:`_waiting`.  O(books
+        noted there)."""
+        wait, books, noted = _bb._WAIT, self.books, self._waiting
+        found = []
+        for sym in list(noted):
+            bk = books[sym]
+            if bk._state != wait:
+                del noted[sym]
+            elif bk.can_start(last):
+                found.append((noted[sym], bk))
+        found.sort(key=lambda x: x[0])
+        return [bk for _, bk in found]
 
     def _feed(self, cap) -> None:
         src, rec = self.src, cap.record
         t = type(rec)
         if t is _bb.DepthSnapshot:
-            wait, last = _bb._WAIT, rec.last_update_id      # (the state test first: 1,000 books, 1,000 snapshots)
-            waiting = [bk for bk in self.books.values() if bk._state == wait and bk.can_start(last)]
+            waiting = self._waiting_for(rec.last_update_id)
             if waiting:       # the book whose buffered events lie nearest before this line
                 self._snapshot(max(waiting, key=lambda bk: bk._buffer[-1][1]), cap)
             else:
@@ -567,6 +611,7 @@ class BinanceCaptureReader:
                 self._mark(bk, before, cap)
         gaps, malformed, updates = bk.gaps, bk.malformed, bk.updates
         bk.feed_message(rec, cap.recv_ts_ns)
+        self._may_wait(bk)
         self._mark(bk, updates, cap)
         self._check_fed(bk, cap, gaps, malformed)
 
@@ -755,19 +800,20 @@ class BinanceCaptureReader:
         numbered = dep & self._slot_kept[slots]
         number = np.cumsum(numbered) + self.updates
         events, self._sink[:] = list(self._sink), []
+        every = self.want is None     # every symbol kept: the run's arrays as they are (no masked copies)
         for ev in events:
             b = ev.batch
             if not len(b):
                 continue
-            keep = self._slot_kept[ev.sym]
-            line = number[b.line[keep] - i0]
-            cols = b.cols[keep]
-            if self.symbols:
-                cols = with_symbol(cols, self._slot_sid[ev.sym[keep]])
-            recv = b.recv[keep]
+            if every:
+                rel, sign, cols, recv, line, sym = b.rel, b.sign, b.cols, b.recv, number[b.line - i0], ev.sym
+            else:
+                keep = self._slot_kept[ev.sym]
+                rel, sign, cols, recv, line, sym = (b.rel[keep], b.sign[keep], b.cols[keep], b.recv[keep],
+                                                    number[b.line[keep] - i0], ev.sym[keep])
             if len(line):
-                self._parts.append(EventBatch(b.rel[keep], b.sign[keep], cols, line, int(line[0]), int(line[-1]),
-                                              recv=recv))
+                self._parts.append(EventBatch(rel, sign, cols, line, int(line[0]), int(line[-1]), recv=recv))
+                self._sids.append(self._slot_sid[sym] if self.symbols else None)
         if len(number):
             self.updates = int(number[-1])
         self._cut()
@@ -778,15 +824,7 @@ class BinanceCaptureReader:
         size = self.batch_updates
         if self.updates - self.taken < size:
             return
-        parts, self._parts = self._parts, []
-        width = 5 + self.symbols
-        if parts:
-            cat = EventBatch(np.concatenate([p.rel for p in parts]), np.concatenate([p.sign for p in parts]),
-                             np.concatenate([p.cols for p in parts]), np.concatenate([p.line for p in parts]),
-                             0, 0, recv=np.concatenate([p.recv for p in parts]))
-        else:
-            cat = EventBatch(np.zeros(0, np.int8), np.zeros(0, np.int8), np.zeros((0, width)),
-                             np.zeros(0, np.int64), 0, 0, recv=np.zeros(0, np.int64))
+        cat = self._joined()
         bounds = np.arange(self.taken + size, self.updates + 1, size, dtype=np.int64)
         cuts = np.searchsorted(cat.line, bounds, side="right").tolist()
         a = 0
@@ -798,6 +836,7 @@ class BinanceCaptureReader:
         if a < len(cat.line):
             self._parts.append(EventBatch(cat.rel[a:], cat.sign[a:], cat.cols[a:], cat.line[a:], int(cat.line[a]),
                                           int(cat.line[-1]), recv=cat.recv[a:]))
+            self._sids.append(None)
 
 
     def _check(self) -> None:
@@ -855,10 +894,11 @@ class BinanceCaptureReader:
         p.ignored = dict(meta["parser"]["ignored"])
         self.pending = [p.parse_line(raw.encode("latin-1"), ln) for ln, raw in meta["pending"]]
         self.held = [p.parse_line(raw.encode("latin-1"), ln) for ln, raw in meta["held"]]
-        self.books, self._parts = {}, []
+        self.books, self._parts, self._sids = {}, [], []
         for i, (sym, m) in enumerate(meta["books"]):
             bk = self.books[sym] = BinanceBook(m["market"], symbol=sym, source=self.src.path)
             bk.load_state(m, {k[len(f"{i}."):]: v for k, v in arrays.items() if k.startswith(f"{i}.")})
+        self._waiting = {sym: i for i, sym in enumerate(self.books)}
 
 
 def _gap_notes(path: str, marks: list[tuple], depth_seen: int, applied: int, snapshots: int) -> list[str]:

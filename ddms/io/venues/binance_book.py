@@ -84,6 +84,9 @@ from ddms.io.kernels.jsonscan import str_end as _str_end
 from ddms.io.kernels.jsonscan import ws as _ws
 from ddms.io.kernels.levelarrays import BLOCK as _BLOCK
 from ddms.io.kernels.levelarrays import apply_depth as _apply_depth
+from ddms.io.kernels.levelarrays import fill_side as _fill_side
+from ddms.io.kernels.levelarrays import queue_rows as _queue
+from ddms.io.kernels.levelarrays import sorted_side as _sorted_side
 from ddms.io.schema import ASKS, BIDS
 
 __all__ = [
@@ -940,16 +943,7 @@ class BinanceBook:
         nb = -(-m // h)
         if nb + 2 > self._bk.shape[1]:
             self._grow(nb + 2)
-        for arr, src in ((self._bk, keys), (self._bq, qty), (self._bt, t)):
-            pad = np.zeros(nb * h, arr.dtype)
-            pad[:m] = src
-            arr[side, :nb, :h] = pad.reshape(nb, h)
-        self._bn[side, :nb] = h
-        if nb:
-            self._bn[side, nb - 1] = m - (nb - 1) * h
-            self._bmax[side, :nb] = keys[np.minimum(np.arange(1, nb + 1) * h, m) - 1]
-        self._order[side, :nb] = np.arange(nb)
-        self._meta[side] = (nb, 0, m, nb)
+        _fill_side(self._bk, self._bq, self._bt, self._bn, self._order, self._bmax, self._meta, side, keys, qty, t)
         self._blocks_hint = max(self._blocks_hint, nb)
 
     def _grow(self, nblocks: int) -> None:
@@ -1404,19 +1398,9 @@ class BinanceBook:
         return _NO_ACTIONS
 
     def _queue_rows(self, side: int, sign: int, t: np.ndarray, px: np.ndarray, qty: np.ndarray) -> None:
-        m = px.shape[0]
-        self._reserve(0, m)
-        k = self._ok
-        self._oi[k:k + m, 0] = side
-        self._oi[k:k + m, 1] = sign
-        self._oi[k:k + m, 2] = self.updates
-        oc = self._oc[k:k + m]
-        oc[:, 0] = t
-        oc[:, 1] = px
-        oc[:, 2] = 0.0
-        oc[:, 3] = qty / 10.0 ** (self.qty_decimals or 0)
-        oc[:, 4] = px / 10.0 ** (self.px_decimals or 0)
-        self._ok = k + m
+        self._reserve(0, px.shape[0])
+        self._ok = _queue(self._oi, self._oc, self._ok, side, sign, self.updates, t, px, qty,
+                          10.0 ** (self.px_decimals or 0), 10.0 ** (self.qty_decimals or 0))
 
     def _on_snapshot(self, snap: DepthSnapshot, n: int, recv_ts_ns: int) -> tuple[NeedSnapshot, ...]:
         last = snap.last_update_id
@@ -1439,13 +1423,11 @@ class BinanceBook:
             return self._reject_snapshot(self._err(f"snapshot: {e}", n, what))
         loaded = []
         for side, arr in enumerate(sides):
-            keys = -arr[:, 0] if side == ASKS else arr[:, 0]
-            order = np.argsort(keys, kind="stable")
-            keys, qty = keys[order], arr[order, 1]
-            if keys.shape[0] > 1 and not (np.diff(keys) > 0).all():
+            keys, qty, repeat = _sorted_side(arr, side == ASKS)     # a zero level is no level
+            if repeat:
                 return self._reject_snapshot(self._err(f"snapshot {('bids', 'asks')[side]} repeat a price level",
                                                        n, what))
-            loaded.append((keys[qty > 0], qty[qty > 0]))   # a zero level is no level
+            loaded.append((keys, qty))
         self.snapshots += 1
         t = float(snap.event_ms) if snap.event_ms is not None else float(recv_ts_ns // 1_000_000)
         self.updates += 1
@@ -1454,9 +1436,11 @@ class BinanceBook:
                 self._queue_rows(side, -1, tt, -keys if side == ASKS else keys, qty)
             self._stale_rows = None
         self._new_book(max(64, 2 * max(len(k) for k, _ in loaded) // _BLOCK + 8))
+        self._reserve(0, sum(len(k) for k, _ in loaded))     # (one growth of the row queue, not one per side)
         for side, (keys, qty) in enumerate(loaded):
-            self._load(side, keys, qty, np.full(keys.shape[0], t))
-            self._queue_rows(side, 1, np.full(keys.shape[0], t), -keys if side == ASKS else keys, qty)
+            times = np.full(keys.shape[0], t)
+            self._load(side, keys, qty, times)
+            self._queue_rows(side, 1, times, -keys if side == ASKS else keys, qty)
         self._top = self._top_of_arrays()
         self.last_u = last
         pend = self._pending
