@@ -75,7 +75,7 @@ from ddms.m3.ir import (
 from ddms.m3.printer import print_expr, print_program
 from ddms.m3.verify import outputs, verify
 
-CODEGEN_VERSION = "40.1"
+CODEGEN_VERSION = "41"
 STATEMENTS_PER_FUNCTION = 16
 """Statements are inlined into the function that calls them, at most this many per function:
 numba links the callee libraries (the range trees) into every compiled function, so fewer
@@ -291,17 +291,27 @@ class _NeedsDict(Exception):
         self.name = name
 
 
-def _point_candidates(program: Program) -> frozenset[str]:
+def _point_candidates(program: Program, tree_only: frozenset[str]) -> frozenset[str]:
     """Keyed maps that may live in a ``ddms.storage.hashtab`` table (float-valued) instead of a
-    typed ``Dict``: no query exposes them (Python reads views as ``Dict``) and they have no range
-    tree.  They stay there if the program only probes and updates them at one key at a time (a
-    count per broker beside a grouped MAX, a per-symbol total); :class:`_NeedsDict` moves a map
-    that turns out to be iterated back to a ``Dict``.  Why: a typed-``Dict`` probe and store cost
-    ~30 ns and a reference-count pair per state field read; a table probe is a hash and a compare
-    on one plain array (the best bid per broker: 87 -> ~60 ns a line with its count there)."""
+    typed ``Dict``: those no query exposes that have no range tree, and every map of a view of
+    rows (a ladder: its values and its count of rows, an ORDERED one keeping its range trees
+    beside the table), EXTREME ones and ones living in their range trees alone (``tree_only``)
+    excepted.  They stay there if the program only probes and updates them at one key at a time (a
+    count per broker beside a grouped MAX, a per-symbol total, a ladder's volume per price);
+    :class:`_NeedsDict` moves a map that turns out to be iterated, cleared or indexed back to a
+    ``Dict``.  Python reads a view's table through ``ddms.runtime.typedio.HashTable``.
+
+    Why: a typed-``Dict`` probe and store cost ~30 ns and a reference-count pair per state field
+    read, and at a million keys 200-300 ns of waiting on memory, never prefetched; a table probe is
+    a hash and a compare on one plain array, prefetched a few events ahead (``PF_AHEAD``) once the
+    table is big (the best bid per broker: 87 -> ~60 ns a line with its count there; bid_ladder at
+    1M distinct prices ~1,180 -> ~320 ns).  The maps of other views (grouped, scalar-keyed) keep
+    their ``Dict``: not measured yet."""
     views = {m for q in program.queries for m in q.exposed}
+    rows = {m for q in program.queries if q.limit is not None for m in q.exposed}
     return frozenset(m.name for m in program.maps
-                     if m.keys and not m.ordered and m.extreme is None and m.name not in views)
+                     if m.keys and m.extreme is None and m.name not in tree_only
+                     and (m.name in rows or (not m.ordered and m.name not in views)))
 
 
 def _tree_only_candidates(program: Program) -> frozenset[str]:
@@ -1004,6 +1014,8 @@ class _Codegen:
                         self._note_prefetch(tname, self._tuple([env[x] for x in s.target.keys]))
                     elif tname in self.point or target.extreme:
                         self._note_hash_prefetch(tname, self._tuple([env[x] for x in s.target.keys]))
+                        if target.ordered:   # (its range tree beside the table: a ladder's rows)
+                            self._note_prefetch(tname, self._tuple([env[x] for x in s.target.keys]))
                 self._emit(fn, expr, env, write)
         params = ", ".join([self.S, *env.values(), *(v for cut in self._cuts.values() for v in cut)])
         self.functions.append(f"@njit(cache=True, inline='always')\ndef {fname}({params}):\n" + "\n".join(fn.body())
@@ -1191,24 +1203,40 @@ class _Codegen:
         """The writers of a map kept in a hash table (:func:`_point_candidates`): ``w_M`` assigns,
         ``a_M`` adds; both find the key's row once and write its value in place, and store the
         table back into the state only when an insertion grew it (a new array).  A value that
-        ends 0.0 removes the key, as in every map."""
-        v = len(m.keys)   # the value's column in the table's rows
+        ends 0.0 removes the key, as in every map.  A view's map logs the key and its old value
+        while watched (as the ``Dict`` writer does); an ORDERED map sets the key's value in its
+        range tree too."""
+        v, n = len(m.keys), len(m.keys)   # v: the value's column in the table's rows
+        i = self.mid[m.name]
+        log = (f"        if st.watch[{i}]:\n            st.log_keys_{m.name}.append(key)\n"
+               f"            st.log_old_{m.name}.append(old)\n") if m.name in self.view_maps else ""
+        tree = ""
+        if m.ordered:
+            if n == 1:
+                tree = (f"        rt = borrow(st.or_{m.name})\n"
+                        f"        rt[0] = btree_set(borrow_pool(st.op_{m.name}), rt[0], key[0], new)\n")
+            else:
+                tree = "".join("    " + line + "\n" for line in self._slice_update(m, "btree_set", "new"))
 
         def writer(name: str, arg: str, new: str) -> str:
             return (f"@njit(cache=True, inline='always')\ndef {name}_{m.name}(st, key, {arg}):\n"
                     f"    tab = borrow(st.m_{m.name})\n"
                     "    s = ht_slot(tab, key)\n"
-                    "    if s >= 0:\n"
-                    + (f"        new = {new}\n" if new != "new" else "") +
-                    "        if new == 0.0:\n"
-                    "            ht_pop(tab, key)\n"
+                    f"    old = tab[s, {v}] if s >= 0 else 0.0\n"
+                    f"    new = {new}\n"
+                    "    if old != new or old != old:\n"   # (NaN is rewritten, as in the Dict writer)
+                    + log +
+                    "        if s >= 0:\n"
+                    "            if new == 0.0:\n"
+                    "                ht_pop(tab, key)\n"
+                    "            else:\n"
+                    f"                tab[s, {v}] = new\n"
                     "        else:\n"
-                    f"            tab[s, {v}] = new\n"
-                    f"    elif {arg} != 0.0:\n"
-                    f"        grown = ht_set(tab, key, {arg})\n"
-                    "        if grown.shape[0] != tab.shape[0]:\n"
-                    f"            st.m_{m.name} = grown\n")
-        return [writer("w", "new", "new"), writer("a", "delta", f"tab[s, {v}] + delta")]
+                    "            grown = ht_set(tab, key, new)\n"
+                    "            if grown.shape[0] != tab.shape[0]:\n"
+                    f"                st.m_{m.name} = grown\n"
+                    + tree)
+        return [writer("w", "new", "new"), writer("a", "delta", "old + delta")]
 
     def _extreme_writer(self, m: MapDecl) -> str:
         """``a_M(st, key, delta)`` of an EXTREME map (``ddms.storage.extheap``): one probe and one
@@ -1552,8 +1580,9 @@ class _Codegen:
                 # nch counts changed scalar maps; a grouped change sets it past 1, so fire() gets
                 # slot -1 and Python takes the general path (change logs, every watched view)
                 changed.append(f"        if st.watch[{i}] and len(st.log_keys_{m.name}) > 0:\n"
-                               f"            if log_changed(st.m_{m.name}, st.log_keys_{m.name}, "
-                               f"st.log_old_{m.name}):\n"
+                               f"            if {'log_changed_ht' if m.name in self.point else 'log_changed'}("
+                               f"{'borrow(st.m_' + m.name + ')' if m.name in self.point else 'st.m_' + m.name}, "
+                               f"st.log_keys_{m.name}, st.log_old_{m.name}):\n"
                                "                changed = True\n"
                                "                nch = 2\n"
                                "            else:\n"
@@ -1748,7 +1777,7 @@ class _Codegen:
                   "from numba import njit, types\n"
                   "from numba.experimental import structref\n"
                   "from numba.typed import Dict, List\n\n"
-                  f"from ddms.backend.rt import div, log_changed, {'mod, ' if self._uses_mod() else ''}"
+                  f"from ddms.backend.rt import div, log_changed, log_changed_ht, {'mod, ' if self._uses_mod() else ''}"
                   f"{'mul0, ' if self._nullmul else ''}ne"
                   f"{self._func_imports()}\n"
                   "from ddms.storage.btree import (\n"
@@ -1923,7 +1952,7 @@ def generate(program: Program) -> Generated:
     text, same digest (which names the module file in the cache)."""
     verify(program)
     tree_only = _tree_only_candidates(program)
-    point = _point_candidates(program)
+    point = _point_candidates(program, tree_only)
     deferred = (deferred_maps(program), keyed_deferred_maps(program))   # the same for every round
     while True:   # at most one round per candidate
         g = _Codegen(program, tree_only, point, deferred)
