@@ -1219,11 +1219,22 @@ class _Codegen:
                 tree = "".join("    " + line + "\n" for line in self._slice_update(m, "btree_set", "new"))
 
         def writer(name: str, arg: str, new: str) -> str:
-            return (f"@njit(cache=True, inline='always')\ndef {name}_{m.name}(st, key, {arg}):\n"
+            head = (f"@njit(cache=True, inline='always')\ndef {name}_{m.name}(st, key, {arg}):\n"
                     f"    tab = borrow(st.m_{m.name})\n"
-                    "    s = ht_slot(tab, key)\n"
-                    f"    old = tab[s, {v}] if s >= 0 else 0.0\n"
-                    f"    new = {new}\n"
+                    "    s = ht_slot(tab, key)\n")
+            if not log and not tree:   # no old value needed: one branch on whether the key is there
+                return (head + "    if s >= 0:\n"
+                        + (f"        new = {new.replace('old', f'tab[s, {v}]')}\n" if new != "new" else "") +
+                        "        if new == 0.0:\n"
+                        "            ht_pop(tab, key)\n"
+                        "        else:\n"
+                        f"            tab[s, {v}] = new\n"
+                        f"    elif {arg} != 0.0:\n"
+                        f"        grown = ht_set(tab, key, {arg})\n"
+                        "        if grown.shape[0] != tab.shape[0]:\n"
+                        f"            st.m_{m.name} = grown\n")
+            return (head + f"    old = tab[s, {v}] if s >= 0 else 0.0\n"
+                    + (f"    new = {new}\n" if new != "new" else "") +
                     "    if old != new or old != old:\n"   # (NaN is rewritten, as in the Dict writer)
                     + log +
                     "        if s >= 0:\n"
