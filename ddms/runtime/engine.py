@@ -248,9 +248,14 @@ class Engine:
         """What a view reads of map ``name``: its state field (a scalar's cell, a typed ``Dict``),
         or a :class:`~ddms.runtime.typedio.HashTable` over it when codegen keeps the map in a hash
         table (a plain array, replaced when it grows: read anew each time).  O(1)."""
+        arity = len(self.program.map(name).keys)
+        hashes = getattr(self.module, "HASHES", {})
+        if name in hashes:   # a value column of a table shared by several maps of a view of rows
+            tab, col = hashes[name]
+            return HashTable(self.state, f"m_{tab}", arity, col)
         field = getattr(self.state, f"m_{name}")
-        if isinstance(field, np.ndarray) and self.program.map(name).keys:
-            return HashTable(self.state, f"m_{name}")
+        if isinstance(field, np.ndarray) and arity:
+            return HashTable(self.state, f"m_{name}", arity)
         return field
 
     def _top_view(self, q) -> TopView:
@@ -506,7 +511,7 @@ class Engine:
         pending between batches.
         Cost: O(total map size)."""
         from ddms.storage.btree import btree_check, btree_items, btree_len
-        from ddms.storage.hashtab import ht_check, ht_dict, ht_fdict
+        from ddms.storage.hashtab import ht_cdict, ht_check, ht_dict, ht_fdict
         mod, st = self.module, self.state
         if self._relations is not None:   # kept base rows: no row at multiplicity 0, streams in range
             from ddms.runtime.statecopy import dict_dump
@@ -549,9 +554,13 @@ class Engine:
                     if m.name not in mod.TREES:
                         assert btree_len(pool, root) > 0, f"{m.name}{list(prefix)}: an empty range tree is kept"
                 continue
-            stored = getattr(st, f"m_{m.name}")
-            if isinstance(stored, np.ndarray):   # a hash table (codegen: a map only probed and updated)
-                ht_check(stored)
+            hashes = getattr(mod, "HASHES", {})
+            if m.name in hashes:   # a column of a hash table of several value columns (a view of rows)
+                tab, hcol = hashes[m.name]
+                ht_check(getattr(st, f"m_{tab}"), len(m.keys))
+                table = ht_cdict(getattr(st, f"m_{tab}"), len(m.keys), hcol)
+            elif isinstance(stored := getattr(st, f"m_{m.name}"), np.ndarray):   # a hash table (codegen:
+                ht_check(stored)                                                   # a map only probed and updated)
                 table = ht_fdict(stored)
             else:
                 table = dict(stored.items())

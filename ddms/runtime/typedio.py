@@ -71,13 +71,15 @@ def log_drain(keys, olds, width):
 
 class HashTable:
     """A map the program keeps in a ``ddms.storage.hashtab`` table (float values): the state's
-    field, read anew each time (an insertion that grows the table stores a new array there).
+    field, read anew each time (an insertion that grows the table stores a new array there), and
+    the map's value column in its rows (``arity`` keys first; a table of several value columns,
+    ``ht_newv``, holds several maps: a key whose value is 0.0 there is absent from this one).
     Holds no data of its own."""
 
-    __slots__ = ("_state", "_field")
+    __slots__ = ("_state", "_field", "arity", "col")
 
-    def __init__(self, state, field: str) -> None:
-        self._state, self._field = state, field
+    def __init__(self, state, field: str, arity: int, col: int = 0) -> None:
+        self._state, self._field, self.arity, self.col = state, field, arity, arity + col
 
     def array(self) -> np.ndarray:
         """The table now.  O(1): one compiled field read."""
@@ -85,17 +87,17 @@ class HashTable:
 
 
 @njit(cache=True)
-def _ht_lookup(tab, k):
+def _ht_lookup(tab, k, col):
     s = ht_slot(tab, k)
-    if s < 0:
+    if s < 0 or tab[s, col] == 0.0:
         return False, 0.0
-    return True, tab[s, tab.shape[1] - 2]
+    return True, tab[s, col]
 
 
 def table_get(table, k: tuple) -> tuple[bool, float]:
     """:func:`dict_get` of a typed Dict or a :class:`HashTable`.  One probe."""
     if isinstance(table, HashTable):
-        return _ht_lookup(table.array(), k)
+        return _ht_lookup(table.array(), k, table.col)
     return dict_get(table, k)
 
 
@@ -104,13 +106,17 @@ def table_dump(table, width: int) -> tuple[np.ndarray, np.ndarray]:
     order).  O(entries), a table's O(capacity)."""
     if isinstance(table, HashTable):
         tab = table.array()
-        live = np.flatnonzero(tab[:-1, width + 1])
-        return tab[live, :width].copy(), tab[live, width].copy()
+        rows = np.flatnonzero((tab[:-1, -1] != 0.0) & (tab[:-1, table.col] != 0.0))
+        return tab[rows, :width].copy(), tab[rows, table.col].copy()
     return dict_dump(table, width)
 
 
 def table_len(table) -> int:
-    """The number of entries of a typed Dict or a :class:`HashTable`.  O(1)."""
+    """The number of entries of a typed Dict or a :class:`HashTable`.  O(1) (a table of several
+    value columns: O(capacity))."""
     if isinstance(table, HashTable):
-        return int(table.array()[-1, 0])
+        tab = table.array()
+        if tab.shape[1] == table.arity + 2:   # one value column: every live row is an entry
+            return int(tab[-1, 0])
+        return int(np.count_nonzero((tab[:-1, -1] != 0.0) & (tab[:-1, table.col] != 0.0)))
     return dict_len(table)
