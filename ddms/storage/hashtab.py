@@ -118,10 +118,11 @@ def _grow(tab, arity: int) -> np.ndarray:
     out = np.empty((cap + 1, tab.shape[1]))
     _huge(out)   # (a big table is probed at random: huge pages spare a page walk a probe)
     out[:] = 0.0
+    live = tab.shape[1] - 1
     for s in range(tab.shape[0] - 1):
-        if tab[s, arity + 1] != 0.0:
+        if tab[s, live] != 0.0:
             r = _home(tab[s, :arity], cap - 1)
-            while out[r, arity + 1] != 0.0:
+            while out[r, live] != 0.0:
                 r = (r + 1) & (cap - 1)
             out[r] = tab[s]
     out[cap, 0] = tab[-1, 0]
@@ -161,9 +162,10 @@ def ht_pop(tab: np.ndarray, key) -> None:
         return
     mask = tab.shape[0] - 2
     arity = len(key)   # (a table of several value columns too: :func:`ht_newv`)
+    live = tab.shape[1] - 1
     gap = s
     r = (s + 1) & mask
-    while tab[r, arity + 1] != 0.0:
+    while tab[r, live] != 0.0:
         h = _home(tab[r, :arity], mask)
         # r may fill the gap unless its home lies cyclically in (gap, r]
         if (r > gap and (h <= gap or h > r)) or (r < gap and h <= gap and h > r):
