@@ -3,8 +3,10 @@
 Layout of the generated module:
 
 * a ``State`` structref holding every map: a scalar map is a float64 array of length 1; a keyed
-  map that no view exposes and the program only probes and updates at one key at a time is a
-  ``ddms.storage.hashtab`` table (float values: one plain array, :func:`_point_candidates`); any
+  map that no view exposes, or any map of a view of rows (a ladder), that the program only probes
+  and updates at one key at a time is a ``ddms.storage.hashtab`` table (float values: one plain
+  array, :func:`_point_candidates`; a view of rows' maps updated together at one key share one
+  table as its value columns, one probe an event: ``hgroups``); any
   other keyed map is a numba ``Dict`` from a float64 key tuple to its nonzero value, plus one secondary index
   (partial key -> set of full keys) for every slice pattern the program reads, plus, for ORDERED
   maps, a range-cumulative B+-tree (``ddms.storage.btree``) over the last key, one tree per value of

@@ -19,6 +19,11 @@ Generated programs also keep maps that are only probed and updated at one key (a
 broker) and the keys a deferred statement group has seen in tables like this one, the value
 column then holding a float (:func:`ht_getf`, :func:`ht_slot`, :func:`ht_fdict`).
 
+A table may hold several value columns (:func:`ht_newv`, row ``[key, values..., live]``): the maps
+of a view of rows that every event updates together at one key (a ladder's volume, order count and
+row count per price), found and written by one probe; a key whose columns all end 0.0 is removed
+(:func:`ht_setv`, :func:`ht_getc`, :func:`ht_cdict`; :func:`ht_slot` and :func:`ht_pop` serve both).
+
 Keys compare bitwise after normalising -0.0 to 0.0, so NaN is an ordinary key (typed ``Dict``
 never finds a NaN key again).  Cost: O(1) expected per get/set/pop; O(cap) to grow or list.
 """
