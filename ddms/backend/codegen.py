@@ -1276,6 +1276,11 @@ class _Codegen:
                     + tree)
         return [writer("w", "new", "new"), writer("a", "delta", "old + delta")]
 
+    def _logs_ht(self) -> bool:
+        """Whether some view's map lives in a hash table (its change log checked by
+        ``rt.log_changed_ht``)."""
+        return any(m in self.point for q in self.p.queries for m in q.exposed)
+
     def _hash_group_writer(self, tab: str) -> str:
         """``av_T(st, key, deltas)``: adds one delta per map to the maps stored as the value
         columns of hash table ``T`` (``self.hgroups``): one probe for all, the row removed when
@@ -1657,10 +1662,11 @@ class _Codegen:
                 # slot -1 and Python takes the general path (change logs, every watched view)
                 if m.name in self.htab:   # a value column of a shared hash table
                     tab, c = self.htab[m.name]
-                    test = (f"log_changed_htc(borrow(st.m_{tab}), st.log_keys_{m.name}, st.log_old_{m.name}, "
+                    test = (f"log_changed_ht(borrow(st.m_{tab}), st.log_keys_{m.name}, st.log_old_{m.name}, "
                             f"np.int64({len(m.keys) + c}))")
                 elif m.name in self.point:
-                    test = f"log_changed_ht(borrow(st.m_{m.name}), st.log_keys_{m.name}, st.log_old_{m.name})"
+                    test = (f"log_changed_ht(borrow(st.m_{m.name}), st.log_keys_{m.name}, st.log_old_{m.name}, "
+                            f"np.int64({len(m.keys)}))")
                 else:
                     test = f"log_changed(st.m_{m.name}, st.log_keys_{m.name}, st.log_old_{m.name})"
                 changed.append(f"        if st.watch[{i}] and len(st.log_keys_{m.name}) > 0:\n"
@@ -1859,7 +1865,8 @@ class _Codegen:
                   "from numba import njit, types\n"
                   "from numba.experimental import structref\n"
                   "from numba.typed import Dict, List\n\n"
-                  f"from ddms.backend.rt import div, log_changed, log_changed_ht, {'mod, ' if self._uses_mod() else ''}"
+                  f"from ddms.backend.rt import div, log_changed, {'log_changed_ht, ' if self._logs_ht() else ''}"
+                  f"{'mod, ' if self._uses_mod() else ''}"
                   f"{'mul0, ' if self._nullmul else ''}ne"
                   f"{self._func_imports()}\n"
                   "from ddms.storage.btree import (\n"
@@ -1877,8 +1884,7 @@ class _Codegen:
                      if any(m.extreme for m in p.maps) else "")
                   + "from ddms.storage.hashtab import ht_big, ht_get, ht_getf, ht_new, ht_pop, ht_prefetch, ht_set, "
                   "ht_slot\n"
-                  + ("from ddms.storage.hashtab import ht_getc, ht_newv, ht_setv\n"
-                     "from ddms.backend.rt import log_changed_htc\n" if self.htab else "") + "\n\n"
+                  + ("from ddms.storage.hashtab import ht_getc, ht_newv, ht_setv\n" if self.htab else "") + "\n\n"
                   + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
                             for i in range(1, self._max_arity() + 1)) + "\n\n"
                   "@structref.register\n"

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
-from ddms.storage.hashtab import ht_getf, ht_slot
+from ddms.storage.hashtab import ht_slot
 
 
 @njit(cache=True, inline="always")
@@ -211,29 +211,10 @@ def log_changed(table, keys, olds) -> bool:
 
 
 @njit(cache=True)
-def log_changed_ht(tab, keys, olds) -> bool:
-    """:func:`log_changed` of a map kept in a ``ddms.storage.hashtab`` table (a view's map:
-    codegen's point maps).  O(m^2) in the m writes of one line."""
-    for j in range(len(keys)):
-        seen = False
-        for i in range(j):
-            if keys[i] == keys[j]:
-                seen = True
-                break
-        if seen:
-            continue
-        cur = ht_getf(tab, keys[j], 0.0)
-        old = olds[j]
-        if not (cur == old or (cur != cur and old != old)):
-            return True
-    return False
-
-
-@njit(cache=True)
-def log_changed_htc(tab, keys, olds, col) -> bool:
-    """:func:`log_changed` of a map stored as column ``col`` of a hash table of several value
-    columns (``ddms.storage.hashtab.ht_newv``: codegen's hash groups).  O(m^2) in the m writes of
-    one line."""
+def log_changed_ht(tab, keys, olds, col) -> bool:
+    """:func:`log_changed` of a map kept in a ``ddms.storage.hashtab`` table, its values in column
+    ``col`` (a view of rows' map: codegen's point maps; with several value columns, ``ht_newv``, a
+    hash group's).  O(m^2) in the m writes of one line."""
     for j in range(len(keys)):
         seen = False
         for i in range(j):
