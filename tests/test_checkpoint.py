@@ -51,11 +51,20 @@ SELECT b.broker_id, SUM(b.volume) AS big FROM bids b
   WHERE b.volume > (SELECT AVG(b2.volume) FROM bids b2 WHERE b2.broker_id = b.broker_id) GROUP BY b.broker_id;
 """
 
+# views of rows (ladders): their value maps and row counts in hash tables, the row counts' range
+# trees beside them, one table keyed by (order id, price)
+LADDER_SQL = HEADER + """
+SELECT price, SUM(volume) AS bid_ladder, COUNT(*) AS orders FROM bids GROUP BY price ORDER BY price DESC LIMIT 5;
+SELECT l.price, l.volume AS ask_ladder
+  FROM (SELECT price, SUM(volume) AS volume FROM asks GROUP BY price ORDER BY price LIMIT 5) l;
+SELECT id, price, volume AS order_ladder FROM bids ORDER BY price DESC, id LIMIT 10;
+"""
 
-@pytest.fixture(scope="module", params=["vwap", "sobi", "broker_sql"])
+
+@pytest.fixture(scope="module", params=["vwap", "sobi", "broker_sql", "ladder_sql"])
 def program(request):
-    if request.param == "broker_sql":
-        return compile_sql(BROKER_SQL).program
+    if request.param in ("broker_sql", "ladder_sql"):
+        return compile_sql(BROKER_SQL if request.param == "broker_sql" else LADDER_SQL).program
     prog = EXAMPLES / f"{request.param}.m3"
     Engine(prog)   # compile (or load) once per module
     return prog

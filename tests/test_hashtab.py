@@ -16,7 +16,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddms.storage.hashtab import ht_check, ht_dict, ht_get, ht_new, ht_pop, ht_set
+from ddms.storage.hashtab import (
+    ht_cdict,
+    ht_check,
+    ht_dict,
+    ht_get,
+    ht_getc,
+    ht_new,
+    ht_newv,
+    ht_pop,
+    ht_set,
+    ht_setv,
+    ht_slot,
+)
 
 COMPONENTS = [0.0, -0.0, 1.0, 2.0, 3.0, 1.5, -7.25, 1e300, math.nan, math.inf]
 
@@ -84,3 +96,46 @@ def test_check_catches_a_corrupted_table():
     bad[live[0], 0] = 1e9              # a key moved away from where its home slot leads
     with pytest.raises(AssertionError):
         ht_check(bad)
+
+
+@pytest.mark.parametrize("arity,values", [(1, 3), (2, 2)])
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_value_columns_match_dicts(arity, values, data):
+    """A table of several value columns (``ht_newv``: the maps of a view of rows updated together)
+    against one dict per column, written as a generated ``av_`` writer does: one probe, every
+    column updated in place, the row removed when all end 0.0, inserted by ``ht_setv``."""
+    key = st.tuples(*[st.sampled_from(COMPONENTS) for _ in range(arity)])
+    delta = st.sampled_from([0.0, 1.0, -1.0, 2.5, -2.5])
+    ops = data.draw(st.lists(st.tuples(key, st.tuples(*[delta] * values)), max_size=300))
+    tab, models = ht_newv(arity, values), [{} for _ in range(values)]
+    for k, deltas in ops:
+        mk = _model_key(k)
+        s = ht_slot(tab, k)
+        new = [(tab[s, arity + c] if s >= 0 else 0.0) + d for c, d in enumerate(deltas)]
+        if s >= 0:
+            if all(v == 0.0 for v in new):
+                ht_pop(tab, k)
+            else:
+                tab[s, arity:arity + values] = new
+        elif any(v != 0.0 for v in new):
+            tab = ht_setv(tab, k, tuple(new))
+        for c, v in enumerate(new):
+            if v == 0.0:
+                models[c].pop(mk, None)
+            else:
+                models[c][mk] = v
+        ht_check(tab, arity)
+        for c in range(values):
+            assert ht_getc(tab, k, c, 0.0) == models[c].get(mk, 0.0)
+    for c in range(values):
+        assert {_model_key(k): v for k, v in ht_cdict(tab, arity, c).items()} == models[c]
+
+
+def test_check_catches_a_row_of_zeros():
+    tab = ht_newv(1, 2)
+    tab = ht_setv(tab, (1.0,), (1.0, 0.0))
+    ht_check(tab, 1)
+    tab[ht_slot(tab, (1.0,)), 1] = 0.0   # every value column 0.0: the key should have gone
+    with pytest.raises(AssertionError, match="all 0.0"):
+        ht_check(tab, 1)

@@ -3,8 +3,10 @@
 Layout of the generated module:
 
 * a ``State`` structref holding every map: a scalar map is a float64 array of length 1; a keyed
-  map that no view exposes and the program only probes and updates at one key at a time is a
-  ``ddms.storage.hashtab`` table (float values: one plain array, :func:`_point_candidates`); any
+  map that no view exposes, or any map of a view of rows (a ladder), that the program only probes
+  and updates at one key at a time is a ``ddms.storage.hashtab`` table (float values: one plain
+  array, :func:`_point_candidates`; a view of rows' maps updated together at one key share one
+  table as its value columns, one probe an event: ``hgroups``); any
   other keyed map is a numba ``Dict`` from a float64 key tuple to its nonzero value, plus one secondary index
   (partial key -> set of full keys) for every slice pattern the program reads, plus, for ORDERED
   maps, a range-cumulative B+-tree (``ddms.storage.btree``) over the last key, one tree per value of
@@ -291,17 +293,27 @@ class _NeedsDict(Exception):
         self.name = name
 
 
-def _point_candidates(program: Program) -> frozenset[str]:
+def _point_candidates(program: Program, tree_only: frozenset[str]) -> frozenset[str]:
     """Keyed maps that may live in a ``ddms.storage.hashtab`` table (float-valued) instead of a
-    typed ``Dict``: no query exposes them (Python reads views as ``Dict``) and they have no range
-    tree.  They stay there if the program only probes and updates them at one key at a time (a
-    count per broker beside a grouped MAX, a per-symbol total); :class:`_NeedsDict` moves a map
-    that turns out to be iterated back to a ``Dict``.  Why: a typed-``Dict`` probe and store cost
-    ~30 ns and a reference-count pair per state field read; a table probe is a hash and a compare
-    on one plain array (the best bid per broker: 87 -> ~60 ns a line with its count there)."""
+    typed ``Dict``: those no query exposes that have no range tree, and every map of a view of
+    rows (a ladder: its values and its count of rows, an ORDERED one keeping its range trees
+    beside the table), EXTREME ones and ones living in their range trees alone (``tree_only``)
+    excepted.  They stay there if the program only probes and updates them at one key at a time (a
+    count per broker beside a grouped MAX, a per-symbol total, a ladder's volume per price);
+    :class:`_NeedsDict` moves a map that turns out to be iterated, cleared or indexed back to a
+    ``Dict``.  Python reads a view's table through ``ddms.runtime.typedio.HashTable``.
+
+    Why: a typed-``Dict`` probe and store cost ~30 ns and a reference-count pair per state field
+    read, and at a million keys 200-300 ns of waiting on memory, never prefetched; a table probe is
+    a hash and a compare on one plain array, prefetched a few events ahead (``PF_AHEAD``) once the
+    table is big (the best bid per broker: 87 -> ~60 ns a line with its count there; bid_ladder at
+    1M distinct prices ~1,180 -> ~320 ns).  The maps of other views (grouped, scalar-keyed) keep
+    their ``Dict``: not measured yet."""
     views = {m for q in program.queries for m in q.exposed}
+    rows = {m for q in program.queries if q.limit is not None for m in q.exposed}
     return frozenset(m.name for m in program.maps
-                     if m.keys and not m.ordered and m.extreme is None and m.name not in views)
+                     if m.keys and m.extreme is None and m.name not in tree_only
+                     and (m.name in rows or (not m.ordered and m.name not in views)))
 
 
 def _tree_only_candidates(program: Program) -> frozenset[str]:
@@ -353,6 +365,14 @@ class _Codegen:
         self.groups = tree_groups(program, tree_only)
         self.tree = {name: (g[0], c) for g in self.groups for c, name in enumerate(g)}
         self.columns = {g[0]: len(g) for g in self.groups}   # tree -> its number of columns
+        # the maps of a view of rows kept in hash tables and updated together at one key (a
+        # ladder's volume, order count and row count per price): the value columns of one table
+        # (hashtab.ht_newv), found and written by one probe -- the same analysis as the trees'
+        # (fusion.py), over those maps; map -> (table, column), the table named after its first map
+        rows = {m for q in program.queries if q.limit is not None for m in q.exposed}
+        self.hcands = frozenset(point & rows)
+        self.hgroups = tree_groups(program, self.hcands)
+        self.htab = {name: (g[0], c) for g in self.hgroups for c, name in enumerate(g)}
         self._prefetch: list[tuple[str, str, int]] = []   # the trigger being generated: (tree, key, arity) it updates
         self.prefetch: dict[str, list[tuple[str, str, int]]] = {}   # trigger function -> the same
         self.pfh_body: dict[str, str] = {}   # trigger function -> the body of its pfh_ function
@@ -399,6 +419,9 @@ class _Codegen:
 
     def _probe(self, name: str, parts: list[str]) -> str:
         """Code reading hash map ``name`` at the key ``parts`` (0.0 if absent)."""
+        if name in self.htab:
+            tab, c = self.htab[name]
+            return f"ht_getc(borrow(st.m_{tab}), {self._tuple(parts)}, np.int64({c}), 0.0)"
         if name in self.point:
             return f"ht_getf(borrow(st.m_{name}), {self._tuple(parts)}, 0.0)"
         if self._m(name).extreme:
@@ -1004,6 +1027,8 @@ class _Codegen:
                         self._note_prefetch(tname, self._tuple([env[x] for x in s.target.keys]))
                     elif tname in self.point or target.extreme:
                         self._note_hash_prefetch(tname, self._tuple([env[x] for x in s.target.keys]))
+                        if target.ordered:   # (its range tree beside the table: a ladder's rows)
+                            self._note_prefetch(tname, self._tuple([env[x] for x in s.target.keys]))
                 self._emit(fn, expr, env, write)
         params = ", ".join([self.S, *env.values(), *(v for cut in self._cuts.values() for v in cut)])
         self.functions.append(f"@njit(cache=True, inline='always')\ndef {fname}({params}):\n" + "\n".join(fn.body())
@@ -1022,13 +1047,14 @@ class _Codegen:
         all, in column order; the others -> [] (emitted with the first).  A group's statements
         fuse when one run holds all of them (fusion.py: its statements commute)."""
         out: dict[int, list[int]] = {}
-        for run in runs(t, self.tree_only):
-            at = {t.statements[j].target.name: j for j in run}
-            for g in self.groups:
-                if all(name in at for name in g):
-                    idx = [at[name] for name in g]
-                    out.update({j: [] for j in idx})
-                    out[min(idx)] = idx
+        for cands, groups in ((self.tree_only, self.groups), (self.hcands, self.hgroups)):
+            for run in runs(t, cands):
+                at = {t.statements[j].target.name: j for j in run}
+                for g in groups:
+                    if all(name in at for name in g):
+                        idx = [at[name] for name in g]
+                        out.update({j: [] for j in idx})
+                        out[min(idx)] = idx
         return out
 
     def fused_statement(self, fname: str, stmts: list[Statement], args: tuple[str, ...]) -> None:
@@ -1038,12 +1064,23 @@ class _Codegen:
         for s in stmts:
             self.plan.append(f"{fname}: {print_expr(s.target)} {s.op} {print_expr(s.expr)}")
         name = stmts[0].target.name
-        self.plan.append(f"  one update of range tree {self.tree[name][0]}, columns "
-                         + ", ".join(s.target.name for s in stmts) + ": one descent")
         deltas = self._tuple([self._inline(s.expr, env) for s in stmts])
         key = self._tuple([env[k] for k in stmts[0].target.keys])
-        self._note_prefetch(name, key)
         params = ", ".join([self.S, *env.values()])
+        if name in self.htab:   # the value columns of one hash table: one probe
+            tab = self.htab[name][0]
+            self.plan.append(f"  one update of hash table {tab}, columns "
+                             + ", ".join(s.target.name for s in stmts) + ": one probe")
+            self._note_hash_prefetch(tab, key)
+            for s in stmts:
+                if self._m(s.target.name).ordered:
+                    self._note_prefetch(s.target.name, key)
+            self.functions.append(f"@njit(cache=True, inline='always')\ndef {fname}({params}):\n"
+                                  f"    av_{tab}(st, {key}, {deltas})\n")
+            return
+        self.plan.append(f"  one update of range tree {self.tree[name][0]}, columns "
+                         + ", ".join(s.target.name for s in stmts) + ": one descent")
+        self._note_prefetch(name, key)
         self.functions.append(f"@njit(cache=True, inline='always')\ndef {fname}({params}):\n"
                               f"    {self._tree_add(name, 'btree_addv', key, deltas)}\n")
 
@@ -1155,6 +1192,8 @@ class _Codegen:
                 out.append(f"@njit(cache=True, inline='always')\ndef addv_{m.name}(st, key, deltas):\n"
                            + "\n".join(self._slice_update(m, "btree_addv", "deltas")) + "\n")
             return out
+        if m.name in self.htab:
+            return [self._hash_group_writer(m.name)] if self.htab[m.name][0] == m.name else []
         if m.name in self.point:
             return self._point_functions(m)
         if m.extreme:
@@ -1191,24 +1230,94 @@ class _Codegen:
         """The writers of a map kept in a hash table (:func:`_point_candidates`): ``w_M`` assigns,
         ``a_M`` adds; both find the key's row once and write its value in place, and store the
         table back into the state only when an insertion grew it (a new array).  A value that
-        ends 0.0 removes the key, as in every map."""
-        v = len(m.keys)   # the value's column in the table's rows
+        ends 0.0 removes the key, as in every map.  A view's map logs the key and its old value
+        while watched (as the ``Dict`` writer does); an ORDERED map sets the key's value in its
+        range tree too."""
+        v, n = len(m.keys), len(m.keys)   # v: the value's column in the table's rows
+        i = self.mid[m.name]
+        log = (f"        if st.watch[{i}]:\n            st.log_keys_{m.name}.append(key)\n"
+               f"            st.log_old_{m.name}.append(old)\n") if m.name in self.view_maps else ""
+        tree = ""
+        if m.ordered:
+            if n == 1:
+                tree = (f"        rt = borrow(st.or_{m.name})\n"
+                        f"        rt[0] = btree_set(borrow_pool(st.op_{m.name}), rt[0], key[0], new)\n")
+            else:
+                tree = "".join("    " + line + "\n" for line in self._slice_update(m, "btree_set", "new"))
 
         def writer(name: str, arg: str, new: str) -> str:
-            return (f"@njit(cache=True, inline='always')\ndef {name}_{m.name}(st, key, {arg}):\n"
+            head = (f"@njit(cache=True, inline='always')\ndef {name}_{m.name}(st, key, {arg}):\n"
                     f"    tab = borrow(st.m_{m.name})\n"
-                    "    s = ht_slot(tab, key)\n"
-                    "    if s >= 0:\n"
-                    + (f"        new = {new}\n" if new != "new" else "") +
-                    "        if new == 0.0:\n"
-                    "            ht_pop(tab, key)\n"
+                    "    s = ht_slot(tab, key)\n")
+            if not log and not tree:   # no old value needed: one branch on whether the key is there
+                return (head + "    if s >= 0:\n"
+                        + (f"        new = {new.replace('old', f'tab[s, {v}]')}\n" if new != "new" else "") +
+                        "        if new == 0.0:\n"
+                        "            ht_pop(tab, key)\n"
+                        "        else:\n"
+                        f"            tab[s, {v}] = new\n"
+                        f"    elif {arg} != 0.0:\n"
+                        f"        grown = ht_set(tab, key, {arg})\n"
+                        "        if grown.shape[0] != tab.shape[0]:\n"
+                        f"            st.m_{m.name} = grown\n")
+            return (head + f"    old = tab[s, {v}] if s >= 0 else 0.0\n"
+                    + (f"    new = {new}\n" if new != "new" else "") +
+                    "    if old != new or old != old:\n"   # (NaN is rewritten, as in the Dict writer)
+                    + log +
+                    "        if s >= 0:\n"
+                    "            if new == 0.0:\n"
+                    "                ht_pop(tab, key)\n"
+                    "            else:\n"
+                    f"                tab[s, {v}] = new\n"
                     "        else:\n"
-                    f"            tab[s, {v}] = new\n"
-                    f"    elif {arg} != 0.0:\n"
-                    f"        grown = ht_set(tab, key, {arg})\n"
-                    "        if grown.shape[0] != tab.shape[0]:\n"
-                    f"            st.m_{m.name} = grown\n")
-        return [writer("w", "new", "new"), writer("a", "delta", f"tab[s, {v}] + delta")]
+                    "            grown = ht_set(tab, key, new)\n"
+                    "            if grown.shape[0] != tab.shape[0]:\n"
+                    f"                st.m_{m.name} = grown\n"
+                    + tree)
+        return [writer("w", "new", "new"), writer("a", "delta", "old + delta")]
+
+    def _logs_ht(self) -> bool:
+        """Whether some view's map lives in a hash table (its change log checked by
+        ``rt.log_changed_ht``)."""
+        return any(m in self.point for q in self.p.queries for m in q.exposed)
+
+    def _hash_group_writer(self, tab: str) -> str:
+        """``av_T(st, key, deltas)``: adds one delta per map to the maps stored as the value
+        columns of hash table ``T`` (``self.hgroups``): one probe for all, the row removed when
+        every column ends 0.0, inserted when one becomes nonzero; then, per map whose value
+        changed, its change log while watched and, for an ORDERED one, its range tree.  O(1)
+        expected, plus O(log n) per ORDERED column that changed."""
+        group = next(g for g in self.hgroups if g[0] == tab)
+        n = len(self._m(tab).keys)
+        cols = range(len(group))
+        body = [f"    tab = borrow(st.m_{tab})", "    s = ht_slot(tab, key)"]
+        for c in cols:
+            body += [f"    o{c} = tab[s, {n + c}] if s >= 0 else 0.0", f"    n{c} = o{c} + deltas[{c}]"]
+        body += ["    if s >= 0:",
+                 "        if " + " and ".join(f"n{c} == 0.0" for c in cols) + ":",
+                 "            ht_pop(tab, key)",
+                 "        else:"]
+        body += [f"            tab[s, {n + c}] = n{c}" for c in cols]
+        body += ["    elif " + " or ".join(f"n{c} != 0.0" for c in cols) + ":",
+                 f"        grown = ht_setv(tab, key, {self._tuple([f'n{c}' for c in cols])})",
+                 "        if grown.shape[0] != tab.shape[0]:",
+                 f"            st.m_{tab} = grown"]
+        for c, name in enumerate(group):
+            m = self._m(name)
+            after = []
+            if name in self.view_maps:
+                after += [f"        if st.watch[{self.mid[name]}]:",
+                          f"            st.log_keys_{name}.append(key)",
+                          f"            st.log_old_{name}.append(o{c})"]
+            if m.ordered:
+                if n == 1:
+                    after += [f"        rt = borrow(st.or_{name})",
+                              f"        rt[0] = btree_set(borrow_pool(st.op_{name}), rt[0], key[0], n{c})"]
+                else:
+                    after += ["    " + line for line in self._slice_update(m, "btree_set", f"n{c}")]
+            if after:
+                body += [f"    if o{c} != n{c} or o{c} != o{c}:", *after]   # (NaN rewritten, as the Dict writer)
+        return f"@njit(cache=True, inline='always')\ndef av_{tab}(st, key, deltas):\n" + "\n".join(body) + "\n"
 
     def _extreme_writer(self, m: MapDecl) -> str:
         """``a_M(st, key, delta)`` of an EXTREME map (``ddms.storage.extheap``): one probe and one
@@ -1551,9 +1660,17 @@ class _Codegen:
                 # 0 units writes and restores); otherwise drop the log without leaving compiled code.
                 # nch counts changed scalar maps; a grouped change sets it past 1, so fire() gets
                 # slot -1 and Python takes the general path (change logs, every watched view)
+                if m.name in self.htab:   # a value column of a shared hash table
+                    tab, c = self.htab[m.name]
+                    test = (f"log_changed_ht(borrow(st.m_{tab}), st.log_keys_{m.name}, st.log_old_{m.name}, "
+                            f"np.int64({len(m.keys) + c}))")
+                elif m.name in self.point:
+                    test = (f"log_changed_ht(borrow(st.m_{m.name}), st.log_keys_{m.name}, st.log_old_{m.name}, "
+                            f"np.int64({len(m.keys)}))")
+                else:
+                    test = f"log_changed(st.m_{m.name}, st.log_keys_{m.name}, st.log_old_{m.name})"
                 changed.append(f"        if st.watch[{i}] and len(st.log_keys_{m.name}) > 0:\n"
-                               f"            if log_changed(st.m_{m.name}, st.log_keys_{m.name}, "
-                               f"st.log_old_{m.name}):\n"
+                               f"            if {test}:\n"
                                "                changed = True\n"
                                "                nch = 2\n"
                                "            else:\n"
@@ -1748,7 +1865,8 @@ class _Codegen:
                   "from numba import njit, types\n"
                   "from numba.experimental import structref\n"
                   "from numba.typed import Dict, List\n\n"
-                  f"from ddms.backend.rt import div, log_changed, {'mod, ' if self._uses_mod() else ''}"
+                  f"from ddms.backend.rt import div, log_changed, {'log_changed_ht, ' if self._logs_ht() else ''}"
+                  f"{'mod, ' if self._uses_mod() else ''}"
                   f"{'mul0, ' if self._nullmul else ''}ne"
                   f"{self._func_imports()}\n"
                   "from ddms.storage.btree import (\n"
@@ -1765,7 +1883,8 @@ class _Codegen:
                      "xh_new_heap, xh_new_win, xh_prefetch, xh_retire, xh_retired, xh_top, xh_wadd,\n)\n"
                      if any(m.extreme for m in p.maps) else "")
                   + "from ddms.storage.hashtab import ht_big, ht_get, ht_getf, ht_new, ht_pop, ht_prefetch, ht_set, "
-                  "ht_slot\n\n\n"
+                  "ht_slot\n"
+                  + ("from ddms.storage.hashtab import ht_getc, ht_newv, ht_setv\n" if self.htab else "") + "\n\n"
                   + "".join(f"K{i} = types.UniTuple(types.float64, {i})\nD{i} = types.DictType(K{i}, types.float64)\n"
                             for i in range(1, self._max_arity() + 1)) + "\n\n"
                   "@structref.register\n"
@@ -1781,6 +1900,7 @@ class _Codegen:
                   + f"INDEXES = {self._index_table()!r}\n"
                   + f"TREE_ONLY = {sorted(m.name for m in p.maps if m.keys and self._tree_only(m.name))!r}\n"
                   + f"TREES = {self.tree!r}\n"
+                  + f"HASHES = {self.htab!r}\n"
                   "structref.define_proxy(State, StateType, FIELDS)\n\n\n"
                   "@njit(cache=True)\n"
                   "def new_state():\n"
@@ -1843,8 +1963,10 @@ class _Codegen:
                     fields += [t, h] + ([w, "xg" + w[2:]] if j == 0 else [])
                     inits += ["xh_new()", "xh_new_heap()"] + (["xh_new_win()"] * 2 if j == 0 else [])
                 continue
-            if self._tree_only(m.name):
-                fields.remove(f"m_{m.name}")
+            if self._tree_only(m.name) or self.htab.get(m.name, (m.name,))[0] != m.name:
+                fields.remove(f"m_{m.name}")   # (a hash group's maps after the first: its table's columns)
+            elif m.name in self.htab:
+                inits.append(f"ht_newv({n}, {sum(1 for g in self.htab.values() if g[0] == m.name)})")
             elif m.name in self.point:
                 inits.append(f"ht_new({n})")
             else:
@@ -1923,7 +2045,7 @@ def generate(program: Program) -> Generated:
     text, same digest (which names the module file in the cache)."""
     verify(program)
     tree_only = _tree_only_candidates(program)
-    point = _point_candidates(program)
+    point = _point_candidates(program, tree_only)
     deferred = (deferred_maps(program), keyed_deferred_maps(program))   # the same for every round
     while True:   # at most one round per candidate
         g = _Codegen(program, tree_only, point, deferred)

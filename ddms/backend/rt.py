@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit
 
 import ddms  # noqa: F401  (sets NUMBA_CACHE_DIR before numba loads)
+from ddms.storage.hashtab import ht_slot
 
 
 @njit(cache=True, inline="always")
@@ -203,6 +204,27 @@ def log_changed(table, keys, olds) -> bool:
         if seen:
             continue
         cur = table[keys[j]] if keys[j] in table else 0.0
+        old = olds[j]
+        if not (cur == old or (cur != cur and old != old)):
+            return True
+    return False
+
+
+@njit(cache=True)
+def log_changed_ht(tab, keys, olds, col) -> bool:
+    """:func:`log_changed` of a map kept in a ``ddms.storage.hashtab`` table, its values in column
+    ``col`` (a view of rows' map: codegen's point maps; with several value columns, ``ht_newv``, a
+    hash group's).  O(m^2) in the m writes of one line."""
+    for j in range(len(keys)):
+        seen = False
+        for i in range(j):
+            if keys[i] == keys[j]:
+                seen = True
+                break
+        if seen:
+            continue
+        s = ht_slot(tab, keys[j])
+        cur = tab[s, col] if s >= 0 else 0.0
         old = olds[j]
         if not (cur == old or (cur != cur and old != old)):
             return True

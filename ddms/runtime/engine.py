@@ -32,7 +32,7 @@ from ddms.m3.ir import Program
 from ddms.m3.parser import parse_program, read_source
 from ddms.m3.verify import verify
 from ddms.runtime.snapshot import Snapshot
-from ddms.runtime.typedio import dict_dump, dict_get, log_drain
+from ddms.runtime.typedio import HashTable, log_drain, table_dump, table_get
 from ddms.runtime.views import GroupedView, ScalarView, TableView, TopView
 
 if TYPE_CHECKING:
@@ -188,7 +188,7 @@ class Engine:
             names = [(f"{q.name}.{c}", m) for c, m in q.columns] if q.columns else [(q.name, q.map)]
             for vname, mname in names:
                 decl = self.program.map(mname)
-                table = getattr(self.state, f"m_{mname}")
+                table = self._table(mname)
                 if decl.keys:
                     self._single[vname] = GroupedView(vname, decl, table, self._at_boundary)
                     self._logs[vname] = (getattr(self.state, f"log_keys_{mname}"),
@@ -244,16 +244,30 @@ class Engine:
         if restore is not None:
             self.restore(restore)
 
+    def _table(self, name: str) -> Any:
+        """What a view reads of map ``name``: its state field (a scalar's cell, a typed ``Dict``),
+        or a :class:`~ddms.runtime.typedio.HashTable` over it when codegen keeps the map in a hash
+        table (a plain array, replaced when it grows: read anew each time).  O(1)."""
+        arity = len(self.program.map(name).keys)
+        hashes = getattr(self.module, "HASHES", {})
+        if name in hashes:   # a value column of a table shared by several maps of a view of rows
+            tab, col = hashes[name]
+            return HashTable(self.state, f"m_{tab}", arity, col)
+        field = getattr(self.state, f"m_{name}")
+        if isinstance(field, np.ndarray) and arity:
+            return HashTable(self.state, f"m_{name}", arity)
+        return field
+
     def _top_view(self, q) -> TopView:
         """The :class:`TopView` of query ``q`` (a view whose rows are cut when read)."""
         parts: dict[str, GroupedView] = {}
         if not q.limit.keys_only:
             for c, m in (q.columns or ((q.name, q.map),)):
                 parts[c] = GroupedView(f"{q.name}.{c}" if q.columns else q.name, self.program.map(m),
-                                       getattr(self.state, f"m_{m}"), self._at_boundary)
+                                       self._table(m), self._at_boundary)
         rows = self.program.map(q.limit.rows)
         keys = q.keys or tuple(c.name for c in rows.keys)
-        return TopView(q.name, q.limit, keys, rows, getattr(self.state, f"m_{q.limit.rows}"), parts,
+        return TopView(q.name, q.limit, keys, rows, self._table(q.limit.rows), parts,
                        self._at_boundary, self._ranked(q) if q.limit.ranks and all(
                            self.program.map(m).ordered for m in q.limit.ranks) else None)
 
@@ -469,7 +483,7 @@ class Engine:
             elif isinstance(v, TopView):     # its rows shown, in its order
                 out[n] = v.rows()
             else:
-                out[n] = dict_dump(v._table, len(v._types))
+                out[n] = table_dump(v._table, len(v._types))
         return self.position, out
 
     def _build(self, position: int, raw: dict[str, Any]) -> Snapshot:
@@ -497,7 +511,7 @@ class Engine:
         pending between batches.
         Cost: O(total map size)."""
         from ddms.storage.btree import btree_check, btree_items, btree_len
-        from ddms.storage.hashtab import ht_check, ht_dict, ht_fdict
+        from ddms.storage.hashtab import ht_cdict, ht_check, ht_dict, ht_fdict
         mod, st = self.module, self.state
         if self._relations is not None:   # kept base rows: no row at multiplicity 0, streams in range
             from ddms.runtime.statecopy import dict_dump
@@ -540,9 +554,13 @@ class Engine:
                     if m.name not in mod.TREES:
                         assert btree_len(pool, root) > 0, f"{m.name}{list(prefix)}: an empty range tree is kept"
                 continue
-            stored = getattr(st, f"m_{m.name}")
-            if isinstance(stored, np.ndarray):   # a hash table (codegen: a map only probed and updated)
-                ht_check(stored)
+            hashes = getattr(mod, "HASHES", {})
+            if m.name in hashes:   # a column of a hash table of several value columns (a view of rows)
+                tab, hcol = hashes[m.name]
+                ht_check(getattr(st, f"m_{tab}"), len(m.keys))
+                table = ht_cdict(getattr(st, f"m_{tab}"), len(m.keys), hcol)
+            elif isinstance(stored := getattr(st, f"m_{m.name}"), np.ndarray):   # a hash table (codegen:
+                ht_check(stored)                                                   # a map only probed and updated)
                 table = ht_fdict(stored)
             else:
                 table = dict(stored.items())
@@ -840,7 +858,7 @@ class Engine:
             if v.decl.name not in changes:
                 changes[v.decl.name] = self._drain_log(view)
             for k, old in changes[v.decl.name].items():
-                new = float(dict_get(v._table, k)[1])
+                new = float(table_get(v._table, k)[1])
                 if not _same(old, new):
                     shown = v.show_key(k)      # symbol ids as names
                     for sub in tuple(self._callbacks.get(view, ())):

@@ -6,8 +6,12 @@ without a disk cache: reading the views of a grouped SQL program once cost about
 compilation at every start.  These functions do the same reads with ``cache=True``, so a
 program loaded from the cache compiles nothing; numba caches one specialization per key width.
 
+A map codegen keeps in a ``ddms.storage.hashtab`` table (a plain array; a view's map too, since
+stop 41) is read through :class:`HashTable` and :func:`table_get` / :func:`table_dump` /
+:func:`table_len`, which take either kind.
+
 Cost: :func:`dict_get` one hash probe; :func:`dict_dump` and :func:`log_drain` O(entries) with
-one copy into numpy arrays.
+one copy into numpy arrays; a table's dump O(capacity).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 # is imported here.
 import numpy as np
 from numba import njit
+
+from ddms.storage.hashtab import ht_slot
 
 
 @njit(cache=True)
@@ -61,3 +67,56 @@ def log_drain(keys, olds, width):
     keys.clear()
     olds.clear()
     return out_k, out_o
+
+
+class HashTable:
+    """A map the program keeps in a ``ddms.storage.hashtab`` table (float values): the state's
+    field, read anew each time (an insertion that grows the table stores a new array there), and
+    the map's value column in its rows (``arity`` keys first; a table of several value columns,
+    ``ht_newv``, holds several maps: a key whose value is 0.0 there is absent from this one).
+    Holds no data of its own."""
+
+    __slots__ = ("_state", "_field", "arity", "col")
+
+    def __init__(self, state, field: str, arity: int, col: int = 0) -> None:
+        self._state, self._field, self.arity, self.col = state, field, arity, arity + col
+
+    def array(self) -> np.ndarray:
+        """The table now.  O(1): one compiled field read."""
+        return getattr(self._state, self._field)
+
+
+@njit(cache=True)
+def _ht_lookup(tab, k, col):
+    s = ht_slot(tab, k)
+    if s < 0 or tab[s, col] == 0.0:
+        return False, 0.0
+    return True, tab[s, col]
+
+
+def table_get(table, k: tuple) -> tuple[bool, float]:
+    """:func:`dict_get` of a typed Dict or a :class:`HashTable`.  One probe."""
+    if isinstance(table, HashTable):
+        return _ht_lookup(table.array(), k, table.col)
+    return dict_get(table, k)
+
+
+def table_dump(table, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`dict_dump` of a typed Dict or a :class:`HashTable` (a table's entries in slot
+    order).  O(entries), a table's O(capacity)."""
+    if isinstance(table, HashTable):
+        tab = table.array()
+        rows = np.flatnonzero((tab[:-1, -1] != 0.0) & (tab[:-1, table.col] != 0.0))
+        return tab[rows, :width].copy(), tab[rows, table.col].copy()
+    return dict_dump(table, width)
+
+
+def table_len(table) -> int:
+    """The number of entries of a typed Dict or a :class:`HashTable`.  O(1) (a table of several
+    value columns: O(capacity))."""
+    if isinstance(table, HashTable):
+        tab = table.array()
+        if tab.shape[1] == table.arity + 2:   # one value column: every live row is an entry
+            return int(tab[-1, 0])
+        return int(np.count_nonzero((tab[:-1, -1] != 0.0) & (tab[:-1, table.col] != 0.0)))
+    return dict_len(table)

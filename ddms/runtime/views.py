@@ -28,7 +28,7 @@ import numpy as np
 from ddms.errors import ViewError
 from ddms.io.symbols import symbol_name, symbol_value
 from ddms.m3.ir import MapDecl
-from ddms.runtime.typedio import dict_dump, dict_get, dict_len
+from ddms.runtime.typedio import table_dump, table_get, table_len
 
 T = TypeVar("T")
 Read = Callable[[Callable[[], T]], T]
@@ -131,7 +131,7 @@ class GroupedView(_Exported, Mapping):
 
     def __getitem__(self, key: Any) -> float | int:
         k = self._key(key)
-        found, value = self._read(lambda: dict_get(self._table, k))
+        found, value = self._read(lambda: table_get(self._table, k))
         if not found:
             raise KeyError(key)
         return _py(value, self.decl.value_type)
@@ -141,11 +141,11 @@ class GroupedView(_Exported, Mapping):
             k = self._key(key)
         except (KeyError, TypeError, ValueError):
             return False
-        return self._read(lambda: dict_get(self._table, k))[0]
+        return self._read(lambda: table_get(self._table, k))[0]
 
     def _items(self) -> list[tuple[tuple, float | int]]:
         """(key tuple, value) of every group, converted to the declared types."""
-        keys, vals = self._read(lambda: dict_dump(self._table, len(self._types)))
+        keys, vals = self._read(lambda: table_dump(self._table, len(self._types)))
         vt = self.decl.value_type
         return [(tuple(_py(x, t) for x, t in zip(k, self._types, strict=True)), _py(v, vt))
                 for k, v in zip(keys.tolist(), vals.tolist(), strict=True)]
@@ -155,7 +155,7 @@ class GroupedView(_Exported, Mapping):
             yield k
 
     def __len__(self) -> int:
-        return self._read(lambda: dict_len(self._table))
+        return self._read(lambda: table_len(self._table))
 
     def rows(self) -> list[list[float | int]]:
         """``[key1, ..., value]`` rows sorted by key (the CLI's JSON form)."""
@@ -257,13 +257,13 @@ class TopView(_Exported, Mapping):
             ranked = self._ranked
 
             def by_rank() -> list[tuple[tuple, tuple]]:
-                return [(k, tuple(float(dict_get(p._table, k)[1]) for p in self.parts.values())) for k in ranked()]
+                return [(k, tuple(float(table_get(p._table, k)[1]) for p in self.parts.values())) for k in ranked()]
             return self._read(by_rank)
 
         def take():
             width = len(self.key_types)
-            keys, counts = dict_dump(self._rows_table, width)
-            dumps = [dict_dump(p._table, width) for p in self.parts.values()]
+            keys, counts = table_dump(self._rows_table, width)
+            dumps = [table_dump(p._table, width) for p in self.parts.values()]
             return keys, counts, dumps
         keys, counts, dumps = self._read(take)
         values = [dict(zip(map(tuple, k.tolist()), v.tolist(), strict=True)) for k, v in dumps]

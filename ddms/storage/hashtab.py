@@ -19,6 +19,11 @@ Generated programs also keep maps that are only probed and updated at one key (a
 broker) and the keys a deferred statement group has seen in tables like this one, the value
 column then holding a float (:func:`ht_getf`, :func:`ht_slot`, :func:`ht_fdict`).
 
+A table may hold several value columns (:func:`ht_newv`, row ``[key, values..., live]``): the maps
+of a view of rows that every event updates together at one key (a ladder's volume, order count and
+row count per price), found and written by one probe; a key whose columns all end 0.0 is removed
+(:func:`ht_setv`, :func:`ht_getc`, :func:`ht_cdict`; :func:`ht_slot` and :func:`ht_pop` serve both).
+
 Keys compare bitwise after normalising -0.0 to 0.0, so NaN is an ordinary key (typed ``Dict``
 never finds a NaN key again).  Cost: O(1) expected per get/set/pop; O(cap) to grow or list.
 """
@@ -112,17 +117,17 @@ def ht_getf(tab: np.ndarray, key, default: float) -> float:
 
 
 @njit(cache=True)
-def _grow(tab) -> np.ndarray:
-    """The same entries in twice the slots.  O(cap)."""
+def _grow(tab, arity: int) -> np.ndarray:
+    """The same entries in twice the slots (keys of ``arity`` floats).  O(cap)."""
     cap = 2 * (tab.shape[0] - 1)
-    arity = tab.shape[1] - 2
-    out = np.empty((cap + 1, arity + 2))
+    out = np.empty((cap + 1, tab.shape[1]))
     _huge(out)   # (a big table is probed at random: huge pages spare a page walk a probe)
     out[:] = 0.0
+    live = tab.shape[1] - 1
     for s in range(tab.shape[0] - 1):
-        if tab[s, arity + 1] != 0.0:
+        if tab[s, live] != 0.0:
             r = _home(tab[s, :arity], cap - 1)
-            while out[r, arity + 1] != 0.0:
+            while out[r, live] != 0.0:
                 r = (r + 1) & (cap - 1)
             out[r] = tab[s]
     out[cap, 0] = tab[-1, 0]
@@ -140,7 +145,7 @@ def ht_set(tab: np.ndarray, key, value: float) -> np.ndarray:
         tab[s, arity] = value
         return tab
     if 2 * (tab[-1, 0] + 1) > tab.shape[0] - 1:
-        tab = _grow(tab)
+        tab = _grow(tab, arity)
     mask = tab.shape[0] - 2
     s = _home(key, mask)
     while tab[s, arity + 1] != 0.0:
@@ -161,10 +166,11 @@ def ht_pop(tab: np.ndarray, key) -> None:
     if s < 0:
         return
     mask = tab.shape[0] - 2
-    arity = tab.shape[1] - 2
+    arity = len(key)   # (a table of several value columns too: :func:`ht_newv`)
+    live = tab.shape[1] - 1
     gap = s
     r = (s + 1) & mask
-    while tab[r, arity + 1] != 0.0:
+    while tab[r, live] != 0.0:
         h = _home(tab[r, :arity], mask)
         # r may fill the gap unless its home lies cyclically in (gap, r]
         if (r > gap and (h <= gap or h > r)) or (r < gap and h <= gap and h > r):
@@ -173,6 +179,46 @@ def ht_pop(tab: np.ndarray, key) -> None:
         r = (r + 1) & mask
     tab[gap] = 0.0
     tab[-1, 0] -= 1.0
+
+
+@njit(cache=True)
+def ht_newv(arity: int, values: int) -> np.ndarray:
+    """An empty table for keys of ``arity`` floats holding ``values`` float columns a key (8
+    slots): the maps of a view of rows updated together at one key (codegen's hash groups), one
+    probe for all.  Row layout ``[key, value_0 .. value_{values-1}, live]``; a key whose columns
+    are all 0.0 is removed.  Read with :func:`ht_slot` (a column at ``arity + c``), written with
+    :func:`ht_setv` and :func:`ht_pop`."""
+    return np.zeros((9, arity + values + 1))
+
+
+@njit(cache=True, inline="always")
+def ht_getc(tab: np.ndarray, key, c: int, default: float) -> float:
+    """Column ``c`` of ``key``'s row in a table of :func:`ht_newv`, ``default`` if absent.  O(1)
+    expected."""
+    s = _find(tab, key)
+    return default if s < 0 else tab[s, len(key) + c]
+
+
+@njit(cache=True)
+def ht_setv(tab: np.ndarray, key, values) -> np.ndarray:
+    """Insert ``key``, absent from ``tab`` (a table of :func:`ht_newv`), with the tuple
+    ``values``; returns the table (a new, bigger one when it had to grow: store it).  O(1)
+    expected (amortised over growth)."""
+    arity = len(key)
+    if 2 * (tab[-1, 0] + 1) > tab.shape[0] - 1:
+        tab = _grow(tab, arity)
+    mask = tab.shape[0] - 2
+    s = _home(key, mask)
+    live = tab.shape[1] - 1
+    while tab[s, live] != 0.0:
+        s = (s + 1) & mask
+    for j in range(arity):
+        tab[s, j] = _norm(key[j])
+    for j in range(len(values)):
+        tab[s, arity + j] = values[j]
+    tab[s, live] = 1.0
+    tab[-1, 0] += 1.0
+    return tab
 
 
 def ht_dict(tab: np.ndarray) -> dict[tuple[float, ...], int]:
@@ -187,12 +233,21 @@ def ht_fdict(tab: np.ndarray) -> dict[tuple[float, ...], float]:
     return {tuple(tab[s, :arity].tolist()): float(tab[s, arity]) for s in np.flatnonzero(tab[:-1, arity + 1])}
 
 
-def ht_check(tab: np.ndarray) -> None:
+def ht_cdict(tab: np.ndarray, arity: int, c: int) -> dict[tuple[float, ...], float]:
+    """A Python dict copy of column ``c`` of a table of :func:`ht_newv`: the keys whose value
+    there is not 0.0 (the map the column stores).  O(cap)."""
+    rows = np.flatnonzero(tab[:-1, -1])
+    return {tuple(tab[s, :arity].tolist()): float(tab[s, arity + c]) for s in rows if tab[s, arity + c] != 0.0}
+
+
+def ht_check(tab: np.ndarray, arity: int | None = None) -> None:
     """Assert the table's invariants: the capacity is a power of two at least twice the count, the
     count matches the live slots, live flags are 0/1, keys are distinct and normalised, and every
-    key is found from its home slot without crossing a free slot.  O(cap * probe length)."""
-    cap, arity = tab.shape[0] - 1, tab.shape[1] - 2
-    live = tab[:-1, arity + 1]
+    key is found from its home slot without crossing a free slot.  ``arity``: the key's width
+    (default: one value column, :func:`ht_new`).  O(cap * probe length)."""
+    cap = tab.shape[0] - 1
+    arity = tab.shape[1] - 2 if arity is None else arity
+    live = tab[:-1, -1]
     assert cap >= 8 and cap & (cap - 1) == 0, f"capacity {cap} is not a power of two"
     assert set(np.unique(live).tolist()) <= {0.0, 1.0}, "a live flag is neither 0 nor 1"
     n = int(live.sum())
@@ -205,6 +260,9 @@ def ht_check(tab: np.ndarray) -> None:
         assert not (key == 0.0).any() or not np.signbit(key[key == 0.0]).any(), "an unnormalised -0.0"
         assert _find_py(tab, tuple(key.tolist())) == s, f"key {key.tolist()} unreachable from its home"
     assert not tab[:-1][live == 0.0].any(), "a free slot holds data"
+    if tab.shape[1] - arity > 2:   # several value columns (ht_newv): none of its keys all 0.0
+        vals = tab[:-1][live == 1.0][:, arity:-1]
+        assert (vals != 0.0).any(axis=1).all(), "a key whose value columns are all 0.0 is kept"
 
 
 @njit(cache=True)
