@@ -191,21 +191,29 @@ def ne(a: float, b: float) -> bool:
     return a == a and b == b and a != b
 
 
+@njit(cache=True, inline="always")
+def _logged_before(keys, j) -> bool:
+    """Whether ``keys[j]`` was logged earlier in the line (its first entry holds the pre-line value)."""
+    for i in range(j):
+        if keys[i] == keys[j]:
+            return True
+    return False
+
+
+@njit(cache=True, inline="always")
+def _differs(cur: float, old: float) -> bool:
+    """A logged value changed: NaN (NULL) equals NaN here."""
+    return not (cur == old or (cur != cur and old != old))
+
+
 @njit(cache=True)
 def log_changed(table, keys, olds) -> bool:
     """True if any logged key's current value differs from its first logged (pre-line) value,
     NaN equal to NaN.  O(m^2) in the m writes of one line, which are few."""
     for j in range(len(keys)):
-        seen = False
-        for i in range(j):
-            if keys[i] == keys[j]:
-                seen = True
-                break
-        if seen:
+        if _logged_before(keys, j):
             continue
-        cur = table[keys[j]] if keys[j] in table else 0.0
-        old = olds[j]
-        if not (cur == old or (cur != cur and old != old)):
+        if _differs(table[keys[j]] if keys[j] in table else 0.0, olds[j]):
             return True
     return False
 
@@ -216,16 +224,9 @@ def log_changed_ht(tab, keys, olds, col) -> bool:
     ``col`` (a view of rows' map: codegen's point maps; with several value columns, ``ht_newv``, a
     hash group's).  O(m^2) in the m writes of one line."""
     for j in range(len(keys)):
-        seen = False
-        for i in range(j):
-            if keys[i] == keys[j]:
-                seen = True
-                break
-        if seen:
+        if _logged_before(keys, j):
             continue
         s = ht_slot(tab, keys[j])
-        cur = tab[s, col] if s >= 0 else 0.0
-        old = olds[j]
-        if not (cur == old or (cur != cur and old != old)):
+        if _differs(tab[s, col] if s >= 0 else 0.0, olds[j]):
             return True
     return False
