@@ -23,6 +23,22 @@ from replay.synthetic import write_orderbook
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _default_sigint() -> None:
+    """In the child before it runs ``ddms`` (a ``preexec_fn``): SIGINT delivered and handled by
+    default, whatever the worker running the test had.  A process inherits an ignored or
+    blocked SIGINT through exec, and Python then installs no KeyboardInterrupt handler: twice a
+    sweep ran all its runs to exit 0 after the test's SIGINT (cause not found in the suite; this
+    makes the test about ddms, not about the worker it ran in)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _sigint_state() -> str:
+    """The test process's own SIGINT disposition and mask, for a failure message."""
+    return f"(test process: SIGINT handler {signal.getsignal(signal.SIGINT)!r}, " \
+           f"blocked {signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])})"
+
+
 def _wait_for(proc: subprocess.Popen, ready, what: str, limit: float = 300.0) -> None:
     deadline = time.monotonic() + limit
     while not ready():
@@ -39,14 +55,14 @@ def test_interrupted_sweep_keeps_finished_runs(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "ddms", "backtest", "synthetic:1500000:1", "--no-plot", "--out", str(out),
          "--param", "threshold=" + ",".join(map(str, thresholds))],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     try:
         _wait_for(proc, lambda: (out / "runs" / "001").exists(), "the second run was written")
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == 130, stderr + _sigint_state()
     runs = sorted(p.name for p in (out / "runs").iterdir())
     k = len(runs)
     assert 2 <= k < len(thresholds), stderr                       # finished ones kept, the rest not run
@@ -69,14 +85,15 @@ def test_interrupted_run_prints_the_views_of_the_last_applied_line(tmp_path):
     vwap = str(EXAMPLES / "vwap.m3")
     with open(shown, "w") as sink:
         proc = subprocess.Popen([sys.executable, "-m", "ddms", "run", vwap, "--data", str(data), "--json",
-                                 "--every", "3"], cwd=REPO, stdout=sink, stderr=subprocess.PIPE, text=True)
+                                 "--every", "3"], cwd=REPO, stdout=sink, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=_default_sigint)
         try:
             _wait_for(proc, lambda: shown.stat().st_size > 20_000, "views were printed")
             proc.send_signal(signal.SIGINT)
             _, stderr = proc.communicate(timeout=120)
         finally:
             proc.kill()
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == 130, stderr + _sigint_state()
     rows = [json.loads(x) for x in shown.read_text().splitlines()]
     last = rows[-1]["line"]
     assert 0 < last < 1_500_000, "interrupted mid-run"

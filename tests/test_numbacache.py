@@ -458,3 +458,34 @@ def test_ssa_rewrites_only_the_blocks_naming_a_variable_and_builds_what_numba_do
         assert out[0] == out[1]
         assert any("phi" in s for _, body, _ in out[0] for s in body)   # (violators were fixed)
     assert numba.njit(_violators)(7, 3.0) == _violators(7, 3.0)
+
+
+def test_bitset_live_map_is_numbas_live_map():
+    """ddms.numbacache's ``_compute_live_map`` (bit sets) returns numba's live map, block for block,
+    on every call numba makes while compiling functions with loops, branches, SSA violators and
+    inlined callees (each call is checked against numba's own); the compiled function computes
+    what Python does."""
+    import numba
+    from numba.core import analysis, ir_utils
+
+    from ddms import numbacache
+
+    assert numbacache._NUMBA_LIVE_MAP is not None   # installed on this numba
+    assert analysis.compute_live_map is numbacache._compute_live_map
+    assert ir_utils.compute_live_map is numbacache._compute_live_map
+    calls = []
+
+    def both(cfg, blocks, var_use_map, var_def_map):
+        ours = numbacache._compute_live_map(cfg, blocks, var_use_map, var_def_map)
+        assert ours == numbacache._NUMBA_LIVE_MAP(cfg, blocks, var_use_map, var_def_map)
+        calls.append(sum(map(len, ours.values())))
+        return ours
+
+    scope = {"inlined": numba.njit(inline="always")(_branchy), "violators": numba.njit(_violators)}
+    exec("def caller(x, y):\n    return inlined(x) + violators(x, y) + inlined(x + 1)\n", scope)
+    analysis.compute_live_map = ir_utils.compute_live_map = both
+    try:
+        assert numba.njit(scope["caller"])(7, 3.0) == _branchy(7) + _violators(7, 3.0) + _branchy(8)
+    finally:
+        analysis.compute_live_map = ir_utils.compute_live_map = numbacache._compute_live_map
+    assert len(calls) > 10 and max(calls) > 20   # (many calls, non-trivial live sets)
