@@ -67,6 +67,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: -cost(item))
 
 
+_COMPILES: list[tuple] = []   # (module, function, seconds with nested compiles, seconds net of them, test)
+
+
+def _record_compiles() -> None:
+    """With ``DDMS_COMPILE_PROFILE=DIR``: record every numba compile of this process (numba's
+    ``numba:compile`` events: the function, its time with and without the compiles nested in it,
+    the test running), written to ``DIR/<worker>.<pid>.json`` at the end of the session;
+    ``python -m bench.suite_compile DIR`` summarises them.  How stop 42 found where a cold
+    suite's time goes.  Cost when unset: none (no listener)."""
+    import time
+
+    from numba.core import event
+
+    stack: list[list[float]] = []
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            stack.append([time.perf_counter(), 0.0])
+
+        def on_end(self, ev):
+            t0, nested = stack.pop()
+            dt = time.perf_counter() - t0
+            if stack:
+                stack[-1][1] += dt
+            f = ev.data["dispatcher"].py_func
+            _COMPILES.append((str(f.__module__), f.__qualname__, dt, dt - nested,
+                              os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]))
+
+    event.register("numba:compile", Listener())
+
+
+if os.environ.get("DDMS_COMPILE_PROFILE"):
+    _record_compiles()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """An xdist worker whose tests have all run ignores SIGINT from now on.  Once the controller
@@ -80,6 +115,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     does not end."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    out = os.environ.get("DDMS_COMPILE_PROFILE")
+    if out:
+        import json
+        Path(out).mkdir(parents=True, exist_ok=True)
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        (Path(out) / f"{worker}.{os.getpid()}.json").write_text(json.dumps(_COMPILES))
 
 
 # ``ddms run`` serves an uncompiled program with the interpreter while numba compiles it in the
