@@ -760,12 +760,15 @@ def _bits(names, index: dict, order: list) -> int:
 
 
 def _names(bits: int, order: list) -> set:
-    """The names of the bits set in ``bits`` (the inverse of :func:`_bits`)."""
+    """The names of the bits set in ``bits`` (the inverse of :func:`_bits`).  The bits are read
+    from ``bin()``'s text with ``str.find``: time linear in the bits, in C, plus one step per name
+    (taking the lowest bit off a big int costs its whole length per name: names x variables)."""
+    text = bin(bits)[:1:-1]   # lowest bit first, without "0b"
     out = set()
-    while bits:
-        low = bits & -bits
-        out.add(order[low.bit_length() - 1])
-        bits ^= low
+    i = text.find("1")
+    while i >= 0:
+        out.add(order[i])
+        i = text.find("1", i + 1)
     return out
 
 
