@@ -628,6 +628,14 @@ _FIXUP_LOCALS = ("blocks", "used_var", "blk", "scope", "inst", "var")
 _NUMBA_FIXUP = None   # numba's own, once replaced (tests compare the two)
 
 
+def _replace(name: str, old, new, *modules) -> None:
+    """Point each of ``modules`` that holds numba's ``old`` under ``name`` (its own module, and
+    those that imported it by name) at ``new``."""
+    for module in modules:
+        if getattr(module, name, None) is old:
+            setattr(module, name, new)
+
+
 def _install_scope_fixup_once_per_scope() -> None:
     """Make numba's ``fixup_var_define_in_scope`` visit each scope once, not once per block.
 
@@ -651,9 +659,7 @@ def _install_scope_fixup_once_per_scope() -> None:
         return
     global _NUMBA_FIXUP
     _NUMBA_FIXUP = fixup
-    ir_utils.fixup_var_define_in_scope = _fixup_var_define_in_scope
-    if getattr(untyped_passes, "fixup_var_define_in_scope", None) is fixup:
-        untyped_passes.fixup_var_define_in_scope = _fixup_var_define_in_scope
+    _replace("fixup_var_define_in_scope", fixup, _fixup_var_define_in_scope, ir_utils, untyped_passes)
 
 
 def _ssa_rewrite(ssa, blocks, states, handler, labels) -> None:
@@ -838,9 +844,7 @@ def _install_bitset_live_map() -> None:
         return
     global _NUMBA_LIVE_MAP
     _NUMBA_LIVE_MAP = f
-    analysis.compute_live_map = _compute_live_map
-    if getattr(ir_utils, "compute_live_map", None) is f:
-        ir_utils.compute_live_map = _compute_live_map
+    _replace("compute_live_map", f, _compute_live_map, analysis, ir_utils)
 
 
 _install_lazy_linking_bitcode()

@@ -13,6 +13,7 @@ import pytest
 def test_a_finished_worker_ignores_sigint(monkeypatch):
     """execnet SIGINTs a worker still ending 5 s after the controller closed its channel: a
     worker whose session has finished ignores it (a process outside xdist keeps Ctrl-C)."""
+    monkeypatch.delenv("DDMS_COMPILE_PROFILE", raising=False)   # (else this would write a record file)
     before = signal.getsignal(signal.SIGINT)
     try:
         monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
